@@ -1,0 +1,66 @@
+# Everything a fresh machine needs, installed by the project itself.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PGBIN ?= $(shell ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+PG_PORT ?= 55432
+PG_DIR := $(CURDIR)/var/throwaway-pg
+
+.PHONY: help setup check-java demo test lint format bench db-up db-down clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -e .
+	touch $(STAMP)
+
+setup: $(STAMP) check-java  ## create .venv with every requirement
+
+check-java:  ## Spark needs Java 17 or newer
+	@command -v java >/dev/null || { echo "Java is missing: install a JRE 17+ (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	  [ "$${v:-0}" -ge 17 ] || { echo "Java $$v found; Spark 4 needs Java 17+"; exit 1; }
+
+demo: setup  ## run the main job end to end on the embedded defaults (SQLite, local dirs, local Spark)
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/hmsrepl demo
+
+lint: $(STAMP)  ## ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: setup lint  ## the whole test suite (PostgreSQL and MariaDB from HMSREPL_TEST_*_URL or 127.0.0.1)
+	@if ! $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', 5432), 2)" 2>/dev/null \
+	    && [ -z "$$HMSREPL_TEST_POSTGRES_URL" ]; then \
+	  echo "no PostgreSQL on 127.0.0.1:5432: starting a throwaway one (make db-up)"; $(MAKE) db-up; \
+	  export HMSREPL_TEST_POSTGRES_URL=postgresql+psycopg://postgres@127.0.0.1:$(PG_PORT)/postgres; \
+	fi; \
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	[ -f $(PG_DIR)/data/postmaster.pid ] && $(MAKE) db-down; exit $$rc
+
+bench: setup  ## benchmarks that print measured figures
+	$(BIN)/python bench/bench_notification_log.py
+
+db-up:  ## start a throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) from Debian's binaries
+	@[ -n "$(PGBIN)" ] || { echo "PostgreSQL binaries not found: apt-get install postgresql"; exit 1; }
+	mkdir -p $(PG_DIR)
+	if [ "$$(id -u)" = 0 ]; then chown postgres $(PG_DIR); RUN="runuser -u postgres --"; else RUN=""; fi; \
+	  [ -f $(PG_DIR)/data/PG_VERSION ] || $$RUN $(PGBIN)/initdb -q -D $(PG_DIR)/data -A trust -U postgres; \
+	  $$RUN $(PGBIN)/pg_ctl -D $(PG_DIR)/data -l $(PG_DIR)/log -w \
+	    -o "-p $(PG_PORT) -c listen_addresses=127.0.0.1 -k $(PG_DIR)" start
+
+db-down:  ## stop the throwaway PostgreSQL
+	if [ "$$(id -u)" = 0 ]; then RUN="runuser -u postgres --"; else RUN=""; fi; \
+	  $$RUN $(PGBIN)/pg_ctl -D $(PG_DIR)/data -m fast -w stop || true
+
+clean:
+	rm -rf var spark-warehouse metastore_db derby.log

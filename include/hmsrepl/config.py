@@ -1,0 +1,36 @@
+"""Metastore settings, read from the environment so the CLI, servers, Spark apps and DAGs share one source.
+
+Every setting has an embedded default under ``./var`` so a fresh checkout runs with no configuration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_HOME = Path("var")
+
+
+class MetastoreConfig(BaseSettings):
+    """Settings of one metastore instance (environment prefix ``HMSREPL_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HMSREPL_", extra="ignore")
+
+    db_url: str = Field(
+        default=f"sqlite:///{DEFAULT_HOME / 'metastore.db'}",
+        description="SQLAlchemy URL of the metastore database (sqlite, postgresql+psycopg, mysql+pymysql).",
+    )
+    warehouse: str = Field(
+        default=str((DEFAULT_HOME / "warehouse").absolute()), description="Warehouse root."
+    )
+    cmroot: str = Field(default=str((DEFAULT_HOME / "cmroot").absolute()), description="Change manager root.")
+    cm_enabled: bool = Field(default=True, description="Recycle dropped and replaced files into cmroot.")
+    cm_retention_seconds: int = Field(default=24 * 3600, description="Keep recycled files this long.")
+    event_ttl_seconds: int = Field(default=7 * 24 * 3600, description="Keep notification events this long.")
+    compress_events: bool = Field(default=True, description="Store large event messages gzip+base64.")
+    compress_min_bytes: int = Field(default=4096, description="Messages at least this big are compressed.")
+    txn_timeout_seconds: int = Field(default=300, description="Abort open txns without heartbeat this long.")
+    notification_api_auth: bool = Field(default=True, description="Remote notification API for admins only.")
+    admin_users: list[str] = Field(default_factory=lambda: ["hive", "admin", "root"])

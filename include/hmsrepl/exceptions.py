@@ -1,0 +1,100 @@
+"""Every domain error in one place, named for what went wrong, so callers can catch precisely.
+
+Messages name the object and say what the user can do about it: they are shown to operators as they are.
+"""
+
+from __future__ import annotations
+
+
+class HmsReplError(Exception):
+    """Base of all errors this product raises on purpose."""
+
+
+class MetastoreError(HmsReplError):
+    """A metastore request could not be carried out."""
+
+
+class NoSuchObjectError(MetastoreError):
+    """The named database, table, partition, function or transaction does not exist."""
+
+
+class NoSuchDatabaseError(NoSuchObjectError):
+    def __init__(self, db_name: str) -> None:
+        super().__init__(f"database '{db_name}' does not exist; create it first or check the name")
+        self.db_name = db_name
+
+
+class NoSuchTableError(NoSuchObjectError):
+    def __init__(self, db_name: str, table_name: str) -> None:
+        super().__init__(f"table '{db_name}.{table_name}' does not exist; create it first or check the name")
+        self.db_name = db_name
+        self.table_name = table_name
+
+
+class NoSuchPartitionError(NoSuchObjectError):
+    def __init__(self, db_name: str, table_name: str, partition_name: str) -> None:
+        super().__init__(f"partition '{partition_name}' of table '{db_name}.{table_name}' does not exist")
+        self.partition_name = partition_name
+
+
+class NoSuchFunctionError(NoSuchObjectError):
+    def __init__(self, db_name: str, function_name: str) -> None:
+        super().__init__(f"function '{db_name}.{function_name}' does not exist")
+
+
+class NoSuchTxnError(NoSuchObjectError):
+    def __init__(self, txn_id: int) -> None:
+        super().__init__(f"transaction {txn_id} does not exist; open one with open_txns first")
+        self.txn_id = txn_id
+
+
+class AlreadyExistsError(MetastoreError):
+    """An object with that name exists already; creating it again would silently replace it."""
+
+
+class InvalidObjectError(MetastoreError):
+    """The object sent by the client is malformed (bad name, wrong partition values, missing fields)."""
+
+
+class InvalidOperationError(MetastoreError):
+    """The request is well formed but not allowed in the object's current state."""
+
+
+class TxnAbortedError(InvalidOperationError):
+    def __init__(self, txn_id: int) -> None:
+        super().__init__(
+            f"transaction {txn_id} was aborted (by a client or because it timed out without heartbeat) "
+            "and cannot be committed; retry the work in a new transaction"
+        )
+        self.txn_id = txn_id
+
+
+class TxnNotOpenError(InvalidOperationError):
+    def __init__(self, txn_id: int, state: str) -> None:
+        super().__init__(f"transaction {txn_id} is {state}, not open; start a new transaction")
+        self.txn_id = txn_id
+
+
+class EventsCleanedUpError(MetastoreError):
+    """The notification log no longer holds events the caller needs: only a new bootstrap can recover."""
+
+    def __init__(self, after_event_id: int, first_available: int | None) -> None:
+        first = "none are left" if first_available is None else f"the oldest left is {first_available}"
+        super().__init__(
+            f"events after {after_event_id} are missing from the notification log (cleaned up; {first}); "
+            "run a bootstrap dump and load to start replication again"
+        )
+        self.after_event_id = after_event_id
+        self.first_available = first_available
+
+
+class AccessDeniedError(MetastoreError):
+    """The remote caller may not use the notification API (admin/proxy users only)."""
+
+
+class StorageError(HmsReplError):
+    """A file operation on the warehouse, cmroot or dump root failed."""
+
+
+class FileLostError(StorageError):
+    """A file named by an event is neither at its original location with the right checksum nor in cmroot."""

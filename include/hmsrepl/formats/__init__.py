@@ -1,0 +1,1 @@
+"""Pure, I/O-free codecs for Hive's string and file formats."""

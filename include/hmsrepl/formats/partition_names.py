@@ -1,0 +1,60 @@
+"""Partition names and directory names escaped the way Hive escapes them (``p=k%3Av/q=1``).
+
+Hive turns a partition spec into a path segment by percent-encoding a fixed set of characters in keys and
+values; the same string is the partition's name in the metastore. Directory names written by Spark and Hive
+therefore contain literal ``%XX`` sequences, which must never be decoded when a location is used as a path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# Characters Hive's FileUtils escapes in path names (control characters are escaped too).
+_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
+DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
+
+
+def escape_path_name(value: str) -> str:
+    if value == "":
+        return DEFAULT_PARTITION_NAME
+    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED or ord(ch) < 0x20 else ch for ch in value)
+
+
+def unescape_path_name(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "%" and _is_hex(text[i + 1 : i + 3]):
+            out.append(chr(int(text[i + 1 : i + 3], 16)))
+            i += 3
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _is_hex(pair: str) -> bool:
+    return len(pair) == 2 and all(c in "0123456789abcdefABCDEF" for c in pair)
+
+
+def make_partition_name(keys: Sequence[str], values: Sequence[str]) -> str:
+    """``k1=v1/k2=v2`` for the given key names and values; raises if the counts differ."""
+    if len(keys) != len(values):
+        raise ValueError(
+            f"partition spec has {len(values)} values but the table has {len(keys)} keys {list(keys)}"
+        )
+    return "/".join(
+        f"{escape_path_name(k.lower())}={escape_path_name(v)}" for k, v in zip(keys, values, strict=True)
+    )
+
+
+def parse_partition_name(name: str) -> list[tuple[str, str]]:
+    """Split ``k1=v1/k2=v2`` into unescaped (key, value) pairs; raises on a segment without '='."""
+    pairs = []
+    for segment in name.split("/"):
+        key, sep, value = segment.partition("=")
+        if not sep or not key:
+            raise ValueError(f"malformed partition name '{name}': segment '{segment}' is not 'key=value'")
+        pairs.append((unescape_path_name(key), unescape_path_name(value)))
+    return pairs

@@ -1,0 +1,826 @@
+"""Databases, tables, partitions and functions, each change committed together with its event.
+
+File work is kept out of the database transaction where it can be: files are listed and checksummed before
+the transaction starts, and files a drop removes are recycled into cmroot only after it committed, so a
+failed commit never loses data and a crash after commit leaves files where the event says they were.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, insert, select, update
+
+from hmsrepl.exceptions import (
+    AlreadyExistsError,
+    InvalidObjectError,
+    InvalidOperationError,
+    NoSuchDatabaseError,
+    NoSuchFunctionError,
+    NoSuchPartitionError,
+    NoSuchTableError,
+)
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.eventlog import EventLog
+from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.file_capture import describe_files
+from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
+from hmsrepl.metastore.patterns import matches
+from hmsrepl.metastore.schema import dbs, funcs, partition_key_vals, partitions, tbls
+from hmsrepl.storage.base import filesystem_for, join_uri
+
+BATCH = 500
+DEFAULT_DB = "default"
+
+
+def _snapshot(obj: Database | Table | Partition | Function) -> dict[str, Any]:
+    return obj.model_dump(mode="json")
+
+
+def _chunks(items: Sequence[Any], size: int = BATCH) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class CatalogService:
+    def __init__(self, events: EventLog, cm: ChangeManager, warehouse: str) -> None:
+        self.events = events
+        self.cm = cm
+        self.warehouse = warehouse.rstrip("/")
+
+    # -- databases -------------------------------------------------------------------------------------
+    def default_db_location(self, name: str) -> str:
+        return self.warehouse if name == DEFAULT_DB else join_uri(self.warehouse, f"{name}.db")
+
+    def create_database(self, db: Database) -> Database:
+        _check_name(db.name, "database")
+        db = db.model_copy(update={"location_uri": db.location_uri or self.default_db_location(db.name)})
+        with self.events.transaction() as tx:
+            if self._db_id(tx.conn, db.name, missing_ok=True) is not None:
+                raise AlreadyExistsError(
+                    f"database '{db.name}' already exists; drop it first or use another name"
+                )
+            tx.conn.execute(
+                insert(dbs).values(name=db.name, doc=db.model_dump_json(), create_time=int(time.time()))
+            )
+            tx.emit(EventType.CREATE_DATABASE, db.name, None, {"database": _snapshot(db)})
+        filesystem_for(db.location_uri).makedirs(db.location_uri)
+        return db
+
+    def get_database(self, name: str) -> Database:
+        with self.events.engine.connect() as conn:
+            row = conn.execute(select(dbs.c.doc).where(dbs.c.name == name.lower())).first()
+        if row is None:
+            raise NoSuchDatabaseError(name.lower())
+        return Database.model_validate_json(row.doc)
+
+    def get_databases(self, pattern: str | None = None) -> list[str]:
+        with self.events.engine.connect() as conn:
+            names = conn.execute(select(dbs.c.name).order_by(dbs.c.name)).scalars().all()
+        return [name for name in names if matches(pattern, name)]
+
+    def alter_database(self, name: str, new_db: Database) -> Database:
+        name = name.lower()
+        if new_db.name != name:
+            raise InvalidOperationError(f"database '{name}' cannot be renamed (to '{new_db.name}')")
+        with self.events.transaction() as tx:
+            old = self._load_db(tx.conn, name, for_update=True)
+            tx.conn.execute(update(dbs).where(dbs.c.name == name).values(doc=new_db.model_dump_json()))
+            tx.emit(
+                EventType.ALTER_DATABASE, name, None, {"before": _snapshot(old), "after": _snapshot(new_db)}
+            )
+        return new_db
+
+    def drop_database(self, name: str, *, delete_data: bool = True, cascade: bool = False) -> None:
+        name = name.lower()
+        if name == DEFAULT_DB:
+            raise InvalidOperationError("database 'default' cannot be dropped")
+        tables = self.get_tables(name)  # raises NoSuchDatabaseError
+        functions = self.get_functions(name)
+        if (tables or functions) and not cascade:
+            raise InvalidOperationError(
+                f"database '{name}' is not empty ({len(tables)} tables, {len(functions)} functions); "
+                "drop them first or use CASCADE"
+            )
+        for table in tables:
+            self.drop_table(name, table, delete_data=delete_data)
+        for function in functions:
+            self.drop_function(name, function)
+        with self.events.transaction() as tx:
+            db = self._load_db(tx.conn, name, for_update=True)
+            db_id = self._db_id(tx.conn, name)
+            if tx.conn.execute(select(tbls.c.tbl_id).where(tbls.c.db_id == db_id).limit(1)).first():
+                raise InvalidOperationError(f"database '{name}' got a new table while being dropped; retry")
+            tx.conn.execute(delete(dbs).where(dbs.c.db_id == db_id))
+            tx.emit(EventType.DROP_DATABASE, name, None, {"database": _snapshot(db)})
+        if delete_data and db.location_uri and db.location_uri.rstrip("/") != self.warehouse:
+            filesystem_for(db.location_uri).delete_tree(db.location_uri)
+
+    def _db_id(self, conn: Connection, name: str, *, missing_ok: bool = False) -> int | None:
+        db_id = conn.execute(select(dbs.c.db_id).where(dbs.c.name == name)).scalar()
+        if db_id is None and not missing_ok:
+            raise NoSuchDatabaseError(name)
+        return db_id
+
+    def _load_db(self, conn: Connection, name: str, *, for_update: bool = False) -> Database:
+        query = select(dbs.c.doc).where(dbs.c.name == name)
+        row = conn.execute(query.with_for_update() if for_update else query).first()
+        if row is None:
+            raise NoSuchDatabaseError(name)
+        return Database.model_validate_json(row.doc)
+
+    # -- tables ----------------------------------------------------------------------------------------
+    def create_table(self, table: Table) -> Table:
+        _check_name(table.table_name, "table")
+        _check_columns(table)
+        db = self.get_database(table.db_name)
+        if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
+            location = join_uri(db.location_uri or self.default_db_location(db.name), table.table_name)
+            table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
+        table = table.model_copy(update={"create_time": table.create_time or int(time.time()), "write_id": 0})
+        location = table.sd.location
+        if location and table.is_managed:
+            filesystem_for(location).makedirs(location)
+        files = describe_files(location, self.cm) if location else []
+        with self.events.transaction() as tx:
+            db_id = self._db_id(tx.conn, table.db_name)
+            exists = tx.conn.execute(
+                select(tbls.c.tbl_id).where(tbls.c.db_id == db_id, tbls.c.tbl_name == table.table_name)
+            ).first()
+            if exists:
+                raise AlreadyExistsError(
+                    f"table '{table.qualified_name}' already exists; drop it or use another name"
+                )
+            tbl_id = tx.conn.execute(
+                insert(tbls).values(
+                    db_id=db_id,
+                    tbl_name=table.table_name,
+                    tbl_type=str(table.table_type),
+                    location=location,
+                    doc=table.model_dump_json(exclude={"id", "write_id"}),
+                    write_id=0,
+                )
+            ).inserted_primary_key[0]
+            table = table.model_copy(update={"id": tbl_id})
+            tx.emit(
+                EventType.CREATE_TABLE,
+                table.db_name,
+                table.table_name,
+                {"table": _snapshot(table), "files": files},
+            )
+        return table
+
+    def get_table(self, db_name: str, table_name: str) -> Table:
+        with self.events.engine.connect() as conn:
+            return self._load_table(conn, db_name.lower(), table_name.lower())[1]
+
+    def get_table_objects(self, db_name: str, table_names: Sequence[str]) -> list[Table]:
+        """Tables by name in one query per chunk; unknown names are skipped (Hive's get_table_objects_by_name)."""
+        db_name = db_name.lower()
+        out: list[Table] = []
+        with self.events.engine.connect() as conn:
+            db_id = self._db_id(conn, db_name)
+            for chunk in _chunks([name.lower() for name in table_names]):
+                rows = conn.execute(
+                    select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id).where(
+                        tbls.c.db_id == db_id, tbls.c.tbl_name.in_(chunk)
+                    )
+                )
+                out.extend(_table_from_row(row) for row in rows)
+        return out
+
+    def get_tables(
+        self, db_name: str, pattern: str | None = None, table_type: str | None = None
+    ) -> list[str]:
+        db_name = db_name.lower()
+        with self.events.engine.connect() as conn:
+            db_id = self._db_id(conn, db_name)
+            query = select(tbls.c.tbl_name).where(tbls.c.db_id == db_id).order_by(tbls.c.tbl_name)
+            if table_type:
+                query = query.where(tbls.c.tbl_type == table_type)
+            names = conn.execute(query).scalars().all()
+        return [name for name in names if matches(pattern, name)]
+
+    def _load_table(
+        self, conn: Connection, db_name: str, table_name: str, *, for_update: bool = False
+    ) -> tuple[int, Table]:
+        query = (
+            select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id)
+            .join(dbs, dbs.c.db_id == tbls.c.db_id)
+            .where(dbs.c.name == db_name, tbls.c.tbl_name == table_name)
+        )
+        row = conn.execute(query.with_for_update() if for_update else query).first()
+        if row is None:
+            if self._db_id(conn, db_name, missing_ok=True) is None:
+                raise NoSuchDatabaseError(db_name)
+            raise NoSuchTableError(db_name, table_name)
+        return row.tbl_id, _table_from_row(row)
+
+    def alter_table(
+        self, db_name: str, table_name: str, new_table: Table, *, capture_files: bool = True
+    ) -> Table:
+        """Change a table; a new db/name is a rename. The ALTER_TABLE event holds both snapshots.
+
+        A managed table whose data sits at its default location moves with a rename, as in Hive, and its
+        partitions' locations under it follow.
+        """
+        db_name, table_name = db_name.lower(), table_name.lower()
+        _check_columns(new_table)
+        old = self.get_table(db_name, table_name)
+        renamed = (new_table.db_name, new_table.table_name) != (db_name, table_name)
+        move: tuple[str, str] | None = None
+        if renamed:
+            _check_name(new_table.table_name, "table")
+            default_old = join_uri(self.get_database(db_name).location_uri or "", table_name)
+            if old.is_managed and old.sd.location and old.sd.location.rstrip("/") == default_old:
+                target_db = self.get_database(new_table.db_name)
+                new_location = join_uri(target_db.location_uri or "", new_table.table_name)
+                if new_table.sd.location in (None, old.sd.location):
+                    new_table = new_table.model_copy(
+                        update={"sd": new_table.sd.model_copy(update={"location": new_location})}
+                    )
+                    move = (old.sd.location, new_location)
+        new_table = new_table.model_copy(update={"id": old.id, "write_id": old.write_id})
+        files = describe_files(new_table.sd.location, self.cm) if capture_files and not move else []
+        with self.events.transaction() as tx:
+            tbl_id, current = self._load_table(tx.conn, db_name, table_name, for_update=True)
+            if current.id != old.id:
+                raise InvalidOperationError(
+                    f"table '{db_name}.{table_name}' was replaced concurrently; retry"
+                )
+            values: dict[str, Any] = {
+                "tbl_name": new_table.table_name,
+                "location": new_table.sd.location,
+                "tbl_type": str(new_table.table_type),
+                "doc": new_table.model_dump_json(exclude={"id", "write_id"}),
+            }
+            if new_table.db_name != db_name:
+                values["db_id"] = self._db_id(tx.conn, new_table.db_name)
+            if renamed:
+                clash = tx.conn.execute(
+                    select(tbls.c.tbl_id).where(
+                        tbls.c.db_id == values.get("db_id", self._db_id(tx.conn, db_name)),
+                        tbls.c.tbl_name == new_table.table_name,
+                    )
+                ).first()
+                if clash:
+                    raise AlreadyExistsError(
+                        f"cannot rename to '{new_table.qualified_name}': that table exists"
+                    )
+            tx.conn.execute(update(tbls).where(tbls.c.tbl_id == tbl_id).values(**values))
+            if renamed:
+                self._rewrite_partitions_for_rename(tx.conn, tbl_id, new_table, move)
+            tx.emit(
+                EventType.ALTER_TABLE,
+                db_name,
+                table_name,
+                {
+                    "before": _snapshot(current),
+                    "after": _snapshot(new_table),
+                    "is_truncate": False,
+                    "files": files,
+                },
+            )
+            if move:
+                source, target = move
+                # Inside the transaction: if the move fails, the rename rolls back with it.
+                _move_directory(source, target)
+        return new_table
+
+    def _rewrite_partitions_for_rename(
+        self, conn: Connection, tbl_id: int, table: Table, move: tuple[str, str] | None
+    ) -> None:
+        rows = conn.execute(
+            select(partitions.c.part_id, partitions.c.doc).where(partitions.c.tbl_id == tbl_id)
+        ).all()
+        updates = []
+        for row in rows:
+            part = Partition.model_validate_json(row.doc)
+            location = part.sd.location
+            if move and location and location.startswith(move[0].rstrip("/") + "/"):
+                location = move[1].rstrip("/") + location[len(move[0].rstrip("/")) :]
+            part = part.model_copy(
+                update={
+                    "db_name": table.db_name,
+                    "table_name": table.table_name,
+                    "sd": part.sd.model_copy(update={"location": location}),
+                }
+            )
+            updates.append(
+                {"b_part_id": row.part_id, "b_doc": part.model_dump_json(), "b_location": location}
+            )
+        _bulk_update_partitions(conn, updates)
+
+    def truncate_table(
+        self, db_name: str, table_name: str, partition_names: Sequence[str] | None = None
+    ) -> None:
+        """Remove all data files (recycled into cmroot); visible as ALTER events with ``is_truncate``."""
+        table = self.get_table(db_name, table_name)
+        if not table.is_managed:
+            raise InvalidOperationError(f"cannot truncate external table '{table.qualified_name}'")
+        if table.partition_keys:
+            names = (
+                list(partition_names) if partition_names else self.get_partition_names(db_name, table_name)
+            )
+            targets = self.get_partitions_by_names(db_name, table_name, names)
+            recycled = {
+                make_partition_name(table.partition_key_names, p.values): describe_files(
+                    p.sd.location, self.cm
+                )
+                for p in targets
+            }
+            with self.events.transaction() as tx:
+                for part in targets:
+                    name = make_partition_name(table.partition_key_names, part.values)
+                    tx.emit(
+                        EventType.ALTER_PARTITION,
+                        table.db_name,
+                        table.table_name,
+                        {
+                            "table": _snapshot(table),
+                            "before": _snapshot(part),
+                            "after": _snapshot(part),
+                            "is_truncate": True,
+                            "files": [],
+                            "recycled": recycled[name],
+                        },
+                    )
+                all_recycled = [uri for uris in recycled.values() for uri in uris]
+                tx.on_commit(lambda: self.cm.recycle(all_recycled))
+            return
+        files = describe_files(table.sd.location, self.cm)
+        with self.events.transaction() as tx:
+            self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            tx.emit(
+                EventType.ALTER_TABLE,
+                table.db_name,
+                table.table_name,
+                {
+                    "before": _snapshot(table),
+                    "after": _snapshot(table),
+                    "is_truncate": True,
+                    "files": [],
+                    "recycled": files,
+                },
+            )
+            tx.on_commit(lambda: self.cm.recycle(files))
+
+    def drop_table(self, db_name: str, table_name: str, *, delete_data: bool = True) -> Table:
+        """Drop a table and its partitions; a managed table's files are recycled into cmroot after commit."""
+        db_name, table_name = db_name.lower(), table_name.lower()
+        table = self.get_table(db_name, table_name)
+        recycled: list[str] = []
+        extra_dirs: list[str] = []
+        if delete_data and table.is_managed:
+            recycled = describe_files(table.sd.location, self.cm)
+            for part in self._iter_partitions_outside(table):
+                recycled.extend(describe_files(part.sd.location, self.cm))
+                extra_dirs.append(part.sd.location or "")
+        with self.events.transaction() as tx:
+            tbl_id, current = self._load_table(tx.conn, db_name, table_name, for_update=True)
+            if current.id != table.id:
+                raise InvalidOperationError(
+                    f"table '{db_name}.{table_name}' was replaced concurrently; retry"
+                )
+            part_ids = select(partitions.c.part_id).where(partitions.c.tbl_id == tbl_id)
+            tx.conn.execute(delete(partition_key_vals).where(partition_key_vals.c.part_id.in_(part_ids)))
+            tx.conn.execute(delete(partitions).where(partitions.c.tbl_id == tbl_id))
+            tx.conn.execute(delete(tbls).where(tbls.c.tbl_id == tbl_id))
+            tx.emit(
+                EventType.DROP_TABLE, db_name, table_name, {"table": _snapshot(table), "recycled": recycled}
+            )
+            if delete_data and table.is_managed:
+                dirs = [table.sd.location or "", *extra_dirs]
+                tx.on_commit(lambda: self._recycle_and_remove(recycled, dirs))
+        return table
+
+    def _recycle_and_remove(self, recycled: list[str], directories: list[str]) -> None:
+        self.cm.recycle(recycled)
+        for directory in directories:
+            if directory:
+                filesystem_for(directory).delete_tree(directory)
+
+    def _iter_partitions_outside(self, table: Table) -> Iterable[Partition]:
+        """Partitions whose location is not below the table's (their files are not in the table's listing)."""
+        root = (table.sd.location or "").rstrip("/") + "/"
+        for part in self.get_partitions(table.db_name, table.table_name):
+            if part.sd.location and not part.sd.location.startswith(root):
+                yield part
+
+    # -- partitions ------------------------------------------------------------------------------------
+    def add_partitions(
+        self, db_name: str, table_name: str, parts: Sequence[Partition], *, if_not_exists: bool = False
+    ) -> list[Partition]:
+        """Add many partitions in one transaction with batched inserts and one ADD_PARTITION event.
+
+        Returns the partitions added (with defaulted locations); with ``if_not_exists`` existing ones are
+        skipped instead of failing the whole call.
+        """
+        table = self.get_table(db_name, table_name)
+        keys = table.partition_key_names
+        if not keys:
+            raise InvalidObjectError(
+                f"table '{table.qualified_name}' is not partitioned; cannot add partitions"
+            )
+        now = int(time.time())
+        prepared: dict[str, Partition] = {}
+        for part in parts:
+            if (part.db_name, part.table_name) != (table.db_name, table.table_name):
+                raise InvalidObjectError(
+                    f"partition {part.values} names table '{part.db_name}.{part.table_name}', "
+                    f"not '{table.qualified_name}'"
+                )
+            name = _partition_name(table, part.values)
+            if name in prepared:
+                raise InvalidObjectError(f"partition '{name}' is listed twice in one add_partitions call")
+            location = part.sd.location or join_uri(table.sd.location or "", name)
+            sd = part.sd.model_copy(update={"location": location})
+            prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
+        if table.is_managed:
+            for part in prepared.values():
+                filesystem_for(part.sd.location or "").makedirs(part.sd.location or "")
+        files = {name: describe_files(part.sd.location, self.cm) for name, part in prepared.items()}
+        with self.events.transaction() as tx:
+            tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            existing = self._existing_names(tx.conn, tbl_id, list(prepared))
+            if existing and not if_not_exists:
+                raise AlreadyExistsError(
+                    f"partition '{sorted(existing)[0]}' of table '{table.qualified_name}' already exists"
+                    + (f" (and {len(existing) - 1} more)" if len(existing) > 1 else "")
+                )
+            added = [(name, part) for name, part in prepared.items() if name not in existing]
+            self._insert_partitions(tx.conn, tbl_id, added)
+            if added:
+                tx.emit(
+                    EventType.ADD_PARTITION,
+                    table.db_name,
+                    table.table_name,
+                    {
+                        "table": _snapshot(current),
+                        "partitions": [_snapshot(part) for _, part in added],
+                        "files": [files[name] for name, _ in added],
+                    },
+                )
+        return [part for _, part in added]
+
+    def _existing_names(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(names):
+            found.update(
+                conn.execute(
+                    select(partitions.c.part_name).where(
+                        partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
+                    )
+                ).scalars()
+            )
+        return found
+
+    def _insert_partitions(
+        self, conn: Connection, tbl_id: int, added: Sequence[tuple[str, Partition]]
+    ) -> None:
+        for chunk in _chunks(added):
+            conn.execute(
+                insert(partitions),
+                [
+                    {
+                        "tbl_id": tbl_id,
+                        "part_name": name,
+                        "location": part.sd.location,
+                        "doc": part.model_dump_json(exclude={"write_id"}),
+                        "write_id": part.write_id,
+                    }
+                    for name, part in chunk
+                ],
+            )
+            ids = dict(
+                conn.execute(
+                    select(partitions.c.part_name, partitions.c.part_id).where(
+                        partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_([name for name, _ in chunk])
+                    )
+                ).all()
+            )
+            conn.execute(
+                insert(partition_key_vals),
+                [
+                    {"part_id": ids[name], "tbl_id": tbl_id, "idx": idx, "value": value}
+                    for name, part in chunk
+                    for idx, value in enumerate(part.values)
+                ],
+            )
+
+    def get_partition(self, db_name: str, table_name: str, values: Sequence[str]) -> Partition:
+        table = self.get_table(db_name, table_name)
+        name = _partition_name(table, values)
+        found = self.get_partitions_by_names(db_name, table_name, [name])
+        if not found:
+            raise NoSuchPartitionError(table.db_name, table.table_name, name)
+        return found[0]
+
+    def get_partitions_by_names(self, db_name: str, table_name: str, names: Sequence[str]) -> list[Partition]:
+        with self.events.engine.connect() as conn:
+            tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
+            out: list[Partition] = []
+            for chunk in _chunks(list(names)):
+                rows = conn.execute(
+                    select(partitions.c.doc, partitions.c.write_id)
+                    .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
+                    .order_by(partitions.c.part_name)
+                )
+                out.extend(_partition_from_row(row) for row in rows)
+        return out
+
+    def get_partitions(self, db_name: str, table_name: str, max_parts: int = -1) -> list[Partition]:
+        with self.events.engine.connect() as conn:
+            tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
+            query = (
+                select(partitions.c.doc, partitions.c.write_id)
+                .where(partitions.c.tbl_id == tbl_id)
+                .order_by(partitions.c.part_name)
+            )
+            if max_parts >= 0:
+                query = query.limit(max_parts)
+            return [_partition_from_row(row) for row in conn.execute(query)]
+
+    def get_partition_names(self, db_name: str, table_name: str, max_parts: int = -1) -> list[str]:
+        with self.events.engine.connect() as conn:
+            tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
+            query = (
+                select(partitions.c.part_name)
+                .where(partitions.c.tbl_id == tbl_id)
+                .order_by(partitions.c.part_name)
+            )
+            if max_parts >= 0:
+                query = query.limit(max_parts)
+            return list(conn.execute(query).scalars())
+
+    def get_partitions_ps(
+        self, db_name: str, table_name: str, partial_values: Sequence[str], max_parts: int = -1
+    ) -> list[Partition]:
+        """Partitions matching a partial spec: an empty value matches anything (Hive's get_partitions_ps)."""
+        table = self.get_table(db_name, table_name)
+        if len(partial_values) > len(table.partition_keys):
+            raise InvalidObjectError(
+                f"partial spec {list(partial_values)} has more values than table '{table.qualified_name}' has keys"
+            )
+        with self.events.engine.connect() as conn:
+            query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
+            for idx, value in enumerate(partial_values):
+                if value == "":
+                    continue
+                kv = partition_key_vals.alias(f"kv{idx}")
+                query = query.join(
+                    kv, and_(kv.c.part_id == partitions.c.part_id, kv.c.idx == idx, kv.c.value == value)
+                )
+            query = query.order_by(partitions.c.part_name)
+            if max_parts >= 0:
+                query = query.limit(max_parts)
+            return [_partition_from_row(row) for row in conn.execute(query)]
+
+    def alter_partitions(
+        self, db_name: str, table_name: str, new_parts: Sequence[Partition], *, capture_files: bool = True
+    ) -> None:
+        """Replace partitions' metadata (values unchanged); one ALTER_PARTITION event per partition."""
+        table = self.get_table(db_name, table_name)
+        names = [_partition_name(table, part.values) for part in new_parts]
+        files = {
+            name: describe_files(part.sd.location, self.cm) if capture_files else []
+            for name, part in zip(names, new_parts, strict=True)
+        }
+        with self.events.transaction() as tx:
+            tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            old_rows = {}
+            for chunk in _chunks(names):
+                for row in tx.conn.execute(
+                    select(
+                        partitions.c.part_id, partitions.c.part_name, partitions.c.doc, partitions.c.write_id
+                    )
+                    .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
+                    .with_for_update()
+                ):
+                    old_rows[row.part_name] = row
+            updates = []
+            for name, part in zip(names, new_parts, strict=True):
+                if name not in old_rows:
+                    raise NoSuchPartitionError(table.db_name, table.table_name, name)
+                before = _partition_from_row(old_rows[name])
+                part = part.model_copy(update={"write_id": before.write_id})
+                updates.append(
+                    {
+                        "b_part_id": old_rows[name].part_id,
+                        "b_doc": part.model_dump_json(),
+                        "b_location": part.sd.location,
+                    }
+                )
+                tx.emit(
+                    EventType.ALTER_PARTITION,
+                    table.db_name,
+                    table.table_name,
+                    {
+                        "table": _snapshot(current),
+                        "before": _snapshot(before),
+                        "after": _snapshot(part),
+                        "is_truncate": False,
+                        "files": files[name],
+                    },
+                )
+            _bulk_update_partitions(tx.conn, updates)
+
+    def drop_partitions(
+        self, db_name: str, table_name: str, values_list: Sequence[Sequence[str]], *, delete_data: bool = True
+    ) -> list[Partition]:
+        """Drop partitions in one transaction and one DROP_PARTITION event; files go to cmroot after commit."""
+        table = self.get_table(db_name, table_name)
+        names = [_partition_name(table, values) for values in values_list]
+        found = {
+            _partition_name(table, p.values): p
+            for p in self.get_partitions_by_names(db_name, table_name, names)
+        }
+        for name in names:
+            if name not in found:
+                raise NoSuchPartitionError(table.db_name, table.table_name, name)
+        dropped = [found[name] for name in names]
+        recycle = delete_data and table.is_managed
+        recycled = [describe_files(p.sd.location, self.cm) if recycle else [] for p in dropped]
+        with self.events.transaction() as tx:
+            tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            for chunk in _chunks(names):
+                part_ids = select(partitions.c.part_id).where(
+                    partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
+                )
+                tx.conn.execute(delete(partition_key_vals).where(partition_key_vals.c.part_id.in_(part_ids)))
+                count = tx.conn.execute(
+                    delete(partitions).where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
+                ).rowcount
+                if count != len(chunk):
+                    raise InvalidOperationError(
+                        f"partitions of '{table.qualified_name}' were dropped concurrently; retry"
+                    )
+            tx.emit(
+                EventType.DROP_PARTITION,
+                table.db_name,
+                table.table_name,
+                {
+                    "table": _snapshot(current),
+                    "partitions": [_snapshot(p) for p in dropped],
+                    "recycled": recycled,
+                },
+            )
+            if recycle:
+                flat = [uri for uris in recycled for uri in uris]
+                dirs = [p.sd.location or "" for p in dropped]
+                tx.on_commit(lambda: self._recycle_and_remove(flat, dirs))
+        return dropped
+
+    # -- data changes ----------------------------------------------------------------------------------
+    def insert(
+        self,
+        db_name: str,
+        table_name: str,
+        partition_values: Sequence[str] | None = None,
+        *,
+        new_files: Sequence[str] | None = None,
+        replace: bool = False,
+    ) -> list[str]:
+        """Record new data in a table or partition (an INSERT event with files and checksums).
+
+        ``new_files`` are the URIs the writer added; when omitted, every data file present is reported.
+        With ``replace`` (INSERT OVERWRITE) all other data files are recycled into cmroot after commit.
+        Returns the encoded URIs reported.
+        """
+        table = self.get_table(db_name, table_name)
+        partition = self.get_partition(db_name, table_name, partition_values) if partition_values else None
+        if table.partition_keys and partition is None:
+            raise InvalidObjectError(
+                f"table '{table.qualified_name}' is partitioned; name the partition written"
+            )
+        location = (partition.sd if partition else table.sd).location
+        described = describe_files(location, self.cm)
+        wanted = set(new_files) if new_files is not None else None
+        reported = [uri for uri in described if wanted is None or uri.split("#", 1)[0] in wanted]
+        if wanted is not None and len(reported) != len(wanted):
+            missing = sorted(wanted - {uri.split("#", 1)[0] for uri in reported})
+            raise InvalidObjectError(
+                f"files {missing[:3]} were not found under '{location}'; write them first"
+            )
+        recycled = [uri for uri in described if uri not in reported] if replace else []
+        with self.events.transaction() as tx:
+            _, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            tx.emit(
+                EventType.INSERT,
+                table.db_name,
+                table.table_name,
+                {
+                    "table": _snapshot(current),
+                    "partition": _snapshot(partition) if partition else None,
+                    "replace": replace,
+                    "files": reported,
+                    "recycled": recycled,
+                },
+            )
+            if recycled:
+                tx.on_commit(lambda: self.cm.recycle(recycled))
+        return reported
+
+    # -- functions -------------------------------------------------------------------------------------
+    def create_function(self, function: Function) -> Function:
+        _check_name(function.function_name, "function")
+        function = function.model_copy(update={"create_time": function.create_time or int(time.time())})
+        with self.events.transaction() as tx:
+            db_id = self._db_id(tx.conn, function.db_name)
+            if tx.conn.execute(
+                select(funcs.c.func_id).where(
+                    funcs.c.db_id == db_id, funcs.c.func_name == function.function_name
+                )
+            ).first():
+                raise AlreadyExistsError(
+                    f"function '{function.db_name}.{function.function_name}' already exists"
+                )
+            tx.conn.execute(
+                insert(funcs).values(
+                    db_id=db_id, func_name=function.function_name, doc=function.model_dump_json()
+                )
+            )
+            tx.emit(EventType.CREATE_FUNCTION, function.db_name, None, {"function": _snapshot(function)})
+        return function
+
+    def get_function(self, db_name: str, function_name: str) -> Function:
+        with self.events.engine.connect() as conn:
+            db_id = self._db_id(conn, db_name.lower())
+            row = conn.execute(
+                select(funcs.c.doc).where(funcs.c.db_id == db_id, funcs.c.func_name == function_name.lower())
+            ).first()
+        if row is None:
+            raise NoSuchFunctionError(db_name.lower(), function_name.lower())
+        return Function.model_validate_json(row.doc)
+
+    def get_functions(self, db_name: str, pattern: str | None = None) -> list[str]:
+        with self.events.engine.connect() as conn:
+            db_id = self._db_id(conn, db_name.lower())
+            names = conn.execute(
+                select(funcs.c.func_name).where(funcs.c.db_id == db_id).order_by(funcs.c.func_name)
+            ).scalars()
+            return [name for name in names if matches(pattern, name)]
+
+    def drop_function(self, db_name: str, function_name: str) -> None:
+        function = self.get_function(db_name, function_name)
+        with self.events.transaction() as tx:
+            db_id = self._db_id(tx.conn, function.db_name)
+            count = tx.conn.execute(
+                delete(funcs).where(funcs.c.db_id == db_id, funcs.c.func_name == function.function_name)
+            ).rowcount
+            if count == 0:
+                raise NoSuchFunctionError(function.db_name, function.function_name)
+            tx.emit(EventType.DROP_FUNCTION, function.db_name, None, {"function": _snapshot(function)})
+
+
+def _table_from_row(row: Any) -> Table:
+    table = Table.model_validate_json(row.doc)
+    return table.model_copy(update={"id": row.tbl_id, "write_id": row.write_id})
+
+
+def _partition_from_row(row: Any) -> Partition:
+    return Partition.model_validate_json(row.doc).model_copy(update={"write_id": row.write_id})
+
+
+def _partition_name(table: Table, values: Sequence[str]) -> str:
+    try:
+        return make_partition_name(table.partition_key_names, values)
+    except ValueError as exc:
+        raise InvalidObjectError(f"table '{table.qualified_name}': {exc}") from exc
+
+
+def _bulk_update_partitions(conn: Connection, updates: list[dict[str, Any]]) -> None:
+    from sqlalchemy import bindparam
+
+    if not updates:
+        return
+    stmt = (
+        update(partitions)
+        .where(partitions.c.part_id == bindparam("b_part_id"))
+        .values(doc=bindparam("b_doc"), location=bindparam("b_location"))
+    )
+    for chunk in _chunks(updates):
+        conn.execute(stmt, list(chunk))
+
+
+def _check_name(name: str, kind: str) -> None:
+    if not name or not all(ch.isalnum() or ch == "_" for ch in name):
+        raise InvalidObjectError(f"{kind} name '{name}' is invalid: use letters, digits and '_' only")
+
+
+def _check_columns(table: Table) -> None:
+    seen: set[str] = set()
+    for col in [*table.sd.cols, *table.partition_keys]:
+        if col.name in seen:
+            raise InvalidObjectError(f"table '{table.qualified_name}' has column '{col.name}' twice")
+        seen.add(col.name)
+
+
+def _move_directory(source: str, target: str) -> None:
+    fs = filesystem_for(source)
+    for status in list(fs.list_files(source)):
+        fs.move(status.uri, target.rstrip("/") + status.uri[len(source.rstrip("/")) :])
+    fs.delete_tree(source)

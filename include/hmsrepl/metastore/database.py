@@ -1,0 +1,70 @@
+"""Engines for the three backends and schema migration through Alembic.
+
+SQLite runs in WAL mode and starts every transaction with ``BEGIN IMMEDIATE``: the notification sequence
+row is locked for update inside each writing transaction, and SQLite has no row locks, so taking the write
+lock up front is what keeps two processes from both reading the same next event id.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
+    """Create an engine with per-backend settings the metastore relies on."""
+    url = make_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+        _configure_sqlite(engine)
+        return engine
+    if url.get_backend_name() in ("mysql", "mariadb"):
+        # READ COMMITTED as on PostgreSQL: readers see committed events, not a repeatable-read snapshot.
+        return create_engine(
+            url, pool_size=pool_size, pool_pre_ping=True, isolation_level="READ COMMITTED", pool_recycle=3600
+        )
+    return create_engine(url, pool_size=pool_size, pool_pre_ping=True)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API objects are untyped
+        dbapi_connection.isolation_level = None  # let SQLAlchemy's begin event below control transactions
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:  # noqa: ANN001
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def alembic_config(db_url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
+    return config
+
+
+def upgrade_schema(db_url: str, revision: str = "head") -> None:
+    """Create or upgrade the metastore schema to ``revision`` (idempotent)."""
+    command.upgrade(alembic_config(db_url), revision)
+
+
+def schema_is_current(engine: Engine) -> bool:
+    head = ScriptDirectory.from_config(alembic_config(str(engine.url))).get_current_head()
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision() == head

@@ -1,0 +1,188 @@
+"""The transactional notification log: every change and its events commit in one database transaction.
+
+Event ids come from a single sequence row that each writing transaction locks (``SELECT ... FOR UPDATE``)
+as its last step before commit. The lock is held until commit, so ids are gap-free, strictly increasing,
+and assigned in commit order: a reader that sees event N committed has already seen every event below N,
+even with several metastore processes writing to one database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+
+from hmsrepl.exceptions import EventsCleanedUpError
+from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent, encode_message
+from hmsrepl.metastore.schema import notification_log, notification_sequence
+
+DELETE_BATCH = 10_000
+
+
+@dataclass
+class MetastoreTransaction:
+    """A database transaction in progress: the connection, the events it will log and post-commit work."""
+
+    conn: Connection
+    events: list[PendingEvent] = field(default_factory=list)
+    after_commit: list[Callable[[], None]] = field(default_factory=list)
+    event_ids: list[int] = field(default_factory=list)
+
+    def emit(
+        self, event_type: EventType, db_name: str | None, table_name: str | None, body: dict[str, Any]
+    ) -> None:
+        self.events.append(PendingEvent(event_type, db_name, table_name, body))
+
+    def on_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once the transaction has committed (e.g. recycle files it dropped)."""
+        self.after_commit.append(action)
+
+
+class EventLog:
+    """Appends events inside metastore transactions and serves the notification API's reads."""
+
+    def __init__(self, engine: Engine, *, compress: bool = True, compress_min_bytes: int = 4096) -> None:
+        self.engine = engine
+        self.compress = compress
+        self.compress_min_bytes = compress_min_bytes
+
+    @contextmanager
+    def transaction(self) -> Iterator[MetastoreTransaction]:
+        """A metastore write: changes made on ``tx.conn`` and events emitted commit together, or neither."""
+        with self.engine.begin() as conn:
+            tx = MetastoreTransaction(conn)
+            yield tx
+            if tx.events:
+                tx.event_ids = self._append(conn, tx.events)
+        for action in tx.after_commit:
+            action()
+
+    def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:
+        seq = notification_sequence
+        next_id = conn.execute(
+            select(seq.c.next_event_id).where(seq.c.id == 1).with_for_update()
+        ).scalar_one()
+        now = int(time.time())
+        rows = []
+        for offset, event in enumerate(events):
+            text, message_format = encode_message(
+                event.body, compress=self.compress, compress_min_bytes=self.compress_min_bytes
+            )
+            rows.append(
+                {
+                    "event_id": next_id + offset,
+                    "event_time": now,
+                    "event_type": str(event.event_type),
+                    "cat_name": "hive",
+                    "db_name": event.db_name,
+                    "tbl_name": event.table_name,
+                    "message": text,
+                    "message_format": message_format,
+                }
+            )
+        conn.execute(insert(notification_log), rows)
+        conn.execute(update(seq).where(seq.c.id == 1).values(next_event_id=next_id + len(rows)))
+        return [row["event_id"] for row in rows]
+
+    def append(self, events: Sequence[PendingEvent]) -> list[int]:
+        """Log events that have no catalog change of their own (e.g. fire_listener_event), in one batch."""
+        with self.transaction() as tx:
+            tx.events.extend(events)
+        return tx.event_ids
+
+    # -- reads -----------------------------------------------------------------------------------------
+    def current_event_id(self) -> int:
+        with self.engine.connect() as conn:
+            return self._current(conn)
+
+    @staticmethod
+    def _current(conn: Connection) -> int:
+        seq = notification_sequence
+        return conn.execute(select(seq.c.next_event_id).where(seq.c.id == 1)).scalar_one() - 1
+
+    def next_events(
+        self,
+        after_event_id: int,
+        max_events: int | None = None,
+        *,
+        db_name: str | None = None,
+        table_name: str | None = None,
+        event_types: Sequence[str] | None = None,
+        to_event_id: int | None = None,
+    ) -> list[NotificationEvent]:
+        """Events with id > ``after_event_id`` in id order, optionally for one database or table.
+
+        Raises EventsCleanedUpError when retention cleanup removed events the caller has not seen yet,
+        since skipping them silently would make a replica miss changes.
+        """
+        log = notification_log
+        query = select(log).where(log.c.event_id > after_event_id).order_by(log.c.event_id)
+        if to_event_id is not None:
+            query = query.where(log.c.event_id <= to_event_id)
+        if db_name is not None:
+            query = query.where(log.c.db_name == db_name.lower())
+        if table_name is not None:
+            query = query.where(log.c.tbl_name == table_name.lower())
+        if event_types:
+            query = query.where(log.c.event_type.in_(list(event_types)))
+        if max_events is not None and max_events > 0:
+            query = query.limit(max_events)
+        with self.engine.connect() as conn:
+            self._check_not_cleaned(conn, after_event_id)
+            result = conn.execute(query)
+            return [
+                NotificationEvent(
+                    event_id=row.event_id,
+                    event_time=row.event_time,
+                    event_type=row.event_type,
+                    db_name=row.db_name,
+                    table_name=row.tbl_name,
+                    message=row.message,
+                    message_format=row.message_format,
+                    cat_name=row.cat_name or "hive",
+                )
+                for row in result
+            ]
+
+    def _check_not_cleaned(self, conn: Connection, after_event_id: int) -> None:
+        current = self._current(conn)
+        if after_event_id >= current:
+            return
+        oldest = conn.execute(select(func.min(notification_log.c.event_id))).scalar()
+        if oldest is None or oldest > after_event_id + 1:
+            raise EventsCleanedUpError(after_event_id, oldest)
+
+    def count_events(self, from_event_id: int, db_name: str, to_event_id: int | None = None) -> int:
+        """Number of events of ``db_name`` with from_event_id < id <= to_event_id (Hive's semantics)."""
+        log = notification_log
+        query = select(func.count()).where(log.c.event_id > from_event_id, log.c.db_name == db_name.lower())
+        if to_event_id is not None:
+            query = query.where(log.c.event_id <= to_event_id)
+        with self.engine.connect() as conn:
+            return conn.execute(query).scalar_one()
+
+    def cleanup(self, ttl_seconds: int, now: float | None = None) -> int:
+        """Delete events older than the TTL, in bounded batches; returns how many were deleted."""
+        cutoff = int((time.time() if now is None else now) - ttl_seconds)
+        log = notification_log
+        deleted = 0
+        while True:
+            with self.engine.begin() as conn:
+                upper = conn.execute(
+                    select(log.c.event_id)
+                    .where(log.c.event_time < cutoff)
+                    .order_by(log.c.event_id)
+                    .offset(DELETE_BATCH - 1)
+                    .limit(1)
+                ).scalar()
+                stmt = delete(log).where(log.c.event_time < cutoff)
+                if upper is not None:
+                    stmt = stmt.where(log.c.event_id <= upper)
+                count = conn.execute(stmt).rowcount
+            deleted += count
+            if upper is None or count == 0:
+                return deleted

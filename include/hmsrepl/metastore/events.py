@@ -1,0 +1,82 @@
+"""Notification event types and the message codec.
+
+A message is a JSON document holding a snapshot of the changed objects as of the change (so a dump never
+reads current state) and, for data changes, the encoded file URIs with checksums. Large messages are stored
+gzip-compressed and base64-encoded, flagged by ``message_format`` so readers decode either form.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+JSON_FORMAT = "json-1"
+GZIP_JSON_FORMAT = "gzip(json-1)"
+
+
+class EventType(StrEnum):
+    CREATE_DATABASE = "CREATE_DATABASE"
+    ALTER_DATABASE = "ALTER_DATABASE"
+    DROP_DATABASE = "DROP_DATABASE"
+    CREATE_TABLE = "CREATE_TABLE"
+    ALTER_TABLE = "ALTER_TABLE"
+    DROP_TABLE = "DROP_TABLE"
+    ADD_PARTITION = "ADD_PARTITION"
+    ALTER_PARTITION = "ALTER_PARTITION"
+    DROP_PARTITION = "DROP_PARTITION"
+    INSERT = "INSERT"
+    CREATE_FUNCTION = "CREATE_FUNCTION"
+    DROP_FUNCTION = "DROP_FUNCTION"
+    OPEN_TXN = "OPEN_TXN"
+    COMMIT_TXN = "COMMIT_TXN"
+    ABORT_TXN = "ABORT_TXN"
+    ALLOC_WRITE_ID = "ALLOC_WRITE_ID"
+    ACID_WRITE = "ACID_WRITE"
+
+
+def encode_message(body: dict[str, Any], *, compress: bool, compress_min_bytes: int) -> tuple[str, str]:
+    """Return (stored text, message_format)."""
+    text = json.dumps(body, separators=(",", ":"), sort_keys=True)
+    if compress and len(text) >= compress_min_bytes:
+        packed = base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=5)).decode("ascii")
+        return packed, GZIP_JSON_FORMAT
+    return text, JSON_FORMAT
+
+
+def decode_message(text: str, message_format: str) -> dict[str, Any]:
+    if message_format == GZIP_JSON_FORMAT:
+        return json.loads(gzip.decompress(base64.b64decode(text)))
+    if message_format == JSON_FORMAT:
+        return json.loads(text)
+    raise ValueError(f"unknown notification message format '{message_format}'")
+
+
+@dataclass(frozen=True)
+class NotificationEvent:
+    """One row of the notification log as clients receive it (Thrift's NotificationEvent)."""
+
+    event_id: int
+    event_time: int
+    event_type: str
+    db_name: str | None
+    table_name: str | None
+    message: str
+    message_format: str
+    cat_name: str = "hive"
+
+    def body(self) -> dict[str, Any]:
+        return decode_message(self.message, self.message_format)
+
+
+@dataclass
+class PendingEvent:
+    """An event created inside a metastore transaction, numbered when the transaction commits."""
+
+    event_type: EventType
+    db_name: str | None
+    table_name: str | None
+    body: dict[str, Any]

@@ -1,0 +1,20 @@
+"""Alembic environment: migrations run online against the URL the metastore was configured with."""
+
+from alembic import context
+
+from hmsrepl.metastore.database import make_engine
+from hmsrepl.metastore.schema import metadata
+
+config = context.config
+connectable = config.attributes.get("connection")
+if connectable is None:
+    engine = make_engine(config.get_main_option("sqlalchemy.url"))
+    with engine.connect() as connection:
+        context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+else:
+    context.configure(connection=connectable, target_metadata=metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()

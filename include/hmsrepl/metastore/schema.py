@@ -1,0 +1,167 @@
+"""The metastore's relational schema (SQLAlchemy Core), the single definition Alembic migrates towards.
+
+Nested Thrift structs (storage descriptor, parameters) are stored as JSON text: the metastore always reads
+and writes them whole, so normalising them into Hive's dozen side tables would only add round trips.
+Partition key values get their own table because filters on them are pushed down to SQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects import mysql
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# MySQL's TEXT holds only 64 KiB: JSON documents and event messages need LONGTEXT there.
+LongText = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+# Names are indexed; MySQL limits index keys to 3072 bytes (767 chars of utf8mb4 in a composite key is too much).
+NAME = 128
+TABLE_NAME = 256
+PART_NAME = 700
+
+dbs = Table(
+    "dbs",
+    metadata,
+    Column("db_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("name", String(NAME), nullable=False, unique=True),
+    Column("doc", LongText, nullable=False),
+    Column("create_time", BigInteger, nullable=False),
+)
+
+tbls = Table(
+    "tbls",
+    metadata,
+    Column("tbl_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("db_id", BigInteger, ForeignKey("dbs.db_id"), nullable=False),
+    Column("tbl_name", String(TABLE_NAME), nullable=False),
+    Column("tbl_type", String(32), nullable=False),
+    Column("location", Text),
+    Column("doc", LongText, nullable=False),
+    Column("write_id", BigInteger, nullable=False, default=0),
+    UniqueConstraint("db_id", "tbl_name"),
+)
+
+partitions = Table(
+    "partitions",
+    metadata,
+    Column("part_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("tbl_id", BigInteger, ForeignKey("tbls.tbl_id"), nullable=False),
+    Column("part_name", String(PART_NAME), nullable=False),
+    Column("location", Text),
+    Column("doc", LongText, nullable=False),
+    Column("write_id", BigInteger, nullable=False, default=0),
+    UniqueConstraint("tbl_id", "part_name"),
+)
+
+partition_key_vals = Table(
+    "partition_key_vals",
+    metadata,
+    Column("part_id", BigInteger, ForeignKey("partitions.part_id", ondelete="CASCADE"), primary_key=True),
+    Column("tbl_id", BigInteger, nullable=False),
+    Column("idx", Integer, primary_key=True),
+    Column("value", String(TABLE_NAME), nullable=False),
+    Index(None, "tbl_id", "idx", "value"),
+)
+
+funcs = Table(
+    "funcs",
+    metadata,
+    Column("func_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("db_id", BigInteger, ForeignKey("dbs.db_id"), nullable=False),
+    Column("func_name", String(NAME), nullable=False),
+    Column("doc", LongText, nullable=False),
+    UniqueConstraint("db_id", "func_name"),
+)
+
+notification_log = Table(
+    "notification_log",
+    metadata,
+    Column("event_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("event_time", BigInteger, nullable=False),
+    Column("event_type", String(32), nullable=False),
+    Column("cat_name", String(NAME)),
+    Column("db_name", String(NAME)),
+    Column("tbl_name", String(TABLE_NAME)),
+    Column("message", LongText, nullable=False),
+    Column("message_format", String(16), nullable=False),
+    Index(None, "db_name", "event_id"),
+    Index(None, "event_time"),
+)
+
+# One row; locked FOR UPDATE by every writing transaction so event ids are gap-free and ordered by commit.
+notification_sequence = Table(
+    "notification_sequence",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("next_event_id", BigInteger, nullable=False),
+)
+
+txns = Table(
+    "txns",
+    metadata,
+    Column("txn_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("state", String(1), nullable=False),
+    Column("started_at", BigInteger, nullable=False),
+    Column("last_heartbeat", BigInteger, nullable=False),
+    Column("user_name", String(NAME), nullable=False),
+    Column("host_name", String(NAME), nullable=False),
+    Column("txn_type", String(16), nullable=False, default="default"),
+    Index(None, "state", "last_heartbeat"),
+)
+
+txn_sequence = Table(
+    "txn_sequence",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("next_txn_id", BigInteger, nullable=False),
+)
+
+txn_to_write_id = Table(
+    "txn_to_write_id",
+    metadata,
+    Column("db_name", String(NAME), primary_key=True),
+    Column("tbl_name", String(TABLE_NAME), primary_key=True),
+    Column("write_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("txn_id", BigInteger, nullable=False),
+    Index(None, "txn_id"),
+)
+
+next_write_id = Table(
+    "next_write_id",
+    metadata,
+    Column("db_name", String(NAME), primary_key=True),
+    Column("tbl_name", String(TABLE_NAME), primary_key=True),
+    Column("next_write_id", BigInteger, nullable=False),
+)
+
+# Files written by each open txn (one row per ACID_WRITE), so COMMIT_TXN can name them all.
+txn_write_notifications = Table(
+    "txn_write_notifications",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("txn_id", BigInteger, nullable=False),
+    Column("write_id", BigInteger, nullable=False),
+    Column("db_name", String(NAME), nullable=False),
+    Column("tbl_name", String(TABLE_NAME), nullable=False),
+    Column("part_name", String(PART_NAME)),
+    Column("files", LongText, nullable=False),
+    Index(None, "txn_id"),
+)

@@ -1,0 +1,101 @@
+"""The metastore as one object: catalog, transactions, notification API and change manager on one database.
+
+This is what the Thrift server serves and what in-process users (tests, the replication engine, Spark
+helpers) call directly. In-process calls skip the notification API's authorization, as Hive's embedded
+metastore does; a remote caller's user name is passed as ``caller`` and must be an admin/proxy user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+from sqlalchemy import Engine
+
+from hmsrepl.config import MetastoreConfig
+from hmsrepl.exceptions import AccessDeniedError, AlreadyExistsError, NoSuchDatabaseError
+from hmsrepl.metastore.catalog import DEFAULT_DB, CatalogService
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.database import make_engine, upgrade_schema
+from hmsrepl.metastore.eventlog import EventLog
+from hmsrepl.metastore.events import NotificationEvent
+from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.transactions import TransactionService
+
+
+class Metastore:
+    def __init__(self, config: MetastoreConfig, *, engine: Engine | None = None) -> None:
+        self.config = config
+        self.engine = engine or make_engine(config.db_url)
+        self.events = EventLog(
+            self.engine, compress=config.compress_events, compress_min_bytes=config.compress_min_bytes
+        )
+        self.cm = ChangeManager(config.cmroot, enabled=config.cm_enabled)
+        self.catalog = CatalogService(self.events, self.cm, config.warehouse)
+        self.txns = TransactionService(self.events, self.catalog, timeout_seconds=config.txn_timeout_seconds)
+
+    @classmethod
+    def open(cls, config: MetastoreConfig | None = None, *, create_schema: bool = True) -> Metastore:
+        """Open a metastore, creating or upgrading its schema and the default database when asked."""
+        config = config or MetastoreConfig()
+        if create_schema:
+            upgrade_schema(config.db_url)
+        store = cls(config)
+        if create_schema:
+            store.ensure_default_database()
+        return store
+
+    def ensure_default_database(self) -> None:
+        try:
+            self.catalog.get_database(DEFAULT_DB)
+        except NoSuchDatabaseError:
+            default = Database(
+                name=DEFAULT_DB, description="Default database", location_uri=self.config.warehouse
+            )
+            with contextlib.suppress(AlreadyExistsError):  # another instance created it first
+                self.catalog.create_database(default)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- notification API --------------------------------------------------------------------------------
+    def authorize_notification_api(self, caller: str | None) -> None:
+        """Remote callers must be admin/proxy users; ``None`` means an in-process (embedded) caller."""
+        if caller is None or not self.config.notification_api_auth:
+            return
+        if caller not in self.config.admin_users:
+            raise AccessDeniedError(
+                f"user '{caller}' may not read the notification log; only admin/proxy users "
+                f"{sorted(self.config.admin_users)} may (setting HMSREPL_ADMIN_USERS)"
+            )
+
+    def get_next_notification(
+        self,
+        last_event_id: int,
+        max_events: int | None = None,
+        *,
+        db_name: str | None = None,
+        table_name: str | None = None,
+        event_types: Sequence[str] | None = None,
+        caller: str | None = None,
+    ) -> list[NotificationEvent]:
+        self.authorize_notification_api(caller)
+        return self.events.next_events(
+            last_event_id, max_events, db_name=db_name, table_name=table_name, event_types=event_types
+        )
+
+    def get_current_notification_event_id(self, *, caller: str | None = None) -> int:
+        self.authorize_notification_api(caller)
+        return self.events.current_event_id()
+
+    def get_notification_events_count(
+        self, from_event_id: int, db_name: str, to_event_id: int | None = None, *, caller: str | None = None
+    ) -> int:
+        self.authorize_notification_api(caller)
+        return self.events.count_events(from_event_id, db_name, to_event_id)
+
+    def cleanup_events(self, now: float | None = None) -> int:
+        return self.events.cleanup(self.config.event_ttl_seconds, now)
+
+    def cleanup_cmroot(self, now: float | None = None) -> int:
+        return self.cm.cleanup(self.config.cm_retention_seconds, now).deleted

@@ -1,0 +1,44 @@
+"""File checksums as they appear in events and ``_files``: ``crc32c-<8 hex digits>-<size in bytes>``.
+
+CRC32C is the default because it hashes at ~10 GB/s on one core (far faster than any copy), and it is what
+HDFS uses and what S3 and GCS can store and return per object without a download. The size is part of the
+token so that two versions of a file with an equal CRC but different lengths never compare equal. The token
+holds no ':' or '#', so it is safe in file names (cmroot) and in the ``#``-separated file URI.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+import google_crc32c
+
+ALGORITHM = "crc32c"
+CHUNK_BYTES = 4 * 1024 * 1024
+
+
+def checksum_token(crc: int, size: int) -> str:
+    return f"{ALGORITHM}-{crc:08x}-{size}"
+
+
+def parse_checksum_token(token: str) -> tuple[int, int]:
+    """Return (crc, size); raise ValueError naming the token when it is not ours."""
+    parts = token.split("-")
+    if len(parts) != 3 or parts[0] != ALGORITHM:
+        raise ValueError(f"checksum '{token}' is not of the form '{ALGORITHM}-<8 hex>-<size>'")
+    try:
+        return int(parts[1], 16), int(parts[2])
+    except ValueError as exc:
+        raise ValueError(f"checksum '{token}' is not of the form '{ALGORITHM}-<8 hex>-<size>'") from exc
+
+
+def checksum_stream(stream: BinaryIO) -> str:
+    crc = google_crc32c.Checksum()
+    size = 0
+    while chunk := stream.read(CHUNK_BYTES):
+        crc.update(chunk)
+        size += len(chunk)
+    return checksum_token(int.from_bytes(crc.digest(), "big"), size)
+
+
+def checksum_bytes(data: bytes) -> str:
+    return checksum_token(google_crc32c.value(data), len(data))

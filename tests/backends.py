@@ -1,0 +1,46 @@
+"""Throwaway metastore databases on the three backends real metastores run on.
+
+Server URLs come from the environment (defaults: the PostgreSQL and MariaDB servers on the project's
+machines); each test gets a database of its own, created here and dropped after.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "HMSREPL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+MYSQL_ADMIN_URL = os.environ.get("HMSREPL_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
+BACKENDS = ("sqlite", "postgres", "mysql")
+
+
+@contextmanager
+def temporary_database(backend: str, tmp_dir: str) -> Iterator[str]:
+    """Yield the URL of a new, empty database on ``backend``; drop it afterwards."""
+    name = f"hmsrepl_t_{uuid.uuid4().hex[:12]}"
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_dir}/{name}.db"
+        return
+    admin_url = POSTGRES_ADMIN_URL if backend == "postgres" else MYSQL_ADMIN_URL
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        if backend == "postgres":
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        else:
+            conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            if backend == "postgres":
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            else:
+                conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        admin.dispose()

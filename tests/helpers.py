@@ -1,0 +1,45 @@
+"""Small builders for catalog objects used across tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Database, FieldSchema, Partition, StorageDescriptor, Table
+from hmsrepl.storage.local import local_path
+
+
+def make_table(db: str, name: str, *, partition_keys: tuple[str, ...] = (), **params: str) -> Table:
+    return Table(
+        db_name=db,
+        table_name=name,
+        sd=StorageDescriptor(
+            cols=[FieldSchema(name="id", type="int"), FieldSchema(name="name", type="string")],
+            input_format="org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+        ),
+        partition_keys=[FieldSchema(name=key, type="string") for key in partition_keys],
+        parameters=dict(params),
+    )
+
+
+def make_partition(table: Table, *values: str) -> Partition:
+    return Partition(values=list(values), db_name=table.db_name, table_name=table.table_name)
+
+
+def create_db_and_table(
+    store: Metastore, db: str = "sales", table: str = "orders", **kwargs: object
+) -> Table:
+    store.catalog.create_database(Database(name=db))
+    return store.catalog.create_table(make_table(db, table, **kwargs))  # type: ignore[arg-type]
+
+
+def write_file(location: str, name: str, data: bytes) -> str:
+    """Write a data file under a stored location; returns the file's URI in the location's spelling."""
+    path = Path(local_path(location)) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return f"{location.rstrip('/')}/{name}"
+
+
+def events_of(store: Metastore, after: int = 0) -> list[tuple[str, str | None, str | None]]:
+    return [(e.event_type, e.db_name, e.table_name) for e in store.events.next_events(after)]
