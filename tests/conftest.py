@@ -11,6 +11,7 @@ import pytest
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from tests.backends import BACKENDS, temporary_database
+from tests.servers import RunningMetastore, metastore_server
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -55,10 +56,36 @@ def sqlite_metastore(tmp_path: Path) -> Iterator[Metastore]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    """One local SparkSession for the whole run (starting one costs ~10 s)."""
-    from hmsrepl.spark_session import local_spark_session
+def session_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMetastore]:
+    """One metastore server process for the run, on SQLite: the catalog of the shared SparkSession."""
+    root = tmp_path_factory.mktemp("session-metastore")
+    with metastore_server(root, f"sqlite:///{root}/metastore.db") as server:
+        yield server
 
-    session = local_spark_session("hmsrepl-tests")
+
+@pytest.fixture(scope="session")
+def spark(session_metastore: RunningMetastore) -> Iterator[object]:
+    """One Hive-enabled SparkSession for the whole run (starting one costs ~10 s), using our metastore.
+
+    Tests that use it create databases with unique names, so they do not see each other's objects.
+    """
+    from hmsrepl.spark_session import hive_spark_session
+
+    session = hive_spark_session("hmsrepl-tests", session_metastore.uri, session_metastore.warehouse)
+    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def session_store(session_metastore: RunningMetastore) -> Iterator[Metastore]:
+    """In-process access to the session metastore's database (same DB the server uses)."""
+    store = Metastore(
+        MetastoreConfig(
+            db_url=session_metastore.db_url,
+            warehouse=session_metastore.warehouse,
+            cmroot=session_metastore.cmroot,
+        )
+    )
+    yield store
+    store.close()

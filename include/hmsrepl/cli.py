@@ -72,6 +72,31 @@ def schema_upgrade(ctx: click.Context, revision: str) -> None:
 
 
 @main.group()
+def metastore() -> None:
+    """Run the metastore service."""
+
+
+@metastore.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=9083, show_default=True)
+@click.option("--housekeeping-interval", type=float, default=60.0, show_default=True, help="Seconds.")
+@click.pass_context
+@_friendly_errors
+def metastore_serve(ctx: click.Context, host: str, port: int, housekeeping_interval: float) -> None:
+    """Serve the Hive Metastore Thrift protocol (Spark: spark.hadoop.hive.metastore.uris=thrift://HOST:PORT)."""
+    import logging
+
+    from hmsrepl.thrift.server import MetastoreServer, install_signal_handlers
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_signal_handlers()
+    store = Metastore.open(ctx.obj)
+    server = MetastoreServer(store, host, port)
+    click.echo(f"metastore serving thrift://{host}:{port} (db {ctx.obj.db_url})", err=True)
+    server.serve_forever(housekeeping_interval)
+
+
+@main.group()
 def events() -> None:
     """Read and maintain the notification log."""
 

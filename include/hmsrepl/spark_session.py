@@ -28,3 +28,37 @@ def local_spark_session(
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# Route every insert through the metastore: with Spark's default datasource write path an INSERT into an
+# existing partition or unpartitioned table never calls the metastore, so no event (and no file list)
+# would be recorded. With these, Spark's Hive client calls add_partition / alter_partition / alter_table
+# and fire_listener_event, and the metastore captures files and checksums itself.
+HIVE_WRITER_SETTINGS: dict[str, str] = {
+    "spark.sql.hive.convertInsertingPartitionedTable": "false",
+    "spark.sql.hive.convertInsertingUnpartitionedTable": "false",
+    "spark.sql.hive.convertMetastoreParquet": "false",
+    "spark.sql.hive.convertMetastoreOrc": "false",
+    "spark.hadoop.hive.metastore.dml.events": "true",
+    "spark.hadoop.hive.exec.dynamic.partition.mode": "nonstrict",
+}
+
+
+def hive_spark_session(
+    app_name: str,
+    metastore_uri: str,
+    warehouse: str,
+    *,
+    master: str | None = None,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession whose catalog is the hmsrepl metastore at ``metastore_uri`` (thrift://host:port)."""
+    conf = {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.hive.metastore.uris": metastore_uri,
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.hadoop.hive.metastore.warehouse.dir": warehouse,
+        **HIVE_WRITER_SETTINGS,
+        **(extra_conf or {}),
+    }
+    return local_spark_session(app_name, master=master, extra_conf=conf)

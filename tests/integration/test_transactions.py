@@ -158,3 +158,20 @@ def test_valid_write_id_list_round_trip_through_store(acid_store: Metastore) -> 
     [entry] = txns.get_valid_write_ids(["sales.orders"])
     assert ValidWriteIdList.parse(entry.write_ids.to_string()) == entry.write_ids
     assert entry.write_ids.open_write_ids == {1, 2, 3}
+
+
+def test_write_ids_follow_rename_and_vanish_with_drop(acid_store: Metastore) -> None:
+    txns = acid_store.txns
+    [txn] = txns.open_txns()
+    txns.allocate_table_write_ids([txn], "sales", "orders")
+    txns.commit_txn(txn)
+    table = acid_store.catalog.get_table("sales", "orders")
+    acid_store.catalog.alter_table("sales", "orders", table.model_copy(update={"table_name": "orders2"}))
+    [renamed] = txns.get_valid_write_ids(["sales.orders2"])
+    assert renamed.write_ids.high_watermark == 1
+    acid_store.catalog.drop_table("sales", "orders2")
+    acid_store.catalog.create_table(make_table("sales", "orders2", **ACID))
+    [fresh] = txns.get_valid_write_ids(["sales.orders2"])
+    assert fresh.write_ids.high_watermark == 0
+    [txn] = txns.open_txns()
+    assert txns.allocate_table_write_ids([txn], "sales", "orders2")[0].write_id == 1

@@ -28,8 +28,18 @@ from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
+from hmsrepl.metastore.partition_filter import filter_to_sql, parse_filter
 from hmsrepl.metastore.patterns import matches
-from hmsrepl.metastore.schema import dbs, funcs, partition_key_vals, partitions, tbls
+from hmsrepl.metastore.schema import (
+    dbs,
+    funcs,
+    next_write_id,
+    partition_key_vals,
+    partitions,
+    tbls,
+    txn_to_write_id,
+    txn_write_notifications,
+)
 from hmsrepl.storage.base import filesystem_for, join_uri
 
 BATCH = 500
@@ -273,6 +283,7 @@ class CatalogService:
             tx.conn.execute(update(tbls).where(tbls.c.tbl_id == tbl_id).values(**values))
             if renamed:
                 self._rewrite_partitions_for_rename(tx.conn, tbl_id, new_table, move)
+                _rename_write_ids(tx.conn, (db_name, table_name), (new_table.db_name, new_table.table_name))
             tx.emit(
                 EventType.ALTER_TABLE,
                 db_name,
@@ -389,6 +400,7 @@ class CatalogService:
             tx.conn.execute(delete(partition_key_vals).where(partition_key_vals.c.part_id.in_(part_ids)))
             tx.conn.execute(delete(partitions).where(partitions.c.tbl_id == tbl_id))
             tx.conn.execute(delete(tbls).where(tbls.c.tbl_id == tbl_id))
+            _forget_write_ids(tx.conn, db_name, table_name)
             tx.emit(
                 EventType.DROP_TABLE, db_name, table_name, {"table": _snapshot(table), "recycled": recycled}
             )
@@ -574,6 +586,21 @@ class CatalogService:
                 query = query.join(
                     kv, and_(kv.c.part_id == partitions.c.part_id, kv.c.idx == idx, kv.c.value == value)
                 )
+            query = query.order_by(partitions.c.part_name)
+            if max_parts >= 0:
+                query = query.limit(max_parts)
+            return [_partition_from_row(row) for row in conn.execute(query)]
+
+    def get_partitions_by_filter(
+        self, db_name: str, table_name: str, filter_text: str, max_parts: int = -1
+    ) -> list[Partition]:
+        """Partitions matching a Hive filter expression, evaluated by the database (see partition_filter)."""
+        table = self.get_table(db_name, table_name)
+        where = filter_to_sql(parse_filter(filter_text), table) if filter_text.strip() else None
+        with self.events.engine.connect() as conn:
+            query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
+            if where is not None:
+                query = query.where(where)
             query = query.order_by(partitions.c.part_name)
             if max_parts >= 0:
                 query = query.limit(max_parts)
@@ -817,6 +844,22 @@ def _check_columns(table: Table) -> None:
         if col.name in seen:
             raise InvalidObjectError(f"table '{table.qualified_name}' has column '{col.name}' twice")
         seen.add(col.name)
+
+
+def _forget_write_ids(conn: Connection, db_name: str, table_name: str) -> None:
+    """A dropped table's write ids must not leak into a new table created under the same name."""
+    for table in (next_write_id, txn_to_write_id):
+        conn.execute(delete(table).where(table.c.db_name == db_name, table.c.tbl_name == table_name))
+
+
+def _rename_write_ids(conn: Connection, old: tuple[str, str], new: tuple[str, str]) -> None:
+    """Write ids follow a renamed table (Hive's onRename), keeping its snapshots readable."""
+    for table in (next_write_id, txn_to_write_id, txn_write_notifications):
+        conn.execute(
+            update(table)
+            .where(table.c.db_name == old[0], table.c.tbl_name == old[1])
+            .values(db_name=new[0], tbl_name=new[1])
+        )
 
 
 def _move_directory(source: str, target: str) -> None:

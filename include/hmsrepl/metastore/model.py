@@ -113,11 +113,12 @@ class Table(_Model):
 
     @property
     def is_transactional(self) -> bool:
-        return self.parameters.get("transactional", "").lower() == "true"
+        return self.parameters.get("transactional", "").strip().lower() == "true"
 
     @property
     def is_insert_only(self) -> bool:
-        return self.is_transactional and self.parameters.get("transactional_properties", "") == "insert_only"
+        properties = self.parameters.get("transactional_properties", "").strip().lower()
+        return self.is_transactional and properties == "insert_only"
 
     @property
     def partition_key_names(self) -> list[str]:

@@ -1,0 +1,1 @@
+"""The Hive Metastore Thrift protocol: IDL, struct conversions, request handler and threaded server."""

@@ -1,0 +1,575 @@
+"""Serves Hive Metastore Thrift calls from a ``Metastore``.
+
+Each method translates structs, calls the core, and translates back; errors are mapped onto whichever
+exception types the called method declares (a client only understands those), so a missing table is a
+NoSuchObjectException where declared and a MetaException with the same message elsewhere. The connection's
+user comes from ``set_ugi`` and is what the notification API authorizes.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from thriftpy2.thrift import TApplicationException
+
+from hmsrepl import __version__
+from hmsrepl.exceptions import (
+    AlreadyExistsError,
+    InvalidObjectError,
+    InvalidOperationError,
+    MetastoreError,
+    NoSuchObjectError,
+    NoSuchTxnError,
+    TxnAbortedError,
+)
+from hmsrepl.formats.partition_names import parse_partition_name
+from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Partition
+from hmsrepl.thrift import convert
+from hmsrepl.thrift.idl import Service, hms
+
+log = logging.getLogger(__name__)
+
+# Preferred Thrift exception per domain error, in order; the first one the method declares is used.
+_PREFERENCES: list[tuple[type[BaseException], tuple[str, ...]]] = [
+    (NoSuchTxnError, ("NoSuchTxnException", "NoSuchObjectException", "MetaException")),
+    (TxnAbortedError, ("TxnAbortedException", "NoSuchTxnException", "MetaException")),
+    (
+        NoSuchObjectError,
+        ("NoSuchObjectException", "UnknownTableException", "UnknownDBException", "MetaException"),
+    ),
+    (AlreadyExistsError, ("AlreadyExistsException", "MetaException")),
+    (InvalidObjectError, ("InvalidObjectException", "MetaException", "InvalidOperationException")),
+    (InvalidOperationError, ("InvalidOperationException", "MetaException", "InvalidObjectException")),
+]
+_FALLBACK = ("MetaException", "InvalidOperationException", "InvalidObjectException", "NoSuchObjectException")
+
+
+def _declared_exceptions(method: str) -> dict[str, type]:
+    spec = getattr(Service, f"{method}_result").thrift_spec
+    return {entry[2].__name__: entry[2] for fid, entry in spec.items() if fid != 0}
+
+
+def to_thrift_error(method: str, exc: BaseException) -> BaseException:
+    """The exception to send for ``exc`` from ``method``: one the method declares, with the same message."""
+    declared = _declared_exceptions(method)
+    message = str(exc) or exc.__class__.__name__
+    preferences = next((names for kind, names in _PREFERENCES if isinstance(exc, kind)), _FALLBACK)
+    for name in (*preferences, *_FALLBACK):
+        if name in declared:
+            return declared[name](message=message)
+    return TApplicationException(TApplicationException.INTERNAL_ERROR, f"{method} failed: {message}")
+
+
+def _mapped(method: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(*args: Any) -> Any:
+        try:
+            return func(*args)
+        except MetastoreError as exc:
+            raise to_thrift_error(method, exc) from exc
+        except (ValueError, KeyError) as exc:  # malformed input that slipped past struct conversion
+            raise to_thrift_error(method, InvalidObjectError(f"{method}: invalid request: {exc}")) from exc
+        except Exception as exc:
+            log.exception("%s failed", method)
+            raise to_thrift_error(method, exc) from exc
+
+    return wrapper
+
+
+class ErrorMappingDispatcher:
+    """What the Thrift processor calls: the handler's methods with errors mapped at this one boundary.
+
+    Handler methods call each other freely; only the outermost call's declared exceptions matter.
+    """
+
+    def __init__(self, handler: MetastoreHandler) -> None:
+        self._methods = {
+            name: _mapped(name, getattr(handler, name))
+            for name in Service.thrift_services
+            if hasattr(handler, name)
+        }
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        try:
+            return self._methods[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class MetastoreHandler:
+    """One instance serves every connection; per-connection state (the user) lives in a thread-local."""
+
+    def __init__(self, store: Metastore) -> None:
+        self.store = store
+        self.catalog = store.catalog
+        self._local = threading.local()
+
+    @property
+    def caller(self) -> str:
+        """The remote user of this connection (set by set_ugi); empty until the client identifies itself."""
+        return getattr(self._local, "user", "")
+
+    # -- session -------------------------------------------------------------------------------------------
+    def getName(self) -> str:
+        return "hmsrepl metastore"
+
+    def getVersion(self) -> str:
+        return __version__
+
+    def shutdown(self) -> None:
+        """Clients send this one-way call when they close; the server itself keeps running."""
+
+    def set_ugi(self, user_name: str, group_names: list[str] | None) -> list[str]:
+        self._local.user = user_name or ""
+        return list(group_names or [])
+
+    def getMetaConf(self, key: str) -> str:
+        values = {
+            "hive.metastore.warehouse.dir": self.store.config.warehouse,
+            "hive.repl.cmrootdir": self.store.config.cmroot,
+            "hive.metastore.dml.events": "true",
+        }
+        if key not in values:
+            raise InvalidObjectError(f"getMetaConf: '{key}' is not a metastore setting this server exposes")
+        return values[key]
+
+    def get_config_value(self, name: str, default_value: str) -> str:
+        return default_value
+
+    # -- databases ----------------------------------------------------------------------------------------
+    def create_database(self, database: Any) -> None:
+        self.catalog.create_database(convert.database_from_thrift(database))
+
+    def get_database(self, name: str) -> Any:
+        return convert.database_to_thrift(self.catalog.get_database(name))
+
+    def drop_database(self, name: str, delete_data: bool, cascade: bool) -> None:
+        self.catalog.drop_database(name, delete_data=bool(delete_data), cascade=bool(cascade))
+
+    def get_databases(self, pattern: str) -> list[str]:
+        return self.catalog.get_databases(pattern)
+
+    def get_all_databases(self) -> list[str]:
+        return self.catalog.get_databases()
+
+    def alter_database(self, dbname: str, db: Any) -> None:
+        self.catalog.alter_database(dbname, convert.database_from_thrift(db))
+
+    # -- tables ---------------------------------------------------------------------------------------------
+    def get_fields(self, db_name: str, table_name: str) -> list[Any]:
+        table = self.catalog.get_table(db_name, table_name)
+        return [convert.field_to_thrift(c) for c in table.sd.cols]
+
+    def get_schema(self, db_name: str, table_name: str) -> list[Any]:
+        table = self.catalog.get_table(db_name, table_name)
+        return [convert.field_to_thrift(c) for c in [*table.sd.cols, *table.partition_keys]]
+
+    def create_table(self, tbl: Any) -> None:
+        self.catalog.create_table(convert.table_from_thrift(tbl))
+
+    def create_table_with_environment_context(self, tbl: Any, environment_context: Any) -> None:
+        self.create_table(tbl)
+
+    def drop_table(self, dbname: str, name: str, delete_data: bool) -> None:
+        self.catalog.drop_table(dbname, name, delete_data=bool(delete_data))
+
+    def drop_table_with_environment_context(
+        self, dbname: str, name: str, delete_data: bool, environment_context: Any
+    ) -> None:
+        self.drop_table(dbname, name, delete_data)
+
+    def get_tables(self, db_name: str, pattern: str) -> list[str]:
+        return self.catalog.get_tables(db_name, pattern)
+
+    def get_tables_by_type(self, db_name: str, pattern: str, table_type: str) -> list[str]:
+        return self.catalog.get_tables(db_name, pattern, table_type or None)
+
+    def get_all_tables(self, db_name: str) -> list[str]:
+        return self.catalog.get_tables(db_name)
+
+    def get_table_meta(self, db_patterns: str, tbl_patterns: str, tbl_types: list[str] | None) -> list[Any]:
+        out = []
+        for db in self.catalog.get_databases(db_patterns):
+            names = self.catalog.get_tables(db, tbl_patterns)
+            for table in self.catalog.get_table_objects(db, names):
+                if tbl_types and str(table.table_type) not in tbl_types:
+                    continue
+                out.append(
+                    hms.TableMeta(
+                        dbName=db,
+                        tableName=table.table_name,
+                        tableType=str(table.table_type),
+                        comments=table.parameters.get("comment"),
+                        catName=convert.CATALOG,
+                    )
+                )
+        return out
+
+    def get_table(self, dbname: str, tbl_name: str) -> Any:
+        return convert.table_to_thrift(self.catalog.get_table(dbname, tbl_name))
+
+    def get_table_objects_by_name(self, dbname: str, tbl_names: list[str]) -> list[Any]:
+        return [convert.table_to_thrift(t) for t in self.catalog.get_table_objects(dbname, tbl_names or [])]
+
+    def get_table_req(self, req: Any) -> Any:
+        if req.validWriteIdList:
+            ValidWriteIdList.parse(req.validWriteIdList)  # reject malformed lists with a clear message
+        table = self.catalog.get_table(req.dbName, req.tblName)
+        return hms.GetTableResult(table=convert.table_to_thrift(table))
+
+    def alter_table(self, dbname: str, tbl_name: str, new_tbl: Any) -> None:
+        self.catalog.alter_table(dbname, tbl_name, convert.table_from_thrift(new_tbl))
+
+    def alter_table_with_environment_context(
+        self, dbname: str, tbl_name: str, new_tbl: Any, environment_context: Any
+    ) -> None:
+        self.alter_table(dbname, tbl_name, new_tbl)
+
+    def alter_table_with_cascade(self, dbname: str, tbl_name: str, new_tbl: Any, cascade: bool) -> None:
+        self.alter_table(dbname, tbl_name, new_tbl)
+
+    # -- partitions -------------------------------------------------------------------------------------------
+    def _add(self, parts: Sequence[Any], if_not_exists: bool = False) -> list[Partition]:
+        if not parts:
+            return []
+        first = parts[0]
+        models = [convert.partition_from_thrift(p, first.dbName, first.tableName) for p in parts]
+        return self.catalog.add_partitions(first.dbName, first.tableName, models, if_not_exists=if_not_exists)
+
+    def add_partition(self, new_part: Any) -> Any:
+        [added] = self._add([new_part])
+        return convert.partition_to_thrift(
+            self.catalog.get_partition(added.db_name, added.table_name, added.values)
+        )
+
+    def add_partition_with_environment_context(self, new_part: Any, environment_context: Any) -> Any:
+        return self.add_partition(new_part)
+
+    def add_partitions(self, new_parts: list[Any]) -> int:
+        return len(self._add(new_parts or []))
+
+    def add_partitions_req(self, request: Any) -> Any:
+        parts = [
+            p if p.dbName and p.tableName else _with_names(p, request.dbName, request.tblName)
+            for p in request.parts or []
+        ]
+        added = self._add(parts, if_not_exists=bool(request.ifNotExists))
+        if request.needResult is False:
+            return hms.AddPartitionsResult()
+        return hms.AddPartitionsResult(partitions=[convert.partition_to_thrift(p) for p in added])
+
+    def drop_partition(self, db_name: str, tbl_name: str, part_vals: list[str], delete_data: bool) -> bool:
+        self.catalog.drop_partitions(db_name, tbl_name, [part_vals], delete_data=bool(delete_data))
+        return True
+
+    def drop_partition_with_environment_context(
+        self, db_name: str, tbl_name: str, part_vals: list[str], delete_data: bool, environment_context: Any
+    ) -> bool:
+        return self.drop_partition(db_name, tbl_name, part_vals, delete_data)
+
+    def drop_partition_by_name(self, db_name: str, tbl_name: str, part_name: str, delete_data: bool) -> bool:
+        return self.drop_partition(db_name, tbl_name, self.partition_name_to_vals(part_name), delete_data)
+
+    def drop_partitions_req(self, req: Any) -> Any:
+        if req.parts is None or req.parts.names is None:
+            raise InvalidObjectError(
+                f"drop_partitions_req on '{req.dbName}.{req.tblName}': dropping by expression is not supported; "
+                "pass partition names"
+            )
+        names = list(req.parts.names)
+        if req.ifExists is not False:
+            existing = {
+                self._name(p) for p in self.catalog.get_partitions_by_names(req.dbName, req.tblName, names)
+            }
+            names = [n for n in names if n in existing]
+        dropped = self.catalog.drop_partitions(
+            req.dbName,
+            req.tblName,
+            [self.partition_name_to_vals(n) for n in names],
+            delete_data=req.deleteData is not False,
+        )
+        if req.needResult is False:
+            return hms.DropPartitionsResult()
+        return hms.DropPartitionsResult(partitions=[convert.partition_to_thrift(p) for p in dropped])
+
+    def _name(self, part: Partition) -> str:
+        from hmsrepl.formats.partition_names import make_partition_name
+
+        table = self.catalog.get_table(part.db_name, part.table_name)
+        return make_partition_name(table.partition_key_names, part.values)
+
+    def get_partition(self, db_name: str, tbl_name: str, part_vals: list[str]) -> Any:
+        return convert.partition_to_thrift(self.catalog.get_partition(db_name, tbl_name, part_vals))
+
+    def get_partition_with_auth(
+        self, db_name: str, tbl_name: str, part_vals: list[str], user_name: str, group_names: Any
+    ) -> Any:
+        return self.get_partition(db_name, tbl_name, part_vals)
+
+    def get_partition_by_name(self, db_name: str, tbl_name: str, part_name: str) -> Any:
+        return self.get_partition(db_name, tbl_name, self.partition_name_to_vals(part_name))
+
+    def get_partitions(self, db_name: str, tbl_name: str, max_parts: int) -> list[Any]:
+        parts = self.catalog.get_partitions(db_name, tbl_name, _limit(max_parts))
+        return [convert.partition_to_thrift(p) for p in parts]
+
+    def get_partitions_with_auth(
+        self, db_name: str, tbl_name: str, max_parts: int, user_name: str, group_names: Any
+    ) -> list[Any]:
+        return self.get_partitions(db_name, tbl_name, max_parts)
+
+    def get_partition_names(self, db_name: str, tbl_name: str, max_parts: int) -> list[str]:
+        return self.catalog.get_partition_names(db_name, tbl_name, _limit(max_parts))
+
+    def get_partitions_ps(
+        self, db_name: str, tbl_name: str, part_vals: list[str], max_parts: int
+    ) -> list[Any]:
+        parts = self.catalog.get_partitions_ps(db_name, tbl_name, part_vals or [], _limit(max_parts))
+        return [convert.partition_to_thrift(p) for p in parts]
+
+    def get_partitions_ps_with_auth(
+        self,
+        db_name: str,
+        tbl_name: str,
+        part_vals: list[str],
+        max_parts: int,
+        user_name: str,
+        group_names: Any,
+    ) -> list[Any]:
+        return self.get_partitions_ps(db_name, tbl_name, part_vals, max_parts)
+
+    def get_partition_names_ps(
+        self, db_name: str, tbl_name: str, part_vals: list[str], max_parts: int
+    ) -> list[str]:
+        table = self.catalog.get_table(db_name, tbl_name)
+        from hmsrepl.formats.partition_names import make_partition_name
+
+        parts = self.catalog.get_partitions_ps(db_name, tbl_name, part_vals or [], _limit(max_parts))
+        return [make_partition_name(table.partition_key_names, p.values) for p in parts]
+
+    def get_partitions_by_filter(self, db_name: str, tbl_name: str, filter: str, max_parts: int) -> list[Any]:
+        parts = self.catalog.get_partitions_by_filter(db_name, tbl_name, filter or "", _limit(max_parts))
+        return [convert.partition_to_thrift(p) for p in parts]
+
+    def get_partitions_by_names(self, db_name: str, tbl_name: str, names: list[str]) -> list[Any]:
+        parts = self.catalog.get_partitions_by_names(db_name, tbl_name, names or [])
+        return [convert.partition_to_thrift(p) for p in parts]
+
+    def alter_partition(self, db_name: str, tbl_name: str, new_part: Any) -> None:
+        self.alter_partitions(db_name, tbl_name, [new_part])
+
+    def alter_partitions(self, db_name: str, tbl_name: str, new_parts: list[Any]) -> None:
+        models = [convert.partition_from_thrift(p, db_name, tbl_name) for p in new_parts or []]
+        self.catalog.alter_partitions(db_name, tbl_name, models)
+
+    def alter_partition_with_environment_context(
+        self, db_name: str, tbl_name: str, new_part: Any, environment_context: Any
+    ) -> None:
+        self.alter_partitions(db_name, tbl_name, [new_part])
+
+    def alter_partitions_with_environment_context(
+        self, db_name: str, tbl_name: str, new_parts: list[Any], environment_context: Any
+    ) -> None:
+        self.alter_partitions(db_name, tbl_name, new_parts)
+
+    def rename_partition(self, db_name: str, tbl_name: str, part_vals: list[str], new_part: Any) -> None:
+        if list(new_part.values or []) != list(part_vals or []):
+            raise InvalidOperationError(
+                f"renaming partitions of '{db_name}.{tbl_name}' is not supported; drop and add instead"
+            )
+        self.alter_partitions(db_name, tbl_name, [new_part])
+
+    def partition_name_to_spec(self, part_name: str) -> dict[str, str]:
+        return dict(self._parse_name(part_name))
+
+    def partition_name_to_vals(self, part_name: str) -> list[str]:
+        return [value for _, value in self._parse_name(part_name)]
+
+    @staticmethod
+    def _parse_name(part_name: str) -> list[tuple[str, str]]:
+        try:
+            return parse_partition_name(part_name)
+        except ValueError as exc:
+            raise InvalidObjectError(str(exc)) from exc
+
+    # -- functions ------------------------------------------------------------------------------------------------
+    def create_function(self, func: Any) -> None:
+        self.catalog.create_function(convert.function_from_thrift(func))
+
+    def drop_function(self, db_name: str, func_name: str) -> None:
+        self.catalog.drop_function(db_name, func_name)
+
+    def get_functions(self, db_name: str, pattern: str) -> list[str]:
+        return self.catalog.get_functions(db_name, pattern)
+
+    def get_function(self, db_name: str, func_name: str) -> Any:
+        return convert.function_to_thrift(self.catalog.get_function(db_name, func_name))
+
+    def get_all_functions(self) -> Any:
+        functions = [
+            convert.function_to_thrift(self.catalog.get_function(db, name))
+            for db in self.catalog.get_databases()
+            for name in self.catalog.get_functions(db)
+        ]
+        return hms.GetAllFunctionsResponse(functions=functions)
+
+    # -- notification log -----------------------------------------------------------------------------------------
+    def get_next_notification(self, rqst: Any) -> Any:
+        max_events = rqst.maxEvents if rqst.maxEvents and rqst.maxEvents > 0 else None
+        skip = set(rqst.eventTypeSkipList or [])
+        events = []
+        last = rqst.lastEvent
+        while True:
+            page = self.store.get_next_notification(last, max_events, caller=self.caller)
+            events.extend(e for e in page if e.event_type not in skip)
+            if not skip or not page or max_events is None or len(events) >= max_events:
+                break
+            last = page[-1].event_id
+        if max_events is not None:
+            events = events[:max_events]
+        return hms.NotificationEventResponse(
+            events=[
+                hms.NotificationEvent(
+                    eventId=e.event_id,
+                    eventTime=e.event_time,
+                    eventType=e.event_type,
+                    dbName=e.db_name,
+                    tableName=e.table_name,
+                    message=e.message,
+                    messageFormat=e.message_format,
+                    catName=e.cat_name,
+                )
+                for e in events
+            ]
+        )
+
+    def get_current_notificationEventId(self) -> Any:
+        return hms.CurrentNotificationEventId(
+            eventId=self.store.get_current_notification_event_id(caller=self.caller)
+        )
+
+    def get_notification_events_count(self, rqst: Any) -> Any:
+        count = self.store.get_notification_events_count(
+            rqst.fromEventId, rqst.dbName, rqst.toEventId, caller=self.caller
+        )
+        if rqst.limit is not None and rqst.limit > 0:
+            count = min(count, rqst.limit)
+        return hms.NotificationEventsCountResponse(eventsCount=count)
+
+    def fire_listener_event(self, rqst: Any) -> Any:
+        """An INSERT notification from a client that wrote files itself; the metastore checksums them."""
+        insert = rqst.data.insertData if rqst.data is not None else None
+        if insert is None:
+            raise InvalidObjectError("fire_listener_event: only insert events (insertData) are supported")
+        files = list(insert.filesAdded or [])
+        hive3 = insert.filesAddedChecksumV3 is not None or insert.subDirectoryList is not None
+        if hive3 or not files:  # a Hive 3 client: its field 2 is the list of files
+            files = list(insert.filesAddedChecksum or []) or files
+        before = self.store.get_current_notification_event_id()
+        self.catalog.insert(rqst.dbName, rqst.tableName, rqst.partitionVals or None, new_files=files or None)
+        events = self.store.events.next_events(before, db_name=rqst.dbName, table_name=rqst.tableName)
+        return hms.FireEventResponse(eventIds=[e.event_id for e in events if e.event_type == "INSERT"][-1:])
+
+    # -- transactions -----------------------------------------------------------------------------------------------
+    def get_open_txns(self) -> Any:
+        snapshot = self.store.txns.get_valid_txns()
+        return _open_txns_response(snapshot)
+
+    def open_txns(self, rqst: Any) -> Any:
+        if rqst.replPolicy:
+            raise InvalidOperationError(
+                "open_txns with replPolicy (replicated txns) is not supported by this server"
+            )
+        ids = self.store.txns.open_txns(
+            rqst.num_txns, user=rqst.user or "hive", host=rqst.hostname or _host()
+        )
+        return hms.OpenTxnsResponse(txn_ids=ids)
+
+    def abort_txn(self, rqst: Any) -> None:
+        self.store.txns.abort_txns([rqst.txnid])
+
+    def abort_txns(self, rqst: Any) -> None:
+        self.store.txns.abort_txns(list(rqst.txn_ids or []))
+
+    def commit_txn(self, rqst: Any) -> None:
+        self.store.txns.commit_txn(rqst.txnid)
+
+    def heartbeat_txn_range(self, txns: Any) -> Any:
+        aborted, nosuch = set(), set()
+        for txn_id in range(txns.min, txns.max + 1):
+            try:
+                self.store.txns.heartbeat(txn_id)
+            except NoSuchTxnError:
+                nosuch.add(txn_id)
+            except (TxnAbortedError, InvalidOperationError):
+                aborted.add(txn_id)
+        return hms.HeartbeatTxnRangeResponse(aborted=aborted, nosuch=nosuch)
+
+    def get_valid_write_ids(self, rqst: Any) -> Any:
+        snapshot = ValidTxnList.parse(rqst.validTxnList) if rqst.validTxnList else None
+        entries = self.store.txns.get_valid_write_ids(list(rqst.fullTableNames or []), snapshot)
+        return hms.GetValidWriteIdsResponse(tblValidWriteIds=[_table_write_ids(e.write_ids) for e in entries])
+
+    def allocate_table_write_ids(self, rqst: Any) -> Any:
+        if rqst.replPolicy or rqst.srcTxnToWriteIdList:
+            raise InvalidOperationError(
+                "allocating write ids for replicated txns is not supported by this server"
+            )
+        pairs = self.store.txns.allocate_table_write_ids(list(rqst.txnIds or []), rqst.dbName, rqst.tableName)
+        return hms.AllocateTableWriteIdsResponse(
+            txnToWriteIds=[hms.TxnToWriteId(txnId=p.txn_id, writeId=p.write_id) for p in pairs]
+        )
+
+
+def _limit(max_parts: int | None) -> int:
+    return -1 if max_parts is None or max_parts < 0 else max_parts
+
+
+def _host() -> str:
+    return socket.gethostname()
+
+
+def _with_names(part: Any, db_name: str, table_name: str) -> Any:
+    part.dbName = part.dbName or db_name
+    part.tableName = part.tableName or table_name
+    return part
+
+
+def java_bitset_bytes(positions: Sequence[int]) -> bytes:
+    """Java's BitSet.toByteArray for the given set bits (little-endian, trailing zero bytes trimmed)."""
+    if not positions:
+        return b""
+    out = bytearray(max(positions) // 8 + 1)
+    for pos in positions:
+        out[pos // 8] |= 1 << (pos % 8)
+    return bytes(out)
+
+
+def _open_txns_response(snapshot: ValidTxnList) -> Any:
+    invalid = sorted(snapshot.open_txns | snapshot.aborted_txns)
+    bits = [i for i, txn in enumerate(invalid) if txn in snapshot.aborted_txns]
+    return hms.GetOpenTxnsResponse(
+        txn_high_water_mark=snapshot.high_watermark,
+        open_txns=invalid,
+        min_open_txn=min(snapshot.open_txns) if snapshot.open_txns else None,
+        abortedBits=java_bitset_bytes(bits),
+    )
+
+
+def _table_write_ids(wids: ValidWriteIdList) -> Any:
+    invalid = sorted(wids.exceptions)
+    bits = [i for i, w in enumerate(invalid) if w in wids.aborted_write_ids]
+    return hms.TableValidWriteIds(
+        fullTableName=wids.table_name,
+        writeIdHighWaterMark=wids.high_watermark,
+        invalidWriteIds=invalid,
+        minOpenWriteId=min(wids.open_write_ids) if wids.open_write_ids else None,
+        abortedBits=java_bitset_bytes(bits),
+    )

@@ -1,0 +1,486 @@
+// The subset of the Hive Metastore Thrift interface this product serves.
+//
+// Field ids and types are those on the wire between Hive Metastore clients and servers. Where the Hive 2.3
+// interface (what Spark's bundled client speaks) and later ones disagree, the 2.3 shape is used, because
+// Spark is the main client; the places are marked "2.3 wire shape". Later additions that do not conflict
+// (transactions, write ids, GetTableRequest.validWriteIdList/id, catName fields) are included so Hive 3/4
+// clients can use them.
+
+namespace py hmsrepl_thrift
+
+// ---- exceptions (all carry one message) -----------------------------------------------------------
+exception MetaException { 1: string message }
+exception NoSuchObjectException { 1: string message }
+exception AlreadyExistsException { 1: string message }
+exception InvalidObjectException { 1: string message }
+exception InvalidOperationException { 1: string message }
+exception UnknownDBException { 1: string message }
+exception UnknownTableException { 1: string message }
+exception NoSuchTxnException { 1: string message }
+exception TxnAbortedException { 1: string message }
+exception ConfigValSecurityException { 1: string message }
+
+// ---- catalog objects --------------------------------------------------------------------------------
+struct FieldSchema {
+  1: string name,
+  2: string type,
+  3: string comment
+}
+
+struct SerDeInfo {
+  1: string name,
+  2: string serializationLib,
+  3: map<string, string> parameters
+}
+
+struct Order {
+  1: string col,
+  2: i32 order
+}
+
+struct SkewedInfo {
+  1: list<string> skewedColNames,
+  2: list<list<string>> skewedColValues,
+  3: map<list<string>, string> skewedColValueLocationMaps
+}
+
+struct StorageDescriptor {
+  1: list<FieldSchema> cols,
+  2: string location,
+  3: string inputFormat,
+  4: string outputFormat,
+  5: bool compressed,
+  6: i32 numBuckets,
+  7: SerDeInfo serdeInfo,
+  8: list<string> bucketCols,
+  9: list<Order> sortCols,
+  10: map<string, string> parameters,
+  11: optional SkewedInfo skewedInfo,
+  12: optional bool storedAsSubDirectories
+}
+
+struct PrivilegeGrantInfo {
+  1: string privilege,
+  2: i32 createTime,
+  3: string grantor,
+  4: i32 grantorType,
+  5: bool grantOption
+}
+
+struct PrincipalPrivilegeSet {
+  1: map<string, list<PrivilegeGrantInfo>> userPrivileges,
+  2: map<string, list<PrivilegeGrantInfo>> groupPrivileges,
+  3: map<string, list<PrivilegeGrantInfo>> rolePrivileges
+}
+
+struct Database {
+  1: string name,
+  2: string description,
+  3: string locationUri,
+  4: map<string, string> parameters,
+  5: optional PrincipalPrivilegeSet privileges,
+  6: optional string ownerName,
+  7: optional i32 ownerType,
+  8: optional string catalogName
+}
+
+struct Table {
+  1: string tableName,
+  2: string dbName,
+  3: string owner,
+  4: i32 createTime,
+  5: i32 lastAccessTime,
+  6: i32 retention,
+  7: StorageDescriptor sd,
+  8: list<FieldSchema> partitionKeys,
+  9: map<string, string> parameters,
+  10: string viewOriginalText,
+  11: string viewExpandedText,
+  12: string tableType,
+  13: optional PrincipalPrivilegeSet privileges,
+  14: optional bool temporary = false,
+  15: optional bool rewriteEnabled,
+  17: optional string catName,
+  18: optional i32 ownerType = 1,
+  19: optional i64 writeId = -1,
+  20: optional bool isStatsCompliant,
+  25: optional i64 id
+}
+
+struct Partition {
+  1: list<string> values,
+  2: string dbName,
+  3: string tableName,
+  4: i32 createTime,
+  5: i32 lastAccessTime,
+  6: StorageDescriptor sd,
+  7: map<string, string> parameters,
+  8: optional PrincipalPrivilegeSet privileges,
+  9: optional string catName,
+  10: optional i64 writeId = -1,
+  11: optional bool isStatsCompliant
+}
+
+struct ResourceUri {
+  1: i32 resourceType,
+  2: string uri
+}
+
+struct Function {
+  1: string functionName,
+  2: string dbName,
+  3: string className,
+  4: string ownerName,
+  5: i32 ownerType,
+  6: i32 createTime,
+  7: i32 functionType,
+  8: list<ResourceUri> resourceUris,
+  9: optional string catName
+}
+
+struct GetAllFunctionsResponse { 1: optional list<Function> functions }
+
+struct EnvironmentContext { 1: map<string, string> properties }
+
+struct TableMeta {
+  1: required string dbName,
+  2: required string tableName,
+  3: required string tableType,
+  4: optional string comments,
+  5: optional string catName
+}
+
+struct ClientCapabilities { 1: required list<i32> values }
+
+struct GetTableRequest {
+  1: required string dbName,
+  2: required string tblName,
+  3: optional ClientCapabilities capabilities,
+  4: optional string catName,
+  6: optional string validWriteIdList,
+  7: optional bool getColumnStats,
+  8: optional list<string> processorCapabilities,
+  9: optional string processorIdentifier,
+  10: optional string engine,
+  11: optional i64 id = -1
+}
+
+struct GetTableResult {
+  1: required Table table,
+  2: optional bool isStatsCompliant
+}
+
+struct AddPartitionsRequest {
+  1: required string dbName,
+  2: required string tblName,
+  3: required list<Partition> parts,
+  4: required bool ifNotExists,
+  5: optional bool needResult = true,
+  6: optional string catName,
+  7: optional string validWriteIdList
+}
+
+struct AddPartitionsResult {
+  1: optional list<Partition> partitions,
+  2: optional bool isStatsCompliant
+}
+
+struct DropPartitionsExpr {
+  1: required binary expr,
+  2: optional i32 partArchiveLevel
+}
+
+union RequestPartsSpec {
+  1: list<string> names,
+  2: list<DropPartitionsExpr> exprs
+}
+
+struct DropPartitionsRequest {
+  1: required string dbName,
+  2: required string tblName,
+  3: required RequestPartsSpec parts,
+  4: optional bool deleteData,
+  5: optional bool ifExists = true,
+  6: optional bool ignoreProtection,
+  7: optional EnvironmentContext environmentContext,
+  8: optional bool needResult = true,
+  9: optional string catName
+}
+
+struct DropPartitionsResult { 1: optional list<Partition> partitions }
+
+// ---- notifications ------------------------------------------------------------------------------------
+struct NotificationEventRequest {
+  1: required i64 lastEvent,
+  2: optional i32 maxEvents,
+  3: optional list<string> eventTypeSkipList
+}
+
+struct NotificationEvent {
+  1: required i64 eventId,
+  2: required i32 eventTime,
+  3: required string eventType,
+  4: optional string dbName,
+  5: optional string tableName,
+  6: required string message,
+  7: optional string messageFormat,
+  8: optional string catName
+}
+
+struct NotificationEventResponse { 1: required list<NotificationEvent> events }
+
+struct CurrentNotificationEventId { 1: required i64 eventId }
+
+struct NotificationEventsCountRequest {
+  1: required i64 fromEventId,
+  2: required string dbName,
+  3: optional string catName,
+  4: optional i64 toEventId,
+  5: optional i64 limit
+}
+
+struct NotificationEventsCountResponse { 1: required i64 eventsCount }
+
+// 2.3 wire shape: Hive 3 moved filesAdded to id 2 and put 'bool replace' at id 1. Fields 3 and 4 carry the
+// Hive 3 checksum and sub-directory lists when a Hive 3 client sends them (its field 2 then holds the files).
+struct InsertEventRequestData {
+  1: optional list<string> filesAdded,
+  2: optional list<string> filesAddedChecksum,
+  3: optional list<string> filesAddedChecksumV3,
+  4: optional list<string> subDirectoryList
+}
+
+union FireEventRequestData { 1: InsertEventRequestData insertData }
+
+struct FireEventRequest {
+  1: required bool successful,
+  2: required FireEventRequestData data,
+  3: optional string dbName,
+  4: optional string tableName,
+  5: optional list<string> partitionVals,
+  6: optional string catName
+}
+
+struct FireEventResponse { 1: optional list<i64> eventIds }
+
+// ---- transactions and write ids ---------------------------------------------------------------------
+struct OpenTxnRequest {
+  1: required i32 num_txns,
+  2: required string user,
+  3: required string hostname,
+  4: optional string agentInfo = "Unknown",
+  5: optional string replPolicy,
+  6: optional list<i64> replSrcTxnIds
+}
+
+struct OpenTxnsResponse { 1: required list<i64> txn_ids }
+
+struct CommitTxnRequest {
+  1: required i64 txnid,
+  2: optional string replPolicy
+}
+
+struct AbortTxnRequest {
+  1: required i64 txnid,
+  2: optional string replPolicy
+}
+
+struct AbortTxnsRequest { 1: required list<i64> txn_ids }
+
+struct GetOpenTxnsResponse {
+  1: required i64 txn_high_water_mark,
+  2: required list<i64> open_txns,
+  3: optional i64 min_open_txn,
+  4: optional binary abortedBits
+}
+
+struct HeartbeatTxnRangeRequest {
+  1: required i64 min,
+  2: required i64 max
+}
+
+struct HeartbeatTxnRangeResponse {
+  1: required set<i64> aborted,
+  2: required set<i64> nosuch
+}
+
+struct TxnToWriteId {
+  1: required i64 txnId,
+  2: required i64 writeId
+}
+
+struct AllocateTableWriteIdsRequest {
+  1: required string dbName,
+  2: required string tableName,
+  3: optional list<i64> txnIds,
+  4: optional string replPolicy,
+  5: optional list<TxnToWriteId> srcTxnToWriteIdList
+}
+
+struct AllocateTableWriteIdsResponse { 1: required list<TxnToWriteId> txnToWriteIds }
+
+struct GetValidWriteIdsRequest {
+  1: required list<string> fullTableNames,
+  2: optional string validTxnList,
+  3: optional i64 writeId
+}
+
+struct TableValidWriteIds {
+  1: required string fullTableName,
+  2: required i64 writeIdHighWaterMark,
+  3: required list<i64> invalidWriteIds,
+  4: optional i64 minOpenWriteId,
+  5: required binary abortedBits
+}
+
+struct GetValidWriteIdsResponse { 1: required list<TableValidWriteIds> tblValidWriteIds }
+
+// ---- the service --------------------------------------------------------------------------------------
+// get_partitions_by_expr is left out on purpose: its argument is a serialized Java expression tree. Clients
+// that receive UNKNOWN_METHOD for it fall back to get_partitions_by_filter or client-side pruning.
+service ThriftHiveMetastore {
+  // fb303 basics that clients call on connect and close
+  string getName(),
+  string getVersion(),
+  oneway void shutdown(),
+
+  list<string> set_ugi(1: string user_name, 2: list<string> group_names) throws (1: MetaException o1),
+  string getMetaConf(1: string key) throws (1: MetaException o1),
+  string get_config_value(1: string name, 2: string defaultValue) throws (1: ConfigValSecurityException o1),
+
+  // databases
+  void create_database(1: Database database)
+      throws (1: AlreadyExistsException o1, 2: InvalidObjectException o2, 3: MetaException o3),
+  Database get_database(1: string name) throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  void drop_database(1: string name, 2: bool deleteData, 3: bool cascade)
+      throws (1: NoSuchObjectException o1, 2: InvalidOperationException o2, 3: MetaException o3),
+  list<string> get_databases(1: string pattern) throws (1: MetaException o1),
+  list<string> get_all_databases() throws (1: MetaException o1),
+  void alter_database(1: string dbname, 2: Database db) throws (1: MetaException o1, 2: NoSuchObjectException o2),
+
+  // tables
+  list<FieldSchema> get_fields(1: string db_name, 2: string table_name)
+      throws (1: MetaException o1, 2: UnknownTableException o2, 3: UnknownDBException o3),
+  list<FieldSchema> get_schema(1: string db_name, 2: string table_name)
+      throws (1: MetaException o1, 2: UnknownTableException o2, 3: UnknownDBException o3),
+  void create_table(1: Table tbl)
+      throws (1: AlreadyExistsException o1, 2: InvalidObjectException o2, 3: MetaException o3,
+              4: NoSuchObjectException o4),
+  void create_table_with_environment_context(1: Table tbl, 2: EnvironmentContext environment_context)
+      throws (1: AlreadyExistsException o1, 2: InvalidObjectException o2, 3: MetaException o3,
+              4: NoSuchObjectException o4),
+  void drop_table(1: string dbname, 2: string name, 3: bool deleteData)
+      throws (1: NoSuchObjectException o1, 2: MetaException o3),
+  void drop_table_with_environment_context(1: string dbname, 2: string name, 3: bool deleteData,
+                                           4: EnvironmentContext environment_context)
+      throws (1: NoSuchObjectException o1, 2: MetaException o3),
+  list<string> get_tables(1: string db_name, 2: string pattern) throws (1: MetaException o1),
+  list<string> get_tables_by_type(1: string db_name, 2: string pattern, 3: string tableType)
+      throws (1: MetaException o1),
+  list<TableMeta> get_table_meta(1: string db_patterns, 2: string tbl_patterns, 3: list<string> tbl_types)
+      throws (1: MetaException o1),
+  list<string> get_all_tables(1: string db_name) throws (1: MetaException o1),
+  Table get_table(1: string dbname, 2: string tbl_name) throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  list<Table> get_table_objects_by_name(1: string dbname, 2: list<string> tbl_names),
+  GetTableResult get_table_req(1: GetTableRequest req) throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  void alter_table(1: string dbname, 2: string tbl_name, 3: Table new_tbl)
+      throws (1: InvalidOperationException o1, 2: MetaException o2),
+  void alter_table_with_environment_context(1: string dbname, 2: string tbl_name, 3: Table new_tbl,
+                                            4: EnvironmentContext environment_context)
+      throws (1: InvalidOperationException o1, 2: MetaException o2),
+  void alter_table_with_cascade(1: string dbname, 2: string tbl_name, 3: Table new_tbl, 4: bool cascade)
+      throws (1: InvalidOperationException o1, 2: MetaException o2),
+
+  // partitions
+  Partition add_partition(1: Partition new_part)
+      throws (1: InvalidObjectException o1, 2: AlreadyExistsException o2, 3: MetaException o3),
+  Partition add_partition_with_environment_context(1: Partition new_part, 2: EnvironmentContext environment_context)
+      throws (1: InvalidObjectException o1, 2: AlreadyExistsException o2, 3: MetaException o3),
+  i32 add_partitions(1: list<Partition> new_parts)
+      throws (1: InvalidObjectException o1, 2: AlreadyExistsException o2, 3: MetaException o3),
+  AddPartitionsResult add_partitions_req(1: AddPartitionsRequest request)
+      throws (1: InvalidObjectException o1, 2: AlreadyExistsException o2, 3: MetaException o3),
+  bool drop_partition(1: string db_name, 2: string tbl_name, 3: list<string> part_vals, 4: bool deleteData)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  bool drop_partition_with_environment_context(1: string db_name, 2: string tbl_name, 3: list<string> part_vals,
+                                               4: bool deleteData, 5: EnvironmentContext environment_context)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  bool drop_partition_by_name(1: string db_name, 2: string tbl_name, 3: string part_name, 4: bool deleteData)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  DropPartitionsResult drop_partitions_req(1: DropPartitionsRequest req)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  Partition get_partition(1: string db_name, 2: string tbl_name, 3: list<string> part_vals)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  Partition get_partition_with_auth(1: string db_name, 2: string tbl_name, 3: list<string> part_vals,
+                                    4: string user_name, 5: list<string> group_names)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  Partition get_partition_by_name(1: string db_name, 2: string tbl_name, 3: string part_name)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  list<Partition> get_partitions(1: string db_name, 2: string tbl_name, 3: i16 max_parts = -1)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  list<Partition> get_partitions_with_auth(1: string db_name, 2: string tbl_name, 3: i16 max_parts = -1,
+                                           4: string user_name, 5: list<string> group_names)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  // 2.3 wire shape: the only exception field is id 1 (Hive 3 puts NoSuchObjectException there).
+  list<string> get_partition_names(1: string db_name, 2: string tbl_name, 3: i16 max_parts = -1)
+      throws (1: MetaException o2),
+  list<Partition> get_partitions_ps(1: string db_name, 2: string tbl_name, 3: list<string> part_vals,
+                                    4: i16 max_parts = -1)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  list<Partition> get_partitions_ps_with_auth(1: string db_name, 2: string tbl_name, 3: list<string> part_vals,
+                                              4: i16 max_parts = -1, 5: string user_name,
+                                              6: list<string> group_names)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  list<string> get_partition_names_ps(1: string db_name, 2: string tbl_name, 3: list<string> part_vals,
+                                      4: i16 max_parts = -1)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  list<Partition> get_partitions_by_filter(1: string db_name, 2: string tbl_name, 3: string filter,
+                                           4: i16 max_parts = -1)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  list<Partition> get_partitions_by_names(1: string db_name, 2: string tbl_name, 3: list<string> names)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  void alter_partition(1: string db_name, 2: string tbl_name, 3: Partition new_part)
+      throws (1: InvalidOperationException o1, 2: MetaException o2),
+  void alter_partitions(1: string db_name, 2: string tbl_name, 3: list<Partition> new_parts)
+      throws (1: InvalidOperationException o1, 2: MetaException o2),
+  void alter_partition_with_environment_context(1: string db_name, 2: string tbl_name, 3: Partition new_part,
+                                                4: EnvironmentContext environment_context)
+      throws (1: InvalidOperationException o1, 2: MetaException o2),
+  void alter_partitions_with_environment_context(1: string db_name, 2: string tbl_name,
+                                                 3: list<Partition> new_parts,
+                                                 4: EnvironmentContext environment_context)
+      throws (1: InvalidOperationException o1, 2: MetaException o2),
+  void rename_partition(1: string db_name, 2: string tbl_name, 3: list<string> part_vals, 4: Partition new_part)
+      throws (1: InvalidOperationException o1, 2: MetaException o2),
+  map<string, string> partition_name_to_spec(1: string part_name) throws (1: MetaException o1),
+  list<string> partition_name_to_vals(1: string part_name) throws (1: MetaException o1),
+
+  // functions
+  void create_function(1: Function func)
+      throws (1: AlreadyExistsException o1, 2: InvalidObjectException o2, 3: MetaException o3,
+              4: NoSuchObjectException o4),
+  void drop_function(1: string dbName, 2: string funcName)
+      throws (1: NoSuchObjectException o1, 2: MetaException o3),
+  list<string> get_functions(1: string dbName, 2: string pattern) throws (1: MetaException o1),
+  Function get_function(1: string dbName, 2: string funcName)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  GetAllFunctionsResponse get_all_functions() throws (1: MetaException o1),
+
+  // notification log: 2.3 wire shape, no declared exceptions (errors arrive as TApplicationException)
+  NotificationEventResponse get_next_notification(1: NotificationEventRequest rqst),
+  CurrentNotificationEventId get_current_notificationEventId(),
+  NotificationEventsCountResponse get_notification_events_count(1: NotificationEventsCountRequest rqst),
+  FireEventResponse fire_listener_event(1: FireEventRequest rqst),
+
+  // transactions and write ids
+  GetOpenTxnsResponse get_open_txns(),
+  OpenTxnsResponse open_txns(1: OpenTxnRequest rqst),
+  void abort_txn(1: AbortTxnRequest rqst) throws (1: NoSuchTxnException o1),
+  void abort_txns(1: AbortTxnsRequest rqst) throws (1: NoSuchTxnException o1),
+  void commit_txn(1: CommitTxnRequest rqst) throws (1: NoSuchTxnException o1, 2: TxnAbortedException o2),
+  HeartbeatTxnRangeResponse heartbeat_txn_range(1: HeartbeatTxnRangeRequest txns),
+  GetValidWriteIdsResponse get_valid_write_ids(1: GetValidWriteIdsRequest rqst)
+      throws (1: NoSuchTxnException o1, 2: MetaException o2),
+  AllocateTableWriteIdsResponse allocate_table_write_ids(1: AllocateTableWriteIdsRequest rqst)
+      throws (1: NoSuchTxnException o1, 2: TxnAbortedException o2, 3: MetaException o3)
+}

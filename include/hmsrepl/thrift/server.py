@@ -1,0 +1,92 @@
+"""The threaded Thrift metastore server (binary protocol, buffered transport, no SASL: what Spark expects).
+
+Each client connection gets its own thread and keeps it while open (Spark holds a second connection open),
+so the accept loop never blocks on a slow client. The C-accelerated binary protocol of thriftpy2 keeps
+large partition lists cheap to encode. A housekeeping thread aborts timed-out transactions and applies
+event and cmroot retention.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+from thriftpy2.protocol import TCyBinaryProtocolFactory
+from thriftpy2.server import TThreadedServer
+from thriftpy2.thrift import TApplicationException, TProcessor
+from thriftpy2.transport import TCyBufferedTransportFactory, TServerSocket
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.thrift.handler import ErrorMappingDispatcher, MetastoreHandler
+from hmsrepl.thrift.idl import Service
+
+log = logging.getLogger(__name__)
+
+
+class _Processor(TProcessor):
+    """Answers unknown methods with a message naming the method (thriftpy2 sends none)."""
+
+    def process_in(self, iprot: Any) -> Any:
+        api, seqid, result, call = super().process_in(iprot)
+        if isinstance(result, TApplicationException) and result.type == TApplicationException.UNKNOWN_METHOD:
+            result = TApplicationException(
+                TApplicationException.UNKNOWN_METHOD,
+                f"method '{api}' is not supported by this metastore (hmsrepl)",
+            )
+        return api, seqid, result, call
+
+
+class MetastoreServer:
+    def __init__(self, store: Metastore, host: str = "127.0.0.1", port: int = 9083) -> None:
+        self.store = store
+        self.handler = MetastoreHandler(store)
+        self.socket = TServerSocket(host=host, port=port, client_timeout=None)
+        self.server = TThreadedServer(
+            _Processor(Service, ErrorMappingDispatcher(self.handler)),
+            self.socket,
+            iprot_factory=TCyBinaryProtocolFactory(),
+            itrans_factory=TCyBufferedTransportFactory(),
+            daemon=True,
+        )
+        self._stop = threading.Event()
+
+    @property
+    def port(self) -> int:
+        return self.socket.sock.getsockname()[1] if self.socket.sock else 0
+
+    def housekeeping(self, interval_seconds: float) -> None:
+        while not self._stop.wait(interval_seconds):
+            try:
+                self.store.txns.abort_timed_out()
+                self.store.cleanup_events()
+                self.store.cleanup_cmroot()
+            except Exception:  # housekeeping must outlive a database hiccup
+                log.exception("metastore housekeeping failed; retrying in %s s", interval_seconds)
+
+    def serve_forever(self, housekeeping_interval: float = 60.0) -> None:
+        threading.Thread(target=self.housekeeping, args=(housekeeping_interval,), daemon=True).start()
+        log.info("metastore listening on %s:%s", self.socket.host, self.socket.port)
+        try:
+            self.server.serve()
+        finally:
+            self._stop.set()
+            self.store.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.server.close()
+        self.socket.close()
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM ends the accept loop like Ctrl-C does, so the process exits promptly and cleanly."""
+
+    def _terminate(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+__all__ = ["MetastoreServer", "install_signal_handlers"]
