@@ -50,6 +50,7 @@ def run(home: Path = Path("var/demo")) -> None:
         from hmsrepl.spark_session import local_spark_session
 
         spark = local_spark_session("hmsrepl-demo")
+        spark.sparkContext.setLogLevel("ERROR")
     try:
         with timer.step("workload: databases, partitioned tables, inserts, overwrite, drops"):
             _plain_workload(store, spark)
@@ -121,6 +122,9 @@ def _acid_workload(store: Metastore, spark: Any) -> int:
     )
     write_insert_only(frame(0), store, "sales", "clicks")
     write_insert_only(frame(50), store, "sales", "clicks")
+    spark.sparkContext.setLogLevel(
+        "OFF"
+    )  # the failure below is intended; keep its task traces off the console
     try:
         write_insert_only(
             frame(100).selectExpr("id", "CAST(raise_error('simulated writer failure') AS STRING) AS name"),
@@ -130,6 +134,7 @@ def _acid_workload(store: Metastore, spark: Any) -> int:
         )
     except Exception:  # the demo shows that a failed writer's txn is aborted
         click.echo("   (a failing writer aborted its transaction, as intended)")
+    spark.sparkContext.setLogLevel("ERROR")
     return read_insert_only(spark, store, "sales", "clicks").count()
 
 
@@ -143,7 +148,7 @@ def _summary(store: Metastore, timer: StepTimer, visible_rows: int) -> None:
     )
     for event_type, count in sorted(by_type.items()):
         click.echo(f"    {event_type:<16} {count}")
-    click.echo(f"  cmroot keeps {len(cm_files)} recycled files (dropped and overwritten data)")
+    click.echo(f"  cmroot keeps {len(cm_files)} recycled files (data of dropped tables and partitions)")
     click.echo(f"  transactions: {store.txns.get_valid_txns().to_string()}  (hwm:minOpen:open:aborted)")
     [clicks] = store.txns.get_valid_write_ids(["sales.clicks"])
     click.echo(f"  sales.clicks write ids: {clicks.write_ids.to_string()}; rows visible: {visible_rows}")

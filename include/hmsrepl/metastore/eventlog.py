@@ -120,7 +120,7 @@ class EventLog:
         since skipping them silently would make a replica miss changes.
         """
         log = notification_log
-        query = select(log).where(log.c.event_id > after_event_id).order_by(log.c.event_id)
+        query = select(*self._event_columns()).where(log.c.event_id > after_event_id).order_by(log.c.event_id)
         if to_event_id is not None:
             query = query.where(log.c.event_id <= to_event_id)
         if db_name is not None:
@@ -129,24 +129,50 @@ class EventLog:
             query = query.where(log.c.tbl_name == table_name.lower())
         if event_types:
             query = query.where(log.c.event_type.in_(list(event_types)))
-        if max_events is not None and max_events > 0:
-            query = query.limit(max_events)
+        limit = max_events if max_events is not None and max_events > 0 else None
+        if limit is not None:
+            query = query.limit(limit)
         with self.engine.connect() as conn:
             self._check_not_cleaned(conn, after_event_id)
-            result = conn.execute(query)
-            return [
-                NotificationEvent(
-                    event_id=row.event_id,
-                    event_time=row.event_time,
-                    event_type=row.event_type,
-                    db_name=row.db_name,
-                    table_name=row.tbl_name,
-                    message=row.message,
-                    message_format=row.message_format,
-                    cat_name=row.cat_name or "hive",
-                )
-                for row in result
-            ]
+            if not self._may_exceed_one_chunk(after_event_id, limit, to_event_id):
+                return [NotificationEvent(*row) for row in conn.execute(query).all()]
+            events: list[NotificationEvent] = []
+            result = conn.execute(query.execution_options(yield_per=self._FETCH_CHUNK))
+            for rows in result.partitions():
+                events.extend([NotificationEvent(*row) for row in rows])
+            return events
+
+    # Rows per round trip when a read may be large (a dump reading 100k events). Streaming keeps the
+    # driver's buffer small (libpq otherwise holds the whole result, ~130 MB for 100k events, besides the
+    # Python objects) and keeps the set of live rows small, which makes Python's cyclic GC passes cheap:
+    # measured 0.5-0.6 s instead of 0.8-1.3 s for 100k events. Small reads skip it, because a
+    # server-side cursor costs PostgreSQL ~0.3 ms of extra round trips on every call.
+    _FETCH_CHUNK = 1_000
+
+    @staticmethod
+    def _may_exceed_one_chunk(after_event_id: int, limit: int | None, to_event_id: int | None) -> bool:
+        bound = limit if limit is not None else float("inf")
+        if to_event_id is not None:
+            bound = min(bound, to_event_id - after_event_id)
+        return bound > EventLog._FETCH_CHUNK
+
+    @staticmethod
+    def _event_columns() -> list[Any]:
+        """The log's columns in NotificationEvent's field order, so each row builds an event positionally.
+
+        Derived from the dataclass rather than listed, so reordering or adding a field cannot silently
+        put values into the wrong attribute (an unknown field fails here, loudly).
+        """
+        log = notification_log
+        special = {
+            "table_name": log.c.tbl_name,
+            # Rows without a catalog belong to Hive's default one (as ``cat_name or "hive"`` did).
+            "cat_name": func.coalesce(func.nullif(log.c.cat_name, ""), "hive"),
+        }
+        return [
+            special[name] if name in special else log.c[name]
+            for name in NotificationEvent.__dataclass_fields__
+        ]
 
     def _check_not_cleaned(self, conn: Connection, after_event_id: int) -> None:
         current = self._current(conn)
