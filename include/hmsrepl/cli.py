@@ -181,6 +181,95 @@ def events_cleanup(ctx: click.Context, ttl_seconds: int | None) -> None:
     click.echo(f"deleted {store.events.cleanup(ttl)} events older than {ttl} s")
 
 
+def _side_options(side: str) -> Callable[[F], F]:
+    """--<side>-db-url/--<side>-warehouse/--<side>-cmroot options, also read from HMSREPL_<SIDE>_* variables."""
+
+    def decorate(func: F) -> F:
+        for name in ("cmroot", "warehouse", "db-url"):
+            env = f"HMSREPL_{side.upper()}_{name.replace('-', '_').upper()}"
+            func = click.option(f"--{side}-{name}", envvar=env, help=f"{side} metastore {name} ({env}).")(
+                func
+            )
+        return func
+
+    return decorate
+
+
+def _side_store(prefix: str, values: dict[str, Any]) -> Metastore | None:
+    url = values.get(f"{prefix}_db_url")
+    if not url:
+        return None
+    config = MetastoreConfig(
+        db_url=url,
+        **{k: v for k in ("warehouse", "cmroot") if (v := values.get(f"{prefix}_{k}"))},
+    )
+    if not schema_is_current(make_engine(config.db_url)):
+        raise click.ClickException(
+            f"the {prefix} metastore schema at {url} is missing or old; run 'hmsrepl schema upgrade'"
+        )
+    return Metastore(config)
+
+
+@main.group()
+def repl() -> None:
+    """Replication: REPL DUMP (source), REPL LOAD and REPL STATUS (target), verify."""
+
+
+@repl.command("run")
+@click.argument("command")
+@_side_options("source")
+@_side_options("target")
+@click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)
+@_friendly_errors
+def repl_run(command: str, dump_root: str, **sides: Any) -> None:
+    """Run one REPL command, e.g. "REPL DUMP sales FROM 120 LIMIT 500" or "REPL LOAD dr FROM '<dir>'".
+
+    DUMP prints '<dump dir>\t<last event id>'; LOAD prints the target database and its last event id;
+    STATUS prints the last replicated event id (nothing if the database is not a replica).
+    """
+    from hmsrepl.replication.dump import DumpResult
+    from hmsrepl.replication.engine import ReplicationEngine
+    from hmsrepl.replication.load import LoadResult
+
+    engine = ReplicationEngine(dump_root, _side_store("source", sides), _side_store("target", sides))
+    result = engine.execute(command)
+    if isinstance(result, DumpResult):
+        click.echo(f"{result.dump_dir}\t{result.last_event_id}")
+    elif isinstance(result, LoadResult):
+        stats = result.stats
+        click.echo(f"{result.target_db}\t{result.last_event_id}")
+        click.echo(
+            f"applied {result.events_applied} events; {stats.tables} tables and {stats.partitions} partitions "
+            f"created; {stats.files_copied} files ({stats.bytes_copied} bytes) copied, "
+            f"{stats.files_from_cmroot} of them from cmroot; {stats.files_removed} files removed"
+            + (f"; not replayed yet: {stats.skipped_events}" if stats.skipped_events else ""),
+            err=True,
+        )
+    elif result is not None:
+        click.echo(result)
+
+
+@repl.command("verify")
+@click.argument("source_db")
+@click.argument("target_db")
+@_side_options("source")
+@_side_options("target")
+@_friendly_errors
+def repl_verify(source_db: str, target_db: str, **sides: Any) -> None:
+    """Compare SOURCE_DB with its replica TARGET_DB (metadata and file checksums); exit 1 on differences."""
+    from hmsrepl.replication.verify import verify
+
+    source, target = _side_store("source", sides), _side_store("target", sides)
+    if source is None or target is None:
+        raise click.ClickException("verify needs both --source-db-url and --target-db-url")
+    differences = verify(source, source_db, target, target_db)
+    for line in differences:
+        click.echo(line)
+    if differences:
+        raise SystemExit(1)
+    click.echo(f"{target_db} equals {source_db}: metadata and file checksums match")
+
+
 @main.group()
 def cm() -> None:
     """Change manager (cmroot) maintenance."""

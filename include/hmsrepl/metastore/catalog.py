@@ -22,6 +22,7 @@ from hmsrepl.exceptions import (
     NoSuchPartitionError,
     NoSuchTableError,
 )
+from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
@@ -40,7 +41,7 @@ from hmsrepl.metastore.schema import (
     txn_to_write_id,
     txn_write_notifications,
 )
-from hmsrepl.storage.base import filesystem_for, join_uri
+from hmsrepl.storage.base import filesystem_for, join_uri, path_key
 
 BATCH = 500
 DEFAULT_DB = "default"
@@ -254,7 +255,10 @@ class CatalogService:
                     )
                     move = (old.sd.location, new_location)
         new_table = new_table.model_copy(update={"id": old.id, "write_id": old.write_id})
-        files = describe_files(new_table.sd.location, self.cm) if capture_files and not move else []
+        if move:  # checksums from the old place, URIs re-rooted where the move puts the files
+            files = [_reroot(uri, move[0], move[1]) for uri in describe_files(move[0], self.cm)]
+        else:
+            files = describe_files(new_table.sd.location, self.cm) if capture_files else []
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, db_name, table_name, for_update=True)
             if current.id != old.id:
@@ -713,9 +717,10 @@ class CatalogService:
     ) -> list[str]:
         """Record new data in a table or partition (an INSERT event with files and checksums).
 
-        ``new_files`` are the URIs the writer added; when omitted, every data file present is reported.
-        With ``replace`` (INSERT OVERWRITE) all other data files are recycled into cmroot after commit.
-        Returns the encoded URIs reported.
+        The event's ``files`` is the object's complete file listing after the change (a pseudo-snapshot: a
+        replica made equal to it never shows a mix of old and new data), ``new_files`` what the writer
+        added (``new_files`` argument; every file when omitted). With ``replace`` (INSERT OVERWRITE) every
+        other data file is recycled into cmroot after commit. Returns the encoded URIs of the new files.
         """
         table = self.get_table(db_name, table_name)
         partition = self.get_partition(db_name, table_name, partition_values) if partition_values else None
@@ -725,14 +730,16 @@ class CatalogService:
             )
         location = (partition.sd if partition else table.sd).location
         described = describe_files(location, self.cm)
-        wanted = set(new_files) if new_files is not None else None
-        reported = [uri for uri in described if wanted is None or uri.split("#", 1)[0] in wanted]
-        if wanted is not None and len(reported) != len(wanted):
-            missing = sorted(wanted - {uri.split("#", 1)[0] for uri in reported})
+        wanted = {path_key(uri) for uri in new_files} if new_files is not None else None
+        added = [uri for uri in described if wanted is None or path_key(uri.split("#", 1)[0]) in wanted]
+        if wanted is not None and len(added) != len(wanted):
+            found = {path_key(uri.split("#", 1)[0]) for uri in added}
+            missing = sorted(wanted - found)
             raise InvalidObjectError(
                 f"files {missing[:3]} were not found under '{location}'; write them first"
             )
-        recycled = [uri for uri in described if uri not in reported] if replace else []
+        recycled = [uri for uri in described if uri not in added] if replace else []
+        listing = added if replace else described
         with self.events.transaction() as tx:
             _, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
             tx.emit(
@@ -743,13 +750,14 @@ class CatalogService:
                     "table": _snapshot(current),
                     "partition": _snapshot(partition) if partition else None,
                     "replace": replace,
-                    "files": reported,
+                    "files": listing,
+                    "new_files": added,
                     "recycled": recycled,
                 },
             )
             if recycled:
                 tx.on_commit(lambda: self.cm.recycle(recycled))
-        return reported
+        return added
 
     # -- functions -------------------------------------------------------------------------------------
     def create_function(self, function: Function) -> Function:
@@ -844,6 +852,12 @@ def _check_columns(table: Table) -> None:
         if col.name in seen:
             raise InvalidObjectError(f"table '{table.qualified_name}' has column '{col.name}' twice")
         seen.add(col.name)
+
+
+def _reroot(encoded: str, old_root: str, new_root: str) -> str:
+    entry = EncodedFileUri.decode(encoded)
+    moved = new_root.rstrip("/") + entry.file_uri[len(old_root.rstrip("/")) :]
+    return EncodedFileUri(moved, entry.checksum, entry.cmroot, entry.subdir).encode()
 
 
 def _forget_write_ids(conn: Connection, db_name: str, table_name: str) -> None:

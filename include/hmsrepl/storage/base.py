@@ -3,14 +3,32 @@
 Locations are kept exactly as clients sent them (``file:/w/t/p=k%3Av``): implementations map a URI to
 their native path without URL-decoding, because Hive escapes partition values into directory names with
 ``%XX`` and decoding would name a different directory.
+
+Implementations: local paths and ``file:`` URIs (``storage.local``) and ``s3://`` (also spelled ``s3a://``
+and ``s3n://`` by Hadoop clients; ``storage.s3``). Read methods (``exists``, ``open_read``, ``checksum``,
+``identify``, ``copy``) also accept a *versioned reference* (``s3://<versionid>@bucket/key``, see
+``formats.file_uri``) that names one version of an object in a versioned bucket.
+
+Copies between two stores go through ``copy_file``/``move_file`` here: server-side when both URIs are in the
+same store (``FileSystem.same_store``), streamed otherwise. ``copy_files`` is the entry point for Spark
+tasks: a plain module-level function (picklable by reference) whose file systems make their own clients in
+each process.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO
+
+from hmsrepl.exceptions import StorageError
+from hmsrepl.formats.file_uri import split_versioned_reference
+from hmsrepl.storage.checksum import checksum_bytes
+
+S3_SCHEMES = ("s3", "s3a", "s3n")
 
 
 @dataclass(frozen=True)
@@ -22,8 +40,24 @@ class FileStatus:
     mtime: float
 
 
+@dataclass(frozen=True)
+class FileIdentity:
+    """What pins a file's content: its checksum token and, in a versioned store, the version it was read at.
+
+    Both describe the same object version (one HEAD on S3), so an event never pairs a checksum with the id
+    of a different version.
+    """
+
+    checksum: str
+    version_id: str | None = None
+
+
 class FileSystem(abc.ABC):
     """Operations on one storage scheme; every path argument is a URI or a plain absolute path."""
+
+    #: Threads worth using for per-file metadata calls (checksums of many files): local files are CPU and
+    #: disk bound, object stores are latency bound and gain from more requests in flight.
+    io_parallelism: int = 4
 
     @abc.abstractmethod
     def list_files(self, uri: str) -> Iterator[FileStatus]:
@@ -53,7 +87,11 @@ class FileSystem(abc.ABC):
 
     @abc.abstractmethod
     def touch(self, uri: str, mtime: float) -> None:
-        """Set the modification time, which cmroot retention counts from."""
+        """Set the modification time, which cmroot retention counts from.
+
+        Stores that cannot set a time (S3: ``LastModified`` is the server's clock at the last write) restart
+        it at their current time instead; callers use this only to restart retention with ``now``.
+        """
 
     @abc.abstractmethod
     def makedirs(self, uri: str) -> None: ...
@@ -62,15 +100,148 @@ class FileSystem(abc.ABC):
     def delete_tree(self, uri: str) -> None:
         """Remove a directory and what is left in it; missing is not an error."""
 
+    # -- operations with a generic default; implementations override where the store does better ----------
+    def identify(self, uri: str) -> FileIdentity:
+        """Checksum and version of the file as one consistent pair (no version where none are kept)."""
+        return FileIdentity(self.checksum(uri), None)
+
+    def write_stream(self, uri: str, stream: BinaryIO) -> str:
+        """Write a whole file from a stream; returns the checksum token of what was written.
+
+        The default buffers the stream in memory and calls ``write_bytes``; stores with a streaming writer
+        (S3: multipart upload) override it so large files never sit in memory whole.
+        """
+        data = stream.read()
+        self.write_bytes(uri, data)
+        return checksum_bytes(data)
+
+    def copy(self, src: str, dst: str) -> str:
+        """Copy a file within this store (``src`` may be a versioned reference); returns the copy's checksum.
+
+        The default streams through this process; S3 overrides it with a server-side copy.
+        """
+        with self.open_read(src) as stream:
+            return self.write_stream(dst, stream)
+
+    def same_store(self, other: FileSystem) -> bool:
+        """True when ``copy``/``move`` between the two can stay inside one store (no bytes through us)."""
+        return type(self) is type(other)
+
+
+_registered: dict[str, FileSystem] = {}
+_registry_lock = threading.Lock()
+
+
+def register_filesystem(prefix: str, fs: FileSystem) -> None:
+    """Serve URIs starting with ``prefix`` (e.g. ``s3://dr-bucket``) by ``fs`` instead of the scheme default.
+
+    For a second store that the standard AWS configuration does not describe, e.g. the replica's S3 endpoint
+    (``S3FileSystem(profile_name='dr')``). The longest matching prefix wins.
+    """
+    with _registry_lock:
+        _registered[prefix.rstrip("/")] = fs
+
+
+def unregister_filesystem(prefix: str) -> None:
+    with _registry_lock:
+        _registered.pop(prefix.rstrip("/"), None)
+
+
+def uri_scheme(uri: str) -> str:
+    """The lower-case scheme; ``file`` for ``file:`` URIs and plain paths."""
+    return uri.split(":", 1)[0].lower() if "://" in uri or uri.startswith("file:") else "file"
+
 
 def filesystem_for(uri: str) -> FileSystem:
-    """Choose the implementation by URI scheme; ``file:`` and plain paths are local."""
-    scheme = uri.split(":", 1)[0].lower() if "://" in uri or uri.startswith("file:") else "file"
+    """Choose the implementation by registered prefix, else by URI scheme; ``file:`` and plain paths are local."""
+    if _registered:
+        plain, _ = split_versioned_reference(uri)
+        matches = [p for p in _registered if plain == p or plain.startswith(p + "/")]
+        if matches:
+            return _registered[max(matches, key=len)]
+    scheme = uri_scheme(uri)
     if scheme == "file":
         from hmsrepl.storage.local import LocalFileSystem
 
         return LocalFileSystem()
-    raise ValueError(f"unsupported storage scheme '{scheme}' in '{uri}'; use a local path or file: URI")
+    if scheme in S3_SCHEMES:
+        from hmsrepl.storage.s3 import default_s3_filesystem
+
+        return default_s3_filesystem()
+    raise ValueError(
+        f"unsupported storage scheme '{scheme}' in '{uri}'; use a local path, a file: URI or s3://bucket/key"
+    )
+
+
+def copy_file(src: str, dst: str, expected_checksum: str | None = None) -> str:
+    """Copy one file between any two locations; returns the copy's checksum token.
+
+    Server-side when both are in one store (S3 CopyObject: no bytes through this process), streamed and
+    hashed in one pass otherwise. With ``expected_checksum`` a copy that does not match is deleted and
+    StorageError raised, so a wrong copy is never left in place.
+    """
+    src_fs, dst_fs = filesystem_for(src), filesystem_for(dst)
+    if src_fs.same_store(dst_fs):
+        token = src_fs.copy(src, dst)
+    else:
+        with src_fs.open_read(src) as stream:
+            token = dst_fs.write_stream(dst, stream)
+    if expected_checksum and token != expected_checksum:
+        dst_fs.delete(dst)
+        raise StorageError(
+            f"copy of '{src}' to '{dst}' has checksum {token}, expected {expected_checksum}; the source "
+            "changed since it was recorded or the copy was damaged: the copy was removed, retry it"
+        )
+    return token
+
+
+def move_file(src: str, dst: str) -> None:
+    """Move a file between any two locations; the target must not exist.
+
+    Within one store this is the store's own move (a rename locally, copy + delete on S3); across stores
+    the file is copied, and deleted from the source only after the copy is complete.
+    """
+    src_fs, dst_fs = filesystem_for(src), filesystem_for(dst)
+    if src_fs.same_store(dst_fs):
+        src_fs.move(src, dst)
+        return
+    if dst_fs.exists(dst):
+        raise StorageError(f"cannot move '{src}' to '{dst}': the target exists")
+    copy_file(src, dst)
+    src_fs.delete(src)
+
+
+CopyTask = tuple[str, str] | tuple[str, str, str | None]
+
+
+def copy_files(tasks: Iterable[Sequence[str | None]], threads: int = 16) -> list[str]:
+    """Copy many files with ``threads`` copies in flight; returns their checksum tokens in task order.
+
+    Each task is ``(src, dst)`` or ``(src, dst, expected_checksum)``. Module-level so that Spark can ship
+    it to executors (``rdd.mapPartitions(lambda rows: copy_files(list(rows)))``): the file systems it uses
+    create their own S3 client in each executor process.
+    """
+    work = [tuple(task) for task in tasks]
+
+    def run(task: tuple[str | None, ...]) -> str:
+        src, dst, *rest = task
+        if not src or not dst:
+            raise ValueError(f"copy task {task!r} needs a source and a target")
+        return copy_file(src, dst, rest[0] if rest else None)
+
+    if len(work) <= 1 or threads <= 1:
+        return [run(task) for task in work]
+    with ThreadPoolExecutor(max_workers=min(threads, len(work))) as pool:
+        return list(pool.map(run, work))
+
+
+def path_key(uri: str) -> str:
+    """A comparison key for URIs that name the same file in different spellings (``file:/x`` = ``/x``)."""
+    if uri.startswith("file:"):
+        from hmsrepl.storage.local import local_path
+
+        return local_path(uri)
+    return uri
 
 
 def join_uri(base: str, *names: str) -> str:

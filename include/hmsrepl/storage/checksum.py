@@ -8,6 +8,8 @@ holds no ':' or '#', so it is safe in file names (cmroot) and in the ``#``-separ
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import BinaryIO
 
 import google_crc32c
@@ -42,3 +44,43 @@ def checksum_stream(stream: BinaryIO) -> str:
 
 def checksum_bytes(data: bytes) -> str:
     return checksum_token(google_crc32c.value(data), len(data))
+
+
+def token_from_s3_crc32c(value: str, size: int) -> str:
+    """Our token from S3's ``ChecksumCRC32C`` (base64 of the big-endian CRC) and the object's size.
+
+    Raises ValueError for values that are not a full-object CRC32C (e.g. a composite ``<b64>-<parts>``).
+    """
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"'{value}' is not a base64 CRC32C value") from exc
+    if len(raw) != 4:
+        raise ValueError(f"'{value}' is not a full-object CRC32C value (4 bytes, base64)")
+    return checksum_token(int.from_bytes(raw, "big"), size)
+
+
+def s3_crc32c_from_token(token: str) -> str:
+    """S3's ``ChecksumCRC32C`` form of a token, e.g. to let S3 verify an upload against a known checksum."""
+    crc, _ = parse_checksum_token(token)
+    return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
+
+
+class ChecksumReader:
+    """Wraps a binary stream and hashes what is read through it, so a copy computes its token in one pass."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._crc = google_crc32c.Checksum()
+        self.size = 0
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._stream.read(size)
+        if chunk:
+            self._crc.update(chunk)
+            self.size += len(chunk)
+        return chunk
+
+    @property
+    def token(self) -> str:
+        return checksum_token(int.from_bytes(self._crc.digest(), "big"), self.size)

@@ -1,0 +1,386 @@
+"""REPL DUMP on the source: bootstrap (objects, then consolidation) and incremental (events) dumps.
+
+A bootstrap dump first writes every object as it is when read, then replays the events that happened while
+it was reading (seed 003's "consolidate at source"): events are applied in order to the dumped objects, so
+the finished dump is the database as of one event id (the dump's last event id), never a mix of states.
+An incremental dump writes each relevant event with its own snapshot, never the current state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hmsrepl.exceptions import InvalidObjectError, NoSuchDatabaseError, NoSuchTableError
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.events import EventType, NotificationEvent
+from hmsrepl.metastore.file_capture import describe_files
+from hmsrepl.metastore.model import Table
+from hmsrepl.replication.commands import DumpCommand
+from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
+from hmsrepl.replication.policy import ReplicationPolicy
+from hmsrepl.storage.base import join_uri
+
+log = logging.getLogger(__name__)
+
+PAGE = 10_000
+METADATA_ONLY = "hive.repl.dump.metadata.only"
+INCLUDE_EXTERNAL = "hive.repl.include.external.tables"
+
+
+@dataclass(frozen=True)
+class DumpResult:
+    dump_dir: str
+    last_event_id: int
+    events: int = 0
+    tables: int = 0
+    partitions: int = 0
+    files: int = 0
+
+
+@dataclass
+class TableEntry:
+    """One table of a bootstrap dump while it is being consolidated."""
+
+    table: dict[str, Any]
+    files: list[str] | None = None
+    partitions: dict[str, tuple[dict[str, Any], list[str] | None]] = field(default_factory=dict)
+
+    @property
+    def key_names(self) -> list[str]:
+        return [k["name"] for k in self.table.get("partition_keys", [])]
+
+    def partition_name(self, snapshot: dict[str, Any]) -> str:
+        return make_partition_name(self.key_names, snapshot["values"])
+
+
+def relevant(event: NotificationEvent, policy: ReplicationPolicy) -> bool:
+    """Does the event belong to the policy's database and (for table events) an included table?"""
+    if (event.db_name or "") != policy.db_name:
+        return False
+    if event.table_name is None:
+        return True
+    if policy.functions_only:
+        return False
+    if event.event_type == EventType.ALTER_TABLE:
+        body = event.body()
+        names = {body["before"]["table_name"], body["after"]["table_name"]}
+        return any(policy.includes_table(name) for name in names)
+    return policy.includes_table(event.table_name)
+
+
+class DumpEngine:
+    def __init__(
+        self, source: Metastore, dump_root: str, on_table_dumped: Callable[[str], None] | None = None
+    ) -> None:
+        """``on_table_dumped`` is called after each table's bootstrap read (progress reporting, tests)."""
+        self.source = source
+        self.dump_root = dump_root.rstrip("/")
+        self.on_table_dumped = on_table_dumped
+
+    def dump(self, command: DumpCommand) -> DumpResult:
+        try:
+            self.source.catalog.get_database(command.policy.db_name)
+        except NoSuchDatabaseError:
+            if command.is_bootstrap:
+                raise
+        if command.replaced_policy is not None:
+            raise InvalidObjectError(
+                "REPLACE of a policy is not supported yet; dump with the new policy and bootstrap"
+            )
+        name = (
+            f"{command.policy.db_name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+        )
+        dump = DumpDir(join_uri(self.dump_root, name))
+        if command.is_bootstrap:
+            return self._bootstrap(command, dump)
+        return self._incremental(command, dump)
+
+    def _metadata(
+        self, command: DumpCommand, kind: str, start: int, end: int, last: int, count: int
+    ) -> DumpMetadata:
+        return DumpMetadata(
+            kind=kind,
+            db_name=command.policy.db_name,
+            policy=command.policy.to_text(),
+            from_event_id=start,
+            to_event_id=end,
+            last_event_id=last,
+            event_count=count,
+            source_warehouse=self.source.config.warehouse,
+            source_cmroot=self.source.config.cmroot,
+            replaced_policy=command.replaced_policy.to_text() if command.replaced_policy else None,
+            settings=dict(command.settings),
+        )
+
+    # -- bootstrap ---------------------------------------------------------------------------------------
+    def _bootstrap(self, command: DumpCommand, dump: DumpDir) -> DumpResult:
+        policy, catalog = command.policy, self.source.catalog
+        with_data = command.settings.get(METADATA_ONLY, "false").lower() != "true"
+        external = command.settings.get(INCLUDE_EXTERNAL, "true").lower() == "true"
+        start = self.source.get_current_notification_event_id()
+        database = catalog.get_database(policy.db_name)
+        dump.write_json(f"{policy.db_name}/{METADATA}", {"database": database.model_dump(mode="json")})
+        for function in catalog.get_functions(policy.db_name):
+            snapshot = catalog.get_function(policy.db_name, function).model_dump(mode="json")
+            dump.write_json(f"{policy.db_name}/{FUNCTIONS_DIR}/{function}/{METADATA}", {"function": snapshot})
+        tables = (
+            []
+            if policy.functions_only
+            else [t for t in catalog.get_tables(policy.db_name) if policy.includes_table(t)]
+        )
+        for table_name in tables:
+            try:
+                table = catalog.get_table(policy.db_name, table_name)
+                if external or table.is_managed:
+                    self._write_entry(dump, policy.db_name, self._read_entry(table, with_data))
+            except NoSuchTableError:  # dropped while we were reading: consolidation settles it
+                log.info("table %s.%s was dropped during the bootstrap dump", policy.db_name, table_name)
+            if self.on_table_dumped is not None:
+                self.on_table_dumped(table_name)
+        end = self.source.get_current_notification_event_id()
+        self._consolidate(dump, policy, start, end, with_data, external)
+        counts = self._count(dump, policy.db_name)
+        dump.write_metadata(self._metadata(command, "bootstrap", start, end, end, 0))
+        dump.acknowledge()
+        return DumpResult(dump.uri, end, tables=counts[0], partitions=counts[1], files=counts[2])
+
+    def _read_entry(self, table: Table, with_data: bool) -> TableEntry:
+        cm = self.source.cm
+        entry = TableEntry(table.model_dump(mode="json"))
+        if not table.partition_keys:
+            entry.files = describe_files(table.sd.location, cm) if with_data else None
+            return entry
+        for part in self.source.catalog.get_partitions(table.db_name, table.table_name):
+            files = describe_files(part.sd.location, cm) if with_data else None
+            snapshot = part.model_dump(mode="json")
+            entry.partitions[entry.partition_name(snapshot)] = (snapshot, files)
+        return entry
+
+    @staticmethod
+    def _table_dir(db: str, table: str) -> str:
+        return f"{db}/{table}"
+
+    def _write_entry(self, dump: DumpDir, db: str, entry: TableEntry) -> None:
+        base = self._table_dir(db, entry.table["table_name"])
+        dump.remove_tree(base)
+        dump.write_json(f"{base}/{METADATA}", {"table": entry.table})
+        if entry.files is not None:
+            dump.write_files(f"{base}/{FILES}", entry.files)
+        for name, (snapshot, files) in entry.partitions.items():
+            dump.write_json(f"{base}/{name}/{METADATA}", {"partition": snapshot})
+            if files is not None:
+                dump.write_files(f"{base}/{name}/{FILES}", files)
+
+    def _load_entry(self, dump: DumpDir, db: str, table: str) -> TableEntry | None:
+        base = self._table_dir(db, table)
+        if not dump.fs.exists(dump.path(f"{base}/{METADATA}")):
+            return None
+        entry = TableEntry(dump.read_json(f"{base}/{METADATA}")["table"])
+        if dump.fs.exists(dump.path(f"{base}/{FILES}")):
+            entry.files = dump.read_files(f"{base}/{FILES}")
+        for relative in dump.metadata_files(base):
+            part_dir = relative[: -len("/" + METADATA)]
+            if part_dir == base:
+                continue
+            snapshot = dump.read_json(relative)["partition"]
+            files = (
+                dump.read_files(f"{part_dir}/{FILES}")
+                if dump.fs.exists(dump.path(f"{part_dir}/{FILES}"))
+                else None
+            )
+            entry.partitions[entry.partition_name(snapshot)] = (snapshot, files)
+        return entry
+
+    def _consolidate(
+        self, dump: DumpDir, policy: ReplicationPolicy, start: int, end: int, with_data: bool, external: bool
+    ) -> None:
+        """Replay events (start, end] onto the dumped objects, in order (seed 003, approach 2)."""
+        if end <= start:
+            return
+        db = policy.db_name
+        touched: dict[str, TableEntry | None] = {}
+
+        def entry(name: str) -> TableEntry | None:
+            if name not in touched:
+                touched[name] = self._load_entry(dump, db, name)
+            return touched[name]
+
+        for event in self._events(policy, start, end):
+            body = event.body()
+            kind = event.event_type
+            if kind == EventType.ALTER_DATABASE:
+                dump.write_json(f"{db}/{METADATA}", {"database": body["after"]})
+            elif kind == EventType.CREATE_FUNCTION:
+                fn = body["function"]
+                dump.write_json(f"{db}/{FUNCTIONS_DIR}/{fn['function_name']}/{METADATA}", {"function": fn})
+            elif kind == EventType.DROP_FUNCTION:
+                dump.remove_tree(f"{db}/{FUNCTIONS_DIR}/{body['function']['function_name']}")
+            elif event.table_name is not None:
+                self._apply_table_event(
+                    event.table_name, kind, body, entry, touched, policy, with_data, external
+                )
+        for name, final in touched.items():
+            if final is None:
+                dump.remove_tree(self._table_dir(db, name))
+            else:
+                self._write_entry(dump, db, final)
+
+    @staticmethod
+    def _apply_table_event(
+        name: str,
+        kind: str,
+        body: dict[str, Any],
+        entry: Any,
+        touched: dict[str, TableEntry | None],
+        policy: ReplicationPolicy,
+        with_data: bool,
+        external: bool,
+    ) -> None:
+        def data(files: list[str] | None) -> list[str] | None:
+            return list(files or []) if with_data else None
+
+        def wanted(table: dict[str, Any]) -> bool:
+            return policy.includes_table(table["table_name"]) and (
+                external or Table.model_validate(table).is_managed
+            )
+
+        if kind == EventType.CREATE_TABLE:
+            table = body["table"]
+            touched[name] = TableEntry(
+                table, None if table.get("partition_keys") else data(body.get("files"))
+            )
+            if not wanted(table):
+                touched[name] = None
+        elif kind == EventType.DROP_TABLE:
+            entry(name)
+            touched[name] = None
+        elif kind == EventType.ALTER_TABLE:
+            after = body["after"]
+            current = entry(name)
+            new_name = after["table_name"]
+            if new_name != name:
+                touched[name] = None
+                if current is not None and wanted(after):
+                    current.table = after
+                    if not after.get("partition_keys"):
+                        current.files = (
+                            data(body.get("files"))
+                            if body.get("files") or body.get("is_truncate")
+                            else current.files
+                        )
+                    touched[new_name] = current
+                else:
+                    entry(new_name)
+                    touched[new_name] = None
+                return
+            if current is None:
+                return
+            current.table = after
+            if not after.get("partition_keys") and (body.get("files") or body.get("is_truncate")):
+                current.files = data(body.get("files"))
+        elif kind in (
+            EventType.ADD_PARTITION,
+            EventType.ALTER_PARTITION,
+            EventType.DROP_PARTITION,
+            EventType.INSERT,
+        ):
+            current = entry(name)
+            if current is None:
+                return
+            if kind == EventType.ADD_PARTITION:
+                for snapshot, files in zip(body["partitions"], body["files"], strict=True):
+                    current.partitions[current.partition_name(snapshot)] = (snapshot, data(files))
+            elif kind == EventType.ALTER_PARTITION:
+                snapshot = body["after"]
+                part_name = current.partition_name(snapshot)
+                files = body.get("files") if (body.get("files") or body.get("is_truncate")) else None
+                previous = current.partitions.get(part_name, (snapshot, None))[1]
+                current.partitions[part_name] = (snapshot, data(files) if files is not None else previous)
+            elif kind == EventType.DROP_PARTITION:
+                for snapshot in body["partitions"]:
+                    current.partitions.pop(current.partition_name(snapshot), None)
+            else:  # INSERT: the event's listing is the object's data after the change
+                if body.get("partition"):
+                    part_name = current.partition_name(body["partition"])
+                    if part_name in current.partitions:
+                        snapshot = current.partitions[part_name][0]
+                        current.partitions[part_name] = (snapshot, data(body["files"]))
+                else:
+                    current.files = data(body["files"])
+
+    def _events(self, policy: ReplicationPolicy, after: int, upto: int) -> Iterator[NotificationEvent]:
+        last = after
+        while last < upto:
+            page = self.source.events.next_events(last, PAGE, db_name=policy.db_name, to_event_id=upto)
+            if not page:
+                return
+            for event in page:
+                if relevant(event, policy):
+                    yield event
+            last = page[-1].event_id
+
+    @staticmethod
+    def _count(dump: DumpDir, db: str) -> tuple[int, int, int]:
+        tables = partitions = files = 0
+        for relative in dump.metadata_files(db):
+            depth = relative.count("/")
+            if relative.startswith(f"{db}/{FUNCTIONS_DIR}/") or depth == 1:
+                continue
+            if depth == 2:
+                tables += 1
+            else:
+                partitions += 1
+            files += len(dump.read_files(relative[: -len(METADATA)] + FILES))
+        return tables, partitions, files
+
+    # -- incremental -----------------------------------------------------------------------------------------
+    def _incremental(self, command: DumpCommand, dump: DumpDir) -> DumpResult:
+        policy = command.policy
+        assert command.from_event_id is not None
+        current = self.source.get_current_notification_event_id()
+        upto = min(command.to_event_id, current) if command.to_event_id is not None else current
+        with_data = command.settings.get(METADATA_ONLY, "false").lower() != "true"
+        count = 0
+        last = upto
+        for event in self._events(policy, command.from_event_id, upto):
+            self._write_event(dump, event, with_data)
+            count += 1
+            if command.limit is not None and count >= command.limit:
+                last = event.event_id
+                break
+        dump.write_metadata(self._metadata(command, "incremental", command.from_event_id, upto, last, count))
+        dump.acknowledge()
+        return DumpResult(dump.uri, last, events=count)
+
+    @staticmethod
+    def _write_event(dump: DumpDir, event: NotificationEvent, with_data: bool) -> None:
+        body = event.body()
+        base = f"{EVENTS_DIR}/{event.event_id}"
+        dump.write_json(
+            f"{base}/{METADATA}",
+            {
+                "event_id": event.event_id,
+                "event_time": event.event_time,
+                "event_type": event.event_type,
+                "db": event.db_name,
+                "table": event.table_name,
+                "message": body,
+            },
+        )
+        files = event_files(body)
+        if with_data and files:
+            dump.write_files(f"{base}/{FILES}", files)
+
+
+def event_files(body: dict[str, Any]) -> list[str]:
+    """Every file an event's pseudo-snapshot names (flattened; ADD_PARTITION has one list per partition)."""
+    files = body.get("files") or []
+    if files and isinstance(files[0], list):
+        return [uri for group in files for uri in group]
+    return list(files)

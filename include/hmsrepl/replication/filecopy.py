@@ -1,0 +1,119 @@
+"""Copy one file from the source warehouse (or its cmroot copy) to the target, verified by checksum.
+
+The copy is written under a hidden staging name (``.hmsrepl-staging-<name>``: Hive and Spark skip names
+starting with '.'), its checksum computed while writing, and compared before anything is published. Only a
+verified file is renamed into place, so readers never see a partial or wrong file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import google_crc32c
+
+from hmsrepl.exceptions import FileLostError, StorageError
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.storage.base import filesystem_for, join_uri
+from hmsrepl.storage.checksum import CHUNK_BYTES, checksum_token
+from hmsrepl.storage.local import local_path
+
+STAGING_PREFIX = ".hmsrepl-staging-"
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    target: str
+    source_used: str
+    bytes_copied: int
+    from_cmroot: bool
+
+
+def staging_name(final_uri: str) -> str:
+    parent, _, name = final_uri.rstrip("/").rpartition("/")
+    return f"{parent}/{STAGING_PREFIX}{name}"
+
+
+def _copy_stream(src_uri: str, dst_uri: str) -> str:
+    """Copy bytes and return the checksum of what was written."""
+    src_fs, dst_fs = filesystem_for(src_uri), filesystem_for(dst_uri)
+    crc = google_crc32c.Checksum()
+    size = 0
+    if dst_uri.startswith(("file:", "/")) or "://" not in dst_uri:
+        target = local_path(dst_uri)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with src_fs.open_read(src_uri) as reader, open(target, "wb") as writer:
+            while chunk := reader.read(CHUNK_BYTES):
+                crc.update(chunk)
+                size += len(chunk)
+                writer.write(chunk)
+        return checksum_token(int.from_bytes(crc.digest(), "big"), size)
+    with src_fs.open_read(src_uri) as reader:
+        data = reader.read()
+    dst_fs.write_bytes(dst_uri, data)
+    return checksum_token(google_crc32c.value(data), len(data))
+
+
+def copy_verified(
+    encoded: str,
+    target_uri: str,
+    *,
+    default_cmroot: str = "",
+    allowed: Callable[[str], bool] = lambda _uri: True,
+) -> CopyResult:
+    """Stage a verified copy of the content ``encoded`` names at ``target_uri`` (not yet published).
+
+    Tries the original location first and the cmroot copy second; raises FileLostError if neither yields
+    the recorded checksum.
+    """
+    entry = EncodedFileUri.decode(encoded)
+    staged = staging_name(target_uri)
+    candidates = [entry.file_uri]
+    cmroot = entry.cmroot or default_cmroot
+    if entry.checksum and cmroot:
+        candidates.append(join_uri(cmroot, f"{entry.file_name}_{entry.checksum}"))
+    tried = []
+    for index, candidate in enumerate(candidates):
+        if not allowed(candidate):
+            raise StorageError(
+                f"'{candidate}' is outside the source locations this dump may read (its object's location and "
+                "the source cmroot); the dump is corrupt or was edited"
+            )
+        if not filesystem_for(candidate).exists(candidate):
+            tried.append(f"{candidate} (missing)")
+            continue
+        written = _copy_stream(candidate, staged)
+        if not entry.checksum or written == entry.checksum:
+            return CopyResult(target_uri, candidate, _size(written), from_cmroot=index > 0)
+        tried.append(f"{candidate} (checksum {written}, expected {entry.checksum})")
+    filesystem_for(staged).delete(staged)
+    raise FileLostError(
+        f"no copy of '{entry.file_uri}' with checksum {entry.checksum} is left: tried "
+        + "; ".join(tried)
+        + ". The source changed it after the event and cmroot no longer has it (retention passed?); "
+        "run a bootstrap to re-replicate"
+    )
+
+
+def _size(token: str) -> int:
+    return int(token.rsplit("-", 1)[1])
+
+
+def publish(target_uri: str) -> None:
+    """Rename a verified staged copy into place (replacing an older file of the same name)."""
+    staged = staging_name(target_uri)
+    if target_uri.startswith(("file:", "/")) or "://" not in target_uri:
+        os.replace(local_path(staged), local_path(target_uri))
+        return
+    fs = filesystem_for(target_uri)
+    fs.delete(target_uri)
+    fs.move(staged, target_uri)
+
+
+def remove_staging_leftovers(directory: str) -> None:
+    """Delete staged copies an interrupted load left behind (they are hidden and never published)."""
+    fs = filesystem_for(directory)
+    for status in fs.list_files(directory):
+        if status.uri.rsplit("/", 1)[-1].startswith(STAGING_PREFIX):
+            fs.delete(status.uri)

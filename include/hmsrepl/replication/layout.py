@@ -1,0 +1,139 @@
+"""The dump directory: what REPL DUMP writes and REPL LOAD reads.
+
+    <dump>/_dumpmetadata                     kind, policy, event range, source roots, settings
+    <dump>/_finished_dump                    written last: a dump without it is incomplete
+    bootstrap:
+    <dump>/<db>/_metadata                    the database
+    <dump>/<db>/_functions/<name>/_metadata  each function
+    <dump>/<db>/<table>/_metadata            the table (as of the dump's last event id)
+    <dump>/<db>/<table>/_files               unpartitioned table: encoded file URIs, one per line
+    <dump>/<db>/<table>/<k=v/...>/_metadata  each partition, under its Hive partition name
+    <dump>/<db>/<table>/<k=v/...>/_files
+    incremental:
+    <dump>/events/<event id>/_metadata       the event with its own object snapshot
+    <dump>/events/<event id>/_files          the files that event needs (pseudo-snapshot)
+
+``_files`` hold ``fileuri#checksum#cmroot#subdir`` lines: indirections to the source's files, never copies.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hmsrepl.exceptions import HmsReplError
+from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
+
+FORMAT_VERSION = 1
+DUMP_METADATA = "_dumpmetadata"
+ACK = "_finished_dump"
+METADATA = "_metadata"
+FILES = "_files"
+EVENTS_DIR = "events"
+FUNCTIONS_DIR = "_functions"
+
+
+class DumpError(HmsReplError):
+    """A dump directory is missing, incomplete or malformed."""
+
+
+@dataclass
+class DumpMetadata:
+    kind: str  # "bootstrap" or "incremental"
+    db_name: str
+    policy: str
+    from_event_id: int
+    to_event_id: int
+    last_event_id: int
+    event_count: int = 0
+    source_warehouse: str = ""
+    source_cmroot: str = ""
+    replaced_policy: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    created: float = field(default_factory=time.time)
+    format: int = FORMAT_VERSION
+
+    @property
+    def metadata_only(self) -> bool:
+        return self.settings.get("hive.repl.dump.metadata.only", "false").lower() == "true"
+
+
+class DumpDir:
+    """Reads and writes one dump directory (local or any storage scheme)."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri.rstrip("/")
+        self.fs = filesystem_for(self.uri)
+
+    def path(self, *parts: str) -> str:
+        return join_uri(self.uri, *parts)
+
+    def write_json(self, relative: str, body: dict[str, Any]) -> None:
+        self.fs.write_bytes(
+            self.path(relative), json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+        )
+
+    def read_json(self, relative: str) -> dict[str, Any]:
+        uri = self.path(relative)
+        try:
+            with self.fs.open_read(uri) as stream:
+                return json.loads(stream.read())
+        except (OSError, HmsReplError) as exc:
+            raise DumpError(
+                f"dump file '{uri}' is missing or unreadable; the dump is incomplete: {exc}"
+            ) from exc
+        except json.JSONDecodeError as exc:
+            raise DumpError(f"dump file '{uri}' is not valid JSON (corrupt dump): {exc}") from exc
+
+    def write_files(self, relative: str, encoded: list[str]) -> None:
+        self.fs.write_bytes(self.path(relative), "".join(f"{line}\n" for line in encoded).encode())
+
+    def read_files(self, relative: str) -> list[str]:
+        uri = self.path(relative)
+        if not self.fs.exists(uri):
+            return []
+        with self.fs.open_read(uri) as stream:
+            return [line for line in stream.read().decode().splitlines() if line]
+
+    def write_metadata(self, meta: DumpMetadata) -> None:
+        self.write_json(DUMP_METADATA, asdict(meta))
+
+    def read_metadata(self) -> DumpMetadata:
+        if not self.fs.exists(self.path(DUMP_METADATA)):
+            raise DumpError(f"'{self.uri}' is not a dump directory (no {DUMP_METADATA}); check the path")
+        body = self.read_json(DUMP_METADATA)
+        if body.get("format") != FORMAT_VERSION:
+            raise DumpError(
+                f"dump '{self.uri}' has format {body.get('format')}, this version reads {FORMAT_VERSION}"
+            )
+        return DumpMetadata(**body)
+
+    def acknowledge(self) -> None:
+        self.fs.write_bytes(self.path(ACK), b"")
+
+    def require_complete(self) -> DumpMetadata:
+        meta = self.read_metadata()
+        if not self.fs.exists(self.path(ACK)):
+            raise DumpError(
+                f"dump '{self.uri}' has no {ACK} acknowledgement: it was interrupted or is still being written; "
+                "run REPL DUMP again"
+            )
+        return meta
+
+    def metadata_files(self, relative: str) -> Iterator[str]:
+        """Relative paths of every ``_metadata`` below ``relative``, sorted."""
+        root = self.path(relative)
+        names = [relative_to(status.uri, self.uri) for status in self.fs.list_files(root)]
+        yield from sorted(name for name in names if name.rsplit("/", 1)[-1] == METADATA)
+
+    def event_ids(self) -> list[int]:
+        ids = set()
+        for relative in self.metadata_files(EVENTS_DIR):
+            ids.add(int(relative.split("/")[1]))
+        return sorted(ids)
+
+    def remove_tree(self, relative: str) -> None:
+        self.fs.delete_tree(self.path(relative))

@@ -1,0 +1,264 @@
+"""Applies replicated objects to the target metastore, idempotently.
+
+Every operation makes the target object equal to a source snapshot ("put"), or removes it if present, so a
+load that is interrupted and run again converges to the same target. Data follows the pseudo-snapshot in
+the event: the target directory is made to hold exactly the listed files. New files are staged under
+hidden names and verified before anything is published, and metadata is switched last, so a new table or
+partition appears complete or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hmsrepl.exceptions import NoSuchObjectError
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.file_capture import describe_files, list_data_files
+from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.replication.filecopy import copy_verified, publish, remove_staging_leftovers
+from hmsrepl.replication.locations import LocationMapper
+from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
+
+log = logging.getLogger(__name__)
+
+REPL_LAST_ID = "repl.last.id"
+REPLICA_OF = "hmsrepl.replica.of"
+SOURCE_DB_LOCATION = "hmsrepl.source.db.location"
+SOURCE_WAREHOUSE = "hmsrepl.source.warehouse"
+TARGET_ONLY_PARAMS = (REPL_LAST_ID, REPLICA_OF, SOURCE_DB_LOCATION, SOURCE_WAREHOUSE)
+# Values the metastore or engine rewrite on every change; never compared or copied as replicated state.
+VOLATILE_PARAMS = ("transient_lastDdlTime",)
+
+
+@dataclass
+class ApplyStats:
+    tables: int = 0
+    partitions: int = 0
+    files_copied: int = 0
+    bytes_copied: int = 0
+    files_from_cmroot: int = 0
+    files_removed: int = 0
+    skipped_events: dict[str, int] = field(default_factory=dict)
+
+
+class TargetWriter:
+    def __init__(
+        self,
+        target: Metastore,
+        target_db: str,
+        mapper: LocationMapper,
+        *,
+        source_cmroot: str,
+        copy_data: bool = True,
+        stats: ApplyStats | None = None,
+    ) -> None:
+        self.target = target
+        self.catalog = target.catalog
+        self.db = target_db
+        self.mapper = mapper
+        self.source_cmroot = source_cmroot.rstrip("/")
+        self.copy_data = copy_data
+        self.stats = stats or ApplyStats()
+
+    # -- mapping -------------------------------------------------------------------------------------------
+    def map_table(self, snapshot: dict[str, Any]) -> Table:
+        table = Table.model_validate(snapshot)
+        sd = table.sd.model_copy(update={"location": self.mapper.map(table.sd.location)})
+        params = {k: v for k, v in table.parameters.items() if k not in TARGET_ONLY_PARAMS}
+        return table.model_copy(update={"db_name": self.db, "sd": sd, "id": None, "parameters": params})
+
+    def map_partition(self, snapshot: dict[str, Any], table_name: str) -> Partition:
+        part = Partition.model_validate(snapshot)
+        sd = part.sd.model_copy(update={"location": self.mapper.map(part.sd.location)})
+        return part.model_copy(update={"db_name": self.db, "table_name": table_name, "sd": sd})
+
+    # -- database and functions ----------------------------------------------------------------------------
+    def put_database(self, snapshot: dict[str, Any], replica_params: dict[str, str]) -> Database:
+        source = Database.model_validate(snapshot)
+        try:
+            current = self.catalog.get_database(self.db)
+        except NoSuchObjectError:
+            current = None
+        keep = {k: v for k, v in (current.parameters if current else {}).items() if k in TARGET_ONLY_PARAMS}
+        params = {**{k: v for k, v in source.parameters.items() if k not in TARGET_ONLY_PARAMS}, **keep}
+        params.update(replica_params)
+        wanted = source.model_copy(
+            update={"name": self.db, "location_uri": self.mapper.target_db_location, "parameters": params}
+        )
+        if current is None:
+            return self.catalog.create_database(wanted)
+        if current != wanted:
+            return self.catalog.alter_database(self.db, wanted)
+        return current
+
+    def set_last_id(self, event_id: int) -> None:
+        db = self.catalog.get_database(self.db)
+        if db.parameters.get(REPL_LAST_ID) != str(event_id):
+            params = {**db.parameters, REPL_LAST_ID: str(event_id)}
+            self.catalog.alter_database(self.db, db.model_copy(update={"parameters": params}))
+
+    def put_function(self, snapshot: dict[str, Any]) -> None:
+        function = Function.model_validate(snapshot).model_copy(update={"db_name": self.db})
+        try:
+            if self.catalog.get_function(self.db, function.function_name) == function:
+                return
+            self.catalog.drop_function(self.db, function.function_name)
+        except NoSuchObjectError:
+            pass
+        self.catalog.create_function(function)
+
+    def drop_function(self, name: str) -> None:
+        with contextlib.suppress(NoSuchObjectError):
+            self.catalog.drop_function(self.db, name)
+
+    # -- tables ----------------------------------------------------------------------------------------
+    def get_table(self, name: str) -> Table | None:
+        try:
+            return self.catalog.get_table(self.db, name)
+        except NoSuchObjectError:
+            return None
+
+    def put_table(
+        self, snapshot: dict[str, Any], files: Sequence[str] | None, source_location: str | None
+    ) -> Table:
+        """Create or update a table; ``files`` (unpartitioned tables) become its exact data (None: untouched)."""
+        wanted = self.map_table(snapshot)
+        current = self.get_table(wanted.table_name)
+        if files is not None and not wanted.partition_keys and wanted.sd.location:
+            self.reconcile(wanted.sd.location, files, source_location)
+        if current is None:
+            self.stats.tables += 1
+            return self.catalog.create_table(wanted)
+        comparable = wanted.model_copy(update={"id": current.id, "write_id": current.write_id})
+        if _without_volatile(current) != _without_volatile(comparable):
+            self.catalog.alter_table(self.db, wanted.table_name, comparable, capture_files=True)
+        return comparable
+
+    def rename_table(self, old_name: str, after: dict[str, Any]) -> None:
+        wanted = self.map_table(after)
+        current = self.get_table(old_name)
+        if current is None:
+            return  # renamed by an earlier, interrupted run (or never replicated)
+        renamed = current.model_copy(update={"table_name": wanted.table_name, "sd": current.sd})
+        self.catalog.alter_table(self.db, old_name, renamed)
+
+    def drop_table(self, name: str) -> None:
+        with contextlib.suppress(NoSuchObjectError):
+            self.catalog.drop_table(self.db, name, delete_data=True)
+
+    # -- partitions --------------------------------------------------------------------------------------
+    def put_partitions(
+        self,
+        table_name: str,
+        parts: Sequence[tuple[dict[str, Any], Sequence[str] | None]],
+        source_table_location: str | None = None,
+    ) -> None:
+        """Add or update partitions, data first, then one metadata call for the new and one for the changed."""
+        if not parts:
+            return
+        table = self.catalog.get_table(self.db, table_name)
+        keys = table.partition_key_names
+        mapped = [(self.map_partition(snapshot, table_name), snapshot, files) for snapshot, files in parts]
+        names = [make_partition_name(keys, part.values) for part, _, _ in mapped]
+        existing = {
+            make_partition_name(keys, p.values): p
+            for p in self.catalog.get_partitions_by_names(self.db, table_name, names)
+        }
+        new_parts: list[Partition] = []
+        changed: list[Partition] = []
+        for name, (part, snapshot, files) in zip(names, mapped, strict=True):
+            if files is not None and part.sd.location:
+                self.reconcile(part.sd.location, files, snapshot.get("sd", {}).get("location"))
+            current = existing.get(name)
+            if current is None:
+                new_parts.append(part)
+            elif _without_volatile(current) != _without_volatile(
+                part.model_copy(update={"write_id": current.write_id})
+            ):
+                changed.append(part)
+        if new_parts:
+            self.catalog.add_partitions(self.db, table_name, new_parts, if_not_exists=True)
+            self.stats.partitions += len(new_parts)
+        if changed:
+            self.catalog.alter_partitions(self.db, table_name, changed)
+
+    def set_partition_files(self, table_name: str, snapshot: dict[str, Any], files: Sequence[str]) -> None:
+        part = self.map_partition(snapshot, table_name)
+        if part.sd.location:
+            self.reconcile(part.sd.location, files, snapshot.get("sd", {}).get("location"))
+
+    def drop_partitions(self, table_name: str, values_list: Sequence[Sequence[str]]) -> None:
+        table = self.get_table(table_name)
+        if table is None:
+            return
+        keys = table.partition_key_names
+        names = [make_partition_name(keys, values) for values in values_list]
+        present = {
+            make_partition_name(keys, p.values)
+            for p in self.catalog.get_partitions_by_names(self.db, table_name, names)
+        }
+        remaining = [list(v) for v, n in zip(values_list, names, strict=True) if n in present]
+        if remaining:
+            self.catalog.drop_partitions(self.db, table_name, remaining, delete_data=True)
+
+    # -- data ----------------------------------------------------------------------------------------------
+    def reconcile(self, target_location: str, files: Sequence[str], source_location: str | None) -> None:
+        """Make ``target_location`` hold exactly ``files`` (by relative path and checksum)."""
+        if not self.copy_data:
+            return
+        fs = filesystem_for(target_location)
+        fs.makedirs(target_location)
+        remove_staging_leftovers(target_location)
+        present = {relative_to(s.uri, target_location): s for s in list_data_files(target_location)}
+        allowed = _allowed_sources(source_location, self.source_cmroot)
+        wanted: dict[str, str] = {}
+        for encoded in files:
+            entry = EncodedFileUri.decode(encoded)
+            rel = f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
+            wanted[rel] = encoded
+        to_publish = []
+        for rel, encoded in wanted.items():
+            entry = EncodedFileUri.decode(encoded)
+            status = present.get(rel)
+            same_size = status is not None and entry.checksum and _size_of(entry.checksum) == status.size
+            if same_size and fs.checksum(status.uri) == entry.checksum:  # already there from an earlier run
+                continue
+            target_uri = join_uri(target_location, rel)
+            result = copy_verified(encoded, target_uri, default_cmroot=self.source_cmroot, allowed=allowed)
+            self.stats.files_copied += 1
+            self.stats.bytes_copied += result.bytes_copied
+            self.stats.files_from_cmroot += int(result.from_cmroot)
+            to_publish.append(target_uri)
+        extras = [status for rel, status in present.items() if rel not in wanted]
+        if extras:  # replaced on the source: keep them in the target's own cmroot (chained replication)
+            self.target.cm.recycle(describe_files(target_location, self.target.cm, extras))
+            self.stats.files_removed += len(extras)
+        for uri in to_publish:
+            publish(uri)
+
+
+def _size_of(token: str) -> int:
+    try:
+        return int(token.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _allowed_sources(source_location: str | None, cmroot: str) -> Callable[[str], bool]:
+    roots = [root.rstrip("/") + "/" for root in (source_location, cmroot) if root]
+
+    def allowed(uri: str) -> bool:
+        return any(uri.startswith(root) for root in roots)
+
+    return allowed
+
+
+def _without_volatile(obj: Table | Partition) -> Any:
+    params = {k: v for k, v in obj.parameters.items() if k not in VOLATILE_PARAMS}
+    return obj.model_copy(update={"parameters": params, "create_time": 0, "last_access_time": 0})
