@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lark import Lark, Token, Transformer, UnexpectedInput
+from lark import Lark, Token, Transformer, UnexpectedEOF, UnexpectedInput
+from lark.exceptions import VisitError
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.replication.policy import ReplicationPolicy
@@ -150,12 +151,19 @@ def parse_command(text: str) -> Command:
     try:
         tree = _PARSER.parse(text.strip())
     except UnexpectedInput as exc:
+        ended = isinstance(exc, UnexpectedEOF) or getattr(getattr(exc, "token", None), "type", "") == "$END"
+        where = "it ends early" if ended else f"at column {exc.column}"
         raise CommandError(
-            f"cannot parse REPL command at column {exc.column}: {text.strip()!r}; expected "
+            f"cannot parse REPL command ({where}): {text.strip()!r}; expected "
             "REPL DUMP <policy> [REPLACE <policy>] [FROM n [TO m] [LIMIT k]] [WITH (...)], "
             "REPL LOAD [db] FROM '<dir>' [WITH (...)] or REPL STATUS <db>"
         ) from exc
-    command = _Build().transform(tree)
+    try:
+        command = _Build().transform(tree)
+    except VisitError as exc:  # an error raised while building (bad regex): report it, not lark's wrapper
+        if isinstance(exc.orig_exc, CommandError):
+            raise exc.orig_exc from None
+        raise
     if isinstance(command, DumpCommand):
         _check_dump(command)
     return command

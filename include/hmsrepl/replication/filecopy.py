@@ -96,8 +96,31 @@ def copy_verified(
     )
 
 
+def available_source(encoded: str, default_cmroot: str = "") -> str | None:
+    """A cheap pre-flight check: where a copy would come from, judged by existence and size, or None.
+
+    The checksum is verified during the copy itself; this only catches files that are plainly gone, so a
+    load can refuse to start instead of stopping half way.
+    """
+    entry = EncodedFileUri.decode(encoded)
+    size = _size(entry.checksum) if entry.checksum else None
+    fs = filesystem_for(entry.file_uri)
+    for status in fs.list_files(entry.file_uri):
+        if status.uri.rstrip("/") == entry.file_uri.rstrip("/") and (size is None or status.size == size):
+            return entry.file_uri
+    cmroot = entry.cmroot or default_cmroot
+    if entry.checksum and cmroot:
+        candidate = join_uri(cmroot, f"{entry.file_name}_{entry.checksum}")
+        if filesystem_for(candidate).exists(candidate):
+            return candidate
+    return None
+
+
 def _size(token: str) -> int:
-    return int(token.rsplit("-", 1)[1])
+    try:
+        return int(token.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def publish(target_uri: str) -> None:

@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.exceptions import HmsReplError, InvalidOperationError, NoSuchDatabaseError, NoSuchObjectError
+from hmsrepl.exceptions import (
+    FileLostError,
+    HmsReplError,
+    InvalidOperationError,
+    NoSuchDatabaseError,
+    NoSuchObjectError,
+)
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.replication.commands import LoadCommand
+from hmsrepl.replication.filecopy import available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.target import (
@@ -53,6 +61,20 @@ def repl_status(target: Metastore, db_name: str) -> int | None:
     except NoSuchDatabaseError:
         return None
     return int(value) if value is not None else None
+
+
+def preflight(files: Sequence[str], source_cmroot: str, workers: int = 16) -> None:
+    """Refuse to start a load whose files are plainly gone, so a failure never leaves it half applied."""
+    unique = sorted(set(files))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        found = list(pool.map(lambda uri: available_source(uri, source_cmroot), unique))
+    lost = [uri.split("#", 1)[0] for uri, where in zip(unique, found, strict=True) if where is None]
+    if lost:
+        raise FileLostError(
+            f"{len(lost)} file(s) this load needs are gone from the source and its cmroot, e.g. '{lost[0]}'; "
+            "nothing was applied. The source changed or deleted them without the metastore, or cmroot retention "
+            "removed them: run a bootstrap to re-replicate"
+        )
 
 
 class LoadEngine:
@@ -94,6 +116,13 @@ class LoadEngine:
         if already is not None and already >= meta.last_event_id:
             return LoadResult(target_db, already)  # loaded before: nothing to do
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
+        if not meta.metadata_only:
+            files = [
+                uri
+                for rel in dump.metadata_files(meta.db_name)
+                for uri in dump.read_files(rel[: -len(METADATA)] + FILES)
+            ]
+            preflight(files, meta.source_cmroot)
         writer = self._writer(target_db, meta, source_db.get("location_uri") or "", result.stats)
         writer.put_database(
             source_db,
@@ -175,11 +204,15 @@ class LoadEngine:
                 f"{last + 1}..{meta.from_event_id} would be skipped; dump FROM {last}"
             )
         result = LoadResult(target_db, max(last, meta.last_event_id))
+        pending = [event_id for event_id in dump.event_ids() if event_id > last]
+        if not meta.metadata_only:
+            preflight(
+                [uri for event_id in pending for uri in dump.read_files(f"{EVENTS_DIR}/{event_id}/{FILES}")],
+                meta.source_cmroot,
+            )
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
         applied_since_checkpoint = 0
-        for event_id in dump.event_ids():
-            if event_id <= last:
-                continue
+        for event_id in pending:
             event = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
             apply_event(writer, event, meta)
             result.events_applied += 1
