@@ -5,7 +5,9 @@ Every setting has an embedded default under ``./var`` so a fresh checkout runs w
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,6 +29,10 @@ class MetastoreConfig(BaseSettings):
     )
     cmroot: str = Field(default=str((DEFAULT_HOME / "cmroot").absolute()), description="Change manager root.")
     cm_enabled: bool = Field(default=True, description="Recycle dropped and replaced files into cmroot.")
+    trash_root: str = Field(
+        default_factory=lambda: os.path.expanduser("~/.Trash"),
+        description="Hadoop trash of the writers (fs.trash.interval > 0): overwritten files are adopted into cmroot.",
+    )
     cm_retention_seconds: int = Field(default=24 * 3600, description="Keep recycled files this long.")
     event_ttl_seconds: int = Field(default=7 * 24 * 3600, description="Keep notification events this long.")
     compress_events: bool = Field(default=True, description="Store large event messages gzip+base64.")
@@ -34,3 +40,23 @@ class MetastoreConfig(BaseSettings):
     txn_timeout_seconds: int = Field(default=300, description="Abort open txns without heartbeat this long.")
     notification_api_auth: bool = Field(default=True, description="Remote notification API for admins only.")
     admin_users: list[str] = Field(default_factory=lambda: ["hive", "admin", "root"])
+
+    # -- metadata cache (hmsrepl.cache): write-id-consistent across metastore instances on one database --
+    cache_enabled: bool = Field(
+        default=False,
+        description="Serve table/partition/database reads from a cache kept current from the notification log.",
+    )
+    cache_prewarm: bool = Field(default=True, description="Load every table at start-up (in the background).")
+    cache_max_entries: int = Field(default=2_000_000, description="Cached tables plus partitions, at most.")
+    cache_max_bytes: int = Field(
+        default=2 * 1024**3, description="Cached objects' JSON size, at most (Python objects take ~3-5x)."
+    )
+    cache_refresh_interval_seconds: float = Field(
+        default=0.5, description="How often the cache polls the notification log when idle."
+    )
+    cache_event_batch_size: int = Field(default=1000, description="Events fetched per notification-log read.")
+    cache_freshness: Literal["equal", "contains"] = Field(
+        default="contains",
+        description="Serve an entry whose committed write ids equal the reader's, or also ones that contain them.",
+    )
+    cache_metrics_log_interval_seconds: float = Field(default=60.0, description="How often metrics are logged.")

@@ -41,6 +41,8 @@ HIVE_WRITER_SETTINGS: dict[str, str] = {
     "spark.sql.hive.convertMetastoreOrc": "false",
     "spark.hadoop.hive.metastore.dml.events": "true",
     "spark.hadoop.hive.exec.dynamic.partition.mode": "nonstrict",
+    # Overwritten files go to Hadoop trash instead of being deleted; the metastore adopts them into cmroot.
+    "spark.hadoop.fs.trash.interval": "1440",
 }
 
 

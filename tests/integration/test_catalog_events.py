@@ -76,12 +76,25 @@ def test_data_events_carry_files_with_checksums(metastore: Metastore) -> None:
     [event] = metastore.events.next_events(before)
     assert event.event_type == "INSERT"
     [encoded] = event.body()["files"]
+    assert event.body()["new_files"] == [encoded]
     decoded = EncodedFileUri.decode(encoded)
     assert decoded.file_uri == uri
     assert decoded.checksum == checksum_bytes(data)
     assert decoded.cmroot == metastore.config.cmroot
     assert os.path.exists(local_path(uri))  # the literal '%3A' directory, never URL-decoded
     assert event.body()["partition"]["values"] == ["k:v"]
+
+
+def test_insert_event_lists_whole_partition_and_the_new_files(metastore: Metastore) -> None:
+    table = create_db_and_table(metastore)
+    first = write_file(table.sd.location, "a.parquet", b"first")
+    metastore.catalog.insert("sales", "orders", new_files=[first])
+    second = write_file(table.sd.location, "b.parquet", b"second")
+    before = metastore.get_current_notification_event_id()
+    metastore.catalog.insert("sales", "orders", new_files=["file:" + second])  # another spelling, same file
+    body = metastore.events.next_events(before)[0].body()
+    assert sorted(EncodedFileUri.decode(f).file_uri for f in body["files"]) == [first, second]
+    assert [EncodedFileUri.decode(f).file_uri for f in body["new_files"]] == [second]
 
 
 def test_overwrite_recycles_replaced_files_into_cmroot(metastore: Metastore) -> None:
@@ -95,6 +108,7 @@ def test_overwrite_recycles_replaced_files_into_cmroot(metastore: Metastore) -> 
     body = event.body()
     assert body["replace"] is True
     assert [EncodedFileUri.decode(f).file_uri for f in body["files"]] == [new]
+    assert body["new_files"] == body["files"]
     [recycled] = body["recycled"]
     assert not os.path.exists(local_path(old))
     cm_copy = metastore.cm.cm_uri(old, checksum_bytes(b"old contents"))

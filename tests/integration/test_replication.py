@@ -229,8 +229,8 @@ def test_lost_file_fails_clearly_and_leaves_target_unchanged(engine, source, tar
     assert diff_states(before_state, capture_state(target, "sales_dr")) == []
 
 
-def test_content_changed_in_place_stops_at_an_event_boundary(engine, source, target) -> None:
-    """Same size, other bytes: only the copy's checksum can tell; the load stops before that event."""
+def test_content_changed_in_place_fails_the_batch_and_leaves_target_unchanged(engine, source, target) -> None:
+    """Same size, other bytes: only the copy's checksum can tell; the batch rolls back, nothing is published."""
     seed(source)
     bootstrap(engine)
     orders = source.catalog.get_table("sales", "orders")
@@ -238,14 +238,12 @@ def test_content_changed_in_place_stops_at_an_event_boundary(engine, source, tar
     path = write_file(p.sd.location, "data.parquet", b"original")
     source.catalog.insert("sales", "orders", ["d8"])
     Path(local_path(path)).write_bytes(b"ORIGINAL")  # same length, different content, no cmroot copy
-    before = repl_status(target, "sales_dr")
+    before_state, before = capture_state(target, "sales_dr"), repl_status(target, "sales_dr")
     dumped = engine.execute(f"REPL DUMP sales FROM {before}")
     with pytest.raises(FileLostError, match="checksum"):
         engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
     assert repl_status(target, "sales_dr") == before
-    # The partition exists as the ADD_PARTITION event left it (a state the source had); no bad file published.
-    location = target.catalog.get_partition("sales_dr", "orders", ["d8"]).sd.location
-    assert os.listdir(local_path(location)) == []
+    assert diff_states(before_state, capture_state(target, "sales_dr")) == []
 
 
 def test_bad_dumps_and_states_are_rejected(engine, source, target, tmp_path) -> None:

@@ -77,14 +77,27 @@ def test_spark_sql_workload_through_the_metastore(spark, session_store: Metastor
     [insert] = [e for e in events if e.event_type == "INSERT"]
     [alter] = [e for e in events if e.event_type == "ALTER_PARTITION"]
     now = disk_files(d1.sd.location)
-    assert event_files(insert.body()["files"]) == {p: c for p, c in now.items() if p not in first_files}
+    assert event_files(insert.body()["new_files"]) == {p: c for p, c in now.items() if p not in first_files}
+    # Both events carry the partition's complete listing at that moment (a pseudo-snapshot).
+    assert event_files(insert.body()["files"]) == now
     assert event_files(alter.body()["files"]) == now
     assert insert.body()["partition"]["values"] == ["d1"]
 
     # INSERT OVERWRITE: the partition's file list in the event is the new content only.
     events = run(f"INSERT OVERWRITE TABLE {db}.orders PARTITION (day='d1') VALUES (4, 'd')")
     [alter] = [e for e in events if e.event_type == "ALTER_PARTITION"]
+    [insert] = [e for e in events if e.event_type == "INSERT"]
     assert event_files(alter.body()["files"]) == disk_files(d1.sd.location)
+    # The INSERT event comes first and already shows only the new content, never old + new.
+    assert event_files(insert.body()["files"]) == disk_files(d1.sd.location)
+    # The replaced files went through Hadoop trash into cmroot, so the earlier event can still be replayed.
+    recycled = [f for e in events for f in e.body().get("recycled", [])]
+    assert event_files(recycled) == now
+    for encoded in recycled:
+        data = Path(local_path(session_store.cm.resolve(encoded))).read_bytes()
+        assert (
+            f"crc32c-{google_crc32c.value(data):08x}-{len(data)}" == EncodedFileUri.decode(encoded).checksum
+        )
     assert not set(disk_files(d1.sd.location)) & set(now)
 
     # Dynamic partitions: one ADD_PARTITION per new partition, each with its files.

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.file_uri import EncodedFileUri, split_versioned_reference, versioned_reference
 from hmsrepl.formats.partition_names import (
     escape_path_name,
     make_partition_name,
@@ -33,9 +33,61 @@ def test_file_uri_hive_layout_and_dropped_trailing_parts() -> None:
     assert entry.encode() == "s3://b/t/p=1/f#crc32c-0000abcd-3#s3://b/cm#delta_0000001_0000001_0000"
     assert EncodedFileUri.decode("file:/w/f#c1") == EncodedFileUri("file:/w/f", "c1", "", "")
     with pytest.raises(ValueError, match="malformed file URI"):
-        EncodedFileUri.decode("a#b#c#d#e")
+        EncodedFileUri.decode("a#b#c#d#e#f")  # a fifth part (version id) is valid; a sixth is not
     with pytest.raises(ValueError, match="contains '#'"):
         EncodedFileUri("a#b").encode()
+
+
+# Version ids are opaque; real S3 ones hold '/' and '+', and nothing stops '#', '@', '%' or '?'.
+version_ids = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1)
+
+
+@given(st.builds(EncodedFileUri, no_hash.filter(bool), no_hash, no_hash, no_hash, version_ids))
+def test_file_uri_with_version_round_trip(entry: EncodedFileUri) -> None:
+    text = entry.encode()
+    assert text.count("#") == 4  # the id is percent-encoded: it never adds a separator
+    assert EncodedFileUri.decode(text) == entry
+
+
+def test_file_uri_version_is_an_optional_fifth_part() -> None:
+    plain = EncodedFileUri("s3://b/t/f", "crc32c-0000abcd-3", "s3://b/cm", "")
+    assert plain.encode() == "s3://b/t/f#crc32c-0000abcd-3#s3://b/cm#"  # Hive's four parts, unchanged
+    versioned = EncodedFileUri("s3://b/t/f", "crc32c-0000abcd-3", "s3://b/cm", "", "3/L4kq+tJ#x")
+    assert versioned.encode() == "s3://b/t/f#crc32c-0000abcd-3#s3://b/cm##3%2FL4kq%2BtJ%23x"
+    # What Hive's decoder keeps (the first four '#'-parts) is exactly the unversioned entry.
+    assert versioned.encode().split("#")[:4] == plain.encode().split("#")
+    assert EncodedFileUri.decode("s3://b/k#c#cm#sub#v1").version_id == "v1"
+    assert EncodedFileUri.decode("s3://b/k#c").version_id == ""
+    assert versioned.file_name == "f" and versioned.file_uri == "s3://b/t/f"
+
+
+def test_versioned_reference_is_unambiguous_for_any_key() -> None:
+    # '?' and '@' are legal in keys and '%3A' must never be decoded: the key stays byte for byte.
+    key_uri = "s3://bucket/t/p=k%3Av/odd?versionId=x@y.parquet"
+    reference = versioned_reference(key_uri, "3/L4kq+t@J")
+    assert reference == "s3://3%2FL4kq%2Bt%40J@bucket/t/p=k%3Av/odd?versionId=x@y.parquet"
+    assert split_versioned_reference(reference) == (key_uri, "3/L4kq+t@J")
+    assert split_versioned_reference(key_uri) == (key_uri, None)  # a plain URI stays plain
+    assert versioned_reference(key_uri, None) == key_uri
+    assert split_versioned_reference("/local/p=a@b/f") == ("/local/p=a@b/f", None)
+    assert split_versioned_reference("s3://b") == ("s3://b", None)
+    entry = EncodedFileUri("s3://bucket/t/f", "c", "", "", "v+1")
+    assert entry.versioned_uri == "s3://v%2B1@bucket/t/f"
+    assert EncodedFileUri("s3://bucket/t/f").versioned_uri == "s3://bucket/t/f"
+    with pytest.raises(ValueError, match="cannot pin a version"):
+        versioned_reference("/local/f", "v1")
+
+
+@given(
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1).filter(lambda k: "/" not in k),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
+    version_ids,
+)
+def test_versioned_reference_round_trip(bucket_suffix: str, key: str, version_id: str) -> None:
+    # Bucket names never hold '@' or '/'; keys may hold anything.
+    bucket = "b" + bucket_suffix.replace("@", "")
+    uri = f"s3://{bucket}/{key}"
+    assert split_versioned_reference(versioned_reference(uri, version_id)) == (uri, version_id)
 
 
 def test_partition_names_escape_like_hive() -> None:

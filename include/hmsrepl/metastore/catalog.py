@@ -41,6 +41,7 @@ from hmsrepl.metastore.schema import (
     txn_to_write_id,
     txn_write_notifications,
 )
+from hmsrepl.metastore.trash import TrashAdopter
 from hmsrepl.storage.base import filesystem_for, join_uri, path_key
 
 BATCH = 500
@@ -57,10 +58,11 @@ def _chunks(items: Sequence[Any], size: int = BATCH) -> Iterable[Sequence[Any]]:
 
 
 class CatalogService:
-    def __init__(self, events: EventLog, cm: ChangeManager, warehouse: str) -> None:
+    def __init__(self, events: EventLog, cm: ChangeManager, warehouse: str, trash_root: str = "") -> None:
         self.events = events
         self.cm = cm
         self.warehouse = warehouse.rstrip("/")
+        self.trash = TrashAdopter(trash_root, cm)
 
     # -- databases -------------------------------------------------------------------------------------
     def default_db_location(self, name: str) -> str:
@@ -82,14 +84,14 @@ class CatalogService:
         return db
 
     def get_database(self, name: str) -> Database:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             row = conn.execute(select(dbs.c.doc).where(dbs.c.name == name.lower())).first()
         if row is None:
             raise NoSuchDatabaseError(name.lower())
         return Database.model_validate_json(row.doc)
 
     def get_databases(self, pattern: str | None = None) -> list[str]:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             names = conn.execute(select(dbs.c.name).order_by(dbs.c.name)).scalars().all()
         return [name for name in names if matches(pattern, name)]
 
@@ -185,14 +187,14 @@ class CatalogService:
         return table
 
     def get_table(self, db_name: str, table_name: str) -> Table:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             return self._load_table(conn, db_name.lower(), table_name.lower())[1]
 
     def get_table_objects(self, db_name: str, table_names: Sequence[str]) -> list[Table]:
         """Tables by name in one query per chunk; unknown names are skipped (Hive's get_table_objects_by_name)."""
         db_name = db_name.lower()
         out: list[Table] = []
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             db_id = self._db_id(conn, db_name)
             for chunk in _chunks([name.lower() for name in table_names]):
                 rows = conn.execute(
@@ -207,7 +209,7 @@ class CatalogService:
         self, db_name: str, pattern: str | None = None, table_type: str | None = None
     ) -> list[str]:
         db_name = db_name.lower()
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             db_id = self._db_id(conn, db_name)
             query = select(tbls.c.tbl_name).where(tbls.c.db_id == db_id).order_by(tbls.c.tbl_name)
             if table_type:
@@ -255,10 +257,15 @@ class CatalogService:
                     )
                     move = (old.sd.location, new_location)
         new_table = new_table.model_copy(update={"id": old.id, "write_id": old.write_id})
+        recycled: list[str] = []
         if move:  # checksums from the old place, URIs re-rooted where the move puts the files
-            files = [_reroot(uri, move[0], move[1]) for uri in describe_files(move[0], self.cm)]
+            old_files = describe_files(move[0], self.cm)
+            self.cm.preserve(old_files)  # events before the rename name the old paths
+            files = [_reroot(uri, move[0], move[1]) for uri in old_files]
         else:
-            files = describe_files(new_table.sd.location, self.cm) if capture_files else []
+            capture = capture_files and not new_table.partition_keys  # partitions carry their own files
+            recycled = self.trash.adopt(new_table.sd.location) if capture else []
+            files = describe_files(new_table.sd.location, self.cm) if capture else []
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, db_name, table_name, for_update=True)
             if current.id != old.id:
@@ -297,6 +304,7 @@ class CatalogService:
                     "after": _snapshot(new_table),
                     "is_truncate": False,
                     "files": files,
+                    "recycled": recycled,
                 },
             )
             if move:
@@ -536,7 +544,7 @@ class CatalogService:
         return found[0]
 
     def get_partitions_by_names(self, db_name: str, table_name: str, names: Sequence[str]) -> list[Partition]:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
             out: list[Partition] = []
             for chunk in _chunks(list(names)):
@@ -549,7 +557,7 @@ class CatalogService:
         return out
 
     def get_partitions(self, db_name: str, table_name: str, max_parts: int = -1) -> list[Partition]:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
             query = (
                 select(partitions.c.doc, partitions.c.write_id)
@@ -561,7 +569,7 @@ class CatalogService:
             return [_partition_from_row(row) for row in conn.execute(query)]
 
     def get_partition_names(self, db_name: str, table_name: str, max_parts: int = -1) -> list[str]:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
             query = (
                 select(partitions.c.part_name)
@@ -581,7 +589,7 @@ class CatalogService:
             raise InvalidObjectError(
                 f"partial spec {list(partial_values)} has more values than table '{table.qualified_name}' has keys"
             )
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
             for idx, value in enumerate(partial_values):
                 if value == "":
@@ -601,7 +609,7 @@ class CatalogService:
         """Partitions matching a Hive filter expression, evaluated by the database (see partition_filter)."""
         table = self.get_table(db_name, table_name)
         where = filter_to_sql(parse_filter(filter_text), table) if filter_text.strip() else None
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
             if where is not None:
                 query = query.where(where)
@@ -616,6 +624,10 @@ class CatalogService:
         """Replace partitions' metadata (values unchanged); one ALTER_PARTITION event per partition."""
         table = self.get_table(db_name, table_name)
         names = [_partition_name(table, part.values) for part in new_parts]
+        adopted = {
+            name: self.trash.adopt(part.sd.location) if capture_files else []
+            for name, part in zip(names, new_parts, strict=True)
+        }
         files = {
             name: describe_files(part.sd.location, self.cm) if capture_files else []
             for name, part in zip(names, new_parts, strict=True)
@@ -655,6 +667,7 @@ class CatalogService:
                         "after": _snapshot(part),
                         "is_truncate": False,
                         "files": files[name],
+                        "recycled": adopted[name],
                     },
                 )
             _bulk_update_partitions(tx.conn, updates)
@@ -729,6 +742,7 @@ class CatalogService:
                 f"table '{table.qualified_name}' is partitioned; name the partition written"
             )
         location = (partition.sd if partition else table.sd).location
+        adopted = self.trash.adopt(location)
         described = describe_files(location, self.cm)
         wanted = {path_key(uri) for uri in new_files} if new_files is not None else None
         added = [uri for uri in described if wanted is None or path_key(uri.split("#", 1)[0]) in wanted]
@@ -752,7 +766,7 @@ class CatalogService:
                     "replace": replace,
                     "files": listing,
                     "new_files": added,
-                    "recycled": recycled,
+                    "recycled": adopted + recycled,
                 },
             )
             if recycled:
@@ -782,7 +796,7 @@ class CatalogService:
         return function
 
     def get_function(self, db_name: str, function_name: str) -> Function:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             db_id = self._db_id(conn, db_name.lower())
             row = conn.execute(
                 select(funcs.c.doc).where(funcs.c.db_id == db_id, funcs.c.func_name == function_name.lower())
@@ -792,7 +806,7 @@ class CatalogService:
         return Function.model_validate_json(row.doc)
 
     def get_functions(self, db_name: str, pattern: str | None = None) -> list[str]:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             db_id = self._db_id(conn, db_name.lower())
             names = conn.execute(
                 select(funcs.c.func_name).where(funcs.c.db_id == db_id).order_by(funcs.c.func_name)
@@ -809,6 +823,27 @@ class CatalogService:
             if count == 0:
                 raise NoSuchFunctionError(function.db_name, function.function_name)
             tx.emit(EventType.DROP_FUNCTION, function.db_name, None, {"function": _snapshot(function)})
+
+    # -- read-only queries for the metadata cache ------------------------------------------------------
+    def get_partition_docs(self, db_name: str, table_name: str) -> list[tuple[str, str, int]]:
+        """Every partition of a table as stored: (name, JSON document, write id), ordered by name.
+
+        The metadata cache loads whole tables; raw documents let it parse them once, after the read (which
+        keeps its consistency window short), and size them without serialising again. Rows are streamed,
+        so a 100,000-partition table does not sit in the driver's buffer twice.
+        """
+        with self.events.reader() as conn:
+            tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
+            query = (
+                select(partitions.c.part_name, partitions.c.doc, partitions.c.write_id)
+                .where(partitions.c.tbl_id == tbl_id)
+                .order_by(partitions.c.part_name)
+                .execution_options(yield_per=5_000)
+            )
+            out: list[tuple[str, str, int]] = []
+            for rows in conn.execute(query).partitions():
+                out.extend((row.part_name, row.doc, row.write_id) for row in rows)
+            return out
 
 
 def _table_from_row(row: Any) -> Table:

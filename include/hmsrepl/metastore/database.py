@@ -17,6 +17,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+WRITE_OPTION = "hmsrepl_write"
 
 
 def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
@@ -49,7 +50,17 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:  # noqa: ANN001
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # Writers take the write lock up front (the sequence rows are read then updated); readers start a
+        # deferred transaction, which in WAL mode never waits for writers.
+        if connection.get_execution_options().get(WRITE_OPTION):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+
+def writer(engine: Engine) -> Engine:
+    """The engine to use for write transactions (on SQLite they begin IMMEDIATE)."""
+    return engine.execution_options(**{WRITE_OPTION: True})
 
 
 def alembic_config(db_url: str) -> Config:

@@ -8,6 +8,7 @@ even with several metastore processes writing to one database.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from hmsrepl.exceptions import EventsCleanedUpError
+from hmsrepl.metastore.database import writer
 from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent, encode_message
 from hmsrepl.metastore.schema import notification_log, notification_sequence
 
@@ -47,19 +49,44 @@ class EventLog:
 
     def __init__(self, engine: Engine, *, compress: bool = True, compress_min_bytes: int = 4096) -> None:
         self.engine = engine
+        self.write_engine = writer(engine)
         self.compress = compress
         self.compress_min_bytes = compress_min_bytes
+        self._local = threading.local()
 
     @contextmanager
     def transaction(self) -> Iterator[MetastoreTransaction]:
-        """A metastore write: changes made on ``tx.conn`` and events emitted commit together, or neither."""
-        with self.engine.begin() as conn:
+        """A metastore write: changes made on ``tx.conn`` and events emitted commit together, or neither.
+
+        Inside an open transaction of the same thread this joins it: a caller that wraps many changes in
+        one transaction (a replication load applying a batch of events) commits them, and their events,
+        at once. Reads through ``reader()`` then see the batch's own writes.
+        """
+        outer: MetastoreTransaction | None = getattr(self._local, "tx", None)
+        if outer is not None:
+            yield outer
+            return
+        with self.write_engine.begin() as conn:
             tx = MetastoreTransaction(conn)
-            yield tx
-            if tx.events:
-                tx.event_ids = self._append(conn, tx.events)
+            self._local.tx = tx
+            try:
+                yield tx
+                if tx.events:
+                    tx.event_ids = self._append(conn, tx.events)
+            finally:
+                self._local.tx = None
         for action in tx.after_commit:
             action()
+
+    @contextmanager
+    def reader(self) -> Iterator[Connection]:
+        """A connection for reads: the thread's open write transaction if any, else a fresh read."""
+        tx: MetastoreTransaction | None = getattr(self._local, "tx", None)
+        if tx is not None:
+            yield tx.conn
+            return
+        with self.engine.connect() as conn:
+            yield conn
 
     def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:
         seq = notification_sequence
@@ -202,7 +229,7 @@ class EventLog:
         log = notification_log
         deleted = 0
         while True:
-            with self.engine.begin() as conn:
+            with self.write_engine.begin() as conn:
                 upper = conn.execute(
                     select(log.c.event_id)
                     .where(log.c.event_time < cutoff)

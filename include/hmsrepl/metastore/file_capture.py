@@ -2,6 +2,10 @@
 
 Hidden entries (any path component starting with ``_`` or ``.``, e.g. ``_SUCCESS`` and Hadoop's ``.crc``
 side files) are not data, as in Hive's listing filter, and are left out.
+
+Each file is described by one ``identify`` call, which yields its checksum and, in a versioned store, the
+version id that checksum belongs to (on S3: one HEAD when the object carries a CRC32C, no download). Calls
+run in parallel as the store suits (``FileSystem.io_parallelism``): object stores are latency bound.
 """
 
 from __future__ import annotations
@@ -36,20 +40,20 @@ def base_name_of(uri: str) -> str:
 def describe_files(
     location: str | None, cm: ChangeManager, files: list[FileStatus] | None = None
 ) -> list[str]:
-    """Encoded URIs (``fileuri#checksum#cmroot#subdir``) of the data files under ``location``."""
+    """Encoded URIs (``fileuri#checksum#cmroot#subdir[#versionid]``) of the data files under ``location``."""
     if files is None:
         files = list_data_files(location)
     if not files or location is None:
         return []
     fs = filesystem_for(location)
     if len(files) >= PARALLEL_CHECKSUM_THRESHOLD:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            checksums = list(pool.map(lambda s: fs.checksum(s.uri), files))
+        with ThreadPoolExecutor(max_workers=fs.io_parallelism) as pool:
+            identities = list(pool.map(lambda s: fs.identify(s.uri), files))
     else:
-        checksums = [fs.checksum(s.uri) for s in files]
+        identities = [fs.identify(s.uri) for s in files]
     out = []
-    for status, checksum in zip(files, checksums, strict=True):
+    for status, identity in zip(files, identities, strict=True):
         rel = _relative(status.uri, location)
         subdir = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        out.append(cm.encode(status.uri, checksum, subdir))
+        out.append(cm.encode(status.uri, identity.checksum, subdir, identity.version_id))
     return out

@@ -31,7 +31,7 @@ class Metastore:
             self.engine, compress=config.compress_events, compress_min_bytes=config.compress_min_bytes
         )
         self.cm = ChangeManager(config.cmroot, enabled=config.cm_enabled)
-        self.catalog = CatalogService(self.events, self.cm, config.warehouse)
+        self.catalog = CatalogService(self.events, self.cm, config.warehouse, config.trash_root)
         self.txns = TransactionService(self.events, self.catalog, timeout_seconds=config.txn_timeout_seconds)
 
     @classmethod

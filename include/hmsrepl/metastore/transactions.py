@@ -86,7 +86,8 @@ class TransactionService:
         return ids
 
     def heartbeat(self, txn_id: int) -> None:
-        with self.events.engine.begin() as conn:
+        with self.events.transaction() as tx:
+            conn = tx.conn
             self._require_open(conn, txn_id)
             conn.execute(update(txns).where(txns.c.txn_id == txn_id).values(last_heartbeat=int(time.time())))
 
@@ -135,7 +136,7 @@ class TransactionService:
     def abort_timed_out(self, now: float | None = None) -> list[int]:
         """Abort open txns without a heartbeat for the timeout (Hive's AcidHouseKeeperService)."""
         cutoff = int((time.time() if now is None else now) - self.timeout_seconds)
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             stale = list(
                 conn.execute(
                     select(txns.c.txn_id).where(txns.c.state == OPEN, txns.c.last_heartbeat < cutoff)
@@ -276,7 +277,7 @@ class TransactionService:
     # -- snapshots ------------------------------------------------------------------------------------
     def get_valid_txns(self) -> ValidTxnList:
         """The global snapshot: every txn up to the high watermark is valid unless open or aborted."""
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             hwm = (
                 conn.execute(select(txn_sequence.c.next_txn_id).where(txn_sequence.c.id == 1)).scalar_one()
                 - 1
@@ -298,7 +299,7 @@ class TransactionService:
         """
         snapshot = valid_txns or self.get_valid_txns()
         out: list[TableWriteIds] = []
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             for full_name in full_table_names:
                 db_name, _, table_name = full_name.lower().partition(".")
                 if not table_name:
@@ -349,12 +350,25 @@ class TransactionService:
         return ValidWriteIdList(f"{db_name}.{table_name}", hwm, frozenset(open_ids), frozenset(aborted_ids))
 
     def txn_state(self, txn_id: int) -> str:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             return STATE_NAMES[self._state(conn, txn_id)]
 
     def write_ids_of_txn(self, txn_id: int) -> list[dict[str, object]]:
-        with self.events.engine.connect() as conn:
+        with self.events.reader() as conn:
             return self._write_ids_of(conn, txn_id)
+
+    def txn_write_id(self, txn_id: int, db_name: str, table_name: str) -> int | None:
+        """The write id ``txn_id`` holds on the table, or None (read-only; the metadata cache's writers
+        check it before changing anything on a txn's behalf)."""
+        t2w = txn_to_write_id
+        with self.events.reader() as conn:
+            return conn.execute(
+                select(t2w.c.write_id).where(
+                    t2w.c.txn_id == txn_id,
+                    t2w.c.db_name == db_name.lower(),
+                    t2w.c.tbl_name == table_name.lower(),
+                )
+            ).scalar()
 
     # -- helpers --------------------------------------------------------------------------------------
     @staticmethod

@@ -12,6 +12,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from hmsrepl.storage.base import join_uri
 log = logging.getLogger(__name__)
 
 PAGE = 10_000
+WRITERS = 8
 METADATA_ONLY = "hive.repl.dump.metadata.only"
 INCLUDE_EXTERNAL = "hive.repl.include.external.tables"
 
@@ -348,12 +350,18 @@ class DumpEngine:
         with_data = command.settings.get(METADATA_ONLY, "false").lower() != "true"
         count = 0
         last = upto
-        for event in self._events(policy, command.from_event_id, upto):
-            self._write_event(dump, event, with_data)
-            count += 1
-            if command.limit is not None and count >= command.limit:
-                last = event.event_id
-                break
+        # Writing many small files is bound by file-system calls, which threads overlap; order does not
+        # matter because nothing reads the dump before its acknowledgement.
+        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+            futures = []
+            for event in self._events(policy, command.from_event_id, upto):
+                futures.append(pool.submit(self._write_event, dump, event, with_data))
+                count += 1
+                if command.limit is not None and count >= command.limit:
+                    last = event.event_id
+                    break
+            for future in futures:
+                future.result()
         dump.write_metadata(self._metadata(command, "incremental", command.from_event_id, upto, last, count))
         dump.acknowledge()
         return DumpResult(dump.uri, last, events=count)

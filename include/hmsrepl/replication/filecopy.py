@@ -11,12 +11,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import google_crc32c
-
 from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
-from hmsrepl.storage.base import filesystem_for, join_uri
-from hmsrepl.storage.checksum import CHUNK_BYTES, checksum_token
+from hmsrepl.storage.base import copy_file, filesystem_for, join_uri
 from hmsrepl.storage.local import local_path
 
 STAGING_PREFIX = ".hmsrepl-staging-"
@@ -35,26 +32,6 @@ def staging_name(final_uri: str) -> str:
     return f"{parent}/{STAGING_PREFIX}{name}"
 
 
-def _copy_stream(src_uri: str, dst_uri: str) -> str:
-    """Copy bytes and return the checksum of what was written."""
-    src_fs, dst_fs = filesystem_for(src_uri), filesystem_for(dst_uri)
-    crc = google_crc32c.Checksum()
-    size = 0
-    if dst_uri.startswith(("file:", "/")) or "://" not in dst_uri:
-        target = local_path(dst_uri)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with src_fs.open_read(src_uri) as reader, open(target, "wb") as writer:
-            while chunk := reader.read(CHUNK_BYTES):
-                crc.update(chunk)
-                size += len(chunk)
-                writer.write(chunk)
-        return checksum_token(int.from_bytes(crc.digest(), "big"), size)
-    with src_fs.open_read(src_uri) as reader:
-        data = reader.read()
-    dst_fs.write_bytes(dst_uri, data)
-    return checksum_token(google_crc32c.value(data), len(data))
-
-
 def copy_verified(
     encoded: str,
     target_uri: str,
@@ -70,12 +47,15 @@ def copy_verified(
     entry = EncodedFileUri.decode(encoded)
     staged = staging_name(target_uri)
     candidates = [entry.file_uri]
+    if entry.version_id:  # a versioned store keeps the exact version the event saw
+        candidates.append(entry.versioned_uri)
     cmroot = entry.cmroot or default_cmroot
     if entry.checksum and cmroot:
         candidates.append(join_uri(cmroot, f"{entry.file_name}_{entry.checksum}"))
     tried = []
-    for index, candidate in enumerate(candidates):
-        if not allowed(candidate):
+    for candidate in candidates:
+        # A version reference names the same key as the file URI, in another spelling: check the key.
+        if not allowed(entry.file_uri if candidate == entry.versioned_uri else candidate):
             raise StorageError(
                 f"'{candidate}' is outside the source locations this dump may read (its object's location and "
                 "the source cmroot); the dump is corrupt or was edited"
@@ -83,11 +63,13 @@ def copy_verified(
         if not filesystem_for(candidate).exists(candidate):
             tried.append(f"{candidate} (missing)")
             continue
-        written = _copy_stream(candidate, staged)
-        if not entry.checksum or written == entry.checksum:
-            return CopyResult(target_uri, candidate, _size(written), from_cmroot=index > 0)
-        tried.append(f"{candidate} (checksum {written}, expected {entry.checksum})")
-    filesystem_for(staged).delete(staged)
+        try:
+            written = copy_file(candidate, staged, entry.checksum or None)
+        except StorageError as exc:  # the copy did not match the recorded checksum and was removed
+            tried.append(f"{candidate} ({exc})")
+            continue
+        from_cmroot = bool(cmroot) and candidate.startswith(cmroot.rstrip("/") + "/")
+        return CopyResult(target_uri, candidate, _size(written), from_cmroot=from_cmroot)
     raise FileLostError(
         f"no copy of '{entry.file_uri}' with checksum {entry.checksum} is left: tried "
         + "; ".join(tried)

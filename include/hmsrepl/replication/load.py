@@ -22,6 +22,7 @@ from hmsrepl.exceptions import (
     NoSuchDatabaseError,
     NoSuchObjectError,
 )
+from hmsrepl.formats.partition_names import make_partition_name, parse_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.replication.commands import LoadCommand
@@ -39,7 +40,7 @@ from hmsrepl.replication.target import (
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_EVERY = 1000
+BATCH_EVENTS = 500
 
 
 class ReplicationStateError(HmsReplError):
@@ -140,7 +141,8 @@ class LoadEngine:
             elif len(parts) == 3:
                 table = dump.read_json(relative)["table"]
                 dumped_tables.add(table["table_name"])
-                self._load_table(dump, writer, meta, table)
+                with self.target.events.transaction():  # a table and its partitions appear together
+                    self._load_table(dump, writer, meta, table)
         for name in self.target.catalog.get_tables(target_db):
             if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
                 writer.drop_table(name)
@@ -211,20 +213,87 @@ class LoadEngine:
                 meta.source_cmroot,
             )
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
-        applied_since_checkpoint = 0
-        for event_id in pending:
-            event = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
-            apply_event(writer, event, meta)
-            result.events_applied += 1
-            applied_since_checkpoint += 1
+        # Events are applied in batches, each one database transaction on the target that also advances
+        # repl.last.id: a batch's metadata and the position that records it commit together.
+        for start in range(0, len(pending), BATCH_EVENTS):
+            batch = pending[start : start + BATCH_EVENTS]
+            with self.target.events.transaction():
+                run = PartitionRun(writer, meta)
+                for event_id in batch:
+                    event = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
+                    if not run.absorb(event):
+                        run.flush()
+                        apply_event(writer, event, meta)
+                    result.events_applied += 1
+                run.flush()
+                writer.set_last_id(batch[-1])
             if progress is not None:
-                progress(1)
-            if applied_since_checkpoint >= CHECKPOINT_EVERY:
-                writer.set_last_id(event_id)
-                applied_since_checkpoint = 0
+                progress(len(batch))
         if meta.last_event_id > last:
             writer.set_last_id(meta.last_event_id)
         return result
+
+
+class PartitionRun:
+    """Folds consecutive partition events of one table into each partition's final state.
+
+    A batch commits as one transaction, so readers of the target only ever see batch boundaries; applying a
+    run of ADD/ALTER/DROP_PARTITION and partition INSERT events as one add, one alter and one drop call
+    gives the same target as applying them one by one, with far fewer round trips and without copying
+    file versions that a later event in the run replaces.
+    """
+
+    KINDS = {EventType.ADD_PARTITION, EventType.ALTER_PARTITION, EventType.DROP_PARTITION, EventType.INSERT}
+
+    def __init__(self, writer: TargetWriter, meta: DumpMetadata) -> None:
+        self.writer, self.meta = writer, meta
+        self.table: dict[str, Any] | None = None
+        self.parts: dict[str, tuple[dict[str, Any], Any] | None] = {}
+
+    def absorb(self, event: dict[str, Any]) -> bool:
+        kind, body = event["event_type"], event["message"]
+        if kind not in self.KINDS or (kind == EventType.INSERT and not body.get("partition")):
+            return False
+        table = body["table"]
+        if self.table is not None and self.table["table_name"] != table["table_name"]:
+            self.flush()
+        self.table = table
+        keys = [k["name"] for k in table.get("partition_keys", [])]
+        if kind == EventType.ADD_PARTITION:
+            for snapshot, files in zip(body["partitions"], body["files"], strict=True):
+                self.parts[make_partition_name(keys, snapshot["values"])] = (
+                    snapshot,
+                    _data(files, self.meta),
+                )
+        elif kind == EventType.DROP_PARTITION:
+            for snapshot in body["partitions"]:
+                self.parts[make_partition_name(keys, snapshot["values"])] = None
+        else:
+            snapshot = body["after"] if kind == EventType.ALTER_PARTITION else body["partition"]
+            name = make_partition_name(keys, snapshot["values"])
+            has_files = bool(body.get("files")) or body.get("is_truncate") or kind == EventType.INSERT
+            previous = self.parts.get(name)
+            files = (
+                _data(body.get("files") or [], self.meta)
+                if has_files
+                else (previous[1] if previous else None)
+            )
+            if kind == EventType.INSERT and previous is not None:
+                snapshot = previous[0]  # an INSERT changes data, not the partition's metadata
+            self.parts[name] = (snapshot, files)
+        return True
+
+    def flush(self) -> None:
+        if self.table is None:
+            return
+        name, location = self.table["table_name"], self.table["sd"].get("location")
+        dropped = [name_ for name_, state in self.parts.items() if state is None]
+        if dropped:
+            self.writer.drop_partitions(name, [[v for _, v in parse_partition_name(n)] for n in dropped])
+        kept = [state for state in self.parts.values() if state is not None]
+        if kept:
+            self.writer.put_partitions(name, kept, location)
+        self.table, self.parts = None, {}
 
 
 # -- event handlers: one per event type (a table of behaviours, not a chain of ifs) ----------------------------

@@ -1,5 +1,29 @@
-"""File access for warehouses, cmroot and dump roots, one interface over every URI scheme."""
+"""File access for warehouses, cmroot and dump roots, one interface over every URI scheme.
 
-from hmsrepl.storage.base import FileStatus, FileSystem, filesystem_for
+``filesystem_for(uri)`` picks the implementation (local paths and ``file:``, ``s3://``); ``copy_file``,
+``move_file`` and ``copy_files`` work across any two locations (server-side within one S3 store).
+"""
 
-__all__ = ["FileStatus", "FileSystem", "filesystem_for"]
+from hmsrepl.storage.base import (
+    FileIdentity,
+    FileStatus,
+    FileSystem,
+    copy_file,
+    copy_files,
+    filesystem_for,
+    move_file,
+    register_filesystem,
+    unregister_filesystem,
+)
+
+__all__ = [
+    "FileIdentity",
+    "FileStatus",
+    "FileSystem",
+    "copy_file",
+    "copy_files",
+    "filesystem_for",
+    "move_file",
+    "register_filesystem",
+    "unregister_filesystem",
+]

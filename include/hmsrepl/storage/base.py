@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 from hmsrepl.exceptions import StorageError
 from hmsrepl.formats.file_uri import split_versioned_reference
-from hmsrepl.storage.checksum import checksum_bytes
+from hmsrepl.storage.checksum import checksum_bytes, parse_checksum_token
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
@@ -58,6 +58,9 @@ class FileSystem(abc.ABC):
     #: Threads worth using for per-file metadata calls (checksums of many files): local files are CPU and
     #: disk bound, object stores are latency bound and gain from more requests in flight.
     io_parallelism: int = 4
+    #: Whether ``move`` within the store keeps the file's modification time (a rename does; an object
+    #: store's copy + delete writes a new object dated now). cmroot retention must count from recycling.
+    move_keeps_mtime: bool = True
 
     @abc.abstractmethod
     def list_files(self, uri: str) -> Iterator[FileStatus]:
@@ -115,10 +118,11 @@ class FileSystem(abc.ABC):
         self.write_bytes(uri, data)
         return checksum_bytes(data)
 
-    def copy(self, src: str, dst: str) -> str:
+    def copy(self, src: str, dst: str, size: int | None = None) -> str:
         """Copy a file within this store (``src`` may be a versioned reference); returns the copy's checksum.
 
-        The default streams through this process; S3 overrides it with a server-side copy.
+        ``size``, when the caller knows it, spares stores a lookup. The default streams through this
+        process; S3 overrides it with a server-side copy.
         """
         with self.open_read(src) as stream:
             return self.write_stream(dst, stream)
@@ -182,7 +186,9 @@ def copy_file(src: str, dst: str, expected_checksum: str | None = None) -> str:
     """
     src_fs, dst_fs = filesystem_for(src), filesystem_for(dst)
     if src_fs.same_store(dst_fs):
-        token = src_fs.copy(src, dst)
+        token = src_fs.copy(
+            src, dst, parse_checksum_token(expected_checksum)[1] if expected_checksum else None
+        )
     else:
         with src_fs.open_read(src) as stream:
             token = dst_fs.write_stream(dst, stream)
@@ -209,9 +215,6 @@ def move_file(src: str, dst: str) -> None:
         raise StorageError(f"cannot move '{src}' to '{dst}': the target exists")
     copy_file(src, dst)
     src_fs.delete(src)
-
-
-CopyTask = tuple[str, str] | tuple[str, str, str | None]
 
 
 def copy_files(tasks: Iterable[Sequence[str | None]], threads: int = 16) -> list[str]:

@@ -1,0 +1,50 @@
+"""Adopts files that a Hive client moved to Hadoop's trash into cmroot.
+
+On INSERT OVERWRITE, the Hive 2.3 client inside Spark removes the old files itself before it calls the
+metastore, so the change manager never sees them. With Hadoop trash enabled (``fs.trash.interval`` > 0, part
+of the writer settings) the client moves them to ``<trash>/Current/<their full path>`` instead. When the
+metastore next hears about that location (the INSERT or ALTER it is told of), it moves whatever the trash
+holds for it into cmroot and records it in the event, so older events that name those files stay
+replayable. Only local (and mounted) warehouses are covered: object-store trash lives in the bucket.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.storage.base import filesystem_for, relative_to
+from hmsrepl.storage.local import local_path
+
+
+class TrashAdopter:
+    def __init__(self, trash_root: str, cm: ChangeManager) -> None:
+        self.trash_root = trash_root.rstrip("/")
+        self.cm = cm
+
+    def trashed_dir(self, location: str) -> str | None:
+        if (
+            not self.trash_root
+            or not self.cm.enabled
+            or ("://" in location and not location.startswith("file:"))
+        ):
+            return None
+        return os.path.join(self.trash_root, "Current", local_path(location).lstrip("/"))
+
+    def adopt(self, location: str | None) -> list[str]:
+        """Move the trashed files of ``location`` into cmroot; returns their encoded URIs (original place)."""
+        if not location:
+            return []
+        trashed = self.trashed_dir(location)
+        if trashed is None or not os.path.isdir(trashed):
+            return []
+        fs = filesystem_for(trashed)
+        adopted = []
+        for status in list(fs.list_files(trashed)):
+            rel = relative_to(status.uri, trashed)
+            checksum = fs.checksum(status.uri)
+            subdir = rel.rsplit("/", 1)[0] if "/" in rel else ""
+            original = f"{location.rstrip('/')}/{rel}"
+            self.cm.recycle([self.cm.encode(status.uri, checksum, subdir)])
+            adopted.append(self.cm.encode(original, checksum, subdir))
+        return adopted

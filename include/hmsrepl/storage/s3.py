@@ -1,0 +1,638 @@
+"""S3 and S3-compatible stores through boto3: ``s3://bucket/key`` (``s3a://`` and ``s3n://`` too).
+
+Configuration is the standard AWS one and nothing else: credentials, region and endpoint come from the
+environment or a profile (``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3`` are honoured by boto3 itself), so
+the same code talks to AWS, MinIO, Ceph or a test server. A second store (a replica on another endpoint) is
+an ``S3FileSystem(profile_name=...)`` registered for its bucket with ``storage.base.register_filesystem``.
+
+How S3 differs from a file system, and what this module does about it:
+
+- *Directories* do not exist. A URI names a key prefix: ``list_files('s3://b/t/p=1')`` lists keys under
+  ``t/p=1/`` (never ``t/p=10/...``), or the object ``t/p=1`` itself when nothing is below it; zero-byte
+  ``dir/`` marker objects are not files. ``makedirs`` does nothing; ``exists`` is true for an object or for
+  a prefix with objects below it; ``delete_tree`` deletes every key below the prefix.
+- *Checksums* come from the store when it keeps a full-object CRC32C (one HEAD, no download); every upload
+  and copy made here asks S3 to keep one (``ChecksumAlgorithm='CRC32C'``, ``ChecksumType='FULL_OBJECT'``
+  for multipart). Objects written by others without one are streamed and hashed (see ``storage.checksum``).
+- *Copies* within one store are server-side (CopyObject, or UploadPartCopy in parallel parts above
+  ``copy_multipart_threshold``); no bytes pass through this process and S3 reports the copy's CRC, which
+  verifies it end to end. Across stores ``storage.base.copy_file`` streams.
+- *Moves* are copy + delete (S3 has no rename). A move is not atomic: a crash between the two leaves both,
+  which the change manager tolerates (recycling skips files already in cmroot).
+- *Versions*: in a bucket with versioning on, ``identify`` returns the version id read together with the
+  checksum, and read methods accept a versioned reference ``s3://<versionid>@bucket/key``
+  (``formats.file_uri``) to read that exact version after the key was overwritten or deleted. ``delete``
+  of a plain key only adds a delete marker there, so versions that events name stay readable until the
+  bucket's lifecycle rules expire noncurrent versions; deleting a *version* is refused.
+- *Modification times* cannot be set: ``LastModified`` is the server's clock at the last write. cmroot
+  retention counts from it; ``touch`` restarts it by copying the object onto itself with
+  ``MetadataDirective='REPLACE'`` (recording the requested time as ``x-amz-meta-hmsrepl-touched-at``), the
+  only way S3 offers to renew ``LastModified``. Since listings return ``LastModified``, the cleaner needs no
+  request per file, and an S3 lifecycle expiration rule on the cmroot prefix honours the same clock. In a
+  versioned cmroot bucket each touch or delete leaves a noncurrent version: add a
+  ``NoncurrentVersionExpiration`` rule for the cmroot prefix so that space is freed.
+- *Throttling* (503 SlowDown) and transient errors are retried by botocore's ``adaptive`` retry mode (up to
+  10 attempts with exponential backoff and client-side rate limiting) unless the AWS configuration sets
+  ``retry_mode``/``AWS_RETRY_MODE`` itself.
+- *Processes*: boto3 clients are thread-safe but must not cross a fork. Each process (a Spark executor's
+  Python worker included) creates its own client on first use; instances pickle without their client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, BinaryIO, cast
+
+import boto3
+import botocore.session
+import google_crc32c
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hmsrepl.exceptions import StorageError
+from hmsrepl.formats.file_uri import split_versioned_reference
+from hmsrepl.storage.base import S3_SCHEMES, FileIdentity, FileStatus, FileSystem
+from hmsrepl.storage.checksum import (
+    checksum_bytes,
+    checksum_stream,
+    checksum_token,
+    s3_crc32c_from_token,
+    token_from_s3_crc32c,
+)
+
+MiB = 1024 * 1024
+DEFAULT_COPY_MULTIPART_THRESHOLD = 256 * MiB  # below it one CopyObject request copies the whole object
+DEFAULT_COPY_PART_SIZE = 128 * MiB
+DEFAULT_UPLOAD_PART_SIZE = (
+    16 * MiB
+)  # streamed uploads: parts of this size, at most UPLOAD_PARTS_IN_FLIGHT held
+UPLOAD_PARTS_IN_FLIGHT = 4
+COPY_PARTS_IN_FLIGHT = 8
+MAX_SINGLE_COPY = 5 * 1024 * MiB  # S3's limit for CopyObject
+DELETE_BATCH = 1000  # S3's limit for DeleteObjects
+RETRY_MODE = "adaptive"
+RETRY_MAX_ATTEMPTS = 10
+TOUCH_METADATA_KEY = "hmsrepl-touched-at"
+NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchVersion", "405", "MethodNotAllowed"}
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str, str | None]:
+    """(bucket, key, version id or None) of ``s3://[version@]bucket/key``; the key is never URL-decoded."""
+    plain, version = split_versioned_reference(uri)
+    scheme, sep, rest = plain.partition("://")
+    if not sep or scheme.lower() not in S3_SCHEMES:
+        raise StorageError(f"'{uri}' is not an S3 URI; expected s3://bucket/key")
+    bucket, _, key = rest.partition("/")
+    if not bucket:
+        raise StorageError(f"'{uri}' names no bucket; expected s3://bucket/key")
+    return bucket, key, version
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _is_not_found(exc: ClientError) -> bool:
+    status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+    return _code(exc) in NOT_FOUND_CODES or status in ("404", "405")
+
+
+def _real_version(version_id: str | None) -> str | None:
+    """S3 reports ``null`` for objects written while versioning was off or suspended: no pinnable version."""
+    return version_id if version_id and version_id != "null" else None
+
+
+def _is_multipart_etag(etag: str) -> bool:
+    return "-" in etag.strip('"')
+
+
+def stored_token(head: dict[str, Any]) -> str | None:
+    """Our checksum token from a HEAD response when S3 keeps a full-object CRC32C; None when it does not.
+
+    A composite checksum (``ChecksumType: COMPOSITE``, or a multipart object whose store does not report the
+    type) is a CRC of part CRCs, not the file's CRC, so it is not used.
+    """
+    value = head.get("ChecksumCRC32C")
+    if not value:
+        return None
+    checksum_type = head.get("ChecksumType")
+    if checksum_type == "COMPOSITE" or (checksum_type is None and _is_multipart_etag(head.get("ETag", ""))):
+        return None
+    try:
+        return token_from_s3_crc32c(value, int(head["ContentLength"]))
+    except ValueError:
+        return None
+
+
+def _user_sets_retries(session: botocore.session.Session) -> bool:
+    if os.environ.get("AWS_RETRY_MODE") or os.environ.get("AWS_MAX_ATTEMPTS"):
+        return True
+    try:
+        scoped = session.get_scoped_config()
+    except BotoCoreError:
+        return False
+    return "retry_mode" in scoped or "max_attempts" in scoped
+
+
+class S3FileSystem(FileSystem):
+    """One S3 store (endpoint + credentials), by default the one the standard AWS configuration names."""
+
+    io_parallelism = 16
+    move_keeps_mtime = False
+
+    def __init__(
+        self,
+        *,
+        profile_name: str | None = None,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        copy_multipart_threshold: int = DEFAULT_COPY_MULTIPART_THRESHOLD,
+        copy_part_size: int = DEFAULT_COPY_PART_SIZE,
+        upload_part_size: int = DEFAULT_UPLOAD_PART_SIZE,
+        max_pool_connections: int = 64,
+    ) -> None:
+        if copy_part_size < 5 * MiB or upload_part_size < 5 * MiB:
+            raise ValueError("S3 multipart parts must be at least 5 MiB")
+        self.profile_name = profile_name
+        self.endpoint_url = endpoint_url
+        self.region_name = region_name
+        self.copy_multipart_threshold = min(copy_multipart_threshold, MAX_SINGLE_COPY)
+        self.copy_part_size = copy_part_size
+        self.upload_part_size = upload_part_size
+        self.max_pool_connections = max_pool_connections
+        self._client: tuple[int, Any] | None = None
+        self._lock = threading.Lock()
+
+    # -- client per process ----------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        """This process's boto3 S3 client (created on first use; a forked child makes its own)."""
+        current = self._client
+        pid = os.getpid()
+        if current is not None and current[0] == pid:
+            return current[1]
+        with self._lock:
+            if self._client is None or self._client[0] != pid:
+                self._client = (pid, self._make_client())
+            return self._client[1]
+
+    def _make_client(self) -> Any:
+        core = botocore.session.Session(profile=self.profile_name)
+        session = boto3.session.Session(botocore_session=core, region_name=self.region_name)
+        options: dict[str, Any] = {"max_pool_connections": self.max_pool_connections, "tcp_keepalive": True}
+        if not _user_sets_retries(core):
+            options["retries"] = {"mode": RETRY_MODE, "total_max_attempts": RETRY_MAX_ATTEMPTS}
+        return session.client("s3", endpoint_url=self.endpoint_url, config=Config(**options))
+
+    def same_store(self, other: FileSystem) -> bool:
+        return (
+            isinstance(other, S3FileSystem)
+            and self.client.meta.endpoint_url == other.client.meta.endpoint_url
+            and self.profile_name == other.profile_name
+        )
+
+    def _call(self, operation: str, uri: str, **kwargs: Any) -> Any:
+        """One S3 request; failures become StorageError naming the URI (NotFound is left to callers)."""
+        try:
+            return getattr(self.client, operation)(**kwargs)
+        except ClientError as exc:
+            if _is_not_found(exc):
+                raise
+            raise StorageError(f"S3 {operation} on '{uri}' failed: {_code(exc)}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"S3 {operation} on '{uri}' failed: {exc}") from exc
+
+    def _head(self, uri: str) -> dict[str, Any] | None:
+        bucket, key, version = parse_s3_uri(uri)
+        if not key:
+            return None
+        args: dict[str, Any] = {"Bucket": bucket, "Key": key, "ChecksumMode": "ENABLED"}
+        if version:
+            args["VersionId"] = version
+        try:
+            return self.client.head_object(**args)
+        except ClientError as exc:
+            if _is_not_found(exc):
+                return None
+            if version and _code(exc) in ("400", "InvalidArgument", "BadRequest"):
+                return None  # S3 answers a malformed version id with 400: no such version either
+            raise StorageError(f"S3 head_object on '{uri}' failed: {_code(exc)}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"S3 head_object on '{uri}' failed: {exc}") from exc
+
+    def _require_head(self, uri: str) -> dict[str, Any]:
+        head = self._head(uri)
+        if head is None:
+            raise StorageError(f"cannot read '{uri}': no such object (or version)")
+        return head
+
+    # -- listing and lookups ---------------------------------------------------------------------------
+    def list_files(self, uri: str) -> Iterator[FileStatus]:
+        bucket, key, version = parse_s3_uri(uri)
+        if version:
+            raise StorageError(f"cannot list '{uri}': a versioned reference names one object, not a prefix")
+        root = uri.rstrip("/")
+        prefix = key.rstrip("/") + "/" if key.strip("/") else ""
+        found = False
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+                for obj in page.get("Contents", []):
+                    name = obj["Key"]
+                    if name.endswith("/"):  # a "directory" marker, not a file
+                        continue
+                    found = True
+                    yield FileStatus(
+                        f"{root}/{name[len(prefix) :]}", int(obj["Size"]), obj["LastModified"].timestamp()
+                    )
+        except ClientError as exc:
+            raise StorageError(f"cannot list '{uri}': {_code(exc)}: {exc}") from exc
+        if not found and key.strip("/"):
+            head = self._head(f"s3://{bucket}/{key.rstrip('/')}")
+            if head is not None:
+                yield FileStatus(root, int(head["ContentLength"]), head["LastModified"].timestamp())
+
+    def exists(self, uri: str) -> bool:
+        bucket, key, version = parse_s3_uri(uri)
+        if not key.strip("/"):
+            try:
+                self.client.head_bucket(Bucket=bucket)
+                return True
+            except ClientError as exc:
+                if _is_not_found(exc) or _code(exc) == "NoSuchBucket":
+                    return False
+                raise StorageError(f"cannot check bucket '{bucket}': {_code(exc)}: {exc}") from exc
+        if self._head(uri) is not None:
+            return True
+        if version:
+            return False
+        try:  # a "directory": some object below the prefix
+            listing = self._call(
+                "list_objects_v2", uri, Bucket=bucket, Prefix=key.rstrip("/") + "/", MaxKeys=1
+            )
+        except ClientError:  # NoSuchBucket
+            return False
+        return int(listing.get("KeyCount", 0)) > 0
+
+    def checksum(self, uri: str) -> str:
+        return self.identify(uri).checksum
+
+    def identify(self, uri: str) -> FileIdentity:
+        """One HEAD gives the version and, for objects with a stored full-object CRC32C, the checksum.
+
+        Otherwise the object is streamed and hashed, pinned to the HEAD's version (or ETag in unversioned
+        buckets) so the checksum and the version id always describe the same bytes.
+        """
+        bucket, key, version = parse_s3_uri(uri)
+        head = self._require_head(uri)
+        version = version or _real_version(head.get("VersionId"))
+        token = stored_token(head)
+        if token is None:
+            args: dict[str, Any] = {"Bucket": bucket, "Key": key}
+            if version:
+                args["VersionId"] = version
+            else:
+                args["IfMatch"] = head["ETag"]
+            try:
+                body = self._call("get_object", uri, **args)["Body"]
+            except ClientError as exc:
+                raise StorageError(f"'{uri}' changed or vanished while being checksummed; retry") from exc
+            with body:
+                token = checksum_stream(body)
+        return FileIdentity(token, version)
+
+    def open_read(self, uri: str) -> BinaryIO:
+        bucket, key, version = parse_s3_uri(uri)
+        args: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if version:
+            args["VersionId"] = version
+        try:
+            return cast(BinaryIO, self._call("get_object", uri, **args)["Body"])
+        except ClientError as exc:
+            raise StorageError(f"cannot read '{uri}': no such object (or version)") from exc
+
+    # -- writes ----------------------------------------------------------------------------------------
+    def _plain_target(self, uri: str) -> tuple[str, str]:
+        bucket, key, version = parse_s3_uri(uri)
+        if version:
+            raise StorageError(f"cannot write '{uri}': a versioned reference names an existing version")
+        if not key or key.endswith("/"):
+            raise StorageError(f"cannot write '{uri}': it names no object key")
+        return bucket, key
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        """One PutObject (atomic on S3), carrying our CRC32C so S3 verifies the upload and keeps the value."""
+        bucket, key = self._plain_target(uri)
+        self._call(
+            "put_object",
+            uri,
+            Bucket=bucket,
+            Key=key,
+            Body=data,
+            ChecksumAlgorithm="CRC32C",
+            ChecksumCRC32C=s3_crc32c_from_token(checksum_bytes(data)),
+        )
+
+    def write_stream(self, uri: str, stream: BinaryIO) -> str:
+        """Upload from a stream: one PutObject when small, else a FULL_OBJECT-CRC32C multipart upload.
+
+        The CRC is computed while reading and sent with the completion, so S3 rejects a damaged upload; at
+        most ``UPLOAD_PARTS_IN_FLIGHT`` parts are held in memory.
+        """
+        bucket, key = self._plain_target(uri)
+        first = _read_full(stream, self.upload_part_size)
+        if len(first) < self.upload_part_size:
+            self.write_bytes(uri, first)
+            return checksum_bytes(first)
+        upload_id = self._call(
+            "create_multipart_upload",
+            uri,
+            Bucket=bucket,
+            Key=key,
+            ChecksumAlgorithm="CRC32C",
+            ChecksumType="FULL_OBJECT",
+        )["UploadId"]
+        try:
+            crc = google_crc32c.Checksum()
+            size = 0
+            pending: list[Future[dict[str, Any]]] = []
+            with ThreadPoolExecutor(max_workers=UPLOAD_PARTS_IN_FLIGHT) as pool:
+                chunk, number = first, 1
+                while chunk:
+                    crc.update(chunk)
+                    size += len(chunk)
+                    pending.append(pool.submit(self._upload_part, uri, bucket, key, upload_id, number, chunk))
+                    in_flight = [f for f in pending if not f.done()]
+                    if len(in_flight) >= UPLOAD_PARTS_IN_FLIGHT:
+                        in_flight[0].result()
+                    chunk, number = _read_full(stream, self.upload_part_size), number + 1
+                parts = [f.result() for f in pending]
+            token = checksum_token(int.from_bytes(crc.digest(), "big"), size)
+            self._call(
+                "complete_multipart_upload",
+                uri,
+                Bucket=bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+                ChecksumType="FULL_OBJECT",
+                ChecksumCRC32C=s3_crc32c_from_token(token),
+                MpuObjectSize=size,
+            )
+            return token
+        except BaseException:
+            self._abort(bucket, key, upload_id)
+            raise
+
+    def _upload_part(
+        self, uri: str, bucket: str, key: str, upload_id: str, number: int, data: bytes
+    ) -> dict[str, Any]:
+        value = s3_crc32c_from_token(checksum_bytes(data))
+        response = self._call(
+            "upload_part",
+            uri,
+            Bucket=bucket,
+            Key=key,
+            UploadId=upload_id,
+            PartNumber=number,
+            Body=data,
+            ChecksumAlgorithm="CRC32C",
+            ChecksumCRC32C=value,
+        )
+        return {"PartNumber": number, "ETag": response["ETag"], "ChecksumCRC32C": value}
+
+    def _abort(self, bucket: str, key: str, upload_id: str) -> None:
+        """Abandoned multipart uploads are billed until aborted: always abort on failure."""
+        # The original error matters more than a failed abort; a lifecycle rule reaps what is left.
+        with contextlib.suppress(ClientError, BotoCoreError):
+            self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+
+    # -- copies and moves ------------------------------------------------------------------------------
+    def copy(self, src: str, dst: str, size: int | None = None) -> str:
+        """Server-side copy (``src`` may be a versioned reference); returns the copy's checksum token.
+
+        Objects up to ``copy_multipart_threshold`` take one CopyObject (no HEAD first when the caller
+        passes ``size``, e.g. from a checksum token); larger ones are copied in parallel UploadPartCopy
+        parts pinned to one source version or ETag. The token comes from the CRC32C S3 computed over the
+        copy, so comparing it with the source's verifies the copy without reading it.
+        """
+        dst_bucket, dst_key = self._plain_target(dst)
+        head: dict[str, Any] | None = None
+        if size is None:
+            head = self._require_head(src)
+            size = int(head["ContentLength"])
+        if size > self.copy_multipart_threshold:
+            return self._multipart_copy(src, dst, dst_bucket, dst_key, head or self._require_head(src))
+        return self._single_copy(src, dst, dst_bucket, dst_key, size)
+
+    def _copy_source(self, src: str) -> dict[str, str]:
+        bucket, key, version = parse_s3_uri(src)
+        source = {"Bucket": bucket, "Key": key}
+        if version:
+            source["VersionId"] = version
+        return source
+
+    def _single_copy(
+        self, src: str, dst: str, bucket: str, key: str, size: int, extra: dict[str, Any] | None = None
+    ) -> str:
+        try:
+            response = self._call(
+                "copy_object",
+                src,
+                Bucket=bucket,
+                Key=key,
+                CopySource=self._copy_source(src),
+                ChecksumAlgorithm="CRC32C",
+                **(extra or {}),
+            )
+        except ClientError as exc:
+            raise StorageError(f"cannot copy '{src}' to '{dst}': no such source object (or version)") from exc
+        value = response.get("CopyObjectResult", {}).get("ChecksumCRC32C")
+        if value and "-" not in value:
+            # CopyObject makes a single-part object, so S3's CRC32C is the copy's full-object CRC.
+            return token_from_s3_crc32c(value, size)
+        return self.identify(dst).checksum  # a store that does not report it: HEAD (or hash) the copy
+
+    def _multipart_copy(self, src: str, dst: str, bucket: str, key: str, head: dict[str, Any]) -> str:
+        size = int(head["ContentLength"])
+        source = self._copy_source(src)
+        pin: dict[str, Any] = {}
+        if "VersionId" not in source:
+            version = _real_version(head.get("VersionId"))
+            if version:
+                source["VersionId"] = version
+            else:
+                pin["CopySourceIfMatch"] = head["ETag"]
+        create: dict[str, Any] = {"ChecksumAlgorithm": "CRC32C", "ChecksumType": "FULL_OBJECT"}
+        if head.get("ContentType"):
+            create["ContentType"] = head["ContentType"]
+        if head.get("Metadata"):
+            create["Metadata"] = head["Metadata"]
+        upload_id = self._call("create_multipart_upload", dst, Bucket=bucket, Key=key, **create)["UploadId"]
+
+        def copy_part(number: int, start: int) -> dict[str, Any]:
+            end = min(size, start + self.copy_part_size) - 1
+            result = self._call(
+                "upload_part_copy",
+                src,
+                Bucket=bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=number,
+                CopySource=source,
+                CopySourceRange=f"bytes={start}-{end}",
+                **pin,
+            )["CopyPartResult"]
+            part = {"PartNumber": number, "ETag": result["ETag"]}
+            if result.get("ChecksumCRC32C"):
+                part["ChecksumCRC32C"] = result["ChecksumCRC32C"]
+            return part
+
+        try:
+            starts = list(range(0, size, self.copy_part_size))
+            with ThreadPoolExecutor(max_workers=min(COPY_PARTS_IN_FLIGHT, len(starts))) as pool:
+                parts = list(pool.map(copy_part, range(1, len(starts) + 1), starts))
+            complete: dict[str, Any] = {"ChecksumType": "FULL_OBJECT", "MpuObjectSize": size}
+            expected = stored_token(head)
+            if expected is not None:  # let S3 check the assembled copy against the source's CRC
+                complete["ChecksumCRC32C"] = s3_crc32c_from_token(expected)
+            self._call(
+                "complete_multipart_upload",
+                dst,
+                Bucket=bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+                **complete,
+            )
+        except ClientError as exc:
+            self._abort(bucket, key, upload_id)
+            raise StorageError(f"cannot copy '{src}' to '{dst}': the source changed or vanished") from exc
+        except BaseException:
+            self._abort(bucket, key, upload_id)
+            raise
+        copied = self._require_head(dst)
+        return stored_token(copied) or self.identify(dst).checksum
+
+    def move(self, src: str, dst: str) -> None:
+        """Server-side copy, then delete the source (a delete marker in a versioned bucket)."""
+        if parse_s3_uri(src)[2]:
+            raise StorageError(f"cannot move '{src}': it is a versioned reference; move the current object")
+        if self._head(dst) is not None:
+            raise StorageError(f"cannot move '{src}' to '{dst}': the target exists")
+        self.copy(src, dst)
+        self.delete(src)
+
+    def delete(self, uri: str) -> None:
+        bucket, key, version = parse_s3_uri(uri)
+        if version:
+            raise StorageError(
+                f"refusing to delete version '{version}' of '{uri}': events may still need it; noncurrent "
+                "versions expire by the bucket's lifecycle rules"
+            )
+        if not key:
+            raise StorageError(f"cannot delete '{uri}': it names no object key")
+        with contextlib.suppress(ClientError):  # already gone: deletes are retried after crashes
+            self._call("delete_object", uri, Bucket=bucket, Key=key)
+
+    def touch(self, uri: str, mtime: float) -> None:
+        """Restart the object's ``LastModified`` (S3 cannot set it) by copying it onto itself.
+
+        ``MetadataDirective='REPLACE'`` is what makes S3 accept a copy onto the same key; the requested time
+        is kept in the metadata for the record, the retention clock is the server's ``LastModified``.
+        """
+        bucket, key = self._plain_target(uri)
+        head = self._require_head(uri)
+        metadata = {**head.get("Metadata", {}), TOUCH_METADATA_KEY: f"{mtime:.3f}"}
+        if int(head["ContentLength"]) > self.copy_multipart_threshold:
+            self._multipart_copy(uri, uri, bucket, key, {**head, "Metadata": metadata})
+            return
+        extra: dict[str, Any] = {"MetadataDirective": "REPLACE", "Metadata": metadata}
+        if head.get("ContentType"):
+            extra["ContentType"] = head["ContentType"]
+        self._single_copy(uri, uri, bucket, key, int(head["ContentLength"]), extra)
+
+    def makedirs(self, uri: str) -> None:
+        """Nothing to do: S3 has no directories; a prefix exists once an object is below it."""
+        parse_s3_uri(uri)
+
+    def delete_tree(self, uri: str) -> None:
+        bucket, key, version = parse_s3_uri(uri)
+        if version or not key.strip("/"):
+            raise StorageError(f"refusing to delete '{uri}': name a prefix below the bucket, not a version")
+        prefix = key.rstrip("/") + "/"
+        paginator = self.client.get_paginator("list_objects_v2")
+        batch: list[dict[str, str]] = []
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+                for obj in page.get("Contents", []):
+                    batch.append({"Key": obj["Key"]})
+                    if len(batch) == DELETE_BATCH:
+                        self._delete_batch(uri, bucket, batch)
+                        batch = []
+        except ClientError as exc:
+            if _code(exc) == "NoSuchBucket":
+                return
+            raise StorageError(f"cannot list '{uri}' to delete it: {_code(exc)}: {exc}") from exc
+        if batch:
+            self._delete_batch(uri, bucket, batch)
+
+    def _delete_batch(self, uri: str, bucket: str, keys: list[dict[str, str]]) -> None:
+        response = self._call("delete_objects", uri, Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        errors = response.get("Errors", [])
+        if errors:
+            first = errors[0]
+            raise StorageError(
+                f"could not delete {len(errors)} objects under '{uri}', e.g. '{first.get('Key')}': "
+                f"{first.get('Code')}: {first.get('Message')}"
+            )
+
+
+def _read_full(stream: BinaryIO, size: int) -> bytes:
+    """Read up to ``size`` bytes, looping over short reads (network streams return what has arrived)."""
+    chunks = []
+    remaining = size
+    while remaining > 0:
+        chunk = stream.read(remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+_default: tuple[int, S3FileSystem] | None = None
+_default_lock = threading.Lock()
+
+
+def default_s3_filesystem() -> S3FileSystem:
+    """The store the standard AWS configuration names, one instance (and client) per process."""
+    global _default
+    current = _default
+    if current is not None and current[0] == os.getpid():
+        return current[1]
+    with _default_lock:
+        if _default is None or _default[0] != os.getpid():
+            _default = (os.getpid(), S3FileSystem())
+        return _default[1]
+
+
+def reset_default_s3_filesystem() -> None:
+    """Forget the default store's client, e.g. after changing AWS environment variables (tests)."""
+    global _default
+    with _default_lock:
+        _default = None
