@@ -90,6 +90,8 @@ def available_source(encoded: str, default_cmroot: str = "") -> str | None:
     for status in fs.list_files(entry.file_uri):
         if status.uri.rstrip("/") == entry.file_uri.rstrip("/") and (size is None or status.size == size):
             return entry.file_uri
+    if entry.version_id and fs.exists(entry.versioned_uri):
+        return entry.versioned_uri
     cmroot = entry.cmroot or default_cmroot
     if entry.checksum and cmroot:
         candidate = join_uri(cmroot, f"{entry.file_name}_{entry.checksum}")
