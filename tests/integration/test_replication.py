@@ -213,6 +213,33 @@ def test_replaced_file_is_copied_from_cmroot(engine, source, target) -> None:
     assert verify(source, "sales", target, "sales_dr") == []
 
 
+def test_files_staged_ahead_by_a_parallel_copier_are_published_not_copied_again(engine, source, target):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hmsrepl.replication.commands import parse_command
+    from hmsrepl.replication.filecopy import run_copy_task
+    from hmsrepl.replication.load import LoadEngine
+
+    seed(source)
+    for command_text in ("REPL DUMP sales", None):
+        if command_text is None:  # then an incremental dump with new data
+            orders = source.catalog.get_table("sales", "orders")
+            [part] = source.catalog.add_partitions("sales", "orders", [make_partition(orders, "d5")])
+            write_file(part.sd.location, "new.parquet", b"new rows")
+            source.catalog.insert("sales", "orders", ["d5"])
+            command_text = f"REPL DUMP sales FROM {repl_status(target, 'sales_dr')}"
+        dumped = engine.execute(command_text)
+        load = parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+        tasks = LoadEngine(target).plan_copies(load)
+        assert tasks, "the dump names files"
+        with ThreadPoolExecutor(4) as pool:  # what the Spark load app does on executors
+            results = list(pool.map(run_copy_task, tasks))
+        assert all(r.bytes_copied > 0 for r in results)
+        loaded = LoadEngine(target).load(load)
+        assert loaded.stats.files_prefetched == loaded.stats.files_copied > 0
+        assert verify(source, "sales", target, "sales_dr") == []
+
+
 def test_lost_file_fails_clearly_and_leaves_target_unchanged(engine, source, target) -> None:
     seed(source)
     bootstrap(engine)

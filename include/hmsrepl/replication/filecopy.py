@@ -25,6 +25,7 @@ class CopyResult:
     source_used: str
     bytes_copied: int
     from_cmroot: bool
+    prefetched: bool = False
 
 
 def staging_name(final_uri: str) -> str:
@@ -46,6 +47,9 @@ def copy_verified(
     """
     entry = EncodedFileUri.decode(encoded)
     staged = staging_name(target_uri)
+    prefetched = _verified_staged_copy(staged, entry.checksum)
+    if prefetched is not None:  # copied ahead of the load (e.g. by the Spark load app) and still valid
+        return CopyResult(target_uri, staged, prefetched, from_cmroot=False, prefetched=True)
     candidates = [entry.file_uri]
     if entry.version_id:  # a versioned store keeps the exact version the event saw
         candidates.append(entry.versioned_uri)
@@ -76,6 +80,42 @@ def copy_verified(
         + ". The source changed it after the event and cmroot no longer has it (retention passed?); "
         "run a bootstrap to re-replicate"
     )
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    """One file a load needs: what to copy, where it goes, which source roots it may be read from.
+
+    Plain data, so a batch of tasks can be shipped to Spark executors (``run_copy_task`` there stages a
+    verified copy; the load then only publishes it).
+    """
+
+    encoded: str
+    target_uri: str
+    allowed_roots: tuple[str, ...]
+    default_cmroot: str = ""
+
+
+def run_copy_task(task: CopyTask) -> CopyResult:
+    roots = tuple(root.rstrip("/") + "/" for root in task.allowed_roots if root)
+    return copy_verified(
+        task.encoded,
+        task.target_uri,
+        default_cmroot=task.default_cmroot,
+        allowed=lambda uri: any(uri.startswith(root) for root in roots),
+    )
+
+
+def _verified_staged_copy(staged: str, checksum: str) -> int | None:
+    """The size of an existing staged copy whose checksum is the expected one, else None."""
+    if not checksum:
+        return None
+    fs = filesystem_for(staged)
+    size = _size(checksum)
+    for status in fs.list_files(staged):
+        if status.uri.rstrip("/") == staged and status.size == size and fs.checksum(staged) == checksum:
+            return size
+    return None
 
 
 def available_source(encoded: str, default_cmroot: str = "") -> str | None:
@@ -118,9 +158,9 @@ def publish(target_uri: str) -> None:
     fs.move(staged, target_uri)
 
 
-def remove_staging_leftovers(directory: str) -> None:
-    """Delete staged copies an interrupted load left behind (they are hidden and never published)."""
+def remove_staging_leftovers(directory: str, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """Delete staged copies left behind by an interrupted load, except those about to be used (``keep``)."""
     fs = filesystem_for(directory)
     for status in fs.list_files(directory):
-        if status.uri.rsplit("/", 1)[-1].startswith(STAGING_PREFIX):
+        if status.uri.rsplit("/", 1)[-1].startswith(STAGING_PREFIX) and status.uri not in keep:
             fs.delete(status.uri)

@@ -26,7 +26,7 @@ from hmsrepl.formats.partition_names import make_partition_name, parse_partition
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.replication.commands import LoadCommand
-from hmsrepl.replication.filecopy import available_source
+from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.target import (
@@ -36,7 +36,9 @@ from hmsrepl.replication.target import (
     SOURCE_WAREHOUSE,
     ApplyStats,
     TargetWriter,
+    relative_target,
 )
+from hmsrepl.storage.base import join_uri
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,51 @@ class LoadEngine:
             copy_data=not meta.metadata_only,
             stats=stats,
         )
+
+    # -- copy planning (for parallel copiers such as the Spark load app) -----------------------------------------
+    def plan_copies(self, command: LoadCommand) -> list[CopyTask]:
+        """Every file this load would copy, with its final target path (the last version per path wins).
+
+        A parallel copier stages these ahead of the load; the load then finds verified staged copies and
+        only publishes them. Files already present at the target with the right checksum are still listed:
+        checking them is the copier's job too (``copy_verified`` reuses valid staged copies).
+        """
+        dump = DumpDir(command.dump_dir)
+        meta = dump.require_complete()
+        if meta.metadata_only:
+            return []
+        target_db = (command.target_db or meta.db_name).lower()
+        objects: list[tuple[str | None, Sequence[str]]] = []  # (source location, files)
+        if meta.kind == "bootstrap":
+            source_db_location = (
+                dump.read_json(f"{meta.db_name}/{METADATA}")["database"].get("location_uri") or ""
+            )
+            for relative in dump.metadata_files(meta.db_name):
+                body = dump.read_json(relative)
+                obj = body.get("table") or body.get("partition")
+                if obj is not None:
+                    objects.append(
+                        (obj["sd"].get("location"), dump.read_files(relative[: -len(METADATA)] + FILES))
+                    )
+        else:
+            last = repl_status(self.target, target_db) or 0
+            db = self.target.catalog.get_database(target_db)
+            source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
+            for event_id in dump.event_ids():
+                if event_id > last:
+                    body = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")["message"]
+                    objects.extend(_objects_with_files(body))
+        writer = self._writer(target_db, meta, source_db_location, ApplyStats())
+        tasks: dict[str, CopyTask] = {}
+        for source_location, files in objects:
+            target_location = writer.mapper.map(source_location)
+            if not target_location:
+                continue
+            roots = (source_location or "", meta.source_cmroot)
+            for encoded in files:
+                target_uri = join_uri(target_location, relative_target(encoded))
+                tasks[target_uri] = CopyTask(encoded, target_uri, roots, meta.source_cmroot)
+        return list(tasks.values())
 
     # -- bootstrap ------------------------------------------------------------------------------------------
     def _bootstrap(self, dump: DumpDir, meta: DumpMetadata, target_db: str) -> LoadResult:
@@ -298,6 +345,20 @@ class PartitionRun:
 
 # -- event handlers: one per event type (a table of behaviours, not a chain of ifs) ----------------------------
 Handler = Callable[[TargetWriter, dict[str, Any], dict[str, Any], DumpMetadata], None]
+
+
+def _objects_with_files(body: dict[str, Any]) -> list[tuple[str | None, Sequence[str]]]:
+    """(source location, files) of each object whose data an event's pseudo-snapshot names."""
+    files = body.get("files") or []
+    if not files:
+        return []
+    if "partitions" in body and files and isinstance(files[0], list):  # ADD_PARTITION: one list per partition
+        return [(p["sd"].get("location"), f) for p, f in zip(body["partitions"], files, strict=True)]
+    for key in ("after", "partition", "table"):
+        obj = body.get(key)
+        if obj:
+            return [(obj["sd"].get("location"), files)]
+    return []
 
 
 def _data(body_files: Any, meta: DumpMetadata) -> Any:

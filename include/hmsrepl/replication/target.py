@@ -21,7 +21,7 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.model import Database, Function, Partition, Table
-from hmsrepl.replication.filecopy import copy_verified, publish, remove_staging_leftovers
+from hmsrepl.replication.filecopy import copy_verified, publish, remove_staging_leftovers, staging_name
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
 
@@ -43,6 +43,7 @@ class ApplyStats:
     files_copied: int = 0
     bytes_copied: int = 0
     files_from_cmroot: int = 0
+    files_prefetched: int = 0
     files_removed: int = 0
     skipped_events: dict[str, int] = field(default_factory=dict)
 
@@ -214,14 +215,12 @@ class TargetWriter:
             return
         fs = filesystem_for(target_location)
         fs.makedirs(target_location)
-        remove_staging_leftovers(target_location)
+        wanted = {relative_target(encoded): encoded for encoded in files}
+        remove_staging_leftovers(
+            target_location, {staging_name(join_uri(target_location, rel)) for rel in wanted}
+        )
         present = {relative_to(s.uri, target_location): s for s in list_data_files(target_location)}
         allowed = _allowed_sources(source_location, self.source_cmroot)
-        wanted: dict[str, str] = {}
-        for encoded in files:
-            entry = EncodedFileUri.decode(encoded)
-            rel = f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
-            wanted[rel] = encoded
         to_publish = []
         for rel, encoded in wanted.items():
             entry = EncodedFileUri.decode(encoded)
@@ -234,6 +233,7 @@ class TargetWriter:
             self.stats.files_copied += 1
             self.stats.bytes_copied += result.bytes_copied
             self.stats.files_from_cmroot += int(result.from_cmroot)
+            self.stats.files_prefetched += int(result.prefetched)
             to_publish.append(target_uri)
         extras = [status for rel, status in present.items() if rel not in wanted]
         if extras:  # replaced on the source: keep them in the target's own cmroot (chained replication)
@@ -241,6 +241,12 @@ class TargetWriter:
             self.stats.files_removed += len(extras)
         for uri in to_publish:
             publish(uri)
+
+
+def relative_target(encoded: str) -> str:
+    """Where a file goes below its object's target location: its subdirectory and name, as at the source."""
+    entry = EncodedFileUri.decode(encoded)
+    return f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
 
 
 def _size_of(token: str) -> int:
