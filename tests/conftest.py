@@ -14,6 +14,8 @@ from tests.backends import BACKENDS, temporary_database
 from tests.servers import RunningMetastore, metastore_server
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+pytest.register_assert_rewrite("tests.s3server")
+pytest_plugins = ["tests.s3server"]  # the S3-protocol server fixtures
 
 
 @pytest.fixture(params=BACKENDS)

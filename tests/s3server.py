@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.servers import free_port
+from tests.servers import free_port, stop_process
 
 READY_MARK = b"Running on"
 START_TIMEOUT_SECONDS = 60.0
@@ -75,12 +75,7 @@ def moto_s3_server(log_dir: Path) -> Iterator[S3Server]:
             )
         yield S3Server(f"http://127.0.0.1:{port}", port, log_path)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         reader.join(timeout=20)
 
 

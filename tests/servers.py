@@ -15,6 +15,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a server process and reap it; kill it if it does not stop within 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -74,9 +84,4 @@ def metastore_server(root: Path, db_url: str, **env: str) -> Iterator[RunningMet
             f"thrift://127.0.0.1:{port}", port, db_url, str(warehouse), str(cmroot), log_path
         )
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)

@@ -46,13 +46,17 @@ def main(ctx: click.Context, db_url: str | None, warehouse: str | None, cmroot: 
     ctx.obj = MetastoreConfig(**overrides)
 
 
-def _store(ctx: click.Context) -> Metastore:
-    config: MetastoreConfig = ctx.obj
+def _open_checked(config: MetastoreConfig, label: str = "metastore") -> Metastore:
+    """Open an existing metastore; a missing or old schema is an operator error, not a traceback."""
     if not schema_is_current(make_engine(config.db_url)):
         raise click.ClickException(
-            f"the metastore schema at {config.db_url} is missing or old; run 'hmsrepl schema upgrade' first"
+            f"the {label} schema at {config.db_url} is missing or old; run 'hmsrepl schema upgrade' first"
         )
     return Metastore(config)
+
+
+def _store(ctx: click.Context) -> Metastore:
+    return _open_checked(ctx.obj)
 
 
 @main.group()
@@ -203,11 +207,7 @@ def _side_store(prefix: str, values: dict[str, Any]) -> Metastore | None:
         db_url=url,
         **{k: v for k in ("warehouse", "cmroot") if (v := values.get(f"{prefix}_{k}"))},
     )
-    if not schema_is_current(make_engine(config.db_url)):
-        raise click.ClickException(
-            f"the {prefix} metastore schema at {url} is missing or old; run 'hmsrepl schema upgrade'"
-        )
-    return Metastore(config)
+    return _open_checked(config, f"{prefix} metastore")
 
 
 @main.group()

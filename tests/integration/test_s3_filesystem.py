@@ -28,8 +28,6 @@ pytest.register_assert_rewrite("tests.s3server")  # it is a plugin (fixtures) as
 
 from tests.s3server import S3Server, create_bucket, new_bucket_name, throttling_proxy  # noqa: E402
 
-pytest_plugins = ["tests.s3server"]
-
 MiB = 1024 * 1024
 
 

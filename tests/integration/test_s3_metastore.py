@@ -19,13 +19,8 @@ from hmsrepl.exceptions import FileLostError
 from hmsrepl.formats.file_uri import EncodedFileUri, split_versioned_reference
 from hmsrepl.metastore import Metastore
 from hmsrepl.storage import copy_file, filesystem_for
-
-pytest.register_assert_rewrite("tests.s3server")
-
-from tests.helpers import create_db_and_table, make_partition, write_file  # noqa: E402
-from tests.s3server import create_bucket, new_bucket_name  # noqa: E402
-
-pytest_plugins = ["tests.s3server"]
+from tests.helpers import create_db_and_table, make_partition, write_file
+from tests.s3server import create_bucket, new_bucket_name
 
 
 def crc_token(data: bytes) -> str:

@@ -22,8 +22,6 @@ from hmsrepl.storage import filesystem_for
 from tests.helpers import make_partition, make_table
 from tests.s3server import create_bucket, new_bucket_name
 
-pytest_plugins = ["tests.s3server"]
-
 
 def put(uri: str, data: bytes) -> str:
     filesystem_for(uri).write_bytes(uri, data)
