@@ -265,14 +265,14 @@ class LoadEngine:
         for start in range(0, len(pending), BATCH_EVENTS):
             batch = pending[start : start + BATCH_EVENTS]
             with self.target.events.transaction():
-                run = PartitionRun(writer, meta)
+                runs = PartitionRuns(writer, meta)
                 for event_id in batch:
                     event = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
-                    if not run.absorb(event):
-                        run.flush()
+                    if not runs.absorb(event):
+                        runs.flush_for(event)
                         apply_event(writer, event, meta)
                     result.events_applied += 1
-                run.flush()
+                runs.flush()
                 writer.set_last_id(batch[-1])
             if progress is not None:
                 progress(len(batch))
@@ -281,45 +281,44 @@ class LoadEngine:
         return result
 
 
-class PartitionRun:
-    """Folds consecutive partition events of one table into each partition's final state.
+class PartitionRuns:
+    """Folds partition events into each partition's final state, per table, within one batch.
 
     A batch commits as one transaction, so readers of the target only ever see batch boundaries; applying a
-    run of ADD/ALTER/DROP_PARTITION and partition INSERT events as one add, one alter and one drop call
-    gives the same target as applying them one by one, with far fewer round trips and without copying
-    file versions that a later event in the run replaces.
+    table's run of ADD/ALTER/DROP_PARTITION and partition INSERT events as one drop, one add and one alter
+    call gives the same target as applying them one by one, with far fewer round trips and without copying
+    file versions that a later event replaces. A table's run is flushed before any other event that touches
+    that table (or the database) is applied, so event order per object is kept.
     """
 
     KINDS = {EventType.ADD_PARTITION, EventType.ALTER_PARTITION, EventType.DROP_PARTITION, EventType.INSERT}
 
     def __init__(self, writer: TargetWriter, meta: DumpMetadata) -> None:
         self.writer, self.meta = writer, meta
-        self.table: dict[str, Any] | None = None
-        self.parts: dict[str, tuple[dict[str, Any], Any] | None] = {}
+        self.tables: dict[str, dict[str, Any]] = {}
+        self.parts: dict[str, dict[str, tuple[dict[str, Any], Any] | None]] = {}
 
     def absorb(self, event: dict[str, Any]) -> bool:
+        """Take a partition event into its table's run; False for any other event (flush, then apply it)."""
         kind, body = event["event_type"], event["message"]
         if kind not in self.KINDS or (kind == EventType.INSERT and not body.get("partition")):
             return False
         table = body["table"]
-        if self.table is not None and self.table["table_name"] != table["table_name"]:
-            self.flush()
-        self.table = table
+        name = table["table_name"]
+        self.tables[name] = table
+        parts = self.parts.setdefault(name, {})
         keys = [k["name"] for k in table.get("partition_keys", [])]
         if kind == EventType.ADD_PARTITION:
             for snapshot, files in zip(body["partitions"], body["files"], strict=True):
-                self.parts[make_partition_name(keys, snapshot["values"])] = (
-                    snapshot,
-                    _data(files, self.meta),
-                )
+                parts[make_partition_name(keys, snapshot["values"])] = (snapshot, _data(files, self.meta))
         elif kind == EventType.DROP_PARTITION:
             for snapshot in body["partitions"]:
-                self.parts[make_partition_name(keys, snapshot["values"])] = None
+                parts[make_partition_name(keys, snapshot["values"])] = None
         else:
             snapshot = body["after"] if kind == EventType.ALTER_PARTITION else body["partition"]
-            name = make_partition_name(keys, snapshot["values"])
+            part_name = make_partition_name(keys, snapshot["values"])
             has_files = bool(body.get("files")) or body.get("is_truncate") or kind == EventType.INSERT
-            previous = self.parts.get(name)
+            previous = parts.get(part_name)
             files = (
                 _data(body.get("files") or [], self.meta)
                 if has_files
@@ -327,20 +326,35 @@ class PartitionRun:
             )
             if kind == EventType.INSERT and previous is not None:
                 snapshot = previous[0]  # an INSERT changes data, not the partition's metadata
-            self.parts[name] = (snapshot, files)
+            parts[part_name] = (snapshot, files)
         return True
 
-    def flush(self) -> None:
-        if self.table is None:
+    def flush_for(self, event: dict[str, Any]) -> None:
+        """Flush the runs an event depends on: its table's (both names for a rename), or all for db events."""
+        body = event["message"]
+        if event.get("table") is None:
+            self.flush()
             return
-        name, location = self.table["table_name"], self.table["sd"].get("location")
-        dropped = [name_ for name_, state in self.parts.items() if state is None]
+        names = {event["table"]}
+        if event["event_type"] == EventType.ALTER_TABLE:
+            names |= {body["before"]["table_name"], body["after"]["table_name"]}
+        for name in names:
+            self._flush_table(name)
+
+    def flush(self) -> None:
+        for name in list(self.tables):
+            self._flush_table(name)
+
+    def _flush_table(self, name: str) -> None:
+        table, parts = self.tables.pop(name, None), self.parts.pop(name, {})
+        if table is None:
+            return
+        dropped = [part_name for part_name, state in parts.items() if state is None]
         if dropped:
             self.writer.drop_partitions(name, [[v for _, v in parse_partition_name(n)] for n in dropped])
-        kept = [state for state in self.parts.values() if state is not None]
+        kept = [state for state in parts.values() if state is not None]
         if kept:
-            self.writer.put_partitions(name, kept, location)
-        self.table, self.parts = None, {}
+            self.writer.put_partitions(name, kept, table["sd"].get("location"))
 
 
 # -- event handlers: one per event type (a table of behaviours, not a chain of ifs) ----------------------------
