@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 from hmsrepl.exceptions import StorageError
 from hmsrepl.storage.base import FileStatus, FileSystem
-from hmsrepl.storage.checksum import checksum_stream
+from hmsrepl.storage.checksum import CHUNK_BYTES, ChecksumReader, checksum_stream
 
 
 def local_path(uri: str) -> str:
@@ -60,12 +60,27 @@ class LocalFileSystem(FileSystem):
             raise StorageError(f"cannot read '{uri}': {exc.strerror}") from exc
 
     def write_bytes(self, uri: str, data: bytes) -> None:
+        with self._atomic_output(uri) as out:
+            out.write(data)
+
+    def write_stream(self, uri: str, stream: BinaryIO) -> str:
+        """Stream into place in bounded memory, hashing while writing (one pass for copies)."""
+        reader = ChecksumReader(stream)
+        with self._atomic_output(uri) as out:
+            shutil.copyfileobj(reader, out, CHUNK_BYTES)  # type: ignore[misc]
+        return reader.token
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _atomic_output(uri: str) -> Iterator[BinaryIO]:
+        """A temporary file beside the target, synced and renamed over it: readers see old or new, never part."""
         path = local_path(uri)
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path) or ".")
+        directory = os.path.dirname(path) or "."
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(data)
+                yield out
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, path)
