@@ -1,15 +1,20 @@
-"""The main job on embedded defaults: a real Spark workload against the metastore, then a summary.
+"""The main job on embedded defaults, end to end: a Spark workload on a source metastore served over Thrift,
+a bootstrap replication, more workload, incremental replication in LIMIT batches, and a verification.
 
-It grows with the product: today it exercises the metastore core (catalog, notification log, change
-manager, insert-only ACID tables written by Spark); replication and Airflow steps join as they land.
+Everything runs on this machine: SQLite metastores, local warehouses, Spark ``local[2]``. The Airflow DAGs
+run the same steps on a schedule (see dags/ when they land).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
+import subprocess
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,9 +23,13 @@ import click
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.model import Database, FieldSchema, Partition, StorageDescriptor, Table
+from hmsrepl.metastore.model import FieldSchema, StorageDescriptor, Table
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.verify import verify
 
-PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
+DATABASES = ("sales", "hr")
+BATCH = 25  # LIMIT of each incremental dump
 
 
 class StepTimer:
@@ -35,123 +44,188 @@ class StepTimer:
         self.steps.append((name, time.perf_counter() - start))
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def metastore_server(config: MetastoreConfig, log: Path) -> Iterator[str]:
+    """Run ``hmsrepl metastore serve`` for the source on a free loopback port; stop it afterwards."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "HMSREPL_DB_URL": config.db_url,
+        "HMSREPL_WAREHOUSE": config.warehouse,
+        "HMSREPL_CMROOT": config.cmroot,
+        "HMSREPL_TRASH_ROOT": config.trash_root,
+    }
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hmsrepl.cli", "metastore", "serve", "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise click.ClickException(f"the source metastore exited; see {log}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise click.ClickException(f"the source metastore did not start; see {log}") from None
+                time.sleep(0.1)
+        yield f"thrift://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def run(home: Path = Path("var/demo")) -> None:
     if home.exists():
         shutil.rmtree(home)
-    config = MetastoreConfig(
-        db_url=f"sqlite:///{home / 'source-metastore.db'}",
-        warehouse=str((home / "warehouse").absolute()),
-        cmroot=str((home / "cmroot").absolute()),
-    )
-    timer = StepTimer()
-    with timer.step("create metastore schema (SQLite, Alembic)"):
-        store = Metastore.open(config)
-    with timer.step("start Spark (local)"):
-        from hmsrepl.spark_session import local_spark_session
+    home.mkdir(parents=True)
+    home = home.absolute()
 
-        spark = local_spark_session("hmsrepl-demo")
-        spark.sparkContext.setLogLevel("ERROR")
-    try:
-        with timer.step("workload: databases, partitioned tables, inserts, overwrite, drops"):
-            _plain_workload(store, spark)
-        with timer.step("workload: insert-only transactional table, committed and aborted txns"):
-            visible_rows = _acid_workload(store, spark)
-    finally:
-        spark.stop()
-    _summary(store, timer, visible_rows)
-
-
-def _write_parquet(spark: Any, location: str, rows: list[tuple[int, str]], mode: str = "append") -> None:
-    spark.createDataFrame(rows, "id INT, name STRING").coalesce(1).write.mode(mode).parquet(location)
-
-
-def _plain_workload(store: Metastore, spark: Any) -> None:
-    catalog = store.catalog
-    for db in ("sales", "hr"):
-        catalog.create_database(Database(name=db, description=f"{db} data"))
-    sd = StorageDescriptor(
-        cols=[FieldSchema(name="id", type="int"), FieldSchema(name="name", type="string")],
-        input_format=PARQUET_INPUT,
-    )
-    orders = catalog.create_table(
-        Table(
-            db_name="sales",
-            table_name="orders",
-            sd=sd,
-            partition_keys=[FieldSchema(name="day", type="string")],
+    def config(side: str) -> MetastoreConfig:
+        return MetastoreConfig(
+            db_url=f"sqlite:///{home / side / 'metastore.db'}",
+            warehouse=str(home / side / "warehouse"),
+            cmroot=str(home / side / "cmroot"),
         )
-    )
-    days = ["2026-11-20", "2026-11-21", "2026-11-22"]
-    added = catalog.add_partitions(
-        "sales", "orders", [Partition(values=[d], db_name="sales", table_name="orders") for d in days]
-    )
-    for part, day in zip(added, days, strict=True):
-        _write_parquet(spark, part.sd.location or "", [(i, f"order-{day}-{i}") for i in range(100)])
-        catalog.insert("sales", "orders", [day])
-    # Overwrite one partition: the replaced files go to cmroot.
-    _write_parquet(spark, added[0].sd.location or "", [(1, "corrected")], mode="overwrite")
-    catalog.insert("sales", "orders", [days[0]], replace=True)
-    catalog.drop_partitions("sales", "orders", [[days[1]]])
-    people = catalog.create_table(Table(db_name="hr", table_name="people", sd=sd))
-    _write_parquet(spark, people.sd.location or "", [(1, "ada"), (2, "grace")])
-    catalog.insert("hr", "people")
-    catalog.alter_table("hr", "people", people.model_copy(update={"table_name": "staff"}))
-    scratch = catalog.create_table(Table(db_name="hr", table_name="scratch", sd=sd))
-    _write_parquet(spark, scratch.sd.location or "", [(9, "tmp")])
-    catalog.insert("hr", "scratch")
-    catalog.drop_table("hr", "scratch")
-    assert orders.id is not None
+
+    timer = StepTimer()
+    with timer.step("create source and target metastores (SQLite, Alembic)"):
+        source, target = Metastore.open(config("source")), Metastore.open(config("target"))
+    engine = ReplicationEngine(str(home / "dumps"), source, target)
+    with metastore_server(source.config, home / "source-metastore.log") as uri:
+        with timer.step(f"start Spark (local) with the source metastore at {uri} as its catalog"):
+            from hmsrepl.spark_session import hive_spark_session
+
+            spark = hive_spark_session("hmsrepl-demo", uri, source.config.warehouse)
+            spark.sparkContext.setLogLevel("ERROR")
+        try:
+            with timer.step(
+                "workload 1: databases, partitioned and plain tables, inserts, an insert-only ACID table"
+            ):
+                _workload_one(spark, source)
+            with timer.step("bootstrap: REPL DUMP + REPL LOAD of each database"):
+                for db in DATABASES:
+                    dumped = engine.execute(f"REPL DUMP {db}")
+                    engine.execute(f"REPL LOAD {db}_dr FROM '{dumped.dump_dir}'")
+            with timer.step(
+                "workload 2: inserts, overwrite, dynamic partitions, drop partition, rename, drops"
+            ):
+                _workload_two(spark)
+        finally:
+            spark.stop()
+        with timer.step(
+            f"incremental: REPL DUMP FROM repl.last.id LIMIT {BATCH} + REPL LOAD until caught up"
+        ):
+            batches = _catch_up(engine, source, target)
+    with timer.step("verify: replica == source (metadata and file checksums)"):
+        differences = {db: verify(source, db, target, f"{db}_dr") for db in DATABASES}
+    _summary(source, target, timer, batches, differences)
+    if any(differences.values()):
+        raise SystemExit(1)
 
 
-def _acid_workload(store: Metastore, spark: Any) -> int:
-    from hmsrepl.acid.spark import read_insert_only, write_insert_only
+def _workload_one(spark: Any, source: Metastore) -> None:
+    sql = spark.sql
+    sql("CREATE DATABASE sales")
+    sql("CREATE DATABASE hr")
+    sql("CREATE TABLE sales.orders (id INT, item STRING) PARTITIONED BY (day STRING) STORED AS PARQUET")
+    sql("CREATE TABLE hr.people (id INT, name STRING) STORED AS TEXTFILE")
+    for day in ("2026-11-20", "2026-11-21"):
+        sql(
+            f"INSERT INTO sales.orders PARTITION (day='{day}') SELECT id, concat('item-', id) FROM range(100)"
+        )
+    sql("INSERT INTO hr.people VALUES (1, 'ada'), (2, 'grace')")
+    _acid_table(spark, source)
 
-    store.catalog.create_table(
+
+def _acid_table(spark: Any, source: Metastore) -> None:
+    """Insert-only transactional table: two committed writes and one that fails (its txn is aborted)."""
+    from hmsrepl.acid.spark import write_insert_only
+
+    source.catalog.create_table(
         Table(
             db_name="sales",
             table_name="clicks",
             sd=StorageDescriptor(
                 cols=[FieldSchema(name="id", type="int"), FieldSchema(name="name", type="string")],
-                input_format=PARQUET_INPUT,
+                input_format="org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
             ),
             parameters={"transactional": "true", "transactional_properties": "insert_only"},
         )
     )
-    frame: Callable[[int], Any] = lambda start: spark.createDataFrame(  # noqa: E731
-        [(i, f"click-{i}") for i in range(start, start + 50)], "id INT, name STRING"
-    )
-    write_insert_only(frame(0), store, "sales", "clicks")
-    write_insert_only(frame(50), store, "sales", "clicks")
+    frame = spark.createDataFrame([(i, f"click-{i}") for i in range(50)], "id INT, name STRING")
+    write_insert_only(frame, source, "sales", "clicks")
+    write_insert_only(frame.selectExpr("id + 50 AS id", "name"), source, "sales", "clicks")
     spark.sparkContext.setLogLevel(
         "OFF"
     )  # the failure below is intended; keep its task traces off the console
     try:
-        write_insert_only(
-            frame(100).selectExpr("id", "CAST(raise_error('simulated writer failure') AS STRING) AS name"),
-            store,
-            "sales",
-            "clicks",
-        )
+        failing = frame.selectExpr("id", "CAST(raise_error('simulated writer failure') AS STRING) AS name")
+        write_insert_only(failing, source, "sales", "clicks")
     except Exception:  # the demo shows that a failed writer's txn is aborted
         click.echo("   (a failing writer aborted its transaction, as intended)")
     spark.sparkContext.setLogLevel("ERROR")
-    return read_insert_only(spark, store, "sales", "clicks").count()
 
 
-def _summary(store: Metastore, timer: StepTimer, visible_rows: int) -> None:
-    events = store.get_next_notification(0)
+def _workload_two(spark: Any) -> None:
+    sql = spark.sql
+    sql("INSERT INTO sales.orders PARTITION (day='2026-11-21') VALUES (1000, 'late order')")
+    sql("INSERT OVERWRITE TABLE sales.orders PARTITION (day='2026-11-20') VALUES (1, 'corrected')")
+    sql("INSERT INTO sales.orders PARTITION (day) VALUES (7, 'x', '2026-11-22'), (8, 'y', '2026-11-23')")
+    sql("ALTER TABLE sales.orders DROP PARTITION (day='2026-11-23')")
+    sql("ALTER TABLE hr.people RENAME TO hr.staff")
+    sql("INSERT INTO hr.staff VALUES (3, 'barbara')")
+    sql("CREATE TABLE hr.scratch STORED AS PARQUET AS SELECT * FROM hr.staff")
+    sql("DROP TABLE hr.scratch")
+
+
+def _catch_up(engine: ReplicationEngine, source: Metastore, target: Metastore) -> int:
+    batches = 0
+    for db in DATABASES:
+        while (last := repl_status(target, f"{db}_dr") or 0) < source.get_current_notification_event_id():
+            dumped = engine.execute(f"REPL DUMP {db} FROM {last} LIMIT {BATCH}")
+            engine.execute(f"REPL LOAD {db}_dr FROM '{dumped.dump_dir}'")
+            batches += 1
+            if dumped.events == 0:
+                break
+    return batches
+
+
+def _summary(
+    source: Metastore, target: Metastore, timer: StepTimer, batches: int, differences: dict[str, list[str]]
+) -> None:
+    events = source.get_next_notification(0)
     by_type = Counter(e.event_type for e in events)
-    cm_files = list(Path(store.cm.cmroot).glob("*"))
     click.echo("\nSummary")
     click.echo(
-        f"  notification log: {len(events)} events, current id {store.get_current_notification_event_id()}"
+        f"  source notification log: {len(events)} events; "
+        + ", ".join(f"{kind} {count}" for kind, count in sorted(by_type.items()))
     )
-    for event_type, count in sorted(by_type.items()):
-        click.echo(f"    {event_type:<16} {count}")
-    click.echo(f"  cmroot keeps {len(cm_files)} recycled files (data of dropped tables and partitions)")
-    click.echo(f"  transactions: {store.txns.get_valid_txns().to_string()}  (hwm:minOpen:open:aborted)")
-    [clicks] = store.txns.get_valid_write_ids(["sales.clicks"])
-    click.echo(f"  sales.clicks write ids: {clicks.write_ids.to_string()}; rows visible: {visible_rows}")
+    click.echo(
+        f"  source cmroot keeps {len(list(Path(source.cm.cmroot).glob('*')))} files (dropped and overwritten data)"
+    )
+    for db in DATABASES:
+        tables = target.catalog.get_tables(f"{db}_dr")
+        click.echo(
+            f"  {db}_dr: repl.last.id {repl_status(target, f'{db}_dr')}, tables {tables}; "
+            + ("equals the source" if not differences[db] else f"DIFFERS: {differences[db]}")
+        )
+    click.echo(f"  incremental batches loaded: {batches}")
     click.echo("  step timings:")
     for name, seconds in timer.steps:
         click.echo(f"    {seconds:7.2f} s  {name}")

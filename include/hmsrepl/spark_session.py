@@ -20,6 +20,7 @@ def local_spark_session(
         SparkSession.builder.appName(app_name)
         .master(master or os.environ.get("HMSREPL_SPARK_MASTER", "local[2]"))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
