@@ -59,4 +59,6 @@ class MetastoreConfig(BaseSettings):
         default="contains",
         description="Serve an entry whose committed write ids equal the reader's, or also ones that contain them.",
     )
-    cache_metrics_log_interval_seconds: float = Field(default=60.0, description="How often metrics are logged.")
+    cache_metrics_log_interval_seconds: float = Field(
+        default=60.0, description="How often metrics are logged."
+    )

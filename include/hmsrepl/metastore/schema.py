@@ -44,6 +44,7 @@ dbs = Table(
     Column("name", String(NAME), nullable=False, unique=True),
     Column("doc", LongText, nullable=False),
     Column("create_time", BigInteger, nullable=False),
+    sqlite_autoincrement=True,  # ids never reused: a re-created object gets a new id
 )
 
 tbls = Table(
@@ -57,6 +58,7 @@ tbls = Table(
     Column("doc", LongText, nullable=False),
     Column("write_id", BigInteger, nullable=False, default=0),
     UniqueConstraint("db_id", "tbl_name"),
+    sqlite_autoincrement=True,  # ids never reused: a re-created object gets a new id
 )
 
 partitions = Table(
@@ -69,6 +71,7 @@ partitions = Table(
     Column("doc", LongText, nullable=False),
     Column("write_id", BigInteger, nullable=False, default=0),
     UniqueConstraint("tbl_id", "part_name"),
+    sqlite_autoincrement=True,  # ids never reused: a re-created object gets a new id
 )
 
 partition_key_vals = Table(
@@ -89,6 +92,7 @@ funcs = Table(
     Column("func_name", String(NAME), nullable=False),
     Column("doc", LongText, nullable=False),
     UniqueConstraint("db_id", "func_name"),
+    sqlite_autoincrement=True,  # ids never reused: a re-created object gets a new id
 )
 
 notification_log = Table(

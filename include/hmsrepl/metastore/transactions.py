@@ -162,6 +162,9 @@ class TransactionService:
         out: list[TxnToWriteId] = []
         allocated: list[TxnToWriteId] = []
         with self.events.transaction() as tx:
+            # Lock the table row: the first allocation for a table inserts its counter row, and two first
+            # allocations at once would otherwise both insert it.
+            self.catalog._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
             key = (next_write_id.c.db_name == table.db_name) & (next_write_id.c.tbl_name == table.table_name)
             next_id = tx.conn.execute(
                 select(next_write_id.c.next_write_id).where(key).with_for_update()
@@ -282,7 +285,9 @@ class TransactionService:
                 conn.execute(select(txn_sequence.c.next_txn_id).where(txn_sequence.c.id == 1)).scalar_one()
                 - 1
             )
-            rows = conn.execute(select(txns.c.txn_id, txns.c.state).where(txns.c.state != COMMITTED)).all()
+            rows = conn.execute(  # txns opened after the watermark was read are not part of this snapshot
+                select(txns.c.txn_id, txns.c.state).where(txns.c.state != COMMITTED, txns.c.txn_id <= hwm)
+            ).all()
         return ValidTxnList(
             hwm,
             frozenset(r.txn_id for r in rows if r.state == OPEN),
@@ -315,6 +320,18 @@ class TransactionService:
     ) -> ValidWriteIdList:
         t2w = txn_to_write_id
         invalid_txns = set(snapshot.open_txns) | set(snapshot.aborted_txns)
+        # The watermark first: a write id allocated after it is above it and ignored; read the other way
+        # round, an id allocated in between would count as committed while its txn is still open.
+        hwm = (
+            conn.execute(
+                select(func.max(t2w.c.write_id)).where(
+                    t2w.c.db_name == db_name,
+                    t2w.c.tbl_name == table_name,
+                    t2w.c.txn_id <= snapshot.high_watermark,
+                )
+            ).scalar()
+            or 0
+        )
         candidates = conn.execute(
             select(t2w.c.write_id, t2w.c.txn_id)
             .join(txns, txns.c.txn_id == t2w.c.txn_id)
@@ -328,16 +345,6 @@ class TransactionService:
                 ),
             )
         ).all()
-        hwm = (
-            conn.execute(
-                select(func.max(t2w.c.write_id)).where(
-                    t2w.c.db_name == db_name,
-                    t2w.c.tbl_name == table_name,
-                    t2w.c.txn_id <= snapshot.high_watermark,
-                )
-            ).scalar()
-            or 0
-        )
         open_ids: set[int] = set()
         aborted_ids: set[int] = set()
         for row in candidates:

@@ -10,6 +10,10 @@ connectable = config.attributes.get("connection")
 if connectable is None:
     engine = make_engine(config.get_main_option("sqlalchemy.url"))
     with engine.connect() as connection:
+        if connection.dialect.name == "sqlite":
+            # Rebuilding a table (SQLite's only way to change one) drops it; with foreign keys enforced that
+            # would fail for referenced tables. The pragma works only outside a transaction: set it raw.
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
         context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
         with context.begin_transaction():
             context.run_migrations()

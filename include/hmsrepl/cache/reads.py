@@ -1,0 +1,223 @@
+"""Catalog reads answered from the metadata cache when it may, and from the database otherwise.
+
+Both paths return the same objects in the same order and raise the same errors, so callers (the Thrift
+handler, in-process users) need not know which one answered. ``to`` converts each object for the caller
+(e.g. to its Thrift struct); on a hit the conversion is done once per cached object and kept, and ``keep``
+may name a richer conversion for that (the Thrift handler keeps each partition's wire encoding with it).
+Works without a cache too: then every read goes to the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from hmsrepl.cache.entries import CachedObject, TableState
+from hmsrepl.cache.filters import compile_filter
+from hmsrepl.cache.service import MetadataCache
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.formats.writeids import ValidWriteIdList
+from hmsrepl.metastore.catalog import CatalogService
+
+T = TypeVar("T")
+Convert = Callable[[Any], Any] | None
+
+
+def _limit(items: Sequence[T], max_parts: int) -> Sequence[T]:
+    return items if max_parts < 0 else items[:max_parts]
+
+
+class CachedReads:
+    def __init__(self, catalog: CatalogService, cache: MetadataCache | None = None) -> None:
+        self.catalog = catalog
+        self.cache = cache
+
+    @staticmethod
+    def _out(entry: CachedObject, to: Convert) -> Any:
+        return entry.struct(to) if to is not None else entry.model
+
+    @staticmethod
+    def _conv(obj: Any, to: Convert) -> Any:
+        return to(obj) if to is not None else obj
+
+    def _select(
+        self,
+        db_name: str,
+        table_name: str,
+        write_ids: ValidWriteIdList | None,
+        table_id: int | None,
+        select: Callable[[TableState], T],
+    ) -> tuple[bool, T | None]:
+        if self.cache is None:
+            return False, None
+        answer = self.cache.partitions(db_name, table_name, write_ids, table_id, select)
+        return answer.hit, answer.value
+
+    # -- databases and tables -------------------------------------------------------------------------------
+    def database(self, name: str, *, to: Convert = None) -> Any:
+        if self.cache is not None:
+            answer = self.cache.database(name)
+            if answer.hit and answer.value is not None:
+                return self._out(answer.value, to)
+        return self._conv(self.catalog.get_database(name), to)
+
+    def table(
+        self,
+        db_name: str,
+        table_name: str,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+        *,
+        to: Convert = None,
+    ) -> Any:
+        if self.cache is not None:
+            answer = self.cache.table(db_name, table_name, write_ids, table_id)
+            if answer.hit and answer.value is not None:
+                return self._out(answer.value, to)
+        return self._conv(self.catalog.get_table(db_name, table_name), to)
+
+    # -- partitions -----------------------------------------------------------------------------------------
+    def partitions(
+        self,
+        db_name: str,
+        table_name: str,
+        max_parts: int = -1,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+        *,
+        to: Convert = None,
+        keep: Convert = None,
+    ) -> list[Any]:
+        hit, found = self._select(
+            db_name, table_name, write_ids, table_id, lambda s: _limit(s.ordered_partitions(), max_parts)
+        )
+        if hit:
+            return [self._out(entry, keep or to) for _, entry in found or ()]
+        return [self._conv(p, to) for p in self.catalog.get_partitions(db_name, table_name, max_parts)]
+
+    def partition(
+        self,
+        db_name: str,
+        table_name: str,
+        values: Sequence[str],
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+        *,
+        to: Convert = None,
+        keep: Convert = None,
+    ) -> Any:
+        hit, found = self._select(db_name, table_name, write_ids, table_id, lambda s: s.partition(values))
+        if hit and found is not None:
+            return self._out(found, keep or to)
+        return self._conv(self.catalog.get_partition(db_name, table_name, values), to)
+
+    def partitions_by_names(
+        self,
+        db_name: str,
+        table_name: str,
+        names: Sequence[str],
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+        *,
+        to: Convert = None,
+        keep: Convert = None,
+    ) -> list[Any]:
+        hit, found = self._select(
+            db_name, table_name, write_ids, table_id, lambda s: s.partitions_by_names(names)
+        )
+        if hit:
+            return [self._out(entry, keep or to) for entry in found or ()]
+        return [self._conv(p, to) for p in self.catalog.get_partitions_by_names(db_name, table_name, names)]
+
+    def partition_names(
+        self,
+        db_name: str,
+        table_name: str,
+        max_parts: int = -1,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+    ) -> list[str]:
+        hit, found = self._select(
+            db_name,
+            table_name,
+            write_ids,
+            table_id,
+            lambda s: [name for name, _ in _limit(s.ordered_partitions(), max_parts)],
+        )
+        if hit:
+            return list(found or ())
+        return self.catalog.get_partition_names(db_name, table_name, max_parts)
+
+    def partitions_ps(
+        self,
+        db_name: str,
+        table_name: str,
+        partial_values: Sequence[str],
+        max_parts: int = -1,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+        *,
+        to: Convert = None,
+        keep: Convert = None,
+    ) -> list[Any]:
+        hit, found = self._select(
+            db_name, table_name, write_ids, table_id, lambda s: s.matching(partial_values, max_parts)
+        )
+        if hit:
+            return [self._out(entry, keep or to) for _, entry in found or ()]
+        parts = self.catalog.get_partitions_ps(db_name, table_name, partial_values, max_parts)
+        return [self._conv(p, to) for p in parts]
+
+    def partition_names_ps(
+        self,
+        db_name: str,
+        table_name: str,
+        partial_values: Sequence[str],
+        max_parts: int = -1,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+    ) -> list[str]:
+        hit, found = self._select(
+            db_name,
+            table_name,
+            write_ids,
+            table_id,
+            lambda s: [name for name, _ in s.matching(partial_values, max_parts)],
+        )
+        if hit:
+            return list(found or ())
+        table = self.catalog.get_table(db_name, table_name)
+        parts = self.catalog.get_partitions_ps(db_name, table_name, partial_values, max_parts)
+        return [make_partition_name(table.partition_key_names, p.values) for p in parts]
+
+    def partitions_by_filter(
+        self,
+        db_name: str,
+        table_name: str,
+        filter_text: str,
+        max_parts: int = -1,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+        *,
+        to: Convert = None,
+        keep: Convert = None,
+    ) -> list[Any]:
+        def select(state: TableState) -> list[CachedObject]:
+            if max_parts == 0:
+                return []
+            if not filter_text.strip():
+                return [entry for _, entry in _limit(state.ordered_partitions(), max_parts)]
+            matches = compile_filter(filter_text, state.table_model)
+            out = []
+            for _, entry in state.ordered_partitions():
+                if matches(entry.model.values):  # type: ignore[union-attr]
+                    out.append(entry)
+                    if len(out) == max_parts:
+                        break
+            return out
+
+        hit, found = self._select(db_name, table_name, write_ids, table_id, select)
+        if hit:
+            return [self._out(entry, keep or to) for entry in found or ()]
+        parts = self.catalog.get_partitions_by_filter(db_name, table_name, filter_text, max_parts)
+        return [self._conv(p, to) for p in parts]

@@ -1,0 +1,261 @@
+"""The metadata cache of one metastore instance: lookups that decide hit or miss, and the updater behind them.
+
+A lookup answers only when the cached entry shows what the reader must see (see ``freshness``); otherwise it
+reports why not, and the caller reads the database. Transactional tables need the reader's ValidWriteIdList
+and table id: without the list there is no way to know what the reader must see, so such reads go to the
+database (the seeds' design raises an error instead; old clients such as Spark's Hive 2.3 client never send
+a list, and must keep working). Tables without write ids (external and other non-transactional tables) and
+databases are eventually consistent, as in Hive's CachedStore, except that a write made through this
+instance is waited for: until the updater has applied it, eventual reads here go to the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from hmsrepl.cache.entries import CachedObject, TableKey, TableState
+from hmsrepl.cache.filters import UnsupportedFilter
+from hmsrepl.cache.freshness import Freshness, Verdict, compare, may_serve
+from hmsrepl.cache.loader import SnapshotLoader
+from hmsrepl.cache.metrics import CacheMetrics, MissReason
+from hmsrepl.cache.store import CacheStore
+from hmsrepl.cache.updater import CacheUpdater
+from hmsrepl.config import MetastoreConfig
+from hmsrepl.exceptions import InvalidObjectError, MetastoreError
+from hmsrepl.formats.writeids import ValidWriteIdList
+from hmsrepl.metastore import Metastore
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+_MISS_BY_VERDICT = {
+    Verdict.CACHE_BEHIND: MissReason.CACHE_BEHIND,
+    Verdict.CACHE_NEWER: MissReason.CACHE_NEWER,
+    Verdict.INCOMPARABLE: MissReason.INCOMPARABLE,
+}
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """The cache's settings (``HMSREPL_CACHE_*`` in ``MetastoreConfig``)."""
+
+    prewarm: bool = True
+    max_entries: int = 2_000_000
+    max_bytes: int = 2 * 1024**3
+    refresh_interval_seconds: float = 0.5
+    event_batch_size: int = 1000
+    freshness: Freshness = Freshness.CONTAINS
+    metrics_log_interval_seconds: float = 60.0
+
+    @classmethod
+    def from_config(cls, config: MetastoreConfig) -> CacheSettings:
+        return cls(
+            prewarm=config.cache_prewarm,
+            max_entries=config.cache_max_entries,
+            max_bytes=config.cache_max_bytes,
+            refresh_interval_seconds=config.cache_refresh_interval_seconds,
+            event_batch_size=config.cache_event_batch_size,
+            freshness=Freshness(config.cache_freshness),
+            metrics_log_interval_seconds=config.cache_metrics_log_interval_seconds,
+        )
+
+
+@dataclass(frozen=True)
+class Answer(Generic[T]):
+    """A cache hit (``value``) or why not (``miss``)."""
+
+    value: T | None = None
+    miss: MissReason | None = None
+
+    @property
+    def hit(self) -> bool:
+        return self.miss is None
+
+
+class MetadataCache:
+    def __init__(
+        self,
+        metastore: Metastore,
+        settings: CacheSettings | None = None,
+        *,
+        loader: SnapshotLoader | None = None,
+    ) -> None:
+        self.metastore = metastore
+        self.settings = settings or CacheSettings()
+        self.store = CacheStore(max_entries=self.settings.max_entries, max_bytes=self.settings.max_bytes)
+        self.stats = CacheMetrics()
+        self.updater = CacheUpdater(
+            metastore,
+            self.store,
+            self.stats,
+            prewarm=self.settings.prewarm,
+            refresh_interval=self.settings.refresh_interval_seconds,
+            batch_size=self.settings.event_batch_size,
+            metrics_log_interval=self.settings.metrics_log_interval_seconds,
+            gauges=self._gauges,
+            loader=loader,
+        )
+        self._fence = -1  # eventual reads wait until the updater has applied this instance's last write
+        self._fence_lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, metastore: Metastore) -> MetadataCache:
+        return cls(metastore, CacheSettings.from_config(metastore.config))
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the updater: it prewarms in the background while reads go to the database."""
+        self.updater.start()
+
+    def stop(self) -> None:
+        self.updater.stop()
+
+    @property
+    def applied_event_id(self) -> int:
+        return self.updater.position
+
+    def wait_applied(self, event_id: int, timeout: float = 30.0) -> bool:
+        return self.updater.wait_applied(event_id, timeout)
+
+    def note_local_write(self) -> None:
+        """A write went through this instance: eventual reads here wait for the updater to apply it."""
+        try:
+            event_id = self.metastore.events.current_event_id()
+        except Exception:  # the write's own error matters more; wait at least for the next event instead
+            log.warning("metadata cache: cannot read the log position after a write", exc_info=True)
+            event_id = self.updater.position + 1
+        with self._fence_lock:
+            self._fence = max(self._fence, event_id)
+        self.updater.wake()
+
+    def metrics(self) -> dict[str, Any]:
+        """Hits, misses by reason, lag in events and memory use, as one JSON-ready dict."""
+        return self.stats.snapshot(**self._gauges())
+
+    def _gauges(self) -> dict[str, Any]:
+        applied, latest = self.updater.position, self.updater.latest
+        return {
+            "applied_event_id": applied,
+            "latest_event_id": latest,
+            "lag_events": max(0, latest - applied),
+            "ready": self.updater.ready.is_set(),
+            "tables": len(self.store.tables()),
+            "entries": self.store.entries,
+            "approx_bytes": self.store.bytes,
+            "evictions": self.store.evictions,
+            "freshness": str(self.settings.freshness),
+        }
+
+    # -- lookups --------------------------------------------------------------------------------------------
+    def table(
+        self, db_name: str, table_name: str, write_ids: ValidWriteIdList | None, table_id: int | None
+    ) -> Answer[CachedObject]:
+        return self.read_table(db_name, table_name, write_ids, table_id, lambda state: state.table)
+
+    def partitions(
+        self,
+        db_name: str,
+        table_name: str,
+        write_ids: ValidWriteIdList | None,
+        table_id: int | None,
+        select: Callable[[TableState], T],
+    ) -> Answer[T]:
+        """Run ``select`` on the table's cached partitions, if the entry may answer this reader."""
+
+        def guarded(state: TableState) -> T:
+            if state.partitions is None:
+                raise _Miss(MissReason.PARTITIONS_NOT_CACHED)
+            return select(state)
+
+        return self.read_table(db_name, table_name, write_ids, table_id, guarded)
+
+    def read_table(
+        self,
+        db_name: str,
+        table_name: str,
+        write_ids: ValidWriteIdList | None,
+        table_id: int | None,
+        select: Callable[[TableState], T],
+    ) -> Answer[T]:
+        """Check freshness and run ``select`` in one lock hold, so its answer is of one version."""
+        key = (db_name.lower(), table_name.lower())
+        _check_names(key, write_ids)
+        with self.store.lock:
+            state = self.store.table(key, touch=True)
+            reason = self._stale_reason(state, write_ids, table_id)
+            if reason is None:
+                assert state is not None
+                try:
+                    value = select(state)
+                except _Miss as miss:
+                    reason = miss.reason
+                except UnsupportedFilter:
+                    reason = MissReason.UNSUPPORTED_FILTER
+                except MetastoreError:  # answered from the cache: e.g. no such partition in this version
+                    self.stats.hit()
+                    raise
+        if reason is not None:
+            self.stats.miss(reason)
+            if reason is MissReason.NOT_CACHED:
+                self.updater.request_load(key)
+            return Answer(miss=reason)
+        self.stats.hit()
+        return Answer(value=value)
+
+    def database(self, name: str) -> Answer[CachedObject]:
+        with self.store.lock:
+            found = self.store.database(name.lower())
+        if found is None:
+            reason = MissReason.NOT_CACHED
+        elif self._fenced():
+            reason = MissReason.LOCAL_WRITE_PENDING
+        else:
+            self.stats.hit()
+            return Answer(value=found.entry)
+        self.stats.miss(reason)
+        return Answer(miss=reason)
+
+    def _stale_reason(
+        self, state: TableState | None, write_ids: ValidWriteIdList | None, table_id: int | None
+    ) -> MissReason | None:
+        if state is None:
+            return MissReason.NOT_CACHED
+        if table_id is not None and table_id != state.table_id:
+            return MissReason.TABLE_ID_MISMATCH
+        transactional = state.table_model.is_transactional
+        if write_ids is None:
+            if transactional:
+                return MissReason.NO_WRITE_ID_LIST
+        else:
+            if transactional and table_id is None:
+                return MissReason.NO_TABLE_ID  # without it a recreated table could pass for the old one
+            if state.unsettled:
+                return MissReason.UNSETTLED
+            verdict = compare(state.write_ids, write_ids)
+            if not may_serve(verdict, self.settings.freshness):
+                return _MISS_BY_VERDICT[verdict]
+        if not transactional and self._fenced():
+            return MissReason.LOCAL_WRITE_PENDING
+        return None
+
+    def _fenced(self) -> bool:
+        return self.updater.position < self._fence
+
+
+class _Miss(Exception):
+    def __init__(self, reason: MissReason) -> None:
+        self.reason = reason
+
+
+def _check_names(key: TableKey, write_ids: ValidWriteIdList | None) -> None:
+    """A list of another table would compare meaningless sets: reject it like a malformed one."""
+    expected = f"{key[0]}.{key[1]}"
+    if write_ids is not None and write_ids.table_name != expected:
+        raise InvalidObjectError(
+            f"the ValidWriteIdList '{write_ids.to_string()}' is for table '{write_ids.table_name}', "
+            f"not '{expected}'; pass the list of the table read"
+        )
