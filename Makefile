@@ -28,7 +28,7 @@ check-java:  ## Spark needs Java 17 or newer
 	  [ "$${v:-0}" -ge 17 ] || { echo "Java $$v found; Spark 4 needs Java 17+"; exit 1; }
 
 demo: setup  ## run the main job end to end on the embedded defaults (SQLite, local dirs, local Spark)
-	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/hmsrepl demo
+	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/hmsrepl demo
 
 lint: $(STAMP)  ## ruff lint and format check
 	$(BIN)/ruff check .
@@ -44,7 +44,7 @@ test: setup lint  ## the whole test suite (PostgreSQL and MariaDB from HMSREPL_T
 	  echo "no PostgreSQL on 127.0.0.1:5432: starting a throwaway one (make db-up)"; $(MAKE) db-up; \
 	  export HMSREPL_TEST_POSTGRES_URL=postgresql+psycopg://postgres@127.0.0.1:$(PG_PORT)/postgres; \
 	fi; \
-	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	[ -f $(PG_DIR)/data/postmaster.pid ] && $(MAKE) db-down; exit $$rc
 
 bench: setup  ## benchmarks that print measured figures
