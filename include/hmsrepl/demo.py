@@ -7,11 +7,7 @@ run the same steps on a schedule (see dags/ when they land).
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -27,6 +23,7 @@ from hmsrepl.metastore.model import FieldSchema, StorageDescriptor, Table
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import verify
+from hmsrepl.thrift.process import metastore_process
 
 DATABASES = ("sales", "hr")
 BATCH = 25  # LIMIT of each incremental dump
@@ -44,50 +41,20 @@ class StepTimer:
         self.steps.append((name, time.perf_counter() - start))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def metastore_server(config: MetastoreConfig, log: Path) -> Iterator[str]:
-    """Run ``hmsrepl metastore serve`` for the source on a free loopback port; stop it afterwards."""
-    port = _free_port()
-    env = {
-        **os.environ,
+    """The source metastore as its own process, as in production; stopped when the demo ends."""
+    settings = {
         "HMSREPL_DB_URL": config.db_url,
         "HMSREPL_WAREHOUSE": config.warehouse,
         "HMSREPL_CMROOT": config.cmroot,
         "HMSREPL_TRASH_ROOT": config.trash_root,
     }
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hmsrepl.cli", "metastore", "serve", "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise click.ClickException(f"the source metastore exited; see {log}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise click.ClickException(f"the source metastore did not start; see {log}") from None
-                time.sleep(0.1)
-        yield f"thrift://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        with metastore_process(settings, log) as (uri, _port):
+            yield uri
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def run(home: Path = Path("var/demo")) -> None:
