@@ -185,7 +185,7 @@ def events_cleanup(ctx: click.Context, ttl_seconds: int | None) -> None:
     click.echo(f"deleted {store.events.cleanup(ttl)} events older than {ttl} s")
 
 
-def _side_options(side: str) -> Callable[[F], F]:
+def side_options(side: str) -> Callable[[F], F]:
     """--<side>-db-url/--<side>-warehouse/--<side>-cmroot options, also read from HMSREPL_<SIDE>_* variables."""
 
     def decorate(func: F) -> F:
@@ -217,8 +217,8 @@ def repl() -> None:
 
 @repl.command("run")
 @click.argument("command")
-@_side_options("source")
-@_side_options("target")
+@side_options("source")
+@side_options("target")
 @click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)
 @_friendly_errors
 def repl_run(command: str, dump_root: str, **sides: Any) -> None:
@@ -252,8 +252,8 @@ def repl_run(command: str, dump_root: str, **sides: Any) -> None:
 @repl.command("verify")
 @click.argument("source_db")
 @click.argument("target_db")
-@_side_options("source")
-@_side_options("target")
+@side_options("source")
+@side_options("target")
 @_friendly_errors
 def repl_verify(source_db: str, target_db: str, **sides: Any) -> None:
     """Compare SOURCE_DB with its replica TARGET_DB (metadata and file checksums); exit 1 on differences."""

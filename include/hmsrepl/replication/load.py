@@ -25,6 +25,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.partition_names import make_partition_name, parse_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.model import Database
 from hmsrepl.replication.commands import LoadCommand
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
@@ -126,6 +127,10 @@ class LoadEngine:
         target_db = (command.target_db or meta.db_name).lower()
         objects: list[tuple[str | None, Sequence[str]]] = []  # (source location, files)
         if meta.kind == "bootstrap":
+            already = repl_status(self.target, target_db)
+            if already is not None and already >= meta.last_event_id:
+                return []  # loaded before: load() will do nothing
+            self._check_bootstrap_target(target_db, meta)
             source_db_location = (
                 dump.read_json(f"{meta.db_name}/{METADATA}")["database"].get("location_uri") or ""
             )
@@ -137,8 +142,7 @@ class LoadEngine:
                         (obj["sd"].get("location"), dump.read_files(relative[: -len(METADATA)] + FILES))
                     )
         else:
-            last = repl_status(self.target, target_db) or 0
-            db = self.target.catalog.get_database(target_db)
+            db, last = self._check_incremental_target(target_db, meta)
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
             for event_id in dump.event_ids():
                 if event_id > last:
@@ -196,6 +200,26 @@ class LoadEngine:
         writer.set_last_id(meta.last_event_id)
         return result
 
+    def _check_incremental_target(self, target_db: str, meta: DumpMetadata) -> tuple[Database, int]:
+        """The replica and its position; refuses targets that are not replicas or would skip events."""
+        try:
+            db = self.target.catalog.get_database(target_db)
+        except NoSuchDatabaseError as exc:
+            raise ReplicationStateError(
+                f"target database '{target_db}' does not exist: run a bootstrap dump and load first"
+            ) from exc
+        if db.parameters.get(REPLICA_OF) != meta.db_name or REPL_LAST_ID not in db.parameters:
+            raise ReplicationStateError(
+                f"target database '{target_db}' is not a bootstrapped replica of '{meta.db_name}': run a bootstrap first"
+            )
+        last = int(db.parameters[REPL_LAST_ID])
+        if meta.from_event_id > last:
+            raise ReplicationStateError(
+                f"dump covers events after {meta.from_event_id} but '{target_db}' is at {last}: events "
+                f"{last + 1}..{meta.from_event_id} would be skipped; dump FROM {last}"
+            )
+        return db, last
+
     def _check_bootstrap_target(self, target_db: str, meta: DumpMetadata) -> None:
         try:
             existing = self.target.catalog.get_database(target_db)
@@ -236,22 +260,7 @@ class LoadEngine:
     def _incremental(
         self, dump: DumpDir, meta: DumpMetadata, target_db: str, progress: Callable[[int], None] | None
     ) -> LoadResult:
-        try:
-            db = self.target.catalog.get_database(target_db)
-        except NoSuchDatabaseError as exc:
-            raise ReplicationStateError(
-                f"target database '{target_db}' does not exist: run a bootstrap dump and load first"
-            ) from exc
-        if db.parameters.get(REPLICA_OF) != meta.db_name or REPL_LAST_ID not in db.parameters:
-            raise ReplicationStateError(
-                f"target database '{target_db}' is not a bootstrapped replica of '{meta.db_name}': run a bootstrap first"
-            )
-        last = int(db.parameters[REPL_LAST_ID])
-        if meta.from_event_id > last:
-            raise ReplicationStateError(
-                f"dump covers events after {meta.from_event_id} but '{target_db}' is at {last}: events "
-                f"{last + 1}..{meta.from_event_id} would be skipped; dump FROM {last}"
-            )
+        db, last = self._check_incremental_target(target_db, meta)
         result = LoadResult(target_db, max(last, meta.last_event_id))
         pending = [event_id for event_id in dump.event_ids() if event_id > last]
         if not meta.metadata_only:

@@ -216,18 +216,19 @@ class TargetWriter:
         fs = filesystem_for(target_location)
         fs.makedirs(target_location)
         wanted = {relative_target(encoded): encoded for encoded in files}
-        remove_staging_leftovers(
-            target_location, {staging_name(join_uri(target_location, rel)) for rel in wanted}
-        )
         present = {relative_to(s.uri, target_location): s for s in list_data_files(target_location)}
+        needed = {
+            rel: encoded
+            for rel, encoded in wanted.items()
+            if not _checksum_matches(fs, present.get(rel), encoded)
+        }
+        # Staged copies of files that need no copy (already in place) or are no longer wanted are leftovers.
+        remove_staging_leftovers(
+            target_location, {staging_name(join_uri(target_location, rel)) for rel in needed}
+        )
         allowed = _allowed_sources(source_location, self.source_cmroot)
         to_publish = []
-        for rel, encoded in wanted.items():
-            entry = EncodedFileUri.decode(encoded)
-            status = present.get(rel)
-            same_size = status is not None and entry.checksum and _size_of(entry.checksum) == status.size
-            if same_size and fs.checksum(status.uri) == entry.checksum:  # already there from an earlier run
-                continue
+        for rel, encoded in needed.items():
             target_uri = join_uri(target_location, rel)
             result = copy_verified(encoded, target_uri, default_cmroot=self.source_cmroot, allowed=allowed)
             self.stats.files_copied += 1
@@ -241,6 +242,14 @@ class TargetWriter:
             self.stats.files_removed += len(extras)
         for uri in to_publish:
             publish(uri)
+
+
+def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
+    """An existing target file already holds the content (size first: it avoids reading most files)."""
+    entry = EncodedFileUri.decode(encoded)
+    if status is None or not entry.checksum or _size_of(entry.checksum) != status.size:
+        return False
+    return fs.checksum(status.uri) == entry.checksum
 
 
 def relative_target(encoded: str) -> str:

@@ -1,0 +1,1 @@
+"""PySpark applications of the replication pipeline (dump, load with a distributed copy, cmroot cleanup)."""

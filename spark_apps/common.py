@@ -1,0 +1,207 @@
+"""What the Spark applications share: options, the core on the path, metastores, a lazy SparkSession, errors.
+
+Every application is a thin shell over ``hmsrepl``: parse options, open what it needs, call the library,
+log progress on stderr, print one JSON summary line on stdout for the orchestrator (the application's last
+stdout line; spark-submit merges a Python app's stderr into its stdout, so read the last line that is a JSON
+object) and exit 0; on failure print one line, ``Error: <what went wrong and what to do>``, on stderr and
+exit 1 (2 for bad options), without a traceback for the product's own errors.
+
+Run them with ``python spark_apps/<app>.py`` (Spark ``local[2]``, or ``--master``/``HMSREPL_SPARK_MASTER``)
+or ``spark-submit spark_apps/<app>.py`` (spark-submit's ``--master`` and ``--conf`` then stand; ship the
+core to a cluster with ``--py-files``). Options fall back to the same ``HMSREPL_*`` variables as the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The checkout's include directory when this module had to put it on the path (hmsrepl not installed).
+ADDED_INCLUDE: str | None = None
+
+
+def ensure_core_importable() -> None:
+    """Make ``hmsrepl`` importable from a checkout, here and in the Python workers Spark starts.
+
+    Workers do not see the driver's ``sys.path``: a JVM this process starts passes ``PYTHONPATH`` on to
+    them; under spark-submit the JVM is already running, so ``spark_session`` sets the executors' one.
+    """
+    global ADDED_INCLUDE
+    if importlib.util.find_spec("hmsrepl") is not None:
+        return
+    ADDED_INCLUDE = str(ROOT / "include")
+    sys.path.insert(0, ADDED_INCLUDE)
+    current = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = ADDED_INCLUDE + (os.pathsep + current if current else "")
+
+
+ensure_core_importable()
+
+import functools  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import TYPE_CHECKING, Any, TypeVar  # noqa: E402
+
+import click  # noqa: E402
+from sqlalchemy.engine import make_url  # noqa: E402
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError  # noqa: E402
+
+from hmsrepl.config import MetastoreConfig  # noqa: E402
+from hmsrepl.exceptions import HmsReplError  # noqa: E402
+from hmsrepl.metastore import Metastore  # noqa: E402
+from hmsrepl.metastore.database import make_engine, schema_is_current  # noqa: E402
+from hmsrepl.replication.commands import Command, CommandError, parse_command  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("hmsrepl.spark_apps")
+
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C")
+
+#: Side options exactly as the CLI spells them (--source-db-url ... or HMSREPL_SOURCE_DB_URL ...): side_options
+
+
+def app_options(func: F) -> F:
+    """Options every application has: the Spark master and the log level."""
+    func = click.option(
+        "--master",
+        default=None,
+        help="Spark master (default: spark-submit's, else HMSREPL_SPARK_MASTER, else local[2]).",
+    )(func)
+    return click.option(
+        "--log-level",
+        default="INFO",
+        show_default=True,
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    )(func)
+
+
+def application(func: Callable[..., dict[str, Any]]) -> Callable[..., None]:
+    """Run an application body: logging set up, its summary printed as JSON, its errors as one line.
+
+    The body returns the summary; the product's errors (HmsReplError) become ``Error: <message>`` and exit 1.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, log_level: str = "INFO", **kwargs: Any) -> None:
+        logging.basicConfig(
+            level=log_level.upper(),
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        for noisy in (
+            "alembic",
+            "py4j",
+        ):  # schema checks and gateway shutdown: not the application's progress
+            logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+        started = time.perf_counter()
+        try:
+            summary = func(*args, **kwargs)
+        except HmsReplError as exc:
+            raise click.ClickException(" ".join(str(exc).split())) from exc
+        summary["seconds"] = round(time.perf_counter() - started, 3)
+        click.echo(json.dumps(summary, sort_keys=True))
+
+    return wrapper
+
+
+def parse_as(text: str, kind: type[C], name: str) -> C:
+    """Parse a REPL command and insist on the kind this application runs (before anything is opened)."""
+    command: Command = parse_command(text)
+    if not isinstance(command, kind):
+        raise CommandError(f"this application runs {name} commands, not {text.strip()!r}")
+    return command
+
+
+def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
+    """The ``side`` metastore from its options, checked to exist, be reachable and have a current schema.
+
+    Nothing is created: a missing SQLite file is an error here (the CLI would create an empty one), so a
+    mistyped path fails clearly instead of dumping from, or loading into, an empty metastore.
+    """
+    url = values.get(f"{side}_db_url")
+    env = f"HMSREPL_{side.upper()}_DB_URL"
+    if not url:
+        raise click.UsageError(f"--{side}-db-url (or {env}) is required")
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise click.ClickException(f"--{side}-db-url {url!r} is not a database URL: {exc}") from exc
+    shown = parsed.render_as_string(hide_password=True)
+    sqlite_file = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if sqlite_file not in (None, "", ":memory:") and not Path(sqlite_file).is_file():
+        raise click.ClickException(
+            f"the {side} metastore database {shown} does not exist; check --{side}-db-url ({env}), "
+            "or create it with 'hmsrepl --db-url URL schema upgrade'"
+        )
+    config = MetastoreConfig(
+        db_url=url, **{k: v for k in ("warehouse", "cmroot") if (v := values.get(f"{side}_{k}"))}
+    )
+    engine = make_engine(url)
+    try:
+        current = schema_is_current(engine)
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())
+        raise click.ClickException(
+            f"cannot reach the {side} metastore database at {shown}: {reason}; check --{side}-db-url ({env}) "
+            "and that the database server is running"
+        ) from exc
+    if not current:
+        engine.dispose()
+        raise click.ClickException(
+            f"the {side} metastore schema at {shown} is missing or old; run 'hmsrepl --db-url URL schema upgrade'"
+        )
+    return Metastore(config, engine=engine)
+
+
+class LazySpark:
+    """The application's SparkSession, started on first use (a JVM costs 7-13 s) and stopped at the end."""
+
+    def __init__(self, app_name: str, master: str | None) -> None:
+        self.app_name, self.master = app_name, master
+        self.session: SparkSession | None = None
+        self.startup_seconds: float | None = None
+
+    def __call__(self) -> SparkSession:
+        if self.session is None:
+            started = time.perf_counter()
+            self.session = spark_session(self.app_name, self.master)
+            self.startup_seconds = round(time.perf_counter() - started, 3)
+            log.info(
+                "SparkSession on %s started in %.1f s", self.session.sparkContext.master, self.startup_seconds
+            )
+        return self.session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+            self.session = None
+
+
+def spark_session(app_name: str, master: str | None = None) -> SparkSession:
+    """A SparkSession for an application: spark-submit's settings when submitted, else a local one.
+
+    ``local_spark_session`` always sets the master, which would override spark-submit's ``--master``; under
+    spark-submit (it starts the JVM and passes its gateway) only an explicit ``--master`` is applied.
+    """
+    from pyspark.sql import SparkSession
+
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
+        if ADDED_INCLUDE:  # a checkout, not an installed package: the workers need its path too
+            builder = builder.config("spark.executorEnv.PYTHONPATH", ADDED_INCLUDE)
+        session = builder.getOrCreate()
+    else:
+        from hmsrepl.spark_session import local_spark_session
+
+        session = local_spark_session(app_name, master=master)
+    session.sparkContext.setLogLevel("WARN")
+    return session

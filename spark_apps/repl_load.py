@@ -1,0 +1,125 @@
+"""REPL LOAD as a Spark application: copy the dump's files on the executors, then apply it to the target.
+
+    spark-submit spark_apps/repl_load.py --command "REPL LOAD sales_dr FROM '<dump dir>'" \
+        --target-db-url URL --target-warehouse DIR --target-cmroot DIR
+
+1. plan: every file the load needs, at its final target path (``hmsrepl.spark.load_copy_plan``; nothing
+   when the load would be refused, so nothing is staged for it);
+2. copy: executors stage checksum-verified copies under hidden names (``hmsrepl.spark.spark_copy``); with
+   fewer than ``--spark-min-files`` files Spark is not started and the load copies them itself;
+3. load: ``LoadEngine.load`` finds the staged copies, publishes them and applies the metadata, advancing
+   ``repl.last.id`` only with the work it records. A failed copy stops before step 3: the target is unchanged;
+4. tidy: staged copies the load did not need (files it found in place) are removed.
+
+Prints ``{"target_db": ..., "last_event_id": ..., "events_applied": ..., "files": ..., "bytes": ...,
+"prefetched": ..., ...}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+if __package__ in (None, ""):  # run as a script: make the spark_apps package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from spark_apps.common import (  # first: it puts hmsrepl on the path (here and for Spark's workers)
+    LazySpark,
+    app_options,
+    application,
+    open_metastore,
+    parse_as,
+    side_options,
+)
+
+# isort: split
+from hmsrepl.replication.commands import LoadCommand
+from hmsrepl.replication.load import LoadEngine, repl_status
+from hmsrepl.spark.copy import SparkCopyError, discard_unpublished, load_copy_plan, spark_copy
+
+log = logging.getLogger("hmsrepl.spark_apps.repl_load")
+
+
+@click.command()
+@click.option("--command", "command_text", required=True, help="e.g. \"REPL LOAD sales_dr FROM '<dir>'\"")
+@side_options("target")
+@click.option(
+    "--spark-min-files",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Copy on Spark only when the load needs at least this many files (else the load copies them).",
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Copy tasks (default: one per core; more for very many files).",
+)
+@app_options
+@application
+def main(
+    command_text: str, spark_min_files: int, partitions: int | None, master: str | None, **sides: Any
+) -> dict[str, Any]:
+    """Run one REPL LOAD command: distributed copy first, then the load itself."""
+    command = parse_as(command_text, LoadCommand, "REPL LOAD")
+    target = open_metastore("target", sides)
+    spark = LazySpark("hmsrepl-repl-load", master)
+    try:
+        tasks = load_copy_plan(target, command)
+        staged = staged_bytes = 0
+        if len(tasks) >= spark_min_files:
+            log.info("copying %d files on Spark", len(tasks))
+            try:
+                results = spark_copy(spark(), tasks, partitions=partitions)
+            except SparkCopyError as exc:
+                db = command.target_db or "the target database"
+                raise SparkCopyError(
+                    exc.failures,
+                    exc.total,
+                    f"nothing was applied: {db} is unchanged (copies verified so far are kept for a re-run)",
+                ) from exc
+            spark.stop()  # the load is metadata work: free the executors while it runs
+            staged = sum(1 for r in results if r.bytes_copied > 0)
+            staged_bytes = sum(r.bytes_copied for r in results)
+            log.info("staged %d verified copies (%d bytes); loading", staged, staged_bytes)
+        else:
+            log.info("%d files to copy: below --spark-min-files, the load copies them", len(tasks))
+        result = LoadEngine(target).load(
+            command, progress=lambda n: log.info("applied a batch of %d events", n)
+        )
+        discarded = discard_unpublished(tasks) if staged else 0
+        if discarded:
+            log.info("removed %d staged copies the load found in place already", discarded)
+        status = repl_status(target, result.target_db)
+    finally:
+        spark.stop()
+        target.close()
+    stats = result.stats
+    log.info("%s is at event %s", result.target_db, status)
+    return {
+        "target_db": result.target_db,
+        "last_event_id": result.last_event_id,
+        "events_applied": result.events_applied,
+        "tables": stats.tables,
+        "partitions": stats.partitions,
+        "files": stats.files_copied,
+        "bytes": stats.bytes_copied,
+        "prefetched": stats.files_prefetched,
+        "from_cmroot": stats.files_from_cmroot,
+        "files_removed": stats.files_removed,
+        "planned_files": len(tasks),
+        "staged_on_spark": staged,
+        "staged_bytes": staged_bytes,
+        "staged_unused": discarded,
+        "skipped_events": stats.skipped_events,
+        "spark_startup_seconds": spark.startup_seconds,
+    }
+
+
+if __name__ == "__main__":
+    main()
