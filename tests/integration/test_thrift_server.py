@@ -180,6 +180,41 @@ def test_partition_filters_are_evaluated_like_hive(hive2: Hive2Client) -> None:
     assert len(hive2.get_partitions_by_filter("filters", "events", "hour > 0", 5)) == 5
 
 
+def test_partition_requests_with_write_id_lists(hive2: Hive2Client, hive3) -> None:
+    _ensure_db(hive2, "reqs")
+    _create_table(
+        hive2, "reqs", "mm", [("p", "string")], transactional="true", transactional_properties="insert_only"
+    )
+    hive2.add_partitions(
+        [h2.Partition(values=[v], dbName="reqs", tableName="mm", sd=_sd(), parameters={}) for v in ("a", "b")]
+    )
+    table = hive3.get_table_req(h3.GetTableRequest(dbName="reqs", tblName="mm")).table
+    [entry] = hive3.get_valid_write_ids(
+        h3.GetValidWriteIdsRequest(fullTableNames=["reqs.mm"])
+    ).tblValidWriteIds
+    wids = f"reqs.mm:{entry.writeIdHighWaterMark}:9223372036854775807::"
+    every = hive3.get_partitions_req(
+        h3.PartitionsRequest(dbName="reqs", tblName="mm", validWriteIdList=wids, id=table.id)
+    ).partitions
+    assert sorted(p.values[0] for p in every) == ["a", "b"]
+    named = hive3.get_partitions_by_names_req(
+        h3.GetPartitionsByNamesRequest(
+            db_name="reqs", tbl_name="mm", names=["p=b"], validWriteIdList=wids, id=table.id
+        )
+    ).partitions
+    assert [p.values for p in named] == [["b"]]
+    one = hive3.get_partition_req(
+        h3.GetPartitionRequest(dbName="reqs", tblName="mm", partVals=["a"])
+    ).partition
+    assert one.values == ["a"]
+    expect(
+        h3.MetaException,
+        "malformed ValidWriteIdList",
+        hive3.get_partitions_req,
+        h3.PartitionsRequest(dbName="reqs", tblName="mm", validWriteIdList="reqs.mm:x"),
+    )
+
+
 def test_bad_input_gets_clear_errors_and_the_server_keeps_serving(hive2: Hive2Client, server) -> None:
     _ensure_db(hive2, "bad")
     _create_table(hive2, "bad", "t", [("p", "string")])

@@ -134,6 +134,9 @@ def test_struct_fields_match_hive_2_3(name: str) -> None:
 
 
 HIVE_2_3_ONLY = {
+    "get_partitions_req",
+    "get_partitions_by_names_req",
+    "get_partition_req",
     "allocate_table_write_ids",
     "get_valid_write_ids",
     "get_notification_events_count",
@@ -163,3 +166,33 @@ def test_the_two_known_hive3_conflicts_use_the_2_3_shape() -> None:
     # get_partition_names: the only exception is field 1 (Hive 3 has NoSuchObjectException there, Meta at 2).
     result = Service.get_partition_names_result.thrift_spec
     assert {fid: entry[2].__name__ for fid, entry in result.items() if fid} == {1: "MetaException"}
+
+
+# Field ids of the Hive 3/4 partition request forms, as in Hive's IDL (only the fields this server reads).
+HIVE_4_REQUESTS = {
+    "PartitionsRequest": {
+        1: "catName",
+        2: "dbName",
+        3: "tblName",
+        4: "maxParts",
+        5: "validWriteIdList",
+        6: "id",
+    },
+    "GetPartitionsByNamesRequest": {1: "db_name", 2: "tbl_name", 3: "names", 8: "validWriteIdList", 10: "id"},
+    "GetPartitionRequest": {
+        1: "catName",
+        2: "dbName",
+        3: "tblName",
+        4: "partVals",
+        5: "validWriteIdList",
+        6: "id",
+    },
+    "GetTableRequest": {1: "dbName", 2: "tblName", 6: "validWriteIdList", 11: "id"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(HIVE_4_REQUESTS))
+def test_hive4_request_field_ids(name: str) -> None:
+    mine = {fid: field for fid, (field, _type) in ours(getattr(hms, name).thrift_spec).items()}
+    for fid, field in HIVE_4_REQUESTS[name].items():
+        assert mine.get(fid) == field, f"{name}.{fid} should be {field}"

@@ -144,9 +144,16 @@ class EncodedStructs(list):
 
 
 @functools.lru_cache(maxsize=4096)
-def _write_ids(text: str) -> ValidWriteIdList:
-    """Parsed once per distinct list: every call of a query repeats its lists, and parsing is half a hit's cost."""
-    return ValidWriteIdList.parse(text)
+def _write_ids(text: str | None) -> ValidWriteIdList | None:
+    """Parsed once per distinct list: every call of a query repeats its lists, and parsing is half a hit's cost.
+
+    No list (an old client, or a non-transactional table) means a read that does not ask for a snapshot.
+    """
+    return ValidWriteIdList.parse(text) if text else None
+
+
+def _table_id(value: int | None) -> Any:
+    return value if value is not None and value > 0 else None
 
 
 def _partitions_out(found: list[Any]) -> list[Any]:
@@ -551,6 +558,25 @@ class MetastoreHandler:
             db_name, tbl_name, part_vals, write_ids, table_id, to=convert.partition_to_thrift, keep=Wire
         )
         return found.struct if isinstance(found, Wire) else found
+
+    # Hive 3/4 request forms: the write-id list and table id let the cache answer (Hive's -1 = no id).
+    def get_partitions_req(self, req: Any) -> Any:
+        parts = self.get_partitions_with_write_ids(
+            req.dbName, req.tblName, req.validWriteIdList, _table_id(req.id), req.maxParts
+        )
+        return hms.PartitionsResponse(partitions=list(parts))
+
+    def get_partitions_by_names_req(self, req: Any) -> Any:
+        parts = self.get_partitions_by_names_with_write_ids(
+            req.db_name, req.tbl_name, list(req.names or []), req.validWriteIdList, _table_id(req.id)
+        )
+        return hms.GetPartitionsByNamesResult(partitions=list(parts))
+
+    def get_partition_req(self, req: Any) -> Any:
+        part = self.get_partition_with_write_ids(
+            req.dbName, req.tblName, list(req.partVals or []), req.validWriteIdList, _table_id(req.id)
+        )
+        return hms.GetPartitionResponse(partition=part)
 
     def cache_metrics(self) -> dict[str, Any]:
         """The cache's hits, misses by reason and lag in events (``{"enabled": false}`` without a cache)."""

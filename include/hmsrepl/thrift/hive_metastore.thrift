@@ -209,6 +209,40 @@ struct DropPartitionsRequest {
 
 struct DropPartitionsResult { 1: optional list<Partition> partitions }
 
+// Hive 3/4 request forms of partition reads: they carry the reader's ValidWriteIdList and table id, which
+// the metadata cache needs. Only the fields this server reads are declared (others are skipped on read).
+struct PartitionsRequest {
+  1: optional string catName,
+  2: required string dbName,
+  3: required string tblName,
+  4: optional i16 maxParts = -1,
+  5: optional string validWriteIdList,
+  6: optional i64 id = -1
+}
+
+struct PartitionsResponse { 1: required list<Partition> partitions }
+
+struct GetPartitionsByNamesRequest {
+  1: required string db_name,
+  2: required string tbl_name,
+  3: optional list<string> names,
+  8: optional string validWriteIdList,
+  10: optional i64 id = -1
+}
+
+struct GetPartitionsByNamesResult { 1: required list<Partition> partitions }
+
+struct GetPartitionRequest {
+  1: optional string catName,
+  2: required string dbName,
+  3: required string tblName,
+  4: required list<string> partVals,
+  5: optional string validWriteIdList,
+  6: optional i64 id = -1
+}
+
+struct GetPartitionResponse { 1: required Partition partition }
+
 // ---- notifications ------------------------------------------------------------------------------------
 struct NotificationEventRequest {
   1: required i64 lastEvent,
@@ -438,6 +472,12 @@ service ThriftHiveMetastore {
                                            4: i16 max_parts = -1)
       throws (1: MetaException o1, 2: NoSuchObjectException o2),
   list<Partition> get_partitions_by_names(1: string db_name, 2: string tbl_name, 3: list<string> names)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  PartitionsResponse get_partitions_req(1: PartitionsRequest req)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  GetPartitionsByNamesResult get_partitions_by_names_req(1: GetPartitionsByNamesRequest req)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  GetPartitionResponse get_partition_req(1: GetPartitionRequest req)
       throws (1: MetaException o1, 2: NoSuchObjectException o2),
   void alter_partition(1: string db_name, 2: string tbl_name, 3: Partition new_part)
       throws (1: InvalidOperationException o1, 2: MetaException o2),
