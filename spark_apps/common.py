@@ -51,6 +51,7 @@ import click  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError  # noqa: E402
 
+from hmsrepl.cli import side_options  # noqa: E402, F401 - re-exported: the CLI's --<side>-* options
 from hmsrepl.config import MetastoreConfig  # noqa: E402
 from hmsrepl.exceptions import HmsReplError  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
@@ -64,8 +65,6 @@ log = logging.getLogger("hmsrepl.spark_apps")
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C")
-
-#: Side options exactly as the CLI spells them (--source-db-url ... or HMSREPL_SOURCE_DB_URL ...): side_options
 
 
 def app_options(func: F) -> F:
