@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.storage.base import FileSystem, base_name, copy_file, filesystem_for, join_uri, move_file
-from hmsrepl.storage.local import local_path
+from hmsrepl.storage.local import is_local_uri, local_path
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class ChangeManager:
             if cm_fs.exists(target):
                 cm_fs.touch(target, now)
                 continue
-            if _is_local(entry.file_uri) and _is_local(target):
+            if is_local_uri(entry.file_uri) and is_local_uri(target):
                 os.makedirs(os.path.dirname(local_path(target)), exist_ok=True)
                 try:
                     os.link(local_path(entry.file_uri), local_path(target))
@@ -191,7 +191,3 @@ def _keeps_old_mtime(src_fs: FileSystem, cm_fs: FileSystem, *, versioned: bool) 
     recycled; a copy (across stores, a versioned copy, any S3 move) writes a new file whose time is now.
     """
     return not versioned and src_fs.same_store(cm_fs) and cm_fs.move_keeps_mtime
-
-
-def _is_local(uri: str) -> bool:
-    return uri.startswith(("file:", "/"))

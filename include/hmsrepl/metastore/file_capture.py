@@ -13,7 +13,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from hmsrepl.metastore.change_manager import ChangeManager
-from hmsrepl.storage.base import FileStatus, filesystem_for, relative_to
+from hmsrepl.storage.base import FileStatus, base_name, filesystem_for, relative_to
 
 PARALLEL_CHECKSUM_THRESHOLD = 8
 
@@ -30,11 +30,7 @@ def list_data_files(location: str | None) -> list[FileStatus]:
 
 
 def _relative(uri: str, location: str) -> str:
-    return relative_to(uri, location) if uri.rstrip("/") != location.rstrip("/") else base_name_of(uri)
-
-
-def base_name_of(uri: str) -> str:
-    return uri.rstrip("/").rsplit("/", 1)[-1]
+    return relative_to(uri, location) if uri.rstrip("/") != location.rstrip("/") else base_name(uri)
 
 
 def describe_files(

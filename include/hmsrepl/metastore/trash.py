@@ -14,7 +14,7 @@ import os
 
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.storage.base import filesystem_for, relative_to
-from hmsrepl.storage.local import local_path
+from hmsrepl.storage.local import is_local_uri, local_path
 
 
 class TrashAdopter:
@@ -23,11 +23,7 @@ class TrashAdopter:
         self.cm = cm
 
     def trashed_dir(self, location: str) -> str | None:
-        if (
-            not self.trash_root
-            or not self.cm.enabled
-            or ("://" in location and not location.startswith("file:"))
-        ):
+        if not self.trash_root or not self.cm.enabled or not is_local_uri(location):
             return None
         return os.path.join(self.trash_root, "Current", local_path(location).lstrip("/"))
 

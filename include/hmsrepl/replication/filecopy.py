@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.storage.base import copy_file, filesystem_for, join_uri
-from hmsrepl.storage.local import local_path
+from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.local import is_local_uri, local_path
 
 STAGING_PREFIX = ".hmsrepl-staging-"
 
@@ -73,7 +74,7 @@ def copy_verified(
             tried.append(f"{candidate} ({exc})")
             continue
         from_cmroot = bool(cmroot) and candidate.startswith(cmroot.rstrip("/") + "/")
-        return CopyResult(target_uri, candidate, _size(written), from_cmroot=from_cmroot)
+        return CopyResult(target_uri, candidate, checksum_size(written), from_cmroot=from_cmroot)
     raise FileLostError(
         f"no copy of '{entry.file_uri}' with checksum {entry.checksum} is left: tried "
         + "; ".join(tried)
@@ -96,13 +97,18 @@ class CopyTask:
     default_cmroot: str = ""
 
 
+def below_any(*roots: str | None) -> Callable[[str], bool]:
+    """A predicate: is a URI below one of ``roots`` (the places a dump's files may be read from)?"""
+    prefixes = tuple(root.rstrip("/") + "/" for root in roots if root)
+    return lambda uri: uri.startswith(prefixes)
+
+
 def run_copy_task(task: CopyTask) -> CopyResult:
-    roots = tuple(root.rstrip("/") + "/" for root in task.allowed_roots if root)
     return copy_verified(
         task.encoded,
         task.target_uri,
         default_cmroot=task.default_cmroot,
-        allowed=lambda uri: any(uri.startswith(root) for root in roots),
+        allowed=below_any(*task.allowed_roots),
     )
 
 
@@ -111,7 +117,7 @@ def _verified_staged_copy(staged: str, checksum: str) -> int | None:
     if not checksum:
         return None
     fs = filesystem_for(staged)
-    size = _size(checksum)
+    size = checksum_size(checksum)
     for status in fs.list_files(staged):
         if status.uri.rstrip("/") == staged and status.size == size and fs.checksum(staged) == checksum:
             return size
@@ -125,7 +131,7 @@ def available_source(encoded: str, default_cmroot: str = "") -> str | None:
     load can refuse to start instead of stopping half way.
     """
     entry = EncodedFileUri.decode(encoded)
-    size = _size(entry.checksum) if entry.checksum else None
+    size = checksum_size(entry.checksum) if entry.checksum else None
     fs = filesystem_for(entry.file_uri)
     for status in fs.list_files(entry.file_uri):
         if status.uri.rstrip("/") == entry.file_uri.rstrip("/") and (size is None or status.size == size):
@@ -140,17 +146,10 @@ def available_source(encoded: str, default_cmroot: str = "") -> str | None:
     return None
 
 
-def _size(token: str) -> int:
-    try:
-        return int(token.rsplit("-", 1)[1])
-    except (IndexError, ValueError):
-        return -1
-
-
 def publish(target_uri: str) -> None:
     """Rename a verified staged copy into place (replacing an older file of the same name)."""
     staged = staging_name(target_uri)
-    if target_uri.startswith(("file:", "/")) or "://" not in target_uri:
+    if is_local_uri(target_uri):
         os.replace(local_path(staged), local_path(target_uri))
         return
     fs = filesystem_for(target_uri)

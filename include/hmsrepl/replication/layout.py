@@ -27,7 +27,7 @@ from typing import Any
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
-from hmsrepl.storage.local import local_path
+from hmsrepl.storage.local import is_local_uri, local_path
 
 FORMAT_VERSION = 1
 DUMP_METADATA = "_dumpmetadata"
@@ -69,7 +69,7 @@ class DumpDir:
     def __init__(self, uri: str) -> None:
         self.uri = uri.rstrip("/")
         self.fs = filesystem_for(self.uri)
-        self.local = self.uri.startswith(("file:", "/"))
+        self.local = is_local_uri(self.uri)
 
     def path(self, *parts: str) -> str:
         return join_uri(self.uri, *parts)

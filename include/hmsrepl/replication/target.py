@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,9 +21,16 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.model import Database, Function, Partition, Table
-from hmsrepl.replication.filecopy import copy_verified, publish, remove_staging_leftovers, staging_name
+from hmsrepl.replication.filecopy import (
+    below_any,
+    copy_verified,
+    publish,
+    remove_staging_leftovers,
+    staging_name,
+)
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
+from hmsrepl.storage.checksum import checksum_size
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +233,7 @@ class TargetWriter:
         remove_staging_leftovers(
             target_location, {staging_name(join_uri(target_location, rel)) for rel in needed}
         )
-        allowed = _allowed_sources(source_location, self.source_cmroot)
+        allowed = below_any(source_location, self.source_cmroot)
         to_publish = []
         for rel, encoded in needed.items():
             target_uri = join_uri(target_location, rel)
@@ -247,7 +254,7 @@ class TargetWriter:
 def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
     """An existing target file already holds the content (size first: it avoids reading most files)."""
     entry = EncodedFileUri.decode(encoded)
-    if status is None or not entry.checksum or _size_of(entry.checksum) != status.size:
+    if status is None or not entry.checksum or checksum_size(entry.checksum) != status.size:
         return False
     return fs.checksum(status.uri) == entry.checksum
 
@@ -256,22 +263,6 @@ def relative_target(encoded: str) -> str:
     """Where a file goes below its object's target location: its subdirectory and name, as at the source."""
     entry = EncodedFileUri.decode(encoded)
     return f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
-
-
-def _size_of(token: str) -> int:
-    try:
-        return int(token.rsplit("-", 1)[1])
-    except (IndexError, ValueError):
-        return -1
-
-
-def _allowed_sources(source_location: str | None, cmroot: str) -> Callable[[str], bool]:
-    roots = [root.rstrip("/") + "/" for root in (source_location, cmroot) if root]
-
-    def allowed(uri: str) -> bool:
-        return any(uri.startswith(root) for root in roots)
-
-    return allowed
 
 
 def _without_volatile(obj: Table | Partition) -> Any:

@@ -33,6 +33,14 @@ def parse_checksum_token(token: str) -> tuple[int, int]:
         raise ValueError(f"checksum '{token}' is not of the form '{ALGORITHM}-<8 hex>-<size>'") from exc
 
 
+def checksum_size(token: str) -> int:
+    """The size a token records, or -1 when the token is not one of ours (so no size can match it)."""
+    try:
+        return parse_checksum_token(token)[1]
+    except ValueError:
+        return -1
+
+
 def checksum_stream(stream: BinaryIO) -> str:
     crc = google_crc32c.Checksum()
     size = 0

@@ -14,6 +14,11 @@ from hmsrepl.storage.base import FileStatus, FileSystem
 from hmsrepl.storage.checksum import CHUNK_BYTES, ChecksumReader, checksum_stream
 
 
+def is_local_uri(uri: str) -> bool:
+    """``file:`` URIs and plain paths (no scheme) are on the local (or a mounted) file system."""
+    return uri.startswith("file:") or "://" not in uri
+
+
 def local_path(uri: str) -> str:
     """Map a URI to a native path without URL-decoding (``%3A`` stays literally in the name)."""
     if uri.startswith("file://"):

@@ -34,7 +34,7 @@ from hmsrepl.exceptions import (
     NoSuchTxnError,
     TxnAbortedError,
 )
-from hmsrepl.formats.partition_names import parse_partition_name
+from hmsrepl.formats.partition_names import make_partition_name, parse_partition_name
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Partition
@@ -418,8 +418,6 @@ class MetastoreHandler:
         return hms.DropPartitionsResult(partitions=[convert.partition_to_thrift(p) for p in dropped])
 
     def _name(self, part: Partition) -> str:
-        from hmsrepl.formats.partition_names import make_partition_name
-
         table = self.catalog.get_table(part.db_name, part.table_name)
         return make_partition_name(table.partition_key_names, part.values)
 
