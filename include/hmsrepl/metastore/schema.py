@@ -169,3 +169,38 @@ txn_write_notifications = Table(
     Column("files", LongText, nullable=False),
     Index(None, "txn_id"),
 )
+
+# Replication bookkeeping on a target metastore: which target txn replays each source txn, per replica
+# database (Hive's REPL_TXN_MAP). A row lives from the replayed OPEN_TXN to its COMMIT/ABORT_TXN.
+repl_txn_map = Table(
+    "repl_txn_map",
+    metadata,
+    Column("replica_db", String(NAME), primary_key=True),
+    Column("src_txn_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("target_txn_id", BigInteger, nullable=False),
+)
+
+# One row per REPL DUMP or REPL LOAD run (Hive's REPLICATION_METRICS): what it covered, counted, took.
+repl_metrics = Table(
+    "repl_metrics",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("policy", String(TABLE_NAME), nullable=False),
+    Column("dump_id", String(TABLE_NAME), nullable=False),
+    Column("operation", String(16), nullable=False),  # dump or load
+    Column("kind", String(16), nullable=False),  # bootstrap or incremental
+    Column("from_event_id", BigInteger),
+    Column("to_event_id", BigInteger),
+    Column("last_event_id", BigInteger),
+    Column("events", BigInteger, nullable=False, default=0),
+    Column("tables", BigInteger, nullable=False, default=0),
+    Column("partitions", BigInteger, nullable=False, default=0),
+    Column("files", BigInteger, nullable=False, default=0),
+    Column("bytes", BigInteger, nullable=False, default=0),
+    Column("stages", LongText, nullable=False, default="{}"),  # JSON: stage name -> seconds
+    Column("status", String(16), nullable=False),  # running, succeeded, failed
+    Column("error", LongText),
+    Column("started_at", BigInteger, nullable=False),  # epoch milliseconds
+    Column("finished_at", BigInteger),
+    Index(None, "policy", "id"),
+)
