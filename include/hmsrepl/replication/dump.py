@@ -24,6 +24,7 @@ from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Table
 from hmsrepl.replication.commands import DumpCommand
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
+from hmsrepl.replication.metrics import StageClock, referenced_bytes
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.storage.base import join_uri
 
@@ -43,6 +44,7 @@ class DumpResult:
     tables: int = 0
     partitions: int = 0
     files: int = 0
+    bytes: int = 0  # of the data files the dump references (sizes from their checksum tokens)
 
 
 @dataclass
@@ -78,12 +80,18 @@ def relevant(event: NotificationEvent, policy: ReplicationPolicy) -> bool:
 
 class DumpEngine:
     def __init__(
-        self, source: Metastore, dump_root: str, on_table_dumped: Callable[[str], None] | None = None
+        self,
+        source: Metastore,
+        dump_root: str,
+        on_table_dumped: Callable[[str], None] | None = None,
+        clock: StageClock | None = None,
     ) -> None:
-        """``on_table_dumped`` is called after each table's bootstrap read (progress reporting, tests)."""
+        """``on_table_dumped`` is called after each table's bootstrap read (progress reporting, tests);
+        ``clock`` collects seconds per stage (replication metrics)."""
         self.source = source
         self.dump_root = dump_root.rstrip("/")
         self.on_table_dumped = on_table_dumped
+        self.clock = clock or StageClock()
 
     def dump(self, command: DumpCommand) -> DumpResult:
         try:
@@ -136,21 +144,26 @@ class DumpEngine:
             if policy.functions_only
             else [t for t in catalog.get_tables(policy.db_name) if policy.includes_table(t)]
         )
-        for table_name in tables:
-            try:
-                table = catalog.get_table(policy.db_name, table_name)
-                if external or table.is_managed:
-                    self._write_entry(dump, policy.db_name, self._read_entry(table, with_data))
-            except NoSuchTableError:  # dropped while we were reading: consolidation settles it
-                log.info("table %s.%s was dropped during the bootstrap dump", policy.db_name, table_name)
-            if self.on_table_dumped is not None:
-                self.on_table_dumped(table_name)
+        with self.clock.stage("read"):
+            for table_name in tables:
+                try:
+                    table = catalog.get_table(policy.db_name, table_name)
+                    if external or table.is_managed:
+                        self._write_entry(dump, policy.db_name, self._read_entry(table, with_data))
+                except NoSuchTableError:  # dropped while we were reading: consolidation settles it
+                    log.info("table %s.%s was dropped during the bootstrap dump", policy.db_name, table_name)
+                if self.on_table_dumped is not None:
+                    self.on_table_dumped(table_name)
         end = self.source.get_current_notification_event_id()
-        self._consolidate(dump, policy, start, end, with_data, external)
-        counts = self._count(dump, policy.db_name)
-        dump.write_metadata(self._metadata(command, "bootstrap", start, end, end, 0))
-        dump.acknowledge()
-        return DumpResult(dump.uri, end, tables=counts[0], partitions=counts[1], files=counts[2])
+        with self.clock.stage("consolidate"):
+            self._consolidate(dump, policy, start, end, with_data, external)
+            counts = self._count(dump, policy.db_name)
+        with self.clock.stage("acknowledge"):
+            dump.write_metadata(self._metadata(command, "bootstrap", start, end, end, 0))
+            dump.acknowledge()
+        return DumpResult(
+            dump.uri, end, tables=counts[0], partitions=counts[1], files=counts[2], bytes=counts[3]
+        )
 
     def _read_entry(self, table: Table, with_data: bool) -> TableEntry:
         cm = self.source.cm
@@ -328,8 +341,8 @@ class DumpEngine:
             last = page[-1].event_id
 
     @staticmethod
-    def _count(dump: DumpDir, db: str) -> tuple[int, int, int]:
-        tables = partitions = files = 0
+    def _count(dump: DumpDir, db: str) -> tuple[int, int, int, int]:
+        tables = partitions = files = size = 0
         for relative in dump.metadata_files(db):
             depth = relative.count("/")
             if relative.startswith(f"{db}/{FUNCTIONS_DIR}/") or depth == 1:
@@ -338,8 +351,9 @@ class DumpEngine:
                 tables += 1
             else:
                 partitions += 1
-            files += len(dump.read_files(relative[: -len(METADATA)] + FILES))
-        return tables, partitions, files
+            listed = dump.read_files(relative[: -len(METADATA)] + FILES)
+            files, size = files + len(listed), size + referenced_bytes(listed)
+        return tables, partitions, files, size
 
     # -- incremental -----------------------------------------------------------------------------------------
     def _incremental(self, command: DumpCommand, dump: DumpDir) -> DumpResult:
@@ -348,11 +362,11 @@ class DumpEngine:
         current = self.source.get_current_notification_event_id()
         upto = min(command.to_event_id, current) if command.to_event_id is not None else current
         with_data = command.settings.get(METADATA_ONLY, "false").lower() != "true"
-        count = 0
+        count = files = size = 0
         last = upto
         # Writing many small files is bound by file-system calls, which threads overlap; order does not
         # matter because nothing reads the dump before its acknowledgement.
-        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        with self.clock.stage("write"), ThreadPoolExecutor(max_workers=WRITERS) as pool:
             futures = []
             for event in self._events(policy, command.from_event_id, upto):
                 futures.append(pool.submit(self._write_event, dump, event, with_data))
@@ -361,13 +375,18 @@ class DumpEngine:
                     last = event.event_id
                     break
             for future in futures:
-                future.result()
-        dump.write_metadata(self._metadata(command, "incremental", command.from_event_id, upto, last, count))
-        dump.acknowledge()
-        return DumpResult(dump.uri, last, events=count)
+                written = future.result()
+                files, size = files + len(written), size + referenced_bytes(written)
+        with self.clock.stage("acknowledge"):
+            dump.write_metadata(
+                self._metadata(command, "incremental", command.from_event_id, upto, last, count)
+            )
+            dump.acknowledge()
+        return DumpResult(dump.uri, last, events=count, files=files, bytes=size)
 
     @staticmethod
-    def _write_event(dump: DumpDir, event: NotificationEvent, with_data: bool) -> None:
+    def _write_event(dump: DumpDir, event: NotificationEvent, with_data: bool) -> list[str]:
+        """Write one event; returns the data files it names (none when the dump is metadata-only)."""
         body = event.body()
         base = f"{EVENTS_DIR}/{event.event_id}"
         dump.write_json(
@@ -384,6 +403,7 @@ class DumpEngine:
         files = event_files(body)
         if with_data and files:
             dump.write_files(f"{base}/{FILES}", files)
+        return files if with_data else []
 
 
 def event_files(body: dict[str, Any]) -> list[str]:

@@ -1,0 +1,245 @@
+"""Replication metrics: one ``repl_metrics`` row per REPL DUMP or REPL LOAD, and the clock that times stages.
+
+Why a table and not only logs: "how far behind, how long, how much, did it fail and why" is asked by the
+CLI, the DAGs and operators long after the process that did the work has gone, and a database is the one
+place every run (CLI, Python, Airflow task) can reach. Loads record into the target database. Dumps record
+into the target database when the engine has a target metastore, else into the source's own
+``repl_metrics`` (every metastore has the same schema), so a dump-only process still leaves a trace.
+
+A row is inserted as ``running`` before any work, then updated once at the end: ``succeeded`` with the
+counts and per-stage seconds, or ``failed`` with the error when an exception escapes (the exception still
+propagates: recording never changes the outcome). A row left ``running`` belongs to a process that was
+killed, or is still at work.
+
+Counts mean, for a dump: events written (incremental), tables and partitions dumped (bootstrap), and the
+data files and bytes the dump references (what a load may have to copy); for a load: events applied, tables
+and partitions created, files and bytes copied.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from sqlalchemy import Engine, insert, or_, select, update
+
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.metastore.database import writer
+from hmsrepl.metastore.schema import repl_metrics
+from hmsrepl.storage.checksum import checksum_size
+
+log = logging.getLogger(__name__)
+
+RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
+STATUSES = (RUNNING, SUCCEEDED, FAILED)
+OPERATIONS = ("dump", "load")
+UNKNOWN_KIND = "unknown"  # a load whose dump cannot be read: the row still records the failure
+MAX_ERROR_CHARS = 10_000
+
+
+class Progress(Protocol):
+    """What the engine reports progress to (the CLI's terminal bar; anything else that wants it)."""
+
+    def begin(self, total: int | None, unit: str) -> None:
+        """Called once, before the work: how many ``unit`` s are expected (None: not known in advance)."""
+
+    def advance(self, n: int) -> None:
+        """``n`` more units are done."""
+
+
+class StageClock:
+    """Wall-clock seconds per named stage, summed over every time a stage is entered.
+
+    Engines wrap their main stages in ``with clock.stage("name"):`` so a slow run shows where its time went
+    (listing, consolidation, pre-flight checks, applying) without a profiler.
+    """
+
+    def __init__(self) -> None:
+        self._seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._seconds[name] = self._seconds.get(name, 0.0) + time.perf_counter() - start
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        return dict(self._seconds)
+
+
+@dataclass
+class Counts:
+    events: int = 0
+    tables: int = 0
+    partitions: int = 0
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class Run:
+    """A run being recorded: the caller fills in what it learns; the recorder writes it at the end."""
+
+    id: int
+    clock: StageClock = field(default_factory=StageClock)
+    dump_id: str | None = None  # a dump's directory is named by the dump itself, so it is known only after
+    from_event_id: int | None = None
+    to_event_id: int | None = None
+    last_event_id: int | None = None
+    counts: Counts = field(default_factory=Counts)
+
+
+@dataclass(frozen=True)
+class MetricsRow:
+    id: int
+    policy: str
+    dump_id: str
+    operation: str
+    kind: str
+    from_event_id: int | None
+    to_event_id: int | None
+    last_event_id: int | None
+    events: int
+    tables: int
+    partitions: int
+    files: int
+    bytes: int
+    stages: dict[str, float]
+    status: str
+    error: str | None
+    started_at: int  # epoch milliseconds
+    finished_at: int | None
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.finished_at is None else (self.finished_at - self.started_at) / 1000
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "seconds": self.seconds}
+
+
+def referenced_bytes(encoded_files: Iterable[str]) -> int:
+    """Bytes of data files named by encoded file URIs, from the size in their checksum tokens (no I/O)."""
+    return sum(max(checksum_size(EncodedFileUri.decode(uri).checksum), 0) for uri in encoded_files)
+
+
+def dump_id_of(dump_dir: str) -> str:
+    """A dump's id is its directory's name (unique: database, time and a random suffix)."""
+    return dump_dir.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def describe_error(exc: BaseException) -> str:
+    text = str(exc) or "(no message)"
+    if isinstance(exc, KeyboardInterrupt):
+        text = "interrupted"
+    return f"{type(exc).__name__}: {text}"[:MAX_ERROR_CHARS]
+
+
+class MetricsLog:
+    """The ``repl_metrics`` table of one metastore database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @contextmanager
+    def record(
+        self,
+        *,
+        policy: str,
+        operation: str,
+        kind: str,
+        dump_id: str = "",
+        from_event_id: int | None = None,
+        to_event_id: int | None = None,
+    ) -> Iterator[Run]:
+        """Record one dump or load around the ``with`` body; see the module docstring for the row's life."""
+        if operation not in OPERATIONS:
+            raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}")
+        with writer(self.engine).begin() as conn:
+            run_id = conn.execute(
+                insert(repl_metrics).values(
+                    policy=policy,
+                    dump_id=dump_id,
+                    operation=operation,
+                    kind=kind,
+                    from_event_id=from_event_id,
+                    to_event_id=to_event_id,
+                    stages="{}",
+                    status=RUNNING,
+                    started_at=_now_ms(),
+                )
+            ).inserted_primary_key[0]
+        run = Run(int(run_id), dump_id=dump_id, from_event_id=from_event_id, to_event_id=to_event_id)
+        try:
+            yield run
+        except BaseException as exc:  # KeyboardInterrupt too: the row must not stay 'running'
+            self._finish(run, FAILED, describe_error(exc))
+            raise
+        self._finish(run, SUCCEEDED, None)
+
+    def _finish(self, run: Run, status: str, error: str | None) -> None:
+        values: dict[str, Any] = {
+            **asdict(run.counts),
+            "from_event_id": run.from_event_id,
+            "to_event_id": run.to_event_id,
+            "last_event_id": run.last_event_id,
+            "stages": json.dumps({k: round(v, 6) for k, v in run.clock.seconds.items()}, sort_keys=True),
+            "status": status,
+            "error": error,
+            "finished_at": _now_ms(),
+        }
+        if run.dump_id:
+            values["dump_id"] = run.dump_id
+        try:
+            with writer(self.engine).begin() as conn:
+                conn.execute(update(repl_metrics).where(repl_metrics.c.id == run.id).values(**values))
+        except Exception:  # the replication outcome stands; a lost metrics update must not change it
+            log.warning("could not record the end of replication run %s (%s)", run.id, status, exc_info=True)
+
+    def list(
+        self,
+        *,
+        policy: str | None = None,
+        operation: str | None = None,
+        status: str | None = None,
+        limit: int | None = 50,
+    ) -> list[MetricsRow]:
+        """Rows, newest first. ``policy`` matches a policy's text or its database name (all its policies)."""
+        query = select(repl_metrics).order_by(repl_metrics.c.id.desc())
+        if policy:
+            query = query.where(
+                or_(
+                    repl_metrics.c.policy == policy,
+                    repl_metrics.c.policy.startswith(f"{policy}.", autoescape=True),
+                )
+            )
+        if operation:
+            query = query.where(repl_metrics.c.operation == operation)
+        if status:
+            query = query.where(repl_metrics.c.status == status)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return [_row(dict(r._mapping)) for r in conn.execute(query)]
+
+    def get(self, run_id: int) -> MetricsRow | None:
+        with self.engine.connect() as conn:
+            found = conn.execute(select(repl_metrics).where(repl_metrics.c.id == run_id)).first()
+        return _row(dict(found._mapping)) if found is not None else None
+
+
+def _row(values: dict[str, Any]) -> MetricsRow:
+    values["stages"] = json.loads(values.get("stages") or "{}")
+    return MetricsRow(**values)
