@@ -30,6 +30,7 @@ from hmsrepl.replication.commands import LoadCommand
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.locations import LocationMapper
+from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.target import (
     REPL_LAST_ID,
     REPLICA_OF,
@@ -82,15 +83,18 @@ def preflight(files: Sequence[str], source_cmroot: str, workers: int = 16) -> No
 
 
 class LoadEngine:
-    def __init__(self, target: Metastore) -> None:
+    def __init__(self, target: Metastore, clock: StageClock | None = None) -> None:
+        """``clock`` collects seconds per stage (replication metrics)."""
         self.target = target
+        self.clock = clock or StageClock()
 
     def load(self, command: LoadCommand, progress: Callable[[int], None] | None = None) -> LoadResult:
+        """``progress(n)``: n more tables (bootstrap) or events (incremental) are loaded."""
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
         target_db = (command.target_db or meta.db_name).lower()
         if meta.kind == "bootstrap":
-            return self._bootstrap(dump, meta, target_db)
+            return self._bootstrap(dump, meta, target_db, progress)
         return self._incremental(dump, meta, target_db, progress)
 
     def _writer(
@@ -161,20 +165,23 @@ class LoadEngine:
         return list(tasks.values())
 
     # -- bootstrap ------------------------------------------------------------------------------------------
-    def _bootstrap(self, dump: DumpDir, meta: DumpMetadata, target_db: str) -> LoadResult:
+    def _bootstrap(
+        self, dump: DumpDir, meta: DumpMetadata, target_db: str, progress: Callable[[int], None] | None = None
+    ) -> LoadResult:
         self._check_bootstrap_target(target_db, meta)
         already = repl_status(self.target, target_db)
         result = LoadResult(target_db, meta.last_event_id)
         if already is not None and already >= meta.last_event_id:
             return LoadResult(target_db, already)  # loaded before: nothing to do
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
-        if not meta.metadata_only:
-            files = [
-                uri
-                for rel in dump.metadata_files(meta.db_name)
-                for uri in dump.read_files(rel[: -len(METADATA)] + FILES)
-            ]
-            preflight(files, meta.source_cmroot)
+        with self.clock.stage("preflight"):
+            if not meta.metadata_only:
+                files = [
+                    uri
+                    for rel in dump.metadata_files(meta.db_name)
+                    for uri in dump.read_files(rel[: -len(METADATA)] + FILES)
+                ]
+                preflight(files, meta.source_cmroot)
         writer = self._writer(target_db, meta, source_db.get("location_uri") or "", result.stats)
         writer.put_database(
             source_db,
@@ -192,8 +199,11 @@ class LoadEngine:
             elif len(parts) == 3:
                 table = dump.read_json(relative)["table"]
                 dumped_tables.add(table["table_name"])
-                with self.target.events.transaction():  # a table and its partitions appear together
+                # a table and its partitions appear together
+                with self.clock.stage("apply"), self.target.events.transaction():
                     self._load_table(dump, writer, meta, table)
+                if progress is not None:
+                    progress(1)
         for name in self.target.catalog.get_tables(target_db):
             if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
                 writer.drop_table(name)
@@ -263,17 +273,22 @@ class LoadEngine:
         db, last = self._check_incremental_target(target_db, meta)
         result = LoadResult(target_db, max(last, meta.last_event_id))
         pending = [event_id for event_id in dump.event_ids() if event_id > last]
-        if not meta.metadata_only:
-            preflight(
-                [uri for event_id in pending for uri in dump.read_files(f"{EVENTS_DIR}/{event_id}/{FILES}")],
-                meta.source_cmroot,
-            )
+        with self.clock.stage("preflight"):
+            if not meta.metadata_only:
+                preflight(
+                    [
+                        uri
+                        for event_id in pending
+                        for uri in dump.read_files(f"{EVENTS_DIR}/{event_id}/{FILES}")
+                    ],
+                    meta.source_cmroot,
+                )
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
         # Events are applied in batches, each one database transaction on the target that also advances
         # repl.last.id: a batch's metadata and the position that records it commit together.
         for start in range(0, len(pending), BATCH_EVENTS):
             batch = pending[start : start + BATCH_EVENTS]
-            with self.target.events.transaction():
+            with self.clock.stage("apply"), self.target.events.transaction():
                 runs = PartitionRuns(writer, meta)
                 for event_id in batch:
                     event = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
