@@ -215,24 +215,62 @@ def repl() -> None:
     """Replication: REPL DUMP (source), REPL LOAD and REPL STATUS (target), verify."""
 
 
+class TerminalProgress:
+    """A tqdm bar on stderr, opened when the engine says what it counts (tables or events).
+
+    It goes to stderr so that stdout keeps only the machine-readable result that scripts and DAGs parse.
+    """
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.bar: Any = None
+
+    def begin(self, total: int | None, unit: str) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(
+            total=total, unit=f" {unit}s", desc=self.description, file=sys.stderr, dynamic_ncols=True
+        )
+
+    def advance(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 @repl.command("run")
 @click.argument("command")
 @side_options("source")
 @side_options("target")
 @click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bar on stderr for dumps and loads [default: when stderr is a terminal].",
+)
 @_friendly_errors
-def repl_run(command: str, dump_root: str, **sides: Any) -> None:
+def repl_run(command: str, dump_root: str, progress: bool | None, **sides: Any) -> None:
     """Run one REPL command, e.g. "REPL DUMP sales FROM 120 LIMIT 500" or "REPL LOAD dr FROM '<dir>'".
 
     DUMP prints '<dump dir>\t<last event id>'; LOAD prints the target database and its last event id;
-    STATUS prints the last replicated event id (nothing if the database is not a replica).
+    STATUS prints the last replicated event id (nothing if the database is not a replica). Each dump and
+    load is recorded in the replication metrics ('hmsrepl repl metrics').
     """
     from hmsrepl.replication.dump import DumpResult
     from hmsrepl.replication.engine import ReplicationEngine
     from hmsrepl.replication.load import LoadResult
 
     engine = ReplicationEngine(dump_root, _side_store("source", sides), _side_store("target", sides))
-    result = engine.execute(command)
+    bar = TerminalProgress(command.split()[1].lower() if len(command.split()) > 1 else "repl")
+    if progress is None:
+        progress = sys.stderr.isatty()
+    try:
+        result = engine.execute(command, bar if progress else None)
+    finally:
+        bar.close()
     if isinstance(result, DumpResult):
         click.echo(f"{result.dump_dir}\t{result.last_event_id}")
     elif isinstance(result, LoadResult):
@@ -247,6 +285,66 @@ def repl_run(command: str, dump_root: str, **sides: Any) -> None:
         )
     elif result is not None:
         click.echo(result)
+
+
+@repl.command("metrics")
+@side_options("source")
+@side_options("target")
+@click.option("--policy", help="Only this policy, or every policy of this database.")
+@click.option("--operation", type=click.Choice(["dump", "load"]), help="Only dumps or only loads.")
+@click.option(
+    "--status", type=click.Choice(["running", "succeeded", "failed"]), help="Only runs in this state."
+)
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Newest rows first.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document per line.")
+@_friendly_errors
+def repl_metrics(
+    policy: str | None, operation: str | None, status: str | None, limit: int, as_json: bool, **sides: Any
+) -> None:
+    """List recorded dumps and loads: range, counts, seconds per stage, status and error.
+
+    Reads the target database (where loads, and dumps run with a target, are recorded); with only
+    --source-db-url, the source's (dumps run without a target).
+    """
+    from hmsrepl.replication.metrics import MetricsLog
+
+    store = _side_store("target", sides) or _side_store("source", sides)
+    if store is None:
+        raise click.ClickException("metrics need --target-db-url (or --source-db-url for source-only dumps)")
+    rows = MetricsLog(store.engine).list(policy=policy, operation=operation, status=status, limit=limit)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row.to_json(), sort_keys=True))
+        return
+    click.echo(
+        f"{'id':>6}  {'started (UTC)':<19}  {'op':<4} {'kind':<11} {'policy':<20} {'range':>15}  "
+        f"{'events':>6} {'tables':>6} {'parts':>6} {'files':>6} {'bytes':>9} {'seconds':>8}  status"
+    )
+    for row in rows:
+        started = datetime.fromtimestamp(row.started_at / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        span = "..".join(
+            "" if value is None else str(value) for value in (row.from_event_id, row.last_event_id)
+        )
+        seconds = "-" if row.seconds is None else f"{row.seconds:.2f}"
+        click.echo(
+            f"{row.id:>6}  {started:<19}  {row.operation:<4} {row.kind:<11} {row.policy:<20} {span:>15}  "
+            f"{row.events:>6} {row.tables:>6} {row.partitions:>6} {row.files:>6} {_human_bytes(row.bytes):>9} "
+            f"{seconds:>8}  {row.status}"
+        )
+        details = [f"dump {row.dump_id}"] if row.dump_id else []
+        details += [f"{name} {value:.3f}s" for name, value in row.stages.items()]
+        click.echo(f"{'':>8}{', '.join(details)}")
+        if row.error:
+            click.echo(f"{'':>8}error: {row.error.splitlines()[0]}")
+
+
+def _human_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
 
 
 @repl.command("verify")

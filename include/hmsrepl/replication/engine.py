@@ -1,13 +1,21 @@
-"""One entry point for REPL commands, whether they come from the CLI, Python or a DAG task."""
+"""One entry point for REPL commands, whether they come from the CLI, Python or a DAG task.
+
+Every dump and load run through here is recorded in ``repl_metrics`` (see ``replication.metrics``): loads in
+the target database, dumps in the target database when this engine has a target metastore, else in the
+source's.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import Command, DumpCommand, LoadCommand, StatusCommand, parse_command
 from hmsrepl.replication.dump import DumpEngine, DumpResult
+from hmsrepl.replication.layout import DumpDir, DumpMetadata
 from hmsrepl.replication.load import LoadEngine, LoadResult, repl_status
+from hmsrepl.replication.metrics import UNKNOWN_KIND, Counts, MetricsLog, Progress, dump_id_of
 
 
 class MissingMetastoreError(ValueError):
@@ -20,17 +28,78 @@ class ReplicationEngine:
     source: Metastore | None = None
     target: Metastore | None = None
 
-    def execute(self, command: str | Command) -> DumpResult | LoadResult | int | None:
+    def execute(
+        self, command: str | Command, progress: Progress | None = None
+    ) -> DumpResult | LoadResult | int | None:
+        """Run one REPL command; ``progress`` hears how many tables or events are done (dumps and loads)."""
         parsed = parse_command(command) if isinstance(command, str) else command
         if isinstance(parsed, DumpCommand):
             if self.source is None:
                 raise MissingMetastoreError("REPL DUMP needs the source metastore (--source-db-url)")
-            return DumpEngine(self.source, self.dump_root).dump(parsed)
+            return self._dump(self.source, parsed, progress)
         if self.target is None:
             raise MissingMetastoreError(
                 f"{type(parsed).__name__} needs the target metastore (--target-db-url)"
             )
         if isinstance(parsed, LoadCommand):
-            return LoadEngine(self.target).load(parsed)
+            return self._load(self.target, parsed, progress)
         assert isinstance(parsed, StatusCommand)
         return repl_status(self.target, parsed.db_name)
+
+    @property
+    def dump_metrics(self) -> MetricsLog:
+        """Where dumps are recorded: the target database if this engine has one, else the source's."""
+        store = self.target or self.source
+        if store is None:
+            raise MissingMetastoreError("replication metrics need a source or target metastore")
+        return MetricsLog(store.engine)
+
+    def _dump(self, source: Metastore, command: DumpCommand, progress: Progress | None) -> DumpResult:
+        with self.dump_metrics.record(
+            policy=command.policy.to_text(),
+            operation="dump",
+            kind="bootstrap" if command.is_bootstrap else "incremental",
+            from_event_id=command.from_event_id,
+            to_event_id=command.to_event_id,
+        ) as run:
+            if progress is not None:
+                progress.begin(None, "table" if command.is_bootstrap else "event")
+            on_table = (lambda _name: progress.advance(1)) if progress is not None else None
+            result = DumpEngine(source, self.dump_root, on_table, clock=run.clock).dump(command)
+            if progress is not None and not command.is_bootstrap:
+                progress.advance(result.events)  # events are written in parallel: reported at the end
+            meta = DumpDir(result.dump_dir).read_metadata()
+            run.dump_id = dump_id_of(result.dump_dir)
+            run.from_event_id, run.to_event_id = meta.from_event_id, meta.to_event_id
+            run.last_event_id = result.last_event_id
+            run.counts = Counts(result.events, result.tables, result.partitions, result.files, result.bytes)
+        return result
+
+    def _load(self, target: Metastore, command: LoadCommand, progress: Progress | None) -> LoadResult:
+        meta = _readable_metadata(command.dump_dir)  # None: the load below fails and says why
+        with MetricsLog(target.engine).record(
+            policy=meta.policy if meta else (command.target_db or ""),
+            operation="load",
+            kind=meta.kind if meta else UNKNOWN_KIND,
+            dump_id=dump_id_of(command.dump_dir),
+            from_event_id=meta.from_event_id if meta else None,
+            to_event_id=meta.to_event_id if meta else None,
+        ) as run:
+            incremental = meta is not None and meta.kind == "incremental"
+            if progress is not None:
+                progress.begin(meta.event_count if incremental else None, "event" if incremental else "table")
+            advance = progress.advance if progress is not None else None
+            result = LoadEngine(target, clock=run.clock).load(command, advance)
+            stats = result.stats
+            run.last_event_id = result.last_event_id
+            run.counts = Counts(
+                result.events_applied, stats.tables, stats.partitions, stats.files_copied, stats.bytes_copied
+            )
+        return result
+
+
+def _readable_metadata(dump_dir: str) -> DumpMetadata | None:
+    try:
+        return DumpDir(dump_dir).read_metadata()
+    except (HmsReplError, OSError, ValueError, TypeError):
+        return None
