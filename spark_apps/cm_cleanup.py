@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,12 @@ log = logging.getLogger("hmsrepl.spark_apps.cm_cleanup")
 
 
 @click.command()
+@click.option("--cmroot", envvar="HMSREPL_CMROOT", help="Change manager root (HMSREPL_CMROOT).")
 @click.option(
-    "--cmroot", envvar="HMSREPL_CMROOT", required=True, help="Change manager root (HMSREPL_CMROOT)."
+    "--side",
+    type=click.Choice(["source", "target"]),
+    default=None,
+    help="Without --cmroot: clean this side's cmroot (HMSREPL_SOURCE_CMROOT / HMSREPL_TARGET_CMROOT).",
 )
 @click.option(
     "--retention-seconds",
@@ -56,8 +61,11 @@ log = logging.getLogger("hmsrepl.spark_apps.cm_cleanup")
 )
 @app_options
 @application
-def main(cmroot: str, retention_seconds: int, spark_min_files: int, master: str | None) -> dict[str, Any]:
+def main(
+    cmroot: str | None, side: str | None, retention_seconds: int, spark_min_files: int, master: str | None
+) -> dict[str, Any]:
     """Delete cmroot files older than the retention (counted from when they were recycled)."""
+    cmroot = cmroot_of(cmroot, side)
     spark = LazySpark("hmsrepl-cm-cleanup", master)
     try:
         result, failures = cleanup_cmroot(
@@ -88,6 +96,17 @@ def main(cmroot: str, retention_seconds: int, spark_min_files: int, master: str 
             f"'{failures[0].uri}': {failures[0].reason}; the next cleanup retries them"
         )
     return summary
+
+
+def cmroot_of(cmroot: str | None, side: str | None) -> str:
+    """The cmroot to clean: --cmroot, else the side's HMSREPL_<SIDE>_CMROOT (how the DAGs name it)."""
+    if cmroot:
+        return cmroot
+    env = f"HMSREPL_{side.upper()}_CMROOT" if side else "HMSREPL_CMROOT"
+    value = os.environ.get(env) if side else None
+    if not value:
+        raise click.UsageError(f"no cmroot to clean: pass --cmroot or set {env}")
+    return value
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
 )
 
 # isort: split
+from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import DumpCommand
 from hmsrepl.replication.dump import DumpEngine
 from hmsrepl.spark.listing import DEFAULT_MIN_SPARK_LOCATIONS, SparkDumpEngine
@@ -59,21 +60,37 @@ def main(
     source = open_metastore("source", sides)
     spark = LazySpark("hmsrepl-repl-dump", master)
     try:
-        engine: DumpEngine
-        if command.is_bootstrap:
-            engine = SparkDumpEngine(
-                source,
-                dump_root,
-                spark,
-                min_spark_locations=spark_min_locations,
-                on_table_dumped=lambda table: log.info("dumped table %s", table),
-            )
-        else:
-            engine = DumpEngine(source, dump_root)
-        result = engine.dump(command)
+        summary = run_dump(command, source, dump_root, spark, spark_min_locations)
     finally:
         spark.stop()
         source.close()
+    summary["spark_startup_seconds"] = spark.startup_seconds
+    return summary
+
+
+def run_dump(
+    command: DumpCommand,
+    source: Metastore,
+    dump_root: str,
+    spark: LazySpark,
+    spark_min_locations: int = DEFAULT_MIN_SPARK_LOCATIONS,
+) -> dict[str, Any]:
+    """Write one dump: a bootstrap lists big tables on Spark (started only then), an incremental never does.
+
+    Returns the summary (``dump_dir``, ``last_event_id``, counts); ``spark`` is left running for the caller.
+    """
+    engine: DumpEngine
+    if command.is_bootstrap:
+        engine = SparkDumpEngine(
+            source,
+            dump_root,
+            spark,
+            min_spark_locations=spark_min_locations,
+            on_table_dumped=lambda table: log.info("dumped table %s", table),
+        )
+    else:
+        engine = DumpEngine(source, dump_root)
+    result = engine.dump(command)
     log.info("dump %s written up to event %d", result.dump_dir, result.last_event_id)
     summary: dict[str, Any] = {
         "dump_dir": result.dump_dir,
@@ -83,7 +100,6 @@ def main(
         "tables": result.tables,
         "partitions": result.partitions,
         "files": result.files,
-        "spark_startup_seconds": spark.startup_seconds,
     }
     if isinstance(engine, SparkDumpEngine):
         summary["locations_on_spark"] = engine.locations_on_spark

@@ -37,6 +37,7 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
 )
 
 # isort: split
+from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import LoadCommand
 from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.spark.copy import SparkCopyError, discard_unpublished, load_copy_plan, spark_copy
@@ -70,35 +71,53 @@ def main(
     target = open_metastore("target", sides)
     spark = LazySpark("hmsrepl-repl-load", master)
     try:
-        tasks = load_copy_plan(target, command)
-        staged = staged_bytes = 0
-        if len(tasks) >= spark_min_files:
-            log.info("copying %d files on Spark", len(tasks))
-            try:
-                results = spark_copy(spark(), tasks, partitions=partitions)
-            except SparkCopyError as exc:
-                db = command.target_db or "the target database"
-                raise SparkCopyError(
-                    exc.failures,
-                    exc.total,
-                    f"nothing was applied: {db} is unchanged (copies verified so far are kept for a re-run)",
-                ) from exc
-            spark.stop()  # the load is metadata work: free the executors while it runs
-            staged = sum(1 for r in results if r.bytes_copied > 0)
-            staged_bytes = sum(r.bytes_copied for r in results)
-            log.info("staged %d verified copies (%d bytes); loading", staged, staged_bytes)
-        else:
-            log.info("%d files to copy: below --spark-min-files, the load copies them", len(tasks))
-        result = LoadEngine(target).load(
-            command, progress=lambda n: log.info("applied a batch of %d events", n)
-        )
-        discarded = discard_unpublished(tasks) if staged else 0
-        if discarded:
-            log.info("removed %d staged copies the load found in place already", discarded)
-        status = repl_status(target, result.target_db)
+        summary = run_load(command, target, spark, spark_min_files, partitions)
     finally:
         spark.stop()
         target.close()
+    summary["spark_startup_seconds"] = spark.startup_seconds
+    return summary
+
+
+def run_load(
+    command: LoadCommand,
+    target: Metastore,
+    spark: LazySpark,
+    spark_min_files: int = 64,
+    partitions: int | None = None,
+    *,
+    keep_spark: bool = False,
+) -> dict[str, Any]:
+    """Copy the load's files on Spark when there are enough of them, then apply the load; returns the summary.
+
+    Spark is stopped after the copy (the load is metadata work) unless ``keep_spark``: a caller running many
+    loads in a row keeps one session rather than paying for a new JVM each time.
+    """
+    tasks = load_copy_plan(target, command)
+    staged = staged_bytes = 0
+    if len(tasks) >= spark_min_files:
+        log.info("copying %d files on Spark", len(tasks))
+        try:
+            results = spark_copy(spark(), tasks, partitions=partitions)
+        except SparkCopyError as exc:
+            db = command.target_db or "the target database"
+            raise SparkCopyError(
+                exc.failures,
+                exc.total,
+                f"nothing was applied: {db} is unchanged (copies verified so far are kept for a re-run)",
+            ) from exc
+        if not keep_spark:
+            spark.stop()  # the load is metadata work: free the executors while it runs
+        staged = sum(1 for r in results if r.bytes_copied > 0)
+        staged_bytes = sum(r.bytes_copied for r in results)
+        log.info("staged %d verified copies (%d bytes); loading", staged, staged_bytes)
+    else:
+        log.info("%d files to copy: below --spark-min-files, the load copies them", len(tasks))
+    result = LoadEngine(target).load(command, progress=lambda n: log.info("applied a batch of %d events", n))
+    discarded = discard_unpublished(tasks) if staged else 0
+    if discarded:
+        log.info("removed %d staged copies the load found in place already", discarded)
+    status = repl_status(target, result.target_db)
     stats = result.stats
     log.info("%s is at event %s", result.target_db, status)
     return {
@@ -117,7 +136,6 @@ def main(
         "staged_bytes": staged_bytes,
         "staged_unused": discarded,
         "skipped_events": stats.skipped_events,
-        "spark_startup_seconds": spark.startup_seconds,
     }
 
 

@@ -1,0 +1,44 @@
+"""cmroot retention: delete recycled files older than ``HMSREPL_CM_RETENTION_SECONDS`` on both sides.
+
+The source's cmroot keeps dropped and overwritten files so that events not replicated yet stay replayable;
+keep its retention well above the longest replication lag you accept. Each side runs
+``spark_apps/cm_cleanup.py --side source|target`` (cmroot from ``HMSREPL_SOURCE_CMROOT`` /
+``HMSREPL_TARGET_CMROOT``); deletes run on Spark only when there are many.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG
+from hmsrepl_airflow.settings import (
+    CM_CLEANUP_DAG_ID,
+    CM_CLEANUP_SCHEDULE_ENV,
+    SPARK_CONF,
+    SPARK_CONN_ID,
+    default_args,
+    spark_app,
+)
+
+with DAG(
+    dag_id=CM_CLEANUP_DAG_ID,
+    description="Delete cmroot files older than the retention, source and target",
+    doc_md=__doc__,
+    schedule=os.environ.get(CM_CLEANUP_SCHEDULE_ENV) or "@daily",
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(),
+    tags=["hmsrepl", "cmroot", "maintenance"],
+) as dag:
+    for side in ("source", "target"):
+        SparkSubmitOperator(
+            task_id=f"cleanup_{side}_cmroot",
+            application=spark_app("cm_cleanup.py"),
+            application_args=["--side", side],
+            conn_id=SPARK_CONN_ID,
+            conf=SPARK_CONF,
+            name=f"hmsrepl-cm-cleanup-{side}",
+        )

@@ -1,0 +1,194 @@
+"""An Airflow hook over a metastore's Thrift API: the notification log and the target's ``repl.last.id``.
+
+The connection holds what a Hive Metastore client needs: host, port (default 9083) and login, the user the
+hook identifies as with ``set_ugi`` (the notification API serves admin/proxy users only; default ``hive``).
+Any connection type works (``generic``, or ``hive_metastore`` when set from an environment variable):
+
+    AIRFLOW_CONN_HMSREPL_SOURCE_METASTORE='{"conn_type": "generic", "host": "127.0.0.1", "port": 9083,
+                                            "login": "hive"}'
+
+Nothing is imported or opened at import time: the Thrift client exists only inside ``get_conn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+
+DEFAULT_PORT = 9083
+DEFAULT_USER = "hive"
+#: Thrift calls time out after this long (a metastore that accepts but never answers must not hang a task).
+TIMEOUT_MS = 60_000
+
+
+class MetastoreHookError(Exception):
+    """The metastore of a connection could not answer; the message says which one and what to check."""
+
+
+class MetastoreConfigError(MetastoreHookError):
+    """The connection itself is missing or incomplete: retrying cannot help, the operator must fix it."""
+
+
+@dataclass(frozen=True)
+class NotificationEvent:
+    """One event of the notification log as the Thrift API returns it (message still encoded)."""
+
+    event_id: int
+    event_time: int
+    event_type: str
+    db_name: str | None
+    table_name: str | None
+    message: str
+    message_format: str | None
+
+
+class MetastoreNotificationHook(BaseHook):
+    """Reads a metastore's notification log and database parameters over the Hive Metastore Thrift protocol."""
+
+    conn_name_attr = "metastore_conn_id"
+    default_conn_name = "hmsrepl_source_metastore"
+    conn_type = "hive_metastore"
+    hook_name = "Hive Metastore (hmsrepl notification API)"
+
+    def __init__(self, metastore_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.metastore_conn_id = metastore_conn_id
+
+    # -- connection ---------------------------------------------------------------------------------------
+    def address(self) -> tuple[str, int, str]:
+        """(host, port, user) of the connection; a missing or incomplete connection says how to define it."""
+        try:
+            conn = self.get_connection(self.metastore_conn_id)
+        except AirflowNotFoundException as exc:
+            env = f"AIRFLOW_CONN_{self.metastore_conn_id.upper()}"
+            raise MetastoreConfigError(
+                f"Airflow connection '{self.metastore_conn_id}' is not defined; define it (Admin > Connections, "
+                f'or {env}=\'{{"conn_type": "generic", "host": "HOST", "port": {DEFAULT_PORT}, '
+                f'"login": "{DEFAULT_USER}"}}\') pointing at the metastore\'s Thrift server'
+            ) from exc
+        if not conn.host:
+            raise MetastoreConfigError(
+                f"Airflow connection '{self.metastore_conn_id}' has no host; set it to the metastore's Thrift host"
+            )
+        return conn.host, int(conn.port or DEFAULT_PORT), conn.login or DEFAULT_USER
+
+    def describe(self) -> str:
+        """``thrift://host:port`` of the connection, for messages."""
+        host, port, _ = self.address()
+        return f"thrift://{host}:{port}"
+
+    @contextmanager
+    def get_conn(self) -> Iterator[Any]:
+        """A Thrift client identified as the connection's user, closed afterwards."""
+        from thriftpy2.rpc import make_client
+
+        from hmsrepl.thrift.idl import Service
+
+        host, port, user = self.address()
+        try:
+            client = make_client(Service, host, port, timeout=TIMEOUT_MS)
+        except Exception as exc:  # thriftpy2 raises TTransportException wrapping the socket error
+            raise MetastoreHookError(
+                f"cannot reach the metastore of connection '{self.metastore_conn_id}' at thrift://{host}:{port}: "
+                f"{_reason(exc)}; check the connection's host and port and that the metastore server is running"
+            ) from exc
+        try:
+            client.set_ugi(user, [])
+            yield client
+        finally:
+            client.close()
+
+    def _call(self, what: str, method: str, *args: Any) -> Any:
+        """Call one Thrift method; remote errors become one message naming the connection and the fix."""
+        from thriftpy2.thrift import TApplicationException
+        from thriftpy2.transport import TTransportException
+
+        with self.get_conn() as client:
+            try:
+                return getattr(client, method)(*args)
+            except TApplicationException as exc:
+                message = _reason(exc)
+                if "may not" in message or "admin" in message.lower():
+                    message += (
+                        f"; give connection '{self.metastore_conn_id}' an admin user (HMSREPL_ADMIN_USERS)"
+                    )
+                raise MetastoreHookError(
+                    f"metastore of connection '{self.metastore_conn_id}' refused {what}: {message}"
+                ) from exc
+            except (TTransportException, OSError) as exc:
+                raise MetastoreHookError(
+                    f"lost the metastore of connection '{self.metastore_conn_id}' while reading {what}: "
+                    f"{_reason(exc)}; check that the metastore server is running"
+                ) from exc
+
+    # -- notification API ---------------------------------------------------------------------------------
+    def current_event_id(self) -> int:
+        """Id of the newest event in the notification log (0 when empty)."""
+        return int(self._call("the current event id", "get_current_notificationEventId").eventId)
+
+    def next_events(
+        self, last_event_id: int, max_events: int | None = None, skip_types: list[str] | None = None
+    ) -> list[NotificationEvent]:
+        """Events after ``last_event_id`` in id order, at most ``max_events`` of them."""
+        from hmsrepl.thrift.idl import hms
+
+        request = hms.NotificationEventRequest(
+            lastEvent=last_event_id, maxEvents=max_events, eventTypeSkipList=skip_types
+        )
+        response = self._call(f"events after {last_event_id}", "get_next_notification", request)
+        return [
+            NotificationEvent(
+                e.eventId, e.eventTime, e.eventType, e.dbName, e.tableName, e.message, e.messageFormat
+            )
+            for e in response.events
+        ]
+
+    def events_count(self, db_name: str, from_event_id: int, to_event_id: int | None = None) -> int:
+        """Number of ``db_name``'s events with ``from_event_id`` < id <= ``to_event_id``."""
+        from hmsrepl.thrift.idl import hms
+
+        request = hms.NotificationEventsCountRequest(
+            fromEventId=from_event_id, dbName=db_name, toEventId=to_event_id
+        )
+        what = f"the event count of database '{db_name}'"
+        return int(self._call(what, "get_notification_events_count", request).eventsCount)
+
+    # -- databases -------------------------------------------------------------------------------------------
+    def database_parameters(self, db_name: str) -> dict[str, str] | None:
+        """A database's parameters, or None when the database does not exist."""
+        from thriftpy2.thrift import TException
+
+        from hmsrepl.thrift.idl import hms
+
+        with self.get_conn() as client:
+            try:
+                return dict(client.get_database(db_name).parameters or {})
+            except hms.NoSuchObjectException:
+                return None
+            except TException as exc:
+                raise MetastoreHookError(
+                    f"metastore of connection '{self.metastore_conn_id}' could not read database "
+                    f"'{db_name}': {_reason(exc)}"
+                ) from exc
+
+    def repl_last_id(self, db_name: str) -> int | None:
+        """The last source event id replicated into ``db_name`` (its ``repl.last.id``), None if not a replica."""
+        from hmsrepl.replication.target import REPL_LAST_ID
+
+        params = self.database_parameters(db_name)
+        value = (params or {}).get(REPL_LAST_ID)
+        return int(value) if value is not None else None
+
+
+def _reason(exc: BaseException) -> str:
+    """One line: the exception's message, or its cause's when the wrapper says nothing useful."""
+    text = " ".join(str(getattr(exc, "message", None) or exc).split())
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and (not text or text == type(exc).__name__):
+        return _reason(cause)
+    return text or type(exc).__name__

@@ -1,0 +1,154 @@
+"""Operators that make the replication DAGs read well: check before the heavy work, mirror state after it.
+
+The target database's ``repl.last.id`` is the source of truth for how far a replica got; these operators
+only read it (over the target metastore's Thrift API) and mirror it into an Airflow Variable for the UI.
+Configuration mistakes (missing connection, no bootstrap yet, malformed replications) fail the task at once
+without retries; an unreachable metastore fails it with retries (it may come back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Variable
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from hmsrepl.replication.replications import Replication, ReplicationConfigError, parse_replications
+from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreHookError, MetastoreNotificationHook
+from hmsrepl_airflow.settings import (
+    BOOTSTRAP_DAG_ID,
+    REPLICATIONS_ENV,
+    SOURCE_CONN_ID,
+    TARGET_CONN_ID,
+    variable_key,
+)
+
+
+def _replications(value: Any) -> list[Replication]:
+    try:
+        found = parse_replications(value, origin="replications")
+    except ReplicationConfigError as exc:
+        raise AirflowFailException(str(exc)) from exc
+    if not found:
+        raise AirflowFailException(
+            f"no replications configured: set {REPLICATIONS_ENV} (JSON list of policy/target_db) or trigger the "
+            'DAG with {"replications": [{"policy": "sales", "target_db": "sales_dr"}]}'
+        )
+    return found
+
+
+def _hook_failure(exc: MetastoreHookError) -> Exception:
+    """Misconfiguration fails for good; anything else (server down) may be retried."""
+    if isinstance(exc, MetastoreConfigError):
+        return AirflowFailException(str(exc))
+    return exc
+
+
+class ReplicationCheckOperator(BaseOperator):
+    """Reads where each replica is (target ``repl.last.id``) against the source's current event id.
+
+    With ``require_bootstrap`` a replica without ``repl.last.id`` fails the task with a message saying to run
+    the bootstrap DAG; with ``skip_when_caught_up`` the run's remaining tasks are skipped (no spark-submit)
+    when the source has logged nothing since. Returns, per target database, its last id, the source's
+    current id and how many of the source database's events are pending.
+    """
+
+    template_fields: Sequence[str] = ("replications",)
+
+    def __init__(
+        self,
+        *,
+        replications: Any,
+        require_bootstrap: bool = True,
+        skip_when_caught_up: bool = True,
+        source_conn_id: str = SOURCE_CONN_ID,
+        target_conn_id: str = TARGET_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.replications = replications
+        self.require_bootstrap = require_bootstrap
+        self.skip_when_caught_up = skip_when_caught_up
+        self.source_conn_id = source_conn_id
+        self.target_conn_id = target_conn_id
+
+    def execute(self, context: Any) -> dict[str, dict[str, Any]]:
+        replications = _replications(self.replications)
+        source = MetastoreNotificationHook(self.source_conn_id)
+        target = MetastoreNotificationHook(self.target_conn_id)
+        try:
+            current = source.current_event_id()
+            state: dict[str, dict[str, Any]] = {}
+            never_bootstrapped: list[Replication] = []
+            for replication in replications:
+                last = target.repl_last_id(replication.target_db)
+                if last is None:
+                    never_bootstrapped.append(replication)
+                pending = source.events_count(replication.source_db, last or 0, current)
+                state[replication.target_db] = {
+                    "policy": replication.policy,
+                    "repl_last_id": last,
+                    "source_event_id": current,
+                    "pending_events": pending,
+                }
+                self.log.info(
+                    "%s <- %s: repl.last.id %s, source at event %d, %d events of %s pending",
+                    replication.target_db,
+                    replication.policy,
+                    last if last is not None else "none (never bootstrapped)",
+                    current,
+                    pending,
+                    replication.source_db,
+                )
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
+        if self.require_bootstrap and never_bootstrapped:
+            raise AirflowFailException(
+                "; ".join(
+                    f"target database '{r.target_db}' has no repl.last.id: policy '{r.policy}' was never "
+                    f"bootstrapped into it; trigger the {BOOTSTRAP_DAG_ID} DAG with "
+                    f'{{"policy": "{r.policy}", "target_db": "{r.target_db}"}} first'
+                    for r in never_bootstrapped
+                )
+            )
+        if self.skip_when_caught_up and all(
+            s["repl_last_id"] is not None and s["repl_last_id"] >= current for s in state.values()
+        ):
+            raise AirflowSkipException(f"every replica is caught up with source event {current}")
+        return state
+
+
+class MirrorReplLastIdOperator(BaseOperator):
+    """Copies each replica's ``repl.last.id`` from the target into the Variable named for its policy.
+
+    The Variable is a read-only mirror for people and other DAGs; it is written only from what the target
+    database records, so it never runs ahead of the replica.
+    """
+
+    template_fields: Sequence[str] = ("replications",)
+
+    def __init__(self, *, replications: Any, target_conn_id: str = TARGET_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.replications = replications
+        self.target_conn_id = target_conn_id
+
+    def execute(self, context: Any) -> dict[str, int]:
+        target = MetastoreNotificationHook(self.target_conn_id)
+        mirrored: dict[str, int] = {}
+        for replication in _replications(self.replications):
+            try:
+                last = target.repl_last_id(replication.target_db)
+            except MetastoreHookError as exc:
+                raise _hook_failure(exc) from exc
+            if last is None:
+                raise AirflowFailException(
+                    f"target database '{replication.target_db}' has no repl.last.id after replication of "
+                    f"'{replication.policy}'; run the {BOOTSTRAP_DAG_ID} DAG for it"
+                )
+            Variable.set(variable_key(replication.policy), str(last))
+            self.log.info(
+                "Variable %s = %d (%s)", variable_key(replication.policy), last, replication.target_db
+            )
+            mirrored[variable_key(replication.policy)] = last
+        return mirrored

@@ -1,0 +1,98 @@
+"""The notification hook against a real metastore server process (Thrift over loopback)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from hmsrepl.config import MetastoreConfig
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Database
+from tests.airflow.conftest import metastore_connection
+from tests.servers import RunningMetastore, free_port
+
+CONN = "hmsrepl_test_metastore"
+
+
+@pytest.fixture
+def store(target_metastore: RunningMetastore) -> Iterator[Metastore]:
+    """In-process access to the server's database, to make changes the server then reports."""
+    config = MetastoreConfig(
+        db_url=target_metastore.db_url, warehouse=target_metastore.warehouse, cmroot=target_metastore.cmroot
+    )
+    opened = Metastore(config)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def hook(target_metastore: RunningMetastore, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from hmsrepl_airflow.hooks import MetastoreNotificationHook
+
+    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN.upper()}", metastore_connection(target_metastore.port))
+    return MetastoreNotificationHook(CONN)
+
+
+def test_current_id_next_events_and_count_follow_the_log(hook, store: Metastore) -> None:  # type: ignore[no-untyped-def]
+    before = hook.current_event_id()
+    assert before == store.get_current_notification_event_id()
+    store.catalog.create_database(Database(name="hook_a"))
+    store.catalog.create_database(Database(name="hook_b"))
+    store.catalog.alter_database("hook_a", Database(name="hook_a", parameters={"k": "v"}))
+    assert hook.current_event_id() == before + 3
+
+    events = hook.next_events(before)
+    assert [(e.event_id, e.event_type, e.db_name) for e in events] == [
+        (before + 1, "CREATE_DATABASE", "hook_a"),
+        (before + 2, "CREATE_DATABASE", "hook_b"),
+        (before + 3, "ALTER_DATABASE", "hook_a"),
+    ]
+    assert [e.event_id for e in hook.next_events(before, max_events=2)] == [before + 1, before + 2]
+    assert [e.event_type for e in hook.next_events(before, skip_types=["CREATE_DATABASE"])] == [
+        "ALTER_DATABASE"
+    ]
+    assert hook.events_count("hook_a", before) == 2
+    assert hook.events_count("hook_a", before, before + 1) == 1
+    assert hook.events_count("hook_b", before + 2) == 0
+
+
+def test_reads_repl_last_id_of_replicas_only(hook, store: Metastore) -> None:  # type: ignore[no-untyped-def]
+    store.catalog.create_database(Database(name="hook_replica", parameters={"repl.last.id": "42"}))
+    store.catalog.create_database(Database(name="hook_plain"))
+    assert hook.repl_last_id("hook_replica") == 42
+    assert hook.repl_last_id("hook_plain") is None
+    assert hook.repl_last_id("hook_missing") is None
+    assert hook.database_parameters("hook_missing") is None
+    assert hook.database_parameters("hook_replica") == {"repl.last.id": "42"}
+
+
+def test_non_admin_user_is_told_what_to_change(
+    target_metastore: RunningMetastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hmsrepl_airflow.hooks import MetastoreHookError, MetastoreNotificationHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_HMSREPL_MALLORY", metastore_connection(target_metastore.port, "mallory"))
+    with pytest.raises(MetastoreHookError, match=r"(?s)hmsrepl_mallory.*mallory.*HMSREPL_ADMIN_USERS"):
+        MetastoreNotificationHook("hmsrepl_mallory").current_event_id()
+
+
+def test_unreachable_metastore_names_connection_and_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreHookError, MetastoreNotificationHook
+
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv("AIRFLOW_CONN_HMSREPL_GONE", metastore_connection(port))
+    with pytest.raises(
+        MetastoreHookError, match=f"cannot reach .*'hmsrepl_gone' at thrift://127.0.0.1:{port}"
+    ) as exc:
+        MetastoreNotificationHook("hmsrepl_gone").current_event_id()
+    assert not isinstance(exc.value, MetastoreConfigError)  # a server can come back: retries make sense
+
+
+def test_missing_connection_says_how_to_define_it() -> None:
+    from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreNotificationHook
+
+    with pytest.raises(
+        MetastoreConfigError, match=r"'hmsrepl_nowhere' is not defined.*AIRFLOW_CONN_HMSREPL_NOWHERE"
+    ):
+        MetastoreNotificationHook("hmsrepl_nowhere").repl_last_id("sales_dr")
