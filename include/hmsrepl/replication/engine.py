@@ -7,6 +7,7 @@ source's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hmsrepl.exceptions import HmsReplError
@@ -15,7 +16,7 @@ from hmsrepl.replication.commands import Command, DumpCommand, LoadCommand, Stat
 from hmsrepl.replication.dump import DumpEngine, DumpResult
 from hmsrepl.replication.layout import DumpDir, DumpMetadata
 from hmsrepl.replication.load import LoadEngine, LoadResult, repl_status
-from hmsrepl.replication.metrics import UNKNOWN_KIND, Counts, MetricsLog, Progress, dump_id_of
+from hmsrepl.replication.metrics import UNKNOWN_KIND, Counts, MetricsLog, Progress, StageClock, dump_id_of
 
 
 class MissingMetastoreError(ValueError):
@@ -55,47 +56,78 @@ class ReplicationEngine:
         return MetricsLog(store.engine)
 
     def _dump(self, source: Metastore, command: DumpCommand, progress: Progress | None) -> DumpResult:
-        with self.dump_metrics.record(
-            policy=command.policy.to_text(),
-            operation="dump",
-            kind="bootstrap" if command.is_bootstrap else "incremental",
-            from_event_id=command.from_event_id,
-            to_event_id=command.to_event_id,
-        ) as run:
+        def work(clock: StageClock) -> DumpResult:
             if progress is not None:
                 progress.begin(None, "table" if command.is_bootstrap else "event")
             on_table = (lambda _name: progress.advance(1)) if progress is not None else None
-            result = DumpEngine(source, self.dump_root, on_table, clock=run.clock).dump(command)
+            result = DumpEngine(source, self.dump_root, on_table, clock=clock).dump(command)
             if progress is not None and not command.is_bootstrap:
                 progress.advance(result.events)  # events are written in parallel: reported at the end
-            meta = DumpDir(result.dump_dir).read_metadata()
-            run.dump_id = dump_id_of(result.dump_dir)
-            run.from_event_id, run.to_event_id = meta.from_event_id, meta.to_event_id
-            run.last_event_id = result.last_event_id
-            run.counts = Counts(result.events, result.tables, result.partitions, result.files, result.bytes)
-        return result
+            return result
+
+        return recorded_dump(self.dump_metrics, command, work)
 
     def _load(self, target: Metastore, command: LoadCommand, progress: Progress | None) -> LoadResult:
-        meta = _readable_metadata(command.dump_dir)  # None: the load below fails and says why
-        with MetricsLog(target.engine).record(
-            policy=meta.policy if meta else (command.target_db or ""),
-            operation="load",
-            kind=meta.kind if meta else UNKNOWN_KIND,
-            dump_id=dump_id_of(command.dump_dir),
-            from_event_id=meta.from_event_id if meta else None,
-            to_event_id=meta.to_event_id if meta else None,
-        ) as run:
+        def work(clock: StageClock, meta: DumpMetadata | None) -> LoadResult:
             incremental = meta is not None and meta.kind == "incremental"
             if progress is not None:
                 progress.begin(meta.event_count if incremental else None, "event" if incremental else "table")
             advance = progress.advance if progress is not None else None
-            result = LoadEngine(target, clock=run.clock).load(command, advance)
-            stats = result.stats
-            run.last_event_id = result.last_event_id
-            run.counts = Counts(
-                result.events_applied, stats.tables, stats.partitions, stats.files_copied, stats.bytes_copied
-            )
-        return result
+            return LoadEngine(target, clock=clock).load(command, advance)
+
+        return recorded_load(MetricsLog(target.engine), command, work)
+
+
+def recorded_dump(
+    metrics: MetricsLog, command: DumpCommand, work: Callable[[StageClock], DumpResult]
+) -> DumpResult:
+    """Run ``work`` (a dump that times its stages on the given clock) as one recorded ``repl_metrics`` row.
+
+    Public so that other dump drivers (the Spark dump application) record exactly what the engine records.
+    """
+    with metrics.record(
+        policy=command.policy.to_text(),
+        operation="dump",
+        kind="bootstrap" if command.is_bootstrap else "incremental",
+        from_event_id=command.from_event_id,
+        to_event_id=command.to_event_id,
+    ) as run:
+        result = work(run.clock)
+        meta = DumpDir(result.dump_dir).read_metadata()
+        run.dump_id = dump_id_of(result.dump_dir)
+        run.from_event_id, run.to_event_id = meta.from_event_id, meta.to_event_id
+        run.last_event_id = result.last_event_id
+        run.counts = Counts(result.events, result.tables, result.partitions, result.files, result.bytes)
+    return result
+
+
+def recorded_load(
+    metrics: MetricsLog,
+    command: LoadCommand,
+    work: Callable[[StageClock, DumpMetadata | None], LoadResult],
+) -> LoadResult:
+    """Run ``work`` (a load timing its stages on the clock) as one recorded ``repl_metrics`` row.
+
+    ``work`` also gets the dump's metadata when it is readable (None: the load itself will fail and say why,
+    and the row records that failure). A driver that copies files ahead of the load (the Spark load
+    application) times that with ``clock.stage("copy")`` inside ``work``.
+    """
+    meta = _readable_metadata(command.dump_dir)
+    with metrics.record(
+        policy=meta.policy if meta else (command.target_db or ""),
+        operation="load",
+        kind=meta.kind if meta else UNKNOWN_KIND,
+        dump_id=dump_id_of(command.dump_dir),
+        from_event_id=meta.from_event_id if meta else None,
+        to_event_id=meta.to_event_id if meta else None,
+    ) as run:
+        result = work(run.clock, meta)
+        stats = result.stats
+        run.last_event_id = result.last_event_id
+        run.counts = Counts(
+            result.events_applied, stats.tables, stats.partitions, stats.files_copied, stats.bytes_copied
+        )
+    return result
 
 
 def _readable_metadata(dump_dir: str) -> DumpMetadata | None:
