@@ -341,3 +341,30 @@ def test_stage_clock_sums_each_stage_and_times_failed_ones(monkeypatch) -> None:
     with pytest.raises(FileLostError), clock.stage("preflight"):
         raise FileLostError("gone")
     assert clock.seconds == {"apply": 3.0, "preflight": 1.0}
+
+
+class WatchingProgress:
+    """Reads the newest metrics row while the engine works; can interrupt the run like Ctrl-C."""
+
+    def __init__(self, metrics: MetricsLog, interrupt: bool = False) -> None:
+        self.metrics, self.interrupt, self.seen = metrics, interrupt, []
+
+    def begin(self, total: int | None, unit: str) -> None:
+        self.seen.append(self.metrics.list(limit=1)[0].status)
+
+    def advance(self, n: int) -> None:
+        if self.interrupt:
+            raise KeyboardInterrupt
+
+
+def test_row_is_running_during_the_work_and_failed_when_interrupted(source, tmp_path) -> None:
+    seed(source)
+    engine, metrics = ReplicationEngine(str(tmp_path / "dumps"), source), MetricsLog(source.engine)
+    watching = WatchingProgress(metrics)
+    engine.execute("REPL DUMP sales", watching)
+    assert watching.seen == ["running"] and metrics.list(limit=1)[0].status == "succeeded"
+    with pytest.raises(KeyboardInterrupt):
+        engine.execute("REPL DUMP sales", WatchingProgress(metrics, interrupt=True))
+    interrupted = metrics.list(limit=1)[0]
+    assert (interrupted.status, interrupted.error) == ("failed", "KeyboardInterrupt: interrupted")
+    assert "read" in interrupted.stages  # the stage it was in is timed up to the interruption
