@@ -103,7 +103,7 @@ def only(rows: list[MetricsRow], **wanted: str) -> MetricsRow:
 
 def assert_finished(row: MetricsRow, stages: set[str], status: str = "succeeded") -> None:
     assert row.status == status
-    assert set(row.stages) == stages, row.stages
+    assert stages <= set(row.stages), row.stages  # the main stages; engines may time more
     assert all(seconds >= 0 for seconds in row.stages.values())
     assert row.finished_at is not None and row.finished_at >= row.started_at
 
