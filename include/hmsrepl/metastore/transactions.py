@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, delete, false, func, insert, or_, select, update
 
-from hmsrepl.exceptions import InvalidObjectError, NoSuchTxnError, TxnAbortedError, TxnNotOpenError
+from hmsrepl.exceptions import (
+    InvalidObjectError,
+    InvalidOperationError,
+    NoSuchTxnError,
+    TxnAbortedError,
+    TxnNotOpenError,
+)
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore.catalog import CatalogService
@@ -23,7 +29,9 @@ from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.schema import (
     next_write_id,
+    notification_sequence,
     partitions,
+    repl_txn_map,
     tbls,
     txn_sequence,
     txn_to_write_id,
@@ -33,6 +41,30 @@ from hmsrepl.metastore.schema import (
 
 OPEN, COMMITTED, ABORTED = "o", "c", "a"
 STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
+REPL_CREATED = "repl_created"
+"""Type of the txns a replication load opens on a target (Hive's TxnType.REPL_CREATED): they replay a
+source txn, live until its COMMIT/ABORT_TXN is loaded (possibly many loads later) and have no client to
+heartbeat them, so the timeout housekeeping must leave them alone."""
+
+
+class ReplicationTxnError(InvalidOperationError):
+    """A replicated txn event cannot be replayed on this target (missing map entry, diverged write ids)."""
+
+
+@dataclass(frozen=True)
+class ReplicationSnapshot:
+    """The source's txn state at exactly one event id, for a bootstrap dump.
+
+    ``open_txns`` are every txn open at ``event_id``: their OPEN_TXN events lie at or below it, so the
+    incremental dumps after the bootstrap will not carry them and the bootstrap must. ``tables`` maps each
+    table of the database that has write ids to its ValidWriteIdList and the source txn owning each open
+    write id.
+    """
+
+    event_id: int
+    valid_txns: ValidTxnList
+    open_txns: tuple[int, ...]
+    tables: dict[str, tuple[ValidWriteIdList, dict[int, int]]]
 
 
 @dataclass(frozen=True)
@@ -56,33 +88,38 @@ class TransactionService:
         self.timeout_seconds = timeout_seconds
 
     # -- lifecycle ------------------------------------------------------------------------------------
-    def open_txns(self, count: int = 1, *, user: str = "hive", host: str = "localhost") -> list[int]:
+    def open_txns(
+        self, count: int = 1, *, user: str = "hive", host: str = "localhost", txn_type: str = "default"
+    ) -> list[int]:
         if count < 1:
             raise InvalidObjectError(f"cannot open {count} transactions; ask for at least one")
-        now = int(time.time())
         with self.events.transaction() as tx:
-            seq = txn_sequence
-            first = tx.conn.execute(
-                select(seq.c.next_txn_id).where(seq.c.id == 1).with_for_update()
-            ).scalar_one()
-            ids = list(range(first, first + count))
-            tx.conn.execute(update(seq).where(seq.c.id == 1).values(next_txn_id=first + count))
-            tx.conn.execute(
-                insert(txns),
-                [
-                    {
-                        "txn_id": txn_id,
-                        "state": OPEN,
-                        "started_at": now,
-                        "last_heartbeat": now,
-                        "user_name": user,
-                        "host_name": host,
-                        "txn_type": "default",
-                    }
-                    for txn_id in ids
-                ],
-            )
+            ids = self._new_txns(tx.conn, count, OPEN, user, host, txn_type)
             tx.emit(EventType.OPEN_TXN, None, None, {"txn_ids": ids, "user": user, "host": host})
+        return ids
+
+    @staticmethod
+    def _new_txns(conn: Connection, count: int, state: str, user: str, host: str, txn_type: str) -> list[int]:
+        now = int(time.time())
+        seq = txn_sequence
+        first = conn.execute(select(seq.c.next_txn_id).where(seq.c.id == 1).with_for_update()).scalar_one()
+        ids = list(range(first, first + count))
+        conn.execute(update(seq).where(seq.c.id == 1).values(next_txn_id=first + count))
+        conn.execute(
+            insert(txns),
+            [
+                {
+                    "txn_id": txn_id,
+                    "state": state,
+                    "started_at": now,
+                    "last_heartbeat": now,
+                    "user_name": user,
+                    "host_name": host,
+                    "txn_type": txn_type,
+                }
+                for txn_id in ids
+            ],
+        )
         return ids
 
     def heartbeat(self, txn_id: int) -> None:
@@ -91,8 +128,9 @@ class TransactionService:
             self._require_open(conn, txn_id)
             conn.execute(update(txns).where(txns.c.txn_id == txn_id).values(last_heartbeat=int(time.time())))
 
-    def commit_txn(self, txn_id: int) -> int:
-        """Commit; the COMMIT_TXN event names every write id and file the txn wrote. Returns its event id."""
+    def commit_txn(self, txn_id: int) -> int | None:
+        """Commit; the COMMIT_TXN event names every write id and file the txn wrote. Returns its event id
+        (None inside a caller's open metastore transaction: ids are assigned when that one commits)."""
         with self.events.transaction() as tx:
             self._require_open(tx.conn, txn_id, lock=True)
             write_ids = self._write_ids_of(tx.conn, txn_id)
@@ -115,7 +153,7 @@ class TransactionService:
             tx.emit(
                 EventType.COMMIT_TXN, None, None, {"txn_id": txn_id, "write_ids": write_ids, "writes": writes}
             )
-        return tx.event_ids[-1]
+        return tx.event_ids[-1] if tx.event_ids else None
 
     def abort_txns(self, txn_ids: Sequence[int], *, reason: str = "client") -> None:
         with self.events.transaction() as tx:
@@ -139,7 +177,9 @@ class TransactionService:
         with self.events.reader() as conn:
             stale = list(
                 conn.execute(
-                    select(txns.c.txn_id).where(txns.c.state == OPEN, txns.c.last_heartbeat < cutoff)
+                    select(txns.c.txn_id).where(
+                        txns.c.state == OPEN, txns.c.last_heartbeat < cutoff, txns.c.txn_type != REPL_CREATED
+                    )
                 ).scalars()
             )
         if stale:
@@ -376,6 +416,237 @@ class TransactionService:
                     t2w.c.tbl_name == table_name.lower(),
                 )
             ).scalar()
+
+    def open_txns_writing(self, db_name: str) -> list[int]:
+        """Open txns that hold write ids on a table of ``db_name`` (what a bootstrap dump waits for)."""
+        t2w = txn_to_write_id
+        with self.events.reader() as conn:
+            return list(
+                conn.execute(
+                    select(txns.c.txn_id)
+                    .distinct()
+                    .join(t2w, t2w.c.txn_id == txns.c.txn_id)
+                    .where(txns.c.state == OPEN, t2w.c.db_name == db_name.lower())
+                    .order_by(txns.c.txn_id)
+                ).scalars()
+            )
+
+    def txn_states(self, txn_ids: Sequence[int]) -> dict[int, str]:
+        """State name of each known txn among ``txn_ids`` (one query, for pollers)."""
+        if not txn_ids:
+            return {}
+        with self.events.reader() as conn:
+            rows = conn.execute(
+                select(txns.c.txn_id, txns.c.state).where(txns.c.txn_id.in_(sorted(set(txn_ids))))
+            ).all()
+        return {row.txn_id: STATE_NAMES[row.state] for row in rows}
+
+    # -- replication: source side ---------------------------------------------------------------------
+    def replication_snapshot(self, db_name: str) -> ReplicationSnapshot:
+        """The current event id together with the txn and write-id state as of exactly that event.
+
+        Every change to txns and write ids logs an event, and every writing transaction locks the event
+        sequence row as its last step; holding that lock while reading therefore freezes both, on every
+        backend, for the few queries this takes.
+        """
+        db_name = db_name.lower()
+        t2w = txn_to_write_id
+        with self.events.transaction() as tx:
+            seq = notification_sequence
+            event_id = (
+                tx.conn.execute(
+                    select(seq.c.next_event_id).where(seq.c.id == 1).with_for_update()
+                ).scalar_one()
+                - 1
+            )
+            valid_txns = self.get_valid_txns()
+            names = tx.conn.execute(
+                select(t2w.c.tbl_name).distinct().where(t2w.c.db_name == db_name).order_by(t2w.c.tbl_name)
+            ).scalars()
+            tables: dict[str, tuple[ValidWriteIdList, dict[int, int]]] = {}
+            for name in list(names):
+                write_ids = self._table_write_ids(tx.conn, db_name, name, valid_txns)
+                owners: dict[int, int] = {}
+                if write_ids.open_write_ids:
+                    owners = dict(
+                        tx.conn.execute(
+                            select(t2w.c.write_id, t2w.c.txn_id).where(
+                                t2w.c.db_name == db_name,
+                                t2w.c.tbl_name == name,
+                                t2w.c.write_id.in_(sorted(write_ids.open_write_ids)),
+                            )
+                        ).all()
+                    )
+                tables[name] = (write_ids, owners)
+        return ReplicationSnapshot(event_id, valid_txns, tuple(sorted(valid_txns.open_txns)), tables)
+
+    # -- replication: target side ---------------------------------------------------------------------
+    def repl_txn_map(self, replica_db: str) -> dict[int, int]:
+        """Source txn id -> target txn id of every replayed txn of ``replica_db`` still open."""
+        m = repl_txn_map
+        with self.events.reader() as conn:
+            rows = conn.execute(
+                select(m.c.src_txn_id, m.c.target_txn_id).where(m.c.replica_db == replica_db.lower())
+            )
+            return {row[0]: row[1] for row in rows}
+
+    def repl_open_txns(
+        self, replica_db: str, src_txn_ids: Sequence[int], *, user: str = "hive", host: str = "localhost"
+    ) -> dict[int, int]:
+        """Open one target txn per source txn not replayed yet and record the pair; returns the map.
+
+        Source txns already in the map are left alone, so replaying an OPEN_TXN twice opens nothing twice.
+        """
+        m = repl_txn_map
+        replica_db = replica_db.lower()
+        with self.events.transaction() as tx:
+            known: dict[int, int] = {}
+            for start in range(0, len(src_txn_ids), 500):
+                chunk = sorted(set(src_txn_ids[start : start + 500]))
+                known.update(
+                    tx.conn.execute(
+                        select(m.c.src_txn_id, m.c.target_txn_id).where(
+                            m.c.replica_db == replica_db, m.c.src_txn_id.in_(chunk)
+                        )
+                    ).all()
+                )
+            missing = sorted({src for src in src_txn_ids if src not in known})
+            if missing:
+                targets = self.open_txns(len(missing), user=user, host=host, txn_type=REPL_CREATED)
+                tx.conn.execute(
+                    insert(m),
+                    [
+                        {"replica_db": replica_db, "src_txn_id": src, "target_txn_id": target}
+                        for src, target in zip(missing, targets, strict=True)
+                    ],
+                )
+                known.update(zip(missing, targets, strict=True))
+        return {src: known[src] for src in src_txn_ids}
+
+    def repl_target_txn(self, replica_db: str, src_txn_id: int, *, event: str) -> int:
+        """The target txn replaying ``src_txn_id``; a clear error naming the txn when there is none."""
+        m = repl_txn_map
+        with self.events.reader() as conn:
+            target = conn.execute(
+                select(m.c.target_txn_id).where(
+                    m.c.replica_db == replica_db.lower(), m.c.src_txn_id == src_txn_id
+                )
+            ).scalar()
+        if target is None:
+            raise ReplicationTxnError(
+                f"{event} names source txn {src_txn_id}, but replica database '{replica_db}' has no open "
+                f"target txn for it (no repl_txn_map entry): its OPEN_TXN was never loaded here, or the map "
+                "was lost. Nothing was applied; run a bootstrap of this replica"
+            )
+        return target
+
+    def repl_allocate_write_id(
+        self, replica_db: str, src_txn_id: int, db_name: str, table_name: str, write_id: int
+    ) -> int:
+        """Allocate on the target the write id the source allocated, to the mapped target txn.
+
+        Write ids are what readers and file names use, so they must be the same on both sides; if the
+        target's next write id for the table is not the source's, the replica has diverged and replaying on
+        would put files under ids that mean something else here: refuse. Returns the target txn.
+        """
+        db_name, table_name = db_name.lower(), table_name.lower()
+        target = self.repl_target_txn(
+            replica_db, src_txn_id, event=f"ALLOC_WRITE_ID of '{db_name}.{table_name}'"
+        )
+        with self.events.transaction() as tx:
+            t2w = txn_to_write_id
+            held = tx.conn.execute(
+                select(t2w.c.write_id).where(
+                    t2w.c.txn_id == target, t2w.c.db_name == db_name, t2w.c.tbl_name == table_name
+                )
+            ).scalar()
+            if held == write_id:
+                return target
+            key = (next_write_id.c.db_name == db_name) & (next_write_id.c.tbl_name == table_name)
+            expected = tx.conn.execute(select(next_write_id.c.next_write_id).where(key)).scalar() or 1
+            if held is not None or expected != write_id:
+                raise ReplicationTxnError(
+                    f"cannot replay write id {write_id} of '{db_name}.{table_name}' for source txn {src_txn_id}: "
+                    f"the target's next write id for that table is {expected}"
+                    + (f" and its txn {target} already holds write id {held}" if held is not None else "")
+                    + "; the replica diverged from the source (written outside replication, or events were "
+                    "skipped). Nothing was applied; run a bootstrap of this replica"
+                )
+            self.allocate_table_write_ids([target], db_name, table_name)
+        return target
+
+    def repl_close_txn(self, replica_db: str, src_txn_id: int, *, commit: bool) -> int:
+        """Commit or abort the target txn replaying ``src_txn_id`` and drop its map entry (one DB txn)."""
+        kind = "COMMIT_TXN" if commit else "ABORT_TXN"
+        target = self.repl_target_txn(replica_db, src_txn_id, event=kind)
+        with self.events.transaction() as tx:
+            if commit:
+                self.commit_txn(target)
+            else:
+                self.abort_txns([target], reason=f"replayed abort of source txn {src_txn_id}")
+            m = repl_txn_map
+            tx.conn.execute(
+                delete(m).where(m.c.replica_db == replica_db.lower(), m.c.src_txn_id == src_txn_id)
+            )
+        return target
+
+    def repl_forget(self, replica_db: str) -> int:
+        """Abort every target txn still replaying a source txn of ``replica_db`` and clear its map.
+
+        A re-bootstrap supersedes whatever an earlier replay left open; returns how many were aborted.
+        """
+        mapping = self.repl_txn_map(replica_db)
+        with self.events.transaction() as tx:
+            if mapping:
+                states = self.txn_states(list(mapping.values()))
+                still_open = [t for t in mapping.values() if states.get(t) == "open"]
+                if still_open:
+                    self.abort_txns(still_open, reason="superseded by a bootstrap of the replica")
+            tx.conn.execute(delete(repl_txn_map).where(repl_txn_map.c.replica_db == replica_db.lower()))
+        return len(mapping)
+
+    def set_table_write_id_state(
+        self, db_name: str, table_name: str, write_ids: ValidWriteIdList, open_owners: Mapping[int, int]
+    ) -> None:
+        """Make the table's ValidWriteIdList here equal ``write_ids`` (a bootstrap load; Hive's
+        replTableWriteIdState): same high watermark, same aborted ids, open ids owned by ``open_owners``'
+        (mapped, open) target txns, and the next allocation gets the watermark plus one.
+
+        Committed ids below the watermark need no rows; the watermark needs one (it is computed as the
+        highest allocated id), so a committed "bootstrap" txn owns it, and a txn aborted here owns the
+        aborted ids, as on the source they stay invalid forever.
+        """
+        db_name, table_name = db_name.lower(), table_name.lower()
+        missing = sorted(set(write_ids.open_write_ids) - set(open_owners))
+        if missing:
+            raise InvalidObjectError(
+                f"write-id state of '{db_name}.{table_name}' has open write ids {missing} without an owning txn"
+            )
+        t2w = txn_to_write_id
+        with self.events.transaction() as tx:
+            conn = tx.conn
+            for table in (next_write_id, t2w):
+                conn.execute(delete(table).where(table.c.db_name == db_name, table.c.tbl_name == table_name))
+            hwm = write_ids.high_watermark
+            if hwm == 0:
+                return
+            rows = {w: open_owners[w] for w in write_ids.open_write_ids}
+            if write_ids.aborted_write_ids:
+                [aborted] = self._new_txns(conn, 1, ABORTED, "hive", "repl-bootstrap", REPL_CREATED)
+                rows.update(dict.fromkeys(write_ids.aborted_write_ids, aborted))
+            if hwm not in rows:
+                [committed] = self._new_txns(conn, 1, COMMITTED, "hive", "repl-bootstrap", REPL_CREATED)
+                rows[hwm] = committed
+            conn.execute(
+                insert(t2w),
+                [
+                    {"db_name": db_name, "tbl_name": table_name, "write_id": w, "txn_id": t}
+                    for w, t in sorted(rows.items())
+                ],
+            )
+            conn.execute(
+                insert(next_write_id).values(db_name=db_name, tbl_name=table_name, next_write_id=hwm + 1)
+            )
 
     # -- helpers --------------------------------------------------------------------------------------
     @staticmethod

@@ -2,7 +2,9 @@
 
 Objects are compared as replication promises them: names, schemas, storage formats and parameters equal;
 locations compared relative to their database (the replica lives in another warehouse); data compared as
-``relative path -> checksum`` per table or partition. Parameters the metastore or the replica itself own
+``relative path -> checksum`` per table or partition; for ACID tables that is the snapshot a reader with the
+store's current ValidWriteIdList reads, plus the write-id state itself (high watermark, open and aborted
+ids), so a replica equals its source when its readers see what the source's saw at the same event id. Parameters the metastore or the replica itself own
 (``repl.*``, replica markers, ``transient_lastDdlTime``) are left out.
 """
 
@@ -12,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.file_capture import list_data_files
+from hmsrepl.metastore.file_capture import is_hidden, list_data_files
 from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.replication.acid_replay import visible_statuses
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.target import TARGET_ONLY_PARAMS, VOLATILE_PARAMS
 from hmsrepl.storage.base import filesystem_for, relative_to
@@ -77,17 +81,60 @@ def capture_state(
     )
     root = db.location_uri
     tables = [t for t in catalog.get_tables(db_name) if policy is None or policy.includes_table(t)]
-    for table in catalog.get_table_objects(db_name, tables):
+    objects = catalog.get_table_objects(db_name, tables)
+    acid = [t for t in objects if t.is_transactional]
+    valid_txns = store.txns.get_valid_txns() if acid else None
+    snapshots = {
+        t.table_name: entry.write_ids
+        for t, entry in zip(
+            acid, store.txns.get_valid_write_ids([t.qualified_name for t in acid], valid_txns), strict=True
+        )
+    }
+    for table in objects:
+        write_ids = snapshots.get(table.table_name)
+
+        def files(location: str | None, ids: ValidWriteIdList | None = write_ids) -> dict[str, str] | None:
+            if not with_files:
+                return None
+            return _files(location) if ids is None else _visible_files(location, ids, valid_txns)
+
+        metadata = _normalise(table, root)
+        if write_ids is not None:
+            metadata["write_ids"] = _write_id_state(write_ids)
         state.tables[table.table_name] = ObjectState(
-            _normalise(table, root),
-            _files(table.sd.location) if with_files and not table.partition_keys else None,
+            metadata, files(table.sd.location) if not table.partition_keys else None
         )
         for part in catalog.get_partitions(db_name, table.table_name) if table.partition_keys else []:
             name = make_partition_name(table.partition_key_names, part.values)
             state.partitions[(table.table_name, name)] = ObjectState(
-                _normalise(part, root), _files(part.sd.location) if with_files else None
+                _normalise(part, root), files(part.sd.location)
             )
     return state
+
+
+def _write_id_state(write_ids: ValidWriteIdList) -> str:
+    """A table's ValidWriteIdList without its name (a replica's database has another name)."""
+    return write_ids.to_string().split(":", 1)[1]
+
+
+def _visible_files(
+    location: str | None, write_ids: ValidWriteIdList, valid_txns: ValidTxnList | None
+) -> dict[str, str]:
+    """What a reader holding ``write_ids`` reads of an ACID location: relative path -> checksum.
+
+    Raw listings of an ACID table differ between a source and its replica by design (files of open and
+    aborted txns are never copied); the snapshots must not.
+    """
+    assert valid_txns is not None
+    statuses = visible_statuses(location, write_ids, valid_txns)
+    if not statuses or not location:
+        return {}
+    fs = filesystem_for(location)
+    return {
+        relative_to(s.uri, location): fs.checksum(s.uri)
+        for s in statuses
+        if not is_hidden(relative_to(s.uri, location))
+    }
 
 
 def diff_states(source: DatabaseState, replica: DatabaseState) -> list[str]:

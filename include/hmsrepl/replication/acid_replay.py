@@ -1,0 +1,306 @@
+"""Replication of transactional (ACID) tables: txn events on both sides, and the source txn -> target txn map.
+
+Seed 004's design. Write ids, not txn ids, name ACID data (directory names, ValidWriteIdLists), so write ids
+are kept identical per table while each source txn is replayed by a target txn of its own, recorded in the
+target's ``repl_txn_map`` from the replayed OPEN_TXN until its COMMIT/ABORT_TXN. Data of a txn is copied
+at its COMMIT_TXN only, so an aborted txn copies nothing, and every table a txn wrote changes in the one
+target transaction that commits it (together with ``repl.last.id``).
+
+Dump side: every OPEN_TXN is dumped (no one knows yet which database a txn will touch), as are every
+COMMIT/ABORT_TXN (they close what OPEN_TXN opened) with the commit's writes filtered to the policy.
+Other events of ACID tables carry no file listing: a listing of an ACID directory includes files of open
+and aborted txns, which must never be copied outside of a commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hmsrepl.acid.directories import visible_directories
+from hmsrepl.exceptions import InvalidObjectError
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.partition_names import parse_partition_name
+from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.events import EventType, NotificationEvent, encode_message
+from hmsrepl.metastore.file_capture import describe_files, is_hidden
+from hmsrepl.metastore.transactions import ReplicationSnapshot, ReplicationTxnError
+from hmsrepl.replication.layout import DumpDir, DumpMetadata
+from hmsrepl.replication.policy import ReplicationPolicy
+from hmsrepl.replication.target import TargetWriter, relative_target
+from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, relative_to
+
+log = logging.getLogger(__name__)
+
+OPEN_TXN_TIMEOUT = "hive.repl.bootstrap.dump.open.txn.timeout"
+DEFAULT_OPEN_TXN_TIMEOUT = "1h"
+ACID_STATE = "_acid_state"
+"""Bootstrap dump file: txns open at the dump's last event id and each ACID table's write-id state."""
+TXN_EVENTS = (EventType.OPEN_TXN, EventType.COMMIT_TXN, EventType.ABORT_TXN)
+"""Txn events logged without a database: a dump reads them besides its database's events."""
+REPL_HOST = "hmsrepl-load"
+
+__all__ = ["ReplicationTxnError"]
+
+# -- settings ----------------------------------------------------------------------------------------------
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|sec|m|min|h|hr|hour|hours|d|day|days)?\s*", re.I)
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "hour": 3600}
+_UNIT_SECONDS |= {"hours": 3600, "d": 86400, "day": 86400, "days": 86400}
+
+
+def open_txn_timeout_seconds(settings: dict[str, str]) -> float:
+    """``hive.repl.bootstrap.dump.open.txn.timeout`` in seconds; like Hive, a bare number means hours."""
+    text = settings.get(OPEN_TXN_TIMEOUT, DEFAULT_OPEN_TXN_TIMEOUT)
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise InvalidObjectError(
+            f"'{OPEN_TXN_TIMEOUT}'='{text}' is not a duration; write e.g. '1h', '30m', '90s' or '0s'"
+        )
+    return float(match.group(1)) * _UNIT_SECONDS[(match.group(2) or "h").lower()]
+
+
+# -- dump side ---------------------------------------------------------------------------------------------
+def wait_for_open_txns(
+    source: Metastore,
+    db_name: str,
+    timeout_seconds: float,
+    *,
+    poll_seconds: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[int]:
+    """Wait for the txns open now that write to ``db_name``, then abort those still open (as Hive's
+    bootstrap dump does), so that the dump does not hold a database half-way through long writes.
+
+    Txns opened later are not waited for: the dump records them as open and the replica replays them.
+    Returns the txns this aborted.
+    """
+    txns = source.txns
+    pending = txns.open_txns_writing(db_name)
+    deadline = clock() + timeout_seconds
+    while pending:
+        states = txns.txn_states(pending)
+        pending = [txn for txn in pending if states.get(txn) == "open"]
+        if not pending or clock() >= deadline:
+            break
+        sleep(min(poll_seconds, max(deadline - clock(), 0.0)))
+    if pending:
+        log.warning(
+            "bootstrap dump of %s: aborting txns %s still open after %ss (%s)",
+            db_name,
+            pending,
+            timeout_seconds,
+            OPEN_TXN_TIMEOUT,
+        )
+        txns.abort_txns(pending, reason=f"open longer than {OPEN_TXN_TIMEOUT} during a bootstrap dump")
+    return pending
+
+
+def is_acid_snapshot(table: dict[str, Any] | None) -> bool:
+    """Whether a table snapshot (an event's or a dump's JSON) is a transactional table."""
+    params = (table or {}).get("parameters") or {}
+    return str(params.get("transactional", "")).strip().lower() == "true"
+
+
+def _event_table(body: dict[str, Any]) -> dict[str, Any] | None:
+    return body.get("table") if isinstance(body.get("table"), dict) else body.get("after")
+
+
+def prepare_for_dump(event: NotificationEvent, policy: ReplicationPolicy) -> NotificationEvent | None:
+    """The event as an incremental dump of ``policy`` writes it, or None to leave it out.
+
+    COMMIT_TXN keeps only the writes of the policy's tables (and lists their files under ``files`` so a
+    load's pre-flight checks them); non-txn events of ACID tables lose their file listings; an INSERT
+    event on an ACID table (a writer that bypassed write ids) is left out, since its files belong to no
+    committed write id.
+    """
+    kind = event.event_type
+    if kind in (EventType.OPEN_TXN, EventType.ABORT_TXN, EventType.ALLOC_WRITE_ID, EventType.ACID_WRITE):
+        return event
+    body = event.body()
+    if kind == EventType.COMMIT_TXN:
+        writes = [w for w in body.get("writes", []) if _included(w, policy)]
+        body = {
+            **body,
+            "writes": writes,
+            "write_ids": [w for w in body.get("write_ids", []) if _included(w, policy)],
+            "files": [uri for w in writes for uri in w["files"]],
+        }
+        return _with_body(event, body)
+    if not is_acid_snapshot(_event_table(body)) or not ({"files", "is_truncate"} & set(body)):
+        return event
+    if kind == EventType.INSERT:
+        return None
+    if kind == EventType.ADD_PARTITION:
+        body = {**body, "files": [None] * len(body["partitions"])}
+    else:
+        body = {k: v for k, v in body.items() if k not in ("files", "is_truncate")}
+    return _with_body(event, body)
+
+
+def _included(write: dict[str, Any], policy: ReplicationPolicy) -> bool:
+    return (
+        write["db"] == policy.db_name and not policy.functions_only and policy.includes_table(write["table"])
+    )
+
+
+def _with_body(event: NotificationEvent, body: dict[str, Any]) -> NotificationEvent:
+    text, message_format = encode_message(body, compress=False, compress_min_bytes=0)
+    return dataclasses.replace(event, message=text, message_format=message_format)
+
+
+def visible_statuses(
+    location: str | None, write_ids: ValidWriteIdList, valid_txns: ValidTxnList
+) -> list[FileStatus]:
+    """Files of one ACID location that make up the snapshot ``write_ids`` (what a reader would read).
+
+    A chosen directory with no data files (an empty overwrite's base holds only a marker) contributes its
+    hidden marker, so a copy recreates the directory and readers of the copy skip what it replaced too.
+    """
+    if not location:
+        return []
+    fs = filesystem_for(location)
+    if not fs.exists(location):
+        return []
+    entries: dict[str, list[FileStatus]] = {}
+    for status in fs.list_files(location):
+        entries.setdefault(relative_to(status.uri, location).split("/", 1)[0], []).append(status)
+    chosen = visible_directories(entries, write_ids, valid_txns=valid_txns)
+    out: list[FileStatus] = []
+    for name in chosen:
+        data = [s for s in entries[name] if not is_hidden(relative_to(s.uri, location))]
+        out.extend(data or entries[name])
+    return out
+
+
+def acid_state_document(snapshot: ReplicationSnapshot, tables: set[str]) -> dict[str, Any]:
+    """What a bootstrap dump records in ``_acid_state`` for the ACID tables it holds."""
+    return {
+        "event_id": snapshot.event_id,
+        "open_txns": list(snapshot.open_txns),
+        "tables": {
+            name: {
+                "high_watermark": write_ids.high_watermark,
+                "open": {str(w): owners[w] for w in sorted(write_ids.open_write_ids)},
+                "aborted": sorted(write_ids.aborted_write_ids),
+            }
+            for name, (write_ids, owners) in snapshot.tables.items()
+            if name in tables
+        },
+    }
+
+
+def dump_acid_files(
+    source: Metastore, location: str | None, snapshot_ids: ValidWriteIdList, valid_txns: ValidTxnList
+) -> list[str]:
+    """Encoded files of one ACID location as of a snapshot (a bootstrap dump's ``_files``)."""
+    return describe_files(location, source.cm, visible_statuses(location, snapshot_ids, valid_txns))
+
+
+# -- load side ----------------------------------------------------------------------------------------------
+def load_bootstrap_state(writer: TargetWriter, dump: DumpDir, meta: DumpMetadata) -> None:
+    """Give each ACID table of a bootstrapped replica the source's write-id state, and open a target txn
+    for every source txn open at the dump (its later events will name it). Earlier replays are superseded."""
+    txns = writer.target.txns
+    txns.repl_forget(writer.db)
+    if not dump.fs.exists(dump.path(f"{meta.db_name}/{ACID_STATE}")):
+        return
+    state = dump.read_json(f"{meta.db_name}/{ACID_STATE}")
+    mapping = txns.repl_open_txns(writer.db, state["open_txns"], host=REPL_HOST) if state["open_txns"] else {}
+    for name, table in state["tables"].items():
+        open_ids = {int(w): src for w, src in table["open"].items()}
+        write_ids = ValidWriteIdList(
+            f"{writer.db}.{name}", table["high_watermark"], frozenset(open_ids), frozenset(table["aborted"])
+        )
+        txns.set_table_write_id_state(
+            writer.db, name, write_ids, {w: mapping[src] for w, src in open_ids.items()}
+        )
+
+
+def _open_txn(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+    w.target.txns.repl_open_txns(w.db, body["txn_ids"], user=body.get("user") or "hive", host=REPL_HOST)
+
+
+def _alloc_write_id(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+    for pair in body["txn_to_write_ids"]:
+        w.target.txns.repl_allocate_write_id(w.db, pair["txn_id"], w.db, body["table"], pair["write_id"])
+
+
+def _acid_write(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+    """Recorded only: the files travel with the COMMIT_TXN. The txn must be replayed here, though."""
+    w.target.txns.repl_target_txn(w.db, body["txn_id"], event=f"ACID_WRITE (event {ev['event_id']})")
+    w.stats.skipped_events[EventType.ACID_WRITE] = w.stats.skipped_events.get(EventType.ACID_WRITE, 0) + 1
+
+
+def _commit_txn(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+    """Copy the txn's files into its write directories, record them, commit the target txn."""
+    txns = w.target.txns
+    src_txn = body["txn_id"]
+    target_txn = txns.repl_target_txn(w.db, src_txn, event=f"COMMIT_TXN (event {ev['event_id']})")
+    for write in body.get("writes", []):
+        table = w.get_table(write["table"])
+        if table is None:
+            raise ReplicationTxnError(
+                f"COMMIT_TXN (event {ev['event_id']}) of source txn {src_txn} wrote table "
+                f"'{write['table']}', which replica database '{w.db}' does not have; run a bootstrap"
+            )
+        values = [v for _, v in parse_partition_name(write["partition"])] if write.get("partition") else None
+        location = (w.catalog.get_partition(w.db, table.table_name, values) if values else table).sd.location
+        if not location:
+            raise ReplicationTxnError(f"'{w.db}.{table.table_name}' has no location on the replica")
+        files = write["files"] if not meta.metadata_only else []
+        _copy_write_dirs(w, location, files)
+        recorded = [
+            w.target.cm.encode(join_uri(location, relative_target(encoded)), entry.checksum, entry.subdir)
+            for encoded in files
+            if not is_hidden(relative_target(encoded))
+            for entry in [EncodedFileUri.decode(encoded)]
+        ]
+        txns.add_write_notification(target_txn, write["write_id"], w.db, table.table_name, values, recorded)
+    txns.repl_close_txn(w.db, src_txn, commit=True)
+
+
+def _copy_write_dirs(w: TargetWriter, location: str, files: list[str]) -> None:
+    """Make each write directory (``delta_*``/``base_*``) the files name hold exactly those files.
+
+    A write directory belongs to one write id, so reconciling it cannot touch other txns' data; the
+    checksum-verified copy with cmroot fallback is the target writer's.
+    """
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for encoded in files:
+        entry = EncodedFileUri.decode(encoded)
+        top, _, rest = entry.subdir.partition("/")
+        if not top:
+            raise ReplicationTxnError(
+                f"committed file '{entry.file_uri}' is not inside a write directory (delta_*/base_*); "
+                "it was not written by a transactional writer and cannot be replicated as ACID data"
+            )
+        source_location = entry.file_uri[: -len(relative_target(encoded)) - 1]
+        _, group = groups.setdefault(top, (join_uri(source_location, top), []))
+        group.append(dataclasses.replace(entry, subdir=rest).encode())
+    for top, (source_dir, group) in groups.items():
+        w.reconcile(join_uri(location, top), group, source_dir)
+
+
+def _abort_txn(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+    """Abort the replaying txn; nothing is copied. An abort of a txn never opened here has nothing to undo."""
+    try:
+        w.target.txns.repl_close_txn(w.db, body["txn_id"], commit=False)
+    except ReplicationTxnError:
+        log.warning(
+            "ABORT_TXN of source txn %s: no target txn in '%s'; nothing to abort", body["txn_id"], w.db
+        )
+
+
+HANDLERS = {
+    EventType.OPEN_TXN: _open_txn,
+    EventType.ALLOC_WRITE_ID: _alloc_write_id,
+    EventType.ACID_WRITE: _acid_write,
+    EventType.COMMIT_TXN: _commit_txn,
+    EventType.ABORT_TXN: _abort_txn,
+}
