@@ -165,11 +165,19 @@ def parse_command(text: str) -> Command:
             raise exc.orig_exc from None
         raise
     if isinstance(command, DumpCommand):
-        _check_dump(command)
+        check_dump_command(command)
     return command
 
 
-def _check_dump(command: DumpCommand) -> None:
+def parse_policy(text: str) -> ReplicationPolicy:
+    """A policy from its textual form (``ReplicationPolicy.to_text()``, as dumps record it)."""
+    command = parse_command(f"REPL DUMP {text}")
+    assert isinstance(command, DumpCommand)
+    return command.policy
+
+
+def check_dump_command(command: DumpCommand) -> None:
+    """Refuse inconsistent dumps; run on parsed commands and again by the dump engine (Python callers)."""
     if command.limit is not None and command.limit <= 0:
         raise CommandError(f"LIMIT must be positive, got {command.limit}")
     if (
@@ -180,7 +188,10 @@ def _check_dump(command: DumpCommand) -> None:
         raise CommandError(f"TO {command.to_event_id} is before FROM {command.from_event_id}")
     if command.replaced_policy is not None:
         if command.from_event_id is None:
-            raise CommandError("REPLACE needs FROM <evid>: it changes the policy of an incremental dump")
+            raise CommandError(
+                "REPLACE needs FROM <evid>: it changes the policy of an incremental dump; a bootstrap dump "
+                "simply uses the new policy"
+            )
         if command.replaced_policy.db_name != command.policy.db_name:
             raise CommandError(
                 f"REPLACE policy is for database '{command.replaced_policy.db_name}', but the new policy is for "

@@ -16,19 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.exceptions import InvalidObjectError, NoSuchDatabaseError, NoSuchTableError
+from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.formats.partition_names import make_partition_name
-from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Table
-from hmsrepl.metastore.transactions import ReplicationSnapshot
-from hmsrepl.replication import acid_replay
-from hmsrepl.replication.commands import DumpCommand
+from hmsrepl.replication.commands import DumpCommand, check_dump_command
+from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.metrics import StageClock, referenced_bytes
 from hmsrepl.replication.policy import ReplicationPolicy
+from hmsrepl.replication.replace import WindowPlanner, bootstrap_in_window
 from hmsrepl.storage.base import join_uri
 
 log = logging.getLogger(__name__)
@@ -67,13 +66,7 @@ class TableEntry:
 
 
 def relevant(event: NotificationEvent, policy: ReplicationPolicy) -> bool:
-    """Does the event belong to the policy's database and (for table events) an included table?
-
-    OPEN/COMMIT/ABORT_TXN belong to no database and go to every dump, as Hive dumps them: when a txn
-    opens nobody knows which databases it will write, and a replayed open must be closed again.
-    """
-    if event.db_name is None and event.event_type in acid_replay.TXN_EVENTS:
-        return True
+    """Does the event belong to the policy's database and (for table events) an included table?"""
     if (event.db_name or "") != policy.db_name:
         return False
     if event.table_name is None:
@@ -103,15 +96,12 @@ class DumpEngine:
         self.clock = clock or StageClock()
 
     def dump(self, command: DumpCommand) -> DumpResult:
+        check_dump_command(command)  # Python callers skip the parser's checks (REPLACE across databases...)
         try:
             self.source.catalog.get_database(command.policy.db_name)
         except NoSuchDatabaseError:
             if command.is_bootstrap:
                 raise
-        if command.replaced_policy is not None:
-            raise InvalidObjectError(
-                "REPLACE of a policy is not supported yet; dump with the new policy and bootstrap"
-            )
         name = (
             f"{command.policy.db_name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         )
@@ -144,9 +134,6 @@ class DumpEngine:
         external = command.settings.get(INCLUDE_EXTERNAL, "true").lower() == "true"
         start = self.source.get_current_notification_event_id()
         database = catalog.get_database(policy.db_name)
-        acid_replay.wait_for_open_txns(
-            self.source, policy.db_name, acid_replay.open_txn_timeout_seconds(command.settings)
-        )
         dump.write_json(f"{policy.db_name}/{METADATA}", {"database": database.model_dump(mode="json")})
         for function in catalog.get_functions(policy.db_name):
             snapshot = catalog.get_function(policy.db_name, function).model_dump(mode="json")
@@ -166,12 +153,9 @@ class DumpEngine:
                     log.info("table %s.%s was dropped during the bootstrap dump", policy.db_name, table_name)
                 if self.on_table_dumped is not None:
                     self.on_table_dumped(table_name)
-        # The dump ends at the txn snapshot's event: ACID tables are listed for exactly that snapshot.
-        snapshot = self.source.txns.replication_snapshot(policy.db_name)
-        end = snapshot.event_id
+        end = self.source.get_current_notification_event_id()
         with self.clock.stage("consolidate"):
             self._consolidate(dump, policy, start, end, with_data, external)
-            self._finish_acid_tables(dump, policy.db_name, snapshot, with_data)
             counts = self._count(dump, policy.db_name)
         with self.clock.stage("acknowledge"):
             dump.write_metadata(self._metadata(command, "bootstrap", start, end, end, 0))
@@ -183,9 +167,6 @@ class DumpEngine:
     def _read_entry(self, table: Table, with_data: bool) -> TableEntry:
         cm = self.source.cm
         entry = TableEntry(table.model_dump(mode="json"))
-        # ACID tables are listed once the dump's txn snapshot is known (_finish_acid_tables): a listing
-        # now would include files of open and aborted txns.
-        with_data = with_data and not table.is_transactional
         if not table.partition_keys:
             entry.files = describe_files(table.sd.location, cm) if with_data else None
             return entry
@@ -194,40 +175,6 @@ class DumpEngine:
             snapshot = part.model_dump(mode="json")
             entry.partitions[entry.partition_name(snapshot)] = (snapshot, files)
         return entry
-
-    def _finish_acid_tables(
-        self, dump: DumpDir, db: str, snapshot: ReplicationSnapshot, with_data: bool
-    ) -> None:
-        """List each dumped ACID table's files as of the snapshot and record its write-id state.
-
-        Files of directories valid in the snapshot never change afterwards (later writes go to new
-        directories with higher write ids), so listing after the snapshot still gives its exact content.
-        """
-        acid_tables: set[str] = set()
-        for relative in dump.metadata_files(db):
-            parts = relative.split("/")
-            if len(parts) != 3 or parts[1] == FUNCTIONS_DIR:
-                continue
-            entry = self._load_entry(dump, db, parts[1])
-            if entry is None or not acid_replay.is_acid_snapshot(entry.table):
-                continue
-            name = entry.table["table_name"]
-            acid_tables.add(name)
-            if with_data:
-                write_ids = snapshot.tables.get(name, (ValidWriteIdList(f"{db}.{name}", 0), {}))[0]
-
-                def files(location: str | None, ids: ValidWriteIdList = write_ids) -> list[str]:
-                    return acid_replay.dump_acid_files(self.source, location, ids, snapshot.valid_txns)
-
-                if entry.key_names:
-                    for part_name, (part, _) in list(entry.partitions.items()):
-                        entry.partitions[part_name] = (part, files(part["sd"].get("location")))
-                else:
-                    entry.files = files(entry.table["sd"].get("location"))
-                self._write_entry(dump, db, entry)
-        dump.write_json(
-            f"{db}/{acid_replay.ACID_STATE}", acid_replay.acid_state_document(snapshot, acid_tables)
-        )
 
     @staticmethod
     def _table_dir(db: str, table: str) -> str:
@@ -382,26 +329,15 @@ class DumpEngine:
                     current.files = data(body["files"])
 
     def _events(self, policy: ReplicationPolicy, after: int, upto: int) -> Iterator[NotificationEvent]:
-        """The policy's events in (after, upto], as dumps write them: the database's events merged with
-        the database-less txn events (two indexed reads per page, never the whole log)."""
         last = after
-        log_ = self.source.events
         while last < upto:
-            own = log_.next_events(last, PAGE, db_name=policy.db_name, to_event_id=upto)
-            txn = log_.next_events(last, PAGE, event_types=acid_replay.TXN_EVENTS, to_event_id=upto)
-            bound = upto
-            for page in (own, txn):
-                if len(page) == PAGE:
-                    bound = min(bound, page[-1].event_id)
-            merged = sorted((e for e in (*own, *txn) if e.event_id <= bound), key=lambda e: e.event_id)
-            for event in merged:
-                if relevant(event, policy):
-                    prepared = acid_replay.prepare_for_dump(event, policy)
-                    if prepared is not None:
-                        yield prepared
-            if not own and not txn:
+            page = self.source.events.next_events(last, PAGE, db_name=policy.db_name, to_event_id=upto)
+            if not page:
                 return
-            last = bound
+            for event in page:
+                if relevant(event, policy):
+                    yield event
+            last = page[-1].event_id
 
     @staticmethod
     def _count(dump: DumpDir, db: str) -> tuple[int, int, int, int]:
@@ -420,30 +356,48 @@ class DumpEngine:
 
     # -- incremental -----------------------------------------------------------------------------------------
     def _incremental(self, command: DumpCommand, dump: DumpDir) -> DumpResult:
+        """Events of the window, planned before anything is written (replace.py, then compaction.py).
+
+        A first pass reads the window into small summaries: which events REPLACE or a rename across the
+        policy turn into a bootstrap of the table (written under ``_bootstrap``) or a drop, and which later
+        events nullify (skipped unless ``'hmsrepl.repl.compact.events'='false'``). A second pass writes the
+        rest. LIMIT counts the policy's events of the window, written or not; ``last`` is where it ends.
+        """
         policy = command.policy
         assert command.from_event_id is not None
         current = self.source.get_current_notification_event_id()
         upto = min(command.to_event_id, current) if command.to_event_id is not None else current
         with_data = command.settings.get(METADATA_ONLY, "false").lower() != "true"
-        count = files = size = 0
+        external = command.settings.get(INCLUDE_EXTERNAL, "true").lower() == "true"
+        compacting = command.settings.get(COMPACT_SETTING, "true").lower() != "false"
+        planner = WindowPlanner(policy, command.replaced_policy)
         last = upto
+        with self.clock.stage("plan"):
+            for event in self._events(policy, command.from_event_id, upto):
+                planner.feed(summarize(event))
+                if command.limit is not None and len(planner.summaries) >= command.limit:
+                    last = event.event_id
+                    break
+            last = bootstrap_in_window(self, dump, planner, last, with_data=with_data, external=external)
+            plan = planner.plan(compacting=compacting, with_data=with_data)
+        count = files = size = 0
         # Writing many small files is bound by file-system calls, which threads overlap; order does not
         # matter because nothing reads the dump before its acknowledgement.
         with self.clock.stage("write"), ThreadPoolExecutor(max_workers=WRITERS) as pool:
             futures = []
-            for event in self._events(policy, command.from_event_id, upto):
-                futures.append(pool.submit(self._write_event, dump, event, with_data))
-                count += 1
-                if command.limit is not None and count >= command.limit:
-                    last = event.event_id
-                    break
+            for event in self._events(policy, command.from_event_id, last):
+                written = plan.rewrite(event)
+                if written is not None:
+                    futures.append(pool.submit(self._write_event, dump, written, with_data))
+                    count += 1
             for future in futures:
-                written = future.result()
-                files, size = files + len(written), size + referenced_bytes(written)
+                listed = future.result()
+                files, size = files + len(listed), size + referenced_bytes(listed)
         with self.clock.stage("acknowledge"):
-            dump.write_metadata(
-                self._metadata(command, "incremental", command.from_event_id, upto, last, count)
-            )
+            meta = self._metadata(command, "incremental", command.from_event_id, max(upto, last), last, count)
+            meta.skipped_events = plan.skipped_events
+            meta.bootstrapped_tables = planner.bootstrapped()
+            dump.write_metadata(meta)
             dump.acknowledge()
         return DumpResult(dump.uri, last, events=count, files=files, bytes=size)
 

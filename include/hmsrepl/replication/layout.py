@@ -12,6 +12,10 @@
     incremental:
     <dump>/events/<event id>/_metadata       the event with its own object snapshot
     <dump>/events/<event id>/_files          the files that event needs (pseudo-snapshot)
+    <dump>/_bootstrap/<db>/<table>/...       tables bootstrapped inside the incremental dump (newly included
+                                             by REPLACE, renamed into the policy), as of the dump's last event
+                                             id, laid out as in a bootstrap dump; _dumpmetadata lists them in
+                                             ``bootstrapped_tables`` (a listed table absent here is dropped)
 
 ``_files`` hold ``fileuri#checksum#cmroot#subdir`` lines: indirections to the source's files, never copies.
 """
@@ -36,6 +40,7 @@ METADATA = "_metadata"
 FILES = "_files"
 EVENTS_DIR = "events"
 FUNCTIONS_DIR = "_functions"
+BOOTSTRAP_DIR = "_bootstrap"
 
 
 class DumpError(HmsReplError):
@@ -55,6 +60,8 @@ class DumpMetadata:
     source_cmroot: str = ""
     replaced_policy: str | None = None
     settings: dict[str, str] = field(default_factory=dict)
+    skipped_events: int = 0  # events of the window left out by compaction (compaction.py)
+    bootstrapped_tables: list[str] = field(default_factory=list)  # incremental: tables under BOOTSTRAP_DIR
     created: float = field(default_factory=time.time)
     format: int = FORMAT_VERSION
 

@@ -26,12 +26,12 @@ from hmsrepl.formats.partition_names import make_partition_name, parse_partition
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
-from hmsrepl.replication import acid_replay
-from hmsrepl.replication.commands import LoadCommand
+from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.metrics import StageClock
+from hmsrepl.replication.replace import apply_bootstrap_part, bootstrap_part_files, has_bootstrap_part
 from hmsrepl.replication.target import (
     REPL_LAST_ID,
     REPLICA_OF,
@@ -208,9 +208,7 @@ class LoadEngine:
         for name in self.target.catalog.get_tables(target_db):
             if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
                 writer.drop_table(name)
-        with self.target.events.transaction():  # ACID write-id state and the position it belongs to
-            acid_replay.load_bootstrap_state(writer, dump, meta)
-            writer.set_last_id(meta.last_event_id)
+        writer.set_last_id(meta.last_event_id)
         return result
 
     def _check_incremental_target(self, target_db: str, meta: DumpMetadata) -> tuple[Database, int]:
@@ -283,29 +281,66 @@ class LoadEngine:
                         uri
                         for event_id in pending
                         for uri in dump.read_files(f"{EVENTS_DIR}/{event_id}/{FILES}")
-                    ],
+                    ]
+                    + (bootstrap_part_files(dump, meta) if last < meta.last_event_id else []),
                     meta.source_cmroot,
                 )
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
         # Events are applied in batches, each one database transaction on the target that also advances
-        # repl.last.id: a batch's metadata and the position that records it commit together.
+        # repl.last.id: a batch's metadata and the position that records it commit together. Tables the dump
+        # bootstraps (REPLACE, renames into the policy) come last, with the final position: until then the
+        # position stays below the dump's last event, so an interrupted load always gets to them.
+        part = has_bootstrap_part(meta)
+        cap = meta.last_event_id - 1 if part else meta.last_event_id
         for start in range(0, len(pending), BATCH_EVENTS):
-            batch = pending[start : start + BATCH_EVENTS]
+            read = [
+                dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
+                for event_id in pending[start : start + BATCH_EVENTS]
+            ]
+            for batch in split_before_reuse(read):
+                with self.clock.stage("apply"), self.target.events.transaction():
+                    runs = PartitionRuns(writer, meta)
+                    for event in batch:
+                        if not runs.absorb(event):
+                            runs.flush_for(event)
+                            apply_event(writer, event, meta)
+                        result.events_applied += 1
+                    runs.flush()
+                    writer.set_last_id(min(batch[-1]["event_id"], cap))
+                if progress is not None:
+                    progress(len(batch))
+        if meta.last_event_id > last and part:
             with self.clock.stage("apply"), self.target.events.transaction():
-                runs = PartitionRuns(writer, meta)
-                for event_id in batch:
-                    event = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
-                    if not runs.absorb(event):
-                        runs.flush_for(event)
-                        apply_event(writer, event, meta)
-                    result.events_applied += 1
-                runs.flush()
-                writer.set_last_id(batch[-1])
-            if progress is not None:
-                progress(len(batch))
-        if meta.last_event_id > last:
+                apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
+                writer.set_last_id(meta.last_event_id)
+        elif meta.last_event_id > last:
             writer.set_last_id(meta.last_event_id)
         return result
+
+
+def split_before_reuse(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Cut a batch where a table dropped in it (or one of its partitions) gets data at its name again.
+
+    A drop removes the target's files only once its transaction commits; in a batch that later creates,
+    renames into or adds partitions to the same name, that removal would delete the new files (same
+    directory). Each cut commits the drop first; readers still see only states the source had.
+    """
+    out: list[list[dict[str, Any]]] = [[]]
+    dropped: set[str] = set()
+    for event in events:
+        kind, body, name = event["event_type"], event["message"], event.get("table")
+        arriving = None
+        if kind == EventType.CREATE_TABLE or kind == EventType.ADD_PARTITION:
+            arriving = name
+        elif kind == EventType.ALTER_TABLE:
+            arriving = body["after"]["table_name"]
+        if arriving in dropped and out[-1]:
+            out.append([])
+            dropped.clear()
+        out[-1].append(event)
+        if kind in (EventType.DROP_TABLE, EventType.DROP_PARTITION) and name:
+            dropped.add(name)
+    return [batch for batch in out if batch]
 
 
 class PartitionRuns:
@@ -482,10 +517,16 @@ HANDLERS: dict[str, Handler] = {
     EventType.DROP_DATABASE: _drop_database,
     EventType.CREATE_FUNCTION: _create_function,
     EventType.DROP_FUNCTION: _drop_function,
-    **acid_replay.HANDLERS,  # OPEN/COMMIT/ABORT_TXN, ALLOC_WRITE_ID, ACID_WRITE
 }
-# Counted, not applied: the replica database itself is made by the bootstrap.
-NOT_YET_REPLAYED = {EventType.CREATE_DATABASE}
+# Transactional events are replayed by the ACID part of replication (not built yet): counted, not applied.
+NOT_YET_REPLAYED = {
+    EventType.OPEN_TXN,
+    EventType.COMMIT_TXN,
+    EventType.ABORT_TXN,
+    EventType.ALLOC_WRITE_ID,
+    EventType.ACID_WRITE,
+    EventType.CREATE_DATABASE,
+}
 
 
 def apply_event(writer: TargetWriter, event: dict[str, Any], meta: DumpMetadata) -> None:

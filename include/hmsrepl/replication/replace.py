@@ -1,0 +1,316 @@
+"""Tables whose replica cannot follow by events: policy REPLACE and renames across a policy's table filter.
+
+``REPL DUMP <new> REPLACE <old> FROM n``: the target holds the tables the old policy included. Tables the new
+policy adds have no replica to replay events onto, so the incremental dump bootstraps them: it reads them and
+replays the window's later events onto what it read with the bootstrap's consolidation
+(``DumpEngine._consolidate``), so they are written as of the dump's last event id, under
+``layout.BOOTSTRAP_DIR``, and their own events in the window are not written. Tables the new policy drops
+are dropped by the load. A rename that moves a table into the policy (from an excluded name) is the same
+case as a newly included table; a rename out of it is written as a DROP_TABLE of the old name. This holds for
+every incremental dump, with or without REPLACE.
+
+Which names need this is decided event by event (``WindowPlanner``): a name is *diverged* while the source
+has a table under it that the target does not follow. It becomes diverged when newly included by REPLACE
+or renamed in from outside the policy, and stops being so when the source frees the name (drop, rename
+away: the target has no such table either) or creates it (a CREATE proves the name was free on both sides).
+Events of diverged names are not written; the names still diverged at the end are bootstrapped.
+
+Reading a table is only possible "now", so a dump that bootstraps tables ends where its reads end: LIMIT and
+TO bound only dumps that bootstrap nothing. Reads and consolidation go in rounds: a table renamed in while
+the dump was reading is read in the next round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from hmsrepl.exceptions import HmsReplError, NoSuchDatabaseError, NoSuchTableError
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent
+from hmsrepl.replication.compaction import TXN_KINDS, EventSummary, compact, summarize
+from hmsrepl.replication.layout import BOOTSTRAP_DIR, FILES, METADATA, DumpDir, DumpMetadata
+from hmsrepl.replication.policy import ReplicationPolicy
+
+if TYPE_CHECKING:
+    from hmsrepl.replication.dump import DumpEngine
+    from hmsrepl.replication.target import TargetWriter
+
+log = logging.getLogger(__name__)
+
+EMIT, SKIP, DROP = "emit", "skip", "drop"
+MAX_ROUNDS = 20
+
+
+class PolicyChangeError(HmsReplError):
+    """A table could not be bootstrapped consistently inside an incremental dump."""
+
+
+@dataclass
+class WindowPlanner:
+    """Decides, event by event in log order, which events a dump writes, skips, or writes as a drop."""
+
+    policy: ReplicationPolicy
+    replaced: ReplicationPolicy | None = None
+    extras: set[str] = field(default_factory=set)  # diverged: renamed in from outside the policy
+    settled: set[str] = field(default_factory=set)  # newly included, but proven followed by events
+    valid: set[str] = field(default_factory=set)  # diverged names whose bootstrap entry is right so far
+    known: set[str] = field(default_factory=set)  # diverged names read or renamed in
+    summaries: list[EventSummary] = field(default_factory=list)
+    actions: dict[int, str] = field(default_factory=dict)  # only events not written as they are
+
+    def newly_included(self, name: str) -> bool:
+        old = self.replaced
+        return old is not None and self.policy.includes_table(name) and not old.includes_table(name)
+
+    def diverged(self, name: str) -> bool:
+        return name in self.extras or (self.newly_included(name) and name not in self.settled)
+
+    def _follow(self, name: str) -> None:
+        """From now on the target follows ``name`` by events (both sides agree: free, or just created)."""
+        self.extras.discard(name)
+        self.valid.discard(name)
+        if self.newly_included(name):
+            self.settled.add(name)
+
+    def _diverge(self, name: str, entry_valid: bool) -> None:
+        self.settled.discard(name)
+        self.extras.add(name)
+        self.known.add(name)
+        (self.valid.add if entry_valid else self.valid.discard)(name)
+
+    def feed(self, summary: EventSummary) -> None:
+        self.summaries.append(summary)
+        action = self._decide(summary)
+        if action != EMIT:
+            self.actions[summary.event_id] = action
+
+    def _decide(self, s: EventSummary) -> str:
+        if s.table is None or s.kind in TXN_KINDS:
+            return EMIT  # transactional events are never dropped from a dump
+        name = s.table
+        if s.is_rename:
+            new = s.new_name or ""
+            if self.diverged(name):
+                was_valid = name in self.valid
+                self._follow(name)
+                if self.policy.includes_table(new):
+                    self._diverge(new, was_valid)
+                return SKIP
+            if not self.policy.includes_table(name):  # renamed in from outside the policy
+                self._diverge(new, False)
+                return SKIP
+            if self.policy.includes_table(new):
+                self._follow(new)  # the new name was free on both sides
+                return EMIT
+            return DROP  # renamed out of the policy
+        if not self.diverged(name):
+            return EMIT
+        if s.kind == EventType.CREATE_TABLE:
+            self._follow(name)
+            return EMIT
+        if s.kind == EventType.DROP_TABLE:
+            self._follow(name)
+        return SKIP
+
+    def to_read(self, source_tables: Iterable[str] | None) -> set[str]:
+        """Diverged names whose state must be read: every existing one first, then those renamed in since."""
+        names = {n for n in self.known if self.diverged(n) and n not in self.valid}
+        if source_tables is not None:
+            names |= {n for n in source_tables if self.diverged(n)}
+        return names
+
+    def read(self, names: Iterable[str], found: set[str]) -> None:
+        for name in names:
+            self.known.add(name)
+            if name in found:
+                self.valid.add(name)
+
+    def bootstrapped(self) -> list[str]:
+        return sorted(n for n in self.known if self.diverged(n))
+
+    def plan(self, *, compacting: bool, with_data: bool) -> WindowPlan:
+        effective = []
+        for s in self.summaries:
+            action = self.actions.get(s.event_id, EMIT)
+            if action == DROP:
+                effective.append(EventSummary(s.event_id, EventType.DROP_TABLE, s.table))
+            elif action == EMIT:
+                effective.append(s)
+        compacted = compact(effective, with_data=with_data) if compacting else None
+        return WindowPlan(
+            dict(self.actions),
+            compacted.skipped if compacted else set(),
+            compacted.trimmed if compacted else {},
+        )
+
+
+@dataclass
+class WindowPlan:
+    actions: dict[int, str]
+    compacted: set[int]
+    trimmed: dict[int, frozenset[str]]
+
+    @property
+    def skipped_events(self) -> int:
+        return len(self.compacted)
+
+    def rewrite(self, event: NotificationEvent) -> NotificationEvent | None:
+        """The event as the dump writes it, or None when it is not written."""
+        action = self.actions.get(event.event_id, EMIT)
+        if action == SKIP or event.event_id in self.compacted:
+            return None
+        if action == DROP:
+            body = event.body()
+            message = {"table": body["before"], "recycled": [], "renamed_to": body["after"]["table_name"]}
+            return _with_message(replace(event, event_type=EventType.DROP_TABLE), message)
+        names = self.trimmed.get(event.event_id)
+        if names:
+            body = event.body()
+            keys = [k["name"] for k in body["table"].get("partition_keys") or []]
+            keep = [make_partition_name(keys, p["values"]) not in names for p in body["partitions"]]
+            body["partitions"] = [p for p, k in zip(body["partitions"], keep, strict=True) if k]
+            for key in ("files", "recycled"):
+                if isinstance(body.get(key), list) and len(body[key]) == len(keep):
+                    body[key] = [f for f, k in zip(body[key], keep, strict=True) if k]
+            return _with_message(event, body)
+        return event
+
+
+def _with_message(event: NotificationEvent, body: dict[str, Any]) -> NotificationEvent:
+    return replace(
+        event, message=json.dumps(body, separators=(",", ":"), sort_keys=True), message_format=JSON_FORMAT
+    )
+
+
+# -- dump side -----------------------------------------------------------------------------------------------
+def bootstrap_in_window(
+    engine: DumpEngine,
+    dump: DumpDir,
+    planner: WindowPlanner,
+    position: int,
+    *,
+    with_data: bool,
+    external: bool,
+) -> int:
+    """Bootstrap the planner's diverged tables into ``dump``'s sub-tree; returns the dump's last event id.
+
+    Each round reads tables at some point after ``start`` and replays (start, end] onto them, exactly as a
+    bootstrap dump does; a table renamed in during a round is read in the next one.
+    """
+    source, policy = engine.source, planner.policy
+    sub = DumpDir(dump.path(BOOTSTRAP_DIR))
+
+    def feed(after: int, upto: int) -> None:
+        for event in engine._events(policy, after, upto):
+            planner.feed(summarize(event))
+
+    try:
+        listing: list[str] = source.catalog.get_tables(policy.db_name)
+    except NoSuchDatabaseError:
+        listing = []
+    if not planner.to_read(listing):
+        return position  # nothing to bootstrap: the window stays as LIMIT/TO cut it
+    start = source.get_current_notification_event_id()
+    feed(position, start)  # a bootstrap is consistent only as of now: the window extends to the reads
+    names = planner.to_read(source.catalog.get_tables(policy.db_name))
+    rounds = 0
+    while names:
+        rounds += 1
+        if rounds > MAX_ROUNDS:
+            raise PolicyChangeError(
+                f"tables of '{policy.db_name}' kept being renamed into the policy while the dump read them "
+                f"({sorted(names)[:3]}); run the dump again when renames have settled"
+            )
+        found = set()
+        for name in sorted(names):
+            with contextlib.suppress(NoSuchTableError):  # changed since: the round's events settle it
+                table = source.catalog.get_table(policy.db_name, name)
+                if external or table.is_managed:
+                    engine._write_entry(sub, policy.db_name, engine._read_entry(table, with_data))
+                found.add(name)
+        planner.read(names, found)
+        end = source.get_current_notification_event_id()
+        feed(start, end)
+        engine._consolidate(sub, policy, start, end, with_data, external)
+        start = end
+        names = planner.to_read(None)
+    if rounds:  # the consolidation also wrote tables the target follows by events: not part of the dump
+        keep = set(planner.bootstrapped())
+        for name in _dumped_tables(sub, policy.db_name):
+            if name not in keep:
+                sub.remove_tree(f"{policy.db_name}/{name}")
+    return start
+
+
+def _dumped_tables(sub: DumpDir, db: str) -> set[str]:
+    return {
+        rel.split("/")[1]
+        for rel in sub.metadata_files(db)
+        if rel.count("/") == 2 and not rel.split("/")[1].startswith("_")
+    }
+
+
+# -- load side -------------------------------------------------------------------------------------------------
+def has_bootstrap_part(meta: DumpMetadata) -> bool:
+    return bool(meta.bootstrapped_tables) or meta.replaced_policy is not None
+
+
+def bootstrap_part_files(dump: DumpDir, meta: DumpMetadata) -> list[str]:
+    """Every file the bootstrapped tables of an incremental dump name (for the load's pre-flight)."""
+    sub = DumpDir(dump.path(BOOTSTRAP_DIR))
+    out: list[str] = []
+    for name in meta.bootstrapped_tables:
+        for rel in sub.metadata_files(f"{meta.db_name}/{name}"):
+            out.extend(sub.read_files(rel[: -len(METADATA)] + FILES))
+    return out
+
+
+def apply_bootstrap_part(
+    dump: DumpDir,
+    meta: DumpMetadata,
+    writer: TargetWriter,
+    policy: ReplicationPolicy,
+    load_table: Callable[[DumpDir, TargetWriter, DumpMetadata, dict[str, Any]], None],
+) -> None:
+    """Drop the tables the (new) policy excludes, then make each bootstrapped table equal to its dump.
+
+    Idempotent: a table already equal is left alone, partitions the dump does not hold are dropped.
+    """
+    catalog, db = writer.catalog, writer.db
+    if meta.replaced_policy is not None:
+        for name in catalog.get_tables(db):
+            if not policy.includes_table(name):
+                writer.drop_table(name)
+    sub = DumpDir(dump.path(BOOTSTRAP_DIR))
+    for name in meta.bootstrapped_tables:
+        base = f"{meta.db_name}/{name}"
+        if not sub.fs.exists(sub.path(f"{base}/{METADATA}")):
+            writer.drop_table(name)
+            continue
+        table = sub.read_json(f"{base}/{METADATA}")["table"]
+        existing = writer.get_table(name)
+        keys = [k["name"] for k in table.get("partition_keys") or []]
+        if existing is not None and existing.partition_key_names != keys:
+            writer.drop_table(name)
+            existing = None
+        if existing is not None and keys:
+            dumped = {
+                rel[len(base) + 1 : -len(METADATA) - 1]
+                for rel in sub.metadata_files(base)
+                if rel != f"{base}/{METADATA}"
+            }
+            stale = [
+                p.values for p in catalog.get_partitions(db, name) if _part_name(keys, p.values) not in dumped
+            ]
+            if stale:
+                writer.drop_partitions(name, stale)
+        load_table(sub, writer, meta, table)
+
+
+def _part_name(keys: list[str], values: list[str]) -> str:
+    return make_partition_name(keys, values)

@@ -1,0 +1,119 @@
+"""A randomised workload of table and partition changes, shared by the compaction property test and bench.
+
+Operations are small tuples of integers resolved against the source's current state, so every generated
+sequence is valid whatever came before: creates and drops of tables (partitioned or not), renames (within
+the policy, and out of and into it through the excluded name ``x0``), added, altered and dropped
+partitions, inserts and overwrites, table alters. Names come from small pools so that names are reused
+(create after drop, rename onto a freed name) and objects see several changes in one window.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from hypothesis import strategies as st
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Database
+from tests.helpers import make_partition, make_table, write_file
+
+TABLES = ("t0", "t1", "t2", "t3")
+EXCLUDED = "x0"  # outside the policy below: renames to and from it cross the policy's filter
+PARTS = ("a", "b", "c")
+KINDS = (
+    "create",
+    "drop",
+    "rename",
+    "add",
+    "alter_part",
+    "drop_part",
+    "insert",
+    "overwrite",
+    "alter_table",
+)
+Op = tuple[int, int, int, int]
+
+
+def policy_text(db: str) -> str:
+    return f"{db}.['t[0-9]+']"
+
+
+def ops_strategy(max_size: int = 25) -> st.SearchStrategy[list[Op]]:
+    small = st.integers(0, 7)
+    return st.lists(st.tuples(st.integers(0, len(KINDS) - 1), small, small, small), max_size=max_size)
+
+
+def random_ops(rng: random.Random, count: int) -> list[Op]:
+    return [
+        (rng.randrange(len(KINDS)), rng.randrange(8), rng.randrange(8), rng.randrange(8))
+        for _ in range(count)
+    ]
+
+
+def create_database(store: Metastore, db: str) -> None:
+    store.catalog.create_database(Database(name=db))
+
+
+def apply_ops(store: Metastore, db: str, ops: Sequence[Op], tag: str = "") -> None:
+    """Apply each operation, resolved against what exists now (an impossible one does nothing)."""
+    catalog = store.catalog
+    for step, (kind_index, a, b, c) in enumerate(ops):
+        kind = KINDS[kind_index]
+        existing = catalog.get_tables(db)
+        names = [n for n in (*TABLES, EXCLUDED) if n in existing]
+        free = [n for n in (*TABLES, EXCLUDED) if n not in existing]
+        stamp = f"{tag}{step}"
+        if kind == "create":
+            if free:
+                name = free[a % len(free)]
+                partitioned = b % 2 == 0
+                table = catalog.create_table(
+                    make_table(db, name, partition_keys=("p",) if partitioned else ())
+                )
+                if not partitioned and c % 2:
+                    write_file(table.sd.location, f"f{stamp}", f"create {stamp}".encode())
+                    catalog.insert(db, name)
+            continue
+        if not names:
+            continue
+        name = names[a % len(names)]
+        table = catalog.get_table(db, name)
+        parts = catalog.get_partitions(db, name) if table.partition_keys else []
+        if kind == "drop":
+            catalog.drop_table(db, name)
+        elif kind == "rename" and free:
+            new_name = free[b % len(free)]
+            catalog.alter_table(db, name, table.model_copy(update={"table_name": new_name}))
+        elif kind == "alter_table":
+            params = {**table.parameters, "k": stamp}
+            catalog.alter_table(db, name, table.model_copy(update={"parameters": params}))
+        elif kind == "add" and table.partition_keys:
+            present = {p.values[0] for p in parts}
+            missing = [v for v in PARTS if v not in present]
+            if missing:
+                added = [make_partition(table, v) for v in missing[: 1 + b % len(missing)]]
+                for part in catalog.add_partitions(db, name, added):
+                    if c % 2:
+                        write_file(part.sd.location, f"f{stamp}", f"add {stamp}".encode())
+                if c % 2:  # files written after the add: recorded by an insert per partition
+                    for part in added:
+                        catalog.insert(db, name, part.values)
+        elif kind == "alter_part" and parts:
+            part = parts[b % len(parts)]
+            catalog.alter_partitions(
+                db, name, [part.model_copy(update={"parameters": {**part.parameters, "k": stamp}})]
+            )
+        elif kind == "drop_part" and parts:
+            chosen = parts[b % len(parts) :][: 1 + c % 2]
+            catalog.drop_partitions(db, name, [p.values for p in chosen])
+        elif kind in ("insert", "overwrite"):
+            if table.partition_keys:
+                if not parts:
+                    continue
+                part = parts[b % len(parts)]
+                location, values = part.sd.location, part.values
+            else:
+                location, values = table.sd.location, None
+            new = write_file(location, f"f{stamp}", f"{kind} {stamp} {c}".encode())
+            catalog.insert(db, name, values, new_files=[new], replace=kind == "overwrite")
