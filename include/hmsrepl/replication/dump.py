@@ -18,10 +18,13 @@ from typing import Any
 
 from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Table
+from hmsrepl.metastore.transactions import ReplicationSnapshot
+from hmsrepl.replication import acid_replay
 from hmsrepl.replication.commands import DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
@@ -66,7 +69,13 @@ class TableEntry:
 
 
 def relevant(event: NotificationEvent, policy: ReplicationPolicy) -> bool:
-    """Does the event belong to the policy's database and (for table events) an included table?"""
+    """Does the event belong to the policy's database and (for table events) an included table?
+
+    OPEN/COMMIT/ABORT_TXN belong to no database and go to every dump, as Hive dumps them: when a txn
+    opens nobody knows which databases it will write, and a replayed open must be closed again.
+    """
+    if event.db_name is None and event.event_type in acid_replay.TXN_EVENTS:
+        return True
     if (event.db_name or "") != policy.db_name:
         return False
     if event.table_name is None:
@@ -134,6 +143,9 @@ class DumpEngine:
         external = command.settings.get(INCLUDE_EXTERNAL, "true").lower() == "true"
         start = self.source.get_current_notification_event_id()
         database = catalog.get_database(policy.db_name)
+        acid_replay.wait_for_open_txns(
+            self.source, policy.db_name, acid_replay.open_txn_timeout_seconds(command.settings)
+        )
         dump.write_json(f"{policy.db_name}/{METADATA}", {"database": database.model_dump(mode="json")})
         for function in catalog.get_functions(policy.db_name):
             snapshot = catalog.get_function(policy.db_name, function).model_dump(mode="json")
@@ -153,9 +165,12 @@ class DumpEngine:
                     log.info("table %s.%s was dropped during the bootstrap dump", policy.db_name, table_name)
                 if self.on_table_dumped is not None:
                     self.on_table_dumped(table_name)
-        end = self.source.get_current_notification_event_id()
+        # The dump ends at the txn snapshot's event: ACID tables are listed for exactly that snapshot.
+        snapshot = self.source.txns.replication_snapshot(policy.db_name)
+        end = snapshot.event_id
         with self.clock.stage("consolidate"):
             self._consolidate(dump, policy, start, end, with_data, external)
+            self._finish_acid_tables(dump, policy.db_name, snapshot, with_data)
             counts = self._count(dump, policy.db_name)
         with self.clock.stage("acknowledge"):
             dump.write_metadata(self._metadata(command, "bootstrap", start, end, end, 0))
@@ -167,6 +182,9 @@ class DumpEngine:
     def _read_entry(self, table: Table, with_data: bool) -> TableEntry:
         cm = self.source.cm
         entry = TableEntry(table.model_dump(mode="json"))
+        # ACID tables are listed once the dump's txn snapshot is known (_finish_acid_tables): a listing
+        # now would include files of open and aborted txns.
+        with_data = with_data and not table.is_transactional
         if not table.partition_keys:
             entry.files = describe_files(table.sd.location, cm) if with_data else None
             return entry
@@ -175,6 +193,40 @@ class DumpEngine:
             snapshot = part.model_dump(mode="json")
             entry.partitions[entry.partition_name(snapshot)] = (snapshot, files)
         return entry
+
+    def _finish_acid_tables(
+        self, dump: DumpDir, db: str, snapshot: ReplicationSnapshot, with_data: bool
+    ) -> None:
+        """List each dumped ACID table's files as of the snapshot and record its write-id state.
+
+        Files of directories valid in the snapshot never change afterwards (later writes go to new
+        directories with higher write ids), so listing after the snapshot still gives its exact content.
+        """
+        acid_tables: set[str] = set()
+        for relative in dump.metadata_files(db):
+            parts = relative.split("/")
+            if len(parts) != 3 or parts[1] == FUNCTIONS_DIR:
+                continue
+            entry = self._load_entry(dump, db, parts[1])
+            if entry is None or not acid_replay.is_acid_snapshot(entry.table):
+                continue
+            name = entry.table["table_name"]
+            acid_tables.add(name)
+            if with_data:
+                write_ids = snapshot.tables.get(name, (ValidWriteIdList(f"{db}.{name}", 0), {}))[0]
+
+                def files(location: str | None, ids: ValidWriteIdList = write_ids) -> list[str]:
+                    return acid_replay.dump_acid_files(self.source, location, ids, snapshot.valid_txns)
+
+                if entry.key_names:
+                    for part_name, (part, _) in list(entry.partitions.items()):
+                        entry.partitions[part_name] = (part, files(part["sd"].get("location")))
+                else:
+                    entry.files = files(entry.table["sd"].get("location"))
+                self._write_entry(dump, db, entry)
+        dump.write_json(
+            f"{db}/{acid_replay.ACID_STATE}", acid_replay.acid_state_document(snapshot, acid_tables)
+        )
 
     @staticmethod
     def _table_dir(db: str, table: str) -> str:
@@ -329,15 +381,26 @@ class DumpEngine:
                     current.files = data(body["files"])
 
     def _events(self, policy: ReplicationPolicy, after: int, upto: int) -> Iterator[NotificationEvent]:
+        """The policy's events in (after, upto], as dumps write them: the database's events merged with
+        the database-less txn events (two indexed reads per page, never the whole log)."""
         last = after
+        log_ = self.source.events
         while last < upto:
-            page = self.source.events.next_events(last, PAGE, db_name=policy.db_name, to_event_id=upto)
-            if not page:
-                return
-            for event in page:
+            own = log_.next_events(last, PAGE, db_name=policy.db_name, to_event_id=upto)
+            txn = log_.next_events(last, PAGE, event_types=acid_replay.TXN_EVENTS, to_event_id=upto)
+            bound = upto
+            for page in (own, txn):
+                if len(page) == PAGE:
+                    bound = min(bound, page[-1].event_id)
+            merged = sorted((e for e in (*own, *txn) if e.event_id <= bound), key=lambda e: e.event_id)
+            for event in merged:
                 if relevant(event, policy):
-                    yield event
-            last = page[-1].event_id
+                    prepared = acid_replay.prepare_for_dump(event, policy)
+                    if prepared is not None:
+                        yield prepared
+            if not own and not txn:
+                return
+            last = bound
 
     @staticmethod
     def _count(dump: DumpDir, db: str) -> tuple[int, int, int, int]:

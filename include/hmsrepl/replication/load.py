@@ -26,6 +26,7 @@ from hmsrepl.formats.partition_names import make_partition_name, parse_partition
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
+from hmsrepl.replication import acid_replay
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
@@ -208,7 +209,9 @@ class LoadEngine:
         for name in self.target.catalog.get_tables(target_db):
             if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
                 writer.drop_table(name)
-        writer.set_last_id(meta.last_event_id)
+        with self.target.events.transaction():  # ACID write-id state and the position it belongs to
+            acid_replay.load_bootstrap_state(writer, dump, meta)
+            writer.set_last_id(meta.last_event_id)
         return result
 
     def _check_incremental_target(self, target_db: str, meta: DumpMetadata) -> tuple[Database, int]:
@@ -517,16 +520,10 @@ HANDLERS: dict[str, Handler] = {
     EventType.DROP_DATABASE: _drop_database,
     EventType.CREATE_FUNCTION: _create_function,
     EventType.DROP_FUNCTION: _drop_function,
+    **acid_replay.HANDLERS,  # OPEN/COMMIT/ABORT_TXN, ALLOC_WRITE_ID, ACID_WRITE
 }
-# Transactional events are replayed by the ACID part of replication (not built yet): counted, not applied.
-NOT_YET_REPLAYED = {
-    EventType.OPEN_TXN,
-    EventType.COMMIT_TXN,
-    EventType.ABORT_TXN,
-    EventType.ALLOC_WRITE_ID,
-    EventType.ACID_WRITE,
-    EventType.CREATE_DATABASE,
-}
+# Counted, not applied: the replica database itself is made by the bootstrap.
+NOT_YET_REPLAYED = {EventType.CREATE_DATABASE}
 
 
 def apply_event(writer: TargetWriter, event: dict[str, Any], meta: DumpMetadata) -> None:
