@@ -8,14 +8,14 @@ verified file is renamed into place, so readers never see a partial or wrong fil
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.storage.base import copy_file, filesystem_for, join_uri
 from hmsrepl.storage.checksum import checksum_size
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
 
 STAGING_PREFIX = ".hmsrepl-staging-"
 
@@ -147,7 +147,10 @@ def available_source(encoded: str, default_cmroot: str = "") -> str | None:
 
 
 def publish(target_uri: str) -> None:
-    """Rename a verified staged copy into place (replacing an older file of the same name)."""
+    """Rename a verified staged copy into place (replacing an older file of the same name).
+
+    The rename is not synced: call ``publish_all`` to make a batch of them durable with one sync.
+    """
     staged = staging_name(target_uri)
     if is_local_uri(target_uri):
         os.replace(local_path(staged), local_path(target_uri))
@@ -155,6 +158,17 @@ def publish(target_uri: str) -> None:
     fs = filesystem_for(target_uri)
     fs.delete(target_uri)
     fs.move(staged, target_uri)
+
+
+def publish_all(target_uris: Sequence[str]) -> None:
+    """Publish verified staged copies, then make the local renames durable: one ``syncfs`` per file system.
+
+    Call it before the load records the change as applied: a rename still only in memory when the machine
+    stops would leave the target's metadata naming a file that is still under its staged name.
+    """
+    for uri in target_uris:
+        publish(uri)
+    sync_file_systems(local_path(uri).rsplit("/", 1)[0] or "/" for uri in target_uris if is_local_uri(uri))
 
 
 def remove_staging_leftovers(directory: str, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]

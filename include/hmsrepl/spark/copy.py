@@ -20,6 +20,7 @@ together on the driver, naming each file and the reason.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import heapq
 import logging
@@ -40,6 +41,7 @@ from hmsrepl.replication.filecopy import (
 )
 from hmsrepl.storage.base import base_name, copy_file, filesystem_for, join_uri, relative_to
 from hmsrepl.storage.checksum import parse_checksum_token
+from hmsrepl.storage.local import Durability, deferred_sync
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -99,6 +101,7 @@ def spark_copy(
     *,
     partitions: int | None = None,
     threads: int | None = None,
+    durability: Durability = "batch",
 ) -> list[CopyResult]:
     """Stage a verified copy of every task's file on the executors; results in task order.
 
@@ -110,6 +113,8 @@ def spark_copy(
 
     ``partitions`` defaults to one group per executor core, ``threads`` (copies in flight per group) to
     ``copy_threads`` of the target store; ``threads=1`` copies each group's files one after the other.
+    ``durability`` (local targets): ``batch`` syncs each task's copies once before the task reports them,
+    ``file`` syncs every copy on its own, ``none`` leaves them in the page cache (``storage.local``).
     """
     if not tasks:
         return []
@@ -123,6 +128,8 @@ def spark_copy(
         partitions,
         threads,
         f"hmsrepl copy: {len(tasks)} files",
+        durability=durability,
+        failed=_copy_failure,
     )
     failures = [o for o in outcomes if isinstance(o, FileFailure)]
     if failures:
@@ -189,7 +196,11 @@ def _copy_task_outcome(task: CopyTask) -> CopyResult | FileFailure:
             return CopyResult(task.target_uri, task.target_uri, 0, from_cmroot=False)
         return run_copy_task(task)
     except Exception as exc:  # reported with the file on the driver; one bad file must not hide the others
-        return FileFailure(_source_of(task), failure_reason(exc), task.target_uri)
+        return _copy_failure(task, exc)
+
+
+def _copy_failure(task: CopyTask, exc: BaseException) -> FileFailure:
+    return FileFailure(_source_of(task), failure_reason(exc), task.target_uri)
 
 
 def _in_place(task: CopyTask) -> bool:
@@ -228,6 +239,7 @@ def spark_copy_tree(
     *,
     partitions: int | None = None,
     threads: int | None = None,
+    durability: Durability = "batch",
 ) -> TreeCopyResult:
     """Copy every file below ``src_root`` to the same relative path below ``dst_root`` (a distcp).
 
@@ -236,6 +248,7 @@ def spark_copy_tree(
     compared with it (a mismatch deletes the copy: the source changed or the copy was damaged), and only a
     verified copy is renamed into place, replacing an older file of that name. Staged leftovers of an
     interrupted copy in the source are not copied. Raises SparkCopyError naming the failed files.
+    ``durability`` as for ``spark_copy``.
     """
     src_fs = filesystem_for(src_root)
     statuses = [s for s in src_fs.list_files(src_root) if not base_name(s.uri).startswith(STAGING_PREFIX)]
@@ -251,6 +264,8 @@ def spark_copy_tree(
         partitions,
         threads,
         f"hmsrepl copy tree: {len(pairs)} files from {src_root}",
+        durability=durability,
+        failed=_pair_failure,
     )
     failures = [o for o in outcomes if isinstance(o, FileFailure)]
     if failures:
@@ -270,7 +285,11 @@ def _copy_and_publish(pair: tuple[str, str]) -> int | FileFailure:
         publish(dst)
         return parse_checksum_token(expected)[1]
     except Exception as exc:  # reported with the file on the driver
-        return FileFailure(src, failure_reason(exc), dst)
+        return _pair_failure(pair, exc)
+
+
+def _pair_failure(pair: tuple[str, str], exc: BaseException) -> FileFailure:
+    return FileFailure(pair[0], failure_reason(exc), pair[1])
 
 
 def copy_threads(uri: str) -> int:
@@ -302,11 +321,16 @@ def distribute(
     partitions: int | None,
     threads: int,
     description: str,
+    *,
+    durability: Durability = "file",
+    failed: Callable[[T, BaseException], R] | None = None,
 ) -> list[R]:
     """Run ``work`` on every item on the executors, one balanced group per Spark task; outcomes in item order.
 
     ``work`` must be a module-level function (shipped by reference) that returns its failures instead of
-    raising them, so one bad item does not fail, retry and hide the rest of its group.
+    raising them, so one bad item does not fail, retry and hide the rest of its group. Local files a group
+    writes are durable as ``durability`` says before its task returns (``storage.local.deferred_sync``);
+    when the group's sync fails, ``failed(item, error)`` is every item's outcome (else the task fails).
     """
     sc = spark.sparkContext
     groups = balance(costs, partitions or group_count(len(items), sc.defaultParallelism * GROUPS_PER_CORE))
@@ -316,7 +340,11 @@ def distribute(
     try:
         collected = (
             sc.parallelize(payload, len(payload))
-            .map(functools.partial(_run_group, work=work, threads=threads))
+            .map(
+                functools.partial(
+                    _run_group, work=work, threads=threads, durability=durability, failed=failed
+                )
+            )
             .collect()
         )
     finally:
@@ -337,14 +365,36 @@ def group_count(items: int, slots: int) -> int:
     return slots * max(1, waves)
 
 
-def _run_group(group: list[tuple[int, T]], work: Callable[[T], R], threads: int) -> list[tuple[int, R]]:
-    """One Spark task: a group's items with up to ``threads`` in flight (executor side)."""
+def _run_group(
+    group: list[tuple[int, T]],
+    work: Callable[[T], R],
+    threads: int,
+    durability: Durability = "file",
+    failed: Callable[[T, BaseException], R] | None = None,
+) -> list[tuple[int, R]]:
+    """One Spark task: a group's items with up to ``threads`` in flight, then their one sync (executor side)."""
     indexes = [index for index, _ in group]
     items = [item for _, item in group]
+    try:
+        with deferred_sync(durability):
+            outcomes = run_threaded(work, items, threads)
+    except Exception as exc:  # the batch's sync failed: none of its copies may count as done
+        if failed is None:
+            raise
+        outcomes = [failed(item, exc) for item in items]
+    return list(zip(indexes, outcomes, strict=True))
+
+
+def run_threaded(work: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
+    """``work`` over ``items`` with up to ``threads`` in flight, each in a copy of the caller's context.
+
+    The copy carries context variables such as the open ``deferred_sync`` batch into the pool's threads.
+    """
     if threads <= 1 or len(items) <= 1:
-        return list(zip(indexes, map(work, items), strict=True))
+        return list(map(work, items))
     with ThreadPoolExecutor(max_workers=min(threads, len(items))) as pool:
-        return list(zip(indexes, pool.map(work, items), strict=True))
+        futures = [pool.submit(contextvars.copy_context().run, work, item) for item in items]
+        return [future.result() for future in futures]
 
 
 def failure_reason(exc: BaseException) -> str:

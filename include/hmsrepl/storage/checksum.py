@@ -42,12 +42,10 @@ def checksum_size(token: str) -> int:
 
 
 def checksum_stream(stream: BinaryIO) -> str:
-    crc = google_crc32c.Checksum()
-    size = 0
+    running = RunningChecksum()
     while chunk := stream.read(CHUNK_BYTES):
-        crc.update(chunk)
-        size += len(chunk)
-    return checksum_token(int.from_bytes(crc.digest(), "big"), size)
+        running.update(chunk)
+    return running.token
 
 
 def checksum_bytes(data: bytes) -> str:
@@ -74,21 +72,39 @@ def s3_crc32c_from_token(token: str) -> str:
     return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
 
 
-class ChecksumReader:
-    """Wraps a binary stream and hashes what is read through it, so a copy computes its token in one pass."""
+class RunningChecksum:
+    """The token of bytes fed in pieces, so a copy hashes each chunk as it passes and reads its source once.
 
-    def __init__(self, stream: BinaryIO) -> None:
-        self._stream = stream
+    ``update`` takes ``bytes`` (google-crc32c refuses memoryviews), and releases the GIL for chunks of 1 MB
+    and more, so copies in several threads hash in parallel.
+    """
+
+    __slots__ = ("_crc", "size")
+
+    def __init__(self) -> None:
         self._crc = google_crc32c.Checksum()
         self.size = 0
 
-    def read(self, size: int = -1) -> bytes:
-        chunk = self._stream.read(size)
-        if chunk:
-            self._crc.update(chunk)
-            self.size += len(chunk)
-        return chunk
+    def update(self, chunk: bytes) -> None:
+        self._crc.update(chunk)
+        self.size += len(chunk)
 
     @property
     def token(self) -> str:
         return checksum_token(int.from_bytes(self._crc.digest(), "big"), self.size)
+
+
+class ChecksumReader(RunningChecksum):
+    """Wraps a binary stream and hashes what is read through it, so a copy computes its token in one pass."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: BinaryIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._stream.read(size)
+        if chunk:
+            self.update(chunk)
+        return chunk

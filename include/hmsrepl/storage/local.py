@@ -1,17 +1,138 @@
-"""Local file system (and anything mounted): ``file:/x``, ``file:///x`` and plain ``/x`` paths."""
+"""Local file system (and anything mounted): ``file:/x``, ``file:///x`` and plain ``/x`` paths.
+
+Durability. A file written here is on disk when the write returns (``fdatasync``), unless it is written
+inside ``deferred_sync``: a copier of many files (a Spark copy task) then syncs them all at once at the end
+with one ``syncfs`` per file system, which costs one journal commit instead of one per file and lets the
+disk write back several files while the next ones are being copied. Why not per file: on these machines
+20,000 files of 4 KiB copy at ~2,400 files/s with a fsync each, and the 1 GiB copy waits for every file's
+writeback in turn. ``Durability`` names the three modes: ``file`` (fsync each file), ``batch`` (one sync
+of the batch before it counts as done: as durable as ``file`` for anyone who waits for the batch) and
+``none`` (page cache only, like ``cp``: for scratch copies and benchmarks; a crash can lose or truncate
+files that were reported copied).
+
+The copy itself (``LocalFileSystem.copy``) reads the source once in large chunks, hashes each chunk and
+writes it (measured on ext4 here: as fast as GNU cp's in-kernel ``copy_file_range``, which would need a
+second pass over the copy to checksum it), and asks the kernel to start writing back every
+``WRITEBACK_BYTES`` written (``sync_file_range``), so the final sync finds most of the file on disk already.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import ctypes
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
-from typing import BinaryIO
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO, Literal, get_args
 
 from hmsrepl.exceptions import StorageError
 from hmsrepl.storage.base import FileStatus, FileSystem
-from hmsrepl.storage.checksum import CHUNK_BYTES, ChecksumReader, checksum_stream
+from hmsrepl.storage.checksum import CHUNK_BYTES, ChecksumReader, RunningChecksum, checksum_stream
+
+Durability = Literal["file", "batch", "none"]
+DURABILITY_MODES: tuple[str, ...] = get_args(Durability)
+#: Written bytes after which the kernel is asked to start writing a copy back (asynchronously).
+WRITEBACK_BYTES = 32 * 1024 * 1024
+#: Chunk of a local copy: large enough that hashing releases the GIL (>= 1 MB) and syscalls are few.
+COPY_CHUNK_BYTES = CHUNK_BYTES
+_SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages in the range, do not wait
+
+
+def _libc_function(name: str, *argtypes: type) -> Callable[..., int] | None:
+    """A libc function by name (Linux-only ones are missing elsewhere: callers then fall back)."""
+    try:
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function  # type: ignore[no-any-return]
+
+
+_syncfs = _libc_function("syncfs", ctypes.c_int)
+_sync_file_range = _libc_function(
+    "sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint
+)
+
+
+def sync_file_systems(paths: Iterable[str]) -> None:
+    """Make everything written to the file systems holding ``paths`` durable: one ``syncfs`` each.
+
+    ``syncfs`` also writes back other processes' dirty data on that file system; it is still one journal
+    commit where per-file fsyncs are one each. Without ``syncfs`` (not Linux), ``os.sync``.
+    """
+    by_device: dict[int, str] = {}
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            by_device.setdefault(os.stat(path).st_dev, path)
+    if not by_device:
+        return
+    if _syncfs is None:
+        os.sync()
+        return
+    for path in by_device.values():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if _syncfs(fd) != 0:
+                error = ctypes.get_errno()
+                raise StorageError(
+                    f"cannot make writes to the file system of '{path}' durable (syncfs: "
+                    f"{os.strerror(error)}); the copies written there are not trusted: copy them again"
+                )
+        finally:
+            os.close(fd)
+
+
+class SyncBatch:
+    """Directories written to without a sync per file; ``flush`` syncs their file systems once each."""
+
+    def __init__(self, durability: Durability) -> None:
+        self.durability = durability
+        self._directories: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, directory: str) -> None:
+        with self._lock:
+            self._directories.add(directory)
+
+    def flush(self) -> None:
+        with self._lock:
+            directories, self._directories = self._directories, set()
+        if self.durability == "batch":
+            sync_file_systems(sorted(directories))
+
+
+_batch: contextvars.ContextVar[SyncBatch | None] = contextvars.ContextVar("hmsrepl_sync_batch", default=None)
+
+
+@contextlib.contextmanager
+def deferred_sync(durability: Durability = "batch") -> Iterator[SyncBatch | None]:
+    """Local writes in this context skip their per-file sync; with ``batch`` they are synced on leaving it.
+
+    Only a body that finishes is synced: after an exception nothing of it may count as written. Threads
+    inherit the context only when run in a copy of it (``contextvars.copy_context().run``). ``file``
+    changes nothing (each file is synced as it is written).
+    """
+    if durability not in DURABILITY_MODES:
+        raise ValueError(f"durability '{durability}' is not one of {', '.join(DURABILITY_MODES)}")
+    if durability == "file":
+        yield None
+        return
+    batch = SyncBatch(durability)
+    token = _batch.set(batch)
+    try:
+        yield batch
+    finally:
+        _batch.reset(token)
+    batch.flush()
+
+
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    if _sync_file_range is not None:
+        _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)  # advisory: errors surface at the sync
 
 
 def is_local_uri(uri: str) -> bool:
@@ -75,10 +196,29 @@ class LocalFileSystem(FileSystem):
             shutil.copyfileobj(reader, out, CHUNK_BYTES)  # type: ignore[misc]
         return reader.token
 
+    def copy(self, src: str, dst: str, size: int | None = None) -> str:
+        """Copy reading the source once: each chunk is hashed, then written; returns the copy's checksum.
+
+        The token is of the bytes written, so a caller comparing it with a recorded checksum verifies the
+        copy; it is durable as ``_atomic_output`` says (``deferred_sync``).
+        """
+        try:
+            source = os.open(local_path(src), os.O_RDONLY)
+        except OSError as exc:
+            raise StorageError(f"cannot read '{src}': {exc.strerror}") from exc
+        try:
+            with self._atomic_output(dst) as out:
+                return _copy_hashing(source, out.fileno(), kick_writeback=_durable_writes())
+        finally:
+            os.close(source)
+
     @staticmethod
     @contextlib.contextmanager
     def _atomic_output(uri: str) -> Iterator[BinaryIO]:
-        """A temporary file beside the target, synced and renamed over it: readers see old or new, never part."""
+        """A temporary file beside the target, made durable and renamed over it: readers see old or new.
+
+        Durable means ``fdatasync`` before the rename, or, inside ``deferred_sync``, the batch's one sync.
+        """
         path = local_path(uri)
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
@@ -87,7 +227,11 @@ class LocalFileSystem(FileSystem):
             with os.fdopen(fd, "wb") as out:
                 yield out
                 out.flush()
-                os.fsync(out.fileno())
+                batch = _batch.get()
+                if batch is None:
+                    os.fdatasync(out.fileno())
+                else:
+                    batch.add(directory)
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -117,3 +261,23 @@ class LocalFileSystem(FileSystem):
 
     def delete_tree(self, uri: str) -> None:
         shutil.rmtree(local_path(uri), ignore_errors=True)
+
+
+def _durable_writes() -> bool:
+    batch = _batch.get()
+    return batch is None or batch.durability != "none"
+
+
+def _copy_hashing(source: int, target: int, *, kick_writeback: bool) -> str:
+    """Copy ``source`` to ``target`` (file descriptors) in one read pass; returns the token of what was written."""
+    running = RunningChecksum()
+    kicked = 0
+    while chunk := os.read(source, COPY_CHUNK_BYTES):
+        running.update(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(target, view) :]
+        if kick_writeback and running.size - kicked >= WRITEBACK_BYTES:
+            _start_writeback(target, kicked, running.size - kicked)
+            kicked = running.size
+    return running.token
