@@ -1,4 +1,9 @@
-"""Rubber-banding test: a randomised Spark SQL workload on the source, dumps and loads interleaved.
+"""Rubber-banding test: a randomised Spark workload on the source, dumps and loads interleaved.
+
+The workload mixes Spark SQL statements on plain tables with transactional writes of DataFrames into an
+insert-only ACID table (the foundation's writer: commits, aborts, and a write held open across loads), so
+the states compared include ACID snapshots: what a reader with the store's ValidWriteIdList sees, and the
+write-id state itself.
 
 After every load the replica must show a state the source really had as of the load's last event id:
 equal to the source state recorded at that event id when the load ends on a statement boundary; when LIMIT
@@ -17,15 +22,19 @@ from pathlib import Path
 
 import pytest
 
+from hmsrepl.acid import InsertOnlyWriter
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import DatabaseState, capture_state, diff_states
+from tests.helpers import make_table
 
 pytestmark = pytest.mark.spark
 SEEDS = [int(s) for s in os.environ.get("HMSREPL_RUBBER_BAND_SEEDS", "11,29").split(",")]
 STATEMENTS = int(os.environ.get("HMSREPL_RUBBER_BAND_STATEMENTS", "24"))
+ACID_TABLE = "ledger"
+ACID_KINDS = ("acid_append", "acid_append", "acid_overwrite", "acid_abort", "acid_hold")
 
 
 @dataclass
@@ -40,9 +49,11 @@ class Workload:
         return ", ".join(f"({self.counter - i}, 'row-{self.counter - i}')" for i in range(n))
 
     def next_statement(self) -> str:
+        """Spark SQL text, or one of ACID_KINDS for a transactional DataFrame write (see AcidWrites)."""
         db, p = self.db, self.rng.choice(["a", "b", "c", "k:v"])
         kind = self.rng.choice(
             [
+                *ACID_KINDS,
                 "insert",
                 "insert",
                 "overwrite",
@@ -55,6 +66,8 @@ class Workload:
                 "recreate",
             ]
         )
+        if kind in ACID_KINDS:
+            return kind
         if kind == "insert":
             return f"INSERT INTO {db}.events PARTITION (p='{p}') VALUES {self.rows()}"
         if kind == "overwrite":
@@ -115,6 +128,52 @@ class Oracle:
                 )
 
 
+class AcidWrites:
+    """Transactional writes of Spark DataFrames into the insert-only table, through InsertOnlyWriter.
+
+    The source state is recorded after each call that changes what readers see (write id allocated,
+    committed or aborted), so the oracle knows the state at every event id a LIMIT may cut at.
+    """
+
+    def __init__(self, spark, store: Metastore, db: str, record) -> None:
+        self.spark, self.store, self.db, self.record = spark, store, db, record
+        self.held: InsertOnlyWriter | None = None
+        self.counter = self.commits = self.aborts = 0
+
+    def _frame(self, n: int):
+        self.counter += n
+        rows = [(self.counter - i, f"acid-{self.counter - i}") for i in range(n)]
+        return self.spark.createDataFrame(rows, "id INT, name STRING")
+
+    def _begin(self, mode: str) -> InsertOnlyWriter:
+        writer = InsertOnlyWriter(self.store, self.db, ACID_TABLE, mode=mode, heartbeat=False).begin()  # type: ignore[arg-type]
+        self.record()
+        self._frame(2 if mode == "append" else 1).write.format("parquet").mode("append").save(
+            writer.target_uri
+        )
+        return writer
+
+    def run(self, kind: str) -> None:
+        if kind == "acid_hold":  # a long write: stays open across dumps and loads, commits later
+            if self.held is None:
+                self.held = self._begin("append")
+                return
+            self.held.commit()
+            self.held = None
+            self.commits += 1
+        elif kind == "acid_abort":  # the Spark job wrote files, then the write failed: nothing visible
+            self._begin("append").abort("the job failed")
+            self.aborts += 1
+        else:
+            self._begin("overwrite" if kind == "acid_overwrite" else "append").commit()
+            self.commits += 1
+        self.record()
+
+    def finish(self) -> None:
+        if self.held is not None:
+            self.run("acid_hold")
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_replica_never_shows_a_state_the_source_never_had(
     spark, session_store: Metastore, tmp_path: Path, seed: int
@@ -131,21 +190,38 @@ def test_replica_never_shows_a_state_the_source_never_had(
     engine = ReplicationEngine(str(tmp_path / "dumps"), session_store, target)
     oracle = Oracle()
 
-    def statement(sql: str) -> None:
-        spark.sql(sql).collect()
+    def record() -> None:
         oracle.record(session_store.get_current_notification_event_id(), capture_state(session_store, db))
+
+    acid = AcidWrites(spark, session_store, db, record)
+
+    def statement(sql: str) -> None:
+        if sql in ACID_KINDS:
+            acid.run(sql)
+            return
+        spark.sql(sql).collect()
+        record()
 
     statement(f"CREATE DATABASE {db}")
     statement(f"CREATE TABLE {db}.events (id INT, name STRING) PARTITIONED BY (p STRING) STORED AS PARQUET")
     statement(f"CREATE TABLE {db}.notes (id INT, name STRING) STORED AS TEXTFILE")
     statement(f"INSERT INTO {db}.events PARTITION (p='a') VALUES (0, 'first')")
+    session_store.catalog.create_table(
+        make_table(db, ACID_TABLE, transactional="true", transactional_properties="insert_only")
+    )
+    record()
+    statement("acid_append")
+    statement("acid_abort")  # the bootstrap carries an aborted write id
     dumped = engine.execute(f"REPL DUMP {db}")
     engine.execute(f"REPL LOAD {db}_dr FROM '{dumped.dump_dir}'")
     oracle.check(capture_state(target, f"{db}_dr"), repl_status(target, f"{db}_dr"))
 
     workload = Workload(db, rng)
     loads = 0
+    statement("acid_hold")  # opened after the bootstrap, open across the first loads
     for _ in range(STATEMENTS):
+        # REPLACE: a policy change in the middle (e.g. at the STATEMENTS // 2 mark, dump with a new policy
+        # REPLACE the old one) goes here, once policy REPLACE is wired into this test.
         statement(workload.next_statement())
         if rng.random() < 0.4:
             limit = rng.choice([None, 1, 2, 3, 5])
@@ -154,6 +230,7 @@ def test_replica_never_shows_a_state_the_source_never_had(
             engine.execute(f"REPL LOAD {db}_dr FROM '{dumped.dump_dir}'")
             oracle.check(capture_state(target, f"{db}_dr"), repl_status(target, f"{db}_dr"))
             loads += 1
+    acid.finish()
     while repl_status(target, f"{db}_dr") < session_store.get_current_notification_event_id():
         dumped = engine.execute(f"REPL DUMP {db} FROM {repl_status(target, f'{db}_dr')} LIMIT 4")
         engine.execute(f"REPL LOAD {db}_dr FROM '{dumped.dump_dir}'")
@@ -161,5 +238,6 @@ def test_replica_never_shows_a_state_the_source_never_had(
         loads += 1
     assert diff_states(capture_state(session_store, db), capture_state(target, f"{db}_dr")) == []
     assert loads >= 3
+    assert acid.commits >= 2 and acid.aborts >= 1
     spark.sql(f"DROP DATABASE {db} CASCADE")
     target.close()
