@@ -8,7 +8,7 @@ PGBIN ?= $(shell ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1
 PG_PORT ?= 55432
 PG_DIR := $(CURDIR)/var/throwaway-pg
 
-.PHONY: help setup check-java demo test lint format bench db-up db-down clean
+.PHONY: help setup check-java demo test lint format bench db-up db-down clean ui-check
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -49,6 +49,17 @@ test: setup lint  ## the whole test suite (PostgreSQL and MariaDB from HMSREPL_T
 
 bench: setup  ## benchmarks that print measured figures
 	$(BIN)/python bench/bench_notification_log.py
+
+UI_STAMP := $(VENV)/.installed-ui
+
+$(UI_STAMP): requirements-ui.txt $(STAMP)
+	$(BIN)/pip install -q -r requirements-ui.txt
+	touch $(UI_STAMP)
+
+ui-check: setup $(UI_STAMP)  ## Airflow UI in headless Chromium: DAGs listed, a finished run shown (screenshots in var/ui/)
+	@[ -x /usr/bin/chromium ] || { echo "installing Debian's chromium (needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python tests/ui/check_airflow_ui.py
 
 db-up:  ## start a throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) from Debian's binaries
 	@[ -n "$(PGBIN)" ] || { echo "PostgreSQL binaries not found: apt-get install postgresql"; exit 1; }
