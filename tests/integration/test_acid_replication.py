@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, func, select
 
 from hmsrepl.acid import InsertOnlyWriter, delta_dir_name, visible_files
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Database
-from hmsrepl.metastore.schema import repl_txn_map
+from hmsrepl.metastore.schema import repl_txn_map, txns
 from hmsrepl.metastore.transactions import ReplicationTxnError
 from hmsrepl.replication.commands import parse_command
 from hmsrepl.replication.dump import DumpEngine
@@ -314,3 +314,53 @@ def test_dump_filters_commit_writes_to_the_policy(engine, source, tmp_path):
     [commit] = [b["message"] for b in bodies if b["event_type"] == "COMMIT_TXN"]
     assert [w["table"] for w in commit["writes"]] == ["orders"]
     assert json.dumps(commit).count("daily") == 0
+
+
+def test_empty_overwrites_hide_older_rows_on_the_replica(engine, source, target):
+    write(source, "daily", b"old d1", values=["d1"])
+    with InsertOnlyWriter(source, "sales", "daily", ["d1"], mode="overwrite", heartbeat=False):
+        pass  # an overwrite that wrote no rows: only the base directory's marker
+    write(source, "orders", b"old orders")
+    bootstrap(engine)
+    assert snapshot(target, "sales_dr")["daily"] == {}
+    with InsertOnlyWriter(source, "sales", "orders", mode="overwrite", heartbeat=False):
+        pass
+    while step(engine, None) < source.get_current_notification_event_id():
+        pass
+    assert snapshot(target, "sales_dr")["orders"] == {}
+    assert snapshot(target, "sales_dr") == snapshot(source, "sales")
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_rerun_after_a_failed_load_opens_and_commits_each_txn_once(engine, source, target):
+    bootstrap(engine)
+    write(source, "orders", b"first")
+    TwoTableTxn(source, b"both").commit()
+    last = engine.execute("REPL STATUS sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    dump = DumpDir(dumped.dump_dir)
+    [*_, final] = [e for e in dump.event_ids()]
+    good = dump.read_json(f"{EVENTS_DIR}/{final}/{METADATA}")
+    assert good["event_type"] == "COMMIT_TXN"
+    dump.write_json(
+        f"{EVENTS_DIR}/{final}/{METADATA}", {**good, "message": {**good["message"], "txn_id": 424242}}
+    )
+    with pytest.raises(ReplicationTxnError, match="424242"):  # fails after the first txn's files were copied
+        engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    assert repl_status(target, "sales_dr") == last
+    dump.write_json(f"{EVENTS_DIR}/{final}/{METADATA}", good)  # repaired: run the load again
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    assert snapshot(target, "sales_dr") == snapshot(source, "sales")
+    assert target.txns.repl_txn_map("sales_dr") == {}
+    with target.engine.connect() as conn:  # one target txn per source txn, none opened twice
+        replayed = conn.execute(
+            select(func.count())
+            .select_from(txns)
+            .where(txns.c.txn_type == "repl_created", txns.c.host_name == "hmsrepl-load")
+        ).scalar_one()
+        committed = conn.execute(
+            select(func.count()).select_from(txns).where(txns.c.state == "c")
+        ).scalar_one()
+    assert replayed == 2 and committed == 2
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")  # and a third run changes nothing
+    assert snapshot(target, "sales_dr") == snapshot(source, "sales")

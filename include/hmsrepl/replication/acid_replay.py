@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hmsrepl.acid.directories import visible_directories
-from hmsrepl.exceptions import InvalidObjectError
+from hmsrepl.acid.directories import base_dir_name, visible_directories
+from hmsrepl.exceptions import InvalidObjectError, NoSuchObjectError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
@@ -111,11 +111,14 @@ def _event_table(body: dict[str, Any]) -> dict[str, Any] | None:
     return body.get("table") if isinstance(body.get("table"), dict) else body.get("after")
 
 
-def prepare_for_dump(event: NotificationEvent, policy: ReplicationPolicy) -> NotificationEvent | None:
+def prepare_for_dump(
+    event: NotificationEvent, policy: ReplicationPolicy, source: Metastore | None = None
+) -> NotificationEvent | None:
     """The event as an incremental dump of ``policy`` writes it, or None to leave it out.
 
     COMMIT_TXN keeps only the writes of the policy's tables (and lists their files under ``files`` so a
-    load's pre-flight checks them); non-txn events of ACID tables lose their file listings; an INSERT
+    load's pre-flight checks them, and with ``source`` an empty overwrite's marker, see
+    ``_empty_base_marker``); non-txn events of ACID tables lose their file listings; an INSERT
     event on an ACID table (a writer that bypassed write ids) is left out, since its files belong to no
     committed write id.
     """
@@ -125,6 +128,8 @@ def prepare_for_dump(event: NotificationEvent, policy: ReplicationPolicy) -> Not
     body = event.body()
     if kind == EventType.COMMIT_TXN:
         writes = [w for w in body.get("writes", []) if _included(w, policy)]
+        if source is not None:
+            writes = [w if w["files"] else {**w, "files": _empty_base_marker(source, w)} for w in writes]
         body = {
             **body,
             "writes": writes,
@@ -141,6 +146,27 @@ def prepare_for_dump(event: NotificationEvent, policy: ReplicationPolicy) -> Not
     else:
         body = {k: v for k, v in body.items() if k not in ("files", "is_truncate")}
     return _with_body(event, body)
+
+
+def _empty_base_marker(source: Metastore, write: dict[str, Any]) -> list[str]:
+    """The marker of an overwrite that wrote no rows: its ``base_<wid>`` holds only ``_SUCCESS``.
+
+    Commits list data files only, but that empty base is what hides the older data from readers, so the
+    replica needs the directory too. Looked up at dump time (best effort: a table dropped since has
+    nothing left to show).
+    """
+    values = [v for _, v in parse_partition_name(write["partition"])] if write.get("partition") else None
+    try:
+        table = source.catalog.get_table(write["db"], write["table"])
+        obj = source.catalog.get_partition(write["db"], write["table"], values) if values else table
+    except NoSuchObjectError:
+        return []
+    if not obj.sd.location:
+        return []
+    directory = join_uri(obj.sd.location, base_dir_name(write["write_id"]))
+    fs = filesystem_for(directory)
+    statuses = list(fs.list_files(directory)) if fs.exists(directory) else []
+    return describe_files(obj.sd.location, source.cm, statuses)
 
 
 def _included(write: dict[str, Any], policy: ReplicationPolicy) -> bool:
