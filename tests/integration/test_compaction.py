@@ -53,16 +53,26 @@ def stores(
 
 
 def replicate(
-    engine: ReplicationEngine, policy: str, target_db: str, limit: int | None, extra: str = ""
+    engine: ReplicationEngine,
+    policy: str,
+    target_db: str,
+    limit: int | None,
+    extra: str = "",
+    replaced: str | None = None,
 ) -> int:
-    """Incremental dump+load cycles until the replica is at the source's current event; returns events skipped."""
+    """Incremental dump+load cycles until the replica is at the source's current event; returns events skipped.
+
+    With ``replaced``, the first dump switches from that policy to ``policy`` (REPLACE).
+    """
     skipped = 0
     for _ in range(200):
         last = repl_status(engine.target, target_db)
         if last >= engine.source.get_current_notification_event_id():
             return skipped
         bound = f" LIMIT {limit}" if limit else ""
-        dumped = engine.execute(f"REPL DUMP {policy} FROM {last}{bound} {extra}")
+        switch = f" REPLACE {replaced}" if replaced else ""
+        dumped = engine.execute(f"REPL DUMP {policy}{switch} FROM {last}{bound} {extra}")
+        replaced = None
         skipped += DumpDir(dumped.dump_dir).read_metadata().skipped_events
         engine.execute(f"REPL LOAD {target_db} FROM '{dumped.dump_dir}'")
     raise AssertionError("replication did not catch up")
@@ -72,20 +82,29 @@ _examples = itertools.count()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(before=ops_strategy(10), window=ops_strategy(30), limit=st.none() | st.integers(1, 15))
-def test_compacted_and_full_dumps_load_to_the_same_target(stores, before, window, limit) -> None:
+@given(
+    before=ops_strategy(10),
+    window=ops_strategy(30),
+    limit=st.none() | st.integers(1, 15),
+    switch=st.booleans(),
+)
+def test_compacted_and_full_dumps_load_to_the_same_target(stores, before, window, limit, switch) -> None:
+    """With ``switch`` the replicas start on a narrower policy and the window's first dump REPLACEs it."""
     source, full, compacted, dumps = stores
     db = f"s{next(_examples)}"
     policy = policy_text(db)
+    old = f"{db}.['t[0-2]']" if switch else None
     source.catalog.create_database(Database(name=db))
     apply_ops(source, db, before, "b")
     engines = [ReplicationEngine(str(dumps), source, target) for target in (full, compacted)]
     for engine in engines:
-        dumped = engine.execute(f"REPL DUMP {policy}")
+        dumped = engine.execute(f"REPL DUMP {old or policy}")
         engine.execute(f"REPL LOAD {db} FROM '{dumped.dump_dir}'")
     apply_ops(source, db, window, "w")
-    replicate(engines[0], policy, db, limit, NO_COMPACTION)
-    replicate(engines[1], policy, db, limit)
+    if switch and source.get_current_notification_event_id() == repl_status(full, db):
+        source.catalog.alter_database(db, source.catalog.get_database(db))  # the REPLACE dump needs an event
+    replicate(engines[0], policy, db, limit, NO_COMPACTION, old)
+    replicate(engines[1], policy, db, limit, replaced=old)
     assert diff_states(capture_state(full, db), capture_state(compacted, db)) == []
     assert diff_states(capture_state(source, db, parse_policy(policy)), capture_state(compacted, db)) == []
 
