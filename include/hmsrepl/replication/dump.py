@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.exceptions import InvalidObjectError, NoSuchDatabaseError, NoSuchTableError
+from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore import Metastore
@@ -25,10 +25,12 @@ from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.transactions import ReplicationSnapshot
 from hmsrepl.replication import acid_replay
-from hmsrepl.replication.commands import DumpCommand
+from hmsrepl.replication.commands import DumpCommand, check_dump_command
+from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.metrics import StageClock, referenced_bytes
 from hmsrepl.replication.policy import ReplicationPolicy
+from hmsrepl.replication.replace import WindowPlanner, bootstrap_in_window
 from hmsrepl.storage.base import join_uri
 
 log = logging.getLogger(__name__)
@@ -103,15 +105,12 @@ class DumpEngine:
         self.clock = clock or StageClock()
 
     def dump(self, command: DumpCommand) -> DumpResult:
+        check_dump_command(command)  # Python callers skip the parser's checks (REPLACE across databases...)
         try:
             self.source.catalog.get_database(command.policy.db_name)
         except NoSuchDatabaseError:
             if command.is_bootstrap:
                 raise
-        if command.replaced_policy is not None:
-            raise InvalidObjectError(
-                "REPLACE of a policy is not supported yet; dump with the new policy and bootstrap"
-            )
         name = (
             f"{command.policy.db_name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         )
@@ -420,30 +419,48 @@ class DumpEngine:
 
     # -- incremental -----------------------------------------------------------------------------------------
     def _incremental(self, command: DumpCommand, dump: DumpDir) -> DumpResult:
+        """Events of the window, planned before anything is written (replace.py, then compaction.py).
+
+        A first pass reads the window into small summaries: which events REPLACE or a rename across the
+        policy turn into a bootstrap of the table (written under ``_bootstrap``) or a drop, and which later
+        events nullify (skipped unless ``'hmsrepl.repl.compact.events'='false'``). A second pass writes the
+        rest. LIMIT counts the policy's events of the window, written or not; ``last`` is where it ends.
+        """
         policy = command.policy
         assert command.from_event_id is not None
         current = self.source.get_current_notification_event_id()
         upto = min(command.to_event_id, current) if command.to_event_id is not None else current
         with_data = command.settings.get(METADATA_ONLY, "false").lower() != "true"
-        count = files = size = 0
+        external = command.settings.get(INCLUDE_EXTERNAL, "true").lower() == "true"
+        compacting = command.settings.get(COMPACT_SETTING, "true").lower() != "false"
+        planner = WindowPlanner(policy, command.replaced_policy)
         last = upto
+        with self.clock.stage("plan"):
+            for event in self._events(policy, command.from_event_id, upto):
+                planner.feed(summarize(event))
+                if command.limit is not None and len(planner.summaries) >= command.limit:
+                    last = event.event_id
+                    break
+            last = bootstrap_in_window(self, dump, planner, last, with_data=with_data, external=external)
+            plan = planner.plan(compacting=compacting, with_data=with_data)
+        count = files = size = 0
         # Writing many small files is bound by file-system calls, which threads overlap; order does not
         # matter because nothing reads the dump before its acknowledgement.
         with self.clock.stage("write"), ThreadPoolExecutor(max_workers=WRITERS) as pool:
             futures = []
-            for event in self._events(policy, command.from_event_id, upto):
-                futures.append(pool.submit(self._write_event, dump, event, with_data))
-                count += 1
-                if command.limit is not None and count >= command.limit:
-                    last = event.event_id
-                    break
+            for event in self._events(policy, command.from_event_id, last):
+                written = plan.rewrite(event)
+                if written is not None:
+                    futures.append(pool.submit(self._write_event, dump, written, with_data))
+                    count += 1
             for future in futures:
-                written = future.result()
-                files, size = files + len(written), size + referenced_bytes(written)
+                listed = future.result()
+                files, size = files + len(listed), size + referenced_bytes(listed)
         with self.clock.stage("acknowledge"):
-            dump.write_metadata(
-                self._metadata(command, "incremental", command.from_event_id, upto, last, count)
-            )
+            meta = self._metadata(command, "incremental", command.from_event_id, max(upto, last), last, count)
+            meta.skipped_events = plan.skipped_events
+            meta.bootstrapped_tables = planner.bootstrapped()
+            dump.write_metadata(meta)
             dump.acknowledge()
         return DumpResult(dump.uri, last, events=count, files=files, bytes=size)
 
