@@ -345,7 +345,6 @@ def embedded_setup(base: Path) -> dict[str, str]:
             check=True,
             capture_output=True,
         )
-    env["HMSREPL_CMROOT"] = env["HMSREPL_SOURCE_CMROOT"]
     env["HMSREPL_DUMP_ROOT"] = str(base / "repl")
     return env
 

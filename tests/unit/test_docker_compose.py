@@ -10,14 +10,17 @@ connections the DAGs name from the ``AIRFLOW_CONN_*`` variables.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,9 @@ from hmsrepl.config import MetastoreConfig
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yaml"
 IMAGE_ROOT = "/opt/hmsrepl"  # where the Dockerfile puts the repository in the image
-SPARK_APPS = ("spark_apps.repl_dump", "spark_apps.repl_load", "spark_apps.cm_cleanup")
+#: Settings of one metastore; the pipeline's tasks address two by side (HMSREPL_SOURCE_*/TARGET_*), and a
+#: side-less value would override the side (``cm_cleanup --side target`` would clean ``HMSREPL_CMROOT``).
+SIDELESS = {"HMSREPL_DB_URL", "HMSREPL_WAREHOUSE", "HMSREPL_CMROOT"}
 AIRFLOW_SERVICES = ("airflow-init", "airflow-scheduler", "airflow-api-server", "airflow-dag-processor")
 METASTORES = {"metastore-source": "metastore-source-schema", "metastore-target": "metastore-target-schema"}
 #: The service where Airflow's LocalExecutor runs tasks, i.e. where spark-submit and the Spark driver run.
@@ -250,9 +255,9 @@ def test_other_commands_exist_in_the_image(services):
 def _settings_read_by_spark_apps() -> set[str]:
     sys.path.insert(0, str(ROOT))
     names: set[str] = set()
-    for module in SPARK_APPS:
-        app = importlib.import_module(module).main
-        names |= {p.envvar for p in app.params if isinstance(p.envvar, str)}
+    for path in sorted((ROOT / "spark_apps").glob("*.py")):
+        app = getattr(importlib.import_module(f"spark_apps.{path.stem}"), "main", None)
+        names |= {p.envvar for p in getattr(app, "params", []) if isinstance(p.envvar, str)}
     return names
 
 
@@ -261,8 +266,11 @@ def test_every_setting_the_spark_apps_read_is_set_where_tasks_run(services):
     read = _settings_read_by_spark_apps()
     assert {"HMSREPL_SOURCE_DB_URL", "HMSREPL_TARGET_DB_URL", "HMSREPL_CMROOT"} <= read
     task_env = environment(services[TASK_RUNNER])
-    missing = sorted(read - set(task_env))
+    missing = sorted(read - SIDELESS - set(task_env))
     assert not missing, f"{TASK_RUNNER} does not set {missing}, which the Spark applications read"
+    for name in ("airflow-scheduler", "spark-worker"):
+        overriding = sorted(SIDELESS & set(environment(services[name])))
+        assert not overriding, f"{name} sets {overriding}: they would override the tasks' --side settings"
     worker_env = environment(services["spark-worker"])
     for key in ("HMSREPL_SOURCE_WAREHOUSE", "HMSREPL_TARGET_WAREHOUSE", "HMSREPL_DUMP_ROOT"):
         assert worker_env[key] == task_env[key], f"executors and driver disagree on {key}"
@@ -348,11 +356,98 @@ def test_airflow_resolves_the_connections_the_dags_use(services, tmp_path):
         assert "error" not in conn, (
             f"connection {conn_id!r}: set AIRFLOW_CONN_{conn_id.upper()}: {conn['error']}"
         )
-        if conn["host"] in services and conn["port"]:  # a compose service: the port it listens on inside
-            listening = " ".join(command(services[conn["host"]]))
-            assert str(conn["port"]) in listening, (
-                f"{conn_id}: {conn['host']} does not listen on {conn['port']}"
-            )
-    dags = set(answer["dag_ids"])
-    if any((ROOT / "dags").glob("*.py")):
-        assert {"hmsrepl_bootstrap", "hmsrepl_incremental", "hmsrepl_cm_cleanup"} <= dags
+        if conn_id == "spark_default":
+            continue
+        assert conn["host"] in services, f"{conn_id} points at {conn['host']}, not a service of the file"
+        listening = command(services[conn["host"]])
+        assert str(conn["port"]) in listening, f"{conn_id}: {conn['host']} does not listen on {conn['port']}"
+    if any((ROOT / "dags").glob("*.py")):  # the DAGs, and the two metastores their tasks read
+        assert {"hmsrepl_bootstrap", "hmsrepl_incremental", "hmsrepl_cm_cleanup"} <= set(answer["dag_ids"])
+        assert {"hmsrepl_source_metastore", "hmsrepl_target_metastore"} <= set(answer["connections"])
+
+
+def _set_env(service: str, key: str, value: str | None) -> Callable[[dict[str, Any]], None]:
+    def change(services: dict[str, Any]) -> None:
+        env = services[service].setdefault("environment", {})
+        if value is None:
+            env.pop(key)
+        else:
+            env[key] = value
+
+    return change
+
+
+def _depend(service: str, on: str) -> Callable[[dict[str, Any]], None]:
+    def change(services: dict[str, Any]) -> None:
+        services[service].setdefault("depends_on", {})[on] = {"condition": "service_started"}
+
+    return change
+
+
+def _drop(service: str, key: str) -> Callable[[dict[str, Any]], None]:
+    return lambda services: services[service].pop(key)
+
+
+def _mount(service: str, mount: str) -> Callable[[dict[str, Any]], None]:
+    return lambda services: services[service]["volumes"].append(mount)
+
+
+@pytest.mark.parametrize(
+    ("breakage", "check", "message"),
+    [
+        (
+            _set_env(TASK_RUNNER, "HMSREPL_DUMP_ROOT", None),
+            test_every_setting_the_spark_apps_read_is_set_where_tasks_run,
+            "does not set",
+        ),
+        (
+            _set_env(TASK_RUNNER, "HMSREPL_CMROOT", "/data/x"),
+            test_every_setting_the_spark_apps_read_is_set_where_tasks_run,
+            "override",
+        ),
+        (
+            _set_env("metastore-source", "HMSREPL_WAREHOSE", "/data/x"),
+            test_every_hmsrepl_setting_in_the_file_means_something,
+            "nothing reads",
+        ),
+        (
+            _set_env("airflow-scheduler", "AIRFLOW__CORE__EXECUTER", "LocalExecutor"),
+            test_airflow_settings_are_ones_airflow_knows,
+            "not an Airflow setting",
+        ),
+        (
+            _set_env(
+                "metastore-target",
+                "HMSREPL_DB_URL",
+                "postgresql+psycopg://hmsrepl:hmsrepl@postgres:5432/metastore_tgt",
+            ),
+            test_every_database_in_a_url_is_created_by_the_init_script,
+            "never created",
+        ),
+        (_depend("postgres", "airflow-scheduler"), test_start_up_order_is_sound, "cycle"),
+        (_drop("spark-master", "healthcheck"), test_start_up_order_is_sound, "no healthcheck"),
+        (
+            _mount("airflow-scheduler", "./dagz:/opt/hmsrepl/dagz:ro"),
+            test_mounted_paths_exist_and_volumes_are_declared,
+            "not in the repository",
+        ),
+    ],
+    ids=[
+        "setting-unset",
+        "sideless-override",
+        "misspelt-hmsrepl",
+        "misspelt-airflow",
+        "db-not-created",
+        "cycle",
+        "no-healthcheck",
+        "missing-mount",
+    ],
+)
+def test_the_checks_catch_a_broken_file(compose, monkeypatch, breakage, check, message):
+    """Each check above fails on a file broken the way it guards against (so a green run means something)."""
+    broken = copy.deepcopy(compose)
+    breakage(broken["services"])
+    arguments = {"compose": broken, "services": broken["services"], "monkeypatch": monkeypatch}
+    wanted = inspect.signature(check).parameters
+    with pytest.raises(AssertionError, match=message):
+        check(**{name: value for name, value in arguments.items() if name in wanted})
