@@ -44,25 +44,39 @@ def ops_strategy(max_size: int = 25) -> st.SearchStrategy[list[Op]]:
     return st.lists(st.tuples(st.integers(0, len(KINDS) - 1), small, small, small), max_size=max_size)
 
 
-def random_ops(rng: random.Random, count: int) -> list[Op]:
-    return [
-        (rng.randrange(len(KINDS)), rng.randrange(8), rng.randrange(8), rng.randrange(8))
-        for _ in range(count)
-    ]
+def random_ops(rng: random.Random, count: int, weights: Sequence[float] | None = None) -> list[Op]:
+    """``count`` operations; ``weights`` (one per KINDS entry) skew the mix, uniform by default."""
+    kinds = rng.choices(range(len(KINDS)), weights=weights, k=count)
+    return [(kind, rng.randrange(64), rng.randrange(64), rng.randrange(8)) for kind in kinds]
 
 
 def create_database(store: Metastore, db: str) -> None:
     store.catalog.create_database(Database(name=db))
 
 
-def apply_ops(store: Metastore, db: str, ops: Sequence[Op], tag: str = "") -> None:
-    """Apply each operation, resolved against what exists now (an impossible one does nothing)."""
+def apply_ops(
+    store: Metastore,
+    db: str,
+    ops: Sequence[Op],
+    tag: str = "",
+    payload: int = 0,
+    tables: Sequence[str] = TABLES,
+    parts: Sequence[str] = PARTS,
+) -> None:
+    """Apply each operation, resolved against what exists now (an impossible one does nothing).
+
+    Data files hold a short text, padded to ``payload`` bytes; benchmarks also widen the name pools.
+    """
     catalog = store.catalog
+
+    def content(text: str) -> bytes:
+        return text.encode().ljust(payload, b".")
+
     for step, (kind_index, a, b, c) in enumerate(ops):
         kind = KINDS[kind_index]
         existing = catalog.get_tables(db)
-        names = [n for n in (*TABLES, EXCLUDED) if n in existing]
-        free = [n for n in (*TABLES, EXCLUDED) if n not in existing]
+        names = [n for n in (*tables, EXCLUDED) if n in existing]
+        free = [n for n in (*tables, EXCLUDED) if n not in existing]
         stamp = f"{tag}{step}"
         if kind == "create":
             if free:
@@ -72,7 +86,7 @@ def apply_ops(store: Metastore, db: str, ops: Sequence[Op], tag: str = "") -> No
                     make_table(db, name, partition_keys=("p",) if partitioned else ())
                 )
                 if not partitioned and c % 2:
-                    write_file(table.sd.location, f"f{stamp}", f"create {stamp}".encode())
+                    write_file(table.sd.location, f"f{stamp}", content(f"create {stamp}"))
                     catalog.insert(db, name)
             continue
         if not names:
@@ -90,12 +104,12 @@ def apply_ops(store: Metastore, db: str, ops: Sequence[Op], tag: str = "") -> No
             catalog.alter_table(db, name, table.model_copy(update={"parameters": params}))
         elif kind == "add" and table.partition_keys:
             present = {p.values[0] for p in parts}
-            missing = [v for v in PARTS if v not in present]
+            missing = [v for v in parts if v not in present]
             if missing:
                 added = [make_partition(table, v) for v in missing[: 1 + b % len(missing)]]
                 for part in catalog.add_partitions(db, name, added):
                     if c % 2:
-                        write_file(part.sd.location, f"f{stamp}", f"add {stamp}".encode())
+                        write_file(part.sd.location, f"f{stamp}", content(f"add {stamp}"))
                 if c % 2:  # files written after the add: recorded by an insert per partition
                     for part in added:
                         catalog.insert(db, name, part.values)
@@ -115,5 +129,5 @@ def apply_ops(store: Metastore, db: str, ops: Sequence[Op], tag: str = "") -> No
                 location, values = part.sd.location, part.values
             else:
                 location, values = table.sd.location, None
-            new = write_file(location, f"f{stamp}", f"{kind} {stamp} {c}".encode())
+            new = write_file(location, f"f{stamp}", content(f"{kind} {stamp} {c}"))
             catalog.insert(db, name, values, new_files=[new], replace=kind == "overwrite")
