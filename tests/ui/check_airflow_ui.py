@@ -3,7 +3,8 @@
     python tests/ui/check_airflow_ui.py            # what `make ui-check` runs; screenshots in var/ui/
 
 It starts Airflow 3 on loopback (api-server, scheduler, dag-processor; LocalExecutor on SQLite, a fresh
-AIRFLOW_HOME, a free port) with this checkout's dags/ and plugins/, waits until the DAGs are parsed,
+AIRFLOW_HOME, a free port) with this checkout's dags/ and plugins/, waits for the health endpoints
+docker-compose.yaml's healthchecks use, then until the DAGs are parsed,
 triggers one real DAG (``hmsrepl_cm_cleanup`` by default: a SparkSubmitOperator task on local Spark over
 an embedded metastore) and waits for the run to finish. Then Chromium logs in through the login page, checks
 that the DAG list shows every expected DAG and that the run's page shows it succeeded, and saves
@@ -91,6 +92,7 @@ class LocalAirflow:
     plugins_folder: Path
     extra_env: dict[str, str]
     port: int = field(default_factory=free_port)
+    scheduler_health_port: int = field(default_factory=free_port)
     user: str = "admin"
     password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
     #: One pair of signing secrets shared by every component (task tokens cross components).
@@ -124,6 +126,10 @@ class LocalAirflow:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
             "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # The health endpoints docker-compose.yaml's healthchecks probe, checked here too.
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "true",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": "127.0.0.1",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(self.scheduler_health_port),
             "SPARK_LOCAL_IP": "127.0.0.1",
             **self.extra_env,
         }
@@ -190,6 +196,13 @@ class AirflowApi:
     def __init__(self, airflow: LocalAirflow) -> None:
         self.airflow = airflow
         self.session = requests.Session()
+
+    def healthy(self) -> bool:
+        """The unauthenticated health endpoints (what docker-compose.yaml's healthchecks call) answer 200."""
+        self.airflow.check_alive()
+        api = requests.get(f"{self.airflow.url}/api/v2/monitor/health", timeout=5)
+        scheduler = requests.get(f"http://127.0.0.1:{self.airflow.scheduler_health_port}/health", timeout=5)
+        return api.status_code == 200 and scheduler.status_code == 200
 
     def login(self) -> bool:
         self.airflow.check_alive()
@@ -388,7 +401,8 @@ def main(
         airflow.prepare()
         airflow.start()
         api = AirflowApi(airflow)
-        wait_for(f"the api-server on {airflow.url}", api.login, timeout)
+        wait_for(f"the api-server on {airflow.url}", api.healthy, timeout)
+        api.login()
         click.echo(f"airflow up on {airflow.url} ({time.monotonic() - started:.0f} s)")
 
         def all_parsed() -> bool:
