@@ -16,12 +16,13 @@ import pytest
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
-from hmsrepl.replication.commands import CommandError, DumpCommand, parse_policy
+from hmsrepl.replication.commands import CommandError, DumpCommand, parse_command, parse_policy
 from hmsrepl.replication.dump import DumpEngine
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import EVENTS_DIR, METADATA, DumpDir
-from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.replication.policy import ReplicationPolicy
+from hmsrepl.replication.replace import PolicyChangeError
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from tests.backends import temporary_database
 from tests.helpers import make_partition, make_table, write_file
@@ -108,6 +109,9 @@ def test_replace_bootstraps_new_tables_drops_old_ones_and_the_next_incremental_f
     assert meta.bootstrapped_tables == ["audit"]
     assert dumped.last_event_id == source.get_current_notification_event_id()
     assert dumped_event_tables(dumped.dump_dir) == {"orders"}
+    # A parallel copier (the Spark load app) is told about the bootstrapped table's files too.
+    planned = LoadEngine(target).plan_copies(parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'"))
+    assert {t.target_uri.rsplit("/", 1)[-1] for t in planned} == {"d1-v2.parquet", "d2.parquet"}
     loaded = load(engine, dumped.dump_dir)
     assert loaded.last_event_id == repl_status(target, "sales_dr") == dumped.last_event_id
     assert sorted(target.catalog.get_tables("sales_dr")) == ["audit", "orders"]
@@ -187,3 +191,19 @@ def test_replace_refuses_another_database_and_bootstrap_dumps(engine, source, tm
     with pytest.raises(CommandError, match=r"database 'other'.*'sales'"):
         DumpEngine(source, str(tmp_path / "dumps")).dump(command)
     assert not (tmp_path / "dumps").exists() or not os.listdir(tmp_path / "dumps")
+
+
+def test_replace_refuses_to_bootstrap_a_transactional_table_inside_an_incremental(
+    engine, source, target
+) -> None:
+    source.catalog.create_database(Database(name="sales"))
+    partitioned(source, "orders", ("d1",))
+    source.catalog.create_table(
+        make_table("sales", "events", transactional="true", transactional_properties="insert_only")
+    )
+    load(engine, engine.execute("REPL DUMP sales.['orders']").dump_dir)
+    last = repl_status(target, "sales_dr")
+    source.catalog.insert("sales", "orders", ["d1"])
+    with pytest.raises(PolicyChangeError, match=r"'sales\.events' is transactional.*without FROM"):
+        engine.execute(f"REPL DUMP sales REPLACE sales.['orders'] FROM {last}")
+    assert repl_status(target, "sales_dr") == last

@@ -32,7 +32,12 @@ from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.metrics import StageClock
-from hmsrepl.replication.replace import apply_bootstrap_part, bootstrap_part_files, has_bootstrap_part
+from hmsrepl.replication.replace import (
+    apply_bootstrap_part,
+    bootstrap_part_files,
+    bootstrap_part_objects,
+    has_bootstrap_part,
+)
 from hmsrepl.replication.target import (
     REPL_LAST_ID,
     REPLICA_OF,
@@ -154,6 +159,8 @@ class LoadEngine:
                 if event_id > last:
                     body = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")["message"]
                     objects.extend(_objects_with_files(body))
+            if last < meta.last_event_id:  # tables bootstrapped inside the incremental dump
+                objects.extend(bootstrap_part_objects(dump, meta))
         writer = self._writer(target_db, meta, source_db_location, ApplyStats())
         tasks: dict[str, CopyTask] = {}
         for source_location, files in objects:

@@ -15,7 +15,8 @@ or renamed in from outside the policy, and stops being so when the source frees 
 away: the target has no such table either) or creates it (a CREATE proves the name was free on both sides).
 Events of diverged names are not written; the names still diverged at the end are bootstrapped.
 
-Reading a table is only possible "now", so a dump that bootstraps tables ends where its reads end: LIMIT and
+Transactional tables are refused here (clear error, no acknowledged dump): their write-id state travels
+only with a bootstrap dump. Reading a table is only possible "now", so a dump that bootstraps tables ends where its reads end: LIMIT and
 TO bound only dumps that bootstrap nothing. Reads and consolidation go in rounds: a table renamed in while
 the dump was reading is read in the next round.
 """
@@ -230,6 +231,13 @@ def bootstrap_in_window(
         for name in sorted(names):
             with contextlib.suppress(NoSuchTableError):  # changed since: the round's events settle it
                 table = source.catalog.get_table(policy.db_name, name)
+                if table.is_transactional:
+                    raise PolicyChangeError(
+                        f"table '{policy.db_name}.{name}' is transactional and would be bootstrapped inside "
+                        "an incremental dump (newly included by REPLACE, or renamed into the policy); its "
+                        "write-id state is only replicated by a bootstrap: run REPL DUMP "
+                        f"{policy.to_text()} without FROM and load it"
+                    )
                 if external or table.is_managed:
                     engine._write_entry(sub, policy.db_name, engine._read_entry(table, with_data))
                 found.add(name)
@@ -260,14 +268,21 @@ def has_bootstrap_part(meta: DumpMetadata) -> bool:
     return bool(meta.bootstrapped_tables) or meta.replaced_policy is not None
 
 
-def bootstrap_part_files(dump: DumpDir, meta: DumpMetadata) -> list[str]:
-    """Every file the bootstrapped tables of an incremental dump name (for the load's pre-flight)."""
+def bootstrap_part_objects(dump: DumpDir, meta: DumpMetadata) -> list[tuple[str | None, list[str]]]:
+    """(source location, files) of every table and partition bootstrapped inside an incremental dump."""
     sub = DumpDir(dump.path(BOOTSTRAP_DIR))
-    out: list[str] = []
+    out: list[tuple[str | None, list[str]]] = []
     for name in meta.bootstrapped_tables:
         for rel in sub.metadata_files(f"{meta.db_name}/{name}"):
-            out.extend(sub.read_files(rel[: -len(METADATA)] + FILES))
+            body = sub.read_json(rel)
+            obj = body.get("table") or body.get("partition") or {}
+            out.append((obj.get("sd", {}).get("location"), sub.read_files(rel[: -len(METADATA)] + FILES)))
     return out
+
+
+def bootstrap_part_files(dump: DumpDir, meta: DumpMetadata) -> list[str]:
+    """Every file the bootstrapped tables of an incremental dump name (for the load's pre-flight)."""
+    return [uri for _, files in bootstrap_part_objects(dump, meta) for uri in files]
 
 
 def apply_bootstrap_part(
