@@ -253,7 +253,8 @@ def test_other_commands_exist_in_the_image(services):
 
 
 def _settings_read_by_spark_apps() -> set[str]:
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:  # spark_apps/ is a package at the checkout's top level
+        sys.path.insert(0, str(ROOT))
     names: set[str] = set()
     for path in sorted((ROOT / "spark_apps").glob("*.py")):
         app = getattr(importlib.import_module(f"spark_apps.{path.stem}"), "main", None)
