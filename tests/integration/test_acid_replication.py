@@ -364,3 +364,31 @@ def test_rerun_after_a_failed_load_opens_and_commits_each_txn_once(engine, sourc
     assert replayed == 2 and committed == 2
     engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")  # and a third run changes nothing
     assert snapshot(target, "sales_dr") == snapshot(source, "sales")
+
+
+def test_commit_files_are_planned_for_parallel_copiers_and_new_partitions_replicate(engine, source, target):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hmsrepl.replication.filecopy import run_copy_task
+    from hmsrepl.replication.load import LoadEngine
+
+    bootstrap(engine)
+    write(source, "daily", b"new day", values=["d2"])  # the writer adds partition d2 (ADD_PARTITION)
+    TwoTableTxn(source, b"both").commit()
+    last = engine.execute("REPL STATUS sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    load = parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    tasks = LoadEngine(target).plan_copies(load)  # type: ignore[arg-type]
+    planned = sorted("/".join(t.target_uri.split("/")[-4:-1]) for t in tasks)  # commits' files, mapped
+    assert planned == [
+        "daily/day=d1/delta_0000002_0000002_0000",
+        "daily/day=d2/delta_0000001_0000001_0000",
+        "sales_dr.db/orders/delta_0000001_0000001_0000",
+    ]
+    with ThreadPoolExecutor(3) as pool:  # what the Spark load app does on executors
+        list(pool.map(run_copy_task, tasks))
+    loaded = LoadEngine(target).load(load)  # type: ignore[arg-type]
+    assert loaded.stats.files_prefetched == loaded.stats.files_copied == 3
+    assert target.catalog.get_partition("sales_dr", "daily", ["d2"]) is not None
+    assert visible_files(target, "sales_dr", "daily", ["d2"])
+    assert verify(source, "sales", target, "sales_dr") == []

@@ -141,7 +141,7 @@ def prepare_for_dump(
         return event
     if kind == EventType.INSERT:
         return None
-    if kind == EventType.ADD_PARTITION:
+    if kind == EventType.ADD_PARTITION:  # None: the partition's data is left to the commits writing it
         body = {**body, "files": [None] * len(body["partitions"])}
     else:
         body = {k: v for k, v in body.items() if k not in ("files", "is_truncate")}
@@ -167,6 +167,18 @@ def _empty_base_marker(source: Metastore, write: dict[str, Any]) -> list[str]:
     fs = filesystem_for(directory)
     statuses = list(fs.list_files(directory)) if fs.exists(directory) else []
     return describe_files(obj.sd.location, source.cm, statuses)
+
+
+def write_locations(body: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(source table/partition location, files) of each write of a dumped COMMIT_TXN, for copy planners:
+    a file's place below its location is its ``subdir`` and name, as for every other event."""
+    out = []
+    for write in body.get("writes", []):
+        if write["files"]:
+            first = write["files"][0]
+            uri = EncodedFileUri.decode(first).file_uri
+            out.append((uri[: -len(relative_target(first)) - 1], list(write["files"])))
+    return out
 
 
 def _included(write: dict[str, Any], policy: ReplicationPolicy) -> bool:

@@ -489,6 +489,6 @@ class DumpEngine:
 def event_files(body: dict[str, Any]) -> list[str]:
     """Every file an event's pseudo-snapshot names (flattened; ADD_PARTITION has one list per partition)."""
     files = body.get("files") or []
-    if files and isinstance(files[0], list):
-        return [uri for group in files for uri in group]
+    if files and (files[0] is None or isinstance(files[0], list)):  # None: an ACID partition (no listing)
+        return [uri for group in files for uri in group or []]
     return list(files)

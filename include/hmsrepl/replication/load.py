@@ -435,11 +435,13 @@ Handler = Callable[[TargetWriter, dict[str, Any], dict[str, Any], DumpMetadata],
 
 def _objects_with_files(body: dict[str, Any]) -> list[tuple[str | None, Sequence[str]]]:
     """(source location, files) of each object whose data an event's pseudo-snapshot names."""
+    if body.get("writes"):  # COMMIT_TXN: each write's files, below its table or partition
+        return list(acid_replay.write_locations(body))
     files = body.get("files") or []
     if not files:
         return []
-    if "partitions" in body and files and isinstance(files[0], list):  # ADD_PARTITION: one list per partition
-        return [(p["sd"].get("location"), f) for p, f in zip(body["partitions"], files, strict=True)]
+    if "partitions" in body and (files[0] is None or isinstance(files[0], list)):  # ADD_PARTITION
+        return [(p["sd"].get("location"), f) for p, f in zip(body["partitions"], files, strict=True) if f]
     for key in ("after", "partition", "table"):
         obj = body.get(key)
         if obj:
