@@ -33,7 +33,9 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
 # isort: split
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import DumpCommand
-from hmsrepl.replication.dump import DumpEngine
+from hmsrepl.replication.dump import DumpEngine, DumpResult
+from hmsrepl.replication.engine import recorded_dump
+from hmsrepl.replication.metrics import MetricsLog, StageClock
 from hmsrepl.spark.listing import DEFAULT_MIN_SPARK_LOCATIONS, SparkDumpEngine
 
 log = logging.getLogger("hmsrepl.spark_apps.repl_dump")
@@ -60,7 +62,7 @@ def main(
     source = open_metastore("source", sides)
     spark = LazySpark("hmsrepl-repl-dump", master)
     try:
-        summary = run_dump(command, source, dump_root, spark, spark_min_locations)
+        summary = run_dump(command, source, dump_root, spark, spark_min_locations, MetricsLog(source.engine))
     finally:
         spark.stop()
         source.close()
@@ -74,9 +76,11 @@ def run_dump(
     dump_root: str,
     spark: LazySpark,
     spark_min_locations: int = DEFAULT_MIN_SPARK_LOCATIONS,
+    metrics: MetricsLog | None = None,
 ) -> dict[str, Any]:
     """Write one dump: a bootstrap lists big tables on Spark (started only then), an incremental never does.
 
+    Recorded in ``metrics`` (a ``repl_metrics`` table; the CLI records dumps the same way) when given.
     Returns the summary (``dump_dir``, ``last_event_id``, counts); ``spark`` is left running for the caller.
     """
     engine: DumpEngine
@@ -90,7 +94,12 @@ def run_dump(
         )
     else:
         engine = DumpEngine(source, dump_root)
-    result = engine.dump(command)
+
+    def work(clock: StageClock) -> DumpResult:
+        engine.clock = clock  # the recorded row gets the engine's seconds per stage
+        return engine.dump(command)
+
+    result = recorded_dump(metrics, command, work) if metrics is not None else work(StageClock())
     log.info("dump %s written up to event %d", result.dump_dir, result.last_event_id)
     summary: dict[str, Any] = {
         "dump_dir": result.dump_dir,

@@ -39,7 +39,9 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
 # isort: split
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import LoadCommand
-from hmsrepl.replication.load import LoadEngine, repl_status
+from hmsrepl.replication.engine import recorded_load
+from hmsrepl.replication.load import LoadEngine, LoadResult, repl_status
+from hmsrepl.replication.metrics import MetricsLog, StageClock
 from hmsrepl.spark.copy import SparkCopyError, discard_unpublished, load_copy_plan, spark_copy
 
 log = logging.getLogger("hmsrepl.spark_apps.repl_load")
@@ -90,30 +92,39 @@ def run_load(
 ) -> dict[str, Any]:
     """Copy the load's files on Spark when there are enough of them, then apply the load; returns the summary.
 
-    Spark is stopped after the copy (the load is metadata work) unless ``keep_spark``: a caller running many
-    loads in a row keeps one session rather than paying for a new JVM each time.
+    Recorded in the target's ``repl_metrics`` like a CLI load, with the copy as its own stage. Spark is
+    stopped after the copy (the load is metadata work) unless ``keep_spark``: a caller running many loads in
+    a row keeps one session rather than paying for a new JVM each time.
     """
     tasks = load_copy_plan(target, command)
     staged = staged_bytes = 0
-    if len(tasks) >= spark_min_files:
-        log.info("copying %d files on Spark", len(tasks))
-        try:
-            results = spark_copy(spark(), tasks, partitions=partitions)
-        except SparkCopyError as exc:
-            db = command.target_db or "the target database"
-            raise SparkCopyError(
-                exc.failures,
-                exc.total,
-                f"nothing was applied: {db} is unchanged (copies verified so far are kept for a re-run)",
-            ) from exc
-        if not keep_spark:
-            spark.stop()  # the load is metadata work: free the executors while it runs
-        staged = sum(1 for r in results if r.bytes_copied > 0)
-        staged_bytes = sum(r.bytes_copied for r in results)
-        log.info("staged %d verified copies (%d bytes); loading", staged, staged_bytes)
-    else:
-        log.info("%d files to copy: below --spark-min-files, the load copies them", len(tasks))
-    result = LoadEngine(target).load(command, progress=lambda n: log.info("applied a batch of %d events", n))
+
+    def work(clock: StageClock, _meta: object) -> LoadResult:
+        nonlocal staged, staged_bytes
+        if len(tasks) >= spark_min_files:
+            log.info("copying %d files on Spark", len(tasks))
+            try:
+                with clock.stage("copy"):
+                    results = spark_copy(spark(), tasks, partitions=partitions)
+            except SparkCopyError as exc:
+                db = command.target_db or "the target database"
+                raise SparkCopyError(
+                    exc.failures,
+                    exc.total,
+                    f"nothing was applied: {db} is unchanged (copies verified so far are kept for a re-run)",
+                ) from exc
+            if not keep_spark:
+                spark.stop()  # the load is metadata work: free the executors while it runs
+            staged = sum(1 for r in results if r.bytes_copied > 0)
+            staged_bytes = sum(r.bytes_copied for r in results)
+            log.info("staged %d verified copies (%d bytes); loading", staged, staged_bytes)
+        else:
+            log.info("%d files to copy: below --spark-min-files, the load copies them", len(tasks))
+        return LoadEngine(target, clock=clock).load(
+            command, progress=lambda n: log.info("applied a batch of %d events", n)
+        )
+
+    result = recorded_load(MetricsLog(target.engine), command, work)
     discarded = discard_unpublished(tasks) if staged else 0
     if discarded:
         log.info("removed %d staged copies the load found in place already", discarded)

@@ -44,6 +44,7 @@ from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import DumpCommand, LoadCommand, parse_command
 from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.replications import Replication, parse_replications
 from hmsrepl.spark.listing import DEFAULT_MIN_SPARK_LOCATIONS
 from spark_apps.repl_dump import run_dump
@@ -68,6 +69,11 @@ class Sync:
     goal: int
     spark_min_locations: int
     spark_min_files: int
+
+    @property
+    def metrics(self) -> MetricsLog:
+        """Dumps and loads are recorded on the target, as the CLI records them when it has a target."""
+        return MetricsLog(self.target.engine)
 
 
 @click.command()
@@ -142,7 +148,9 @@ def sync(run: Sync, replication: Replication, bootstrap: bool) -> dict[str, Any]
     assert isinstance(policy_command, DumpCommand)  # parse_replications checked it
     summary: dict[str, Any] = {**replication.to_dict(), "batches": 0, "events": 0, "files": 0, "bytes": 0}
     if bootstrap:
-        dumped = run_dump(policy_command, run.source, run.dump_root, run.spark, run.spark_min_locations)
+        dumped = run_dump(
+            policy_command, run.source, run.dump_root, run.spark, run.spark_min_locations, run.metrics
+        )
         loaded = _load(run, dumped["dump_dir"], replication.target_db)
         summary["bootstrap"] = {k: dumped[k] for k in ("dump_dir", "last_event_id", "tables", "partitions")}
         summary["files"], summary["bytes"] = loaded["files"], loaded["bytes"]
@@ -165,7 +173,7 @@ def sync(run: Sync, replication: Replication, bootstrap: bool) -> dict[str, Any]
         command = dataclasses.replace(
             policy_command, from_event_id=last, to_event_id=run.goal, limit=run.limit
         )
-        dumped = run_dump(command, run.source, run.dump_root, run.spark, run.spark_min_locations)
+        dumped = run_dump(command, run.source, run.dump_root, run.spark, run.spark_min_locations, run.metrics)
         loaded = _load(run, dumped["dump_dir"], replication.target_db)
         reached = repl_status(run.target, replication.target_db) or 0
         if reached <= last:

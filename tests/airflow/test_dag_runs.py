@@ -21,6 +21,7 @@ from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.verify import verify
 from tests.airflow.conftest import metastore_connection
 from tests.servers import RunningMetastore, free_port
@@ -215,6 +216,13 @@ def test_bootstrap_then_incremental_dags_replicate_the_workload(
     # fewer than were dumped).
     assert done["batches"] >= 3 and 0 < done["events"] <= pending
     assert sorted(target_store.catalog.get_tables(replica)) == ["orders", "staff"]
+    # Every dump and load the applications ran is recorded on the target, as the CLI records them.
+    rows = MetricsLog(target_store.engine).list(policy=db, limit=None)
+    assert {(r.operation, r.kind, r.status) for r in rows} == {
+        (op, kind, "succeeded") for op in ("dump", "load") for kind in ("bootstrap", "incremental")
+    }
+    loads = [r for r in rows if r.operation == "load" and r.kind == "incremental"]
+    assert len(loads) == done["batches"] and max(r.last_event_id or 0 for r in loads) == caught_up
 
     # Nothing new: the run is skipped before spark-submit, and nothing changes.
     state, tasks = run_dag(dagbag, "hmsrepl_incremental", conf)
