@@ -107,6 +107,8 @@ def test_replace_bootstraps_new_tables_drops_old_ones_and_the_next_incremental_f
     meta = DumpDir(dumped.dump_dir).read_metadata()
     assert meta.replaced_policy == parse_policy(OLD).to_text() and meta.policy == parse_policy(NEW).to_text()
     assert meta.bootstrapped_tables == ["audit"]
+    assert (dumped.tables, dumped.partitions) == (1, 1)  # audit and its one partition left, d2
+    assert dumped.files == 2  # orders' new d1 listing (the overwrite event) and audit's d2 file
     assert dumped.last_event_id == source.get_current_notification_event_id()
     assert dumped_event_tables(dumped.dump_dir) == {"orders"}
     # A parallel copier (the Spark load app) is told about the bootstrapped table's files too.

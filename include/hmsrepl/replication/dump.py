@@ -27,7 +27,15 @@ from hmsrepl.metastore.transactions import ReplicationSnapshot
 from hmsrepl.replication import acid_replay
 from hmsrepl.replication.commands import DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
-from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
+from hmsrepl.replication.layout import (
+    BOOTSTRAP_DIR,
+    EVENTS_DIR,
+    FILES,
+    FUNCTIONS_DIR,
+    METADATA,
+    DumpDir,
+    DumpMetadata,
+)
 from hmsrepl.replication.metrics import StageClock, referenced_bytes
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replace import WindowPlanner, bootstrap_in_window
@@ -462,7 +470,15 @@ class DumpEngine:
             meta.bootstrapped_tables = planner.bootstrapped()
             dump.write_metadata(meta)
             dump.acknowledge()
-        return DumpResult(dump.uri, last, events=count, files=files, bytes=size)
+        tables = partitions = 0
+        if meta.bootstrapped_tables:  # what the bootstrapped tables add to the dump
+            tables, partitions, more_files, more_bytes = self._count(
+                DumpDir(dump.path(BOOTSTRAP_DIR)), policy.db_name
+            )
+            files, size = files + more_files, size + more_bytes
+        return DumpResult(
+            dump.uri, last, events=count, tables=tables, partitions=partitions, files=files, bytes=size
+        )
 
     @staticmethod
     def _write_event(dump: DumpDir, event: NotificationEvent, with_data: bool) -> list[str]:
