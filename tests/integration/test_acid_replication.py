@@ -17,6 +17,7 @@ from sqlalchemy import delete, func, select
 
 from hmsrepl.acid import InsertOnlyWriter, delta_dir_name, visible_files
 from hmsrepl.config import MetastoreConfig
+from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Database
@@ -391,4 +392,40 @@ def test_commit_files_are_planned_for_parallel_copiers_and_new_partitions_replic
     assert loaded.stats.files_prefetched == loaded.stats.files_copied == 3
     assert target.catalog.get_partition("sales_dr", "daily", ["d2"]) is not None
     assert visible_files(target, "sales_dr", "daily", ["d2"])
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_bootstrap_waits_for_open_txns_writing_the_database(engine, source):
+    from hmsrepl.replication.acid_replay import open_txn_timeout_seconds, wait_for_open_txns
+
+    writer = InsertOnlyWriter(source, "sales", "orders", heartbeat=False).begin()
+    other = source.txns.open_txns(1)  # writes nothing in 'sales': not waited for, not aborted
+    polls: list[float] = []
+
+    def commit_while_waiting(seconds: float) -> None:  # the writer finishes during the dump's wait
+        polls.append(seconds)
+        writer.commit()
+
+    assert wait_for_open_txns(source, "sales", 3600, sleep=commit_while_waiting) == []
+    assert len(polls) == 1 and source.txns.txn_state(writer.txn_id) == "committed"
+    assert source.txns.txn_state(other[0]) == "open"
+    assert open_txn_timeout_seconds({}) == 3600
+    assert open_txn_timeout_seconds({"hive.repl.bootstrap.dump.open.txn.timeout": "90s"}) == 90
+    assert open_txn_timeout_seconds({"hive.repl.bootstrap.dump.open.txn.timeout": "2"}) == 7200  # Hive: hours
+    with pytest.raises(
+        InvalidObjectError, match=r"'hive.repl.bootstrap.dump.open.txn.timeout'='soon' is not a duration"
+    ):
+        engine.execute("REPL DUMP sales WITH ('hive.repl.bootstrap.dump.open.txn.timeout'='soon')")
+
+
+def test_replayed_txns_are_not_aborted_by_the_replica_timeout(engine, source, target):
+    bootstrap(engine)
+    writer = InsertOnlyWriter(source, "sales", "orders", heartbeat=False).begin()
+    step(engine, None)
+    [replayed] = target.txns.repl_txn_map("sales_dr").values()
+    assert target.txns.abort_timed_out(now=10**12) == []  # no client heartbeats it; the source decides
+    assert target.txns.txn_state(replayed) == "open"
+    writer.commit()
+    step(engine, None)
+    assert target.txns.txn_state(replayed) == "committed"
     assert verify(source, "sales", target, "sales_dr") == []
