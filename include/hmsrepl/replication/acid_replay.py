@@ -270,9 +270,9 @@ def _alloc_write_id(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], m
 
 
 def _acid_write(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    """Recorded only: the files travel with the COMMIT_TXN. The txn must be replayed here, though."""
+    """Checked only: the files travel with the COMMIT_TXN (which records them as write notifications on
+    the target txn), but a write of a txn the replica never opened is reported here, at the first event."""
     w.target.txns.repl_target_txn(w.db, body["txn_id"], event=f"ACID_WRITE (event {ev['event_id']})")
-    w.stats.skipped_events[EventType.ACID_WRITE] = w.stats.skipped_events.get(EventType.ACID_WRITE, 0) + 1
 
 
 def _commit_txn(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
