@@ -10,6 +10,8 @@ what to fix, and advances nothing.
 from __future__ import annotations
 
 import json
+import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -238,3 +240,26 @@ def _app_summary(output: str) -> dict[str, Any]:
         if start >= 0:
             return json.loads(line[start : line.rindex("}") + 1])
     raise AssertionError("no repl_sync summary in the task log:\n" + output[-3000:])
+
+
+# -- cmroot retention -------------------------------------------------------------------------------------
+def test_cm_cleanup_dag_deletes_expired_files_on_both_sides(
+    dagbag: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    day_ago = time.time() - 2 * 86400
+    kept, expired = [], []
+    for side in ("source", "target"):
+        cmroot = tmp_path / side / "cmroot"
+        cmroot.mkdir(parents=True)
+        old, fresh = cmroot / f"part-0_{side}_old", cmroot / f"part-1_{side}_fresh"
+        old.write_bytes(b"recycled two days ago")
+        fresh.write_bytes(b"recycled just now")
+        os.utime(old, (day_ago, day_ago))
+        expired.append(old)
+        kept.append(fresh)
+        monkeypatch.setenv(f"HMSREPL_{side.upper()}_CMROOT", str(cmroot))
+    monkeypatch.setenv("HMSREPL_CM_RETENTION_SECONDS", "86400")
+    state, tasks = run_dag(dagbag, "hmsrepl_cm_cleanup", {})
+    assert state == "success" and set(tasks.values()) == {"success"}
+    assert [p.exists() for p in expired] == [False, False]
+    assert [p.exists() for p in kept] == [True, True]
