@@ -8,7 +8,7 @@ PGBIN ?= $(shell ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1
 PG_PORT ?= 55432
 PG_DIR := $(CURDIR)/var/throwaway-pg
 
-.PHONY: help setup check-java demo test lint format bench db-up db-down clean ui-check
+.PHONY: help setup check-java demo test lint format bench db-up db-down clean ui-check test-airflow
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -46,6 +46,9 @@ test: setup lint  ## the whole test suite (PostgreSQL and MariaDB from HMSREPL_T
 	fi; \
 	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	[ -f $(PG_DIR)/data/postmaster.pid ] && $(MAKE) db-down; exit $$rc
+
+test-airflow: setup  ## the Airflow layer alone: DAG integrity, hook, bootstrap/incremental/cm_cleanup runs (dag.test)
+	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m pytest tests/airflow $(PYTEST_ARGS)
 
 bench: setup  ## benchmarks that print measured figures
 	$(BIN)/python bench/bench_notification_log.py
