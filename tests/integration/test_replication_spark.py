@@ -9,6 +9,8 @@ After every load the replica must show a state the source really had as of the l
 equal to the source state recorded at that event id when the load ends on a statement boundary; when LIMIT
 cuts inside a statement (a statement can log several events), every object must equal its version just
 before or just after that statement - never a version from another time and never a mix within one object.
+Half way through, the policy changes (REPL DUMP <new> REPLACE <old>): a table the old policy excluded comes in
+with its data, one the new policy excludes is dropped, and later loads follow the new policy.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.verify import DatabaseState, capture_state, diff_states
 from tests.helpers import make_table
 
@@ -110,13 +113,14 @@ class Oracle:
         self.ids.append(event_id)
         self.states.append(state)
 
-    def check(self, replica: DatabaseState, last_id: int) -> None:
+    def check(self, replica: DatabaseState, last_id: int, policy: ReplicationPolicy) -> None:
+        """The replica against the source states around ``last_id``, as far as ``policy`` includes tables."""
         k = bisect.bisect_right(self.ids, last_id) - 1
         assert k >= 0, f"replica at {last_id} is before the first recorded state {self.ids[0]}"
         if self.ids[k] == last_id or k + 1 == len(self.ids):
-            assert diff_states(self.states[k], replica) == [], f"replica at event {last_id}"
+            assert diff_states(restrict(self.states[k], policy), replica) == [], f"replica at event {last_id}"
             return
-        before, after = self.states[k], self.states[k + 1]
+        before, after = restrict(self.states[k], policy), restrict(self.states[k + 1], policy)
         assert before.parameters == replica.parameters or after.parameters == replica.parameters
         for attr in ("functions", "tables", "partitions"):
             mine, old, new = getattr(replica, attr), getattr(before, attr), getattr(after, attr)
@@ -126,6 +130,16 @@ class Oracle:
                     f"replica at event {last_id} (between statements ending {self.ids[k]} and {self.ids[k + 1]}): "
                     f"{attr[:-1]} {key} shows a version the source never had at that point"
                 )
+
+
+def restrict(state: DatabaseState, policy: ReplicationPolicy) -> DatabaseState:
+    """The part of a source state a replica of ``policy`` holds."""
+    return DatabaseState(
+        state.parameters,
+        state.functions,
+        {name: obj for name, obj in state.tables.items() if policy.includes_table(name)},
+        {key: obj for key, obj in state.partitions.items() if policy.includes_table(key[0])},
+    )
 
 
 class AcidWrites:
@@ -212,32 +226,43 @@ def test_replica_never_shows_a_state_the_source_never_had(
     record()
     statement("acid_append")
     statement("acid_abort")  # the bootstrap carries an aborted write id
-    dumped = engine.execute(f"REPL DUMP {db}")
-    engine.execute(f"REPL LOAD {db}_dr FROM '{dumped.dump_dir}'")
-    oracle.check(capture_state(target, f"{db}_dr"), repl_status(target, f"{db}_dr"))
+    # Before the policy change the replica leaves out 'scratch'; after it, 'events' (dropped on the replica)
+    # while 'scratch' comes in, bootstrapped inside the REPLACE dump.
+    policy = ReplicationPolicy(db, include=(".*",), exclude=("scratch",))
+    replaced_by = ReplicationPolicy(db, include=(".*",), exclude=("events",))
+    replica = f"{db}_dr"
 
+    def load(dump_command: str) -> None:
+        dumped = engine.execute(dump_command)
+        engine.execute(f"REPL LOAD {replica} FROM '{dumped.dump_dir}'")
+        oracle.check(capture_state(target, replica), repl_status(target, replica), policy)
+
+    load(f"REPL DUMP {policy.to_text()}")
     workload = Workload(db, rng)
     loads = 0
     statement("acid_hold")  # opened after the bootstrap, open across the first loads
-    for _ in range(STATEMENTS):
-        # REPLACE: a policy change in the middle (e.g. at the STATEMENTS // 2 mark, dump with a new policy
-        # REPLACE the old one) goes here, once policy REPLACE is wired into this test.
+    statement(f"CREATE TABLE IF NOT EXISTS {db}.scratch (id INT, name STRING) STORED AS PARQUET")
+    statement(f"INSERT INTO {db}.scratch VALUES (1, 'outside the first policy')")
+    for step in range(STATEMENTS):
+        if step == STATEMENTS // 2:
+            old, policy = policy, replaced_by
+            load(f"REPL DUMP {policy.to_text()} REPLACE {old.to_text()} FROM {repl_status(target, replica)}")
+            assert "events" not in target.catalog.get_tables(replica)
+            in_source = "scratch" in session_store.catalog.get_tables(db)
+            assert ("scratch" in target.catalog.get_tables(replica)) == in_source
+            loads += 1
         statement(workload.next_statement())
         if rng.random() < 0.4:
             limit = rng.choice([None, 1, 2, 3, 5])
-            last = repl_status(target, f"{db}_dr")
-            dumped = engine.execute(f"REPL DUMP {db} FROM {last}" + (f" LIMIT {limit}" if limit else ""))
-            engine.execute(f"REPL LOAD {db}_dr FROM '{dumped.dump_dir}'")
-            oracle.check(capture_state(target, f"{db}_dr"), repl_status(target, f"{db}_dr"))
+            last = repl_status(target, replica)
+            load(f"REPL DUMP {policy.to_text()} FROM {last}" + (f" LIMIT {limit}" if limit else ""))
             loads += 1
     acid.finish()
-    while repl_status(target, f"{db}_dr") < session_store.get_current_notification_event_id():
-        dumped = engine.execute(f"REPL DUMP {db} FROM {repl_status(target, f'{db}_dr')} LIMIT 4")
-        engine.execute(f"REPL LOAD {db}_dr FROM '{dumped.dump_dir}'")
-        oracle.check(capture_state(target, f"{db}_dr"), repl_status(target, f"{db}_dr"))
+    while repl_status(target, replica) < session_store.get_current_notification_event_id():
+        load(f"REPL DUMP {policy.to_text()} FROM {repl_status(target, replica)} LIMIT 4")
         loads += 1
-    assert diff_states(capture_state(session_store, db), capture_state(target, f"{db}_dr")) == []
-    assert loads >= 3
+    assert diff_states(capture_state(session_store, db, policy), capture_state(target, replica)) == []
+    assert loads >= 4
     assert acid.commits >= 2 and acid.aborts >= 1
     spark.sql(f"DROP DATABASE {db} CASCADE")
     target.close()
