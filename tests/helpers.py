@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, FieldSchema, Partition, StorageDescriptor, Table
 from hmsrepl.storage.local import local_path
@@ -43,3 +44,45 @@ def write_file(location: str, name: str, data: bytes) -> str:
 
 def events_of(store: Metastore, after: int = 0) -> list[tuple[str, str | None, str | None]]:
     return [(e.event_type, e.db_name, e.table_name) for e in store.events.next_events(after)]
+
+
+def open_store(root: Path, name: str) -> Metastore:
+    """A SQLite metastore named ``name`` under ``root``: ``name.db``, ``name_wh`` and ``name_cm``."""
+    return Metastore.open(
+        MetastoreConfig(
+            db_url=f"sqlite:///{root}/{name}.db",
+            warehouse=str(root / f"{name}_wh"),
+            cmroot=str(root / f"{name}_cm"),
+        )
+    )
+
+
+def open_sqlite_source(root: Path) -> Metastore:
+    """The replication tests' source: ``source.db``, ``src_wh`` and ``src_cm`` under ``root``."""
+    return Metastore.open(
+        MetastoreConfig(
+            db_url=f"sqlite:///{root}/source.db",
+            warehouse=str(root / "src_wh"),
+            cmroot=str(root / "src_cm"),
+        )
+    )
+
+
+def open_replica(db_url: str, root: Path) -> Metastore:
+    """The replication tests' replica on ``db_url``: ``dst_wh`` and ``dst_cm`` under ``root``."""
+    return Metastore.open(
+        MetastoreConfig(db_url=db_url, warehouse=str(root / "dst_wh"), cmroot=str(root / "dst_cm"))
+    )
+
+
+def side_args(side: str, store: Metastore) -> list[str]:
+    """The CLI/application options naming one side's metastore (``--source-db-url`` ...)."""
+    config = store.config
+    return [
+        f"--{side}-db-url",
+        config.db_url,
+        f"--{side}-warehouse",
+        config.warehouse,
+        f"--{side}-cmroot",
+        config.cmroot,
+    ]

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.commands import parse_policy
@@ -25,19 +24,9 @@ from hmsrepl.replication.layout import DumpDir
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import capture_state, diff_states
 from tests.compaction_workload import apply_ops, ops_strategy, policy_text
-from tests.helpers import make_partition, make_table, write_file
+from tests.helpers import make_partition, make_table, open_store, write_file
 
 NO_COMPACTION = "WITH ('hmsrepl.repl.compact.events'='false')"
-
-
-def open_store(root: Path, name: str) -> Metastore:
-    return Metastore.open(
-        MetastoreConfig(
-            db_url=f"sqlite:///{root}/{name}.db",
-            warehouse=str(root / f"{name}_wh"),
-            cmroot=str(root / f"{name}_cm"),
-        )
-    )
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,9 @@ it drops it; loads stay idempotent and the next ordinary incremental follows the
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.commands import CommandError, DumpCommand, parse_command, parse_policy
@@ -24,39 +21,10 @@ from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replace import PolicyChangeError
 from hmsrepl.replication.verify import capture_state, diff_states, verify
-from tests.backends import temporary_database
 from tests.helpers import make_partition, make_table, write_file
 
 OLD = "sales.['orders', 'plain']"
 NEW = "sales.['orders', 'audit']"
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Iterator[Metastore]:
-    store = Metastore.open(
-        MetastoreConfig(
-            db_url=f"sqlite:///{tmp_path}/source.db",
-            warehouse=str(tmp_path / "src_wh"),
-            cmroot=str(tmp_path / "src_cm"),
-        )
-    )
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def target(backend: str, tmp_path: Path) -> Iterator[Metastore]:
-    with temporary_database(backend, str(tmp_path)) as url:
-        store = Metastore.open(
-            MetastoreConfig(db_url=url, warehouse=str(tmp_path / "dst_wh"), cmroot=str(tmp_path / "dst_cm"))
-        )
-        yield store
-        store.close()
-
-
-@pytest.fixture
-def engine(source: Metastore, target: Metastore, tmp_path: Path) -> ReplicationEngine:
-    return ReplicationEngine(str(tmp_path / "dumps"), source, target)
 
 
 def partitioned(store: Metastore, name: str, days: tuple[str, ...]) -> None:

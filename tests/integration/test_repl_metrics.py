@@ -13,14 +13,12 @@ import struct
 import subprocess
 import sys
 import termios
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from hmsrepl.cli import main
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import FileLostError, NoSuchDatabaseError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Function
@@ -28,38 +26,10 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.metrics import MetricsLog, MetricsRow, StageClock
 from hmsrepl.storage.local import local_path
 from tests.backends import temporary_database
-from tests.helpers import make_partition, make_table, write_file
+from tests.helpers import make_partition, make_table, open_replica, side_args, write_file
 
 DUMP_STAGES = {"bootstrap": {"read", "consolidate", "acknowledge"}, "incremental": {"write", "acknowledge"}}
 LOAD_STAGES = {"preflight", "apply"}
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Iterator[Metastore]:
-    store = Metastore.open(
-        MetastoreConfig(
-            db_url=f"sqlite:///{tmp_path}/source.db",
-            warehouse=str(tmp_path / "src_wh"),
-            cmroot=str(tmp_path / "src_cm"),
-        )
-    )
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def target(backend: str, tmp_path: Path) -> Iterator[Metastore]:
-    with temporary_database(backend, str(tmp_path)) as url:
-        store = Metastore.open(
-            MetastoreConfig(db_url=url, warehouse=str(tmp_path / "dst_wh"), cmroot=str(tmp_path / "dst_cm"))
-        )
-        yield store
-        store.close()
-
-
-@pytest.fixture
-def engine(source: Metastore, target: Metastore, tmp_path: Path) -> ReplicationEngine:
-    return ReplicationEngine(str(tmp_path / "dumps"), source, target)
 
 
 def seed(store: Metastore) -> None:
@@ -158,18 +128,6 @@ def test_bootstrap_and_incremental_record_what_was_replicated(engine, source, ta
     )
     assert_finished(dump, DUMP_STAGES["incremental"])
     assert_finished(load, LOAD_STAGES)
-
-
-def side_args(side: str, store: Metastore) -> list[str]:
-    config = store.config
-    return [
-        f"--{side}-db-url",
-        config.db_url,
-        f"--{side}-warehouse",
-        config.warehouse,
-        f"--{side}-cmroot",
-        config.cmroot,
-    ]
 
 
 def json_lines(text: str) -> list[dict]:
@@ -292,9 +250,7 @@ def test_progress_bar_is_shown_on_a_terminal_by_default(source, tmp_path) -> Non
     """A real pseudo-terminal on stderr, as an operator's shell has; stdout stays a pipe."""
     seed(source)
     with temporary_database("sqlite", str(tmp_path)) as url:
-        target = Metastore.open(
-            MetastoreConfig(db_url=url, warehouse=str(tmp_path / "dst_wh"), cmroot=str(tmp_path / "dst_cm"))
-        )
+        target = open_replica(url, tmp_path)
         engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
         first = engine.execute("REPL DUMP sales")
         engine.execute(f"REPL LOAD sales_dr FROM '{first.dump_dir}'")

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import EventsCleanedUpError, FileLostError, NoSuchDatabaseError, StorageError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Function
@@ -19,37 +17,7 @@ from hmsrepl.replication.layout import ACK, DumpError
 from hmsrepl.replication.load import ReplicationStateError, repl_status
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.storage.local import local_path
-from tests.backends import temporary_database
 from tests.helpers import make_partition, make_table, write_file
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Iterator[Metastore]:
-    store = Metastore.open(
-        MetastoreConfig(
-            db_url=f"sqlite:///{tmp_path}/source.db",
-            warehouse=str(tmp_path / "src_wh"),
-            cmroot=str(tmp_path / "src_cm"),
-        )
-    )
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def target(backend: str, tmp_path: Path) -> Iterator[Metastore]:
-    """The replica's metastore, on each backend."""
-    with temporary_database(backend, str(tmp_path)) as url:
-        store = Metastore.open(
-            MetastoreConfig(db_url=url, warehouse=str(tmp_path / "dst_wh"), cmroot=str(tmp_path / "dst_cm"))
-        )
-        yield store
-        store.close()
-
-
-@pytest.fixture
-def engine(source: Metastore, target: Metastore, tmp_path: Path) -> ReplicationEngine:
-    return ReplicationEngine(str(tmp_path / "dumps"), source, target)
 
 
 def seed(store: Metastore) -> None:
