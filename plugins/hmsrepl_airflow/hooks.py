@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
+
+if TYPE_CHECKING:
+    from hmsrepl.metastore.events import NotificationEvent
 
 DEFAULT_PORT = 9083
 DEFAULT_USER = "hive"
@@ -32,19 +34,6 @@ class MetastoreHookError(Exception):
 
 class MetastoreConfigError(MetastoreHookError):
     """The connection itself is missing or incomplete: retrying cannot help, the operator must fix it."""
-
-
-@dataclass(frozen=True)
-class NotificationEvent:
-    """One event of the notification log as the Thrift API returns it (message still encoded)."""
-
-    event_id: int
-    event_time: int
-    event_type: str
-    db_name: str | None
-    table_name: str | None
-    message: str
-    message_format: str | None
 
 
 class MetastoreNotificationHook(BaseHook):
@@ -134,7 +123,8 @@ class MetastoreNotificationHook(BaseHook):
     def next_events(
         self, last_event_id: int, max_events: int | None = None, skip_types: list[str] | None = None
     ) -> list[NotificationEvent]:
-        """Events after ``last_event_id`` in id order, at most ``max_events`` of them."""
+        """Events after ``last_event_id`` in id order, at most ``max_events`` of them (messages still encoded)."""
+        from hmsrepl.metastore.events import NotificationEvent
         from hmsrepl.thrift.idl import hms
 
         request = hms.NotificationEventRequest(
