@@ -82,12 +82,6 @@ def spark(session_metastore: RunningMetastore) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def session_store(session_metastore: RunningMetastore) -> Iterator[Metastore]:
     """In-process access to the session metastore's database (same DB the server uses)."""
-    store = Metastore(
-        MetastoreConfig(
-            db_url=session_metastore.db_url,
-            warehouse=session_metastore.warehouse,
-            cmroot=session_metastore.cmroot,
-        )
-    )
+    store = Metastore(session_metastore.config)
     yield store
     store.close()

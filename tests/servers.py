@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from hmsrepl.config import MetastoreConfig
 from hmsrepl.thrift.process import free_port, metastore_process, stop_process
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,6 +25,11 @@ class RunningMetastore:
     warehouse: str
     cmroot: str
     log_path: Path
+
+    @property
+    def config(self) -> MetastoreConfig:
+        """The server's database, warehouse and cmroot: open a ``Metastore`` on it for in-process access."""
+        return MetastoreConfig(db_url=self.db_url, warehouse=self.warehouse, cmroot=self.cmroot)
 
 
 @contextmanager

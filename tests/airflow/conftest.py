@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from hmsrepl.metastore import Metastore
 from tests.servers import REPO, RunningMetastore, metastore_server
 
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="hmsrepl-airflow-"))
@@ -73,3 +74,11 @@ def target_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runni
     root = tmp_path_factory.mktemp("airflow-target")
     with metastore_server(root, f"sqlite:///{root}/metastore.db") as server:
         yield server
+
+
+@pytest.fixture
+def target_store(target_metastore: RunningMetastore) -> Iterator[Metastore]:
+    """In-process access to the target server's database, to make changes the server then reports."""
+    store = Metastore(target_metastore.config)
+    yield store
+    store.close()

@@ -13,13 +13,11 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.load import repl_status
@@ -40,19 +38,6 @@ def run_dag(dagbag: Any, dag_id: str, conf: dict[str, Any]) -> tuple[str, dict[s
     """One ``dag.test()`` run; returns the run's state and each task's state."""
     run = dagbag.dags[dag_id].test(run_conf=conf)
     return str(run.state), {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
-
-
-@pytest.fixture
-def target_store(target_metastore: RunningMetastore) -> Iterator[Metastore]:
-    store = Metastore(
-        MetastoreConfig(
-            db_url=target_metastore.db_url,
-            warehouse=target_metastore.warehouse,
-            cmroot=target_metastore.cmroot,
-        )
-    )
-    yield store
-    store.close()
 
 
 @pytest.fixture

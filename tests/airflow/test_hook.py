@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from tests.airflow.conftest import metastore_connection
 from tests.servers import RunningMetastore, free_port
 
 CONN = "hmsrepl_test_metastore"
-
-
-@pytest.fixture
-def store(target_metastore: RunningMetastore) -> Iterator[Metastore]:
-    """In-process access to the server's database, to make changes the server then reports."""
-    config = MetastoreConfig(
-        db_url=target_metastore.db_url, warehouse=target_metastore.warehouse, cmroot=target_metastore.cmroot
-    )
-    opened = Metastore(config)
-    yield opened
-    opened.close()
 
 
 @pytest.fixture
@@ -34,12 +20,12 @@ def hook(target_metastore: RunningMetastore, monkeypatch: pytest.MonkeyPatch):  
     return MetastoreNotificationHook(CONN)
 
 
-def test_current_id_next_events_and_count_follow_the_log(hook, store: Metastore) -> None:  # type: ignore[no-untyped-def]
+def test_current_id_next_events_and_count_follow_the_log(hook, target_store: Metastore) -> None:  # type: ignore[no-untyped-def]
     before = hook.current_event_id()
-    assert before == store.get_current_notification_event_id()
-    store.catalog.create_database(Database(name="hook_a"))
-    store.catalog.create_database(Database(name="hook_b"))
-    store.catalog.alter_database("hook_a", Database(name="hook_a", parameters={"k": "v"}))
+    assert before == target_store.get_current_notification_event_id()
+    target_store.catalog.create_database(Database(name="hook_a"))
+    target_store.catalog.create_database(Database(name="hook_b"))
+    target_store.catalog.alter_database("hook_a", Database(name="hook_a", parameters={"k": "v"}))
     assert hook.current_event_id() == before + 3
 
     events = hook.next_events(before)
@@ -57,9 +43,9 @@ def test_current_id_next_events_and_count_follow_the_log(hook, store: Metastore)
     assert hook.events_count("hook_b", before + 2) == 0
 
 
-def test_reads_repl_last_id_of_replicas_only(hook, store: Metastore) -> None:  # type: ignore[no-untyped-def]
-    store.catalog.create_database(Database(name="hook_replica", parameters={"repl.last.id": "42"}))
-    store.catalog.create_database(Database(name="hook_plain"))
+def test_reads_repl_last_id_of_replicas_only(hook, target_store: Metastore) -> None:  # type: ignore[no-untyped-def]
+    target_store.catalog.create_database(Database(name="hook_replica", parameters={"repl.last.id": "42"}))
+    target_store.catalog.create_database(Database(name="hook_plain"))
     assert hook.repl_last_id("hook_replica") == 42
     assert hook.repl_last_id("hook_plain") is None
     assert hook.repl_last_id("hook_missing") is None
