@@ -27,6 +27,7 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
     LazySpark,
     app_options,
     application,
+    spark_min_files_option,
 )
 
 # isort: split
@@ -52,12 +53,8 @@ log = logging.getLogger("hmsrepl.spark_apps.cm_cleanup")
     show_default=True,
     help="Keep recycled files this long (HMSREPL_CM_RETENTION_SECONDS).",
 )
-@click.option(
-    "--spark-min-files",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MIN_SPARK_DELETES,
-    show_default=True,
-    help="Delete on Spark only with at least this many expired files.",
+@spark_min_files_option(
+    DEFAULT_MIN_SPARK_DELETES, "Delete on Spark only with at least this many expired files."
 )
 @app_options
 @application

@@ -57,6 +57,7 @@ from hmsrepl.exceptions import HmsReplError  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
 from hmsrepl.metastore.database import make_engine, schema_is_current  # noqa: E402
 from hmsrepl.replication.commands import Command, CommandError, parse_command  # noqa: E402
+from hmsrepl.spark.listing import DEFAULT_MIN_SPARK_LOCATIONS  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,6 +81,27 @@ def app_options(func: F) -> F:
         show_default=True,
         type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     )(func)
+
+
+def dump_options(func: F) -> F:
+    """Options of the applications that write dumps: where, and which bootstrap tables are listed on Spark."""
+    func = click.option(
+        "--spark-min-locations",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MIN_SPARK_LOCATIONS,
+        show_default=True,
+        help="Bootstrap: tables with at least this many locations (partitions) are described on Spark.",
+    )(func)
+    return click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)(
+        func
+    )
+
+
+def spark_min_files_option(default: int, help: str) -> Callable[[F], F]:
+    """``--spark-min-files``: how many files an application's work needs before it is done on Spark."""
+    return click.option(
+        "--spark-min-files", type=click.IntRange(min=1), default=default, show_default=True, help=help
+    )
 
 
 def application(func: Callable[..., dict[str, Any]]) -> Callable[..., None]:

@@ -25,6 +25,7 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
     LazySpark,
     app_options,
     application,
+    dump_options,
     open_metastore,
     parse_as,
     side_options,
@@ -44,14 +45,7 @@ log = logging.getLogger("hmsrepl.spark_apps.repl_dump")
 @click.command()
 @click.option("--command", "command_text", required=True, help='e.g. "REPL DUMP sales FROM 120 LIMIT 500"')
 @side_options("source")
-@click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)
-@click.option(
-    "--spark-min-locations",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MIN_SPARK_LOCATIONS,
-    show_default=True,
-    help="Bootstrap: tables with at least this many locations (partitions) are described on Spark.",
-)
+@dump_options
 @app_options
 @application
 def main(

@@ -34,6 +34,7 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
     open_metastore,
     parse_as,
     side_options,
+    spark_min_files_option,
 )
 
 # isort: split
@@ -50,12 +51,8 @@ log = logging.getLogger("hmsrepl.spark_apps.repl_load")
 @click.command()
 @click.option("--command", "command_text", required=True, help="e.g. \"REPL LOAD sales_dr FROM '<dir>'\"")
 @side_options("target")
-@click.option(
-    "--spark-min-files",
-    type=click.IntRange(min=1),
-    default=64,
-    show_default=True,
-    help="Copy on Spark only when the load needs at least this many files (else the load copies them).",
+@spark_min_files_option(
+    64, "Copy on Spark only when the load needs at least this many files (else the load copies them)."
 )
 @click.option(
     "--partitions",

@@ -35,8 +35,10 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
     LazySpark,
     app_options,
     application,
+    dump_options,
     open_metastore,
     side_options,
+    spark_min_files_option,
 )
 
 # isort: split
@@ -46,7 +48,6 @@ from hmsrepl.replication.commands import DumpCommand, LoadCommand, parse_command
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.replications import Replication, parse_replications
-from hmsrepl.spark.listing import DEFAULT_MIN_SPARK_LOCATIONS
 from spark_apps.repl_dump import run_dump
 from spark_apps.repl_load import run_load
 
@@ -95,21 +96,8 @@ class Sync:
 )
 @side_options("source")
 @side_options("target")
-@click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)
-@click.option(
-    "--spark-min-locations",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MIN_SPARK_LOCATIONS,
-    show_default=True,
-    help="Bootstrap: tables with at least this many locations (partitions) are described on Spark.",
-)
-@click.option(
-    "--spark-min-files",
-    type=click.IntRange(min=1),
-    default=64,
-    show_default=True,
-    help="Copy on Spark only when a load needs at least this many files.",
-)
+@dump_options
+@spark_min_files_option(64, "Copy on Spark only when a load needs at least this many files.")
 @app_options
 @application
 def main(

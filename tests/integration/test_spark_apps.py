@@ -20,14 +20,13 @@ from typing import Any
 
 import pytest
 
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Function
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.spark.copy import MAX_GROUP_ITEMS, balance, group_count
 from hmsrepl.storage.local import local_path
-from tests.helpers import make_partition, make_table, write_file
+from tests.helpers import make_partition, make_table, open_store, side_args, write_file
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "spark_apps"
@@ -77,28 +76,6 @@ def finish(process: subprocess.Popen[str]) -> AppRun:
 
 def run_app(app: str, *args: str) -> AppRun:
     return finish(start(app, *args))
-
-
-def open_store(root: Path, name: str) -> Metastore:
-    return Metastore.open(
-        MetastoreConfig(
-            db_url=f"sqlite:///{root}/{name}.db",
-            warehouse=str(root / f"{name}_wh"),
-            cmroot=str(root / f"{name}_cm"),
-        )
-    )
-
-
-def side_args(side: str, store: Metastore) -> list[str]:
-    config = store.config
-    return [
-        f"--{side}-db-url",
-        config.db_url,
-        f"--{side}-warehouse",
-        config.warehouse,
-        f"--{side}-cmroot",
-        config.cmroot,
-    ]
 
 
 @pytest.fixture
