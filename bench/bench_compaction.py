@@ -26,15 +26,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "include"), str(REPO)]
 
-from hmsrepl.config import MetastoreConfig  # noqa: E402
-from hmsrepl.metastore import Metastore  # noqa: E402
+from bench.bench_replication import open_store  # noqa: E402
 from hmsrepl.metastore.model import Database  # noqa: E402
 from hmsrepl.replication.commands import parse_policy  # noqa: E402
 from hmsrepl.replication.engine import ReplicationEngine  # noqa: E402
 from hmsrepl.replication.layout import DumpDir  # noqa: E402
 from hmsrepl.replication.load import repl_status  # noqa: E402
 from hmsrepl.replication.verify import capture_state, diff_states  # noqa: E402
-from tests.backends import temporary_database  # noqa: E402
 from tests.compaction_workload import KINDS, apply_ops, policy_text, random_ops  # noqa: E402
 
 DB = "bench"
@@ -73,15 +71,6 @@ class Figures:
     bytes_copied: int = 0
     dump_s: float = 0.0
     load_s: float = 0.0
-
-
-def open_store(stack: ExitStack, backend: str, root: Path, name: str) -> Metastore:
-    url = stack.enter_context(temporary_database(backend, str(root)))
-    store = Metastore.open(
-        MetastoreConfig(db_url=url, warehouse=str(root / f"{name}_wh"), cmroot=str(root / f"{name}_cm"))
-    )
-    stack.callback(store.close)
-    return store
 
 
 def tree_bytes(path: str) -> int:
