@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,8 @@ from tests.backends import BACKENDS, temporary_database
 from tests.servers import RunningMetastore, metastore_server
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# py4j logs at INFO from finalisers run at interpreter exit, after pytest closed the captured streams.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 pytest.register_assert_rewrite("tests.s3server")
 pytest_plugins = ["tests.s3server"]  # the S3-protocol server fixtures
 
