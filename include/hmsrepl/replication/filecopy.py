@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from hmsrepl.exceptions import FileLostError, StorageError
@@ -164,10 +165,15 @@ def publish_all(target_uris: Sequence[str]) -> None:
     """Publish verified staged copies, then make the local renames durable: one ``syncfs`` per file system.
 
     Call it before the load records the change as applied: a rename still only in memory when the machine
-    stops would leave the target's metadata naming a file that is still under its staged name.
+    stops would leave the target's metadata naming a file that is still under its staged name. Renames
+    run ``io_parallelism`` at a time (on S3 each is a copy and a delete; locally they wait on the journal).
     """
-    for uri in target_uris:
-        publish(uri)
+    if not target_uris:
+        return
+    threads = min(len(target_uris), filesystem_for(target_uris[0]).io_parallelism)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for _ in pool.map(publish, target_uris):  # raises the first failure
+            pass
     sync_file_systems(local_path(uri).rsplit("/", 1)[0] or "/" for uri in target_uris if is_local_uri(uri))
 
 

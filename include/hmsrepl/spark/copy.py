@@ -4,8 +4,10 @@ Why groups of files with a thread pool each, and not one Spark task (or one RDD 
 task costs ~35 ms of scheduling and Python-worker round trip on these machines (200 empty tasks: 7 s), more
 than copying a 4 KB file, while a copy spends its time in system calls and CRC32C, which release the GIL,
 so several threads per task overlap them: object stores are latency bound, and on a local file system
-concurrent fsyncs share journal commits (20,000 files of 4 KB: 2,971 files/s with 8 copies in flight per
-task, 2,403 one after the other, in one run of ``bench/bench_copy.py``). Files are packed into one group
+file creations wait on the journal, which several in flight share. Durability is per task by default
+(``durability="batch"``): a task's copies are synced with one ``syncfs`` before it reports them, so the
+load never publishes a copy that is not on disk, at the cost of one journal commit per task instead of
+one per file (``storage.local``; figures in ``bench/bench_copy.py``). Files are packed into one group
 per executor core (more only when a group would exceed ``MAX_GROUP_ITEMS``), largest first onto the least
 loaded group (LPT), with a per-file cost added to each size, so a group of thousands of small files counts
 as the work it is and large files spread over the cores instead of queueing behind each other. More groups

@@ -3,12 +3,14 @@
 Durability. A file written here is on disk when the write returns (``fdatasync``), unless it is written
 inside ``deferred_sync``: a copier of many files (a Spark copy task) then syncs them all at once at the end
 with one ``syncfs`` per file system, which costs one journal commit instead of one per file and lets the
-disk write back several files while the next ones are being copied. Why not per file: on these machines
-20,000 files of 4 KiB copy at ~2,400 files/s with a fsync each, and the 1 GiB copy waits for every file's
-writeback in turn. ``Durability`` names the three modes: ``file`` (fsync each file), ``batch`` (one sync
-of the batch before it counts as done: as durable as ``file`` for anyone who waits for the batch) and
-``none`` (page cache only, like ``cp``: for scratch copies and benchmarks; a crash can lose or truncate
-files that were reported copied).
+disk write back several files while the next ones are being copied. Why not per file: in one run of
+``bench/bench_copy.py`` here (medians), 20,000 files of 4 KiB: 1,594 files/s with a fsync each, 2,384 with
+one sync per Spark task; 4 x 256 MiB: 0.86 s vs 0.56 s. ``Durability`` names the three modes: ``file``
+(fsync each file), ``batch`` (one sync of the batch before it counts as done: as durable as ``file`` for
+anyone who waits for the batch) and ``none`` (page cache only, like ``cp``: for scratch copies and
+benchmarks; a crash can lose or truncate files that were reported copied). The price of ``batch``:
+``syncfs`` also writes back whatever else is dirty on that file system, so a busy shared disk makes it
+slower (and the figures noisier) than syncing only our files would.
 
 The copy itself (``LocalFileSystem.copy``) reads the source once in large chunks, hashes each chunk and
 writes it (measured on ext4 here: as fast as GNU cp's in-kernel ``copy_file_range``, which would need a
@@ -34,8 +36,10 @@ from hmsrepl.storage.checksum import CHUNK_BYTES, ChecksumReader, RunningChecksu
 
 Durability = Literal["file", "batch", "none"]
 DURABILITY_MODES: tuple[str, ...] = get_args(Durability)
-#: Written bytes after which the kernel is asked to start writing a copy back (asynchronously).
-WRITEBACK_BYTES = 32 * 1024 * 1024
+#: Written bytes after which the kernel is asked to start writing a copy back (asynchronously). Measured
+#: here (4 x 256 MiB, two processes, durable at the end): 8 MiB 0.29-0.31 s, 32 MiB 0.31-0.89 s, never
+#: 0.44-0.84 s; ``cp -r`` 0.26-0.28 s. Smaller steps only add system calls.
+WRITEBACK_BYTES = 8 * 1024 * 1024
 #: Chunk of a local copy: large enough that hashing releases the GIL (>= 1 MB) and syscalls are few.
 COPY_CHUNK_BYTES = CHUNK_BYTES
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages in the range, do not wait
