@@ -25,6 +25,7 @@ import contextvars
 import ctypes
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -162,9 +163,12 @@ def local_path(uri: str) -> str:
 class LocalFileSystem(FileSystem):
     def list_files(self, uri: str) -> Iterator[FileStatus]:
         root = local_path(uri)
-        if not os.path.isdir(root):
-            if os.path.isfile(root):
-                st = os.stat(root)
+        try:
+            st = os.stat(root)  # one call answers "file, directory or nothing" (a copy asks per file)
+        except OSError:  # missing or unreadable: nothing listed, as os.path.isdir/isfile say
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            if stat.S_ISREG(st.st_mode):
                 yield FileStatus(uri, st.st_size, st.st_mtime)
             return
         prefix_len = len(root.rstrip("/"))
