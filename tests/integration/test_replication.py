@@ -294,3 +294,31 @@ def test_cleaned_up_events_need_a_bootstrap(engine, source, target) -> None:
     source.events.cleanup(ttl_seconds=-10)
     with pytest.raises(EventsCleanedUpError, match="run a bootstrap"):
         engine.execute(f"REPL DUMP sales FROM {last}")
+
+
+def test_published_files_are_made_durable_before_the_position_records_them(
+    engine, source, target, monkeypatch
+) -> None:
+    """A crash after the position commits must not find a replicated file still under its staged name."""
+    import hmsrepl.replication.target as target_module
+
+    seed(source)
+    bootstrap(engine)
+    orders = source.catalog.get_table("sales", "orders")
+    [d3] = source.catalog.add_partitions("sales", "orders", [make_partition(orders, "d3")])
+    write_file(d3.sd.location, "part-d3.parquet", b"rows of d3")
+    source.catalog.insert("sales", "orders", ["d3"])
+    synced: list[tuple[set[str], int | None]] = []
+    real_sync = target_module.sync_file_systems
+
+    def recording_sync(paths) -> None:
+        paths = set(paths)
+        synced.append((paths, repl_status(target, "sales_dr")))
+        real_sync(paths)
+
+    monkeypatch.setattr(target_module, "sync_file_systems", recording_sync)
+    before = repl_status(target, "sales_dr")
+    incremental(engine)
+    d3_dir = target.catalog.get_partition("sales_dr", "orders", ["d3"]).sd.location
+    assert any(d3_dir in paths and position == before for paths, position in synced), synced
+    assert repl_status(target, "sales_dr") > before

@@ -31,6 +31,7 @@ from hmsrepl.replication.filecopy import (
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class TargetWriter:
         self.source_cmroot = source_cmroot.rstrip("/")
         self.copy_data = copy_data
         self.stats = stats or ApplyStats()
+        self._unsynced_dirs: set[str] = set()  # local directories with renames not yet made durable
 
     # -- mapping -------------------------------------------------------------------------------------------
     def map_table(self, snapshot: dict[str, Any]) -> Table:
@@ -106,6 +108,8 @@ class TargetWriter:
         return current
 
     def set_last_id(self, event_id: int) -> None:
+        """Advance ``repl.last.id``; the files published for the work it records are made durable first."""
+        self.make_durable()
         db = self.catalog.get_database(self.db)
         if db.parameters.get(REPL_LAST_ID) != str(event_id):
             params = {**db.parameters, REPL_LAST_ID: str(event_id)}
@@ -249,6 +253,19 @@ class TargetWriter:
             self.stats.files_removed += len(extras)
         for uri in to_publish:
             publish(uri)
+        if to_publish and is_local_uri(target_location):
+            self._unsynced_dirs.add(local_path(target_location))
+
+    def make_durable(self) -> None:
+        """One ``syncfs`` per file system for every rename published since the last call.
+
+        Publishing renames a staged copy into place; until the rename reaches the disk, a crash could leave
+        the target's metadata (committed with the position) naming a file still under its staged name. One
+        sync per load batch instead of one per file keeps this cheap.
+        """
+        if self._unsynced_dirs:
+            sync_file_systems(self._unsynced_dirs)
+            self._unsynced_dirs.clear()
 
 
 def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
