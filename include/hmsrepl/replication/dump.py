@@ -215,8 +215,11 @@ class DumpEngine:
             parts = relative.split("/")
             if len(parts) != 3 or parts[1] == FUNCTIONS_DIR:
                 continue
+            # The table's own _metadata says whether it is ACID: only those are read back whole.
+            if not acid_replay.is_acid_snapshot(dump.read_json(relative)["table"]):
+                continue
             entry = self._load_entry(dump, db, parts[1])
-            if entry is None or not acid_replay.is_acid_snapshot(entry.table):
+            if entry is None:
                 continue
             name = entry.table["table_name"]
             acid_tables.add(name)
