@@ -391,9 +391,15 @@ class DumpEngine:
                 else:
                     current.files = data(body["files"])
 
-    def _events(self, policy: ReplicationPolicy, after: int, upto: int) -> Iterator[NotificationEvent]:
+    def _events(
+        self, policy: ReplicationPolicy, after: int, upto: int, *, with_markers: bool = False
+    ) -> Iterator[NotificationEvent]:
         """The policy's events in (after, upto], as dumps write them: the database's events merged with
-        the database-less txn events (two indexed reads per page, never the whole log)."""
+        the database-less txn events (two indexed reads per page, never the whole log).
+
+        ``with_markers``: commits get their empty overwrites' markers, a metastore lookup and a listing each
+        (``acid_replay.prepare_for_dump``); only the pass that writes events needs them, not planning or
+        consolidation."""
         last = after
         log_ = self.source.events
         while last < upto:
@@ -406,7 +412,9 @@ class DumpEngine:
             merged = sorted((e for e in (*own, *txn) if e.event_id <= bound), key=lambda e: e.event_id)
             for event in merged:
                 if relevant(event, policy):
-                    prepared = acid_replay.prepare_for_dump(event, policy, self.source)
+                    prepared = acid_replay.prepare_for_dump(
+                        event, policy, self.source if with_markers else None
+                    )
                     if prepared is not None:
                         yield prepared
             if not own and not txn:
@@ -459,7 +467,7 @@ class DumpEngine:
         # matter because nothing reads the dump before its acknowledgement.
         with self.clock.stage("write"), ThreadPoolExecutor(max_workers=WRITERS) as pool:
             futures = []
-            for event in self._events(policy, command.from_event_id, last):
+            for event in self._events(policy, command.from_event_id, last, with_markers=True):
                 written = plan.rewrite(event)
                 if written is not None:
                     futures.append(pool.submit(self._write_event, dump, written, with_data))
