@@ -356,8 +356,14 @@ class TransactionService:
         return out
 
     def _table_write_ids(
-        self, conn: Connection, db_name: str, table_name: str, snapshot: ValidTxnList
+        self,
+        conn: Connection,
+        db_name: str,
+        table_name: str,
+        snapshot: ValidTxnList,
+        owners: dict[int, int] | None = None,
     ) -> ValidWriteIdList:
+        """``owners``, when given, receives the txn holding each open write id (write id -> txn id)."""
         t2w = txn_to_write_id
         invalid_txns = set(snapshot.open_txns) | set(snapshot.aborted_txns)
         # The watermark first: a write id allocated after it is above it and ignored; read the other way
@@ -394,6 +400,8 @@ class TransactionService:
                 aborted_ids.add(row.write_id)
             elif row.txn_id in invalid_txns or row.txn_id > snapshot.high_watermark:
                 open_ids.add(row.write_id)
+                if owners is not None:
+                    owners[row.write_id] = row.txn_id
         return ValidWriteIdList(f"{db_name}.{table_name}", hwm, frozenset(open_ids), frozenset(aborted_ids))
 
     def txn_state(self, txn_id: int) -> str:
@@ -465,18 +473,8 @@ class TransactionService:
             ).scalars()
             tables: dict[str, tuple[ValidWriteIdList, dict[int, int]]] = {}
             for name in list(names):
-                write_ids = self._table_write_ids(tx.conn, db_name, name, valid_txns)
                 owners: dict[int, int] = {}
-                if write_ids.open_write_ids:
-                    owners = dict(
-                        tx.conn.execute(
-                            select(t2w.c.write_id, t2w.c.txn_id).where(
-                                t2w.c.db_name == db_name,
-                                t2w.c.tbl_name == name,
-                                t2w.c.write_id.in_(sorted(write_ids.open_write_ids)),
-                            )
-                        ).all()
-                    )
+                write_ids = self._table_write_ids(tx.conn, db_name, name, valid_txns, owners)
                 tables[name] = (write_ids, owners)
         return ReplicationSnapshot(event_id, valid_txns, tuple(sorted(valid_txns.open_txns)), tables)
 
