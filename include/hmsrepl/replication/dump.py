@@ -215,15 +215,14 @@ class DumpEngine:
             parts = relative.split("/")
             if len(parts) != 3 or parts[1] == FUNCTIONS_DIR:
                 continue
-            # The table's own _metadata says whether it is ACID: only those are read back whole.
-            if not acid_replay.is_acid_snapshot(dump.read_json(relative)["table"]):
+            # The table's own _metadata says whether it is ACID: only those are read back whole, to be listed.
+            table = dump.read_json(relative)["table"]
+            if not acid_replay.is_acid_snapshot(table):
                 continue
-            entry = self._load_entry(dump, db, parts[1])
-            if entry is None:
-                continue
-            name = entry.table["table_name"]
+            name = table["table_name"]
             acid_tables.add(name)
-            if with_data:
+            entry = self._load_entry(dump, db, parts[1]) if with_data else None
+            if entry is not None:
                 write_ids = snapshot.tables.get(name, (ValidWriteIdList(f"{db}.{name}", 0), {}))[0]
 
                 def files(location: str | None, ids: ValidWriteIdList = write_ids) -> list[str]:
