@@ -44,7 +44,7 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
 # isort: split
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
-from hmsrepl.replication.commands import DumpCommand, LoadCommand, parse_command
+from hmsrepl.replication.commands import LoadCommand
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.replications import Replication, parse_replications
@@ -132,8 +132,7 @@ def main(
 def sync(run: Sync, replication: Replication, bootstrap: bool) -> dict[str, Any]:
     """One replication: bootstrap if asked, then incremental batches until ``run.goal``."""
     started = time.perf_counter()
-    policy_command = parse_command(f"REPL DUMP {replication.policy}")
-    assert isinstance(policy_command, DumpCommand)  # parse_replications checked it
+    policy_command = replication.command
     summary: dict[str, Any] = {**replication.to_dict(), "batches": 0, "events": 0, "files": 0, "bytes": 0}
     if bootstrap:
         dumped = run_dump(

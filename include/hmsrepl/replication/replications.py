@@ -8,7 +8,7 @@ REPL grammar before anything runs, and one target database has one policy feedin
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hmsrepl.exceptions import HmsReplError
@@ -27,7 +27,11 @@ class Replication:
 
     policy: str
     target_db: str
-    source_db: str
+    command: DumpCommand = field(compare=False, repr=False)  # the policy's bootstrap dump, as parsed
+
+    @property
+    def source_db(self) -> str:
+        return self.command.policy.db_name
 
     def to_dict(self) -> dict[str, str]:
         return {"policy": self.policy, "target_db": self.target_db}
@@ -55,7 +59,7 @@ def parse_replications(value: Any, origin: str) -> list[Replication]:
             raise ReplicationConfigError(f"{origin}: policy {policy!r} is not valid: {exc}") from exc
         if not isinstance(command, DumpCommand) or not command.is_bootstrap:
             raise ReplicationConfigError(f"{origin}: {policy!r} is a policy plus more; give the policy alone")
-        found.append(Replication(policy, str(item["target_db"]).strip().lower(), command.policy.db_name))
+        found.append(Replication(policy, str(item["target_db"]).strip().lower(), command))
     targets = [r.target_db for r in found]
     if len(set(targets)) != len(targets):
         raise ReplicationConfigError(f"{origin}: each target_db may be fed by one policy only ({targets})")
