@@ -41,6 +41,7 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import LoadCommand
 from hmsrepl.replication.engine import recorded_load
+from hmsrepl.replication.filecopy import CopyTask
 from hmsrepl.replication.load import LoadEngine, LoadResult, repl_status
 from hmsrepl.replication.metrics import MetricsLog, StageClock
 from hmsrepl.spark.copy import SparkCopyError, discard_unpublished, load_copy_plan, spark_copy
@@ -89,15 +90,18 @@ def run_load(
 ) -> dict[str, Any]:
     """Copy the load's files on Spark when there are enough of them, then apply the load; returns the summary.
 
-    Recorded in the target's ``repl_metrics`` like a CLI load, with the copy as its own stage. Spark is
-    stopped after the copy (the load is metadata work) unless ``keep_spark``: a caller running many loads in
-    a row keeps one session rather than paying for a new JVM each time.
+    Recorded in the target's ``repl_metrics`` like a CLI load, with the copy plan and the copy as their own
+    stages (a load refused while planning is recorded too). Spark is stopped after the copy (the load is
+    metadata work) unless ``keep_spark``: a caller running many loads in a row keeps one session rather than
+    paying for a new JVM each time.
     """
-    tasks = load_copy_plan(target, command)
+    tasks: list[CopyTask] = []
     staged = staged_bytes = 0
 
     def work(clock: StageClock, _meta: object) -> LoadResult:
-        nonlocal staged, staged_bytes
+        nonlocal tasks, staged, staged_bytes
+        with clock.stage("plan"):
+            tasks = load_copy_plan(target, command)
         if len(tasks) >= spark_min_files:
             log.info("copying %d files on Spark", len(tasks))
             try:

@@ -23,6 +23,7 @@ import pytest
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Function
 from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.spark.copy import MAX_GROUP_ITEMS, balance, group_count
 from hmsrepl.storage.local import local_path
@@ -314,6 +315,10 @@ def test_bad_input_fails_clearly_without_changing_state(source, target, tmp_path
     assert not dump_root.exists()
     assert repl_status(target, "sales_dr") == before_id
     assert diff_states(before_state, capture_state(target, "sales_dr")) == []
+    # A load refused while planning its copies is recorded, as the CLI records it.
+    failed = MetricsLog(target.engine).list(operation="load", status="failed")
+    assert [(row.dump_id, row.policy) for row in failed] == [("no-dump", "sales_dr")]
+    assert "is not a dump directory" in (failed[0].error or "")
 
 
 def test_balance_spreads_large_files_and_counts_small_ones() -> None:
