@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hmsrepl.metastore.events import EventType as E
-from hmsrepl.replication.compaction import DATA, META, EventSummary, compact
+from hmsrepl.replication.compaction import DATA, META, EventSummary, compact, summarize_body
 
 BOTH = frozenset({META, DATA})
 
@@ -77,3 +77,9 @@ def test_acid_tables_and_windows_with_a_database_drop_are_barriers() -> None:
         ev(3, E.DROP_DATABASE, None),
     ]
     assert compact(dropped_db).skipped == set()
+
+
+def test_a_table_is_transactional_for_compaction_as_for_the_metastore() -> None:
+    # Table.is_transactional reads 'transactional' trimmed and case-insensitively; compaction must agree.
+    table = {"table_name": "t", "parameters": {"transactional": " TRUE "}, "partition_keys": []}
+    assert summarize_body(1, E.CREATE_TABLE, "t", {"table": table}).transactional

@@ -31,6 +31,7 @@ from typing import Any
 
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.events import EventType, NotificationEvent
+from hmsrepl.replication.acid_replay import is_acid_snapshot
 
 COMPACT_SETTING = "hmsrepl.repl.compact.events"
 TXN_KINDS = frozenset(
@@ -82,8 +83,7 @@ def summarize_body(event_id: int, kind: str, table: str | None, body: dict[str, 
     snapshot = body.get("after") if kind == EventType.ALTER_TABLE else body.get("table")
     snapshot = snapshot or {}
     keys = [k["name"] for k in snapshot.get("partition_keys") or []]
-    params = snapshot.get("parameters") or {}
-    transactional = str(params.get("transactional", "")).lower() == "true"
+    transactional = is_acid_snapshot(snapshot)
 
     def name(part: dict[str, Any]) -> str:
         return make_partition_name(keys, part["values"])
