@@ -88,6 +88,14 @@ class MetastoreNotificationHook(BaseHook):
             ) from exc
         try:
             client.set_ugi(user, [])
+        except Exception as exc:  # e.g. a server that accepts connections but never answers (TIMEOUT_MS)
+            client.close()
+            raise MetastoreHookError(
+                f"metastore of connection '{self.metastore_conn_id}' at thrift://{host}:{port} did not answer "
+                f"set_ugi for user '{user}': {_reason(exc)}; check that the metastore server is running and "
+                "answering"
+            ) from exc
+        try:
             yield client
         finally:
             client.close()

@@ -75,6 +75,24 @@ def test_unreachable_metastore_names_connection_and_address(monkeypatch: pytest.
     assert not isinstance(exc.value, MetastoreConfigError)  # a server can come back: retries make sense
 
 
+def test_silent_metastore_names_connection_and_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from hmsrepl_airflow import hooks
+
+    with socket.socket() as silent:  # accepts connections (backlog) but never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        monkeypatch.setattr(hooks, "TIMEOUT_MS", 200)
+        monkeypatch.setenv("AIRFLOW_CONN_HMSREPL_SILENT", metastore_connection(port))
+        with pytest.raises(
+            hooks.MetastoreHookError, match=f"'hmsrepl_silent' at thrift://127.0.0.1:{port} did not answer"
+        ) as exc:
+            hooks.MetastoreNotificationHook("hmsrepl_silent").current_event_id()
+    assert not isinstance(exc.value, hooks.MetastoreConfigError)  # a server can recover: retries make sense
+
+
 def test_missing_connection_says_how_to_define_it() -> None:
     from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreNotificationHook
 
