@@ -168,7 +168,7 @@ class MetastoreNotificationHook(BaseHook):
                 return dict(client.get_database(db_name).parameters or {})
             except hms.NoSuchObjectException:
                 return None
-            except TException as exc:
+            except (TException, OSError) as exc:  # OSError: the socket timed out or was reset, as in _call
                 raise MetastoreHookError(
                     f"metastore of connection '{self.metastore_conn_id}' could not read database "
                     f"'{db_name}': {_reason(exc)}"

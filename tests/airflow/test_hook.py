@@ -93,6 +93,30 @@ def test_silent_metastore_names_connection_and_address(monkeypatch: pytest.Monke
     assert not isinstance(exc.value, hooks.MetastoreConfigError)  # a server can recover: retries make sense
 
 
+def test_lost_metastore_while_reading_a_database_names_the_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from hmsrepl_airflow.hooks import MetastoreHookError, MetastoreNotificationHook
+
+    class TimingOut:
+        def get_database(self, name: str) -> None:
+            raise TimeoutError("timed out")
+
+    @contextmanager
+    def conn() -> Iterator[TimingOut]:
+        yield TimingOut()
+
+    hook = MetastoreNotificationHook("hmsrepl_flaky")
+    monkeypatch.setattr(hook, "get_conn", conn)
+    with pytest.raises(
+        MetastoreHookError, match="'hmsrepl_flaky' could not read database 'sales_dr': timed out"
+    ):
+        hook.repl_last_id("sales_dr")
+
+
 def test_missing_connection_says_how_to_define_it() -> None:
     from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreNotificationHook
 
