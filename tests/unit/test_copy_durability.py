@@ -206,3 +206,19 @@ def test_publish_all_renames_then_syncs_once(tmp_path: Path, monkeypatch: pytest
             == Path(EncodedFileUri.decode(task.encoded).file_uri).read_bytes()
         )
         assert not os.path.exists(staging_name(task.target_uri))
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_publish_all_leaves_the_sync_to_a_caller_that_batches_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """A load publishes object by object and syncs once per batch: publishing alone must not sync."""
+    tasks = make_tasks(tmp_path, [10] * count)
+    with deferred_sync("none"):
+        for task in tasks:
+            run_copy_task(task)
+    counter = SyncCounter(monkeypatch)
+    publish_all([task.target_uri for task in tasks], durable=False)
+    assert counter.syncfs == 0
+    assert all(os.path.exists(task.target_uri) for task in tasks)
+    assert not any(os.path.exists(staging_name(task.target_uri)) for task in tasks)

@@ -161,20 +161,28 @@ def publish(target_uri: str) -> None:
     fs.move(staged, target_uri)
 
 
-def publish_all(target_uris: Sequence[str]) -> None:
+def publish_all(target_uris: Sequence[str], *, durable: bool = True) -> None:
     """Publish verified staged copies, then make the local renames durable: one ``syncfs`` per file system.
 
     Call it before the load records the change as applied: a rename still only in memory when the machine
     stops would leave the target's metadata naming a file that is still under its staged name. Renames
     run ``io_parallelism`` at a time (on S3 each is a copy and a delete; locally they wait on the journal).
+    ``durable=False`` leaves the sync to the caller, who syncs once for many calls (a load batch).
     """
     if not target_uris:
         return
     threads = min(len(target_uris), filesystem_for(target_uris[0]).io_parallelism)
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for _ in pool.map(publish, target_uris):  # raises the first failure
-            pass
-    sync_file_systems(local_path(uri).rsplit("/", 1)[0] or "/" for uri in target_uris if is_local_uri(uri))
+    if threads == 1:  # most objects of a load get one new file: no pool for those
+        for uri in target_uris:
+            publish(uri)
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for _ in pool.map(publish, target_uris):  # raises the first failure
+                pass
+    if durable:
+        sync_file_systems(
+            local_path(uri).rsplit("/", 1)[0] or "/" for uri in target_uris if is_local_uri(uri)
+        )
 
 
 def remove_staging_leftovers(directory: str, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]

@@ -24,7 +24,7 @@ from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.replication.filecopy import (
     below_any,
     copy_verified,
-    publish,
+    publish_all,
     remove_staging_leftovers,
     staging_name,
 )
@@ -251,8 +251,7 @@ class TargetWriter:
         if extras:  # replaced on the source: keep them in the target's own cmroot (chained replication)
             self.target.cm.recycle(describe_files(target_location, self.target.cm, extras))
             self.stats.files_removed += len(extras)
-        for uri in to_publish:
-            publish(uri)
+        publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
         if to_publish and is_local_uri(target_location):
             self._unsynced_dirs.add(local_path(target_location))
 
