@@ -548,10 +548,10 @@ class TransactionService:
         would put files under ids that mean something else here: refuse. Returns the target txn.
         """
         db_name, table_name = db_name.lower(), table_name.lower()
-        target = self.repl_target_txn(
-            replica_db, src_txn_id, event=f"ALLOC_WRITE_ID of '{db_name}.{table_name}'"
-        )
-        with self.events.transaction() as tx:
+        with self.events.transaction() as tx:  # the map is read in the txn that relies on it
+            target = self.repl_target_txn(
+                replica_db, src_txn_id, event=f"ALLOC_WRITE_ID of '{db_name}.{table_name}'"
+            )
             t2w = txn_to_write_id
             held = tx.conn.execute(
                 select(t2w.c.write_id).where(
@@ -576,8 +576,8 @@ class TransactionService:
     def repl_close_txn(self, replica_db: str, src_txn_id: int, *, commit: bool) -> int:
         """Commit or abort the target txn replaying ``src_txn_id`` and drop its map entry (one DB txn)."""
         kind = "COMMIT_TXN" if commit else "ABORT_TXN"
-        target = self.repl_target_txn(replica_db, src_txn_id, event=kind)
-        with self.events.transaction() as tx:
+        with self.events.transaction() as tx:  # the map is read in the txn that relies on it
+            target = self.repl_target_txn(replica_db, src_txn_id, event=kind)
             if commit:
                 self.commit_txn(target)
             else:
