@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,7 +30,8 @@ from hmsrepl.replication.commands import parse_command
 from hmsrepl.replication.dump import DumpEngine
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import EVENTS_DIR, METADATA, DumpDir
-from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.load import LoadEngine, repl_status
+from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
 from tests.backends import temporary_database
@@ -429,3 +433,55 @@ def test_replayed_txns_are_not_aborted_by_the_replica_timeout(engine, source, ta
     step(engine, None)
     assert target.txns.txn_state(replayed) == "committed"
     assert verify(source, "sales", target, "sales_dr") == []
+
+
+class StartTogether(StageClock):
+    """Holds a load at its first 'apply' until the other load got there too: both have read the position."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__()
+        self.barrier, self.waited = barrier, False
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if name == "apply" and not self.waited:
+            self.waited = True
+            self.barrier.wait(timeout=120)
+        with super().stage(name):
+            yield
+
+
+def test_two_loads_of_one_replica_at_once_replay_each_txn_once(engine, source, target):
+    """Orchestration keeps one load per replica, but a second one (a manual run, a retry racing the
+    scheduler) must not replay what the first applied: each batch re-reads repl.last.id under a lock."""
+    bootstrap(engine)
+    write(source, "orders", b"first")
+    TwoTableTxn(source, b"both").commit()
+    write(source, "daily", b"third", values=["d1"])
+    last = engine.execute("REPL STATUS sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    barrier = threading.Barrier(2)
+    stores = [_store(target.config.db_url, Path(target.config.warehouse).parent) for _ in range(2)]
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            results = list(
+                pool.map(
+                    lambda store: LoadEngine(store, StartTogether(barrier)).load(
+                        parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+                    ),
+                    stores,
+                )
+            )
+    finally:
+        for store in stores:
+            store.close()
+    assert sorted(r.events_applied for r in results)[0] == 0  # the later one found nothing left to do
+    assert repl_status(target, "sales_dr") == dumped.last_event_id
+    assert snapshot(target, "sales_dr") == snapshot(source, "sales")
+    assert verify(source, "sales", target, "sales_dr") == []
+    with target.engine.connect() as conn:
+        replayed = conn.execute(
+            select(func.count()).select_from(txns).where(txns.c.txn_type == "repl_created")
+        ).scalar_one()
+    assert replayed == 3  # one target txn per source txn
+    assert target.txns.repl_txn_map("sales_dr") == {}

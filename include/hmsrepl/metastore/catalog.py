@@ -95,6 +95,15 @@ class CatalogService:
             names = conn.execute(select(dbs.c.name).order_by(dbs.c.name)).scalars().all()
         return [name for name in names if matches(pattern, name)]
 
+    def lock_database(self, name: str) -> Database:
+        """The database, its row locked until the caller's transaction ends (call inside ``transaction()``).
+
+        Writers that decide from a database's parameters what to do next (a load reading ``repl.last.id``)
+        take this lock first, so two of them never both act on the same reading.
+        """
+        with self.events.transaction() as tx:
+            return self._load_db(tx.conn, name.lower(), for_update=True)
+
     def alter_database(self, name: str, new_db: Database) -> Database:
         name = name.lower()
         if new_db.name != name:

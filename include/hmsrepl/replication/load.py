@@ -309,6 +309,10 @@ class LoadEngine:
             ]
             for batch in split_before_reuse(read):
                 with self.clock.stage("apply"), self.target.events.transaction():
+                    position = writer.locked_last_id()  # another load may have got further meanwhile
+                    batch = [event for event in batch if event["event_id"] > position]
+                    if not batch:
+                        continue
                     runs = PartitionRuns(writer, meta)
                     for event in batch:
                         if not runs.absorb(event):
@@ -321,10 +325,13 @@ class LoadEngine:
                     progress(len(batch))
         if meta.last_event_id > last and part:
             with self.clock.stage("apply"), self.target.events.transaction():
-                apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
-                writer.set_last_id(meta.last_event_id)
-        elif meta.last_event_id > last:
-            writer.set_last_id(meta.last_event_id)
+                if writer.locked_last_id() < meta.last_event_id:
+                    apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
+                    writer.set_last_id(meta.last_event_id)
+        elif meta.last_event_id > last:  # the dump's window ends after its last relevant event
+            with self.target.events.transaction():
+                if writer.locked_last_id() < meta.last_event_id:  # never move a replica backwards
+                    writer.set_last_id(meta.last_event_id)
         return result
 
 

@@ -107,6 +107,14 @@ class TargetWriter:
             return self.catalog.alter_database(self.db, wanted)
         return current
 
+    def locked_last_id(self) -> int:
+        """``repl.last.id`` read under the database's row lock, inside the caller's transaction.
+
+        A load batch starts with this: a second load of the same replica running at the same time waits
+        here, then sees how far the first one got and skips those events instead of replaying them again.
+        """
+        return int(self.catalog.lock_database(self.db).parameters.get(REPL_LAST_ID, "0"))
+
     def set_last_id(self, event_id: int) -> None:
         """Advance ``repl.last.id``; the files published for the work it records are made durable first."""
         self.make_durable()
