@@ -13,7 +13,7 @@ from hmsrepl.metastore.model import Database, Function
 from hmsrepl.replication.commands import CommandError
 from hmsrepl.replication.dump import DumpEngine
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.layout import ACK, DumpError
+from hmsrepl.replication.layout import ACK, DumpDir, DumpError
 from hmsrepl.replication.load import ReplicationStateError, repl_status
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.storage.local import local_path
@@ -322,3 +322,36 @@ def test_published_files_are_made_durable_before_the_position_records_them(
     d3_dir = target.catalog.get_partition("sales_dr", "orders", ["d3"]).sd.location
     assert any(d3_dir in paths and position == before for paths, position in synced), synced
     assert repl_status(target, "sales_dr") > before
+
+
+def test_incremental_loads_wait_for_an_interrupted_bootstrap_to_be_finished(engine, source, target) -> None:
+    """A re-bootstrap that stopped half way leaves tables from two points in time: replaying older events
+    on top would mix them further, so incremental loads refuse until that bootstrap load is completed."""
+    seed(source)
+    first = bootstrap(engine)
+    catalog = source.catalog
+    orders = catalog.get_table("sales", "orders")
+    [d3] = catalog.add_partitions("sales", "orders", [make_partition(orders, "d3")])
+    write_file(d3.sd.location, "part-d3.parquet", b"rows of d3")
+    catalog.insert("sales", "orders", ["d3"])
+    again = engine.execute("REPL DUMP sales")
+    broken = DumpDir(again.dump_dir)
+    plain_metadata = "sales/plain/_metadata"  # tables load in name order: 'orders' first, then this one
+    good = broken.read_json(plain_metadata)
+    Path(local_path(broken.path(plain_metadata))).write_text("{not json")
+    with pytest.raises(DumpError, match="plain"):
+        engine.execute(f"REPL LOAD sales_dr FROM '{again.dump_dir}'")
+    assert repl_status(target, "sales_dr") == first
+    catalog.drop_partitions("sales", "orders", [["d1"]])
+    last = engine.execute("REPL STATUS sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    before = capture_state(target, "sales_dr")
+    with pytest.raises(ReplicationStateError, match=f"unfinished bootstrap load of '{again.dump_dir}'"):
+        engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    assert diff_states(before, capture_state(target, "sales_dr")) == []
+    assert repl_status(target, "sales_dr") == first
+    broken.write_json(plain_metadata, good)  # repaired: the bootstrap load is finished
+    engine.execute(f"REPL LOAD sales_dr FROM '{again.dump_dir}'")
+    assert repl_status(target, "sales_dr") == again.last_event_id
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    assert verify(source, "sales", target, "sales_dr") == []

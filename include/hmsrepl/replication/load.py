@@ -17,7 +17,6 @@ from typing import Any
 
 from hmsrepl.exceptions import (
     FileLostError,
-    HmsReplError,
     InvalidOperationError,
     NoSuchDatabaseError,
     NoSuchObjectError,
@@ -39,12 +38,15 @@ from hmsrepl.replication.replace import (
     has_bootstrap_part,
 )
 from hmsrepl.replication.target import (
+    BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
     REPLICA_OF,
     SOURCE_DB_LOCATION,
     SOURCE_WAREHOUSE,
     ApplyStats,
+    ReplicationStateError,
     TargetWriter,
+    refuse_during_bootstrap,
     relative_target,
 )
 from hmsrepl.storage.base import join_uri
@@ -52,10 +54,6 @@ from hmsrepl.storage.base import join_uri
 log = logging.getLogger(__name__)
 
 BATCH_EVENTS = 500
-
-
-class ReplicationStateError(HmsReplError):
-    """The target is not in a state this load can continue from (no bootstrap, gap, other source)."""
 
 
 @dataclass
@@ -198,6 +196,7 @@ class LoadEngine:
                 REPLICA_OF: meta.db_name,
                 SOURCE_DB_LOCATION: source_db.get("location_uri") or "",
                 SOURCE_WAREHOUSE: meta.source_warehouse,
+                BOOTSTRAP_IN_PROGRESS: dump.uri,
             },
         )
         dumped_tables: set[str] = set()
@@ -218,7 +217,7 @@ class LoadEngine:
                 writer.drop_table(name)
         with self.target.events.transaction():  # ACID write-id state and the position it belongs to
             acid_replay.load_bootstrap_state(writer, dump, meta)
-            writer.set_last_id(meta.last_event_id)
+            writer.set_last_id(meta.last_event_id, bootstrap_done=True)
         return result
 
     def _check_incremental_target(self, target_db: str, meta: DumpMetadata) -> tuple[Database, int]:
@@ -233,6 +232,7 @@ class LoadEngine:
             raise ReplicationStateError(
                 f"target database '{target_db}' is not a bootstrapped replica of '{meta.db_name}': run a bootstrap first"
             )
+        refuse_during_bootstrap(target_db, db.parameters)
         last = int(db.parameters[REPL_LAST_ID])
         if meta.from_event_id > last:
             raise ReplicationStateError(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.exceptions import NoSuchObjectError
+from hmsrepl.exceptions import HmsReplError, NoSuchObjectError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
@@ -39,9 +39,16 @@ REPL_LAST_ID = "repl.last.id"
 REPLICA_OF = "hmsrepl.replica.of"
 SOURCE_DB_LOCATION = "hmsrepl.source.db.location"
 SOURCE_WAREHOUSE = "hmsrepl.source.warehouse"
-TARGET_ONLY_PARAMS = (REPL_LAST_ID, REPLICA_OF, SOURCE_DB_LOCATION, SOURCE_WAREHOUSE)
+# Set while a bootstrap load is under way (the dump it loads): the replica's tables are then a mix of two
+# points in time, and no incremental load may apply events to it until the bootstrap has finished.
+BOOTSTRAP_IN_PROGRESS = "hmsrepl.bootstrap.in.progress"
+TARGET_ONLY_PARAMS = (REPL_LAST_ID, REPLICA_OF, SOURCE_DB_LOCATION, SOURCE_WAREHOUSE, BOOTSTRAP_IN_PROGRESS)
 # Values the metastore or engine rewrite on every change; never compared or copied as replicated state.
 VOLATILE_PARAMS = ("transient_lastDdlTime",)
+
+
+class ReplicationStateError(HmsReplError):
+    """The target is not in a state this load can continue from (no bootstrap, gap, other source)."""
 
 
 @dataclass
@@ -113,14 +120,21 @@ class TargetWriter:
         A load batch starts with this: a second load of the same replica running at the same time waits
         here, then sees how far the first one got and skips those events instead of replaying them again.
         """
-        return int(self.catalog.lock_database(self.db).parameters.get(REPL_LAST_ID, "0"))
+        params = self.catalog.lock_database(self.db).parameters
+        refuse_during_bootstrap(self.db, params)
+        return int(params.get(REPL_LAST_ID, "0"))
 
-    def set_last_id(self, event_id: int) -> None:
-        """Advance ``repl.last.id``; the files published for the work it records are made durable first."""
+    def set_last_id(self, event_id: int, *, bootstrap_done: bool = False) -> None:
+        """Advance ``repl.last.id``; the files published for the work it records are made durable first.
+
+        ``bootstrap_done`` also lifts the bootstrap-in-progress mark, in the same change.
+        """
         self.make_durable()
         db = self.catalog.get_database(self.db)
-        if db.parameters.get(REPL_LAST_ID) != str(event_id):
-            params = {**db.parameters, REPL_LAST_ID: str(event_id)}
+        params = {**db.parameters, REPL_LAST_ID: str(event_id)}
+        if bootstrap_done:
+            params.pop(BOOTSTRAP_IN_PROGRESS, None)
+        if params != db.parameters:
             self.catalog.alter_database(self.db, db.model_copy(update={"parameters": params}))
 
     def put_function(self, snapshot: dict[str, Any]) -> None:
@@ -273,6 +287,17 @@ class TargetWriter:
         if self._unsynced_dirs:
             sync_file_systems(self._unsynced_dirs)
             self._unsynced_dirs.clear()
+
+
+def refuse_during_bootstrap(db_name: str, params: dict[str, str]) -> None:
+    """Incremental loads wait for an unfinished bootstrap load of the replica: it must be completed first."""
+    dump = params.get(BOOTSTRAP_IN_PROGRESS)
+    if dump is not None:
+        raise ReplicationStateError(
+            f"replica database '{db_name}' has an unfinished bootstrap load of '{dump}' (interrupted or still "
+            f"running); nothing was applied: finish it first (REPL LOAD {db_name} FROM '{dump}'), then "
+            "incremental loads continue"
+        )
 
 
 def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
