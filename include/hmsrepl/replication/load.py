@@ -336,27 +336,37 @@ class LoadEngine:
 
 
 def split_before_reuse(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Cut a batch where a table dropped in it (or one of its partitions) gets data at its name again.
+    """Cut a batch where a table or partition dropped in it gets data at its name again.
 
     A drop removes the target's files only once its transaction commits; in a batch that later creates,
-    renames into or adds partitions to the same name, that removal would delete the new files (same
-    directory). Each cut commits the drop first; readers still see only states the source had.
+    renames into or adds the same table or partition, that removal would delete the new files (same
+    directory). Each cut commits the drop first; readers still see only states the source had. Partitions
+    count by name: dropping one partition and adding another (a rolling window) needs no cut.
     """
     out: list[list[dict[str, Any]]] = [[]]
-    dropped: set[str] = set()
+    dropped_tables: set[str] = set()
+    dropped_parts: set[tuple[str, tuple[str, ...]]] = set()
     for event in events:
         kind, body, name = event["event_type"], event["message"], event.get("table")
-        arriving = None
-        if kind == EventType.CREATE_TABLE or kind == EventType.ADD_PARTITION:
-            arriving = name
+        if kind == EventType.CREATE_TABLE:
+            reused = name in dropped_tables
         elif kind == EventType.ALTER_TABLE:
-            arriving = body["after"]["table_name"]
-        if arriving in dropped and out[-1]:
+            reused = body["after"]["table_name"] in dropped_tables
+        elif kind == EventType.ADD_PARTITION:
+            reused = name in dropped_tables or any(
+                (name, tuple(part["values"])) in dropped_parts for part in body["partitions"]
+            )
+        else:
+            reused = False
+        if reused and out[-1]:
             out.append([])
-            dropped.clear()
+            dropped_tables.clear()
+            dropped_parts.clear()
         out[-1].append(event)
-        if kind in (EventType.DROP_TABLE, EventType.DROP_PARTITION) and name:
-            dropped.add(name)
+        if kind == EventType.DROP_TABLE and name:
+            dropped_tables.add(name)
+        elif kind == EventType.DROP_PARTITION and name:
+            dropped_parts.update((name, tuple(part["values"])) for part in body["partitions"])
     return [batch for batch in out if batch]
 
 
