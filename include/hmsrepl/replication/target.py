@@ -119,6 +119,7 @@ class TargetWriter:
 
         A load batch starts with this: a second load of the same replica running at the same time waits
         here, then sees how far the first one got and skips those events instead of replaying them again.
+        A bootstrap load that started meanwhile (or was interrupted) makes it refuse, naming the dump.
         """
         params = self.catalog.lock_database(self.db).parameters
         refuse_during_bootstrap(self.db, params)
@@ -290,7 +291,7 @@ class TargetWriter:
 
 
 def refuse_during_bootstrap(db_name: str, params: dict[str, str]) -> None:
-    """Incremental loads wait for an unfinished bootstrap load of the replica: it must be completed first."""
+    """Refuse an incremental load while the replica's bootstrap load is unfinished: complete that first."""
     dump = params.get(BOOTSTRAP_IN_PROGRESS)
     if dump is not None:
         raise ReplicationStateError(
