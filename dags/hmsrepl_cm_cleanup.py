@@ -8,7 +8,6 @@ keep its retention well above the longest replication lag you accept. Each side 
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -16,9 +15,11 @@ from airflow.sdk import DAG
 from hmsrepl_airflow.settings import (
     CM_CLEANUP_DAG_ID,
     CM_CLEANUP_SCHEDULE_ENV,
+    DEFAULT_CM_CLEANUP_SCHEDULE,
     SPARK_CONF,
     SPARK_CONN_ID,
     default_args,
+    schedule_setting,
     spark_app,
 )
 
@@ -26,7 +27,7 @@ with DAG(
     dag_id=CM_CLEANUP_DAG_ID,
     description="Delete cmroot files older than the retention, source and target",
     doc_md=__doc__,
-    schedule=os.environ.get(CM_CLEANUP_SCHEDULE_ENV) or "@daily",
+    schedule=schedule_setting(CM_CLEANUP_SCHEDULE_ENV, DEFAULT_CM_CLEANUP_SCHEDULE)[0],
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
@@ -41,4 +42,5 @@ with DAG(
             conn_id=SPARK_CONN_ID,
             conf=SPARK_CONF,
             name=f"hmsrepl-cm-cleanup-{side}",
+            doc_md=f"Deletes {side} cmroot files older than HMSREPL_CM_RETENTION_SECONDS.",
         )
