@@ -65,6 +65,22 @@ def _bootstrap(source: Metastore, target: Metastore, dumps: Path, policy: str, t
     return last
 
 
+def _asset_events(target_db: str) -> list[dict[str, Any]]:
+    """The Airflow metadata DB's events of a replica's Asset, oldest first (their ``extra``)."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.name == f"hmsrepl_replica__{target_db}")
+            .order_by(AssetEvent.id)
+        ).all()
+        return [dict(row.extra or {}) for row in rows]
+
+
 def _dump_dirs(dumps: Path) -> set[str]:
     return {p.name for p in dumps.iterdir()} if dumps.exists() else set()
 
@@ -93,6 +109,8 @@ def test_one_broken_replication_does_not_stop_the_healthy_one(
     assert verify(session_store, db, target_store, replica) == []
     assert _variable(db) == str(after)
     assert "running without spark-submit" in log
+    # Freshness for other DAGs: the replica's Asset got an event with the position it reached.
+    assert _asset_events(replica)[-1]["repl_last_id"] == after
     assert (
         f"'{broken['target_db']}' has no repl.last.id" in log and "trigger the hmsrepl_bootstrap DAG" in log
     )
@@ -122,6 +140,7 @@ def test_unrelated_events_start_nothing_and_leave_no_dump(
     assert f"{replica} is caught up: no event of {db} after {last}" in out.out + out.err
     assert "spark-submit" not in out.out + out.err and "repl_sync.py" not in out.out + out.err
     assert _dump_dirs(pipeline_env) == dumps_before  # no empty dump directory left behind
+    assert _asset_events(replica) == []  # nothing advanced: no freshness event
     assert repl_status(target_store, replica) == last
 
 
