@@ -31,6 +31,9 @@ SPARK_APPS_ENV = "HMSREPL_SPARK_APPS"
 INCREMENTAL_SCHEDULE_ENV = "HMSREPL_INCREMENTAL_SCHEDULE"
 CM_CLEANUP_SCHEDULE_ENV = "HMSREPL_CM_CLEANUP_SCHEDULE"
 RETRIES_ENV = "HMSREPL_TASK_RETRIES"
+#: First wait before a retry (seconds; doubled each time, at most 30 minutes).
+RETRY_DELAY_ENV = "HMSREPL_TASK_RETRY_DELAY_SECONDS"
+DEFAULT_RETRY_DELAY_SECONDS = 120
 #: Longest a task may run (minutes) before Airflow fails it: a hung spark-submit must not block the DAG.
 TASK_TIMEOUT_ENV = "HMSREPL_TASK_TIMEOUT_MINUTES"
 DEFAULT_TASK_TIMEOUT_MINUTES = 180
@@ -121,6 +124,7 @@ def configuration_problems() -> list[str]:
         positive_int_setting(TASK_TIMEOUT_ENV, DEFAULT_TASK_TIMEOUT_MINUTES)[1],
         positive_int_setting(DAGRUN_TIMEOUT_ENV, DEFAULT_DAGRUN_TIMEOUT_MINUTES)[1],
         positive_int_setting(SPARK_MIN_EVENTS_ENV, DEFAULT_SPARK_MIN_EVENTS)[1],
+        positive_int_setting(RETRY_DELAY_ENV, DEFAULT_RETRY_DELAY_SECONDS)[1],
     ]
     if os.environ.get(RETRIES_ENV, "").strip() and not os.environ[RETRIES_ENV].strip().isdigit():
         problems.append(f"{RETRIES_ENV}={os.environ[RETRIES_ENV]!r} is not a whole number >= 0; fix it")
@@ -154,7 +158,9 @@ def default_args() -> dict[str, Any]:
     return {
         "owner": "hmsrepl",
         "retries": retries,
-        "retry_delay": timedelta(minutes=2),
+        "retry_delay": timedelta(
+            seconds=positive_int_setting(RETRY_DELAY_ENV, DEFAULT_RETRY_DELAY_SECONDS)[0]
+        ),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=30),
         "execution_timeout": timedelta(minutes=timeout),
