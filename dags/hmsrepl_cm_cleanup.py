@@ -1,9 +1,11 @@
-"""cmroot retention: delete recycled files older than ``HMSREPL_CM_RETENTION_SECONDS`` on both sides.
+"""Retention: cmroot files older than ``HMSREPL_CM_RETENTION_SECONDS`` on both sides, and old dumps.
 
 The source's cmroot keeps dropped and overwritten files so that events not replicated yet stay replayable;
 keep its retention well above the longest replication lag you accept. Each side runs
 ``spark_apps/cm_cleanup.py --side source|target`` (cmroot from ``HMSREPL_SOURCE_CMROOT`` /
-``HMSREPL_TARGET_CMROOT``); deletes run on Spark only when there are many.
+``HMSREPL_TARGET_CMROOT``); deletes run on Spark only when there are many. ``prune_dumps`` removes dump
+directories under ``HMSREPL_DUMP_ROOT`` older than ``HMSREPL_DUMP_RETENTION_SECONDS`` (7 days), except one
+a replica's bootstrap load must still finish (no JVM: it only lists and deletes metadata files).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from datetime import UTC, datetime
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
+from hmsrepl_airflow.operators import PruneDumpsOperator
 from hmsrepl_airflow.settings import (
     CM_CLEANUP_DAG_ID,
     CM_CLEANUP_SCHEDULE_ENV,
@@ -19,6 +22,7 @@ from hmsrepl_airflow.settings import (
     SPARK_CONF,
     SPARK_CONN_ID,
     default_args,
+    dump_retention_seconds,
     schedule_setting,
     spark_app,
 )
@@ -44,3 +48,8 @@ with DAG(
             name=f"hmsrepl-cm-cleanup-{side}",
             doc_md=f"Deletes {side} cmroot files older than HMSREPL_CM_RETENTION_SECONDS.",
         )
+    PruneDumpsOperator(
+        task_id="prune_dumps",
+        retention_seconds=dump_retention_seconds(),
+        doc_md="Removes dump directories older than HMSREPL_DUMP_RETENTION_SECONDS (not one still being loaded).",
+    )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Variable
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from hmsrepl.replication.replications import Replication, ReplicationConfigError, parse_replications
 from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreHookError, MetastoreNotificationHook
@@ -292,3 +292,48 @@ class ReplicateOperator(BaseOperator):
             replica_asset(target_db),
             extra={"repl_last_id": repl_last_id, "source_event_id": source_event_id},
         )
+
+
+class PruneDumpsOperator(BaseOperator):
+    """Removes dump directories older than the retention, keeping any a replica must still finish loading.
+
+    Runs in the worker (no Spark: it lists and deletes small metadata files). The dump root and the target
+    metastore come from the same settings the Spark applications read (``HMSREPL_DUMP_ROOT``,
+    ``HMSREPL_TARGET_*``); without a target database URL every old dump is removed.
+    """
+
+    def __init__(self, *, retention_seconds: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.retention_seconds = retention_seconds
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        import os
+
+        from hmsrepl.config import MetastoreConfig
+        from hmsrepl.exceptions import HmsReplError, is_retryable
+        from hmsrepl.metastore import Metastore
+        from hmsrepl.replication.retention import dumps_in_use, prune_dumps
+
+        dump_root = os.environ.get("HMSREPL_DUMP_ROOT", "var/repl")
+        target_url = os.environ.get("HMSREPL_TARGET_DB_URL")
+        try:
+            in_use: set[str] = set()
+            if target_url:
+                target = Metastore(MetastoreConfig(db_url=target_url))
+                try:
+                    in_use = dumps_in_use(target)
+                finally:
+                    target.close()
+            result = prune_dumps(dump_root, self.retention_seconds, in_use=in_use)
+        except (HmsReplError, OSError) as exc:
+            message = f"pruning dumps under {dump_root} failed: {' '.join(str(exc).split())}"
+            raise (AirflowException(message) if is_retryable(exc) else AirflowFailException(message)) from exc
+        self.log.info(
+            "dump root %s: removed %d dumps (%d bytes), kept %d recent and %d still being loaded",
+            dump_root,
+            len(result.removed),
+            result.bytes_removed,
+            len(result.kept_recent),
+            len(result.kept_in_use),
+        )
+        return {"removed": len(result.removed), "bytes_removed": result.bytes_removed}

@@ -44,6 +44,9 @@ DEFAULT_DAGRUN_TIMEOUT_MINUTES = 240
 #: plain Python process that starts no JVM unless a load's copy is big enough for Spark.
 SPARK_MIN_EVENTS_ENV = "HMSREPL_SPARK_MIN_EVENTS"
 DEFAULT_SPARK_MIN_EVENTS = 2000
+#: Dump directories older than this (seconds) are removed by the cleanup DAG (default 7 days).
+DUMP_RETENTION_ENV = "HMSREPL_DUMP_RETENTION_SECONDS"
+DEFAULT_DUMP_RETENTION_SECONDS = 7 * 86400
 DEFAULT_INCREMENTAL_SCHEDULE = "*/15 * * * *"
 DEFAULT_CM_CLEANUP_SCHEDULE = "@daily"
 
@@ -125,6 +128,7 @@ def configuration_problems() -> list[str]:
         positive_int_setting(DAGRUN_TIMEOUT_ENV, DEFAULT_DAGRUN_TIMEOUT_MINUTES)[1],
         positive_int_setting(SPARK_MIN_EVENTS_ENV, DEFAULT_SPARK_MIN_EVENTS)[1],
         positive_int_setting(RETRY_DELAY_ENV, DEFAULT_RETRY_DELAY_SECONDS)[1],
+        positive_int_setting(DUMP_RETENTION_ENV, DEFAULT_DUMP_RETENTION_SECONDS)[1],
     ]
     if os.environ.get(RETRIES_ENV, "").strip() and not os.environ[RETRIES_ENV].strip().isdigit():
         problems.append(f"{RETRIES_ENV}={os.environ[RETRIES_ENV]!r} is not a whole number >= 0; fix it")
@@ -136,6 +140,10 @@ def configuration_problems() -> list[str]:
 
 def dagrun_timeout() -> timedelta:
     return timedelta(minutes=positive_int_setting(DAGRUN_TIMEOUT_ENV, DEFAULT_DAGRUN_TIMEOUT_MINUTES)[0])
+
+
+def dump_retention_seconds() -> int:
+    return positive_int_setting(DUMP_RETENTION_ENV, DEFAULT_DUMP_RETENTION_SECONDS)[0]
 
 
 def spark_min_events() -> int:

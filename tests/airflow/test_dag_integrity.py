@@ -123,6 +123,7 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
         "hmsrepl_cm_cleanup": {
             "cleanup_source_cmroot": "SparkSubmitOperator",
             "cleanup_target_cmroot": "SparkSubmitOperator",
+            "prune_dumps": "PruneDumpsOperator",
         },
     }
     for dag in dags.values():

@@ -241,7 +241,20 @@ def test_cm_cleanup_dag_deletes_expired_files_on_both_sides(
         kept.append(fresh)
         monkeypatch.setenv(f"HMSREPL_{side.upper()}_CMROOT", str(cmroot))
     monkeypatch.setenv("HMSREPL_CM_RETENTION_SECONDS", "86400")
+    # Dumps: one loaded a week and more ago, one of today.
+    dumps = tmp_path / "dumps"
+    old_dump, new_dump = dumps / "sales-20261101T000000-aaaaaaaa", dumps / "sales-20261125T000000-bbbbbbbb"
+    for dump in (old_dump, new_dump):
+        (dump / "events" / "7").mkdir(parents=True)
+        (dump / "events" / "7" / "_metadata").write_text("{}")
+        (dump / "_finished_dump").write_text("7")
+    weeks_ago = time.time() - 8 * 86400
+    for path in old_dump.rglob("*"):
+        os.utime(path, (weeks_ago, weeks_ago))
+    monkeypatch.setenv("HMSREPL_DUMP_ROOT", str(dumps))
+    monkeypatch.delenv("HMSREPL_TARGET_DB_URL", raising=False)
     state, tasks = run_dag(dagbag, "hmsrepl_cm_cleanup", {})
     assert state == "success" and set(tasks.values()) == {"success"}
     assert [p.exists() for p in expired] == [False, False]
     assert [p.exists() for p in kept] == [True, True]
+    assert not old_dump.exists() and (new_dump / "_finished_dump").is_file()
