@@ -1,20 +1,21 @@
 """Bootstrap one replica: full REPL DUMP of a policy on the source, REPL LOAD into the target database.
 
-Trigger by hand with ``{"policy": "sales", "target_db": "sales_dr"}``. Tasks: check that both metastores
-answer (over their Airflow connections), run ``spark_apps/repl_sync.py --bootstrap`` (listing and copy on
-Spark, then the incremental catch-up to the source's current event), mirror the replica's ``repl.last.id``
-into the Variable ``hmsrepl_repl_last_id__<policy>``. The scheduled ``hmsrepl_incremental`` DAG takes over
-from there. Re-running it re-bootstraps a replica; a non-empty database that is not a replica is refused.
+Trigger by hand with ``{"policy": "sales", "target_db": "sales_dr"}`` (unpause the DAG first: a run of a
+paused DAG stays queued). Tasks: check that both metastores answer (over their Airflow connections), then
+``bootstrap``: ``spark_apps/repl_sync.py --bootstrap`` on spark-submit (listing and copy on Spark, then the
+incremental catch-up to the source's current event), the replica's ``repl.last.id`` mirrored into the
+Variable ``hmsrepl_repl_last_id__<policy>`` and its Asset ``hmsrepl://replica/<target_db>`` updated. The
+scheduled ``hmsrepl_incremental`` DAG takes over from there. Re-running it re-bootstraps a replica; a
+non-empty database that is not a replica is refused (without retries, as every configuration error).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Param
-from hmsrepl_airflow.operators import MirrorReplLastIdOperator, ReplicationCheckOperator
-from hmsrepl_airflow.settings import BOOTSTRAP_DAG_ID, SPARK_CONF, SPARK_CONN_ID, default_args, spark_app
+from airflow.sdk import DAG, AssetAlias, Param
+from hmsrepl_airflow.operators import ReplicateOperator, ReplicationCheckOperator
+from hmsrepl_airflow.settings import BOOTSTRAP_DAG_ID, REPLICAS_ASSET_ALIAS, default_args
 
 # The run's one replication, as the JSON list every task and application takes.
 REPLICATION = '{{ [{"policy": params.policy, "target_db": params.target_db}] | tojson }}'
@@ -43,14 +44,13 @@ with DAG(
         replications=REPLICATION,
         require_bootstrap=False,
         skip_when_caught_up=False,
+        doc_md="Both metastores answer over their Airflow connections; the policy parses.",
     )
-    bootstrap = SparkSubmitOperator(
+    bootstrap = ReplicateOperator(
         task_id="bootstrap",
-        application=spark_app("repl_sync.py"),
-        application_args=["--bootstrap", "--replications", REPLICATION],
-        conn_id=SPARK_CONN_ID,
-        conf=SPARK_CONF,
-        name="hmsrepl-bootstrap",
+        replication=REPLICATION,
+        bootstrap=True,
+        outlets=[AssetAlias(REPLICAS_ASSET_ALIAS)],
+        doc_md="REPL DUMP + LOAD on spark-submit, then catch-up; Variable and Asset of the replica updated.",
     )
-    mirror = MirrorReplLastIdOperator(task_id="mirror_repl_last_id", replications=REPLICATION)
-    check >> bootstrap >> mirror
+    check >> bootstrap

@@ -1,24 +1,29 @@
-"""cmroot retention: delete recycled files older than ``HMSREPL_CM_RETENTION_SECONDS`` on both sides.
+"""Retention: cmroot files older than ``HMSREPL_CM_RETENTION_SECONDS`` on both sides, and old dumps.
 
 The source's cmroot keeps dropped and overwritten files so that events not replicated yet stay replayable;
 keep its retention well above the longest replication lag you accept. Each side runs
 ``spark_apps/cm_cleanup.py --side source|target`` (cmroot from ``HMSREPL_SOURCE_CMROOT`` /
-``HMSREPL_TARGET_CMROOT``); deletes run on Spark only when there are many.
+``HMSREPL_TARGET_CMROOT``); deletes run on Spark only when there are many. ``prune_dumps`` removes dump
+directories under ``HMSREPL_DUMP_ROOT`` older than ``HMSREPL_DUMP_RETENTION_SECONDS`` (7 days), except one
+a replica's bootstrap load must still finish (no JVM: it only lists and deletes metadata files).
 """
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
+from hmsrepl_airflow.operators import PruneDumpsOperator
 from hmsrepl_airflow.settings import (
     CM_CLEANUP_DAG_ID,
     CM_CLEANUP_SCHEDULE_ENV,
+    DEFAULT_CM_CLEANUP_SCHEDULE,
     SPARK_CONF,
     SPARK_CONN_ID,
     default_args,
+    dump_retention_seconds,
+    schedule_setting,
     spark_app,
 )
 
@@ -26,7 +31,7 @@ with DAG(
     dag_id=CM_CLEANUP_DAG_ID,
     description="Delete cmroot files older than the retention, source and target",
     doc_md=__doc__,
-    schedule=os.environ.get(CM_CLEANUP_SCHEDULE_ENV) or "@daily",
+    schedule=schedule_setting(CM_CLEANUP_SCHEDULE_ENV, DEFAULT_CM_CLEANUP_SCHEDULE)[0],
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
@@ -41,4 +46,10 @@ with DAG(
             conn_id=SPARK_CONN_ID,
             conf=SPARK_CONF,
             name=f"hmsrepl-cm-cleanup-{side}",
+            doc_md=f"Deletes {side} cmroot files older than HMSREPL_CM_RETENTION_SECONDS.",
         )
+    PruneDumpsOperator(
+        task_id="prune_dumps",
+        retention_seconds=dump_retention_seconds(),
+        doc_md="Removes dump directories older than HMSREPL_DUMP_RETENTION_SECONDS (not one still being loaded).",
+    )

@@ -1,42 +1,47 @@
 """Keep replicas up to date: incremental REPL DUMP in LIMIT-sized batches and REPL LOAD until caught up.
 
 Replicates every ``{"policy", "target_db"}`` of the ``replications`` parameter (default: the JSON list in
-``HMSREPL_REPLICATIONS``). Tasks: read each replica's ``repl.last.id`` from the target and the source's
-current event id (a replica never bootstrapped fails the run, saying to trigger ``hmsrepl_bootstrap``; a run
-with nothing new is skipped without starting Spark), run ``spark_apps/repl_sync.py`` (dump FROM
-repl.last.id LIMIT n and load, batch after batch, up to the source's event id at its start), mirror
-``repl.last.id`` into the Variables ``hmsrepl_repl_last_id__<policy>``. One run at a time.
+``HMSREPL_REPLICATIONS``), one mapped ``replicate`` task per replication, each with its own retries and log:
+
+- ``plan_replications`` checks the pipeline's settings and the list (a typo fails here, once, with its fix);
+- ``replicate`` reads the replica's ``repl.last.id`` and how many events of the policy's database are
+  pending. Nothing pending: skipped, nothing started. A few: ``spark_apps/repl_sync.py`` as a plain Python
+  process (no JVM). Many (``HMSREPL_SPARK_MIN_EVENTS``): spark-submit. It dumps FROM repl.last.id LIMIT n
+  and loads, batch after batch, up to the source's event id at its start, mirrors ``repl.last.id`` into
+  the Variable ``hmsrepl_repl_last_id__<policy>`` and updates the replica's Asset
+  ``hmsrepl://replica/<target_db>`` (schedule downstream DAGs on it). A replica never bootstrapped, bad
+  configuration or a refused dump fail without retries; an unreachable metastore or storage retries.
+
+Unpause the DAG to start the schedule (``airflow dags unpause hmsrepl_incremental``); one run at a time.
 """
 
 from __future__ import annotations
 
-import os
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Param
-from hmsrepl_airflow.operators import MirrorReplLastIdOperator, ReplicationCheckOperator
+from airflow.sdk import DAG, AssetAlias, Param
+from hmsrepl_airflow.operators import ReplicateOperator, ReplicationPlanOperator
 from hmsrepl_airflow.settings import (
+    DEFAULT_INCREMENTAL_SCHEDULE,
     INCREMENTAL_DAG_ID,
     INCREMENTAL_SCHEDULE_ENV,
-    SPARK_CONF,
-    SPARK_CONN_ID,
+    REPLICAS_ASSET_ALIAS,
     batch_limit,
     configured_replications,
+    dagrun_timeout,
     default_args,
-    spark_app,
+    schedule_setting,
 )
-
-REPLICATIONS = "{{ params.replications | tojson }}"
 
 with DAG(
     dag_id=INCREMENTAL_DAG_ID,
     description="Incremental replication in LIMIT batches until caught up (scheduled)",
     doc_md=__doc__,
-    schedule=os.environ.get(INCREMENTAL_SCHEDULE_ENV) or timedelta(minutes=15),
+    schedule=schedule_setting(INCREMENTAL_SCHEDULE_ENV, DEFAULT_INCREMENTAL_SCHEDULE)[0],
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,  # never two runs at once: batches of one replica must load in order
+    dagrun_timeout=dagrun_timeout(),
     default_args=default_args(),
     tags=["hmsrepl", "replication", "incremental"],
     params={
@@ -48,14 +53,15 @@ with DAG(
         "limit": Param(batch_limit(), type="integer", minimum=1, description="Events per incremental dump"),
     },
 ) as dag:
-    check = ReplicationCheckOperator(task_id="check_replicas", replications=REPLICATIONS)
-    catch_up = SparkSubmitOperator(
-        task_id="catch_up",
-        application=spark_app("repl_sync.py"),
-        application_args=["--replications", REPLICATIONS, "--limit", "{{ params.limit }}"],
-        conn_id=SPARK_CONN_ID,
-        conf=SPARK_CONF,
-        name="hmsrepl-incremental",
+    plan = ReplicationPlanOperator(
+        task_id="plan_replications",
+        retries=0,
+        doc_md="Checks the pipeline's settings and the replications list; one mapped task per replication.",
     )
-    mirror = MirrorReplLastIdOperator(task_id="mirror_repl_last_id", replications=REPLICATIONS)
-    check >> catch_up >> mirror
+    ReplicateOperator.partial(
+        task_id="replicate",
+        limit="{{ params.limit }}",
+        outlets=[AssetAlias(REPLICAS_ASSET_ALIAS)],
+        map_index_template="{{ target_db }}",
+        doc_md="One replication: pending events checked, catch-up (Python or spark-submit), Variable, Asset.",
+    ).expand(replication=plan.output)

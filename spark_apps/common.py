@@ -53,7 +53,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError  # noqa: E402
 
 from hmsrepl.cli import side_options  # noqa: E402, F401 - re-exported: the CLI's --<side>-* options
 from hmsrepl.config import MetastoreConfig  # noqa: E402
-from hmsrepl.exceptions import HmsReplError  # noqa: E402
+from hmsrepl.exceptions import HmsReplError, is_retryable  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
 from hmsrepl.metastore.database import make_engine, schema_is_current  # noqa: E402
 from hmsrepl.replication.commands import Command, CommandError, parse_command  # noqa: E402
@@ -63,6 +63,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("hmsrepl.spark_apps")
+
+#: Exit codes of the applications (see the module docstring); 2 is click's own for bad options.
+EXIT_RETRYABLE = 1
+EXIT_USAGE = 2
+EXIT_PERMANENT = 3
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C")
@@ -107,7 +112,9 @@ def spark_min_files_option(default: int, help: str) -> Callable[[F], F]:
 def application(func: Callable[..., dict[str, Any]]) -> Callable[..., None]:
     """Run an application body: logging set up, its summary printed as JSON, its errors as one line.
 
-    The body returns the summary; the product's errors (HmsReplError) become ``Error: <message>`` and exit 1.
+    The body returns the summary. The product's errors, and the outages it expects (database, storage,
+    network), become ``Error: <message>`` with the exit code of ``exit_code_for``; anything else is a bug
+    and keeps its traceback.
     """
 
     @functools.wraps(func)
@@ -125,12 +132,50 @@ def application(func: Callable[..., dict[str, Any]]) -> Callable[..., None]:
         started = time.perf_counter()
         try:
             summary = func(*args, **kwargs)
-        except HmsReplError as exc:
-            raise click.ClickException(" ".join(str(exc).split())) from exc
+        except EXPECTED_ERRORS as exc:
+            error = click.ClickException(one_line(exc))
+            error.exit_code = exit_code_for(exc)
+            raise error from exc
         summary["seconds"] = round(time.perf_counter() - started, 3)
         click.echo(json.dumps(summary, sort_keys=True))
 
     return wrapper
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    """The product's errors and the outages of what it talks to (database, files, S3)."""
+    errors: list[type[BaseException]] = [HmsReplError, SQLAlchemyError, OSError]
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        errors += [BotoCoreError, ClientError]
+    except ImportError:  # pragma: no cover - botocore is a requirement; S3 simply unused without it
+        pass
+    return tuple(errors)
+
+
+EXPECTED_ERRORS = _expected_errors()
+
+
+def one_line(exc: BaseException) -> str:
+    """The error as one line: a database error by its driver's message, never its SQL or parameters."""
+    if isinstance(exc, SQLAlchemyError):
+        reason = str(getattr(exc, "orig", None) or type(exc).__name__)
+        return (
+            f"the metastore database failed: {' '.join(reason.split())}; check that it is running and retry"
+        )
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """``EXIT_RETRYABLE`` for an outage, ``EXIT_PERMANENT`` for what only a change of input or settings fixes."""
+    return EXIT_RETRYABLE if is_retryable(exc) else EXIT_PERMANENT
+
+
+class ConfigurationError(click.ClickException):
+    """A setting names something that is not there or not usable: retrying cannot fix it."""
+
+    exit_code = EXIT_PERMANENT
 
 
 def parse_as(text: str, kind: type[C], name: str) -> C:
@@ -154,11 +199,11 @@ def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
-        raise click.ClickException(f"--{side}-db-url {url!r} is not a database URL: {exc}") from exc
+        raise ConfigurationError(f"--{side}-db-url is not a database URL: {exc}") from exc
     shown = parsed.render_as_string(hide_password=True)
     sqlite_file = parsed.database if parsed.get_backend_name() == "sqlite" else None
     if sqlite_file not in (None, "", ":memory:") and not Path(sqlite_file).is_file():
-        raise click.ClickException(
+        raise ConfigurationError(
             f"the {side} metastore database {shown} does not exist; check --{side}-db-url ({env}), "
             "or create it with 'hmsrepl --db-url URL schema upgrade'"
         )
@@ -177,7 +222,7 @@ def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
         ) from exc
     if not current:
         engine.dispose()
-        raise click.ClickException(
+        raise ConfigurationError(
             f"the {side} metastore schema at {shown} is missing or old; run 'hmsrepl --db-url URL schema upgrade'"
         )
     return Metastore(config, engine=engine)

@@ -287,6 +287,33 @@ def repl_run(command: str, dump_root: str, progress: bool | None, **sides: Any) 
         click.echo(result)
 
 
+@repl.command("prune-dumps")
+@side_options("target")
+@click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)
+@click.option(
+    "--retention-seconds",
+    envvar="HMSREPL_DUMP_RETENTION_SECONDS",
+    type=click.IntRange(min=0),
+    default=7 * 86400,
+    show_default=True,
+    help="Remove dumps whose newest file is older than this (HMSREPL_DUMP_RETENTION_SECONDS).",
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
+@_friendly_errors
+def repl_prune_dumps(dump_root: str, retention_seconds: int, dry_run: bool, **sides: Any) -> None:
+    """Remove old dump directories; with --target-db-url, keep those a replica must still finish loading."""
+    from hmsrepl.replication.retention import dumps_in_use, prune_dumps
+
+    target = _side_store("target", sides)
+    in_use = dumps_in_use(target) if target is not None else set()
+    result = prune_dumps(dump_root, retention_seconds, in_use=in_use, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    click.echo(
+        f"dump root {dump_root}: {verb} {len(result.removed)} dumps ({result.bytes_removed} bytes), kept "
+        f"{len(result.kept_recent)} recent and {len(result.kept_in_use)} still being loaded"
+    )
+
+
 @repl.command("metrics")
 @side_options("source")
 @side_options("target")

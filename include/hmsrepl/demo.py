@@ -114,7 +114,10 @@ class DagRunner:
 
     def run(self, dag_id: str, conf: dict[str, Any]) -> None:
         dag_run = self.bag.dags[dag_id].test(run_conf=conf)
-        states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+        states = {
+            ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]": str(ti.state)
+            for ti in dag_run.get_task_instances()
+        }
         self.runs.append((dag_id, str(dag_run.state), states))
         click.echo(
             f"   {dag_id} {json.dumps(conf)}: {dag_run.state} ({', '.join(f'{t} {s}' for t, s in states.items())})"

@@ -98,3 +98,30 @@ class StorageError(HmsReplError):
 
 class FileLostError(StorageError):
     """A file named by an event is neither at its original location with the right checksum nor in cmroot."""
+
+
+#: OS errors that say the configuration is wrong (a file where a directory should be, no permission):
+#: the same call fails the same way until someone changes the setting.
+_CONFIGURATION_OS_ERRORS = (NotADirectoryError, IsADirectoryError, PermissionError, FileExistsError)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether the same work may succeed later without anyone changing anything.
+
+    Orchestrators retry what this says is retryable (a server down, a network reset, a full disk that a
+    cleaner may empty) and fail at once on the rest: refused input, bad configuration, a replica that was
+    never bootstrapped, a file lost for good. Storage errors are outages unless their cause is one of the
+    OS errors that only a configuration change fixes.
+    """
+    if isinstance(exc, FileLostError):
+        return False
+    if isinstance(exc, StorageError):
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, _CONFIGURATION_OS_ERRORS):
+                return False
+            cause = cause.__cause__ or cause.__context__
+        return True
+    if isinstance(exc, HmsReplError):
+        return False
+    return not isinstance(exc, (*_CONFIGURATION_OS_ERRORS, ValueError, TypeError, LookupError))

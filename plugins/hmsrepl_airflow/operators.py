@@ -8,19 +8,26 @@ without retries; an unreachable metastore fails it with retries (it may come bac
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Variable
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from hmsrepl.replication.replications import Replication, ReplicationConfigError, parse_replications
 from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreHookError, MetastoreNotificationHook
+from hmsrepl_airflow.launcher import AppRun, run_app
 from hmsrepl_airflow.settings import (
     BOOTSTRAP_DAG_ID,
+    REPLICAS_ASSET_ALIAS,
     REPLICATIONS_ENV,
     SOURCE_CONN_ID,
     TARGET_CONN_ID,
+    batch_limit,
+    configuration_problems,
+    replica_asset,
+    spark_min_events,
     variable_key,
 )
 
@@ -152,3 +159,181 @@ class MirrorReplLastIdOperator(BaseOperator):
             )
             mirrored[variable_key(replication.policy)] = last
         return mirrored
+
+
+class ReplicationPlanOperator(BaseOperator):
+    """The incremental run's plan: the configuration checked, then one replication per mapped task.
+
+    Malformed settings (schedule, limits, timeouts, the replications list) fail here, once, with a line
+    naming the variable and the fix, and without retries: the DAG keeps parsing whatever the environment
+    holds, so this is where a typo becomes visible. Reads the ``replications`` param itself (a list, or a
+    JSON string), so it is never encoded twice by a template.
+    """
+
+    def execute(self, context: Any) -> list[dict[str, str]]:
+        problems = configuration_problems()
+        if problems:
+            raise AirflowFailException("; ".join(problems))
+        params = context.get("params") or {}
+        return [r.to_dict() for r in _replications(params.get("replications"))]
+
+
+class ReplicateOperator(BaseOperator):
+    """One replication, end to end: check, catch up (or bootstrap), mirror, and mark its Asset.
+
+    Mapped once per replication, so each has its own retries, log and state, and a broken one never stops
+    the others. Nothing starts when the policy's database logged nothing new; a few pending events run as a
+    plain Python process (no JVM); more, or a bootstrap, go to spark-submit. Failures retrying cannot fix
+    (never bootstrapped, bad configuration, refused dump) fail without retries; outages retry.
+    """
+
+    template_fields: Sequence[str] = ("replication", "limit")
+
+    def __init__(
+        self,
+        *,
+        replication: Any,
+        limit: Any = None,
+        bootstrap: bool = False,
+        source_conn_id: str = SOURCE_CONN_ID,
+        target_conn_id: str = TARGET_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.replication = replication
+        self.limit = limit
+        self.bootstrap = bootstrap
+        self.source_conn_id = source_conn_id
+        self.target_conn_id = target_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        [replication] = _replications(
+            [self.replication] if isinstance(self.replication, dict) else self.replication
+        )
+        context["target_db"] = replication.target_db  # names the mapped task instance in the UI
+        source = MetastoreNotificationHook(self.source_conn_id)
+        target = MetastoreNotificationHook(self.target_conn_id)
+        try:
+            before = target.repl_last_id(replication.target_db)
+            current = source.current_event_id()
+            pending = None if before is None else source.events_count(replication.source_db, before, current)
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
+        if before is None and not self.bootstrap:
+            raise AirflowFailException(
+                f"target database '{replication.target_db}' has no repl.last.id: policy '{replication.policy}' "
+                f"was never bootstrapped into it; trigger the {BOOTSTRAP_DAG_ID} DAG with "
+                f'{{"policy": "{replication.policy}", "target_db": "{replication.target_db}"}} first'
+            )
+        self.log.info(
+            "%s <- %s: repl.last.id %s, source at event %d, %s events of %s pending",
+            replication.target_db,
+            replication.policy,
+            before if before is not None else "none",
+            current,
+            "all" if pending is None else pending,
+            replication.source_db,
+        )
+        if not self.bootstrap and pending == 0:
+            Variable.set(variable_key(replication.policy), str(before))
+            raise AirflowSkipException(
+                f"{replication.target_db} is caught up: no event of {replication.source_db} after {before}"
+            )
+        on_spark = self.bootstrap or (pending or 0) >= spark_min_events()
+        args = ["--replications", json.dumps([replication.to_dict()]), "--limit", str(self._limit())]
+        if self.bootstrap:
+            args.insert(0, "--bootstrap")
+        run_app(AppRun(args, on_spark, name=f"hmsrepl-{replication.target_db}"), self.log)
+        try:
+            after = target.repl_last_id(replication.target_db)
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
+        if after is None:
+            raise AirflowFailException(
+                f"target database '{replication.target_db}' has no repl.last.id after replicating "
+                f"'{replication.policy}'; run the {BOOTSTRAP_DAG_ID} DAG for it"
+            )
+        Variable.set(variable_key(replication.policy), str(after))
+        lag = max(0, current - after)
+        if before is None or after > before:
+            self._mark_fresh(context, replication.target_db, after, current)
+        self.log.info(
+            "%s at event %d (was %s); lag behind the source's event %d: %d events",
+            replication.target_db,
+            after,
+            before,
+            current,
+            lag,
+        )
+        return {
+            **replication.to_dict(),
+            "repl_last_id": after,
+            "previous_repl_last_id": before,
+            "source_event_id": current,
+            "lag_events": lag,
+            "on_spark": on_spark,
+        }
+
+    def _limit(self) -> int:
+        try:
+            return max(1, int(self.limit)) if self.limit not in (None, "") else batch_limit()
+        except (TypeError, ValueError) as exc:
+            raise AirflowFailException(f"limit {self.limit!r} is not a whole number >= 1") from exc
+
+    @staticmethod
+    def _mark_fresh(context: Any, target_db: str, repl_last_id: int, source_event_id: int) -> None:
+        """An Asset event for this replica only (through the alias the mapped task declares)."""
+        from airflow.sdk import AssetAlias
+
+        events = context.get("outlet_events")
+        if events is None:
+            return
+        events[AssetAlias(REPLICAS_ASSET_ALIAS)].add(
+            replica_asset(target_db),
+            extra={"repl_last_id": repl_last_id, "source_event_id": source_event_id},
+        )
+
+
+class PruneDumpsOperator(BaseOperator):
+    """Removes dump directories older than the retention, keeping any a replica must still finish loading.
+
+    Runs in the worker (no Spark: it lists and deletes small metadata files). The dump root and the target
+    metastore come from the same settings the Spark applications read (``HMSREPL_DUMP_ROOT``,
+    ``HMSREPL_TARGET_*``); without a target database URL every old dump is removed.
+    """
+
+    def __init__(self, *, retention_seconds: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.retention_seconds = retention_seconds
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        import os
+
+        from hmsrepl.config import MetastoreConfig
+        from hmsrepl.exceptions import HmsReplError, is_retryable
+        from hmsrepl.metastore import Metastore
+        from hmsrepl.replication.retention import dumps_in_use, prune_dumps
+
+        dump_root = os.environ.get("HMSREPL_DUMP_ROOT", "var/repl")
+        target_url = os.environ.get("HMSREPL_TARGET_DB_URL")
+        try:
+            in_use: set[str] = set()
+            if target_url:
+                target = Metastore(MetastoreConfig(db_url=target_url))
+                try:
+                    in_use = dumps_in_use(target)
+                finally:
+                    target.close()
+            result = prune_dumps(dump_root, self.retention_seconds, in_use=in_use)
+        except (HmsReplError, OSError) as exc:
+            message = f"pruning dumps under {dump_root} failed: {' '.join(str(exc).split())}"
+            raise (AirflowException(message) if is_retryable(exc) else AirflowFailException(message)) from exc
+        self.log.info(
+            "dump root %s: removed %d dumps (%d bytes), kept %d recent and %d still being loaded",
+            dump_root,
+            len(result.removed),
+            result.bytes_removed,
+            len(result.kept_recent),
+            len(result.kept_in_use),
+        )
+        return {"removed": len(result.removed), "bytes_removed": result.bytes_removed}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hmsrepl.replication.replications import ReplicationConfigError, parse_replications
+from hmsrepl_airflow.callbacks import FAILURE_CALLBACK_ENV, on_task_failure
 
 SOURCE_CONN_ID = "hmsrepl_source_metastore"
 TARGET_CONN_ID = "hmsrepl_target_metastore"
@@ -30,6 +31,24 @@ SPARK_APPS_ENV = "HMSREPL_SPARK_APPS"
 INCREMENTAL_SCHEDULE_ENV = "HMSREPL_INCREMENTAL_SCHEDULE"
 CM_CLEANUP_SCHEDULE_ENV = "HMSREPL_CM_CLEANUP_SCHEDULE"
 RETRIES_ENV = "HMSREPL_TASK_RETRIES"
+#: First wait before a retry (seconds; doubled each time, at most 30 minutes).
+RETRY_DELAY_ENV = "HMSREPL_TASK_RETRY_DELAY_SECONDS"
+DEFAULT_RETRY_DELAY_SECONDS = 120
+#: Longest a task may run (minutes) before Airflow fails it: a hung spark-submit must not block the DAG.
+TASK_TIMEOUT_ENV = "HMSREPL_TASK_TIMEOUT_MINUTES"
+DEFAULT_TASK_TIMEOUT_MINUTES = 180
+#: Longest an incremental run may take (minutes) before it is failed and the next one may start.
+DAGRUN_TIMEOUT_ENV = "HMSREPL_DAGRUN_TIMEOUT_MINUTES"
+DEFAULT_DAGRUN_TIMEOUT_MINUTES = 240
+#: Pending events (of one replication) from which its catch-up is submitted to Spark; below, it runs as a
+#: plain Python process that starts no JVM unless a load's copy is big enough for Spark.
+SPARK_MIN_EVENTS_ENV = "HMSREPL_SPARK_MIN_EVENTS"
+DEFAULT_SPARK_MIN_EVENTS = 2000
+#: Dump directories older than this (seconds) are removed by the cleanup DAG (default 7 days).
+DUMP_RETENTION_ENV = "HMSREPL_DUMP_RETENTION_SECONDS"
+DEFAULT_DUMP_RETENTION_SECONDS = 7 * 86400
+DEFAULT_INCREMENTAL_SCHEDULE = "*/15 * * * *"
+DEFAULT_CM_CLEANUP_SCHEDULE = "@daily"
 
 VARIABLE_PREFIX = "hmsrepl_repl_last_id__"
 BOOTSTRAP_DAG_ID = "hmsrepl_bootstrap"
@@ -56,10 +75,79 @@ def configured_replications() -> list[dict[str, str]] | str:
 
 
 def batch_limit() -> int:
+    return positive_int_setting(LIMIT_ENV, DEFAULT_LIMIT)[0]
+
+
+def positive_int_setting(name: str, default: int) -> tuple[int, str | None]:
+    """A whole-number setting >= 1 and, when it is malformed, the default plus a message saying so.
+
+    DAG files must parse whatever the environment holds (a DAG that fails to import vanishes from the UI and
+    stops being scheduled), so a bad value never raises here: the DAG's first task fails with the message.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default, None
     try:
-        return max(1, int(os.environ.get(LIMIT_ENV, DEFAULT_LIMIT)))
+        value = int(raw)
     except ValueError:
-        return DEFAULT_LIMIT
+        value = 0
+    if value < 1:
+        return default, f"{name}={raw!r} is not a whole number >= 1; fix it (default {default})"
+    return value, None
+
+
+def schedule_setting(name: str, default: str) -> tuple[str | None, str | None]:
+    """A DAG schedule from ``name`` (cron expression, ``@daily``-style preset, or ``none``).
+
+    A malformed value is replaced by ``default`` and reported (see ``positive_int_setting`` for why it
+    does not raise); ``none`` turns the schedule off (runs are then triggered by hand or by the API).
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default, None
+    if raw.lower() in ("none", "off"):
+        return None, None
+    from airflow.utils.dates import cron_presets
+    from croniter import croniter
+
+    if croniter.is_valid(cron_presets.get(raw, raw)):
+        return raw, None
+    return default, (
+        f"{name}={raw!r} is not a cron expression or preset (e.g. '*/15 * * * *', '@hourly', 'none'); "
+        f"the DAG runs on {default!r} until it is fixed"
+    )
+
+
+def configuration_problems() -> list[str]:
+    """Every malformed pipeline setting, each as one line naming the variable and the fix."""
+    problems = [
+        schedule_setting(INCREMENTAL_SCHEDULE_ENV, DEFAULT_INCREMENTAL_SCHEDULE)[1],
+        schedule_setting(CM_CLEANUP_SCHEDULE_ENV, DEFAULT_CM_CLEANUP_SCHEDULE)[1],
+        positive_int_setting(LIMIT_ENV, DEFAULT_LIMIT)[1],
+        positive_int_setting(TASK_TIMEOUT_ENV, DEFAULT_TASK_TIMEOUT_MINUTES)[1],
+        positive_int_setting(DAGRUN_TIMEOUT_ENV, DEFAULT_DAGRUN_TIMEOUT_MINUTES)[1],
+        positive_int_setting(SPARK_MIN_EVENTS_ENV, DEFAULT_SPARK_MIN_EVENTS)[1],
+        positive_int_setting(RETRY_DELAY_ENV, DEFAULT_RETRY_DELAY_SECONDS)[1],
+        positive_int_setting(DUMP_RETENTION_ENV, DEFAULT_DUMP_RETENTION_SECONDS)[1],
+    ]
+    if os.environ.get(RETRIES_ENV, "").strip() and not os.environ[RETRIES_ENV].strip().isdigit():
+        problems.append(f"{RETRIES_ENV}={os.environ[RETRIES_ENV]!r} is not a whole number >= 0; fix it")
+    callback = os.environ.get(FAILURE_CALLBACK_ENV, "").strip()
+    if callback and ":" not in callback:
+        problems.append(f"{FAILURE_CALLBACK_ENV}={callback!r} must be 'package.module:function'")
+    return [p for p in problems if p]
+
+
+def dagrun_timeout() -> timedelta:
+    return timedelta(minutes=positive_int_setting(DAGRUN_TIMEOUT_ENV, DEFAULT_DAGRUN_TIMEOUT_MINUTES)[0])
+
+
+def dump_retention_seconds() -> int:
+    return positive_int_setting(DUMP_RETENTION_ENV, DEFAULT_DUMP_RETENTION_SECONDS)[0]
+
+
+def spark_min_events() -> int:
+    return positive_int_setting(SPARK_MIN_EVENTS_ENV, DEFAULT_SPARK_MIN_EVENTS)[0]
 
 
 def spark_app(name: str) -> str:
@@ -74,13 +162,32 @@ def default_args() -> dict[str, Any]:
         retries = int(os.environ.get(RETRIES_ENV, "2"))
     except ValueError:
         retries = 2
+    timeout = positive_int_setting(TASK_TIMEOUT_ENV, DEFAULT_TASK_TIMEOUT_MINUTES)[0]
     return {
         "owner": "hmsrepl",
         "retries": retries,
-        "retry_delay": timedelta(minutes=2),
+        "retry_delay": timedelta(
+            seconds=positive_int_setting(RETRY_DELAY_ENV, DEFAULT_RETRY_DELAY_SECONDS)[0]
+        ),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=30),
+        "execution_timeout": timedelta(minutes=timeout),
+        "on_failure_callback": on_task_failure,
     }
+
+
+def replica_asset(target_db: str) -> Any:
+    """The Asset of one replica database: updated whenever a run advances its ``repl.last.id``.
+
+    Downstream DAGs schedule on it (``schedule=[replica_asset("sales_dr")]``) to run after fresh data.
+    """
+    from airflow.sdk import Asset
+
+    return Asset(name=f"hmsrepl_replica__{target_db}", uri=f"hmsrepl://replica/{target_db}")
+
+
+#: What the replication tasks declare as outlets; each run adds the replicas it advanced to it.
+REPLICAS_ASSET_ALIAS = "hmsrepl_replicas"
 
 
 #: Spark settings every submitted application gets (progress bars are noise in task logs).

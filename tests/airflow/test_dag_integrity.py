@@ -39,6 +39,7 @@ for dag_id, dag in bag.dags.items():
                 "retries": t.retries,
                 "type": type(t).__name__,
                 "application": getattr(t, "application", None),
+                "timeout": str(t.execution_timeout) if getattr(t, "execution_timeout", None) else None,
             }
             for t in dag.tasks
         },
@@ -50,7 +51,10 @@ print("PROBE " + json.dumps(out))
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[type-arg]
     """The DAGs as a clean interpreter sees them (imported once for the module's tests)."""
-    tmp_path = tmp_path_factory.mktemp("dag-probe")
+    return _probe(tmp_path_factory.mktemp("dag-probe"), {})
+
+
+def _probe(tmp_path: Path, settings: dict[str, str]) -> dict:  # type: ignore[type-arg]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "HMSREPL_"))}
     env.update(
         {
@@ -65,6 +69,7 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[ty
             "HMSREPL_REPLICATIONS": json.dumps([{"policy": "sales", "target_db": "sales_dr"}]),
         }
     )
+    env.update(settings)
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(REPO / "dags")],
         env=env,
@@ -87,7 +92,8 @@ def test_dags_import_without_database_or_network_and_declare_ownership(probed: d
         assert dag["max_active_runs"] == 1 and dag["catchup"] is False, dag_id
         for task_id, task in dag["tasks"].items():
             assert task["owner"] == "hmsrepl", (dag_id, task_id)
-            assert task["retries"] >= 1, (dag_id, task_id)
+            # Checking settings is the one task with nothing to retry; everything that talks to a server retries.
+            assert task["retries"] >= (0 if task_id == "plan_replications" else 1), (dag_id, task_id)
             if task["type"] == "SparkSubmitOperator":
                 assert Path(task["application"]).is_file(), (dag_id, task_id, task["application"])
 
@@ -103,12 +109,39 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
     assert bootstrap["params"] == ["policy", "target_db"]
     assert incremental["schedule"] != "None" and cleanup["schedule"] != "None"
     assert incremental["params"] == ["limit", "replications"]
-    heavy = {
-        dag_id: sorted(t for t, v in dag["tasks"].items() if v["type"] == "SparkSubmitOperator")
-        for dag_id, dag in dags.items()
+    kinds = {dag_id: {t: v["type"] for t, v in dag["tasks"].items()} for dag_id, dag in dags.items()}
+    assert kinds == {
+        "hmsrepl_bootstrap": {
+            "check_metastores": "ReplicationCheckOperator",
+            "bootstrap": "ReplicateOperator",
+        },
+        # one mapped task per replication (it chooses spark-submit or a plain process by pending work)
+        "hmsrepl_incremental": {
+            "plan_replications": "ReplicationPlanOperator",
+            "replicate": "MappedOperator",
+        },
+        "hmsrepl_cm_cleanup": {
+            "cleanup_source_cmroot": "SparkSubmitOperator",
+            "cleanup_target_cmroot": "SparkSubmitOperator",
+            "prune_dumps": "PruneDumpsOperator",
+        },
     }
-    assert heavy == {
-        "hmsrepl_bootstrap": ["bootstrap"],
-        "hmsrepl_incremental": ["catch_up"],
-        "hmsrepl_cm_cleanup": ["cleanup_source_cmroot", "cleanup_target_cmroot"],
-    }
+    for dag in dags.values():
+        assert all(task["timeout"] for task in dag["tasks"].values())  # a hung task cannot block the DAG
+
+
+def test_malformed_settings_never_make_a_dag_vanish(tmp_path: Path) -> None:
+    found = _probe(
+        tmp_path,
+        {
+            "HMSREPL_INCREMENTAL_SCHEDULE": "every fifteen minutes",
+            "HMSREPL_CM_CLEANUP_SCHEDULE": "61 * * * *",
+            "HMSREPL_REPL_LIMIT": "many",
+            "HMSREPL_TASK_TIMEOUT_MINUTES": "-1",
+            "HMSREPL_REPLICATIONS": "[{not json",
+        },
+    )
+    assert found["errors"] == {}
+    assert set(found["dags"]) == EXPECTED
+    assert found["dags"]["hmsrepl_incremental"]["schedule"] == "*/15 * * * *"  # the default, until fixed
+    assert found["dags"]["hmsrepl_cm_cleanup"]["schedule"] == "@daily"

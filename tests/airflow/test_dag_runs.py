@@ -37,7 +37,10 @@ def _variable(policy: str) -> str | None:
 def run_dag(dagbag: Any, dag_id: str, conf: dict[str, Any]) -> tuple[str, dict[str, str]]:
     """One ``dag.test()`` run; returns the run's state and each task's state."""
     run = dagbag.dags[dag_id].test(run_conf=conf)
-    return str(run.state), {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    return str(run.state), {
+        ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]": str(ti.state)
+        for ti in run.get_task_instances()
+    }
 
 
 @pytest.fixture
@@ -65,11 +68,7 @@ def test_incremental_before_bootstrap_is_refused(
         dagbag, "hmsrepl_incremental", {"replications": [{"policy": policy, "target_db": target_db}]}
     )
     assert state == "failed"
-    assert tasks == {
-        "check_replicas": "failed",
-        "catch_up": "upstream_failed",
-        "mirror_repl_last_id": "upstream_failed",
-    }
+    assert tasks == {"plan_replications": "success", "replicate[0]": "failed"}
     out = capfd.readouterr()
     assert "trigger the hmsrepl_bootstrap DAG" in out.out + out.err
     assert f"'{target_db}' has no repl.last.id" in out.out + out.err
@@ -91,9 +90,7 @@ def test_unreachable_metastore_fails_and_advances_nothing(
     state, tasks = run_dag(
         dagbag, "hmsrepl_incremental", {"replications": [{"policy": policy, "target_db": stale_replica}]}
     )
-    assert (
-        state == "failed" and tasks["check_replicas"] == "failed" and tasks["catch_up"] == "upstream_failed"
-    )
+    assert state == "failed" and tasks == {"plan_replications": "success", "replicate[0]": "failed"}
     out = capfd.readouterr()
     assert (
         f"cannot reach the metastore of connection 'hmsrepl_source_metastore' at thrift://127.0.0.1:{dead}"
@@ -131,7 +128,7 @@ def test_malformed_replications_are_reported(
     dagbag: Any, airflow_connections: None, capfd: pytest.CaptureFixture[str]
 ) -> None:
     state, tasks = run_dag(dagbag, "hmsrepl_incremental", {"replications": [{"policy": "sales"}]})
-    assert state == "failed" and tasks["check_replicas"] == "failed"
+    assert state == "failed" and tasks["plan_replications"] == "failed"
     out = capfd.readouterr()
     assert "needs a 'policy' and a 'target_db'" in out.out + out.err
 
@@ -214,7 +211,7 @@ def test_bootstrap_then_incremental_dags_replicate_the_workload(
     # Nothing new: the run is skipped before spark-submit, and nothing changes.
     state, tasks = run_dag(dagbag, "hmsrepl_incremental", conf)
     assert state == "success"
-    assert tasks == {"check_replicas": "skipped", "catch_up": "skipped", "mirror_repl_last_id": "skipped"}
+    assert tasks == {"plan_replications": "success", "replicate[0]": "skipped"}
     assert repl_status(target_store, replica) == caught_up
 
 
@@ -244,7 +241,20 @@ def test_cm_cleanup_dag_deletes_expired_files_on_both_sides(
         kept.append(fresh)
         monkeypatch.setenv(f"HMSREPL_{side.upper()}_CMROOT", str(cmroot))
     monkeypatch.setenv("HMSREPL_CM_RETENTION_SECONDS", "86400")
+    # Dumps: one loaded a week and more ago, one of today.
+    dumps = tmp_path / "dumps"
+    old_dump, new_dump = dumps / "sales-20261101T000000-aaaaaaaa", dumps / "sales-20261125T000000-bbbbbbbb"
+    for dump in (old_dump, new_dump):
+        (dump / "events" / "7").mkdir(parents=True)
+        (dump / "events" / "7" / "_metadata").write_text("{}")
+        (dump / "_finished_dump").write_text("7")
+    weeks_ago = time.time() - 8 * 86400
+    for path in old_dump.rglob("*"):
+        os.utime(path, (weeks_ago, weeks_ago))
+    monkeypatch.setenv("HMSREPL_DUMP_ROOT", str(dumps))
+    monkeypatch.delenv("HMSREPL_TARGET_DB_URL", raising=False)
     state, tasks = run_dag(dagbag, "hmsrepl_cm_cleanup", {})
     assert state == "success" and set(tasks.values()) == {"success"}
     assert [p.exists() for p in expired] == [False, False]
     assert [p.exists() for p in kept] == [True, True]
+    assert not old_dump.exists() and (new_dump / "_finished_dump").is_file()

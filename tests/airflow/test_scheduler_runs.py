@@ -1,0 +1,170 @@
+"""The incremental DAG under a real Airflow scheduler: mapped tasks, retries and Asset-scheduled DAGs.
+
+``dag.test()`` runs tasks in-process and ignores retries; here Airflow 3 runs as in production (api-server,
+scheduler, dag-processor, LocalExecutor) with the repository's DAGs and plugins, and runs are triggered
+through the REST API the UI uses. Two replications, one of them never bootstrapped: the healthy one
+advances and its replica's Asset triggers a downstream DAG, the broken one fails once without retries.
+With the source metastore down, the tasks are retried (an outage), then fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import textwrap
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Database
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.verify import verify
+from tests.airflow.conftest import metastore_connection
+from tests.airflow_local import AirflowApi, LocalAirflow, wait_for
+from tests.helpers import make_table, write_file
+from tests.servers import REPO, RunningMetastore, metastore_server
+
+RUN_TIMEOUT = 240.0
+
+CONSUMER_DAG = """
+from datetime import UTC, datetime
+
+from airflow.sdk import DAG, Asset
+from airflow.providers.standard.operators.empty import EmptyOperator
+
+with DAG(
+    dag_id="replica_consumer",
+    schedule=[Asset(name="hmsrepl_replica__{replica}", uri="hmsrepl://replica/{replica}")],
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+):
+    EmptyOperator(task_id="read_fresh_replica")
+"""
+
+
+@pytest.fixture(scope="module")
+def scenario(
+    tmp_path_factory: pytest.TempPathFactory, target_metastore: RunningMetastore
+) -> Iterator[dict[str, Any]]:
+    """A source with one bootstrapped replica, and Airflow running the repository's DAGs plus a consumer."""
+    root = tmp_path_factory.mktemp("scheduler-runs")
+    db = f"sched_{uuid.uuid4().hex[:8]}"
+    replica = f"{db}_dr"
+    dumps = root / "dumps"
+    with contextlib.ExitStack() as stack, contextlib.ExitStack() as source_stack:
+        source_server = source_stack.enter_context(
+            metastore_server(root / "source", f"sqlite:///{root}/source.db")
+        )
+        source = Metastore(source_server.config)
+        target = Metastore(target_metastore.config)
+        stack.callback(source.close)
+        stack.callback(target.close)
+        source.catalog.create_database(Database(name=db))
+        table = source.catalog.create_table(make_table(db, "events"))
+        write_file(table.sd.location or "", "part-0.parquet", b"bootstrapped")
+        source.catalog.insert(db, "events")
+        engine = ReplicationEngine(str(dumps), source, target)
+        dumped = engine.execute(f"REPL DUMP {db}")
+        engine.execute(f"REPL LOAD {replica} FROM '{dumped.dump_dir}'")  # type: ignore[union-attr]
+
+        dags = root / "dags"
+        dags.mkdir()
+        for dag_file in (REPO / "dags").glob("*.py"):
+            (dags / dag_file.name).symlink_to(dag_file)
+        (dags / "replica_consumer.py").write_text(textwrap.dedent(CONSUMER_DAG.format(replica=replica)))
+        env = {
+            "AIRFLOW_CONN_HMSREPL_SOURCE_METASTORE": metastore_connection(source_server.port),
+            "AIRFLOW_CONN_HMSREPL_TARGET_METASTORE": metastore_connection(target_metastore.port),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+            "HMSREPL_TASK_RETRIES": "1",
+            "HMSREPL_TASK_RETRY_DELAY_SECONDS": "1",
+            "HMSREPL_DUMP_ROOT": str(dumps),
+            "HMSREPL_REPLICATIONS": "[]",
+        }
+        for side, server in (("SOURCE", source_server), ("TARGET", target_metastore)):
+            env[f"HMSREPL_{side}_DB_URL"] = server.db_url
+            env[f"HMSREPL_{side}_WAREHOUSE"] = server.warehouse
+            env[f"HMSREPL_{side}_CMROOT"] = server.cmroot
+        airflow = LocalAirflow(root / "airflow", root / "logs", dags, REPO / "plugins", env)
+        airflow.prepare()
+        airflow.start()
+        stack.callback(airflow.stop)
+        api = AirflowApi(airflow)
+        wait_for("the Airflow api-server and scheduler", api.healthy, RUN_TIMEOUT)
+        api.login()
+        wanted = {"hmsrepl_incremental", "replica_consumer"}
+        wait_for("the DAGs to be parsed", lambda: wanted <= api.dag_ids(), RUN_TIMEOUT, interval=2)
+        api.call("PATCH", "/dags/replica_consumer", json={"is_paused": False})
+        yield {
+            "api": api,
+            "airflow": airflow,
+            "db": db,
+            "replica": replica,
+            "source": source,
+            "target": target,
+            "stop_source_server": source_stack.close,
+        }
+
+
+def _by_map_index(api: AirflowApi, run_id: str) -> dict[str, dict[str, Any]]:
+    found = {}
+    for ti in api.task_instances("hmsrepl_incremental", run_id):
+        key = ti["task_id"] if ti["map_index"] < 0 else f"{ti['task_id']}[{ti['map_index']}]"
+        found[key] = ti
+    return found
+
+
+def test_healthy_replication_advances_broken_one_fails_once_and_downstream_runs(
+    scenario: dict[str, Any],
+) -> None:
+    api: AirflowApi = scenario["api"]
+    source: Metastore = scenario["source"]
+    db, replica = scenario["db"], scenario["replica"]
+    table = source.catalog.get_table(db, "events")
+    write_file(table.sd.location or "", "part-1.parquet", b"appended")
+    source.catalog.insert(db, "events")
+    before = repl_status(scenario["target"], replica)
+    broken = {"policy": f"{db}_never", "target_db": f"{db}_never_dr"}
+
+    run_id = api.trigger(
+        "hmsrepl_incremental", {"replications": [{"policy": db, "target_db": replica}, broken], "limit": 2}
+    )
+    final = api.wait_run("hmsrepl_incremental", run_id, RUN_TIMEOUT)
+
+    tis = _by_map_index(api, run_id)
+    assert final["state"] == "failed"
+    assert tis["plan_replications"]["state"] == "success"
+    assert tis["replicate[0]"]["state"] == "success"
+    # A replica never bootstrapped is a configuration error: failed at the first try although retries=1.
+    assert tis["replicate[1]"]["state"] == "failed" and tis["replicate[1]"]["try_number"] == 1
+    after = repl_status(scenario["target"], replica)
+    assert before is not None and after is not None and after > before
+    assert verify(source, db, scenario["target"], replica) == []
+
+    def consumer_ran() -> dict[str, Any] | None:
+        runs = [r for r in api.runs("replica_consumer") if r["state"] == "success"]
+        return runs[0] if runs else None
+
+    consumed = wait_for("the Asset-scheduled consumer DAG to run", consumer_ran, RUN_TIMEOUT, interval=2)
+    assert consumed["run_type"] == "asset_triggered"
+
+
+def test_unreachable_source_is_retried_then_fails(scenario: dict[str, Any]) -> None:
+    api: AirflowApi = scenario["api"]
+    replica = scenario["replica"]
+    last = repl_status(scenario["target"], replica)
+    scenario["stop_source_server"]()  # the source metastore is down (its database is still there)
+
+    conf = {"replications": [{"policy": scenario["db"], "target_db": replica}]}
+    run_id = api.trigger("hmsrepl_incremental", conf)
+    final = api.wait_run("hmsrepl_incremental", run_id, RUN_TIMEOUT)
+
+    tis = _by_map_index(api, run_id)
+    assert final["state"] == "failed"
+    assert tis["replicate[0]"]["state"] == "failed"
+    assert tis["replicate[0]"]["try_number"] == 2  # an outage is retried (retries=1), then fails
+    assert repl_status(scenario["target"], replica) == last
