@@ -26,17 +26,21 @@ from hmsrepl.cache import CachedReads, MetadataCache
 from hmsrepl.cache.attribution import TxnWriter, requested_txn
 from hmsrepl.exceptions import (
     AlreadyExistsError,
+    InvalidInputError,
     InvalidObjectError,
     InvalidOperationError,
     MetastoreError,
+    NoSuchLockError,
     NoSuchObjectError,
     NoSuchPartitionError,
     NoSuchTxnError,
     TxnAbortedError,
+    TxnOpenError,
 )
 from hmsrepl.formats.partition_names import make_partition_name, parse_partition_name
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.locks import LockComponent, LockInfo
 from hmsrepl.metastore.model import Partition
 from hmsrepl.thrift import convert
 from hmsrepl.thrift.idl import Service, hms
@@ -45,6 +49,9 @@ log = logging.getLogger(__name__)
 
 # Preferred Thrift exception per domain error, in order; the first one the method declares is used.
 _PREFERENCES: list[tuple[type[BaseException], tuple[str, ...]]] = [
+    (NoSuchLockError, ("NoSuchLockException", "NoSuchObjectException", "MetaException")),
+    (TxnOpenError, ("TxnOpenException", "InvalidOperationException", "MetaException")),
+    (InvalidInputError, ("InvalidInputException", "InvalidObjectException", "MetaException")),
     (NoSuchTxnError, ("NoSuchTxnException", "NoSuchObjectException", "MetaException")),
     (TxnAbortedError, ("TxnAbortedException", "NoSuchTxnException", "MetaException")),
     (
@@ -737,6 +744,32 @@ class MetastoreHandler:
             txnToWriteIds=[hms.TxnToWriteId(txnId=p.txn_id, writeId=p.write_id) for p in pairs]
         )
 
+    # -- locks -------------------------------------------------------------------------------------------------
+    def lock(self, rqst: Any) -> Any:
+        components = [_lock_component(c) for c in rqst.component or []]
+        result = self.store.locks.lock(
+            components,
+            txn_id=rqst.txnid or None,
+            user=rqst.user or self.caller or "unknown",
+            host=rqst.hostname or "unknown",
+            agent_info=rqst.agentInfo,
+            zero_wait=bool(rqst.zeroWaitReadEnabled),
+        )
+        return _lock_response(result)
+
+    def check_lock(self, rqst: Any) -> Any:
+        return _lock_response(self.store.locks.check_lock(rqst.lockid, rqst.txnid or None))
+
+    def unlock(self, rqst: Any) -> None:
+        self.store.locks.unlock(rqst.lockid)
+
+    def heartbeat(self, ids: Any) -> None:
+        self.store.locks.heartbeat(ids.lockid or None, ids.txnid or None)
+
+    def show_locks(self, rqst: Any) -> Any:
+        found = self.store.locks.show_locks(rqst.dbname, rqst.tablename, rqst.partname, rqst.txnid or None)
+        return hms.ShowLocksResponse(locks=[_show_lock(info) for info in found])
+
 
 def _fenced(method: Callable[..., Any], cache: MetadataCache) -> Callable[..., Any]:
     @functools.wraps(method)
@@ -747,6 +780,44 @@ def _fenced(method: Callable[..., Any], cache: MetadataCache) -> Callable[..., A
             cache.note_local_write()
 
     return write
+
+
+def _lock_component(c: Any) -> LockComponent:
+    type_name = hms.LockType._VALUES_TO_NAMES.get(c.type)
+    if type_name is None:
+        raise InvalidObjectError(
+            f"lock component on '{c.dbname}': unknown lock type {c.type}; send a Hive LockType"
+        )
+    level = hms.LockLevel._VALUES_TO_NAMES.get(c.level, "TABLE")
+    table = c.tablename if level != "DB" else None
+    partition = c.partitionname if level == "PARTITION" else None
+    operation = hms.DataOperationType._VALUES_TO_NAMES.get(c.operationType) if c.operationType else None
+    return LockComponent(type_name, c.dbname or "", table or None, partition or None, operation)
+
+
+def _lock_response(result: Any) -> Any:
+    state = getattr(hms.LockState, result.state)
+    return hms.LockResponse(lockid=result.lock_id, state=state, errorMessage=result.message)
+
+
+def _show_lock(info: LockInfo) -> Any:
+    return hms.ShowLocksResponseElement(
+        lockid=info.lock_id,
+        dbname=info.db_name,
+        tablename=info.table_name,
+        partname=info.partition_name,
+        state=getattr(hms.LockState, info.state),
+        type=getattr(hms.LockType, info.lock_type),
+        txnid=info.txn_id or None,
+        lastheartbeat=info.last_heartbeat,
+        acquiredat=info.acquired_at,
+        user=info.user,
+        hostname=info.host,
+        heartbeatCount=info.heartbeat_count,
+        agentInfo=info.agent_info,
+        blockedByExtId=info.blocked_by,
+        lockIdInternal=info.component,
+    )
 
 
 def _properties(environment_context: Any) -> dict[str, str] | None:
