@@ -144,6 +144,10 @@ HIVE_2_3_ONLY = {
     "getVersion",
     "shutdown",
     "partition_name_to_vals",
+    "get_tables_ext",
+    "get_database_req",
+    "get_catalog",
+    "get_catalogs",
 }
 # Hive 4 added an 'engine' argument to the statistics deletes; Hive 2.3 clients do not send it.
 LATER_ARGUMENTS = {("delete_table_column_statistics_args", 4), ("delete_partition_column_statistics_args", 5)}

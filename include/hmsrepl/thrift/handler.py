@@ -43,6 +43,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.locks import LockComponent, LockInfo
 from hmsrepl.metastore.model import Partition
 from hmsrepl.thrift import convert
+from hmsrepl.thrift.catalogs import CATALOG, accept_qualified_names
 from hmsrepl.thrift.idl import Service, hms
 from hmsrepl.thrift.statistics import stat_from_thrift, stat_to_thrift
 
@@ -218,6 +219,7 @@ class MetastoreHandler:
         if cache is not None:
             for name in _CATALOG_WRITES:
                 setattr(self, name, _fenced(getattr(self, name), cache))
+        accept_qualified_names(self)  # Hive 3/4 clients send @hive#db names
 
     @property
     def caller(self) -> str:
@@ -871,6 +873,38 @@ class MetastoreHandler:
             )
         self.store.stats.delete(db_name, tbl_name, col_name or None, partition_name=part_name, engine=engine)
         return True
+
+    # -- Hive 3/4 catalog reads ----------------------------------------------------------------------------------
+    def get_table_objects_by_name_req(self, req: Any) -> Any:
+        names = list(req.tblNames or [])
+        if not names and req.tablesPattern:
+            names = self.catalog.get_tables(req.dbName, req.tablesPattern)
+        tables = self.catalog.get_table_objects(req.dbName, names)
+        return hms.GetTablesResult(tables=[convert.table_to_thrift(t) for t in tables])
+
+    def get_tables_ext(self, req: Any) -> list[Any]:
+        names = self.catalog.get_tables(req.database, req.tableNamePattern or "*")
+        if req.limit is not None and req.limit >= 0:
+            names = names[: req.limit]
+        return [hms.ExtendedTableInfo(tblName=name) for name in names]
+
+    def get_database_req(self, request: Any) -> Any:
+        if not request.name:
+            raise InvalidObjectError("get_database_req without a database name; set GetDatabaseRequest.name")
+        return self.get_database(request.name)
+
+    def get_catalog(self, catName: Any) -> Any:
+        if (catName.name or "").lower() != CATALOG:
+            raise NoSuchObjectError(
+                f"catalog '{catName.name}' does not exist; this metastore has only '{CATALOG}'"
+            )
+        catalog = hms.Catalog(
+            name=CATALOG, description="Hive's default catalog", locationUri=self.store.config.warehouse
+        )
+        return hms.GetCatalogResponse(catalog=catalog)
+
+    def get_catalogs(self) -> Any:
+        return hms.GetCatalogsResponse(names=[CATALOG])
 
 
 def _fenced(method: Callable[..., Any], cache: MetadataCache) -> Callable[..., Any]:

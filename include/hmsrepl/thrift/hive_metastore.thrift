@@ -596,6 +596,56 @@ struct PartitionsStatsResult {
   2: optional bool isStatsCompliant
 }
 
+// ---- Hive 3/4 request forms of catalog reads (only the fields this server reads; others are skipped) ------
+struct GetTablesRequest {
+  1: required string dbName,
+  2: optional list<string> tblNames,
+  3: optional ClientCapabilities capabilities,
+  4: optional string catName,
+  5: optional list<string> processorCapabilities,
+  6: optional string processorIdentifier,
+  8: optional string tablesPattern
+}
+
+struct GetTablesResult { 1: required list<Table> tables }
+
+struct GetTablesExtRequest {
+  1: required string catalog,
+  2: required string database,
+  3: required string tableNamePattern,
+  4: required i32 requestedFields,
+  5: optional i32 limit,
+  6: optional list<string> processorCapabilities,
+  7: optional string processorIdentifier
+}
+
+struct ExtendedTableInfo {
+  1: required string tblName,
+  2: optional i32 accessType,
+  3: optional list<string> requiredReadCapabilities,
+  4: optional list<string> requiredWriteCapabilities
+}
+
+struct GetDatabaseRequest {
+  1: optional string name,
+  2: optional string catalogName,
+  3: optional list<string> processorCapabilities,
+  4: optional string processorIdentifier
+}
+
+struct Catalog {
+  1: string name,
+  2: optional string description,
+  3: string locationUri,
+  4: optional i32 createTime
+}
+
+struct GetCatalogRequest { 1: string name }
+
+struct GetCatalogResponse { 1: Catalog catalog }
+
+struct GetCatalogsResponse { 1: list<string> names }
+
 // ---- the service --------------------------------------------------------------------------------------
 // get_partitions_by_expr is left out on purpose: its argument is a serialized Java expression tree. Clients
 // that receive UNKNOWN_METHOD for it fall back to get_partitions_by_filter or client-side pruning.
@@ -738,6 +788,14 @@ service ThriftHiveMetastore {
   CurrentNotificationEventId get_current_notificationEventId(),
   NotificationEventsCountResponse get_notification_events_count(1: NotificationEventsCountRequest rqst),
   FireEventResponse fire_listener_event(1: FireEventRequest rqst),
+
+  // Hive 3/4 catalog reads
+  GetTablesResult get_table_objects_by_name_req(1: GetTablesRequest req)
+      throws (1: MetaException o1, 2: InvalidOperationException o2, 3: UnknownDBException o3),
+  list<ExtendedTableInfo> get_tables_ext(1: GetTablesExtRequest req) throws (1: MetaException o1),
+  Database get_database_req(1: GetDatabaseRequest request) throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  GetCatalogResponse get_catalog(1: GetCatalogRequest catName) throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  GetCatalogsResponse get_catalogs() throws (1: MetaException o1),
 
   // locks
   LockResponse lock(1: LockRequest rqst) throws (1: NoSuchTxnException o1, 2: TxnAbortedException o2),
