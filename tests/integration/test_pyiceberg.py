@@ -178,3 +178,22 @@ def test_commit_against_changed_metadata_location_fails(server: RunningMetastore
     with pytest.raises(CommitFailedException):
         stale.append(rows([2]))
     assert cat.load_table("ices.t").scan().to_arrow()["id"].to_pylist() == [1]
+
+
+def test_catalog_listing_rename_properties_and_drop(server: RunningMetastore) -> None:
+    cat = catalog(server)
+    cat.create_namespace("icel", {"owner": "analytics"})
+    assert cat.load_namespace_properties("icel")["owner"] == "analytics"
+    cat.update_namespace_properties("icel", updates={"team": "bi"})
+    assert cat.load_namespace_properties("icel")["team"] == "bi"
+    table = cat.create_table("icel.a", SCHEMA)
+    table.append(rows([1]))
+    assert cat.list_tables("icel") == [("icel", "a")]
+    assert cat.table_exists("icel.a") and not cat.table_exists("icel.b")
+    cat.rename_table("icel.a", "icel.b")
+    assert cat.list_tables("icel") == [("icel", "b")]
+    assert cat.load_table("icel.b").scan().to_arrow()["id"].to_pylist() == [1]
+    cat.drop_table("icel.b")
+    assert cat.list_tables("icel") == []
+    cat.drop_namespace("icel")
+    assert ("icel",) not in cat.list_namespaces()
