@@ -148,6 +148,14 @@ def test_table_statistics_round_trip_hive2(hive2: Hive2.Client, server: RunningM
     with pytest.raises(h2.NoSuchObjectException, match="no statistics"):
         hive2.get_table_column_statistics("st2", "renamed", "name")
 
+    # A column dropped or retyped by alter_table has no statistics any more; the others keep theirs.
+    table = hive2.get_table("st2", "renamed")
+    table.sd.cols = [c for c in table.sd.cols if c.name != "blob"]
+    next(c for c in table.sd.cols if c.name == "score").type = "float"
+    hive2.alter_table("st2", "renamed", table)
+    left = hive2.get_table_statistics_req(h2.TableStatsRequest("st2", "renamed", names)).tableStats
+    assert [o.colName for o in left] == ["id", "price", "day", "flag"]
+
     # A drop removes them from the database (no orphan rows).
     rows = _stat_rows(server)
     hive2.drop_table("st2", "renamed", True)

@@ -192,7 +192,7 @@ class StatisticsService:
         db_name, table_name, engine = db_name.lower(), table_name.lower(), engine or DEFAULT_ENGINE
         wanted = [c.lower() for c in col_names] if col_names is not None else None
         with self.events.reader() as conn:
-            tbl_id, _table = self.catalog._load_table(conn, db_name, table_name)
+            tbl_id, table = self.catalog._load_table(conn, db_name, table_name)
             query = (
                 select(column_stats.c.col_name, column_stats.c.stats, partitions.c.part_name)
                 .outerjoin(partitions, partitions.c.part_id == column_stats.c.part_id)
@@ -205,8 +205,13 @@ class StatisticsService:
             if wanted is not None:
                 query = query.where(column_stats.c.col_name.in_(wanted))
             out: dict[str | None, dict[str, ColumnStat]] = {}
+            # Statistics of a column an alter_table dropped or retyped describe data the column no longer
+            # has (Hive deletes them then): they are not returned.
+            current = {c.name.lower(): _type_key(c.type) for c in table.sd.cols}
             for row in conn.execute(query):
-                out.setdefault(row.part_name, {})[row.col_name] = ColumnStat.from_json(json.loads(row.stats))
+                stat = ColumnStat.from_json(json.loads(row.stats))
+                if current.get(stat.col_name) == _type_key(stat.col_type):
+                    out.setdefault(row.part_name, {})[row.col_name] = stat
         order = wanted or sorted({c for found in out.values() for c in found})
         return {part: [found[c] for c in order if c in found] for part, found in out.items()}
 
@@ -253,6 +258,10 @@ class StatisticsService:
         if part_id is None:
             raise NoSuchPartitionError(db_name, table_name, partition_name)
         return tbl_id, part_id, columns
+
+
+def _type_key(type_name: str) -> str:
+    return "".join((type_name or "").lower().split())
 
 
 def _key(tbl_id: int, part_id: int | None, col_name: str, engine: str) -> list[Any]:
