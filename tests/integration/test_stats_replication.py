@@ -40,3 +40,23 @@ def test_statistics_follow_incremental_loads(
     incremental(engine)
     assert target.stats.table_stats("sales_dr", "plain", ["id"]) == []
     assert target.stats.partition_stats("sales_dr", "orders", ["day=d1"], ["id"]) == {}
+
+
+def test_bootstrap_carries_statistics(
+    engine: ReplicationEngine, source: Metastore, target: Metastore
+) -> None:
+    seed(source)
+    stats = source.stats
+    stats.update("sales", "plain", [long_stat("id", 1, 9)], last_analyzed=1_700_000_000)
+    stats.update("sales", "plain", [long_stat("id", 2, 3)], engine="impala")
+    stats.update("sales", "orders", [long_stat("id", 5, 6)], partition_name="day=d1")
+    bootstrap(engine)
+    assert target.stats.table_stats("sales_dr", "plain", ["id"]) == [long_stat("id", 1, 9)]
+    assert target.stats.table_stats("sales_dr", "plain", ["id"], engine="impala") == [long_stat("id", 2, 3)]
+    got = target.stats.partition_stats("sales_dr", "orders", ["day=d1", "day=d2"], ["id"])
+    assert got == {"day=d1": [long_stat("id", 5, 6)]}
+    # Later changes follow with the incremental load, on top of the bootstrapped ones.
+    stats.delete("sales", "plain", "id")
+    incremental(engine)
+    assert target.stats.table_stats("sales_dr", "plain", ["id"]) == []
+    assert target.stats.table_stats("sales_dr", "plain", ["id"], engine="impala") == [long_stat("id", 2, 3)]

@@ -215,6 +215,28 @@ class StatisticsService:
         order = wanted or sorted({c for found in out.values() for c in found})
         return {part: [found[c] for c in order if c in found] for part, found in out.items()}
 
+    def dump_table(self, db_name: str, table_name: str) -> list[dict[str, Any]]:
+        """Every statistics row of a table and its partitions, all engines (what a bootstrap dump carries)."""
+        db_name, table_name = db_name.lower(), table_name.lower()
+        c = column_stats.c
+        with self.events.reader() as conn:
+            tbl_id, _table = self.catalog._load_table(conn, db_name, table_name)
+            rows = conn.execute(
+                select(c.engine, c.stats, c.last_analyzed, partitions.c.part_name)
+                .outerjoin(partitions, partitions.c.part_id == c.part_id)
+                .where(c.tbl_id == tbl_id)
+                .order_by(c.part_key, c.engine, c.col_name)
+            ).all()
+        groups: dict[tuple[str | None, str, int], list[dict[str, Any]]] = {}
+        for row in rows:
+            groups.setdefault((row.part_name, row.engine, row.last_analyzed), []).append(
+                json.loads(row.stats)
+            )
+        return [
+            {"partition": part, "engine": engine, "last_analyzed": analyzed, "stats": stats}
+            for (part, engine, analyzed), stats in groups.items()
+        ]
+
     def aggregate(
         self,
         db_name: str,

@@ -27,6 +27,7 @@ from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.statistics import ColumnStat
 from hmsrepl.replication import acid_replay
+from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
@@ -211,6 +212,7 @@ class LoadEngine:
                 # a table and its partitions appear together
                 with self.clock.stage("apply"), self.target.events.transaction():
                     self._load_table(dump, writer, meta, table)
+                    load_column_stats(dump, self.target, meta.db_name, target_db, table)
                 if progress is not None:
                     progress(1)
         for name in self.target.catalog.get_tables(target_db):
