@@ -21,7 +21,7 @@ from tests.servers import RunningMetastore, metastore_server
 Q = "@hive#"  # Hive 3.1+'s catalog prefix for database names
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=["sqlite", "postgres", "mysql"])
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningMetastore]:

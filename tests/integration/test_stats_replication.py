@@ -60,3 +60,20 @@ def test_bootstrap_carries_statistics(
     incremental(engine)
     assert target.stats.table_stats("sales_dr", "plain", ["id"]) == []
     assert target.stats.table_stats("sales_dr", "plain", ["id"], engine="impala") == [long_stat("id", 2, 3)]
+
+
+def test_statistics_of_a_table_renamed_in_the_same_window(
+    engine: ReplicationEngine, source: Metastore, target: Metastore
+) -> None:
+    seed(source)
+    bootstrap(engine)
+    catalog = source.catalog
+    fresh = catalog.create_table(make_table("sales", "fresh"))
+    source.stats.update("sales", "fresh", [long_stat("id", 4, 8)])
+    catalog.alter_table("sales", "fresh", fresh.model_copy(update={"table_name": "fresh_v2"}))
+    source.stats.update("sales", "plain", [long_stat("id", 1, 2)])
+    plain = catalog.get_table("sales", "plain")
+    catalog.alter_table("sales", "plain", plain.model_copy(update={"table_name": "plain_v2"}))
+    incremental(engine)
+    assert target.stats.table_stats("sales_dr", "fresh_v2", ["id"]) == [long_stat("id", 4, 8)]
+    assert target.stats.table_stats("sales_dr", "plain_v2", ["id"]) == [long_stat("id", 1, 2)]
