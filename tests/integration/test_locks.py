@@ -15,6 +15,7 @@ import pytest
 from hive_metastore import ThriftHiveMetastore as HiveService
 from hive_metastore import ttypes as ht
 from thrift.protocol import TBinaryProtocol
+from thrift.Thrift import TApplicationException
 from thrift.transport import TSocket, TTransport
 
 from hmsrepl.config import MetastoreConfig
@@ -213,6 +214,13 @@ def test_two_servers_exclusive_and_shared(servers: tuple[RunningMetastore, Runni
             b.unlock(ht.UnlockRequest(lockid=987654))
         with pytest.raises(ht.NoSuchLockException):
             b.heartbeat(ht.HeartbeatRequest(lockid=987654))
+        # lock() declares only txn exceptions: Hive answers others as an application error, as here.
+        missing = ht.LockComponent(
+            type=ht.LockType.EXCLUSIVE, level=ht.LockLevel.TABLE, dbname="nodb", tablename="t"
+        )
+        with pytest.raises(TApplicationException, match="database 'nodb' does not exist"):
+            a.lock(ht.LockRequest(component=[missing], user="tester", hostname="localhost"))
+        assert b.show_locks(ht.ShowLocksRequest()).locks == []
     finally:
         a.close()
         b.close()
