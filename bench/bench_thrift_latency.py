@@ -2,9 +2,10 @@
 
 Spark and every other HMS client reach the catalog over Thrift, so per-call latency is what users feel:
 get_table on every query, get_partitions / get_partition_names when planning a partitioned scan, and one
-add_partitions when a job creates many partitions; lock + unlock of a table around every Iceberg commit. DESIGN.md ("The real Hive Metastore as a reference
-oracle") gives Hive's figures on these machines; machines are noisy, so both servers are measured in the
-same run, call by call interleaved (alternating which server goes first), and only ratios are compared.
+add_partitions when a job creates many partitions; lock + unlock of a table around every Iceberg commit.
+DESIGN.md ("The real Hive Metastore as a reference oracle") gives Hive's figures on these machines; machines
+are noisy, so both servers are measured in the same run, call by call interleaved (alternating which server
+goes first), and only ratios are compared.
 
 Run:  python bench/bench_thrift_latency.py [--partitions 1000] [--iterations 200] [--no-hive-baseline]
                                            [--backend sqlite|postgres] [--profile]
@@ -558,10 +559,9 @@ def run(args: argparse.Namespace) -> None:
             args.iterations,
             args.warmup,
         )
+        # Hive's lock manager needs its txn tables, which a bare Derby metastore lacks: measured where it works.
         lockable = []
-        for (
-            server
-        ) in servers:  # Hive's lock manager needs its txn tables, which a bare Derby metastore may lack
+        for server in servers:
             try:
                 lock_unlock(server.client)
                 lockable.append(server)
