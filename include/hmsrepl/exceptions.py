@@ -100,6 +100,23 @@ class FileLostError(StorageError):
     """A file named by an event is neither at its original location with the right checksum nor in cmroot."""
 
 
+class NoSuchLockError(NoSuchObjectError):
+    def __init__(self, lock_id: int) -> None:
+        super().__init__(
+            f"lock {lock_id} does not exist: it was released, or timed out without heartbeat "
+            "(HMSREPL_TXN_TIMEOUT_SECONDS); request a new lock"
+        )
+        self.lock_id = lock_id
+
+
+class TxnOpenError(InvalidOperationError):
+    """A txn's locks are released by its commit or abort, not by unlock."""
+
+
+class InvalidInputError(InvalidObjectError):
+    """A request names something that does not fit the object (e.g. statistics of a column it lacks)."""
+
+
 #: OS errors that say the configuration is wrong (a file where a directory should be, no permission):
 #: the same call fails the same way until someone changes the setting.
 _CONFIGURATION_OS_ERRORS = (NotADirectoryError, IsADirectoryError, PermissionError, FileExistsError)

@@ -204,3 +204,58 @@ repl_metrics = Table(
     Column("finished_at", BigInteger),
     Index(None, "policy", "id"),
 )
+
+# Hive's HIVE_LOCKS: one row per component of a lock request. ``lock_id`` is the id clients see (Hive's
+# external id); a request's components are acquired or released together. ``txn_id`` 0 means a standalone
+# lock, kept alive by heartbeats; a txn's locks live until the txn commits or aborts.
+hive_locks = Table(
+    "hive_locks",
+    metadata,
+    Column("lock_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("component", Integer, primary_key=True, autoincrement=False),
+    Column("txn_id", BigInteger, nullable=False, default=0),
+    Column("db_name", String(NAME), nullable=False),
+    Column("tbl_name", String(TABLE_NAME)),
+    Column("part_name", String(PART_NAME)),
+    Column("state", String(1), nullable=False),  # a: acquired, w: waiting
+    Column("lock_type", String(1), nullable=False),  # Hive's encoding: r, w, x, e
+    Column("operation", String(16)),
+    Column("last_heartbeat", BigInteger, nullable=False),  # epoch milliseconds
+    Column("acquired_at", BigInteger),
+    Column("user_name", String(NAME), nullable=False),
+    Column("host_name", String(NAME), nullable=False),
+    Column("agent_info", String(TABLE_NAME)),
+    Column("heartbeat_count", Integer, nullable=False, default=0),
+    Column("blocked_by", BigInteger),
+    Index(None, "db_name", "tbl_name"),
+    Index(None, "txn_id"),
+)
+
+# One row; every lock decision locks it FOR UPDATE, so decisions are serialised across metastore instances
+# (Hive's NEXT_LOCK_ID plays the same part), and it hands out lock ids.
+lock_sequence = Table(
+    "lock_sequence",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("next_lock_id", BigInteger, nullable=False),
+)
+
+# Column statistics of a table (part_id NULL) or of one partition, per column and engine (Hive's
+# TAB_COL_STATS / PART_COL_STATS). Keyed by ids: a rename keeps them, a drop removes them (cascade).
+# ``stats`` is the ColumnStatisticsData union as JSON: {"longStats": {...}}, binary fields base64.
+column_stats = Table(
+    "column_stats",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("tbl_id", BigInteger, ForeignKey("tbls.tbl_id", ondelete="CASCADE"), nullable=False),
+    Column("part_id", BigInteger, ForeignKey("partitions.part_id", ondelete="CASCADE")),
+    Column("part_key", BigInteger, nullable=False, default=0),  # part_id or 0: NULLs are never equal in keys
+    Column("col_name", String(NAME), nullable=False),
+    Column("col_type", String(NAME), nullable=False),
+    Column("engine", String(32), nullable=False, default="hive"),
+    Column("stats", LongText, nullable=False),
+    Column("last_analyzed", BigInteger, nullable=False),
+    UniqueConstraint("tbl_id", "part_key", "col_name", "engine"),
+    Index(None, "part_id"),
+    sqlite_autoincrement=True,
+)

@@ -19,7 +19,9 @@ from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.database import make_engine, upgrade_schema
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import NotificationEvent
+from hmsrepl.metastore.locks import LockService
 from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.statistics import StatisticsService
 from hmsrepl.metastore.transactions import TransactionService
 
 
@@ -33,6 +35,8 @@ class Metastore:
         self.cm = ChangeManager(config.cmroot, enabled=config.cm_enabled)
         self.catalog = CatalogService(self.events, self.cm, config.warehouse, config.trash_root)
         self.txns = TransactionService(self.events, self.catalog, timeout_seconds=config.txn_timeout_seconds)
+        self.locks = LockService(self.events, timeout_seconds=config.txn_timeout_seconds)
+        self.stats = StatisticsService(self.catalog)
 
     @classmethod
     def open(cls, config: MetastoreConfig | None = None, *, create_schema: bool = True) -> Metastore:

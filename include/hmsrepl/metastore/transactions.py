@@ -27,6 +27,7 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore.catalog import CatalogService
 from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
 from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.locks import LockService
 from hmsrepl.metastore.schema import (
     next_write_id,
     notification_sequence,
@@ -149,6 +150,7 @@ class TransactionService:
                 )
             ]
             tx.conn.execute(update(txns).where(txns.c.txn_id == txn_id).values(state=COMMITTED))
+            LockService.release_txn_locks(tx.conn, txn_id)
             tx.conn.execute(delete(txn_write_notifications).where(txn_write_notifications.c.txn_id == txn_id))
             tx.emit(
                 EventType.COMMIT_TXN, None, None, {"txn_id": txn_id, "write_ids": write_ids, "writes": writes}
@@ -168,6 +170,7 @@ class TransactionService:
             raise TxnNotOpenError(txn_id, STATE_NAMES[state])
         write_ids = self._write_ids_of(tx.conn, txn_id)
         tx.conn.execute(update(txns).where(txns.c.txn_id == txn_id).values(state=ABORTED))
+        LockService.release_txn_locks(tx.conn, txn_id)
         tx.conn.execute(delete(txn_write_notifications).where(txn_write_notifications.c.txn_id == txn_id))
         tx.emit(EventType.ABORT_TXN, None, None, {"txn_id": txn_id, "write_ids": write_ids, "reason": reason})
 

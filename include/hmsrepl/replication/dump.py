@@ -25,6 +25,7 @@ from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.transactions import ReplicationSnapshot
 from hmsrepl.replication import acid_replay
+from hmsrepl.replication.column_stats import dump_column_stats
 from hmsrepl.replication.commands import DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.layout import (
@@ -179,6 +180,7 @@ class DumpEngine:
         with self.clock.stage("consolidate"):
             self._consolidate(dump, policy, start, end, with_data, external)
             self._finish_acid_tables(dump, policy.db_name, snapshot, with_data)
+            dump_column_stats(dump, self.source, policy.db_name)
             counts = self._count(dump, policy.db_name)
         with self.clock.stage("acknowledge"):
             dump.write_metadata(self._metadata(command, "bootstrap", start, end, end, 0))

@@ -25,7 +25,9 @@ from hmsrepl.formats.partition_names import make_partition_name, parse_partition
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.statistics import ColumnStat
 from hmsrepl.replication import acid_replay
+from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
@@ -210,6 +212,7 @@ class LoadEngine:
                 # a table and its partitions appear together
                 with self.clock.stage("apply"), self.target.events.transaction():
                     self._load_table(dump, writer, meta, table)
+                    load_column_stats(dump, self.target, meta.db_name, target_db, table)
                 if progress is not None:
                     progress(1)
         for name in self.target.catalog.get_tables(target_db):
@@ -534,6 +537,32 @@ def _drop_function(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], me
     w.drop_function(body["function"]["function_name"])
 
 
+def _update_column_stats(
+    w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata
+) -> None:
+    """Statistics follow their table: a table or partition dropped later in the window is not an error."""
+    stats = [ColumnStat.from_json(doc) for doc in body["stats"]]
+    with contextlib.suppress(NoSuchObjectError):
+        w.target.stats.update(
+            w.db,
+            ev["table"],
+            stats,
+            partition_name=body.get("partition"),
+            engine=body.get("engine"),
+            last_analyzed=body.get("last_analyzed"),
+        )
+
+
+def _delete_column_stats(
+    w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata
+) -> None:
+    for column in body.get("columns") or []:
+        with contextlib.suppress(NoSuchObjectError):  # already gone: replaying twice, or dropped since
+            w.target.stats.delete(
+                w.db, ev["table"], column, partition_name=body.get("partition"), engine=body.get("engine")
+            )
+
+
 HANDLERS: dict[str, Handler] = {
     EventType.CREATE_TABLE: _create_table,
     EventType.ALTER_TABLE: _alter_table,
@@ -546,6 +575,10 @@ HANDLERS: dict[str, Handler] = {
     EventType.DROP_DATABASE: _drop_database,
     EventType.CREATE_FUNCTION: _create_function,
     EventType.DROP_FUNCTION: _drop_function,
+    EventType.UPDATE_TABLE_COLUMN_STAT: _update_column_stats,
+    EventType.UPDATE_PARTITION_COLUMN_STAT: _update_column_stats,
+    EventType.DELETE_TABLE_COLUMN_STAT: _delete_column_stats,
+    EventType.DELETE_PARTITION_COLUMN_STAT: _delete_column_stats,
     **acid_replay.HANDLERS,  # OPEN/COMMIT/ABORT_TXN, ALLOC_WRITE_ID, ACID_WRITE
 }
 # Counted, not applied: the replica database itself is made by the bootstrap.

@@ -26,25 +26,34 @@ from hmsrepl.cache import CachedReads, MetadataCache
 from hmsrepl.cache.attribution import TxnWriter, requested_txn
 from hmsrepl.exceptions import (
     AlreadyExistsError,
+    InvalidInputError,
     InvalidObjectError,
     InvalidOperationError,
     MetastoreError,
+    NoSuchLockError,
     NoSuchObjectError,
     NoSuchPartitionError,
     NoSuchTxnError,
     TxnAbortedError,
+    TxnOpenError,
 )
 from hmsrepl.formats.partition_names import make_partition_name, parse_partition_name
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.locks import LockComponent, LockInfo
 from hmsrepl.metastore.model import Partition
 from hmsrepl.thrift import convert
+from hmsrepl.thrift.catalogs import CATALOG, accept_qualified_names
 from hmsrepl.thrift.idl import Service, hms
+from hmsrepl.thrift.statistics import stat_from_thrift, stat_to_thrift
 
 log = logging.getLogger(__name__)
 
 # Preferred Thrift exception per domain error, in order; the first one the method declares is used.
 _PREFERENCES: list[tuple[type[BaseException], tuple[str, ...]]] = [
+    (NoSuchLockError, ("NoSuchLockException", "NoSuchObjectException", "MetaException")),
+    (TxnOpenError, ("TxnOpenException", "InvalidOperationException", "MetaException")),
+    (InvalidInputError, ("InvalidInputException", "InvalidObjectException", "MetaException")),
     (NoSuchTxnError, ("NoSuchTxnException", "NoSuchObjectException", "MetaException")),
     (TxnAbortedError, ("TxnAbortedException", "NoSuchTxnException", "MetaException")),
     (
@@ -210,6 +219,7 @@ class MetastoreHandler:
         if cache is not None:
             for name in _CATALOG_WRITES:
                 setattr(self, name, _fenced(getattr(self, name), cache))
+        accept_qualified_names(self)  # Hive 3/4 clients send @hive#db names
 
     @property
     def caller(self) -> str:
@@ -737,6 +747,165 @@ class MetastoreHandler:
             txnToWriteIds=[hms.TxnToWriteId(txnId=p.txn_id, writeId=p.write_id) for p in pairs]
         )
 
+    # -- locks -------------------------------------------------------------------------------------------------
+    def lock(self, rqst: Any) -> Any:
+        components = [_lock_component(c) for c in rqst.component or []]
+        result = self.store.locks.lock(
+            components,
+            txn_id=rqst.txnid or None,
+            user=rqst.user or self.caller or "unknown",
+            host=rqst.hostname or "unknown",
+            agent_info=rqst.agentInfo,
+            zero_wait=bool(rqst.zeroWaitReadEnabled),
+        )
+        return _lock_response(result)
+
+    def check_lock(self, rqst: Any) -> Any:
+        return _lock_response(self.store.locks.check_lock(rqst.lockid, rqst.txnid or None))
+
+    def unlock(self, rqst: Any) -> None:
+        self.store.locks.unlock(rqst.lockid)
+
+    def heartbeat(self, ids: Any) -> None:
+        self.store.locks.heartbeat(ids.lockid or None, ids.txnid or None)
+
+    def show_locks(self, rqst: Any) -> Any:
+        found = self.store.locks.show_locks(rqst.dbname, rqst.tablename, rqst.partname, rqst.txnid or None)
+        return hms.ShowLocksResponse(locks=[_show_lock(info) for info in found])
+
+    # -- column statistics -------------------------------------------------------------------------------------
+    def update_table_column_statistics(self, stats_obj: Any) -> bool:
+        return self._update_statistics(stats_obj, partitioned=False)
+
+    def update_partition_column_statistics(self, stats_obj: Any) -> bool:
+        return self._update_statistics(stats_obj, partitioned=True)
+
+    def _update_statistics(self, stats_obj: Any, *, partitioned: bool, merge: bool = False) -> bool:
+        desc = stats_obj.statsDesc
+        if desc is None or not desc.dbName or not desc.tableName:
+            raise InvalidObjectError("column statistics without statsDesc.dbName/tableName; name the table")
+        if partitioned and not desc.partName:
+            raise InvalidObjectError(
+                f"partition statistics of '{desc.dbName}.{desc.tableName}' without statsDesc.partName; "
+                "name the partition (e.g. ds=2024-01-01)"
+            )
+        self.store.stats.update(
+            desc.dbName,
+            desc.tableName,
+            [stat_from_thrift(obj) for obj in stats_obj.statsObj or []],
+            partition_name=desc.partName if partitioned else None,
+            engine=stats_obj.engine,
+            last_analyzed=desc.lastAnalyzed,
+            merge=merge,
+        )
+        return True
+
+    def get_table_column_statistics(self, db_name: str, tbl_name: str, col_name: str) -> Any:
+        found = self.store.stats.table_stats(db_name, tbl_name, [col_name])
+        if not found:
+            raise NoSuchObjectError(f"column '{col_name}' of table '{db_name}.{tbl_name}' has no statistics")
+        desc = hms.ColumnStatisticsDesc(isTblLevel=True, dbName=db_name.lower(), tableName=tbl_name.lower())
+        return hms.ColumnStatistics(statsDesc=desc, statsObj=[stat_to_thrift(s) for s in found])
+
+    def get_partition_column_statistics(
+        self, db_name: str, tbl_name: str, part_name: str, col_name: str
+    ) -> Any:
+        found = self.store.stats.partition_stats(db_name, tbl_name, [part_name], [col_name]).get(part_name)
+        if not found:
+            raise NoSuchObjectError(
+                f"column '{col_name}' of partition '{part_name}' of table '{db_name}.{tbl_name}' has no statistics"
+            )
+        desc = hms.ColumnStatisticsDesc(
+            isTblLevel=False, dbName=db_name.lower(), tableName=tbl_name.lower(), partName=part_name
+        )
+        return hms.ColumnStatistics(statsDesc=desc, statsObj=[stat_to_thrift(s) for s in found])
+
+    def get_table_statistics_req(self, request: Any) -> Any:
+        found = self.store.stats.table_stats(
+            request.dbName, request.tblName, request.colNames or [], engine=request.engine
+        )
+        return hms.TableStatsResult(tableStats=[stat_to_thrift(s) for s in found])
+
+    def get_partitions_statistics_req(self, request: Any) -> Any:
+        found = self.store.stats.partition_stats(
+            request.dbName,
+            request.tblName,
+            request.partNames or [],
+            request.colNames or [],
+            engine=request.engine,
+        )
+        return hms.PartitionsStatsResult(
+            partStats={part: [stat_to_thrift(s) for s in stats] for part, stats in found.items() if part}
+        )
+
+    def get_aggr_stats_for(self, request: Any) -> Any:
+        merged, found = self.store.stats.aggregate(
+            request.dbName,
+            request.tblName,
+            request.partNames or [],
+            request.colNames or [],
+            engine=request.engine,
+        )
+        return hms.AggrStats(colStats=[stat_to_thrift(s) for s in merged], partsFound=found)
+
+    def set_aggr_stats_for(self, request: Any) -> bool:
+        """Several tables' or partitions' statistics at once (Hive's SetPartitionsStatsRequest), in one commit."""
+        with self.store.events.transaction():
+            for stats in request.colStats or []:
+                if request.engine and not stats.engine:
+                    stats.engine = request.engine
+                partitioned = stats.statsDesc is not None and not stats.statsDesc.isTblLevel
+                self._update_statistics(stats, partitioned=partitioned, merge=bool(request.needMerge))
+        return True
+
+    def delete_table_column_statistics(
+        self, db_name: str, tbl_name: str, col_name: str | None, engine: str | None = None
+    ) -> bool:
+        self.store.stats.delete(db_name, tbl_name, col_name or None, engine=engine)
+        return True
+
+    def delete_partition_column_statistics(
+        self, db_name: str, tbl_name: str, part_name: str, col_name: str | None, engine: str | None = None
+    ) -> bool:
+        if not part_name:
+            raise InvalidObjectError(
+                f"delete_partition_column_statistics of '{db_name}.{tbl_name}' needs part_name"
+            )
+        self.store.stats.delete(db_name, tbl_name, col_name or None, partition_name=part_name, engine=engine)
+        return True
+
+    # -- Hive 3/4 catalog reads ----------------------------------------------------------------------------------
+    def get_table_objects_by_name_req(self, req: Any) -> Any:
+        names = list(req.tblNames or [])
+        if not names and req.tablesPattern:
+            names = self.catalog.get_tables(req.dbName, req.tablesPattern)
+        tables = self.catalog.get_table_objects(req.dbName, names)
+        return hms.GetTablesResult(tables=[convert.table_to_thrift(t) for t in tables])
+
+    def get_tables_ext(self, req: Any) -> list[Any]:
+        names = self.catalog.get_tables(req.database, req.tableNamePattern or "*")
+        if req.limit is not None and req.limit >= 0:
+            names = names[: req.limit]
+        return [hms.ExtendedTableInfo(tblName=name) for name in names]
+
+    def get_database_req(self, request: Any) -> Any:
+        if not request.name:
+            raise InvalidObjectError("get_database_req without a database name; set GetDatabaseRequest.name")
+        return self.get_database(request.name)
+
+    def get_catalog(self, catName: Any) -> Any:
+        if (catName.name or "").lower() != CATALOG:
+            raise NoSuchObjectError(
+                f"catalog '{catName.name}' does not exist; this metastore has only '{CATALOG}'"
+            )
+        catalog = hms.Catalog(
+            name=CATALOG, description="Hive's default catalog", locationUri=self.store.config.warehouse
+        )
+        return hms.GetCatalogResponse(catalog=catalog)
+
+    def get_catalogs(self) -> Any:
+        return hms.GetCatalogsResponse(names=[CATALOG])
+
 
 def _fenced(method: Callable[..., Any], cache: MetadataCache) -> Callable[..., Any]:
     @functools.wraps(method)
@@ -747,6 +916,44 @@ def _fenced(method: Callable[..., Any], cache: MetadataCache) -> Callable[..., A
             cache.note_local_write()
 
     return write
+
+
+def _lock_component(c: Any) -> LockComponent:
+    type_name = hms.LockType._VALUES_TO_NAMES.get(c.type)
+    if type_name is None:
+        raise InvalidObjectError(
+            f"lock component on '{c.dbname}': unknown lock type {c.type}; send a Hive LockType"
+        )
+    level = hms.LockLevel._VALUES_TO_NAMES.get(c.level, "TABLE")
+    table = c.tablename if level != "DB" else None
+    partition = c.partitionname if level == "PARTITION" else None
+    operation = hms.DataOperationType._VALUES_TO_NAMES.get(c.operationType) if c.operationType else None
+    return LockComponent(type_name, c.dbname or "", table or None, partition or None, operation)
+
+
+def _lock_response(result: Any) -> Any:
+    state = getattr(hms.LockState, result.state)
+    return hms.LockResponse(lockid=result.lock_id, state=state, errorMessage=result.message)
+
+
+def _show_lock(info: LockInfo) -> Any:
+    return hms.ShowLocksResponseElement(
+        lockid=info.lock_id,
+        dbname=info.db_name,
+        tablename=info.table_name,
+        partname=info.partition_name,
+        state=getattr(hms.LockState, info.state),
+        type=getattr(hms.LockType, info.lock_type),
+        txnid=info.txn_id or None,
+        lastheartbeat=info.last_heartbeat,
+        acquiredat=info.acquired_at,
+        user=info.user,
+        hostname=info.host,
+        heartbeatCount=info.heartbeat_count,
+        agentInfo=info.agent_info,
+        blockedByExtId=info.blocked_by,
+        lockIdInternal=info.component,
+    )
 
 
 def _properties(environment_context: Any) -> dict[str, str] | None:

@@ -19,6 +19,9 @@ exception UnknownTableException { 1: string message }
 exception NoSuchTxnException { 1: string message }
 exception TxnAbortedException { 1: string message }
 exception ConfigValSecurityException { 1: string message }
+exception NoSuchLockException { 1: string message }
+exception TxnOpenException { 1: string message }
+exception InvalidInputException { 1: string message }
 
 // ---- catalog objects --------------------------------------------------------------------------------
 struct FieldSchema {
@@ -369,6 +372,280 @@ struct TableValidWriteIds {
 
 struct GetValidWriteIdsResponse { 1: required list<TableValidWriteIds> tblValidWriteIds }
 
+// ---- locks (Hive's lock manager; EXCL_WRITE is Hive 4's, zeroWaitReadEnabled too) ---------------------
+enum LockLevel { DB = 1, TABLE = 2, PARTITION = 3 }
+enum LockState { ACQUIRED = 1, WAITING = 2, ABORT = 3, NOT_ACQUIRED = 4 }
+enum LockType { SHARED_READ = 1, SHARED_WRITE = 2, EXCLUSIVE = 3, EXCL_WRITE = 4 }
+enum DataOperationType { SELECT = 1, INSERT = 2, UPDATE = 3, DELETE = 4, UNSET = 5, NO_TXN = 6 }
+
+struct LockComponent {
+  1: required LockType type,
+  2: required LockLevel level,
+  3: required string dbname,
+  4: optional string tablename,
+  5: optional string partitionname,
+  6: optional DataOperationType operationType = DataOperationType.UNSET,
+  7: optional bool isTransactional = false,
+  8: optional bool isDynamicPartitionWrite = false
+}
+
+struct LockRequest {
+  1: required list<LockComponent> component,
+  2: optional i64 txnid,
+  3: required string user,
+  4: required string hostname,
+  5: optional string agentInfo = "Unknown",
+  6: optional bool zeroWaitReadEnabled = false,
+  7: optional bool exclusiveCTAS = false
+}
+
+struct LockResponse {
+  1: required i64 lockid,
+  2: required LockState state,
+  3: optional string errorMessage
+}
+
+struct CheckLockRequest {
+  1: required i64 lockid,
+  2: optional i64 txnid,
+  3: optional i64 elapsed_ms
+}
+
+struct UnlockRequest { 1: required i64 lockid }
+
+struct ShowLocksRequest {
+  1: optional string dbname,
+  2: optional string tablename,
+  3: optional string partname,
+  4: optional bool isExtended = false,
+  5: optional i64 txnid
+}
+
+struct ShowLocksResponseElement {
+  1: required i64 lockid,
+  2: required string dbname,
+  3: optional string tablename,
+  4: optional string partname,
+  5: required LockState state,
+  6: required LockType type,
+  7: optional i64 txnid,
+  8: required i64 lastheartbeat,
+  9: optional i64 acquiredat,
+  10: required string user,
+  11: required string hostname,
+  12: optional i32 heartbeatCount = 0,
+  13: optional string agentInfo,
+  14: optional i64 blockedByExtId,
+  15: optional i64 blockedByIntId,
+  16: optional i64 lockIdInternal
+}
+
+struct ShowLocksResponse { 1: list<ShowLocksResponseElement> locks }
+
+struct HeartbeatRequest {
+  1: optional i64 lockid,
+  2: optional i64 txnid
+}
+
+// ---- column statistics (Hive's structs; engine/catName/isStatsCompliant are Hive 3/4 additions) --------
+struct BooleanColumnStatsData {
+  1: required i64 numTrues,
+  2: required i64 numFalses,
+  3: required i64 numNulls,
+  4: optional binary bitVectors
+}
+
+struct DoubleColumnStatsData {
+  1: optional double lowValue,
+  2: optional double highValue,
+  3: required i64 numNulls,
+  4: required i64 numDVs,
+  5: optional binary bitVectors
+}
+
+struct LongColumnStatsData {
+  1: optional i64 lowValue,
+  2: optional i64 highValue,
+  3: required i64 numNulls,
+  4: required i64 numDVs,
+  5: optional binary bitVectors
+}
+
+struct StringColumnStatsData {
+  1: required i64 maxColLen,
+  2: required double avgColLen,
+  3: required i64 numNulls,
+  4: required i64 numDVs,
+  5: optional binary bitVectors
+}
+
+struct BinaryColumnStatsData {
+  1: required i64 maxColLen,
+  2: required double avgColLen,
+  3: required i64 numNulls,
+  4: optional binary bitVectors
+}
+
+struct Decimal {
+  3: required i16 scale,
+  1: required binary unscaled
+}
+
+struct DecimalColumnStatsData {
+  1: optional Decimal lowValue,
+  2: optional Decimal highValue,
+  3: required i64 numNulls,
+  4: required i64 numDVs,
+  5: optional binary bitVectors
+}
+
+struct Date { 1: required i64 daysSinceEpoch }
+
+struct DateColumnStatsData {
+  1: optional Date lowValue,
+  2: optional Date highValue,
+  3: required i64 numNulls,
+  4: required i64 numDVs,
+  5: optional binary bitVectors
+}
+
+struct Timestamp { 1: required i64 secondsSinceEpoch }
+
+struct TimestampColumnStatsData {
+  1: optional Timestamp lowValue,
+  2: optional Timestamp highValue,
+  3: required i64 numNulls,
+  4: required i64 numDVs,
+  5: optional binary bitVectors
+}
+
+union ColumnStatisticsData {
+  1: BooleanColumnStatsData booleanStats,
+  2: LongColumnStatsData longStats,
+  3: DoubleColumnStatsData doubleStats,
+  4: StringColumnStatsData stringStats,
+  5: BinaryColumnStatsData binaryStats,
+  6: DecimalColumnStatsData decimalStats,
+  7: DateColumnStatsData dateStats,
+  8: TimestampColumnStatsData timestampStats
+}
+
+struct ColumnStatisticsObj {
+  1: required string colName,
+  2: required string colType,
+  3: required ColumnStatisticsData statsData
+}
+
+struct ColumnStatisticsDesc {
+  1: required bool isTblLevel,
+  2: required string dbName,
+  3: required string tableName,
+  4: optional string partName,
+  5: optional i64 lastAnalyzed,
+  6: optional string catName
+}
+
+struct ColumnStatistics {
+  1: required ColumnStatisticsDesc statsDesc,
+  2: required list<ColumnStatisticsObj> statsObj,
+  3: optional bool isStatsCompliant,
+  4: optional string engine
+}
+
+struct AggrStats {
+  1: required list<ColumnStatisticsObj> colStats,
+  2: required i64 partsFound,
+  3: optional bool isStatsCompliant
+}
+
+struct SetPartitionsStatsRequest {
+  1: required list<ColumnStatistics> colStats,
+  2: optional bool needMerge,
+  3: optional i64 writeId = -1,
+  4: optional string validWriteIdList,
+  5: optional string engine
+}
+
+struct TableStatsRequest {
+  1: required string dbName,
+  2: required string tblName,
+  3: required list<string> colNames,
+  4: optional string catName,
+  5: optional string validWriteIdList,
+  6: optional string engine,
+  7: optional i64 id = -1
+}
+
+struct TableStatsResult {
+  1: required list<ColumnStatisticsObj> tableStats,
+  2: optional bool isStatsCompliant
+}
+
+struct PartitionsStatsRequest {
+  1: required string dbName,
+  2: required string tblName,
+  3: required list<string> colNames,
+  4: required list<string> partNames,
+  5: optional string catName,
+  6: optional string validWriteIdList,
+  7: optional string engine
+}
+
+struct PartitionsStatsResult {
+  1: required map<string, list<ColumnStatisticsObj>> partStats,
+  2: optional bool isStatsCompliant
+}
+
+// ---- Hive 3/4 request forms of catalog reads (only the fields this server reads; others are skipped) ------
+struct GetTablesRequest {
+  1: required string dbName,
+  2: optional list<string> tblNames,
+  3: optional ClientCapabilities capabilities,
+  4: optional string catName,
+  5: optional list<string> processorCapabilities,
+  6: optional string processorIdentifier,
+  8: optional string tablesPattern
+}
+
+struct GetTablesResult { 1: required list<Table> tables }
+
+struct GetTablesExtRequest {
+  1: required string catalog,
+  2: required string database,
+  3: required string tableNamePattern,
+  4: required i32 requestedFields,
+  5: optional i32 limit,
+  6: optional list<string> processorCapabilities,
+  7: optional string processorIdentifier
+}
+
+struct ExtendedTableInfo {
+  1: required string tblName,
+  2: optional i32 accessType,
+  3: optional list<string> requiredReadCapabilities,
+  4: optional list<string> requiredWriteCapabilities
+}
+
+struct GetDatabaseRequest {
+  1: optional string name,
+  2: optional string catalogName,
+  3: optional list<string> processorCapabilities,
+  4: optional string processorIdentifier
+}
+
+struct Catalog {
+  1: string name,
+  2: optional string description,
+  3: string locationUri,
+  4: optional i32 createTime
+}
+
+struct GetCatalogRequest { 1: string name }
+
+struct GetCatalogResponse { 1: Catalog catalog }
+
+struct GetCatalogsResponse { 1: list<string> names }
+
 // ---- the service --------------------------------------------------------------------------------------
 // get_partitions_by_expr is left out on purpose: its argument is a serialized Java expression tree. Clients
 // that receive UNKNOWN_METHOD for it fall back to get_partitions_by_filter or client-side pruning.
@@ -511,6 +788,55 @@ service ThriftHiveMetastore {
   CurrentNotificationEventId get_current_notificationEventId(),
   NotificationEventsCountResponse get_notification_events_count(1: NotificationEventsCountRequest rqst),
   FireEventResponse fire_listener_event(1: FireEventRequest rqst),
+
+  // Hive 3/4 catalog reads
+  GetTablesResult get_table_objects_by_name_req(1: GetTablesRequest req)
+      throws (1: MetaException o1, 2: InvalidOperationException o2, 3: UnknownDBException o3),
+  list<ExtendedTableInfo> get_tables_ext(1: GetTablesExtRequest req) throws (1: MetaException o1),
+  Database get_database_req(1: GetDatabaseRequest request) throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  GetCatalogResponse get_catalog(1: GetCatalogRequest catName) throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  GetCatalogsResponse get_catalogs() throws (1: MetaException o1),
+
+  // locks
+  LockResponse lock(1: LockRequest rqst) throws (1: NoSuchTxnException o1, 2: TxnAbortedException o2),
+  LockResponse check_lock(1: CheckLockRequest rqst)
+      throws (1: NoSuchTxnException o1, 2: TxnAbortedException o2, 3: NoSuchLockException o3),
+  void unlock(1: UnlockRequest rqst) throws (1: NoSuchLockException o1, 2: TxnOpenException o2),
+  ShowLocksResponse show_locks(1: ShowLocksRequest rqst),
+  void heartbeat(1: HeartbeatRequest ids)
+      throws (1: NoSuchLockException o1, 2: NoSuchTxnException o2, 3: TxnAbortedException o3),
+
+  // column statistics (Hive 4 adds 'engine' to the two deletes; older clients leave it out)
+  bool update_table_column_statistics(1: ColumnStatistics stats_obj)
+      throws (1: NoSuchObjectException o1, 2: InvalidObjectException o2, 3: MetaException o3,
+              4: InvalidInputException o4),
+  bool update_partition_column_statistics(1: ColumnStatistics stats_obj)
+      throws (1: NoSuchObjectException o1, 2: InvalidObjectException o2, 3: MetaException o3,
+              4: InvalidInputException o4),
+  ColumnStatistics get_table_column_statistics(1: string db_name, 2: string tbl_name, 3: string col_name)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2, 3: InvalidInputException o3,
+              4: InvalidObjectException o4),
+  ColumnStatistics get_partition_column_statistics(1: string db_name, 2: string tbl_name, 3: string part_name,
+                                                   4: string col_name)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2, 3: InvalidInputException o3,
+              4: InvalidObjectException o4),
+  TableStatsResult get_table_statistics_req(1: TableStatsRequest request)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  PartitionsStatsResult get_partitions_statistics_req(1: PartitionsStatsRequest request)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  AggrStats get_aggr_stats_for(1: PartitionsStatsRequest request)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  bool set_aggr_stats_for(1: SetPartitionsStatsRequest request)
+      throws (1: NoSuchObjectException o1, 2: InvalidObjectException o2, 3: MetaException o3,
+              4: InvalidInputException o4),
+  bool delete_partition_column_statistics(1: string db_name, 2: string tbl_name, 3: string part_name,
+                                          4: string col_name, 5: string engine)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2, 3: InvalidObjectException o3,
+              4: InvalidInputException o4),
+  bool delete_table_column_statistics(1: string db_name, 2: string tbl_name, 3: string col_name,
+                                      4: string engine)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2, 3: InvalidObjectException o3,
+              4: InvalidInputException o4),
 
   // transactions and write ids
   GetOpenTxnsResponse get_open_txns(),

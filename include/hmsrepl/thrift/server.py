@@ -96,6 +96,7 @@ class MetastoreServer:
         while not self._stop.wait(interval_seconds):
             try:
                 self.store.txns.abort_timed_out()
+                self.store.locks.release_timed_out()
                 self.store.cleanup_events()
                 self.store.cleanup_cmroot()
             except Exception:  # housekeeping must outlive a database hiccup

@@ -1,0 +1,57 @@
+"""Column statistics in bootstrap dumps: one ``_column_stats`` document per dumped table, loaded with it.
+
+Incremental dumps carry statistics as events (see load.py's handlers); a bootstrap carries the tables'
+statistics as read once the dump's objects are final. They are read after the dump's last event, so a
+statistics change made meanwhile can appear early on the replica; the incremental load that follows
+replays that change's event again (updates are upserts, deletes of absent statistics are skipped), so the
+replica converges on the source's statistics as of each loaded event id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from hmsrepl.exceptions import NoSuchObjectError
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.statistics import ColumnStat
+from hmsrepl.replication.layout import FUNCTIONS_DIR, METADATA, DumpDir
+
+COLUMN_STATS = "_column_stats"
+
+
+def dump_column_stats(dump: DumpDir, source: Metastore, db_name: str) -> int:
+    """Write the statistics of every table the bootstrap dump holds; returns how many groups were written."""
+    written = 0
+    for relative in dump.metadata_files(db_name):
+        parts = relative.split("/")
+        if len(parts) != 3 or parts[1] == FUNCTIONS_DIR:
+            continue
+        table_name = dump.read_json(relative)["table"]["table_name"]
+        try:
+            groups = source.stats.dump_table(db_name, table_name)
+        except NoSuchObjectError:  # dropped after the dump's last event: its DROP_TABLE comes next
+            continue
+        if groups:
+            dump.write_json(relative[: -len(METADATA)] + COLUMN_STATS, {"column_stats": groups})
+            written += len(groups)
+    return written
+
+
+def load_column_stats(
+    dump: DumpDir, target: Metastore, source_db: str, target_db: str, table: dict[str, Any]
+) -> None:
+    """Store a dumped table's statistics on the replica (inside the transaction that loads the table)."""
+    relative = f"{source_db}/{table['table_name']}/{COLUMN_STATS}"
+    if not dump.fs.exists(dump.path(relative)):
+        return
+    for group in dump.read_json(relative)["column_stats"]:
+        with contextlib.suppress(NoSuchObjectError):  # a partition the dump does not hold
+            target.stats.update(
+                target_db,
+                table["table_name"],
+                [ColumnStat.from_json(doc) for doc in group["stats"]],
+                partition_name=group.get("partition"),
+                engine=group.get("engine"),
+                last_analyzed=group.get("last_analyzed"),
+            )
