@@ -88,7 +88,12 @@ class ChangeManager:
             if not self.enabled:
                 fs.delete(entry.file_uri)
                 continue
-            moved += int(self._store(entry, fs, now))
+            try:
+                moved += int(self._store(entry, fs, now))
+            except (OSError, StorageError):
+                if fs.exists(entry.file_uri):
+                    raise
+                continue  # another process recycled it meanwhile (an intent completed twice at once)
             fault_point("recycle_after_file")
         return moved
 
@@ -128,12 +133,7 @@ class ChangeManager:
                 checksum,
             )
             cm_fs.delete(target)
-        try:
-            renamed = self._write(source, target, checksum, versioned=versioned)
-        except (OSError, StorageError):
-            if not fs.exists(entry.file_uri) and verified_copy(cm_fs, target, checksum):
-                return False  # another run recycled it meanwhile
-            raise
+        renamed = self._write(source, target, checksum, versioned=versioned)
         if renamed:  # a rename keeps the old mtime; retention counts from recycling
             cm_fs.touch(target, now)
         else:  # a copy is dated now

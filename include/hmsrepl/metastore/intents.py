@@ -122,8 +122,8 @@ class FileIntents:
         try:
             self._perform(intent)
         except Exception as exc:
-            with self.events.write_engine.begin() as conn:
-                conn.execute(
+            with self.events.transaction() as tx:
+                tx.conn.execute(
                     update(file_intents)
                     .where(file_intents.c.id == intent.id)
                     .values(
@@ -132,8 +132,10 @@ class FileIntents:
                 )
             raise
         fault_point("intent_before_delete_row")
-        with self.events.write_engine.begin() as conn:
-            conn.execute(delete(file_intents).where(file_intents.c.id == intent.id))
+        # Joins the caller's transaction if one is open (a create settling a drop inside a load batch): a
+        # rollback then brings the row back, and the work, being idempotent, is simply done again.
+        with self.events.transaction() as tx:
+            tx.conn.execute(delete(file_intents).where(file_intents.c.id == intent.id))
 
     def _perform(self, intent: Intent) -> None:
         if intent.kind == MAKEDIRS:
@@ -151,11 +153,16 @@ class FileIntents:
                 f"that knows it, or delete the row once the work is done by hand"
             )
 
-    def pending(self, limit: int | None = None) -> list[Intent]:
+    def pending(self, limit: int | None = None, *, committed_only: bool = False) -> list[Intent]:
+        """Pending intents, oldest first; ``committed_only`` leaves out those of this thread's open transaction.
+
+        Those belong to changes that have not committed yet: their work must wait for the commit.
+        """
         query = select(file_intents).order_by(file_intents.c.id)
         if limit is not None:
             query = query.limit(limit)
-        with self.events.reader() as conn:
+        reader = self.events.engine.connect() if committed_only else self.events.reader()
+        with reader as conn:
             return [
                 Intent(
                     row.id,
@@ -171,9 +178,9 @@ class FileIntents:
 
     def _claim(self, intent: Intent) -> bool:
         """Take the intent for this process (optimistically: whoever moves ``claimed_at`` first has it)."""
-        with self.events.write_engine.begin() as conn:
+        with self.events.transaction() as tx:
             return (
-                conn.execute(
+                tx.conn.execute(
                     update(file_intents)
                     .where(file_intents.c.id == intent.id, file_intents.c.claimed_at == intent.claimed_at)
                     .values(claimed_at=max(_now_ms(), intent.claimed_at + 1))
@@ -217,7 +224,7 @@ class FileIntents:
         keys = {path_key(loc).rstrip("/") for loc in locations if loc}
         if not keys:
             return
-        for intent in self.pending():
+        for intent in self.pending(committed_only=True):
             if intent.kind != RECYCLE or not _overlaps(intent.paths(), keys):
                 continue
             try:
