@@ -80,24 +80,31 @@ class ChangeManager:
         """
         moved = 0
         now = time.time()
-        for text in encoded_files:
-            entry = EncodedFileUri.decode(text)
-            fs = filesystem_for(entry.file_uri)
-            if not fs.exists(entry.file_uri):
-                continue  # recycled by an earlier, interrupted run
-            if not self.enabled:
-                fs.delete(entry.file_uri)
-                continue
-            try:
-                moved += int(self._store(entry, fs, now))
-            except (OSError, StorageError):
-                if fs.exists(entry.file_uri):
-                    raise
-                continue  # another process recycled it meanwhile (an intent completed twice at once)
-            fault_point("recycle_after_file")
+        renamed_in: set[str] = set()  # directories whose renames are made durable once, at the end
+        try:
+            for text in encoded_files:
+                entry = EncodedFileUri.decode(text)
+                fs = filesystem_for(entry.file_uri)
+                if not fs.exists(entry.file_uri):
+                    continue  # recycled by an earlier, interrupted run
+                if not self.enabled:
+                    fs.delete(entry.file_uri)
+                    continue
+                try:
+                    moved += int(self._store(entry, fs, now, renamed_in))
+                except (OSError, StorageError):
+                    if fs.exists(entry.file_uri):
+                        raise
+                    continue  # another process recycled it meanwhile (an intent completed twice at once)
+                fault_point("recycle_after_file")
+        finally:
+            # Before the caller records the work as done: a rename lost in a power cut would put the file
+            # back in the warehouse after its intent was deleted. One fsync per directory, not per file.
+            for directory in sorted(renamed_in):
+                _sync_directory(directory)
         return moved
 
-    def _store(self, entry: EncodedFileUri, fs: FileSystem, now: float) -> bool:
+    def _store(self, entry: EncodedFileUri, fs: FileSystem, now: float, renamed_in: set[str]) -> bool:
         """Put one file's content into cmroot, verified, then remove the original; True if a copy was made.
 
         The cmroot name is content-addressed, so it is checked, never trusted: an existing file under it
@@ -134,6 +141,8 @@ class ChangeManager:
             )
             cm_fs.delete(target)
         renamed = self._write(source, target, checksum, versioned=versioned)
+        if renamed:
+            renamed_in.update({os.path.dirname(local_path(target)), os.path.dirname(local_path(source))})
         if renamed:  # a rename keeps the old mtime; retention counts from recycling
             cm_fs.touch(target, now)
         else:  # a copy is dated now
@@ -159,9 +168,7 @@ class ChangeManager:
                 if exc.errno != errno.EXDEV:
                     raise
             else:
-                _sync_directory(os.path.dirname(dst_path))
-                _sync_directory(os.path.dirname(src_path))
-                return True
+                return True  # the caller syncs both directories (once for all files it renames)
             _copy_local_verified(src_path, dst_path, checksum)
             return False
         copy_file(source, target, checksum or None)
