@@ -373,3 +373,13 @@ def test_killed_metastore_server_completes_the_drop_on_restart(
         assert client.get_all_tables("s") == ["p"]
         client.close()
     _assert_converged(config, "drop_table")
+
+
+@pytest.mark.parametrize("point", ["after_commit_before_intent", "recycle_after_file"])
+def test_kill_on_every_backend(db_url: str, tmp_path: Path, cmroot: str, point: str) -> None:
+    """The intent commits with the change on PostgreSQL and MariaDB too (READ COMMITTED, row locks)."""
+    config = MetastoreConfig(db_url=db_url, warehouse=str(tmp_path / "wh"), cmroot=cmroot, trash_root="")
+    _populate(config)
+    assert _run_child(config, "drop_partition", point) == KILLED
+    assert _pending(config) == 1
+    _assert_converged(config, "drop_partition")
