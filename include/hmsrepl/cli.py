@@ -415,6 +415,45 @@ def cm_cleanup(ctx: click.Context, retention_seconds: int | None) -> None:
 
 
 @main.group()
+def intents() -> None:
+    """File work that committed changes still owe (recycling into cmroot, directories)."""
+
+
+@intents.command("list")
+@click.pass_context
+@_friendly_errors
+def intents_list(ctx: click.Context) -> None:
+    """Print the pending file intents: id, kind, age, attempts, last error."""
+    import time
+
+    pending = _store(ctx).catalog.intents.pending()
+    now_ms = int(time.time() * 1000)
+    for intent in pending:
+        size = len(intent.payload.get("files", [])), len(intent.payload.get("dirs", []))
+        click.echo(
+            f"{intent.id}\t{intent.kind}\t{size[0]} files, {size[1]} dirs\tage {(now_ms - intent.created_at) / 1000:.0f} s"
+            f"\tattempts {intent.attempts}" + (f"\t{intent.last_error}" if intent.last_error else "")
+        )
+    click.echo(f"{len(pending)} pending file intents")
+
+
+@intents.command("run")
+@click.option(
+    "--lease-seconds", type=float, default=0.0, show_default=True, help="Skip intents started this recently."
+)
+@click.pass_context
+@_friendly_errors
+def intents_run(ctx: click.Context, lease_seconds: float) -> None:
+    """Complete pending file intents (safe to run while metastores serve: each step is idempotent)."""
+    result = _store(ctx).complete_file_intents(lease_seconds)
+    click.echo(
+        f"file intents: {result.completed} completed, {result.failed} failed, {result.skipped} skipped"
+    )
+    if result.failed:
+        raise SystemExit(1)
+
+
+@main.group()
 def txns() -> None:
     """Transaction housekeeping."""
 

@@ -34,6 +34,10 @@ class MetastoreConfig(BaseSettings):
         description="Hadoop trash of the writers (fs.trash.interval > 0): overwritten files are adopted into cmroot.",
     )
     cm_retention_seconds: int = Field(default=24 * 3600, description="Keep recycled files this long.")
+    intent_lease_seconds: float = Field(
+        default=60.0,
+        description="Periodic housekeeping completes pending file intents not worked on for this long.",
+    )
     event_ttl_seconds: int = Field(default=7 * 24 * 3600, description="Keep notification events this long.")
     compress_events: bool = Field(default=True, description="Store large event messages gzip+base64.")
     compress_min_bytes: int = Field(default=4096, description="Messages at least this big are compressed.")

@@ -85,3 +85,28 @@ def test_cm_disabled_deletes_instead(tmp_path: Path) -> None:
     assert encoded.split("#")[2] == ""  # no cmroot advertised in events
     cm.recycle([encoded])
     assert not os.path.exists(uri) and not os.path.exists(local_path(cm.cmroot))
+
+
+def test_damaged_cmroot_copy_is_replaced_before_the_original_goes(cm: ChangeManager, tmp_path: Path) -> None:
+    """A truncated file under the final cmroot name (an interrupted copy) is never taken for the content."""
+    data = os.urandom(50_000)
+    uri = write_file(str(tmp_path / "wh/t"), "f.parquet", data)
+    encoded = cm.encode(uri, checksum_bytes(data))
+    damaged = Path(local_path(cm.cm_uri(uri, checksum_bytes(data))))
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(data[:1000])
+    cm.recycle([encoded])
+    assert damaged.read_bytes() == data and not os.path.exists(uri)
+    assert Path(cm.resolve(encoded)).read_bytes() == data
+
+
+def test_file_rewritten_since_its_event_is_kept_under_its_own_checksum(
+    cm: ChangeManager, tmp_path: Path
+) -> None:
+    uri = write_file(str(tmp_path / "wh/t"), "f.parquet", b"recorded")
+    encoded = cm.encode(uri, checksum_bytes(b"recorded"))
+    write_file(str(tmp_path / "wh/t"), "f.parquet", b"rewritten")
+    cm.recycle([encoded])
+    assert not os.path.exists(uri)
+    assert Path(local_path(cm.cm_uri(uri, checksum_bytes(b"rewritten")))).read_bytes() == b"rewritten"
+    assert not os.path.exists(local_path(cm.cm_uri(uri, checksum_bytes(b"recorded"))))

@@ -6,30 +6,45 @@ from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import insert
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import make_engine, schema_is_current, upgrade_schema
 from hmsrepl.metastore.model import Database
-from hmsrepl.metastore.schema import metadata
+from hmsrepl.metastore.schema import dbs, metadata, tbls
 from tests.helpers import make_table
 
 
 def test_upgrade_keeps_data_and_ids_are_never_reused(db_url: str, tmp_path: Path) -> None:
     upgrade_schema(db_url, "0001")
     config = MetastoreConfig(db_url=db_url, warehouse=str(tmp_path / "wh"), cmroot=str(tmp_path / "cm"))
-    old = Metastore(config)
-    old.catalog.create_database(Database(name="kept"))
-    first = old.catalog.create_table(make_table("kept", "t"))
-    old.close()
+    # Rows as a metastore of revision 0001 wrote them (today's catalog also writes tables added since).
+    engine = make_engine(db_url)
+    table = make_table("kept", "t")
+    with engine.begin() as conn:
+        db_id = conn.execute(
+            insert(dbs).values(name="kept", doc=Database(name="kept").model_dump_json(), create_time=0)
+        ).inserted_primary_key[0]
+        first_id = conn.execute(
+            insert(tbls).values(
+                db_id=db_id,
+                tbl_name="t",
+                tbl_type=str(table.table_type),
+                location=None,
+                doc=table.model_dump_json(exclude={"id", "write_id"}),
+                write_id=0,
+            )
+        ).inserted_primary_key[0]
+    engine.dispose()
     assert not schema_is_current(make_engine(db_url))
     upgrade_schema(db_url)
     store = Metastore(config)
     assert schema_is_current(store.engine)
-    assert store.catalog.get_table("kept", "t").id == first.id
+    assert store.catalog.get_table("kept", "t").id == first_id
     store.catalog.drop_table("kept", "t")
     again = store.catalog.create_table(make_table("kept", "t"))
-    assert again.id != first.id  # a re-created table is told apart by its id
+    assert again.id != first_id  # a re-created table is told apart by its id
     store.close()
 
 

@@ -2,7 +2,10 @@
 
 File work is kept out of the database transaction where it can be: files are listed and checksummed before
 the transaction starts, and files a drop removes are recycled into cmroot only after it committed, so a
-failed commit never loses data and a crash after commit leaves files where the event says they were.
+failed commit never loses data. The work owed after a commit (recycling, removing a dropped object's
+directory, making a new object's directory) is recorded as a durable intent in the same transaction
+(``metastore.intents``): a crash after the commit leaves it for housekeeping to finish, and a new object
+never adopts the files of a dropped one of the same name.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files
+from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.partition_filter import filter_to_sql, parse_filter
 from hmsrepl.metastore.patterns import matches
@@ -63,6 +67,7 @@ class CatalogService:
         self.cm = cm
         self.warehouse = warehouse.rstrip("/")
         self.trash = TrashAdopter(trash_root, cm)
+        self.intents = FileIntents(events, cm)
 
     # -- databases -------------------------------------------------------------------------------------
     def default_db_location(self, name: str) -> str:
@@ -71,6 +76,7 @@ class CatalogService:
     def create_database(self, db: Database) -> Database:
         _check_name(db.name, "database")
         db = db.model_copy(update={"location_uri": db.location_uri or self.default_db_location(db.name)})
+        self.intents.settle([db.location_uri], f"database '{db.name}'")
         with self.events.transaction() as tx:
             if self._db_id(tx.conn, db.name, missing_ok=True) is not None:
                 raise AlreadyExistsError(
@@ -80,7 +86,7 @@ class CatalogService:
                 insert(dbs).values(name=db.name, doc=db.model_dump_json(), create_time=int(time.time()))
             )
             tx.emit(EventType.CREATE_DATABASE, db.name, None, {"database": _snapshot(db)})
-        filesystem_for(db.location_uri).makedirs(db.location_uri)
+            self.intents.makedirs(tx, [db.location_uri or ""])
         return db
 
     def get_database(self, name: str) -> Database:
@@ -138,8 +144,8 @@ class CatalogService:
                 raise InvalidOperationError(f"database '{name}' got a new table while being dropped; retry")
             tx.conn.execute(delete(dbs).where(dbs.c.db_id == db_id))
             tx.emit(EventType.DROP_DATABASE, name, None, {"database": _snapshot(db)})
-        if delete_data and db.location_uri and db.location_uri.rstrip("/") != self.warehouse:
-            filesystem_for(db.location_uri).delete_tree(db.location_uri)
+            if delete_data and db.location_uri and db.location_uri.rstrip("/") != self.warehouse:
+                self.intents.recycle(tx, [], [db.location_uri])
 
     def _db_id(self, conn: Connection, name: str, *, missing_ok: bool = False) -> int | None:
         db_id = conn.execute(select(dbs.c.db_id).where(dbs.c.name == name)).scalar()
@@ -164,8 +170,7 @@ class CatalogService:
             table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
         table = table.model_copy(update={"create_time": table.create_time or int(time.time()), "write_id": 0})
         location = table.sd.location
-        if location and table.is_managed:
-            filesystem_for(location).makedirs(location)
+        self.intents.settle([location], f"table '{table.qualified_name}'")
         files = describe_files(location, self.cm) if location else []
         with self.events.transaction() as tx:
             db_id = self._db_id(tx.conn, table.db_name)
@@ -187,6 +192,8 @@ class CatalogService:
                 )
             ).inserted_primary_key[0]
             table = table.model_copy(update={"id": tbl_id})
+            if location and table.is_managed:  # made after commit: a failed create leaves no directory
+                self.intents.makedirs(tx, [location])
             tx.emit(
                 EventType.CREATE_TABLE,
                 table.db_name,
@@ -380,8 +387,7 @@ class CatalogService:
                             "recycled": recycled[name],
                         },
                     )
-                all_recycled = [uri for uris in recycled.values() for uri in uris]
-                tx.on_commit(lambda: self.cm.recycle(all_recycled))
+                self.intents.recycle(tx, [uri for uris in recycled.values() for uri in uris])
             return
         files = describe_files(table.sd.location, self.cm)
         with self.events.transaction() as tx:
@@ -398,7 +404,7 @@ class CatalogService:
                     "recycled": files,
                 },
             )
-            tx.on_commit(lambda: self.cm.recycle(files))
+            self.intents.recycle(tx, files)
 
     def drop_table(self, db_name: str, table_name: str, *, delete_data: bool = True) -> Table:
         """Drop a table and its partitions; a managed table's files are recycled into cmroot after commit."""
@@ -426,15 +432,8 @@ class CatalogService:
                 EventType.DROP_TABLE, db_name, table_name, {"table": _snapshot(table), "recycled": recycled}
             )
             if delete_data and table.is_managed:
-                dirs = [table.sd.location or "", *extra_dirs]
-                tx.on_commit(lambda: self._recycle_and_remove(recycled, dirs))
+                self.intents.recycle(tx, recycled, [table.sd.location or "", *extra_dirs])
         return table
-
-    def _recycle_and_remove(self, recycled: list[str], directories: list[str]) -> None:
-        self.cm.recycle(recycled)
-        for directory in directories:
-            if directory:
-                filesystem_for(directory).delete_tree(directory)
 
     def _iter_partitions_outside(self, table: Table) -> Iterable[Partition]:
         """Partitions whose location is not below the table's (their files are not in the table's listing)."""
@@ -472,9 +471,9 @@ class CatalogService:
             location = part.sd.location or join_uri(table.sd.location or "", name)
             sd = part.sd.model_copy(update={"location": location})
             prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
-        if table.is_managed:
-            for part in prepared.values():
-                filesystem_for(part.sd.location or "").makedirs(part.sd.location or "")
+        self.intents.settle(
+            [part.sd.location for part in prepared.values()], f"a partition of '{table.qualified_name}'"
+        )
         files = {name: describe_files(part.sd.location, self.cm) for name, part in prepared.items()}
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
@@ -486,6 +485,8 @@ class CatalogService:
                 )
             added = [(name, part) for name, part in prepared.items() if name not in existing]
             self._insert_partitions(tx.conn, tbl_id, added)
+            if table.is_managed:  # made after commit: a failed or killed call leaves no directories
+                self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
             if added:
                 tx.emit(
                     EventType.ADD_PARTITION,
@@ -723,8 +724,7 @@ class CatalogService:
             )
             if recycle:
                 flat = [uri for uris in recycled for uri in uris]
-                dirs = [p.sd.location or "" for p in dropped]
-                tx.on_commit(lambda: self._recycle_and_remove(flat, dirs))
+                self.intents.recycle(tx, flat, [p.sd.location or "" for p in dropped])
         return dropped
 
     # -- data changes ----------------------------------------------------------------------------------
@@ -778,8 +778,7 @@ class CatalogService:
                     "recycled": adopted + recycled,
                 },
             )
-            if recycled:
-                tx.on_commit(lambda: self.cm.recycle(recycled))
+            self.intents.recycle(tx, recycled)
         return added
 
     # -- functions -------------------------------------------------------------------------------------

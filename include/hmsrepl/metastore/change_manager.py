@@ -5,8 +5,12 @@ file recycled twice is kept once, and an event's encoded URI (``fileuri#checksum
 to find the file again: at its original location if the checksum still matches, else in cmroot. The cleaner
 deletes recycled files after the retention period, counted from when they were recycled.
 
-cmroot may be in another store than the warehouse (a local warehouse recycling into S3 or the reverse):
-recycling then copies across and deletes the original after the copy is complete.
+cmroot may be in another store than the warehouse (a local warehouse recycling into S3 or the reverse), or
+on another local file system: recycling then copies across and deletes the original only after the copy is
+verified. Nothing under a cmroot name is trusted without checking it: a file already there counts only when
+its size and checksum match (else it is replaced from the original), and new copies are written under a
+temporary name, synced and verified before they are renamed into place (see ``ChangeManager._store``). So a
+crash at any point leaves the content either at its original place or verified in cmroot, never neither.
 
 Versioned stores (S3 with bucket versioning on): events carry the version id of each file
 (``fileuri#checksum#cmroot#subdir#versionid``, see ``formats.file_uri``). ``resolve`` then also finds content
@@ -20,18 +24,28 @@ the same content is recycled again, ``touch`` renews it by a copy onto itself (s
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hmsrepl.exceptions import FileLostError, StorageError
+from hmsrepl.faults import fault_point
 from hmsrepl.formats.file_uri import EncodedFileUri
-from hmsrepl.storage.base import FileSystem, base_name, copy_file, filesystem_for, join_uri, move_file
+from hmsrepl.storage.base import FileSystem, base_name, copy_file, filesystem_for, join_uri
+from hmsrepl.storage.checksum import RunningChecksum, checksum_size
 from hmsrepl.storage.local import is_local_uri, local_path
 
 log = logging.getLogger(__name__)
+
+#: Name prefix of copies in progress in cmroot; never a recycled file's name (those end in a checksum).
+TEMP_PREFIX = ".cmtmp-"
+#: Chunk of a cross-device local copy into cmroot.
+COPY_CHUNK_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,45 +70,118 @@ class ChangeManager:
         ).encode()
 
     def recycle(self, encoded_files: Iterable[str]) -> int:
-        """Move files into cmroot (or delete them when CM is off); returns how many were moved.
+        """Move files into cmroot (or delete them when CM is off); returns how many copies were made.
 
-        Runs after the metadata change committed. A file already in cmroot with the same checksum is
-        identical content, so the source is deleted and the kept copy's retention restarts. Where the event
-        names a version, exactly that version is copied (verified against the event's checksum) before the
-        key is deleted, so the cmroot name ``<name>_<checksum>`` always holds the content it promises.
+        Runs after the metadata change committed, and again after a crash (``metastore.intents``), so every
+        step is safe to repeat: a file no longer at its place was recycled before. A file is deleted only
+        once cmroot verifiably holds its content (see ``_store``). Where the event names a version, exactly
+        that version is copied (verified against the event's checksum) before the key is deleted, so the
+        cmroot name ``<name>_<checksum>`` always holds the content it promises.
         """
         moved = 0
         now = time.time()
-        for text in encoded_files:
-            entry = EncodedFileUri.decode(text)
-            fs = filesystem_for(entry.file_uri)
-            if not fs.exists(entry.file_uri):
-                continue  # recycled by an earlier, interrupted run
-            if not self.enabled:
-                fs.delete(entry.file_uri)
-                continue
-            target = self.cm_uri(entry.file_uri, entry.checksum)
-            cm_fs = filesystem_for(target)
-            if cm_fs.exists(target):
-                fs.delete(entry.file_uri)
-                cm_fs.touch(target, now)
-                continue
-            if entry.version_id and fs.exists(entry.versioned_uri):
-                copy_file(entry.versioned_uri, target, entry.checksum or None)
-                fs.delete(entry.file_uri)
-            else:
-                move_file(entry.file_uri, target)
-            moved += 1
-            if _keeps_old_mtime(fs, cm_fs, versioned=bool(entry.version_id)):
-                cm_fs.touch(target, now)
+        renamed_in: set[str] = set()  # directories whose renames are made durable once, at the end
+        try:
+            for text in encoded_files:
+                entry = EncodedFileUri.decode(text)
+                fs = filesystem_for(entry.file_uri)
+                if not fs.exists(entry.file_uri):
+                    continue  # recycled by an earlier, interrupted run
+                if not self.enabled:
+                    fs.delete(entry.file_uri)
+                    continue
+                try:
+                    moved += int(self._store(entry, fs, now, renamed_in))
+                except (OSError, StorageError):
+                    if fs.exists(entry.file_uri):
+                        raise
+                    continue  # another process recycled it meanwhile (an intent completed twice at once)
+                fault_point("recycle_after_file")
+        finally:
+            # Before the caller records the work as done: a rename lost in a power cut would put the file
+            # back in the warehouse after its intent was deleted. One fsync per directory, not per file.
+            for directory in sorted(renamed_in):
+                _sync_directory(directory)
         return moved
+
+    def _store(self, entry: EncodedFileUri, fs: FileSystem, now: float, renamed_in: set[str]) -> bool:
+        """Put one file's content into cmroot, verified, then remove the original; True if a copy was made.
+
+        The cmroot name is content-addressed, so it is checked, never trusted: an existing file under it
+        counts only when its size and checksum match (a kill during an older, unverified copy could have
+        left a truncated file there), else it is replaced from the original. New content is written under a
+        temporary name, synced, verified, then renamed into place; on one local file system the file is
+        renamed directly (atomic), after its checksum was verified. The original is removed last.
+        """
+        versioned = bool(entry.version_id) and fs.exists(entry.versioned_uri)
+        if versioned:
+            source, checksum = entry.versioned_uri, entry.checksum
+        else:
+            source = entry.file_uri
+            checksum = fs.checksum(source)
+            if entry.checksum and checksum != entry.checksum:
+                # Rewritten since the event recorded it: keep what it holds now, under its own checksum.
+                log.warning(
+                    "'%s' has checksum %s, not %s as recorded; recycling it under its current checksum",
+                    source,
+                    checksum,
+                    entry.checksum,
+                )
+        target = self.cm_uri(entry.file_uri, checksum)
+        cm_fs = filesystem_for(target)
+        if verified_copy(cm_fs, target, checksum):
+            fs.delete(entry.file_uri)
+            cm_fs.touch(target, now)
+            return False
+        if cm_fs.exists(target):
+            log.warning(
+                "cmroot file '%s' does not hold checksum %s (an interrupted copy?): replacing it",
+                target,
+                checksum,
+            )
+            cm_fs.delete(target)
+        renamed = self._write(source, target, checksum, versioned=versioned)
+        if renamed:
+            renamed_in.update({os.path.dirname(local_path(target)), os.path.dirname(local_path(source))})
+        if renamed:  # a rename keeps the old mtime; retention counts from recycling
+            cm_fs.touch(target, now)
+        else:  # a copy is dated now
+            fault_point("recycle_before_delete_source")
+            fs.delete(entry.file_uri)
+        return True
+
+    @staticmethod
+    def _write(source: str, target: str, checksum: str, *, versioned: bool) -> bool:
+        """Write ``source``'s content under ``target``, verified against ``checksum``; True if renamed.
+
+        Local to local: a rename when both are on one file system, else a copy to a temporary name in
+        cmroot, synced and verified, then renamed. To or from an object store: ``copy_file`` (S3 copies and
+        uploads appear whole or not at all) verified against the checksum (the copy's CRC32C as S3
+        computed it), the local side written through a synced temporary file.
+        """
+        if not versioned and is_local_uri(source) and is_local_uri(target):
+            src_path, dst_path = local_path(source), local_path(target)
+            os.makedirs(os.path.dirname(dst_path), exist_ok=True)
+            try:
+                os.rename(src_path, dst_path)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+            else:
+                return True  # the caller syncs both directories (once for all files it renames)
+            _copy_local_verified(src_path, dst_path, checksum)
+            return False
+        copy_file(source, target, checksum or None)
+        if is_local_uri(target):
+            _sync_directory(os.path.dirname(local_path(target)))
+        return False
 
     def preserve(self, encoded_files: Iterable[str]) -> int:
         """Keep a cmroot copy of files that are about to move (a rename moves a managed table's directory).
 
         Events logged before the move name the old paths; after it, only cmroot can serve them. Local files
-        are hard-linked (no bytes copied; the warehouse never rewrites a file in place), others copied.
-        Returns how many copies were made.
+        are hard-linked (no bytes copied; the warehouse never rewrites a file in place), others copied. An
+        existing cmroot file counts only when its size and checksum match. Returns how many copies were made.
         """
         if not self.enabled:
             return 0
@@ -104,15 +191,16 @@ class ChangeManager:
             entry = EncodedFileUri.decode(text)
             target = self.cm_uri(entry.file_uri, entry.checksum)
             cm_fs = filesystem_for(target)
-            if cm_fs.exists(target):
+            if verified_copy(cm_fs, target, entry.checksum):
                 cm_fs.touch(target, now)
                 continue
+            cm_fs.delete(target)  # a damaged copy under the name, if any
             if is_local_uri(entry.file_uri) and is_local_uri(target):
                 os.makedirs(os.path.dirname(local_path(target)), exist_ok=True)
                 try:
                     os.link(local_path(entry.file_uri), local_path(target))
                 except OSError:  # another device, or links not allowed: copy instead
-                    copy_file(entry.file_uri, target, entry.checksum or None)
+                    _copy_local_verified(local_path(entry.file_uri), local_path(target), entry.checksum)
             else:
                 copy_file(entry.file_uri, target, entry.checksum or None)
             cm_fs.touch(target, now)
@@ -184,10 +272,67 @@ class ChangeManager:
         return CleanupResult(deleted, kept, freed)
 
 
-def _keeps_old_mtime(src_fs: FileSystem, cm_fs: FileSystem, *, versioned: bool) -> bool:
-    """Whether the file just put in cmroot still carries its old modification time.
+def verified_copy(fs: FileSystem, uri: str, checksum: str) -> bool:
+    """Whether ``uri`` exists and holds exactly the content ``checksum`` names (size first: cheap)."""
+    if not checksum:
+        return False
+    if is_local_uri(uri):
+        try:
+            size = os.stat(local_path(uri)).st_size
+        except OSError:
+            return False
+        if size != checksum_size(checksum):
+            return False
+    elif not fs.exists(uri):
+        return False
+    try:
+        return fs.checksum(uri) == checksum
+    except (OSError, StorageError):
+        return False
 
-    A rename (local move) keeps it, so retention would count from when the file was written, not
-    recycled; a copy (across stores, a versioned copy, any S3 move) writes a new file whose time is now.
+
+def _copy_local_verified(src_path: str, dst_path: str, checksum: str) -> None:
+    """Copy between two local file systems without ever showing a partial file under ``dst_path``.
+
+    The bytes go to ``.cmtmp-<name>-<random>`` beside the target, are hashed as they pass, synced, and
+    compared with ``checksum``; only a matching copy is renamed into place (and its directory synced, so
+    the rename is durable before the caller deletes the original). A temporary file left by a crash
+    carries another name, so it is never taken for the real one; cmroot retention removes it.
     """
-    return not versioned and src_fs.same_store(cm_fs) and cm_fs.move_keeps_mtime
+    directory = os.path.dirname(dst_path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f"{TEMP_PREFIX}{os.path.basename(dst_path)}-{uuid.uuid4().hex[:12]}")
+    running = RunningChecksum()
+    try:
+        with open(src_path, "rb") as source, open(tmp, "wb") as out:
+            while chunk := source.read(COPY_CHUNK_BYTES):
+                running.update(chunk)
+                out.write(chunk)
+                fault_point("recycle_mid_copy")
+            out.flush()
+            os.fsync(out.fileno())
+        if checksum and running.token != checksum:
+            raise StorageError(
+                f"copy of '{src_path}' to cmroot has checksum {running.token}, expected {checksum}; the "
+                "original was left in place: retry the recycle"
+            )
+        os.replace(tmp, dst_path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _sync_directory(directory)
+
+
+def _sync_directory(directory: str) -> None:
+    """Make renames into or out of ``directory`` durable (fsync of the directory itself)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems do not sync directories; the rename is still atomic
+        pass
+    finally:
+        os.close(fd)

@@ -259,3 +259,18 @@ column_stats = Table(
     Index(None, "part_id"),
     sqlite_autoincrement=True,
 )
+
+# File work that must follow a committed change (recycle into cmroot, remove or make directories), one row
+# per change, inserted in the change's own transaction and deleted once the work is done (see
+# ``metastore.intents``). Rows left by a crash are completed by housekeeping after the restart.
+file_intents = Table(
+    "file_intents",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("kind", String(32), nullable=False),  # recycle or makedirs
+    Column("payload", LongText, nullable=False),  # JSON: files (encoded URIs) and directories
+    Column("created_at", BigInteger, nullable=False),  # epoch milliseconds
+    Column("claimed_at", BigInteger, nullable=False),  # epoch milliseconds of the last attempt's start
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("last_error", Text),
+)

@@ -8,6 +8,7 @@ metastore does; a remote caller's user name is passed as ``caller`` and must be 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Sequence
 
 from sqlalchemy import Engine
@@ -19,10 +20,13 @@ from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.database import make_engine, upgrade_schema
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import NotificationEvent
+from hmsrepl.metastore.intents import IntentRunResult
 from hmsrepl.metastore.locks import LockService
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.statistics import StatisticsService
 from hmsrepl.metastore.transactions import TransactionService
+
+log = logging.getLogger(__name__)
 
 
 class Metastore:
@@ -40,13 +44,21 @@ class Metastore:
 
     @classmethod
     def open(cls, config: MetastoreConfig | None = None, *, create_schema: bool = True) -> Metastore:
-        """Open a metastore, creating or upgrading its schema and the default database when asked."""
+        """Open a metastore, creating or upgrading its schema and the default database when asked.
+
+        With the schema known current, file work left by a crash of an earlier process (pending intents)
+        is completed here, so a restarted metastore owes nothing before it serves.
+        """
         config = config or MetastoreConfig()
         if create_schema:
             upgrade_schema(config.db_url)
         store = cls(config)
         if create_schema:
             store.ensure_default_database()
+            try:
+                store.complete_file_intents(lease_seconds=0)
+            except Exception:  # a bad cmroot must not keep the metastore from starting; housekeeping retries
+                log.exception("completing pending file intents failed; housekeeping will retry")
         return store
 
     def ensure_default_database(self) -> None:
@@ -100,6 +112,15 @@ class Metastore:
 
     def cleanup_events(self, now: float | None = None) -> int:
         return self.events.cleanup(self.config.event_ttl_seconds, now)
+
+    def complete_file_intents(self, lease_seconds: float | None = None) -> IntentRunResult:
+        """Finish file work that committed changes still owe (see ``metastore.intents``).
+
+        ``lease_seconds`` (default ``intent_lease_seconds``) leaves alone intents a live request started
+        on recently; 0 takes every pending intent (after a restart).
+        """
+        lease = self.config.intent_lease_seconds if lease_seconds is None else lease_seconds
+        return self.catalog.intents.run_pending(lease)
 
     def cleanup_cmroot(self, now: float | None = None) -> int:
         return self.cm.cleanup(self.config.cm_retention_seconds, now).deleted

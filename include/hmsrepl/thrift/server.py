@@ -2,8 +2,8 @@
 
 Each client connection gets its own thread and keeps it while open (Spark holds a second connection open),
 so the accept loop never blocks on a slow client. The C-accelerated binary protocol of thriftpy2 keeps
-large partition lists cheap to encode. A housekeeping thread aborts timed-out transactions and applies
-event and cmroot retention. With ``cache_enabled``, a metadata cache answers reads; its updater thread starts
+large partition lists cheap to encode. A housekeeping thread aborts timed-out transactions, completes file
+work left pending by a crash (``metastore.intents``) and applies event and cmroot retention. With ``cache_enabled``, a metadata cache answers reads; its updater thread starts
 with the server (prewarming in the background, while reads go to the database) and stops with it.
 """
 
@@ -98,6 +98,7 @@ class MetastoreServer:
                 self.store.txns.abort_timed_out()
                 self.store.locks.release_timed_out()
                 self.store.cleanup_events()
+                self.store.complete_file_intents()
                 self.store.cleanup_cmroot()
             except Exception:  # housekeeping must outlive a database hiccup
                 log.exception("metastore housekeeping failed; retrying in %s s", interval_seconds)

@@ -1,7 +1,7 @@
 """Locks (Hive's HIVE_LOCKS and NEXT_LOCK_ID) and table/partition column statistics.
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 """
 
 import sqlalchemy as sa
@@ -9,7 +9,7 @@ from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,276 @@
+"""Durable intents: the file work a committed change still owes, kept in the database until it is done.
+
+A drop, truncate or overwrite commits its metadata first and only then moves the files it removed into
+cmroot; a create makes its directory after it committed (a failed or killed call leaves no directory
+behind). If the process dies in between, that work would be lost: dropped files would stay in the warehouse
+for good, and a table re-created under the same name would adopt them. So each change inserts one row in
+``file_intents`` in the same transaction as the change and its event, naming the work (``recycle`` files
+and remove directories, or ``makedirs``). After the commit the request does the work and deletes the row;
+rows a crash left behind are completed by housekeeping (the server's periodic pass, ``Metastore.open`` and
+``hmsrepl intents run``) until they succeed. Every step is idempotent, so doing an intent twice, or in two
+processes at once, is harmless: a file already in cmroot is not moved again, a directory already gone is
+not an error.
+
+No resurrection: before a table, partition or database takes a location, the pending intents whose files or
+directories lie under (or above) it are completed first; if one cannot be completed the create is refused,
+naming the cause. A directory of a dropped object whose intent is done holds no data file the drop named.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, insert, select, update
+
+from hmsrepl.exceptions import InvalidOperationError
+from hmsrepl.faults import fault_point
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
+from hmsrepl.metastore.file_capture import list_data_files
+from hmsrepl.metastore.schema import file_intents
+from hmsrepl.storage.base import filesystem_for, path_key
+
+log = logging.getLogger(__name__)
+
+RECYCLE = "recycle"
+MAKEDIRS = "makedirs"
+KINDS = (RECYCLE, MAKEDIRS)
+
+
+@dataclass(frozen=True)
+class Intent:
+    id: int
+    kind: str
+    payload: dict[str, Any]
+    created_at: int
+    claimed_at: int
+    attempts: int
+    last_error: str | None
+
+    def paths(self) -> list[str]:
+        """Every location the intent touches: its directories and its files' original places."""
+        files = [EncodedFileUri.decode(text).file_uri for text in self.payload.get("files", [])]
+        return [*self.payload.get("dirs", []), *files]
+
+
+@dataclass(frozen=True)
+class IntentRunResult:
+    completed: int
+    failed: int
+    skipped: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class FileIntents:
+    """Records intents inside metastore transactions and completes them, now or after a restart."""
+
+    def __init__(self, events: EventLog, cm: ChangeManager) -> None:
+        self.events = events
+        self.cm = cm
+
+    # -- recording -------------------------------------------------------------------------------------
+    def recycle(self, tx: MetastoreTransaction, files: Sequence[str], dirs: Sequence[str] = ()) -> None:
+        """After commit: recycle ``files`` (encoded URIs) into cmroot, then remove ``dirs``."""
+        dirs = [d for d in dirs if d]
+        if files or dirs:
+            self._record(tx, RECYCLE, {"files": list(files), "dirs": dirs})
+
+    def makedirs(self, tx: MetastoreTransaction, dirs: Sequence[str]) -> None:
+        """After commit: make ``dirs`` (a new object's location), before the call returns to its client."""
+        dirs = [d for d in dirs if d]
+        if dirs:
+            self._record(tx, MAKEDIRS, {"dirs": dirs})
+
+    def _record(self, tx: MetastoreTransaction, kind: str, payload: dict[str, Any]) -> None:
+        now = _now_ms()
+        row = {
+            "kind": kind,
+            "payload": json.dumps(payload),
+            "created_at": now,
+            "claimed_at": now,
+            "attempts": 0,
+        }
+        intent_id = tx.conn.execute(insert(file_intents).values(**row)).inserted_primary_key[0]
+        intent = Intent(intent_id, kind, payload, now, now, 0, None)
+        tx.on_commit(lambda: self._after_commit(intent))
+
+    def _after_commit(self, intent: Intent) -> None:
+        """The request's own completion; a failure leaves the row for housekeeping, the change stands."""
+        fault_point("after_commit_before_intent")
+        try:
+            self.complete(intent)
+        except Exception as exc:  # the metadata change committed: report, retry later, do not fail the call
+            log.warning(
+                "file work of intent %s (%s) failed, housekeeping will retry it: %s",
+                intent.id,
+                intent.kind,
+                exc,
+            )
+
+    # -- completing ------------------------------------------------------------------------------------
+    def complete(self, intent: Intent) -> None:
+        """Do the intent's work and delete its row; on failure record the error and re-raise."""
+        try:
+            self._perform(intent)
+        except Exception as exc:
+            with self.events.transaction() as tx:
+                tx.conn.execute(
+                    update(file_intents)
+                    .where(file_intents.c.id == intent.id)
+                    .values(
+                        attempts=file_intents.c.attempts + 1, last_error=f"{type(exc).__name__}: {exc}"[:4000]
+                    )
+                )
+            raise
+        fault_point("intent_before_delete_row")
+        # Joins the caller's transaction if one is open (a create settling a drop inside a load batch): a
+        # rollback then brings the row back, and the work, being idempotent, is simply done again.
+        with self.events.transaction() as tx:
+            tx.conn.execute(delete(file_intents).where(file_intents.c.id == intent.id))
+
+    def _perform(self, intent: Intent) -> None:
+        if intent.kind == MAKEDIRS:
+            for directory in intent.payload.get("dirs", []):
+                filesystem_for(directory).makedirs(directory)
+        elif intent.kind == RECYCLE:
+            files = intent.payload.get("files", [])
+            self.cm.recycle(files)
+            named = {path_key(EncodedFileUri.decode(text).file_uri) for text in files}
+            for directory in intent.payload.get("dirs", []):
+                _remove_directory(directory, named)
+        else:
+            raise InvalidOperationError(
+                f"file intent {intent.id} has unknown kind '{intent.kind}'; upgrade this metastore to one "
+                f"that knows it, or delete the row once the work is done by hand"
+            )
+
+    def pending(self, limit: int | None = None, *, committed_only: bool = False) -> list[Intent]:
+        """Pending intents, oldest first; ``committed_only`` leaves out those of this thread's open transaction.
+
+        Those belong to changes that have not committed yet: their work must wait for the commit.
+        """
+        query = select(file_intents).order_by(file_intents.c.id)
+        if limit is not None:
+            query = query.limit(limit)
+        reader = self.events.engine.connect() if committed_only else self.events.reader()
+        with reader as conn:
+            return [
+                Intent(
+                    row.id,
+                    row.kind,
+                    json.loads(row.payload),
+                    row.created_at,
+                    row.claimed_at,
+                    row.attempts,
+                    row.last_error,
+                )
+                for row in conn.execute(query)
+            ]
+
+    def _claim(self, intent: Intent) -> bool:
+        """Take the intent for this process (optimistically: whoever moves ``claimed_at`` first has it)."""
+        with self.events.transaction() as tx:
+            return (
+                tx.conn.execute(
+                    update(file_intents)
+                    .where(file_intents.c.id == intent.id, file_intents.c.claimed_at == intent.claimed_at)
+                    .values(claimed_at=max(_now_ms(), intent.claimed_at + 1))
+                ).rowcount
+                == 1
+            )
+
+    def run_pending(self, lease_seconds: float = 0.0) -> IntentRunResult:
+        """Complete the intents nobody has worked on for ``lease_seconds``, oldest first.
+
+        The periodic pass leaves a lease so that it does not race the request that is completing its own
+        intent right now (harmless, but wasted work); after a restart (``Metastore.open``) and from the CLI
+        every row is taken. A failing intent is kept with its error and retried by the next pass.
+        """
+        completed = failed = skipped = 0
+        cutoff = _now_ms() - int(lease_seconds * 1000)
+        for intent in self.pending():
+            if intent.claimed_at > cutoff or not self._claim(intent):
+                skipped += 1
+                continue
+            try:
+                self.complete(intent)
+            except Exception as exc:  # keep going: one bad intent must not block the others
+                failed += 1
+                log.warning("file intent %s (%s) failed again: %s", intent.id, intent.kind, exc)
+            else:
+                completed += 1
+        if completed or failed:
+            log.info(
+                "file intents: %s completed, %s failed, %s left to their owner", completed, failed, skipped
+            )
+        return IntentRunResult(completed, failed, skipped)
+
+    def settle(self, locations: Iterable[str | None], what: str) -> None:
+        """Complete pending recycle intents touching ``locations`` before a new object takes them.
+
+        This is what keeps a re-created name from adopting the files of a dropped object whose recycling
+        a crash interrupted. Raises InvalidOperationError naming the location and the cause when an intent
+        cannot be completed now.
+        """
+        keys = {path_key(loc).rstrip("/") for loc in locations if loc}
+        if not keys:
+            return
+        for intent in self.pending(committed_only=True):
+            if intent.kind != RECYCLE or not _overlaps(intent.paths(), keys):
+                continue
+            try:
+                self.complete(intent)
+            except Exception as exc:
+                raise InvalidOperationError(
+                    f"{what} cannot be created yet: its location still holds files of a dropped object whose "
+                    f"recycling into cmroot failed ({exc}); fix the cause and run 'hmsrepl intents run', "
+                    "then retry"
+                ) from exc
+
+
+def _ancestors(key: str) -> Iterable[str]:
+    """``key`` and every parent of it (``s3://b/a/b`` -> itself, ``s3://b/a``, ``s3://b``)."""
+    while key:
+        yield key
+        if "/" not in key:
+            return
+        key = key.rsplit("/", 1)[0]
+        if key.endswith(":/") or key.endswith(":") or key.endswith("/"):
+            return
+
+
+def _overlaps(paths: Sequence[str], keys: set[str]) -> bool:
+    """Whether any path lies at, under or above one of ``keys`` (linear in the paths' depth)."""
+    normalized = {path_key(p).rstrip("/") for p in paths}
+    if any(ancestor in keys for p in normalized for ancestor in _ancestors(p)):
+        return True
+    return any(ancestor in normalized for key in keys for ancestor in _ancestors(key))
+
+
+def _remove_directory(directory: str, named: set[str]) -> None:
+    """Remove a dropped object's directory, unless it holds data files the drop did not name.
+
+    Those were written after the drop was decided (a new writer of the same name): deleting them would
+    lose data, so the directory is kept and they are left to their object. Hidden files (``_SUCCESS``,
+    ``.crc``) and empty subdirectories go with the directory.
+    """
+    fs = filesystem_for(directory)
+    strangers = [s.uri for s in list_data_files(directory) if path_key(s.uri) not in named]
+    if strangers:
+        log.warning(
+            "kept directory '%s' of a dropped object: it holds %s data files the drop did not name (e.g. '%s')",
+            directory,
+            len(strangers),
+            strangers[0],
+        )
+        return
+    fs.delete_tree(directory)
