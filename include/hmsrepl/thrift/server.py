@@ -81,6 +81,8 @@ class _Server(TThreadedServer):
             log.warning("refused a connection: %s", exc)
             client.close()
             return
+        if peer.authenticated:
+            log.info("connection from %s authenticated as %s", peer.host, peer.principal)
         self.begin_connection(peer)
         trans = self.itrans_factory.get_transport(trans)
         protocol = self.iprot_factory.get_protocol(trans)
