@@ -7,6 +7,7 @@ servers find it through ``KRB5_CONFIG`` (and the KDC tools their database throug
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -17,9 +18,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from hmsrepl.thrift.process import free_port, stop_process
 
 REALM = "HMSREPL.TEST"
+#: Client principals: "hive" is an admin user (HMSREPL_ADMIN_USERS default), "alice" is not, "svc" is a
+#: proxy user allowed to act as alice from loopback.
+CLIENTS = ("hive", "alice", "svc")
+PROXY_USERS = {"svc": {"users": ["alice"], "hosts": ["127.0.0.1"]}}
 #: The metastore's service principal in these tests; clients connect to ``localhost``.
 SERVICE_PRINCIPAL = f"hive/localhost@{REALM}"
 _SBIN = ("/usr/sbin", "/usr/bin", "/sbin")
@@ -154,3 +161,36 @@ def running_kdc(root: Path) -> Iterator[Kdc]:
     finally:
         stop_process(proc)
         log.close()
+
+
+@pytest.fixture(scope="session")
+def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kdc]:
+    """A KDC for the session with the service principal and the ``CLIENTS``, each with its own keytab."""
+    missing = kdc_tools_missing()
+    if missing:
+        pytest.fail(missing)  # the Makefile installs them: a missing KDC is a broken setup, not a skip
+    root = tmp_path_factory.mktemp("kdc")
+    saved = {key: os.environ.get(key) for key in ("KRB5_CONFIG", "KRB5_KDC_PROFILE", "KRB5CCNAME")}
+    with running_kdc(root) as server:
+        os.environ.update(server.env)  # this process's GSSAPI clients find the realm through these
+        server.service_keytab = server.add_principal(SERVICE_PRINCIPAL)  # type: ignore[attr-defined]
+        server.keytabs = {name: server.add_principal(name) for name in CLIENTS}  # type: ignore[attr-defined]
+        try:
+            yield server
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def kerberos_settings(kdc: Kdc) -> dict[str, str]:
+    """The metastore server's environment for Kerberos against ``kdc``."""
+    return {
+        **kdc.env,
+        "HMSREPL_THRIFT_AUTH": "kerberos",
+        "HMSREPL_KERBEROS_PRINCIPAL": SERVICE_PRINCIPAL,
+        "HMSREPL_KERBEROS_KEYTAB": str(kdc.service_keytab),  # type: ignore[attr-defined]
+        "HMSREPL_PROXY_USERS": json.dumps(PROXY_USERS),
+    }

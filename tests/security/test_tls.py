@@ -16,8 +16,7 @@ from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.thrift.auth import SecuritySettingError, ThriftSecurity, client_credentials, connect
 from hmsrepl.thrift.idl import Service, hms
-from tests.security.conftest import kerberos_settings
-from tests.security.kdc import REALM, SERVICE_PRINCIPAL, Kdc
+from tests.security.kdc import REALM, SERVICE_PRINCIPAL, Kdc, kerberos_settings
 from tests.security.tls import make_ca_and_server_cert
 from tests.servers import RunningMetastore, metastore_server
 
