@@ -19,11 +19,11 @@ import pytest
 from thriftpy2.protocol.cybin import ProtocolError
 from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TApplicationException
-from thriftpy2.transport import TTransportException
+from thriftpy2.transport import TSocket, TTransportException
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.thrift import sasl
-from hmsrepl.thrift.auth import SecuritySettingError, client_credentials, connect
+from hmsrepl.thrift.auth import GssapiClient, SecuritySettingError, client_credentials, connect
 from hmsrepl.thrift.idl import Service, hms
 from tests.security.kdc import REALM, SERVICE_PRINCIPAL, Kdc
 from tests.servers import RunningMetastore
@@ -193,3 +193,23 @@ def test_kerberos_settings_are_checked_at_start_up(kdc: Kdc, tmp_path: Path) -> 
         ThriftSecurity(MetastoreConfig(**base, kerberos_principal=SERVICE_PRINCIPAL))
     with pytest.raises(SecuritySettingError, match="unknown keys"):
         ThriftSecurity(MetastoreConfig(proxy_users={"svc": {"user": ["alice"]}}))
+
+
+def test_oversized_sasl_messages_are_refused_unread(kdc: Kdc, kerberos_metastore: RunningMetastore) -> None:
+    # During negotiation: a 2 GB length is refused from the header, before any allocation.
+    with socket.create_connection(("127.0.0.1", kerberos_metastore.port), timeout=10) as sock:
+        sock.sendall(struct.pack(">BI", sasl.START, 6) + b"GSSAPI" + struct.pack(">BI", sasl.OK, 2**31 - 1))
+        status, length = struct.unpack(">BI", _recv_exact(sock, 5))
+        assert status == sasl.ERROR and b"larger than" in _recv_exact(sock, length)
+    # After authentication: a data frame over the limit closes that connection only.
+    creds = client_credentials(f"alice@{REALM}", str(kdc.keytabs["alice"]), f"FILE:{kdc.root}/cc-alice")  # type: ignore[attr-defined]
+    sock = TSocket("127.0.0.1", kerberos_metastore.port, socket_timeout=10_000)
+    sock.open()
+    try:
+        sasl.negotiate_client(sock, GssapiClient(SERVICE_PRINCIPAL, creds))
+        sock.sock.sendall(struct.pack(">I", 2**31 - 1))
+        assert sock.sock.recv(1) == b"", "the server closes a connection that announces an oversized frame"
+    finally:
+        sock.close()
+    with kerberos_client(kdc, kerberos_metastore, "hive") as client:
+        client.get_current_notificationEventId()

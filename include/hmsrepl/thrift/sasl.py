@@ -100,7 +100,10 @@ def negotiate_server(trans: Any, mechanisms: dict[str, Any]) -> ServerMechanism:
         )
     mechanism = mechanisms[name]()
     while not mechanism.complete:
-        status, payload = receive_message(trans)
+        try:
+            status, payload = receive_message(trans)
+        except SaslError as exc:
+            raise _refuse(trans, ERROR, str(exc)) from None
         if status in (BAD, ERROR):
             raise SaslError(f"client aborted the SASL negotiation: {payload.decode('utf-8', 'replace')}")
         if status not in (OK, COMPLETE):
