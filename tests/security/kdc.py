@@ -24,9 +24,9 @@ from hmsrepl.thrift.process import free_port, stop_process
 
 REALM = "HMSREPL.TEST"
 #: Client principals: "hive" is an admin user (HMSREPL_ADMIN_USERS default), "alice" is not, "svc" is a
-#: proxy user allowed to act as alice from loopback.
+#: proxy user allowed to act as alice and hive from loopback (acting as hive gives it no admin rights).
 CLIENTS = ("hive", "alice", "svc")
-PROXY_USERS = {"svc": {"users": ["alice"], "hosts": ["127.0.0.1"]}}
+PROXY_USERS = {"svc": {"users": ["alice", "hive"], "hosts": ["127.0.0.1"]}}
 #: The metastore's service principal in these tests; clients connect to ``localhost``.
 SERVICE_PRINCIPAL = f"hive/localhost@{REALM}"
 _SBIN = ("/usr/sbin", "/usr/bin", "/sbin")

@@ -87,10 +87,14 @@ def test_proxy_users_may_act_only_as_whom_they_are_allowed(
     kdc: Kdc, kerberos_metastore: RunningMetastore
 ) -> None:
     with kerberos_client(kdc, kerberos_metastore, "svc") as client:
-        client.set_ugi("alice", [])  # HMSREPL_PROXY_USERS: svc may act as alice from 127.0.0.1
-        with pytest.raises(hms.MetaException, match="may not act as 'hive'"):
-            client.set_ugi("hive", [])
-        with pytest.raises(DENIED, match="may not"):
+        client.set_ugi("alice", [])  # HMSREPL_PROXY_USERS: svc may act as alice and hive from 127.0.0.1
+        with pytest.raises(hms.MetaException, match="may not act as 'root'"):
+            client.set_ugi("root", [])
+        with pytest.raises(DENIED, match="user 'svc' may not"):
+            client.get_next_notification(_events_request())
+        # Acting as an admin user does not make the proxy one: the check is on the authenticated 'svc'.
+        client.set_ugi("hive", [])
+        with pytest.raises(DENIED, match="user 'svc' may not"):
             client.get_next_notification(_events_request())
 
 
