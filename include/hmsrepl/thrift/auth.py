@@ -14,6 +14,7 @@ processor reads from, and the identity the handler authorizes with.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import socket
@@ -347,7 +348,8 @@ class ThriftSecurity:
             principal = mechanism.principal  # type: ignore[attr-defined]
             return TSaslTransport(client), Peer(host, principal, split_principal(principal)[0])
         finally:
-            sock.settimeout(previous)
+            with contextlib.suppress(OSError):  # a failed TLS handshake leaves the socket closed
+                client.sock.settimeout(previous)
 
     def may_impersonate(self, peer: Peer, user: str) -> bool:
         """Whether ``peer`` may act as ``user`` (``set_ugi``): itself always, others by a proxy-user rule."""

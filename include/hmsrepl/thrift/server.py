@@ -81,6 +81,10 @@ class _Server(TThreadedServer):
             log.warning("refused a connection: %s", exc)
             client.close()
             return
+        except Exception:  # a connection must never take its thread down with a traceback
+            log.exception("refused a connection: unexpected error while opening it")
+            client.close()
+            return
         if peer.authenticated:
             log.info("connection from %s authenticated as %s", peer.host, peer.principal)
         self.begin_connection(peer)
