@@ -56,6 +56,11 @@ class MetastoreConfig(BaseSettings):
         description="The server's principal, e.g. hive/_HOST@REALM (_HOST: the server's host name).",
     )
     kerberos_keytab: str = Field(default="", description="Keytab holding the server principal's keys.")
+    thrift_sasl_qop: Literal["auth", "auth-int", "auth-conf"] = Field(
+        default="auth",
+        description="Least SASL protection accepted (stronger ones are offered too): auth, auth-int "
+        "(signed frames) or auth-conf (encrypted frames); Hadoop's hadoop.rpc.protection.",
+    )
     proxy_users: dict[str, dict[str, list[str]]] = Field(
         default_factory=dict,
         description='Who may act as whom, like hadoop.proxyuser.<user>.users/hosts: {"svc": {"users": '

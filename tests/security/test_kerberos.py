@@ -217,3 +217,80 @@ def test_oversized_sasl_messages_are_refused_unread(kdc: Kdc, kerberos_metastore
         sock.close()
     with kerberos_client(kdc, kerberos_metastore, "hive") as client:
         client.get_current_notificationEventId()
+
+
+class _Recording(TSocket):
+    """A client socket that keeps every byte it received, to show what crossed the wire."""
+
+    received = b""
+
+    def read(self, sz: int) -> bytes:
+        data = super().read(sz)
+        self.received += data
+        return data
+
+
+def _call_recorded(port: int, creds: Any, qop: str, db: str) -> tuple[Any, bytes]:
+    from thriftpy2.protocol import TCyBinaryProtocolFactory
+    from thriftpy2.thrift import TClient
+    from thriftpy2.transport import TCyBufferedTransport
+
+    sock = _Recording("127.0.0.1", port, socket_timeout=10_000)
+    sock.open()
+    mechanism = GssapiClient(SERVICE_PRINCIPAL, creds, qop)
+    sasl.negotiate_client(sock, mechanism)
+    trans = TCyBufferedTransport(sasl.TSaslTransport(sock, codec=mechanism.frame_codec()))
+    client = TClient(Service, TCyBinaryProtocolFactory().get_protocol(trans))
+    try:
+        sock.received = b""
+        return client.get_database(db), sock.received
+    finally:
+        client.close()
+
+
+def test_auth_conf_encrypts_every_frame(kdc: Kdc, kerberos_metastore: RunningMetastore) -> None:
+    creds = client_credentials(f"hive@{REALM}", str(kdc.keytabs["hive"]), f"FILE:{kdc.root}/cc-hive")  # type: ignore[attr-defined]
+    db = "visible_on_the_wire_unless_encrypted"
+    with kerberos_client(kdc, kerberos_metastore, "hive") as client:
+        client.create_database(hms.Database(name=db, parameters={}))
+    plain_reply, plain_bytes = _call_recorded(kerberos_metastore.port, creds, "auth", db)
+    signed_reply, signed_bytes = _call_recorded(kerberos_metastore.port, creds, "auth-int", db)
+    sealed_reply, sealed_bytes = _call_recorded(kerberos_metastore.port, creds, "auth-conf", db)
+    assert plain_reply.name == signed_reply.name == sealed_reply.name == db
+    assert db.encode() in plain_bytes and db.encode() in signed_bytes  # auth-int signs, it does not hide
+    assert db.encode() not in sealed_bytes
+    assert "(QOP auth-conf)" in kerberos_metastore.log_path.read_text()
+
+
+def test_a_server_requiring_auth_conf_refuses_weaker_layers(kdc: Kdc, tmp_path: Path) -> None:
+    from tests.security.kdc import kerberos_settings
+    from tests.servers import metastore_server
+
+    settings = {**kerberos_settings(kdc), "HMSREPL_THRIFT_SASL_QOP": "auth-conf"}
+    creds = client_credentials(f"hive@{REALM}", str(kdc.keytabs["hive"]), f"FILE:{kdc.root}/cc-hive")  # type: ignore[attr-defined]
+    with metastore_server(tmp_path, f"sqlite:///{tmp_path}/metastore.db", **settings) as server:
+        with pytest.raises(
+            sasl.SaslError, match=r"does not offer SASL QOP 'auth' \(it offers \['auth-conf'\]\)"
+        ):
+            connect("127.0.0.1", server.port, kerberos_principal=SERVICE_PRINCIPAL, credentials=creds)
+
+        class Insisting(GssapiClient):  # answers 'auth' whatever the offer says
+            def evaluate(self, challenge: bytes) -> tuple[bytes, bool]:
+                if not self._ctx.complete:
+                    return super().evaluate(challenge)
+                return self._ctx.wrap(bytes([1, 0, 0, 0]), False).message, True
+
+        sock = TSocket("127.0.0.1", server.port, socket_timeout=10_000)
+        sock.open()
+        try:
+            with pytest.raises(sasl.SaslError, match=r"accepts QOP \['auth-conf'\]"):
+                sasl.negotiate_client(sock, Insisting(SERVICE_PRINCIPAL, creds))
+        finally:
+            sock.close()
+        client = connect(
+            "127.0.0.1", server.port, kerberos_principal=SERVICE_PRINCIPAL, credentials=creds, qop="auth-conf"
+        )
+        try:
+            assert client.get_current_notificationEventId().eventId >= 0
+        finally:
+            client.close()

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from hmsrepl.metastore import Metastore
-from tests.security.kdc import REALM, SERVICE_PRINCIPAL, Kdc
+from tests.security.kdc import REALM, SERVICE_PRINCIPAL, Kdc, kerberos_settings
 from tests.security.tls import make_ca_and_server_cert
 from tests.servers import REPO, RunningMetastore, metastore_server
 
@@ -48,11 +48,24 @@ def _event_kinds(server: RunningMetastore, db: str) -> list[str]:
         store.close()
 
 
+@pytest.mark.parametrize(
+    ("server_qop", "rpc_protection"), [("auth", "authentication"), ("auth-conf", "privacy")]
+)
 def test_spark_authenticates_with_a_keytab_and_runs_a_workload(
-    kdc: Kdc, kerberos_metastore: RunningMetastore
+    kdc: Kdc, tmp_path: Path, server_qop: str, rpc_protection: str
 ) -> None:
+    """QOP auth is Hive's default; auth-conf (Hadoop's ``privacy``) encrypts, which Spark's Hive 2.3 client
+    cannot get from TLS while it uses SASL."""
+    settings = {**kerberos_settings(kdc), "HMSREPL_THRIFT_SASL_QOP": server_qop}
+    with metastore_server(tmp_path, f"sqlite:///{tmp_path}/metastore.db", **settings) as server:
+        _kerberos_workload(kdc, server, rpc_protection)
+        assert f"authenticated as alice@{REALM} (QOP {server_qop})" in server.log_path.read_text()
+
+
+def _kerberos_workload(kdc: Kdc, kerberos_metastore: RunningMetastore, rpc_protection: str) -> None:
     java_opts = f"-Djava.security.krb5.conf={kdc.env['KRB5_CONFIG']}"
     conf = {
+        "spark.hadoop.hadoop.rpc.protection": rpc_protection,
         "spark.hadoop.hive.metastore.sasl.enabled": "true",
         "spark.hadoop.hive.metastore.kerberos.principal": SERVICE_PRINCIPAL,
         "spark.hadoop.hadoop.security.authentication": "kerberos",

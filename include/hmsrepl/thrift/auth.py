@@ -2,10 +2,11 @@
 
 Threat model: anyone who can reach the port. Without authentication the user is whatever ``set_ugi`` claims,
 so an unauthenticated server listens on loopback only unless the operator says ``--insecure``. With
-``HMSREPL_THRIFT_AUTH=kerberos`` every connection must complete Hive's SASL GSSAPI negotiation (RFC 4752,
-QOP ``auth``) before its first call; the connection's user is the principal's short name, and ``set_ugi`` may
+``HMSREPL_THRIFT_AUTH=kerberos`` every connection must complete Hive's SASL GSSAPI negotiation (RFC 4752)
+before its first call; the connection's user is the principal's short name, and ``set_ugi`` may
 only name the same user or someone the principal may impersonate (``HMSREPL_PROXY_USERS``, Hadoop's
-``hadoop.proxyuser.<user>.users/hosts``). TLS (``HMSREPL_THRIFT_TLS_CERT``/``_KEY``, Hive's
+``hadoop.proxyuser.<user>.users/hosts``). ``HMSREPL_THRIFT_SASL_QOP`` raises the minimum protection to
+integrity (``auth-int``) or encryption (``auth-conf``) of every frame, Hive's ``hadoop.rpc.protection``. TLS (``HMSREPL_THRIFT_TLS_CERT``/``_KEY``, Hive's
 ``hive.metastore.use.SSL``) encrypts the connection and authenticates the server to the client.
 
 ``ThriftSecurity.open_connection`` is the one place where an accepted socket becomes the transport the
@@ -35,9 +36,15 @@ log = logging.getLogger(__name__)
 
 #: A client must finish TLS and SASL within this long, so a silent connection cannot hold a thread.
 HANDSHAKE_TIMEOUT_SECONDS = 30.0
-#: RFC 4752 security-layer bit masks; only "no security layer" (QOP auth) is offered.
-_LAYER_NONE = 1
-_MAX_BUFFER = 65536
+#: RFC 4752 security layers by SASL QOP name (bit masks in the offer, one bit in the answer).
+QOP_LAYERS = {"auth": 1, "auth-int": 2, "auth-conf": 4}
+#: Hive's Java transport wraps whole frames whatever size is announced; announce the largest (3 bytes).
+_MAX_BUFFER = 0xFFFFFF
+
+
+def offered_layers(minimum: str) -> int:
+    """The layers a server requiring at least ``minimum`` offers: that one and every stronger one."""
+    return sum(bit for name, bit in QOP_LAYERS.items() if bit >= QOP_LAYERS[minimum])
 
 
 class SecuritySettingError(HmsReplError):
@@ -57,6 +64,8 @@ class Peer:
     principal: str | None = None
     #: Its short name (``alice``), the user it acts as unless ``set_ugi`` narrows it.
     user: str | None = None
+    #: The SASL protection of its frames (auth, auth-int, auth-conf); None without SASL.
+    qop: str | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -157,13 +166,19 @@ class GssapiServer:
 
     name = "GSSAPI"
 
-    def __init__(self, credentials: Any, realm: str | None) -> None:
+    def __init__(self, credentials: Any, realm: str | None, layers: int = QOP_LAYERS["auth"]) -> None:
         import gssapi
 
         self._ctx = gssapi.SecurityContext(creds=credentials, usage="accept")
         self._realm = realm
+        self._layers = layers
         self._stage = 0
         self.principal: str | None = None
+        self.layer = 0
+
+    def frame_codec(self) -> tuple[Any, Any] | None:
+        """(wrap, unwrap) for data frames under the chosen layer; None for QOP auth (plain frames)."""
+        return _frame_codec(self._ctx, self.layer)
 
     @property
     def complete(self) -> bool:
@@ -189,15 +204,17 @@ class GssapiServer:
                     return token
             if self._stage == 1:
                 self._stage = 2
-                offer = struct.pack(">I", _MAX_BUFFER)
-                offer = bytes([_LAYER_NONE]) + offer[1:]
+                offer = bytes([self._layers]) + struct.pack(">I", _MAX_BUFFER)[1:]
                 return self._ctx.wrap(offer, False).message
             if self._stage == 2:
                 answer = self._ctx.unwrap(response).message
-                if len(answer) < 4 or answer[0] != _LAYER_NONE:
+                if len(answer) < 4 or answer[0] not in QOP_LAYERS.values() or not answer[0] & self._layers:
+                    offered = [name for name, bit in QOP_LAYERS.items() if bit & self._layers]
                     raise SaslError(
-                        "the client chose a SASL security layer other than 'auth' (QOP auth only)"
+                        f"the client chose a SASL security layer this metastore does not accept; it accepts QOP "
+                        f"{offered} (HMSREPL_THRIFT_SASL_QOP)"
                     )
+                self.layer = answer[0]
                 authzid = answer[4:].decode("utf-8", "replace")
                 if authzid and authzid != self.principal:
                     raise SaslError(
@@ -212,16 +229,22 @@ class GssapiServer:
 
 
 class GssapiClient:
-    """The initiator side of SASL GSSAPI, QOP ``auth``, from the caller's Kerberos credentials."""
+    """The initiator side of SASL GSSAPI from the caller's Kerberos credentials, asking for one QOP."""
 
     name = "GSSAPI"
 
-    def __init__(self, service_principal: str, credentials: Any = None) -> None:
+    def __init__(self, service_principal: str, credentials: Any = None, qop: str = "auth") -> None:
         import gssapi
 
         target = gssapi.Name(service_principal, gssapi.NameType.kerberos_principal)
-        flags = [gssapi.RequirementFlag.mutual_authentication, gssapi.RequirementFlag.integrity]
+        flags = [
+            gssapi.RequirementFlag.mutual_authentication,
+            gssapi.RequirementFlag.integrity,
+            gssapi.RequirementFlag.confidentiality,
+        ]
         self._ctx = gssapi.SecurityContext(name=target, creds=credentials, usage="initiate", flags=flags)
+        self.qop = qop
+        self.layer = 0
 
     def initial_response(self) -> bytes:
         return self._ctx.step() or b""
@@ -230,9 +253,33 @@ class GssapiClient:
         if not self._ctx.complete:
             return self._ctx.step(challenge) or b"", False
         offer = self._ctx.unwrap(challenge).message
-        if len(offer) < 4 or not offer[0] & _LAYER_NONE:
-            raise SaslError("the metastore does not offer the SASL security layer 'auth'")
-        return self._ctx.wrap(bytes([_LAYER_NONE, 0, 0, 0]), False).message, True
+        wanted = QOP_LAYERS[self.qop]
+        if len(offer) < 4 or not offer[0] & wanted:
+            offered = [name for name, bit in QOP_LAYERS.items() if offer and bit & offer[0]]
+            raise SaslError(f"the metastore does not offer SASL QOP '{self.qop}' (it offers {offered})")
+        self.layer = wanted
+        return self._ctx.wrap(bytes([wanted, 0, 0, 0]), False).message, True
+
+    def frame_codec(self) -> tuple[Any, Any] | None:
+        return _frame_codec(self._ctx, self.layer)
+
+
+def _frame_codec(ctx: Any, layer: int) -> tuple[Any, Any] | None:
+    """GSS wrap/unwrap of whole frames, as Hive's TSaslTransport does under auth-int / auth-conf."""
+    if layer in (0, QOP_LAYERS["auth"]):
+        return None
+    encrypt = layer == QOP_LAYERS["auth-conf"]
+
+    def wrap(data: bytes) -> bytes:
+        return ctx.wrap(data, encrypt).message
+
+    def unwrap(data: bytes) -> bytes:
+        result = ctx.unwrap(data)
+        if encrypt and not result.encrypted:
+            raise SaslError("a frame arrived unencrypted under QOP auth-conf")
+        return result.message
+
+    return wrap, unwrap
 
 
 def _gss_reason(exc: Exception) -> str:
@@ -339,14 +386,17 @@ class ThriftSecurity:
                     raise AuthenticationError(f"TLS handshake with {host} failed: {exc}") from None
             if not self.kerberos:
                 return client, Peer(host)
+            layers = offered_layers(self.config.thrift_sasl_qop)
             try:
                 mechanism = negotiate_server(
-                    client, {"GSSAPI": lambda: GssapiServer(self._credentials, self._realm)}
+                    client, {"GSSAPI": lambda: GssapiServer(self._credentials, self._realm, layers)}
                 )
             except (SaslError, TTransportException, OSError) as exc:
                 raise AuthenticationError(f"SASL negotiation with {host} failed: {exc}") from None
             principal = mechanism.principal  # type: ignore[attr-defined]
-            return TSaslTransport(client), Peer(host, principal, split_principal(principal)[0])
+            transport = TSaslTransport(client, codec=mechanism.frame_codec())  # type: ignore[attr-defined]
+            qop = next(name for name, bit in QOP_LAYERS.items() if bit == mechanism.layer)  # type: ignore[attr-defined]
+            return transport, Peer(host, principal, split_principal(principal)[0], qop)
         finally:
             with contextlib.suppress(OSError):  # a failed TLS handshake leaves the socket closed
                 client.sock.settimeout(previous)
@@ -368,9 +418,10 @@ def connect(
     credentials: Any = None,
     tls_ca: str | None = None,
     timeout_ms: int | None = 60_000,
+    qop: str = "auth",
 ) -> Any:
     """A metastore Thrift client over TLS (verified against ``tls_ca``) and/or SASL GSSAPI to the server's
-    ``kerberos_principal`` (``_HOST`` becomes ``host``), as Hive's client connects."""
+    ``kerberos_principal`` (``_HOST`` becomes ``host``) with SASL QOP ``qop``, as Hive's client connects."""
     from thriftpy2.protocol import TCyBinaryProtocolFactory
     from thriftpy2.thrift import TClient
     from thriftpy2.transport import TCyBufferedTransport, TSocket
@@ -385,8 +436,9 @@ def connect(
             sock.sock = context.wrap_socket(sock.sock, server_hostname=host)
         trans: Any = sock
         if kerberos_principal:
-            negotiate_client(sock, GssapiClient(server_principal(kerberos_principal, host), credentials))
-            trans = TSaslTransport(sock)
+            mechanism = GssapiClient(server_principal(kerberos_principal, host), credentials, qop)
+            negotiate_client(sock, mechanism)
+            trans = TSaslTransport(sock, codec=mechanism.frame_codec())
     except BaseException:
         sock.close()
         raise

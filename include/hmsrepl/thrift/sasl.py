@@ -4,7 +4,8 @@ Negotiation messages are one status byte (START, OK, BAD, ERROR, COMPLETE), a 4-
 the payload. The client opens with START carrying the mechanism name, then OK with its initial response;
 each side answers with OK (more to come) or COMPLETE, and BAD/ERROR abort with a message. Once both sides
 are complete, every Thrift message travels in frames of a 4-byte length and the payload; with the QOP
-``auth`` (the only one offered here, Hive's default) the payload is the plain Thrift bytes.
+``auth`` (Hive's default) the payload is the plain Thrift bytes, with ``auth-int`` / ``auth-conf`` each
+frame's payload is wrapped (signed / encrypted) by the mechanism.
 
 The mechanism itself (GSSAPI, in ``hmsrepl.thrift.auth``) only turns responses into challenges: this module
 knows nothing of Kerberos, so the framing is tested and reused by the server and by our own client.
@@ -152,15 +153,17 @@ def negotiate_client(trans: Any, mechanism: ClientMechanism) -> None:
 
 
 class TSaslTransport:
-    """Thrift bytes in length-prefixed frames over an already negotiated connection (QOP ``auth``).
+    """Thrift bytes in length-prefixed frames over an already negotiated connection.
 
     Reads return what is left of the current frame (at most what was asked), the way a socket does, so a
     buffered transport can sit on top; writes are collected and sent as one frame per flush.
     """
 
-    def __init__(self, trans: Any, max_frame: int = MAX_FRAME) -> None:
+    def __init__(self, trans: Any, max_frame: int = MAX_FRAME, codec: tuple[Any, Any] | None = None) -> None:
         self.trans = trans
         self.max_frame = max_frame
+        #: (wrap, unwrap) of the negotiated security layer (auth-int, auth-conf); None for QOP auth.
+        self._wrap, self._unwrap = codec or (None, None)
         self._rbuf = memoryview(b"")
         self._wbuf: list[bytes] = []
 
@@ -182,7 +185,15 @@ class TSaslTransport:
                     TTransportException.SIZE_LIMIT,
                     f"SASL frame of {length} bytes is larger than the limit of {self.max_frame}",
                 )
-            self._rbuf = memoryview(read_exact(self.trans, length))
+            frame = read_exact(self.trans, length)
+            if self._unwrap is not None:
+                try:
+                    frame = self._unwrap(frame)
+                except Exception as exc:  # a tampered or foreign frame: this connection is over
+                    raise TTransportException(
+                        TTransportException.UNKNOWN, f"SASL frame failed its integrity check: {exc}"
+                    ) from None
+            self._rbuf = memoryview(frame)
         data, self._rbuf = self._rbuf[:sz], self._rbuf[sz:]
         return bytes(data)
 
@@ -192,6 +203,8 @@ class TSaslTransport:
     def flush(self) -> None:
         data = b"".join(self._wbuf)
         self._wbuf = []
+        if self._wrap is not None:
+            data = self._wrap(data)
         self.trans.write(_LENGTH.pack(len(data)) + data)
         self.trans.flush()
 

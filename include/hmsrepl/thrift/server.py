@@ -86,7 +86,7 @@ class _Server(TThreadedServer):
             client.close()
             return
         if peer.authenticated:
-            log.info("connection from %s authenticated as %s", peer.host, peer.principal)
+            log.info("connection from %s authenticated as %s (QOP %s)", peer.host, peer.principal, peer.qop)
         self.begin_connection(peer)
         trans = self.itrans_factory.get_transport(trans)
         protocol = self.iprot_factory.get_protocol(trans)
