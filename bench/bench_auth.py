@@ -1,14 +1,18 @@
-"""The cost of authentication on the Thrift port: get_table with and without Kerberos (SASL GSSAPI), same run.
+"""The cost of authentication on the Thrift port: get_table without auth, with Kerberos (SASL GSSAPI, QOP
+auth) and with Kerberos and encrypted frames (QOP auth-conf), same run.
 
 A real MIT KDC (tests/security/kdc.py) runs on loopback; two metastore server processes serve the same table
 from their own SQLite files, one without authentication and one with HMSREPL_THRIFT_AUTH=kerberos. One
-long-lived client per server (as Spark keeps its connections) calls get_table, call by call interleaved
-(alternating which server goes first), so machine noise hits both alike. Also measured: opening a connection
-(TCP + SASL negotiation with a ticket already in the client's cache), which Kerberos pays once per connection.
+long-lived client per side (as Spark keeps its connections) calls get_table, call by call interleaved
+(rotating which side goes first), so machine noise hits all alike. A second server without auth is the
+control: the difference between the two plain servers is the noise floor of comparing server processes. Also measured: opening a connection
+(TCP + SASL negotiation with a ticket already in the client's cache), which Kerberos pays once per connection,
+and, without network or server, what the security layer adds per message: GSS wrap + unwrap of a
+get_table-sized reply under auth-int and auth-conf (auth adds only the 4-byte frame header).
 
 Run:  python bench/bench_auth.py [--iterations 2000] [--connections 100]
 
-Prints p50/p99 per side and the ratios; exits non-zero when a server cannot start or a call fails.
+Prints p50/p99 per side and the ratios to no auth; exits non-zero when a server cannot start or a call fails.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 for _path in (ROOT / "include", ROOT):  # run as a plain script from a checkout, no PYTHONPATH needed
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
+
+from thriftpy2.utils import serialize  # noqa: E402
 
 from hmsrepl.config import MetastoreConfig  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
@@ -62,6 +68,30 @@ def _prepare(root: Path) -> str:
     return url
 
 
+def _layer_cost(keytab: Path, service_keytab: Path, root: Path, size: int, rounds: int) -> dict[str, float]:
+    """Microseconds per message to wrap (sender) and unwrap (receiver) ``size`` bytes, per protected QOP."""
+    import gssapi
+
+    creds = client_credentials(f"hive@{REALM}", str(keytab), f"FILE:{root}/cc-layer")
+    target = gssapi.Name(SERVICE_PRINCIPAL, gssapi.NameType.kerberos_principal)
+    initiator = gssapi.SecurityContext(name=target, creds=creds, usage="initiate")
+    acceptor_creds = gssapi.Credentials(name=target, usage="accept", store={"keytab": str(service_keytab)})
+    acceptor = gssapi.SecurityContext(creds=acceptor_creds, usage="accept")
+    token = initiator.step()
+    while not (initiator.complete and acceptor.complete):
+        token = acceptor.step(token)
+        if token and not initiator.complete:
+            token = initiator.step(token)
+    payload = os.urandom(size)
+    costs: dict[str, float] = {}
+    for qop, encrypt in (("auth-int", False), ("auth-conf", True)):
+        start = time.perf_counter()
+        for _ in range(rounds):
+            acceptor.unwrap(initiator.wrap(payload, encrypt).message)
+        costs[qop] = (time.perf_counter() - start) / rounds * 1e6
+    return costs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=2000)
@@ -73,61 +103,71 @@ def main() -> int:
             os.environ.update(kdc.env)
             kdc.service_keytab = kdc.add_principal(SERVICE_PRINCIPAL)  # type: ignore[attr-defined]
             keytab = kdc.add_principal("hive")
-            (root / "plain").mkdir()
-            (root / "krb").mkdir()
-            plain_url, krb_url = _prepare(root / "plain"), _prepare(root / "krb")
+            for name in ("plain", "plain2", "krb"):
+                (root / name).mkdir()
+            plain_url, plain2_url, krb_url = (_prepare(root / name) for name in ("plain", "plain2", "krb"))
             with (
                 metastore_server(root / "plain", plain_url) as plain_server,
+                metastore_server(root / "plain2", plain2_url) as plain2_server,
                 metastore_server(root / "krb", krb_url, **kerberos_settings(kdc)) as krb_server,
             ):
                 creds = client_credentials(f"hive@{REALM}", str(keytab), f"FILE:{root}/cc-hive")
 
-                def open_plain():  # type: ignore[no-untyped-def]
-                    return connect("127.0.0.1", plain_server.port)
+                def opener(port: int, **kwargs: str):  # type: ignore[no-untyped-def]
+                    return lambda: connect("127.0.0.1", port, **kwargs)  # type: ignore[arg-type]
 
-                def open_krb():  # type: ignore[no-untyped-def]
-                    return connect(
-                        "127.0.0.1", krb_server.port, kerberos_principal=SERVICE_PRINCIPAL, credentials=creds
-                    )
-
-                plain, krb = open_plain(), open_krb()
-                sides = {"none": plain, "kerberos": krb}
-                samples: dict[str, list[float]] = {"none": [], "kerberos": []}
+                krb = {"kerberos_principal": SERVICE_PRINCIPAL, "credentials": creds}
+                openers = {
+                    "none": opener(plain_server.port),
+                    "none #2": opener(
+                        plain2_server.port
+                    ),  # control: two servers without auth differ this much
+                    "kerberos": opener(krb_server.port, **krb, qop="auth"),
+                    "krb+conf": opener(krb_server.port, **krb, qop="auth-conf"),
+                }
+                names = list(openers)
+                sides = {name: open_() for name, open_ in openers.items()}
+                samples: dict[str, list[float]] = {name: [] for name in names}
                 for client in sides.values():  # warm-up
                     for _ in range(50):
                         client.get_table(DB, TABLE)
                 for i in range(args.iterations):
-                    order = ("none", "kerberos") if i % 2 == 0 else ("kerberos", "none")
-                    for side in order:
+                    for side in names[i % len(names) :] + names[: i % len(names)]:  # rotate who goes first
                         samples[side].append(_timed(lambda c=sides[side]: c.get_table(DB, TABLE)))
-                plain.close()
-                krb.close()
-                connects: dict[str, list[float]] = {"none": [], "kerberos": []}
-                openers = {"none": open_plain, "kerberos": open_krb}
+                reply_size = len(serialize(sides["none"].get_table(DB, TABLE)))
+                for client in sides.values():
+                    client.close()
+                connects: dict[str, list[float]] = {name: [] for name in names}
                 for i in range(args.connections):
-                    order = ("none", "kerberos") if i % 2 == 0 else ("kerberos", "none")
-                    for side in order:
+                    for side in names[i % len(names) :] + names[: i % len(names)]:
                         start = time.perf_counter()
                         client = openers[side]()
                         client.getVersion()
                         connects[side].append((time.perf_counter() - start) * 1000)
                         client.close()
+            layer = _layer_cost(keytab, kdc.service_keytab, root, reply_size, 5000)  # type: ignore[attr-defined]
 
     print(f"get_table, {args.iterations} calls per side interleaved on one connection each (ms):")
-    print(f"{'auth':<10} {'p50':>8} {'p99':>8} {'mean':>8}")
+    print(f"{'auth':<10} {'p50':>8} {'p99':>8} {'mean':>8} {'p50 ratio':>10} {'p99 ratio':>10}")
     for side, values in samples.items():
         print(
             f"{side:<10} {_percentile(values, 0.5):8.3f} {_percentile(values, 0.99):8.3f} "
-            f"{statistics.fmean(values):8.3f}"
+            f"{statistics.fmean(values):8.3f} "
+            f"{_percentile(values, 0.5) / _percentile(samples['none'], 0.5):9.2f}x "
+            f"{_percentile(values, 0.99) / _percentile(samples['none'], 0.99):9.2f}x"
         )
-    p50 = _percentile(samples["kerberos"], 0.5) / _percentile(samples["none"], 0.5)
-    p99 = _percentile(samples["kerberos"], 0.99) / _percentile(samples["none"], 0.99)
-    print(f"ratio kerberos/none: p50 {p50:.2f}x, p99 {p99:.2f}x")
     print(f"\nopen connection + getVersion, {args.connections} per side interleaved (ms):")
     for side, values in connects.items():
-        print(f"{side:<10} p50 {_percentile(values, 0.5):8.3f} p99 {_percentile(values, 0.99):8.3f}")
-    ratio = _percentile(connects["kerberos"], 0.5) / _percentile(connects["none"], 0.5)
-    print(f"ratio kerberos/none: p50 {ratio:.2f}x")
+        ratio = _percentile(values, 0.5) / _percentile(connects["none"], 0.5)
+        print(
+            f"{side:<10} p50 {_percentile(values, 0.5):8.3f} p99 {_percentile(values, 0.99):8.3f}  "
+            f"p50 ratio {ratio:.2f}x"
+        )
+    print(
+        f"\nsecurity layer per message of {reply_size} bytes (a get_table reply), wrap + unwrap, no network:"
+    )
+    for qop, micros in layer.items():
+        print(f"{qop:<10} {micros:8.1f} us")
     return 0
 
 

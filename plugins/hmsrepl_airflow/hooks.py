@@ -10,11 +10,12 @@ Any connection type works (``generic``, or ``hive_metastore`` when set from an e
 For a metastore with Kerberos (``HMSREPL_THRIFT_AUTH=kerberos``) the connection's extra says how the hook
 authenticates (SASL GSSAPI, as Hive clients do): from a keytab (a kinit into a ticket cache private to the
 hook) or, without ``keytab``, from the connection's password. ``login``, if set, is what ``set_ugi`` asks for
-(the principal's own short name, or a user it may impersonate); ``tls_ca`` turns on TLS:
+(the principal's own short name, or a user it may impersonate); ``qop`` asks for signed (``auth-int``) or
+encrypted (``auth-conf``) frames; ``tls_ca`` turns on TLS:
 
     {"conn_type": "generic", "host": "metastore", "port": 9083, "extra": {"auth": "kerberos",
      "principal": "hive@REALM", "keytab": "/etc/security/hive.keytab",
-     "service_principal": "hive/_HOST@REALM", "tls_ca": "/etc/ssl/metastore-ca.pem"}}
+     "service_principal": "hive/_HOST@REALM", "qop": "auth-conf", "tls_ca": "/etc/ssl/metastore-ca.pem"}}
 
 Nothing is imported or opened at import time: the Thrift client exists only inside ``get_conn``.
 """
@@ -84,7 +85,16 @@ class MetastoreNotificationHook(BaseHook):
             raise MetastoreConfigError(
                 f"Airflow connection '{self.metastore_conn_id}': extra 'auth' is {auth!r}; use 'kerberos' or 'none'"
             )
-        settings: dict[str, Any] = {"auth": auth, "tls_ca": extra.get("tls_ca")}
+        settings: dict[str, Any] = {
+            "auth": auth,
+            "tls_ca": extra.get("tls_ca"),
+            "qop": extra.get("qop", "auth"),
+        }
+        if settings["qop"] not in ("auth", "auth-int", "auth-conf"):
+            raise MetastoreConfigError(
+                f"Airflow connection '{self.metastore_conn_id}': extra 'qop' is {settings['qop']!r}; use 'auth', "
+                "'auth-int' or 'auth-conf'"
+            )
         if auth == "kerberos":
             principal, keytab = extra.get("principal"), extra.get("keytab")
             if not principal or "@" not in principal or not (keytab or conn.password):
@@ -188,6 +198,7 @@ class MetastoreNotificationHook(BaseHook):
                 credentials=credentials,
                 tls_ca=security["tls_ca"],
                 timeout_ms=TIMEOUT_MS,
+                qop=security["qop"],
             )
         except (gssapi.exceptions.GSSError, SaslError) as exc:
             raise MetastoreHookError(

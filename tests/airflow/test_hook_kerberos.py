@@ -55,6 +55,7 @@ def test_keytab_login_reads_the_notification_log(
             principal=f"hive@{REALM}",
             keytab=keytab,
             service_principal=SERVICE_PRINCIPAL,
+            qop="auth-conf",
         ),
     )
     store = Metastore(kerberized.config)
@@ -67,6 +68,7 @@ def test_keytab_login_reads_the_notification_log(
     # The ticket went to the hook's own cache, not to the worker's default one.
     assert not Path(kdc.env["KRB5CCNAME"].removeprefix("FILE:")).exists()
     assert Path(hook._ccache_dir, "ccache").stat().st_size > 0
+    assert f"authenticated as hive@{REALM} (QOP auth-conf)" in kerberized.log_path.read_text()
 
 
 def test_the_hook_is_its_principal_not_its_login(
