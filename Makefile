@@ -22,9 +22,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages
 
 setup: krb5-packages $(STAMP) check-java  ## create .venv with every requirement
 
-KRB5_DEBS := krb5-kdc krb5-admin-server krb5-user libkrb5-dev
+# The gssapi package has no Linux wheels: it builds with gcc against libkrb5-dev (and Python's headers).
+KRB5_DEBS := krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc python3-dev
 
-krb5-packages:  ## MIT Kerberos: the KDC the security tests run, and the headers the gssapi package builds on
+krb5-packages:  ## MIT Kerberos: the KDC the security tests run, and what the gssapi package builds with
 	@missing=$$(for p in $(KRB5_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make setup as root)"; exit 1; }; \
