@@ -16,7 +16,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.thrift import TApplicationException, TType
@@ -41,10 +41,12 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Partition
 from hmsrepl.thrift import convert
-from hmsrepl.thrift.auth import Peer, ThriftSecurity
 from hmsrepl.thrift.idl import Service, hms
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # annotations only: the server hands the handler its security settings and peers
+    from hmsrepl.thrift.auth import Peer, ThriftSecurity
 
 # Preferred Thrift exception per domain error, in order; the first one the method declares is used.
 _PREFERENCES: list[tuple[type[BaseException], tuple[str, ...]]] = [
