@@ -101,12 +101,14 @@ def metastore_serve(
     """
     import logging
 
-    from hmsrepl.thrift.auth import check_bind
+    from hmsrepl.thrift.auth import check_bind, is_loopback
     from hmsrepl.thrift.server import MetastoreServer, install_signal_handlers
 
     if insecure:
         ctx.obj.thrift_insecure = True
     check_bind(ctx.obj, host, port)  # before opening anything
+    if ctx.obj.thrift_auth == "none" and not is_loopback(host):
+        click.echo(f"warning: serving thrift://{host}:{port} WITHOUT authentication (--insecure)", err=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     install_signal_handlers()
     store = Metastore.open(ctx.obj)

@@ -65,11 +65,12 @@ def test_insecure_opt_in_serves_on_all_interfaces(tmp_path: Path) -> None:
             text=True,
         )
         try:
-            line = ""
-            while "metastore serving" not in line:
-                line = proc.stdout.readline()  # type: ignore[union-attr]
-                assert line or proc.poll() is None, "the server exited instead of serving"
-            assert f"thrift://0.0.0.0:{port}" in line
+            lines = [""]
+            while "metastore serving" not in lines[-1]:
+                lines.append(proc.stdout.readline())  # type: ignore[union-attr]
+                assert lines[-1] or proc.poll() is None, "the server exited instead of serving"
+            assert f"thrift://0.0.0.0:{port}" in lines[-1]
+            assert any("WITHOUT authentication" in line for line in lines), "the opt-in is said out loud"
         finally:
             proc.terminate()
             proc.wait(timeout=20)

@@ -391,7 +391,11 @@ class ThriftSecurity:
                 mechanism = negotiate_server(
                     client, {"GSSAPI": lambda: GssapiServer(self._credentials, self._realm, layers)}
                 )
-            except (SaslError, TTransportException, OSError) as exc:
+            except TTransportException as exc:
+                raise AuthenticationError(
+                    f"{host} closed the connection during SASL negotiation ({exc.message})"
+                ) from None
+            except (SaslError, OSError) as exc:
                 raise AuthenticationError(f"SASL negotiation with {host} failed: {exc}") from None
             principal = mechanism.principal  # type: ignore[attr-defined]
             transport = TSaslTransport(client, codec=mechanism.frame_codec())  # type: ignore[attr-defined]
