@@ -8,19 +8,29 @@ PGBIN ?= $(shell ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1
 PG_PORT ?= 55432
 PG_DIR := $(CURDIR)/var/throwaway-pg
 
-.PHONY: help setup check-java demo test lint format bench db-up db-down clean ui-check test-airflow
+.PHONY: help setup krb5-packages check-java demo test lint format bench db-up db-down clean ui-check test-airflow
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements-dev.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
-setup: $(STAMP) check-java  ## create .venv with every requirement
+setup: krb5-packages $(STAMP) check-java  ## create .venv with every requirement
+
+# The gssapi package has no Linux wheels: it builds with gcc against libkrb5-dev (and Python's headers).
+KRB5_DEBS := krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc python3-dev
+
+krb5-packages:  ## MIT Kerberos: the KDC the security tests run, and what the gssapi package builds with
+	@missing=$$(for p in $(KRB5_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make setup as root)"; exit 1; }; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
 
 check-java:  ## Spark needs Java 17 or newer
 	@command -v java >/dev/null || { echo "Java is missing: install a JRE 17+ (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }

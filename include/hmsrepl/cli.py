@@ -84,19 +84,39 @@ def metastore() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=9083, show_default=True)
 @click.option("--housekeeping-interval", type=float, default=60.0, show_default=True, help="Seconds.")
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Serve without authentication on a non-loopback address (trusted networks only; "
+    "same as HMSREPL_THRIFT_INSECURE=true).",
+)
 @click.pass_context
 @_friendly_errors
-def metastore_serve(ctx: click.Context, host: str, port: int, housekeeping_interval: float) -> None:
-    """Serve the Hive Metastore Thrift protocol (Spark: spark.hadoop.hive.metastore.uris=thrift://HOST:PORT)."""
+def metastore_serve(
+    ctx: click.Context, host: str, port: int, housekeeping_interval: float, insecure: bool
+) -> None:
+    """Serve the Hive Metastore Thrift protocol (Spark: spark.hadoop.hive.metastore.uris=thrift://HOST:PORT).
+
+    Without HMSREPL_THRIFT_AUTH=kerberos the port is loopback-only unless --insecure says otherwise.
+    """
     import logging
 
+    from hmsrepl.thrift.auth import check_bind, is_loopback
     from hmsrepl.thrift.server import MetastoreServer, install_signal_handlers
 
+    if insecure:
+        ctx.obj.thrift_insecure = True
+    check_bind(ctx.obj, host, port)  # before opening anything
+    if ctx.obj.thrift_auth == "none" and not is_loopback(host):
+        click.echo(f"warning: serving thrift://{host}:{port} WITHOUT authentication (--insecure)", err=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     install_signal_handlers()
     store = Metastore.open(ctx.obj)
     server = MetastoreServer(store, host, port)
-    click.echo(f"metastore serving thrift://{host}:{port} (db {ctx.obj.db_url})", err=True)
+    click.echo(
+        f"metastore serving thrift://{host}:{port} ({server.security.describe()}; db {ctx.obj.db_url})",
+        err=True,
+    )
     server.serve_forever(housekeeping_interval)
 
 

@@ -45,6 +45,36 @@ class MetastoreConfig(BaseSettings):
     notification_api_auth: bool = Field(default=True, description="Remote notification API for admins only.")
     admin_users: list[str] = Field(default_factory=lambda: ["hive", "admin", "root"])
 
+    # -- the Thrift port's front door (hmsrepl.thrift.auth): who may connect and who they are -----------------
+    thrift_auth: Literal["none", "kerberos"] = Field(
+        default="none",
+        description="'kerberos': SASL GSSAPI as Hive does it (hive.metastore.sasl.enabled); identity comes "
+        "from the authenticated principal. 'none': set_ugi names the user, so the port is loopback-only.",
+    )
+    thrift_insecure: bool = Field(
+        default=False,
+        description="Allow serving without authentication on a non-loopback address (trusted networks only).",
+    )
+    kerberos_principal: str = Field(
+        default="",
+        description="The server's principal, e.g. hive/_HOST@REALM (_HOST: the server's host name).",
+    )
+    kerberos_keytab: str = Field(default="", description="Keytab holding the server principal's keys.")
+    thrift_sasl_qop: Literal["auth", "auth-int", "auth-conf"] = Field(
+        default="auth",
+        description="Least SASL protection accepted (stronger ones are offered too): auth, auth-int "
+        "(signed frames) or auth-conf (encrypted frames); Hadoop's hadoop.rpc.protection.",
+    )
+    proxy_users: dict[str, dict[str, list[str]]] = Field(
+        default_factory=dict,
+        description='Who may act as whom, like hadoop.proxyuser.<user>.users/hosts: {"svc": {"users": '
+        '["alice"], "hosts": ["10.0.0.0/8"]}}; "*" allows any.',
+    )
+    thrift_tls_cert: str = Field(
+        default="", description="PEM certificate (chain) for TLS on the Thrift port."
+    )
+    thrift_tls_key: str = Field(default="", description="PEM private key of thrift_tls_cert.")
+
     # -- metadata cache (hmsrepl.cache): write-id-consistent across metastore instances on one database --
     cache_enabled: bool = Field(
         default=False,

@@ -7,6 +7,16 @@ Any connection type works (``generic``, or ``hive_metastore`` when set from an e
     AIRFLOW_CONN_HMSREPL_SOURCE_METASTORE='{"conn_type": "generic", "host": "127.0.0.1", "port": 9083,
                                             "login": "hive"}'
 
+For a metastore with Kerberos (``HMSREPL_THRIFT_AUTH=kerberos``) the connection's extra says how the hook
+authenticates (SASL GSSAPI, as Hive clients do): from a keytab (a kinit into a ticket cache private to the
+hook) or, without ``keytab``, from the connection's password. ``login``, if set, is what ``set_ugi`` asks for
+(the principal's own short name, or a user it may impersonate); ``qop`` asks for signed (``auth-int``) or
+encrypted (``auth-conf``) frames; ``tls_ca`` turns on TLS:
+
+    {"conn_type": "generic", "host": "metastore", "port": 9083, "extra": {"auth": "kerberos",
+     "principal": "hive@REALM", "keytab": "/etc/security/hive.keytab",
+     "service_principal": "hive/_HOST@REALM", "qop": "auth-conf", "tls_ca": "/etc/ssl/metastore-ca.pem"}}
+
 Nothing is imported or opened at import time: the Thrift client exists only inside ``get_conn``.
 """
 
@@ -66,6 +76,62 @@ class MetastoreNotificationHook(BaseHook):
             )
         return conn.host, int(conn.port or DEFAULT_PORT), conn.login or DEFAULT_USER
 
+    def _security(self) -> dict[str, Any]:
+        """The connection's authentication and TLS settings (its extra), checked before any network use."""
+        conn = self.get_connection(self.metastore_conn_id)
+        extra = conn.extra_dejson or {}
+        auth = extra.get("auth", "none")
+        if auth not in ("none", "kerberos"):
+            raise MetastoreConfigError(
+                f"Airflow connection '{self.metastore_conn_id}': extra 'auth' is {auth!r}; use 'kerberos' or 'none'"
+            )
+        settings: dict[str, Any] = {
+            "auth": auth,
+            "tls_ca": extra.get("tls_ca"),
+            "qop": extra.get("qop", "auth"),
+        }
+        if settings["qop"] not in ("auth", "auth-int", "auth-conf"):
+            raise MetastoreConfigError(
+                f"Airflow connection '{self.metastore_conn_id}': extra 'qop' is {settings['qop']!r}; use 'auth', "
+                "'auth-int' or 'auth-conf'"
+            )
+        if auth == "kerberos":
+            principal, keytab = extra.get("principal"), extra.get("keytab")
+            if not principal or "@" not in principal or not (keytab or conn.password):
+                raise MetastoreConfigError(
+                    f"Airflow connection '{self.metastore_conn_id}' uses Kerberos but lacks a principal "
+                    "(user@REALM) or a keytab (extra 'principal' and 'keytab', or the connection's password)"
+                )
+            realm = principal.partition("@")[2]
+            settings.update(
+                principal=principal,
+                keytab=keytab,
+                password=None if keytab else conn.password,
+                service_principal=extra.get("service_principal") or f"hive/_HOST@{realm}",
+            )
+        return settings
+
+    def _credentials(self, settings: dict[str, Any]) -> Any:
+        """Kerberos credentials of the connection: a kinit from the keytab into this hook's own ticket cache,
+        or from the password into memory; never the ticket cache of whoever runs the worker."""
+        import os
+        import tempfile
+
+        import gssapi
+        import gssapi.raw
+
+        from hmsrepl.thrift.auth import client_credentials
+
+        if settings["keytab"]:
+            if getattr(self, "_ccache_dir", None) is None:
+                self._ccache_dir = tempfile.mkdtemp(prefix="hmsrepl-krb5cc-")  # 0700
+            ccache = f"FILE:{os.path.join(self._ccache_dir, 'ccache')}"
+            return client_credentials(settings["principal"], settings["keytab"], ccache)
+        name = gssapi.Name(settings["principal"], gssapi.NameType.kerberos_principal)
+        return gssapi.raw.acquire_cred_with_password(
+            name, settings["password"].encode(), usage="initiate"
+        ).creds
+
     def describe(self) -> str:
         """``thrift://host:port`` of the connection, for messages."""
         host, port, _ = self.address()
@@ -76,11 +142,20 @@ class MetastoreNotificationHook(BaseHook):
         """A Thrift client identified as the connection's user, closed afterwards."""
         from thriftpy2.rpc import make_client
 
-        from hmsrepl.thrift.idl import Service
+        from hmsrepl.thrift.idl import Service, hms
 
         host, port, user = self.address()
+        security = self._security()
         try:
-            client = make_client(Service, host, port, timeout=TIMEOUT_MS)
+            if security["auth"] == "kerberos" or security["tls_ca"]:
+                client = self._secure_client(host, port, security)
+                if security["auth"] == "kerberos":
+                    login = self.get_connection(self.metastore_conn_id).login
+                    user = login or security["principal"].partition("@")[0].partition("/")[0]
+            else:
+                client = make_client(Service, host, port, timeout=TIMEOUT_MS)
+        except MetastoreHookError:
+            raise
         except Exception as exc:  # thriftpy2 raises TTransportException wrapping the socket error
             raise MetastoreHookError(
                 f"cannot reach the metastore of connection '{self.metastore_conn_id}' at thrift://{host}:{port}: "
@@ -88,6 +163,12 @@ class MetastoreNotificationHook(BaseHook):
             ) from exc
         try:
             client.set_ugi(user, [])
+        except hms.MetaException as exc:  # Kerberos: the principal may not act as that user
+            client.close()
+            raise MetastoreConfigError(
+                f"metastore of connection '{self.metastore_conn_id}' at thrift://{host}:{port} refused set_ugi "
+                f"for user '{user}': {_reason(exc)}"
+            ) from exc
         except Exception as exc:  # e.g. a server that accepts connections but never answers (TIMEOUT_MS)
             client.close()
             raise MetastoreHookError(
@@ -99,6 +180,32 @@ class MetastoreNotificationHook(BaseHook):
             yield client
         finally:
             client.close()
+
+    def _secure_client(self, host: str, port: int, security: dict[str, Any]) -> Any:
+        """A client over TLS and/or SASL GSSAPI; a Kerberos failure names the principal and what to check."""
+        import gssapi.exceptions
+
+        from hmsrepl.thrift.auth import connect
+        from hmsrepl.thrift.sasl import SaslError
+
+        kerberos = security["auth"] == "kerberos"
+        try:
+            credentials = self._credentials(security) if kerberos else None
+            return connect(
+                host,
+                port,
+                kerberos_principal=security.get("service_principal") if kerberos else None,
+                credentials=credentials,
+                tls_ca=security["tls_ca"],
+                timeout_ms=TIMEOUT_MS,
+                qop=security["qop"],
+            )
+        except (gssapi.exceptions.GSSError, SaslError) as exc:
+            raise MetastoreHookError(
+                f"connection '{self.metastore_conn_id}' could not authenticate to thrift://{host}:{port} as "
+                f"{security.get('principal')}: {_reason(exc)}; check the keytab or password, the principal, "
+                "extra 'service_principal' and that the KDC is reachable"
+            ) from exc
 
     def _call(self, what: str, method: str, *args: Any) -> Any:
         """Call one Thrift method; remote errors become one message naming the connection and the fix."""

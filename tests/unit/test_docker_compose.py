@@ -174,14 +174,34 @@ def test_mounted_paths_exist_and_volumes_are_declared(compose, services):
                 assert source in declared, f"{name} uses volume {source}: not declared under volumes"
 
 
+def published_port(port: Any) -> tuple[str, str]:
+    """(host address, host port) of a short-syntax ``ports`` entry; an address left out means all interfaces."""
+    parts = str(interpolate(port)).rsplit(":", 2)
+    if len(parts) == 3:
+        return parts[0], parts[1]
+    return "0.0.0.0", parts[0]
+
+
 def test_host_ports_are_distinct(services):
     published = [
-        interpolate(port).split(":")[0]
+        published_port(port)[1]
         for svc in services.values()
         for port in svc.get("ports") or []
         if ":" in str(port)
     ]
     assert len(published) == len(set(published)), f"host ports used twice: {published}"
+
+
+def test_metastore_ports_are_published_on_loopback_only(services):
+    """The Thrift port has no authentication in this file: the host must not expose it to its network."""
+    for name in METASTORES:
+        ports = services[name].get("ports") or []
+        assert ports, f"{name} publishes no port"
+        for port in ports:
+            address, _ = published_port(port)
+            assert address == "127.0.0.1", (
+                f"{name} publishes {interpolate(port)} on {address}, not on loopback"
+            )
 
 
 def test_every_database_in_a_url_is_created_by_the_init_script(services):
@@ -393,6 +413,13 @@ def _mount(service: str, mount: str) -> Callable[[dict[str, Any]], None]:
     return lambda services: services[service]["volumes"].append(mount)
 
 
+def _publish(service: str, port: str) -> Callable[[dict[str, Any]], None]:
+    def change(services: dict[str, Any]) -> None:
+        services[service]["ports"] = [port]
+
+    return change
+
+
 @pytest.mark.parametrize(
     ("breakage", "check", "message"),
     [
@@ -426,6 +453,11 @@ def _mount(service: str, mount: str) -> Callable[[dict[str, Any]], None]:
             "never created",
         ),
         (_depend("postgres", "airflow-scheduler"), test_start_up_order_is_sound, "cycle"),
+        (
+            _publish("metastore-source", "9083:9083"),
+            test_metastore_ports_are_published_on_loopback_only,
+            "not on",
+        ),
         (_drop("spark-master", "healthcheck"), test_start_up_order_is_sound, "no healthcheck"),
         (
             _mount("airflow-scheduler", "./dagz:/opt/hmsrepl/dagz:ro"),
@@ -440,6 +472,7 @@ def _mount(service: str, mount: str) -> Callable[[dict[str, Any]], None]:
         "misspelt-airflow",
         "db-not-created",
         "cycle",
+        "metastore-on-all-interfaces",
         "no-healthcheck",
         "missing-mount",
     ],

@@ -3,7 +3,8 @@
 Each method translates structs, calls the core, and translates back; errors are mapped onto whichever
 exception types the called method declares (a client only understands those), so a missing table is a
 NoSuchObjectException where declared and a MetaException with the same message elsewhere. The connection's
-user comes from ``set_ugi`` and is what the notification API authorizes.
+user is its Kerberos principal's short name when the port authenticates (``set_ugi`` may only narrow it, or
+switch to a user the principal may impersonate), else whatever ``set_ugi`` claims (loopback-only servers).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.thrift import TApplicationException, TType
@@ -25,6 +26,7 @@ from hmsrepl import __version__
 from hmsrepl.cache import CachedReads, MetadataCache
 from hmsrepl.cache.attribution import TxnWriter, requested_txn
 from hmsrepl.exceptions import (
+    AccessDeniedError,
     AlreadyExistsError,
     InvalidInputError,
     InvalidObjectError,
@@ -48,6 +50,9 @@ from hmsrepl.thrift.idl import Service, hms
 from hmsrepl.thrift.statistics import stat_from_thrift, stat_to_thrift
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # annotations only: the server hands the handler its security settings and peers
+    from hmsrepl.thrift.auth import Peer, ThriftSecurity
 
 # Preferred Thrift exception per domain error, in order; the first one the method declares is used.
 _PREFERENCES: list[tuple[type[BaseException], tuple[str, ...]]] = [
@@ -209,8 +214,11 @@ class MetastoreHandler:
     ``hmsrepl.cache``); without one, every read goes to the database.
     """
 
-    def __init__(self, store: Metastore, cache: MetadataCache | None = None) -> None:
+    def __init__(
+        self, store: Metastore, cache: MetadataCache | None = None, *, security: ThriftSecurity | None = None
+    ) -> None:
         self.store = store
+        self.security = security
         self.catalog = store.catalog
         self.cache = cache
         self.reads = CachedReads(store.catalog, cache)
@@ -221,10 +229,30 @@ class MetastoreHandler:
                 setattr(self, name, _fenced(getattr(self, name), cache))
         accept_qualified_names(self)  # Hive 3/4 clients send @hive#db names
 
+    def begin_connection(self, peer: Peer) -> None:
+        """Called by the server in a connection's thread before its first call (threads may be reused)."""
+        self._local.peer = peer
+        self._local.user = peer.user or ""
+
+    @property
+    def peer(self) -> Peer | None:
+        return getattr(self._local, "peer", None)
+
     @property
     def caller(self) -> str:
-        """The remote user of this connection (set by set_ugi); empty until the client identifies itself."""
-        return getattr(self._local, "user", "")
+        """The user the notification API authorizes for this connection.
+
+        Without authentication: what set_ugi claimed (empty until the client identifies itself). With it: the
+        authenticated user; a principal that impersonates another user through set_ugi gets the lesser of the
+        two (an admin acting as alice is alice, a proxy acting as an admin is still the proxy).
+        """
+        user = getattr(self._local, "user", "")
+        peer = self.peer
+        if peer is None or not peer.authenticated:
+            return user
+        if user != peer.user and peer.user in self.store.config.admin_users:
+            return user
+        return peer.user or ""
 
     # -- session -------------------------------------------------------------------------------------------
     def getName(self) -> str:
@@ -237,7 +265,16 @@ class MetastoreHandler:
         """Clients send this one-way call when they close; the server itself keeps running."""
 
     def set_ugi(self, user_name: str, group_names: list[str] | None) -> list[str]:
-        self._local.user = user_name or ""
+        peer = self.peer
+        if peer is not None and peer.authenticated and user_name:
+            if self.security is None or not self.security.may_impersonate(peer, user_name):
+                raise AccessDeniedError(
+                    f"set_ugi: principal {peer.principal} (user '{peer.user}') may not act as '{user_name}'; "
+                    f"connect with {user_name}'s own credentials, or allow it in HMSREPL_PROXY_USERS"
+                )
+            self._local.user = user_name
+        elif peer is None or not peer.authenticated:
+            self._local.user = user_name or ""
         return list(group_names or [])
 
     def getMetaConf(self, key: str) -> str:

@@ -1,4 +1,4 @@
-"""The threaded Thrift metastore server (binary protocol, buffered transport, no SASL: what Spark expects).
+"""The threaded Thrift metastore server (binary protocol, buffered transport; TLS and SASL GSSAPI optional).
 
 Each client connection gets its own thread and keeps it while open (Spark holds a second connection open),
 so the accept loop never blocks on a slow client. The C-accelerated binary protocol of thriftpy2 keeps
@@ -19,10 +19,11 @@ from typing import Any
 from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.server import TThreadedServer
 from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
-from thriftpy2.transport import TCyBufferedTransportFactory, TServerSocket, TSocket
+from thriftpy2.transport import TCyBufferedTransportFactory, TServerSocket, TSocket, TTransportException
 
 from hmsrepl.cache import MetadataCache
 from hmsrepl.metastore import Metastore
+from hmsrepl.thrift.auth import AuthenticationError, ThriftSecurity, check_bind
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
 
@@ -64,6 +65,41 @@ class _NoDelayServerSocket(TServerSocket):
         return client
 
 
+class _Server(TThreadedServer):
+    """thriftpy2's threaded server, with one hook: ``open_connection`` turns the accepted socket into the
+    transport the processor uses (TLS, SASL) and names the peer, in the connection's own thread."""
+
+    def __init__(self, *args: Any, open_connection: Any, begin_connection: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open_connection = open_connection
+        self.begin_connection = begin_connection
+
+    def handle(self, client: Any) -> None:
+        try:
+            trans, peer = self.open_connection(client)
+        except AuthenticationError as exc:
+            log.warning("refused a connection: %s", exc)
+            client.close()
+            return
+        except Exception:  # a connection must never take its thread down with a traceback
+            log.exception("refused a connection: unexpected error while opening it")
+            client.close()
+            return
+        if peer.authenticated:
+            log.info("connection from %s authenticated as %s (QOP %s)", peer.host, peer.principal, peer.qop)
+        self.begin_connection(peer)
+        trans = self.itrans_factory.get_transport(trans)
+        protocol = self.iprot_factory.get_protocol(trans)
+        try:
+            while True:
+                self.processor.process(protocol, protocol)
+        except TTransportException:
+            pass
+        except Exception as x:
+            log.exception(x)
+        trans.close()
+
+
 class MetastoreServer:
     def __init__(
         self,
@@ -73,18 +109,22 @@ class MetastoreServer:
         *,
         cache: MetadataCache | None = None,
     ) -> None:
+        check_bind(store.config, host, port)
+        self.security = ThriftSecurity(store.config)
         self.store = store
         if cache is None and store.config.cache_enabled:
             cache = MetadataCache.from_config(store)
         self.cache = cache
-        self.handler = MetastoreHandler(store, cache)
+        self.handler = MetastoreHandler(store, cache, security=self.security)
         self.socket = _NoDelayServerSocket(host=host, port=port, client_timeout=None)
-        self.server = TThreadedServer(
+        self.server = _Server(
             _Processor(Service, ErrorMappingDispatcher(self.handler)),
             self.socket,
             iprot_factory=TCyBinaryProtocolFactory(),
             itrans_factory=TCyBufferedTransportFactory(),
             daemon=True,
+            open_connection=self.security.open_connection,
+            begin_connection=self.handler.begin_connection,
         )
         self._stop = threading.Event()
 
@@ -107,7 +147,9 @@ class MetastoreServer:
         threading.Thread(target=self.housekeeping, args=(housekeeping_interval,), daemon=True).start()
         if self.cache is not None:
             self.cache.start()
-        log.info("metastore listening on %s:%s", self.socket.host, self.socket.port)
+        log.info(
+            "metastore listening on %s:%s (%s)", self.socket.host, self.socket.port, self.security.describe()
+        )
         try:
             # A 1,000-partition reply creates ~30,000 objects: with default thresholds the cyclic collector
             # runs ~90 times per call and rescans the start-up heap. Freeze what exists, collect less often.
