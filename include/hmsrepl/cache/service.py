@@ -231,8 +231,12 @@ class MetadataCache:
                         self.stats.hit()
                         self.served.record(key, version)
                         raise
-                    transactional = state.table_model.is_transactional and write_ids is not None
-                    if reason is None and transactional and not _all_committed(value, state, write_ids):
+                    if (
+                        reason is None
+                        and write_ids is not None
+                        and compare(state.write_ids, write_ids) is Verdict.CACHE_NEWER
+                        and not _all_committed(value, state, write_ids)
+                    ):
                         reason = MissReason.WRITE_NOT_COMMITTED
             if reason is MissReason.OLDER_THAN_SERVED and attempt == 0 and self._wait_applied(floor, version):
                 continue  # the updater caught up with what was answered: try the cache again
@@ -306,16 +310,20 @@ def database_key(name: str) -> tuple[str, str]:
 
 
 def _all_committed(value: Any, state: TableState, write_ids: ValidWriteIdList) -> bool:
-    """Whether every object in a cache answer carries a write id the reader's list counts as committed.
+    """Whether no object in a cache answer carries a write the entry has committed but the reader's list not.
 
-    Under the ``contains`` freshness an entry may hold commits the reader's snapshot does not: objects they
-    changed must come from elsewhere. Answers of names are checked through the partitions they name.
+    Checked when the entry's committed ids contain the reader's and more (served under ``contains``):
+    objects those later commits changed must come from elsewhere. (With equal sets there is nothing to
+    check, so the common hit costs nothing here.) Answers of names are checked through the partitions they
+    name.
     """
+    cached = state.write_ids
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, CachedObject):
-            if not write_ids.is_write_id_valid(getattr(item.model, "write_id", 0) or 0):
+            write_id = getattr(item.model, "write_id", 0) or 0
+            if cached.is_write_id_valid(write_id) and not write_ids.is_write_id_valid(write_id):
                 return False
         elif isinstance(item, str):
             entry = (state.partitions or {}).get(item)
