@@ -12,6 +12,7 @@ set, default store reset), ``s3_client`` (a boto3 client for arranging data), ``
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import subprocess
@@ -20,7 +21,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,141 @@ def throttling_proxy(upstream: str, throttled_requests: int) -> Iterator[Throttl
         server.shutdown()
         server.server_close()
         thread.join(timeout=20)
+
+
+@dataclass
+class FaultyProxy:
+    """Counters of a ``faulty_proxy``: what it forwarded and which faults it injected."""
+
+    endpoint_url: str
+    requests: int = 0
+    resets: int = 0  # connections reset when a request arrived (nothing forwarded)
+    cuts: int = 0  # object GET answers cut short (closed or reset) after some bytes
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+REQUEST_METHODS = (b"GET ", b"HEAD ", b"PUT ", b"POST ", b"DELETE ")
+
+
+@contextmanager
+def faulty_proxy(
+    upstream: str, *, seed: int, reset_rate: float = 0.05, cut_rate: float = 0.35, max_cut: int = 256 * 1024
+) -> Iterator[FaultyProxy]:
+    """A TCP proxy on loopback that breaks connections at random, the way networks and stores do.
+
+    Bytes pass through unchanged, over real sockets to the real S3 server. Per request, with
+    ``reset_rate`` the client's connection is reset (RST) before anything is forwarded (botocore retries
+    the request); and the answer to an object GET (not a listing) is, with ``cut_rate``, cut after a random
+    number of bytes up to ``max_cut`` (headers included), by a close (a truncated body) or a reset, half of
+    each. Only object GETs are cut: answers to writes cannot be cut without making their retries act twice.
+    """
+    import random as _random
+    import socket
+    import struct
+
+    target = urlsplit(upstream)
+    rng = _random.Random(seed)
+    rng_lock = threading.Lock()
+    listener = socket.create_server(("127.0.0.1", 0))
+    state = FaultyProxy(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    stopping = threading.Event()
+
+    def reset(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+
+    def serve(client: socket.socket) -> None:
+        try:
+            upstream_sock = socket.create_connection((target.hostname or "127.0.0.1", target.port or 80))
+        except OSError:
+            reset(client)
+            return
+        plan: dict[str, Any] = {"cut": None, "sent": 0, "rst": False}
+
+        def downstream() -> None:
+            try:
+                while True:
+                    data = upstream_sock.recv(65536)
+                    if not data:
+                        break
+                    cut = plan["cut"]
+                    if cut is not None and plan["sent"] + len(data) > cut:
+                        client.sendall(data[: cut - plan["sent"]])
+                        with state.lock:
+                            state.cuts += 1
+                        # The other thread is blocked reading this socket: a close alone would wait for it,
+                        # so wake it with a shutdown; for a reset, no FIN first (the close then sends RST).
+                        if plan["rst"]:
+                            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                            client.shutdown(socket.SHUT_RD)
+                        else:
+                            client.shutdown(socket.SHUT_RDWR)
+                        break
+                    client.sendall(data)
+                    plan["sent"] += len(data)
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    upstream_sock.close()
+                with contextlib.suppress(OSError):
+                    client.shutdown(socket.SHUT_RD)  # the serving thread closes the client socket
+
+        pump = threading.Thread(target=downstream, daemon=True)
+        pump.start()
+        try:
+            while True:
+                data = client.recv(65536)
+                if not data:
+                    break
+                if data.startswith(REQUEST_METHODS):
+                    line = data.split(b"\r\n", 1)[0]
+                    with rng_lock:
+                        roll_reset, roll_cut = rng.random(), rng.random()
+                        cut_at, rst = rng.randrange(0, max_cut), rng.random() < 0.5
+                    with state.lock:
+                        state.requests += 1
+                        if roll_reset < reset_rate:
+                            state.resets += 1
+                    if roll_reset < reset_rate:
+                        reset(client)
+                        break
+                    path = line.split(b" ")[1] if b" " in line else b""
+                    object_get = (
+                        line.startswith(b"GET ") and b"list-type" not in path and path.count(b"/") >= 2
+                    )
+                    plan.update(cut=cut_at if object_get and roll_cut < cut_rate else None, sent=0, rst=rst)
+                upstream_sock.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                upstream_sock.shutdown(socket.SHUT_RDWR)
+            pump.join(timeout=60)
+            with contextlib.suppress(OSError):
+                client.close()
+
+    def accept() -> None:
+        listener.settimeout(0.2)  # a close from another thread would not wake a blocked accept
+        while not stopping.is_set():
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            threading.Thread(target=serve, args=(client,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, name="faulty-proxy", daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        stopping.set()
+        thread.join(timeout=20)
+        listener.close()
 
 
 def aws_test_environment(endpoint_url: str, home: Path) -> dict[str, str]:

@@ -96,3 +96,8 @@ class MetastoreConfig(BaseSettings):
     cache_metrics_log_interval_seconds: float = Field(
         default=60.0, description="How often metrics are logged."
     )
+    cache_monotonic_wait_seconds: float = Field(
+        default=0.05,
+        description="How long a read waits for the cache to reach what this instance already answered "
+        "(else the database answers).",
+    )

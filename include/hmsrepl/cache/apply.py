@@ -103,6 +103,7 @@ class EventApplier:
     def __init__(self, store: CacheStore, *, on_stale: Callable[[TableKey], None]) -> None:
         self.store = store
         self.on_stale = on_stale  # a table the cache had to forget; the updater loads it again
+        self._event_id = 0  # the event being applied
         self._handlers: dict[str, Callable[[NotificationEvent, dict[str, Any]], None]] = {
             EventType.CREATE_DATABASE: self._database,
             EventType.ALTER_DATABASE: self._database,
@@ -124,6 +125,7 @@ class EventApplier:
         if handler is None:  # INSERT (no metadata change), OPEN_TXN, functions: nothing cached changes
             return
         body = event.body()
+        self._event_id = event.event_id
         with self.store.lock:
             try:
                 handler(event, body)
@@ -166,7 +168,7 @@ class EventApplier:
         txn = self._claimant(state, claim)
         holder = state.holder_of(target)
         if txn is not None and holder in (None, txn):
-            state.hold(txn, change)
+            state.hold(txn, change, self._event_id)
             return
         # Unclaimed, or a second open txn replacing an object another one holds (they cannot be ordered):
         # the database has this version now, including whatever the open txns wrote before it.
@@ -280,7 +282,7 @@ class EventApplier:
             return
         partition = body.get("partition")
         name = state.partition_name(partition["values"]) if partition else None
-        state.hold(int(body["txn_id"]), MarkWritten(int(body["write_id"]), name))
+        state.hold(int(body["txn_id"]), MarkWritten(int(body["write_id"]), name), event.event_id)
 
     def _alloc_write_ids(self, event: NotificationEvent, body: dict[str, Any]) -> None:
         key = (body["db"], body["table"])

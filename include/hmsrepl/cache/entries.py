@@ -98,6 +98,8 @@ class TableState:
     ``pending``: changes of open txns by txn id, applied at their COMMIT_TXN and dropped at ABORT_TXN.
     ``pending_objects``: which txn holds a replacing change of an object; a second txn on the same object
     cannot be ordered against the first, so such a change is applied at once and the table unsettled.
+    ``held_since``: per txn holding changes, the event that made the first one; the database shows that
+    change from then on (it applies changes of open txns at once), the cache only once the txn commits.
     """
 
     table_id: int
@@ -109,6 +111,7 @@ class TableState:
     owners: dict[int, int] = field(default_factory=dict)  # open write id -> txn id, from ALLOC_WRITE_ID
     pending: dict[int, list[Change]] = field(default_factory=dict)
     pending_objects: dict[str, int] = field(default_factory=dict)
+    held_since: dict[int, int] = field(default_factory=dict)  # txn id -> event of its first held change
     size: int = 0
     _ordered: list[tuple[str, CachedObject]] | None = None
 
@@ -134,6 +137,10 @@ class TableState:
         if self._ordered is None:
             self._ordered = sorted((self.partitions or {}).items())
         return self._ordered
+
+    def oldest_held_event(self) -> int | None:
+        """The earliest event whose change this entry still holds back (None: it holds nothing)."""
+        return min(self.held_since.values(), default=None)
 
     def forget_partitions(self) -> None:
         """Keep only the table object (its partitions outgrew the budget); partition reads then miss."""
@@ -222,9 +229,10 @@ class TableState:
         self.partitions[name] = entry
         self._ordered = None
 
-    def hold(self, txn_id: int, change: Change) -> None:
-        """Keep a change of open txn ``txn_id`` back until that txn commits."""
+    def hold(self, txn_id: int, change: Change, event_id: int = 0) -> None:
+        """Keep a change of open txn ``txn_id`` (made by event ``event_id``) back until that txn commits."""
         self.pending.setdefault(txn_id, []).append(change)
+        self.held_since.setdefault(txn_id, event_id)
         target = object_of(change)
         if target is not None:
             self.pending_objects[target] = txn_id
@@ -242,10 +250,12 @@ class TableState:
                 self.pending[txn_id] = kept
             else:
                 del self.pending[txn_id]
+                self.held_since.pop(txn_id, None)
 
     def release(self, txn_id: int, *, commit: bool) -> None:
         """Apply (commit) or drop (abort) what ``txn_id`` held back."""
         changes = self.pending.pop(txn_id, [])
+        self.held_since.pop(txn_id, None)
         for target, holder in list(self.pending_objects.items()):
             if holder == txn_id:
                 del self.pending_objects[target]

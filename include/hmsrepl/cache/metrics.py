@@ -24,6 +24,10 @@ class MissReason(StrEnum):
     PARTITIONS_NOT_CACHED = "partitions_not_cached"  # the table's partitions exceed the budget
     LOCAL_WRITE_PENDING = "local_write_pending"  # eventual read after a write here, not yet applied
     UNSUPPORTED_FILTER = "unsupported_filter"  # a filter the cache cannot evaluate exactly as the database
+    OLDER_THAN_SERVED = (
+        "older_than_served"  # this instance already answered a newer version (monotonic reads)
+    )
+    WRITE_NOT_COMMITTED = "write_not_committed"  # an object's write id is not committed in the reader's list
 
 
 class CacheMetrics:

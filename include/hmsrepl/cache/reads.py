@@ -4,7 +4,8 @@ Both paths return the same objects in the same order and raise the same errors, 
 handler, in-process users) need not know which one answered. ``to`` converts each object for the caller
 (e.g. to its Thrift struct); on a hit the conversion is done once per cached object and kept, and ``keep``
 may name a richer conversion for that (the Thrift handler keeps each partition's wire encoding with it).
-Works without a cache too: then every read goes to the database.
+Works without a cache too: then every read goes to the database. With a cache, every database answer is
+placed in the log (``MetadataCache.note_database_answer``), so the cache never answers older afterwards.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 
 from hmsrepl.cache.entries import CachedObject, TableState
 from hmsrepl.cache.filters import compile_filter
-from hmsrepl.cache.service import MetadataCache
+from hmsrepl.cache.service import MetadataCache, database_key
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.catalog import CatalogService
@@ -31,6 +32,15 @@ class CachedReads:
     def __init__(self, catalog: CatalogService, cache: MetadataCache | None = None) -> None:
         self.catalog = catalog
         self.cache = cache
+
+    def _db(self, key: tuple[str, str], read: Callable[[], T]) -> T:
+        """``read()`` from the database, noted as an answer for ``key`` (a "no such object" too)."""
+        if self.cache is None:
+            return read()
+        try:
+            return read()
+        finally:
+            self.cache.note_database_answer((key[0].lower(), key[1].lower()))
 
     @staticmethod
     def _out(entry: CachedObject, to: Convert) -> Any:
@@ -59,7 +69,7 @@ class CachedReads:
             answer = self.cache.database(name)
             if answer.hit and answer.value is not None:
                 return self._out(answer.value, to)
-        return self._conv(self.catalog.get_database(name), to)
+        return self._conv(self._db(database_key(name), lambda: self.catalog.get_database(name)), to)
 
     def table(
         self,
@@ -74,7 +84,17 @@ class CachedReads:
             answer = self.cache.table(db_name, table_name, write_ids, table_id)
             if answer.hit and answer.value is not None:
                 return self._out(answer.value, to)
-        return self._conv(self.catalog.get_table(db_name, table_name), to)
+        return self._conv(
+            self._db((db_name, table_name), lambda: self.catalog.get_table(db_name, table_name)), to
+        )
+
+    def tables(self, db_name: str, table_names: Sequence[str], *, to: Convert = None) -> list[Any]:
+        """Tables by name, from the database (one query per chunk); each one noted as answered."""
+        found = self._db((db_name, ""), lambda: self.catalog.get_table_objects(db_name, table_names))
+        if self.cache is not None:
+            for table in found:
+                self.cache.note_database_answer((table.db_name, table.table_name))
+        return [self._conv(t, to) for t in found]
 
     # -- partitions -----------------------------------------------------------------------------------------
     def partitions(
@@ -93,7 +113,10 @@ class CachedReads:
         )
         if hit:
             return [self._out(entry, keep or to) for _, entry in found or ()]
-        return [self._conv(p, to) for p in self.catalog.get_partitions(db_name, table_name, max_parts)]
+        parts = self._db(
+            (db_name, table_name), lambda: self.catalog.get_partitions(db_name, table_name, max_parts)
+        )
+        return [self._conv(p, to) for p in parts]
 
     def partition(
         self,
@@ -109,7 +132,10 @@ class CachedReads:
         hit, found = self._select(db_name, table_name, write_ids, table_id, lambda s: s.partition(values))
         if hit and found is not None:
             return self._out(found, keep or to)
-        return self._conv(self.catalog.get_partition(db_name, table_name, values), to)
+        part = self._db(
+            (db_name, table_name), lambda: self.catalog.get_partition(db_name, table_name, values)
+        )
+        return self._conv(part, to)
 
     def partitions_by_names(
         self,
@@ -127,7 +153,10 @@ class CachedReads:
         )
         if hit:
             return [self._out(entry, keep or to) for entry in found or ()]
-        return [self._conv(p, to) for p in self.catalog.get_partitions_by_names(db_name, table_name, names)]
+        parts = self._db(
+            (db_name, table_name), lambda: self.catalog.get_partitions_by_names(db_name, table_name, names)
+        )
+        return [self._conv(p, to) for p in parts]
 
     def partition_names(
         self,
@@ -146,7 +175,9 @@ class CachedReads:
         )
         if hit:
             return list(found or ())
-        return self.catalog.get_partition_names(db_name, table_name, max_parts)
+        return self._db(
+            (db_name, table_name), lambda: self.catalog.get_partition_names(db_name, table_name, max_parts)
+        )
 
     def partitions_ps(
         self,
@@ -165,7 +196,10 @@ class CachedReads:
         )
         if hit:
             return [self._out(entry, keep or to) for _, entry in found or ()]
-        parts = self.catalog.get_partitions_ps(db_name, table_name, partial_values, max_parts)
+        parts = self._db(
+            (db_name, table_name),
+            lambda: self.catalog.get_partitions_ps(db_name, table_name, partial_values, max_parts),
+        )
         return [self._conv(p, to) for p in parts]
 
     def partition_names_ps(
@@ -186,9 +220,13 @@ class CachedReads:
         )
         if hit:
             return list(found or ())
-        table = self.catalog.get_table(db_name, table_name)
-        parts = self.catalog.get_partitions_ps(db_name, table_name, partial_values, max_parts)
-        return [make_partition_name(table.partition_key_names, p.values) for p in parts]
+
+        def read() -> list[str]:
+            table = self.catalog.get_table(db_name, table_name)
+            parts = self.catalog.get_partitions_ps(db_name, table_name, partial_values, max_parts)
+            return [make_partition_name(table.partition_key_names, p.values) for p in parts]
+
+        return self._db((db_name, table_name), read)
 
     def partitions_by_filter(
         self,
@@ -219,5 +257,8 @@ class CachedReads:
         hit, found = self._select(db_name, table_name, write_ids, table_id, select)
         if hit:
             return [self._out(entry, keep or to) for entry in found or ()]
-        parts = self.catalog.get_partitions_by_filter(db_name, table_name, filter_text, max_parts)
+        parts = self._db(
+            (db_name, table_name),
+            lambda: self.catalog.get_partitions_by_filter(db_name, table_name, filter_text, max_parts),
+        )
         return [self._conv(p, to) for p in parts]

@@ -7,6 +7,11 @@ database (the seeds' design raises an error instead; old clients such as Spark's
 a list, and must keep working). Tables without write ids (external and other non-transactional tables) and
 databases are eventually consistent, as in Hive's CachedStore, except that a write made through this
 instance is waited for: until the updater has applied it, eventual reads here go to the database.
+
+Reads are monotonic per instance (see ``monotonic``): an entry older than what this instance already answered
+for the same table (from the database or the cache) is refused. A reader passing a ValidWriteIdList never gets
+from the cache an object whose write id its list does not count as committed, even when the entry's
+committed ids contain the reader's (the ``contains`` freshness): such reads go to the database.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from hmsrepl.cache.filters import UnsupportedFilter
 from hmsrepl.cache.freshness import Freshness, Verdict, compare, may_serve
 from hmsrepl.cache.loader import SnapshotLoader
 from hmsrepl.cache.metrics import CacheMetrics, MissReason
+from hmsrepl.cache.monotonic import UNKNOWN, ServedPositions
 from hmsrepl.cache.store import CacheStore
 from hmsrepl.cache.updater import CacheUpdater
 from hmsrepl.config import MetastoreConfig
@@ -50,6 +56,7 @@ class CacheSettings:
     event_batch_size: int = 1000
     freshness: Freshness = Freshness.CONTAINS
     metrics_log_interval_seconds: float = 60.0
+    monotonic_wait_seconds: float = 0.05
 
     @classmethod
     def from_config(cls, config: MetastoreConfig) -> CacheSettings:
@@ -61,6 +68,7 @@ class CacheSettings:
             event_batch_size=config.cache_event_batch_size,
             freshness=Freshness(config.cache_freshness),
             metrics_log_interval_seconds=config.cache_metrics_log_interval_seconds,
+            monotonic_wait_seconds=config.cache_monotonic_wait_seconds,
         )
 
 
@@ -101,6 +109,7 @@ class MetadataCache:
         )
         self._fence = -1  # eventual reads wait until the updater has applied this instance's last write
         self._fence_lock = threading.Lock()
+        self.served = ServedPositions()  # per table (and database): the newest log position answered
 
     @classmethod
     def from_config(cls, metastore: Metastore) -> MetadataCache:
@@ -131,6 +140,21 @@ class MetadataCache:
         with self._fence_lock:
             self._fence = max(self._fence, event_id)
         self.updater.wake()
+
+    def note_database_answer(self, key: tuple[str, str]) -> None:
+        """A read of ``key`` (a table key, or ``database_key(name)``) was answered from the database.
+
+        The log's head read now bounds what that answer showed; cache entries older than it are refused
+        for this key from now on. If the head cannot be read, no cache entry may answer ``key`` until the
+        database answered it again.
+        """
+        try:
+            head = self.metastore.events.current_event_id()
+        except Exception:  # the read's own outcome matters more; stay safe instead
+            log.warning("metadata cache: cannot read the log position after a database read", exc_info=True)
+            self.served.record_unknown(key)
+            return
+        self.served.record(key, head, from_database=True)
 
     def metrics(self) -> dict[str, Any]:
         """Hits, misses by reason, lag in events and memory use, as one JSON-ready dict."""
@@ -184,37 +208,62 @@ class MetadataCache:
         """Check freshness and run ``select`` in one lock hold, so its answer is of one version."""
         key = (db_name.lower(), table_name.lower())
         _check_names(key, write_ids)
-        with self.store.lock:
-            state = self.store.table(key, touch=True)
-            reason = self._stale_reason(state, write_ids, table_id)
-            if reason is None:
-                assert state is not None
-                try:
-                    value = select(state)
-                except _Miss as miss:
-                    reason = miss.reason
-                except UnsupportedFilter:
-                    reason = MissReason.UNSUPPORTED_FILTER
-                except MetastoreError:  # answered from the cache: e.g. no such partition in this version
-                    self.stats.hit()
-                    raise
+        for attempt in range(2):
+            version, floor = -1, -1
+            with self.store.lock:
+                state = self.store.table(key, touch=True)
+                reason = self._stale_reason(state, write_ids, table_id)
+                if reason is None:
+                    assert state is not None
+                    version, floor = max(self.updater.position, state.base_event_id), self.served.floor(key)
+                    held = state.oldest_held_event()
+                    if version < floor or (held is not None and held <= self.served.database_floor(key)):
+                        reason = MissReason.OLDER_THAN_SERVED  # the database showed a change still held
+                if reason is None:
+                    assert state is not None
+                    try:
+                        value = select(state)
+                    except _Miss as miss:
+                        reason = miss.reason
+                    except UnsupportedFilter:
+                        reason = MissReason.UNSUPPORTED_FILTER
+                    except MetastoreError:  # answered from the cache: e.g. no such partition in this version
+                        self.stats.hit()
+                        self.served.record(key, version)
+                        raise
+                    if (
+                        reason is None
+                        and write_ids is not None
+                        and compare(state.write_ids, write_ids) is Verdict.CACHE_NEWER
+                        and not _all_committed(value, state, write_ids)
+                    ):
+                        reason = MissReason.WRITE_NOT_COMMITTED
+            if reason is MissReason.OLDER_THAN_SERVED and attempt == 0 and self._wait_applied(floor, version):
+                continue  # the updater caught up with what was answered: try the cache again
+            break
         if reason is not None:
             self.stats.miss(reason)
             if reason is MissReason.NOT_CACHED:
                 self.updater.request_load(key)
             return Answer(miss=reason)
         self.stats.hit()
+        self.served.record(key, version)
         return Answer(value=value)
 
     def database(self, name: str) -> Answer[CachedObject]:
+        key = database_key(name)
         with self.store.lock:
             found = self.store.database(name.lower())
+            version = max(self.updater.position, found.base_event_id) if found is not None else -1
         if found is None:
             reason = MissReason.NOT_CACHED
         elif self._fenced():
             reason = MissReason.LOCAL_WRITE_PENDING
+        elif version < self.served.floor(key):
+            reason = MissReason.OLDER_THAN_SERVED
         else:
             self.stats.hit()
+            self.served.record(key, version)
             return Answer(value=found.entry)
         self.stats.miss(reason)
         return Answer(miss=reason)
@@ -244,6 +293,45 @@ class MetadataCache:
 
     def _fenced(self) -> bool:
         return self.updater.position < self._fence
+
+    def _wait_applied(self, floor: int, version: int) -> bool:
+        """Wait briefly for the updater to reach ``floor`` (a position this instance answered already)."""
+        wait = self.settings.monotonic_wait_seconds
+        if wait <= 0 or floor >= UNKNOWN or version >= floor:  # behind no position: a txn must end first
+            return False
+        self.updater.wake()
+        return self.updater.wait_applied(floor, wait)
+
+
+def database_key(name: str) -> tuple[str, str]:
+    """The key under which answers about a database are placed in the log (never a table's key: table
+    names are never empty)."""
+    return (name.lower(), "")
+
+
+def _all_committed(value: Any, state: TableState, write_ids: ValidWriteIdList) -> bool:
+    """Whether no object in a cache answer carries a write the entry has committed but the reader's list not.
+
+    Checked when the entry's committed ids contain the reader's and more (served under ``contains``):
+    objects those later commits changed must come from elsewhere. (With equal sets there is nothing to
+    check, so the common hit costs nothing here.) Answers of names are checked through the partitions they
+    name.
+    """
+    cached = state.write_ids
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, CachedObject):
+            write_id = getattr(item.model, "write_id", 0) or 0
+            if cached.is_write_id_valid(write_id) and not write_ids.is_write_id_valid(write_id):
+                return False
+        elif isinstance(item, str):
+            entry = (state.partitions or {}).get(item)
+            if entry is not None:
+                stack.append(entry)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
 
 
 class _Miss(Exception):

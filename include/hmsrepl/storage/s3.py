@@ -34,6 +34,12 @@ How S3 differs from a file system, and what this module does about it:
 - *Throttling* (503 SlowDown) and transient errors are retried by botocore's ``adaptive`` retry mode (up to
   10 attempts with exponential backoff and client-side rate limiting) unless the AWS configuration sets
   ``retry_mode``/``AWS_RETRY_MODE`` itself.
+- *Streamed bodies* are outside botocore's retries: once GetObject has answered, a connection reset or a
+  body cut short surfaces in the middle of the caller's reads (``ResponseStreamingError``, ``ProtocolError``,
+  ``IncompleteReadError``). Every body this module streams is a ``ResumingBody``: on such an error it issues
+  a ranged GET from the offset already read, pinned to the same object (its VersionId, or its ETag with
+  ``If-Match`` in unversioned buckets, so a key overwritten meanwhile fails instead of mixing two objects),
+  with bounded attempts and exponential backoff per read (``STREAM_ATTEMPTS``).
 - *Processes*: boto3 clients are thread-safe but must not cross a fork. Each process (a Spark executor's
   Python worker included) creates its own client on first use; instances pickle without their client.
 """
@@ -41,6 +47,9 @@ How S3 differs from a file system, and what this module does about it:
 from __future__ import annotations
 
 import contextlib
+import http.client
+import io
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -50,8 +59,17 @@ from typing import Any, BinaryIO, cast
 import boto3
 import botocore.session
 import google_crc32c
+import urllib3.exceptions
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
 
 from hmsrepl.exceptions import StorageError
 from hmsrepl.formats.file_uri import split_versioned_reference
@@ -77,6 +95,21 @@ DELETE_BATCH = 1000  # S3's limit for DeleteObjects
 RETRY_MODE = "adaptive"
 RETRY_MAX_ATTEMPTS = 10
 TOUCH_METADATA_KEY = "hmsrepl-touched-at"
+STREAM_ATTEMPTS = 8  # per read: the first try and up to 7 ranged re-requests, with backoff between them
+STREAM_BACKOFF_SECONDS = (0.05, 2.0)  # first wait, longest wait
+STREAM_ERRORS: tuple[type[BaseException], ...] = (
+    ResponseStreamingError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ConnectionClosedError,
+    urllib3.exceptions.ProtocolError,
+    urllib3.exceptions.ReadTimeoutError,
+    http.client.IncompleteRead,
+    ConnectionError,  # ConnectionResetError and friends, raised by the socket itself
+    TimeoutError,
+)
+"""Errors of a response body that a new request for the rest of the object may cure."""
+log = logging.getLogger(__name__)
 NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchVersion", "405", "MethodNotAllowed"}
 
 
@@ -308,10 +341,10 @@ class S3FileSystem(FileSystem):
             else:
                 args["IfMatch"] = head["ETag"]
             try:
-                body = self._call("get_object", uri, **args)["Body"]
+                response = self._call("get_object", uri, **args)
             except ClientError as exc:
                 raise StorageError(f"'{uri}' changed or vanished while being checksummed; retry") from exc
-            with body:
+            with ResumingBody(self, uri, args, response) as body:
                 token = checksum_stream(body)
         return FileIdentity(token, version)
 
@@ -321,9 +354,10 @@ class S3FileSystem(FileSystem):
         if version:
             args["VersionId"] = version
         try:
-            return cast(BinaryIO, self._call("get_object", uri, **args)["Body"])
+            response = self._call("get_object", uri, **args)
         except ClientError as exc:
             raise StorageError(f"cannot read '{uri}': no such object (or version)") from exc
+        return cast(BinaryIO, ResumingBody(self, uri, args, response))
 
     # -- writes ----------------------------------------------------------------------------------------
     def _plain_target(self, uri: str) -> tuple[str, str]:
@@ -600,6 +634,120 @@ class S3FileSystem(FileSystem):
                 f"could not delete {len(errors)} objects under '{uri}', e.g. '{first.get('Key')}': "
                 f"{first.get('Code')}: {first.get('Message')}"
             )
+
+
+class ResumingBody(io.RawIOBase):
+    """A GetObject body that survives resets and truncation by asking for the rest (see the module doc).
+
+    ``args`` are the request's arguments (bucket, key, version). The re-requests are pinned to the object
+    the first answer came from: its VersionId where the bucket keeps versions, else ``If-Match`` its ETag.
+    A body shorter than its ``Content-Length`` without any error is treated as cut short too.
+    """
+
+    def __init__(self, fs: S3FileSystem, uri: str, args: dict[str, Any], response: dict[str, Any]) -> None:
+        super().__init__()
+        self._fs, self._uri = fs, uri
+        self._body: Any = response["Body"]
+        self._size = int(response.get("ContentLength") or 0)
+        self._offset = 0
+        self._retries = 0
+        pin = {k: v for k, v in args.items() if k in ("Bucket", "Key")}
+        version = args.get("VersionId") or _real_version(response.get("VersionId"))
+        if version:
+            pin["VersionId"] = version
+        elif response.get("ETag"):
+            pin["IfMatch"] = response["ETag"]
+        self._pin = pin
+
+    @property
+    def retries(self) -> int:
+        """How many ranged re-requests this body needed."""
+        return self._retries
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if not len(view) or self._offset >= self._size:
+            return 0
+        try:
+            count = self._read_some(view)
+        except STREAM_ERRORS:
+            count = self._read_retrying(view)
+        self._offset += count
+        return count
+
+    def readall(self) -> bytes:
+        """The rest of the object in one buffer (``RawIOBase`` would read it 8 KiB at a time)."""
+        out = bytearray(max(self._size - self._offset, 0))
+        view, done = memoryview(out), 0
+        while done < len(out):
+            count = self.readinto(view[done:])
+            if not count:
+                break
+            done += count
+        return bytes(out[:done])
+
+    def _read_retrying(self, view: memoryview) -> int:
+        """The read after a failed one: ranged re-requests with backoff, a bounded number of times."""
+        retrying = Retrying(
+            stop=stop_after_attempt(STREAM_ATTEMPTS - 1),
+            wait=wait_exponential(multiplier=STREAM_BACKOFF_SECONDS[0], max=STREAM_BACKOFF_SECONDS[1])
+            + wait_random(0, STREAM_BACKOFF_SECONDS[0]),
+            retry=retry_if_exception_type(STREAM_ERRORS),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._read_some(view)
+        except STREAM_ERRORS as exc:
+            raise StorageError(
+                f"reading '{self._uri}' failed at byte {self._offset} of {self._size} after {STREAM_ATTEMPTS} "
+                f"attempts ({type(exc).__name__}: {exc}); the store or the network keeps cutting the "
+                "connection: retry later"
+            ) from exc
+        raise AssertionError("unreachable")
+
+    def _read_some(self, view: memoryview) -> int:
+        if self._body is None:
+            self._reopen()
+        try:
+            count = self._body.readinto(view[: self._size - self._offset])
+        except STREAM_ERRORS:
+            self._discard()
+            raise
+        if not count:  # the stream ended before Content-Length without saying so
+            self._discard()
+            raise http.client.IncompleteRead(b"", self._size - self._offset)
+        return int(count)
+
+    def _reopen(self) -> None:
+        self._retries += 1
+        log.info(
+            "S3 body of '%s' cut at byte %d of %d; asking for the rest", self._uri, self._offset, self._size
+        )
+        try:
+            response = self._fs.client.get_object(Range=f"bytes={self._offset}-", **self._pin)
+        except ClientError as exc:
+            raise StorageError(
+                f"'{self._uri}' changed or vanished while being read (at byte {self._offset}): "
+                f"{_code(exc)}; read it again"
+            ) from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"S3 get_object on '{self._uri}' failed: {exc}") from exc
+        self._body = response["Body"]
+
+    def _discard(self) -> None:
+        body, self._body = self._body, None
+        with contextlib.suppress(Exception):
+            body.close()
+
+    def close(self) -> None:
+        if self._body is not None:
+            self._discard()
+        super().close()
 
 
 def _read_full(stream: BinaryIO, size: int) -> bytes:

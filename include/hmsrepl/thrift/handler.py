@@ -365,7 +365,7 @@ class MetastoreHandler:
         return self.reads.table(dbname, tbl_name, to=convert.table_to_thrift)
 
     def get_table_objects_by_name(self, dbname: str, tbl_names: list[str]) -> list[Any]:
-        return [convert.table_to_thrift(t) for t in self.catalog.get_table_objects(dbname, tbl_names or [])]
+        return self.reads.tables(dbname, tbl_names or [], to=convert.table_to_thrift)
 
     def get_table_req(self, req: Any) -> Any:
         """Hive 4 sends the reader's ValidWriteIdList (field 6) and the table id (field 11, -1 if unset)."""
