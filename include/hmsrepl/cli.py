@@ -93,9 +93,9 @@ def metastore_serve(ctx: click.Context, host: str, port: int, housekeeping_inter
     from hmsrepl.thrift.server import MetastoreServer, install_signal_handlers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    install_signal_handlers()
     store = Metastore.open(ctx.obj)
     server = MetastoreServer(store, host, port)
+    install_signal_handlers(server)
     click.echo(f"metastore serving thrift://{host}:{port} (db {ctx.obj.db_url})", err=True)
     server.serve_forever(housekeeping_interval)
 

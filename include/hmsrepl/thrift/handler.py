@@ -22,12 +22,14 @@ from thriftpy2.thrift import TApplicationException, TType
 from thriftpy2.utils import serialize
 
 from hmsrepl import __version__
+from hmsrepl.bounds import resource_bounds
 from hmsrepl.cache import CachedReads, MetadataCache
 from hmsrepl.cache.attribution import TxnWriter, requested_txn
 from hmsrepl.exceptions import (
     AlreadyExistsError,
     InvalidObjectError,
     InvalidOperationError,
+    LimitExceededError,
     MetastoreError,
     NoSuchObjectError,
     NoSuchPartitionError,
@@ -437,8 +439,14 @@ class MetastoreHandler:
 
     def get_partitions(self, db_name: str, tbl_name: str, max_parts: int) -> list[Any]:
         return _partitions_out(
-            self.reads.partitions(
-                db_name, tbl_name, _limit(max_parts), to=convert.partition_to_thrift, keep=Wire
+            _capped(
+                db_name,
+                tbl_name,
+                max_parts,
+                lambda limit: self.reads.partitions(
+                    db_name, tbl_name, limit, to=convert.partition_to_thrift, keep=Wire
+                ),
+                lambda: len(self.reads.partition_names(db_name, tbl_name, -1)),
             )
         )
 
@@ -454,13 +462,14 @@ class MetastoreHandler:
         self, db_name: str, tbl_name: str, part_vals: list[str], max_parts: int
     ) -> list[Any]:
         return _partitions_out(
-            self.reads.partitions_ps(
+            _capped(
                 db_name,
                 tbl_name,
-                part_vals or [],
-                _limit(max_parts),
-                to=convert.partition_to_thrift,
-                keep=Wire,
+                max_parts,
+                lambda limit: self.reads.partitions_ps(
+                    db_name, tbl_name, part_vals or [], limit, to=convert.partition_to_thrift, keep=Wire
+                ),
+                lambda: len(self.reads.partition_names_ps(db_name, tbl_name, part_vals or [], -1)),
             )
         )
 
@@ -482,8 +491,13 @@ class MetastoreHandler:
 
     def get_partitions_by_filter(self, db_name: str, tbl_name: str, filter: str, max_parts: int) -> list[Any]:
         return _partitions_out(
-            self.reads.partitions_by_filter(
-                db_name, tbl_name, filter or "", _limit(max_parts), to=convert.partition_to_thrift, keep=Wire
+            _capped(
+                db_name,
+                tbl_name,
+                max_parts,
+                lambda limit: self.reads.partitions_by_filter(
+                    db_name, tbl_name, filter or "", limit, to=convert.partition_to_thrift, keep=Wire
+                ),
             )
         )
 
@@ -527,14 +541,14 @@ class MetastoreHandler:
     ) -> list[Any]:
         write_ids = _write_ids(valid_write_id_list)
         return _partitions_out(
-            self.reads.partitions(
+            _capped(
                 db_name,
                 tbl_name,
-                _limit(max_parts),
-                write_ids,
-                table_id,
-                to=convert.partition_to_thrift,
-                keep=Wire,
+                max_parts,
+                lambda limit: self.reads.partitions(
+                    db_name, tbl_name, limit, write_ids, table_id, to=convert.partition_to_thrift, keep=Wire
+                ),
+                lambda: len(self.reads.partition_names(db_name, tbl_name, -1)),
             )
         )
 
@@ -755,6 +769,33 @@ def _properties(environment_context: Any) -> dict[str, str] | None:
 
 def _limit(max_parts: int | None) -> int:
     return -1 if max_parts is None or max_parts < 0 else max_parts
+
+
+def _capped(
+    db_name: str,
+    tbl_name: str,
+    max_parts: int | None,
+    fetch: Callable[[int], list[Any]],
+    count: Callable[[], int] | None = None,
+) -> list[Any]:
+    """Partitions read with ``fetch(limit)``, refused when there are more than the per-call cap.
+
+    Like Hive's ``hive.metastore.limit.partition.request``: a call asking for at most the cap (``max_parts``)
+    is served, so clients page through large tables; one asking for more fails only if more exist. Reading
+    one past the cap tells which, without loading the whole table first.
+    """
+    cap = resource_bounds().max_partitions_per_call
+    limit = _limit(max_parts)
+    if cap < 0 or 0 <= limit <= cap:
+        return fetch(limit)
+    found = fetch(cap + 1)
+    if len(found) <= cap:
+        return found
+    scanned = f"={count()}" if count is not None else f">{cap}"
+    raise LimitExceededError(
+        f"Number of partitions scanned ({scanned}) on table '{db_name}.{tbl_name}' exceeds limit (={cap}); "
+        "ask for fewer with max_parts, narrow the request, or raise HMSREPL_MAX_PARTITIONS_PER_CALL"
+    )
 
 
 def _host() -> str:

@@ -5,28 +5,55 @@ so the accept loop never blocks on a slow client. The C-accelerated binary proto
 large partition lists cheap to encode. A housekeeping thread aborts timed-out transactions and applies
 event and cmroot retention. With ``cache_enabled``, a metadata cache answers reads; its updater thread starts
 with the server (prewarming in the background, while reads go to the database) and stops with it.
+
+Every connection is bounded (``hmsrepl.bounds``): at most ``thrift_max_workers`` are served at once (more
+wait in the listen backlog), a request larger than ``thrift_max_message_bytes`` is refused as it is read
+(a string declaring more bytes than the request may still carry is refused before one of them is read), a
+connection idle or a request unfinished for ``thrift_client_timeout_seconds`` is closed, and accept errors
+(EMFILE) back off instead of spinning. SIGTERM stops accepting, lets calls in flight finish for up to
+``thrift_drain_seconds``, runs the shutdown tasks and returns, so the process exits 0.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gc
+import itertools
 import logging
 import signal
 import socket
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from thriftpy2.protocol import TCyBinaryProtocolFactory
-from thriftpy2.server import TThreadedServer
+from thriftpy2.protocol.cybin import TCyBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
-from thriftpy2.transport import TCyBufferedTransportFactory, TServerSocket, TSocket
+from thriftpy2.transport import (
+    TCyBufferedTransport,
+    TCyBufferedTransportFactory,
+    TServerSocket,
+    TSocket,
+    TTransportException,
+)
 
+from hmsrepl.bounds import ResourceBounds, resource_bounds
 from hmsrepl.cache import MetadataCache
 from hmsrepl.metastore import Metastore
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
 
 log = logging.getLogger(__name__)
+
+_READ_BUFFER = 4096  # thriftpy2's read buffer starts this large and grows to hold the largest value read
+_ACCEPT_POLL_SECONDS = 0.5  # how often the accept loop looks at the stop flag and for a free worker
+_ACCEPT_BACKOFF_MAX_SECONDS = 1.0
+_REFUSED_DRAIN_SECONDS = (
+    5.0  # after refusing a request, read (and drop) the rest this long so the client sees why
+)
+_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 class _Processor(TProcessor):
@@ -64,6 +91,278 @@ class _NoDelayServerSocket(TServerSocket):
         return client
 
 
+class RequestRefused(TTransportException):
+    """A request broke a limit while being read; the connection ends after the client is told why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TTransportException.UNKNOWN, message)
+
+
+class _BudgetedReader:
+    """What the buffered transport reads from: the connection's transport, counted against one request's limit.
+
+    The buffered transport grows its read buffer to the size of the largest value it must hold and then asks
+    for that many bytes at once, so a read larger than the buffer so far is a declared string or binary
+    length: refused before its bytes are read (or allocated) when the request cannot carry that much more.
+    Lists and maps are bounded by the bytes of their elements as they arrive. The buffer size is tracked as an
+    upper bound, so a read that merely refills a grown buffer is never mistaken for a declared length.
+    """
+
+    def __init__(self, trans: Any, max_bytes: int, timeout: float | None) -> None:
+        self.trans = trans
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self.used = 0
+        self.started = 0.0
+        self.buffer_bound = _READ_BUFFER
+
+    def begin_request(self) -> None:
+        self.used = 0
+
+    def read(self, size: int) -> bytes:
+        remaining = self.max_bytes - self.used
+        if size > self.buffer_bound:
+            if size > remaining:
+                raise RequestRefused(
+                    f"request refused: a value of {size} bytes exceeds the message size limit of "
+                    f"{self.max_bytes} bytes (HMSREPL_THRIFT_MAX_MESSAGE_BYTES); send smaller requests"
+                )
+            self.buffer_bound += size
+        if remaining <= 0:
+            raise RequestRefused(
+                f"request refused: larger than the message size limit of {self.max_bytes} bytes "
+                "(HMSREPL_THRIFT_MAX_MESSAGE_BYTES); send smaller requests"
+            )
+        chunk = self.trans.read(min(size, remaining))
+        now = time.monotonic()
+        if self.used == 0:
+            self.started = now
+        elif self.timeout and now - self.started > self.timeout:
+            raise RequestRefused(
+                f"request refused: not received within {self.timeout:g} s "
+                "(HMSREPL_THRIFT_CLIENT_TIMEOUT_SECONDS)"
+            )
+        self.used += len(chunk)
+        return chunk
+
+    def write(self, data: bytes) -> None:
+        self.trans.write(data)
+
+    def flush(self) -> None:
+        self.trans.flush()
+
+    def is_open(self) -> bool:
+        return self.trans.is_open()
+
+    def close(self) -> None:
+        self.trans.close()
+
+
+class _Protocol(TCyBinaryProtocol):
+    """The accelerated binary protocol, remembering the call being read so a refusal can answer it."""
+
+    def __init__(self, trans: Any, connection: _Connection) -> None:
+        super().__init__(trans)
+        self.connection = connection
+
+    def read_message_begin(self) -> Any:
+        api, ttype, seqid = super().read_message_begin()
+        self.connection.call_started(api, seqid)
+        return api, ttype, seqid
+
+
+def open_transport(client: TSocket) -> Any:
+    """The transport a connection's requests are read from and replies written to: the accepted socket.
+
+    The one place where an accepted connection is wrapped (SASL, TLS) before requests are read.
+    """
+    return client
+
+
+class _Connection:
+    """One client connection, served by one worker thread until the client leaves, idles out or the server
+    stops; ``busy`` while a call is being processed (what a graceful stop waits for)."""
+
+    def __init__(self, server: BoundedThreadedServer, client: TSocket) -> None:
+        self.server = server
+        self.client = client
+        self.busy = False
+        self.api = ""
+        self.seqid = 0
+        self.peer = _peer(client)
+
+    def call_started(self, api: str, seqid: int) -> None:
+        self.api, self.seqid = api, seqid
+        with self.server.state:
+            self.busy = True
+
+    def interrupt(self) -> None:
+        """Wake the worker out of a blocking read (the server stops): the client sees the connection close."""
+        with contextlib.suppress(OSError, AttributeError):  # already closed
+            self.client.sock.shutdown(socket.SHUT_RDWR)
+
+    def serve(self) -> None:
+        limits = self.server.limits
+        trans = open_transport(self.client)
+        reader = _BudgetedReader(trans, limits.thrift_max_message_bytes, _timeout(limits))
+        iprot = _Protocol(TCyBufferedTransport(reader), self)
+        oprot = TCyBinaryProtocol(TCyBufferedTransport(trans))
+        try:
+            while not self.server.stopping.is_set():
+                reader.begin_request()
+                self.api, self.seqid = "", 0
+                try:
+                    self.server.processor.process(iprot, oprot)
+                finally:
+                    with self.server.state:
+                        self.busy = False
+                        self.server.state.notify_all()
+        except RequestRefused as exc:
+            log.warning("%s from %s: %s", self.api or "request", self.peer, exc)
+            self._refuse(oprot, exc)
+        except (TTransportException, OSError):
+            pass  # the client left, idled out, or the server is stopping
+        except Exception:
+            log.exception("connection from %s failed", self.peer)
+        finally:
+            trans.close()
+
+    def _refuse(self, oprot: Any, exc: RequestRefused) -> None:
+        """Tell the client why, then read out what it is still sending, for a bounded
+        time, so its send completes and it reads the answer instead of a reset connection."""
+        sock = self.client.sock
+        if sock is None:
+            return
+        try:
+            # Refused before its name was read, a call is answered as call 0 of no name: clients raise an
+            # exception reply before they match it to their call.
+            error = TApplicationException(TApplicationException.PROTOCOL_ERROR, exc.message)
+            self.server.processor.send_exception(oprot, self.api, error, self.seqid)
+            sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + _REFUSED_DRAIN_SECONDS
+            while (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(left)
+                if not sock.recv(1 << 20):
+                    break
+        except OSError:
+            pass
+
+
+class BoundedThreadedServer:
+    """Accepts connections and serves each on its own thread, at most ``thrift_max_workers`` at a time.
+
+    ``processor`` and the protocol/transport factories are those of a thriftpy2 server (binary protocol,
+    buffered transport, both compiled), so clients see exactly what Spark's Hive client expects.
+    """
+
+    def __init__(self, processor: TProcessor, server_socket: TServerSocket, limits: ResourceBounds) -> None:
+        self.processor = processor
+        self.trans = server_socket
+        self.limits = limits
+        self.iprot_factory = TCyBinaryProtocolFactory()
+        self.itrans_factory = TCyBufferedTransportFactory()
+        self.stopping = threading.Event()
+        self.state = threading.Condition()
+        self.connections: set[_Connection] = set()
+        self._slots = threading.BoundedSemaphore(limits.thrift_max_workers)
+        self._ids = itertools.count(1)
+
+    def serve(self) -> None:
+        self.trans.listen()
+        self.trans.sock.settimeout(_ACCEPT_POLL_SECONDS)
+        backoff = 0.0
+        while not self.stopping.is_set():
+            if not self._slots.acquire(timeout=_ACCEPT_POLL_SECONDS):
+                continue  # every worker busy: new connections wait in the listen backlog
+            try:
+                client = self.trans.accept()
+            except TimeoutError:
+                self._slots.release()
+                continue
+            except OSError as exc:
+                self._slots.release()
+                if self.stopping.is_set() or self.trans.sock is None:
+                    break
+                backoff = min(max(backoff * 2, 0.05), _ACCEPT_BACKOFF_MAX_SECONDS)
+                level = logging.WARNING if exc.errno in _RESOURCE_ERRNOS else logging.ERROR
+                log.log(level, "accept failed (%s); retrying in %.2f s", exc, backoff)
+                self.stopping.wait(backoff)
+                continue
+            backoff = 0.0
+            self._start(client)
+        self._close_listener()
+
+    def _start(self, client: TSocket) -> None:
+        client.sock.settimeout(_timeout(self.limits))
+        connection = _Connection(self, client)
+        with self.state:
+            self.connections.add(connection)
+        thread = threading.Thread(
+            target=self._run, args=(connection,), name=f"thrift-conn-{next(self._ids)}", daemon=True
+        )
+        try:
+            thread.start()
+        except RuntimeError:  # no thread could be started: drop this connection, keep serving the others
+            log.exception("cannot start a worker for %s", connection.peer)
+            self._finished(connection)
+            client.close()
+
+    def _run(self, connection: _Connection) -> None:
+        try:
+            connection.serve()
+        finally:
+            self._finished(connection)
+
+    def _finished(self, connection: _Connection) -> None:
+        with self.state:
+            self.connections.discard(connection)
+            self.state.notify_all()
+        self._slots.release()
+
+    def _close_listener(self) -> None:
+        with contextlib.suppress(OSError):
+            self.trans.close()
+
+    def close(self) -> None:
+        """Stop accepting: new connections are refused at once; the accept loop ends and closes the socket."""
+        self.stopping.set()
+        listener = self.trans.sock
+        if listener is not None:
+            with contextlib.suppress(OSError):  # not listening yet, or closed already
+                listener.shutdown(socket.SHUT_RDWR)
+
+    def drain(self, seconds: float) -> tuple[int, int]:
+        """After ``close``: end idle connections, wait up to ``seconds`` for calls in flight.
+
+        Returns (calls that finished while waiting, calls still running when the time was up).
+        """
+        deadline = time.monotonic() + seconds
+        with self.state:
+            waited = sum(1 for c in self.connections if c.busy)
+            for connection in self.connections:
+                if not connection.busy:
+                    connection.interrupt()
+            while (left := deadline - time.monotonic()) > 0 and any(c.busy for c in self.connections):
+                self.state.wait(min(left, 0.2))
+                for connection in self.connections:  # a call that ended leaves its connection idle
+                    if not connection.busy:
+                        connection.interrupt()
+            running = sum(1 for c in self.connections if c.busy)
+        return waited - running, running
+
+
+def _timeout(limits: ResourceBounds) -> float | None:
+    return limits.thrift_client_timeout_seconds or None
+
+
+def _peer(client: TSocket) -> str:
+    try:
+        host, port = client.sock.getpeername()[:2]
+        return f"{host}:{port}"
+    except (OSError, AttributeError, ValueError):
+        return "unknown peer"
+
+
 class MetastoreServer:
     def __init__(
         self,
@@ -72,25 +371,29 @@ class MetastoreServer:
         port: int = 9083,
         *,
         cache: MetadataCache | None = None,
+        limits: ResourceBounds | None = None,
     ) -> None:
         self.store = store
         if cache is None and store.config.cache_enabled:
             cache = MetadataCache.from_config(store)
         self.cache = cache
+        self.limits = limits or resource_bounds()
         self.handler = MetastoreHandler(store, cache)
         self.socket = _NoDelayServerSocket(host=host, port=port, client_timeout=None)
-        self.server = TThreadedServer(
-            _Processor(Service, ErrorMappingDispatcher(self.handler)),
-            self.socket,
-            iprot_factory=TCyBinaryProtocolFactory(),
-            itrans_factory=TCyBufferedTransportFactory(),
-            daemon=True,
+        self.server = BoundedThreadedServer(
+            _Processor(Service, ErrorMappingDispatcher(self.handler)), self.socket, self.limits
         )
+        self.shutdown_tasks: list[tuple[str, Callable[[], object]]] = []
         self._stop = threading.Event()
 
     @property
     def port(self) -> int:
         return self.socket.sock.getsockname()[1] if self.socket.sock else 0
+
+    def add_shutdown_task(self, name: str, task: Callable[[], object]) -> None:
+        """Work to run once calls have drained on a graceful stop (pending post-commit work); its result is
+        logged."""
+        self.shutdown_tasks.append((name, task))
 
     def housekeeping(self, interval_seconds: float) -> None:
         while not self._stop.wait(interval_seconds):
@@ -105,7 +408,13 @@ class MetastoreServer:
         threading.Thread(target=self.housekeeping, args=(housekeeping_interval,), daemon=True).start()
         if self.cache is not None:
             self.cache.start()
-        log.info("metastore listening on %s:%s", self.socket.host, self.socket.port)
+        log.info(
+            "metastore listening on %s:%s (max %d connections, messages up to %d bytes)",
+            self.socket.host,
+            self.socket.port,
+            self.limits.thrift_max_workers,
+            self.limits.thrift_max_message_bytes,
+        )
         try:
             # A 1,000-partition reply creates ~30,000 objects: with default thresholds the cyclic collector
             # runs ~90 times per call and rescans the start-up heap. Freeze what exists, collect less often.
@@ -113,27 +422,63 @@ class MetastoreServer:
             gc.freeze()
             gc.set_threshold(50_000, 20, 100)
             self.server.serve()
+            if self.server.stopping.is_set():
+                self._shut_down()
         finally:
             self._stop.set()
             if self.cache is not None:
                 self.cache.stop()
             self.store.close()
 
+    def _shut_down(self) -> None:
+        """Graceful part of a stop: calls in flight finish (bounded), then pending post-commit work runs."""
+        seconds = self.limits.thrift_drain_seconds
+        log.info("stopping: no longer accepting connections; waiting up to %g s for calls in flight", seconds)
+        started = time.monotonic()
+        finished, running = self.server.drain(seconds)
+        log.info(
+            "stopping: %d call(s) in flight finished in %.1f s%s",
+            finished,
+            time.monotonic() - started,
+            f"; {running} call(s) still running were abandoned (their transactions roll back)"
+            if running
+            else "",
+        )
+        for name, task in self.shutdown_tasks:
+            try:
+                log.info("stopping: %s: %s", name, task())
+            except Exception:
+                log.exception("stopping: %s failed", name)
+        log.info("stopped")
+
+    def request_stop(self) -> None:
+        """Begin a graceful stop (what SIGTERM does): serve_forever drains, finishes and returns."""
+        self.server.close()
+
     def stop(self) -> None:
         self._stop.set()
         if self.cache is not None:
             self.cache.stop()
         self.server.close()
-        self.socket.close()
 
 
-def install_signal_handlers() -> None:
-    """SIGTERM ends the accept loop like Ctrl-C does, so the process exits promptly and cleanly."""
+def install_signal_handlers(server: MetastoreServer | None = None) -> None:
+    """SIGTERM stops the server gracefully (see ``MetastoreServer.request_stop``); a second SIGTERM, or one
+    before a server exists, ends the process at once like Ctrl-C does."""
 
     def _terminate(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)
+        if server is None or server.server.stopping.is_set():
+            raise SystemExit(128 + signum)
+        log.info("SIGTERM received: stopping gracefully")
+        server.request_stop()
 
     signal.signal(signal.SIGTERM, _terminate)
 
 
-__all__ = ["MetastoreServer", "install_signal_handlers"]
+__all__ = [
+    "BoundedThreadedServer",
+    "MetastoreServer",
+    "RequestRefused",
+    "install_signal_handlers",
+    "open_transport",
+]
