@@ -235,3 +235,25 @@ def test_accept_backs_off_when_out_of_file_descriptors(tmp_path: Path) -> None:
         worker.start()
         worker.join(30)
         assert result == [None]
+
+
+def test_backtracking_name_pattern_answers_at_once(server: ServerProcess) -> None:
+    client = server.client()
+    try:
+        client.create_database(hms.Database(name="patterns", parameters={}))
+        names = ["a" * 117 + f"{i:03d}" for i in range(20)] + ["a" * 119 + "b"]
+        for name in names:
+            client.create_table(
+                hms.Table(
+                    tableName=name, dbName="patterns", sd=_sd(), tableType="MANAGED_TABLE", parameters={}
+                )
+            )
+        started = time.monotonic()
+        assert client.get_tables("patterns", "*a*a*a*a*b") == [names[-1]]
+        assert sorted(client.get_tables("patterns", "*A*A*0*|nothing")) == sorted(names[:20])
+        assert time.monotonic() - started < 1.0
+        with pytest.raises(hms.MetaException, match="longer than 10000; use a shorter pattern"):
+            client.get_tables("patterns", "*a" * 6000)
+    finally:
+        client.close()
+    assert_served(server)
