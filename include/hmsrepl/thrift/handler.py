@@ -14,9 +14,11 @@ import logging
 import socket
 import struct
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
 from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.thrift import TApplicationException, TType
 from thriftpy2.utils import serialize
@@ -68,7 +70,7 @@ def _declared_exceptions(method: str) -> dict[str, type]:
 def to_thrift_error(method: str, exc: BaseException) -> BaseException:
     """The exception to send for ``exc`` from ``method``: one the method declares, with the same message."""
     declared = _declared_exceptions(method)
-    message = str(exc) or exc.__class__.__name__
+    message = _one_line(str(exc) or exc.__class__.__name__)
     preferences = next((names for kind, names in _PREFERENCES if isinstance(exc, kind)), _FALLBACK)
     for name in (*preferences, *_FALLBACK):
         if name in declared:
@@ -84,12 +86,47 @@ def _mapped(method: str, func: Callable[..., Any]) -> Callable[..., Any]:
         except MetastoreError as exc:
             raise to_thrift_error(method, exc) from exc
         except (ValueError, KeyError) as exc:  # malformed input that slipped past struct conversion
-            raise to_thrift_error(method, InvalidObjectError(f"{method}: invalid request: {exc}")) from exc
+            raise to_thrift_error(
+                method, InvalidObjectError(f"{method}: invalid request: {_reason(exc)}")
+            ) from exc
         except Exception as exc:
-            log.exception("%s failed", method)
-            raise to_thrift_error(method, exc) from exc
+            raise _internal_error(method, exc) from exc
 
     return wrapper
+
+
+_MAX_MESSAGE_CHARS = 2000
+
+
+def _one_line(message: str) -> str:
+    """Clients show the message as is: one line, bounded (names in it come from the client)."""
+    line = " ".join(message.splitlines())
+    return line if len(line) <= _MAX_MESSAGE_CHARS else line[: _MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def _reason(exc: ValueError | KeyError) -> str:
+    """What was wrong with the request, without echoing the values sent or the validator's internals."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'value'}: {error['msg']}"
+            for error in exc.errors()[:3]
+        )
+    if isinstance(exc, KeyError):
+        return f"missing or unknown {exc.args[0]!r}" if exc.args else "missing value"
+    return str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+
+
+def _internal_error(method: str, exc: BaseException) -> BaseException:
+    """An unexpected failure: the detail (SQL, parameters, traceback) goes to the server log under an id, the
+    client gets the id only."""
+    error_id = uuid.uuid4().hex[:12]
+    log.error("%s failed (error id %s)", method, error_id, exc_info=exc)
+    return to_thrift_error(
+        method,
+        MetastoreError(
+            f"internal error {error_id} in {method}; see the metastore server log for the details"
+        ),
+    )
 
 
 class ErrorMappingDispatcher:
