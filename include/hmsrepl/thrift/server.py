@@ -444,6 +444,10 @@ class MetastoreServer:
             if running
             else "",
         )
+        if not self.shutdown_tasks:
+            log.info(
+                "stopping: no pending post-commit work (each finished call ran its own before answering)"
+            )
         for name, task in self.shutdown_tasks:
             try:
                 log.info("stopping: %s: %s", name, task())
