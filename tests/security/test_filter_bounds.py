@@ -167,3 +167,44 @@ def _busy_backends(url: str) -> list[str]:
             return [row[0] for row in rows]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("backend", "endless"),
+    [
+        ("sqlite", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"),
+        pytest.param("postgres", "SELECT pg_sleep(30)", marks=pytest.mark.postgres),
+    ],
+)
+def test_statement_time_limit_cancels_and_leaves_the_connection_clean(
+    backend: str, endless: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hmsrepl.bounds import resource_bounds
+    from hmsrepl.exceptions import LimitExceededError
+    from hmsrepl.metastore.database import make_engine
+    from hmsrepl.metastore.partition_filter import statement_time_limit
+
+    monkeypatch.setenv("HMSREPL_FILTER_STATEMENT_TIMEOUT_SECONDS", "0.5")
+    resource_bounds.cache_clear()
+    try:
+        with temporary_database(backend, str(tmp_path)) as url:
+            engine = make_engine(url, pool_size=1)
+            try:
+                started = time.monotonic()
+                with (
+                    pytest.raises(
+                        LimitExceededError, match=r"^the probe took longer than the limit of 0\.5 s"
+                    ),
+                    engine.connect() as conn,
+                    statement_time_limit(conn, "the probe"),
+                ):
+                    conn.exec_driver_sql(endless).all()
+                assert time.monotonic() - started < 10
+                with engine.connect() as conn:  # the pooled connection runs without a limit again
+                    assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+                    if backend == "postgres":
+                        assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "0"
+            finally:
+                engine.dispose()
+    finally:
+        resource_bounds.cache_clear()
