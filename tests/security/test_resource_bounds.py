@@ -257,3 +257,23 @@ def test_backtracking_name_pattern_answers_at_once(server: ServerProcess) -> Non
     finally:
         client.close()
     assert_served(server)
+
+
+def current_rss(server: ServerProcess) -> int:
+    return server.rss_bytes()
+
+
+def test_a_large_request_does_not_pin_memory_to_its_connection(tmp_path: Path) -> None:
+    """A connection that once sent a large (allowed) request keeps no buffer of that size while it stays open:
+    otherwise every worker could pin a message's worth of memory."""
+    with serve(tmp_path, f"sqlite:///{tmp_path}/metastore.db") as server:
+        client = server.client(timeout_ms=120_000)
+        try:
+            client.get_all_databases()
+            before = current_rss(server)
+            assert client.get_config_value("k" * (60 * MB), "default") == "default"  # read in full, answered
+            client.get_all_databases()
+            time.sleep(0.5)
+            assert current_rss(server) - before < 30 * MB  # the connection is still open
+        finally:
+            client.close()

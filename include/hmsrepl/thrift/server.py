@@ -48,6 +48,7 @@ from hmsrepl.thrift.idl import Service
 log = logging.getLogger(__name__)
 
 _READ_BUFFER = 4096  # thriftpy2's read buffer starts this large and grows to hold the largest value read
+_KEEP_READ_BUFFER = 1 << 20  # a connection's read buffer grown beyond this is replaced after the call
 _ACCEPT_POLL_SECONDS = 0.5  # how often the accept loop looks at the stop flag and for a free worker
 _ACCEPT_BACKOFF_MAX_SECONDS = 1.0
 _REFUSED_DRAIN_SECONDS = (
@@ -217,6 +218,11 @@ class _Connection:
                     with self.server.state:
                         self.busy = False
                         self.server.state.notify_all()
+                if reader.buffer_bound > _KEEP_READ_BUFFER:
+                    # The read buffer grew to hold a large value and would keep that size (and its memory)
+                    # while the connection stays open. Clients wait for each reply, so it holds nothing now.
+                    reader.buffer_bound = _READ_BUFFER
+                    iprot = _Protocol(TCyBufferedTransport(reader), self)
         except RequestRefused as exc:
             log.warning("%s from %s: %s", self.api or "request", self.peer, exc)
             self._refuse(oprot, exc)
