@@ -122,3 +122,18 @@ def test_drain_time_bounds_the_wait(tmp_path: Path) -> None:
     assert len(outcome) == 1 and isinstance(outcome[0], Exception)  # cut: the client sees the connection end
     assert "1 call(s) still running were abandoned (their transactions roll back)" in log
     assert _partition_count(server) == 0  # nothing half-committed
+
+
+def test_a_call_in_flight_is_never_closed_to_make_room(tmp_path: Path) -> None:
+    with serve(tmp_path, f"sqlite:///{tmp_path}/metastore.db", HMSREPL_THRIFT_MAX_WORKERS="1") as server:
+        _table(server)
+        outcome: list[Any] = []
+        thread = _add_partitions_in_background(server, outcome)
+        _wait_in_flight(server, thread)
+        client = server.client(timeout_ms=120_000)  # waits in the backlog: the only worker is in a call
+        try:
+            assert "sales" in client.get_all_databases()
+        finally:
+            client.close()
+        thread.join(120)
+        assert outcome == [PARTITIONS]  # the call finished and answered before the waiting client was served

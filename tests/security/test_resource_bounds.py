@@ -140,18 +140,23 @@ def test_idle_connection_is_closed(server: ServerProcess) -> None:
         assert TIMEOUT - 0.5 < time.monotonic() - started < TIMEOUT + 3
 
 
-def test_connections_beyond_the_pool_wait_for_a_free_worker(server: ServerProcess) -> None:
-    idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(4)]  # every worker held
+def test_a_full_pool_closes_the_longest_idle_connection_for_a_new_client(server: ServerProcess) -> None:
+    idle = []
+    for _ in range(4):  # every worker held by an idle connection, the first the longest
+        idle.append(socket.create_connection(("127.0.0.1", server.port)))
+        time.sleep(0.2)
     try:
-        time.sleep(0.5)
         started = time.monotonic()
         client = server.client(timeout_ms=20_000)
         try:
-            assert "default" in client.get_all_databases()  # waits in the backlog until idle ones time out
+            assert "default" in client.get_all_databases()
         finally:
             client.close()
-        waited = time.monotonic() - started
-        assert TIMEOUT - 1.5 < waited < TIMEOUT + 5
+        assert time.monotonic() - started < 2.5  # not after the idle timeout of the others
+        assert read_reply(idle[0], timeout=5) == b""  # the longest idle was closed
+        idle[-1].settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            idle[-1].recv(1)  # the newest is still open
     finally:
         for sock in idle:
             sock.close()

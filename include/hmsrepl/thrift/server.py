@@ -21,6 +21,7 @@ import errno
 import gc
 import itertools
 import logging
+import select
 import signal
 import socket
 import threading
@@ -188,6 +189,8 @@ class _Connection:
         self.server = server
         self.client = client
         self.busy = False
+        self.evicted = False
+        self.idle_since = time.monotonic()
         self.api = ""
         self.seqid = 0
         self.peer = _peer(client)
@@ -217,6 +220,7 @@ class _Connection:
                 finally:
                     with self.server.state:
                         self.busy = False
+                        self.idle_since = time.monotonic()
                         self.server.state.notify_all()
                 if reader.buffer_bound > _KEEP_READ_BUFFER:
                     # The read buffer grew to hold a large value and would keep that size (and its memory)
@@ -279,7 +283,8 @@ class BoundedThreadedServer:
         backoff = 0.0
         while not self.stopping.is_set():
             if not self._slots.acquire(timeout=_ACCEPT_POLL_SECONDS):
-                continue  # every worker busy: new connections wait in the listen backlog
+                self._make_room()  # every worker taken: new connections wait in the listen backlog
+                continue
             try:
                 client = self.trans.accept()
             except TimeoutError:
@@ -297,6 +302,30 @@ class BoundedThreadedServer:
             backoff = 0.0
             self._start(client)
         self._close_listener()
+
+    def _make_room(self) -> None:
+        """With every worker taken and a client waiting, close the connection idle the longest (its client
+        reconnects when it next calls, as Hive clients do), so idle or trickling connections cannot lock new
+        clients out until they time out. Connections in a call are never closed."""
+        listener = self.trans.sock
+        try:
+            if listener is None or not select.select([listener], [], [], 0)[0]:
+                return  # nobody is waiting
+        except (OSError, ValueError):
+            return
+        with self.state:
+            idle = [c for c in self.connections if not c.busy and not c.evicted]
+            if not idle:
+                return
+            oldest = min(idle, key=lambda c: c.idle_since)
+            oldest.evicted = True
+        log.info(
+            "all %d workers taken and a client waiting: closing the connection from %s, idle for %.1f s",
+            self.limits.thrift_max_workers,
+            oldest.peer,
+            time.monotonic() - oldest.idle_since,
+        )
+        oldest.interrupt()
 
     def _start(self, client: TSocket) -> None:
         client.sock.settimeout(_timeout(self.limits))
