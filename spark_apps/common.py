@@ -154,7 +154,7 @@ def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
-        raise click.ClickException(f"--{side}-db-url is not a database URL: {exc}") from exc
+        raise click.ClickException(f"--{side}-db-url {url!r} is not a database URL: {exc}") from exc
     shown = parsed.render_as_string(hide_password=True)
     sqlite_file = parsed.database if parsed.get_backend_name() == "sqlite" else None
     if sqlite_file not in (None, "", ":memory:") and not Path(sqlite_file).is_file():
