@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
+from sqlalchemy.exc import SQLAlchemyError
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.database import make_engine, schema_is_current, upgrade_schema
+from hmsrepl.metastore.database import display_url, make_engine, schema_is_current, upgrade_schema
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,6 +32,11 @@ def _friendly_errors(func: F) -> F:
             return func(*args, **kwargs)
         except HmsReplError as exc:
             raise click.ClickException(str(exc)) from exc
+        except SQLAlchemyError as exc:  # the driver's reason, without the statement and its parameters
+            reason = " ".join(str(getattr(exc, "orig", None) or exc.__class__.__name__).split())
+            raise click.ClickException(
+                f"database error: {reason}; check the database URL and that its server is running"
+            ) from exc
 
     return wrapper  # type: ignore[return-value]
 
@@ -50,7 +56,8 @@ def _open_checked(config: MetastoreConfig, label: str = "metastore") -> Metastor
     """Open an existing metastore; a missing or old schema is an operator error, not a traceback."""
     if not schema_is_current(make_engine(config.db_url)):
         raise click.ClickException(
-            f"the {label} schema at {config.db_url} is missing or old; run 'hmsrepl schema upgrade' first"
+            f"the {label} schema at {display_url(config.db_url)} is missing or old; "
+            "run 'hmsrepl schema upgrade' first"
         )
     return Metastore(config)
 
@@ -72,7 +79,7 @@ def schema_upgrade(ctx: click.Context, revision: str) -> None:
     """Create the schema, or upgrade it to REVISION; safe to run again."""
     upgrade_schema(ctx.obj.db_url, revision)
     Metastore(ctx.obj).ensure_default_database()
-    click.echo(f"metastore schema at {ctx.obj.db_url} is at revision {revision}")
+    click.echo(f"metastore schema at {display_url(ctx.obj.db_url)} is at revision {revision}")
 
 
 @main.group()
@@ -110,11 +117,11 @@ def metastore_serve(
     if ctx.obj.thrift_auth == "none" and not is_loopback(host):
         click.echo(f"warning: serving thrift://{host}:{port} WITHOUT authentication (--insecure)", err=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    install_signal_handlers()
     store = Metastore.open(ctx.obj)
     server = MetastoreServer(store, host, port)
+    install_signal_handlers(server)
     click.echo(
-        f"metastore serving thrift://{host}:{port} ({server.security.describe()}; db {ctx.obj.db_url})",
+        f"metastore serving thrift://{host}:{port} ({server.security.describe()}; db {display_url(ctx.obj.db_url)})",
         err=True,
     )
     server.serve_forever(housekeeping_interval)

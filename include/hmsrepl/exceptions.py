@@ -60,6 +60,10 @@ class InvalidOperationError(MetastoreError):
     """The request is well formed but not allowed in the object's current state."""
 
 
+class LimitExceededError(MetastoreError):
+    """A request would cost more than a configured bound allows (partitions per call, filter size, time)."""
+
+
 class TxnAbortedError(InvalidOperationError):
     def __init__(self, txn_id: int) -> None:
         super().__init__(

@@ -34,7 +34,7 @@ from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
-from hmsrepl.metastore.partition_filter import filter_to_sql, parse_filter
+from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
 from hmsrepl.metastore.patterns import matches
 from hmsrepl.metastore.schema import (
     dbs,
@@ -651,11 +651,14 @@ class CatalogService:
     ) -> list[Partition]:
         """Partitions matching a Hive filter expression, evaluated by the database (see partition_filter)."""
         table = self.get_table(db_name, table_name)
-        where = filter_to_sql(parse_filter(filter_text), table) if filter_text.strip() else None
-        with self.events.reader() as conn:
+        node = parse_filter(filter_text) if filter_text.strip() else None
+        with (
+            self.events.reader() as conn,
+            statement_time_limit(conn, f"partition filter on '{table.qualified_name}'"),
+        ):
             query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
-            if where is not None:
-                query = query.where(where)
+            if node is not None:
+                query = apply_filter(query, node, table)
             query = query.order_by(partitions.c.part_name)
             if max_parts >= 0:
                 query = query.limit(max_parts)

@@ -15,9 +15,28 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 WRITE_OPTION = "hmsrepl_write"
+_SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "secret", "token", "key")
+
+
+def display_url(db_url: str) -> str:
+    """``db_url`` as it may be printed or logged: password (and secret-looking query values) shown as ***.
+
+    The one place a database URL is made presentable; a URL that does not parse is not shown at all (it may
+    hold a password where the parser did not expect one).
+    """
+    try:
+        url = make_url(db_url)
+    except (ArgumentError, ValueError):
+        return "<database URL that does not parse>"
+    hidden = {
+        key: "***" if any(word in key.lower() for word in _SECRET_QUERY_KEYS) else value
+        for key, value in url.query.items()
+    }
+    return url.set(query=hidden).render_as_string(hide_password=True)
 
 
 def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:

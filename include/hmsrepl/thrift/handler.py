@@ -15,14 +15,17 @@ import logging
 import socket
 import struct
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
 from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.thrift import TApplicationException, TType
 from thriftpy2.utils import serialize
 
 from hmsrepl import __version__
+from hmsrepl.bounds import resource_bounds
 from hmsrepl.cache import CachedReads, MetadataCache
 from hmsrepl.cache.attribution import TxnWriter, requested_txn
 from hmsrepl.exceptions import (
@@ -31,6 +34,7 @@ from hmsrepl.exceptions import (
     InvalidInputError,
     InvalidObjectError,
     InvalidOperationError,
+    LimitExceededError,
     MetastoreError,
     NoSuchLockError,
     NoSuchObjectError,
@@ -80,7 +84,7 @@ def _declared_exceptions(method: str) -> dict[str, type]:
 def to_thrift_error(method: str, exc: BaseException) -> BaseException:
     """The exception to send for ``exc`` from ``method``: one the method declares, with the same message."""
     declared = _declared_exceptions(method)
-    message = str(exc) or exc.__class__.__name__
+    message = _one_line(str(exc) or exc.__class__.__name__)
     preferences = next((names for kind, names in _PREFERENCES if isinstance(exc, kind)), _FALLBACK)
     for name in (*preferences, *_FALLBACK):
         if name in declared:
@@ -96,12 +100,47 @@ def _mapped(method: str, func: Callable[..., Any]) -> Callable[..., Any]:
         except MetastoreError as exc:
             raise to_thrift_error(method, exc) from exc
         except (ValueError, KeyError) as exc:  # malformed input that slipped past struct conversion
-            raise to_thrift_error(method, InvalidObjectError(f"{method}: invalid request: {exc}")) from exc
+            raise to_thrift_error(
+                method, InvalidObjectError(f"{method}: invalid request: {_reason(exc)}")
+            ) from exc
         except Exception as exc:
-            log.exception("%s failed", method)
-            raise to_thrift_error(method, exc) from exc
+            raise _internal_error(method, exc) from exc
 
     return wrapper
+
+
+_MAX_MESSAGE_CHARS = 2000
+
+
+def _one_line(message: str) -> str:
+    """Clients show the message as is: one line, bounded (names in it come from the client)."""
+    line = " ".join(message.splitlines())
+    return line if len(line) <= _MAX_MESSAGE_CHARS else line[: _MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def _reason(exc: ValueError | KeyError) -> str:
+    """What was wrong with the request, without echoing the values sent or the validator's internals."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'value'}: {error['msg']}"
+            for error in exc.errors()[:3]
+        )
+    if isinstance(exc, KeyError):
+        return f"missing or unknown {exc.args[0]!r}" if exc.args else "missing value"
+    return str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+
+
+def _internal_error(method: str, exc: BaseException) -> BaseException:
+    """An unexpected failure: the detail (SQL, parameters, traceback) goes to the server log under an id, the
+    client gets the id only."""
+    error_id = uuid.uuid4().hex[:12]
+    log.error("%s failed (error id %s)", method, error_id, exc_info=exc)
+    return to_thrift_error(
+        method,
+        MetastoreError(
+            f"internal error {error_id} in {method}; see the metastore server log for the details"
+        ),
+    )
 
 
 class ErrorMappingDispatcher:
@@ -484,8 +523,14 @@ class MetastoreHandler:
 
     def get_partitions(self, db_name: str, tbl_name: str, max_parts: int) -> list[Any]:
         return _partitions_out(
-            self.reads.partitions(
-                db_name, tbl_name, _limit(max_parts), to=convert.partition_to_thrift, keep=Wire
+            _capped(
+                db_name,
+                tbl_name,
+                max_parts,
+                lambda limit: self.reads.partitions(
+                    db_name, tbl_name, limit, to=convert.partition_to_thrift, keep=Wire
+                ),
+                lambda: len(self.reads.partition_names(db_name, tbl_name, -1)),
             )
         )
 
@@ -501,13 +546,14 @@ class MetastoreHandler:
         self, db_name: str, tbl_name: str, part_vals: list[str], max_parts: int
     ) -> list[Any]:
         return _partitions_out(
-            self.reads.partitions_ps(
+            _capped(
                 db_name,
                 tbl_name,
-                part_vals or [],
-                _limit(max_parts),
-                to=convert.partition_to_thrift,
-                keep=Wire,
+                max_parts,
+                lambda limit: self.reads.partitions_ps(
+                    db_name, tbl_name, part_vals or [], limit, to=convert.partition_to_thrift, keep=Wire
+                ),
+                lambda: len(self.reads.partition_names_ps(db_name, tbl_name, part_vals or [], -1)),
             )
         )
 
@@ -529,8 +575,13 @@ class MetastoreHandler:
 
     def get_partitions_by_filter(self, db_name: str, tbl_name: str, filter: str, max_parts: int) -> list[Any]:
         return _partitions_out(
-            self.reads.partitions_by_filter(
-                db_name, tbl_name, filter or "", _limit(max_parts), to=convert.partition_to_thrift, keep=Wire
+            _capped(
+                db_name,
+                tbl_name,
+                max_parts,
+                lambda limit: self.reads.partitions_by_filter(
+                    db_name, tbl_name, filter or "", limit, to=convert.partition_to_thrift, keep=Wire
+                ),
             )
         )
 
@@ -574,14 +625,14 @@ class MetastoreHandler:
     ) -> list[Any]:
         write_ids = _write_ids(valid_write_id_list)
         return _partitions_out(
-            self.reads.partitions(
+            _capped(
                 db_name,
                 tbl_name,
-                _limit(max_parts),
-                write_ids,
-                table_id,
-                to=convert.partition_to_thrift,
-                keep=Wire,
+                max_parts,
+                lambda limit: self.reads.partitions(
+                    db_name, tbl_name, limit, write_ids, table_id, to=convert.partition_to_thrift, keep=Wire
+                ),
+                lambda: len(self.reads.partition_names(db_name, tbl_name, -1)),
             )
         )
 
@@ -999,6 +1050,33 @@ def _properties(environment_context: Any) -> dict[str, str] | None:
 
 def _limit(max_parts: int | None) -> int:
     return -1 if max_parts is None or max_parts < 0 else max_parts
+
+
+def _capped(
+    db_name: str,
+    tbl_name: str,
+    max_parts: int | None,
+    fetch: Callable[[int], list[Any]],
+    count: Callable[[], int] | None = None,
+) -> list[Any]:
+    """Partitions read with ``fetch(limit)``, refused when there are more than the per-call cap.
+
+    Like Hive's ``hive.metastore.limit.partition.request``: a call asking for at most the cap (``max_parts``)
+    is served, so clients page through large tables; one asking for more fails only if more exist. Reading
+    one past the cap tells which, without loading the whole table first.
+    """
+    cap = resource_bounds().max_partitions_per_call
+    limit = _limit(max_parts)
+    if cap < 0 or 0 <= limit <= cap:
+        return fetch(limit)
+    found = fetch(cap + 1)
+    if len(found) <= cap:
+        return found
+    scanned = f"={count()}" if count is not None else f">{cap}"
+    raise LimitExceededError(
+        f"Number of partitions scanned ({scanned}) on table '{db_name}.{tbl_name}' exceeds limit (={cap}); "
+        "ask for fewer with max_parts, narrow the request, or raise HMSREPL_MAX_PARTITIONS_PER_CALL"
+    )
 
 
 def _host() -> str:

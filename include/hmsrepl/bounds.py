@@ -1,0 +1,58 @@
+"""Limits on what one request may cost the metastore: bytes, threads, time, partitions, filter size.
+
+Kept apart from ``MetastoreConfig`` because they bound the serving process rather than describe the
+catalog; read from the same ``HMSREPL_*`` environment. Defaults follow Hive's where Hive has one.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ResourceBounds(BaseSettings):
+    """Per-request and per-server limits (environment prefix ``HMSREPL_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HMSREPL_", extra="ignore")
+
+    thrift_max_message_bytes: int = Field(
+        default=100 * 1024 * 1024,
+        gt=0,
+        description="Largest Thrift request accepted (Hive: hive.metastore.server.max.message.size).",
+    )
+    thrift_max_workers: int = Field(
+        default=200,
+        gt=0,
+        description="Connections served at once (Hive: hive.metastore.server.max.threads); more wait.",
+    )
+    thrift_client_timeout_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="Close a connection idle this long, and refuse a request not fully received in this time "
+        "(0: never).",
+    )
+    thrift_drain_seconds: float = Field(
+        default=30.0, ge=0, description="On SIGTERM, wait this long for calls in flight to finish."
+    )
+    max_partitions_per_call: int = Field(
+        default=100_000,
+        description="Partitions one call may return (Hive: hive.metastore.limit.partition.request; "
+        "-1: no limit).",
+    )
+    filter_max_chars: int = Field(default=100_000, gt=0, description="Longest partition filter accepted.")
+    filter_max_terms: int = Field(default=1_000, gt=0, description="Comparisons in one partition filter.")
+    filter_max_depth: int = Field(default=50, gt=0, description="Nesting of AND/OR/NOT/parentheses.")
+    filter_statement_timeout_seconds: float = Field(
+        default=30.0, ge=0, description="Database time one partition-filter query may take (0: no limit)."
+    )
+
+
+@lru_cache(maxsize=1)
+def resource_bounds() -> ResourceBounds:
+    """The process's bounds, read from the environment once."""
+    return ResourceBounds()
+
+
+__all__ = ["ResourceBounds", "resource_bounds"]

@@ -1,0 +1,130 @@
+"""A real ``hmsrepl metastore serve`` process for attack tests, with its pid (RSS, CPU, signals) and limits.
+
+Unlike ``tests.servers`` this also lets a test lower the process's open-file limit and keep the process
+object, so it can send SIGTERM itself and read the exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import thriftpy2
+from thriftpy2.rpc import make_client
+
+from hmsrepl.thrift.idl import IDL_PATH
+from tests.servers import REPO, free_port, stop_process
+
+hms = thriftpy2.load(str(IDL_PATH), module_name="hms_security_client_thrift")
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen[bytes]
+    port: int
+    db_url: str
+    root: Path
+    log_path: Path
+
+    def client(self, timeout_ms: int = 30_000) -> Any:
+        return make_client(hms.ThriftHiveMetastore, "127.0.0.1", self.port, timeout=timeout_ms)
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS")
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@contextmanager
+def serve(root: Path, db_url: str, *, nofile: int | None = None, **env: str) -> Iterator[ServerProcess]:
+    """Start the server with ``HMSREPL_*`` settings ``env``; stop (and reap) it afterwards."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    settings = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "include"), os.environ.get("PYTHONPATH")])),
+        "HMSREPL_DB_URL": db_url,
+        "HMSREPL_WAREHOUSE": str(root / "warehouse"),
+        "HMSREPL_CMROOT": str(root / "cmroot"),
+        **env,
+    }
+
+    def limit_files() -> None:
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    log_path = root / f"metastore-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hmsrepl.cli", "metastore", "serve", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=settings,
+            cwd=root,
+            preexec_fn=limit_files,
+        )
+    server = ServerProcess(proc, port, db_url, root, log_path)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}:\n{server.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)  # not listening yet
+        yield server
+    finally:
+        if proc.poll() is None:
+            stop_process(proc)
+
+
+# -- raw binary-protocol frames, to send what no well-behaved client would --------------------------------
+def call_header(method: str, seqid: int = 1) -> bytes:
+    name = method.encode()
+    return struct.pack("!iI", -2147418111, len(name)) + name + struct.pack("!i", seqid)  # VERSION_1 | CALL
+
+
+def string_field(field_id: int, value: bytes) -> bytes:
+    return struct.pack("!bhi", 11, field_id, len(value)) + value
+
+
+def string_field_header(field_id: int, declared_length: int) -> bytes:
+    return struct.pack("!bhi", 11, field_id, declared_length)
+
+
+def string_list_header(field_id: int, declared_count: int) -> bytes:
+    return struct.pack("!bhbi", 15, field_id, 11, declared_count)
+
+
+def read_reply(sock: socket.socket, timeout: float = 30.0) -> bytes:
+    """Everything the server sends until it closes the connection (or ``timeout``)."""
+    sock.settimeout(timeout)
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return b"".join(chunks)
