@@ -38,13 +38,15 @@ def _table(server: ServerProcess) -> None:
         client.close()
 
 
-def _add_partitions_in_background(server: ServerProcess, outcome: list[Any]) -> threading.Thread:
+def _add_partitions_in_background(
+    server: ServerProcess, outcome: list[Any], count: int = PARTITIONS
+) -> threading.Thread:
     def call() -> None:
         client = server.client(timeout_ms=300_000)
         try:
             parts = [
                 hms.Partition(values=[str(i)], dbName="sales", tableName="orders", sd=_sd(), parameters={})
-                for i in range(PARTITIONS)
+                for i in range(count)
             ]
             outcome.append(client.add_partitions(parts))
         except BaseException as exc:  # checked by the test thread
@@ -102,16 +104,18 @@ def test_sigterm_lets_the_call_in_flight_finish_and_refuses_new_connections(tmp_
     assert _partition_count(server) == PARTITIONS
     assert "SIGTERM received: stopping gracefully" in log
     assert "stopping: 1 call(s) in flight finished in" in log
-    assert "stopping: no pending post-commit work" in log
+    # File work a crash left pending is completed on the way out (here: none).
+    assert "stopping: file work left pending: 0 completed, 0 failed, 0 skipped" in log
     assert log.rstrip().endswith("stopped")
     assert "Traceback" not in log
 
 
 def test_drain_time_bounds_the_wait(tmp_path: Path) -> None:
-    with serve(tmp_path, f"sqlite:///{tmp_path}/metastore.db", HMSREPL_THRIFT_DRAIN_SECONDS="0.5") as server:
+    with serve(tmp_path, f"sqlite:///{tmp_path}/metastore.db", HMSREPL_THRIFT_DRAIN_SECONDS="0.2") as server:
         _table(server)
         outcome: list[Any] = []
-        thread = _add_partitions_in_background(server, outcome)
+        # A call far longer than the drain time (20,000 partitions take seconds), whatever the machine.
+        thread = _add_partitions_in_background(server, outcome, count=20_000)
         _wait_in_flight(server, thread)
         started = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
@@ -120,8 +124,10 @@ def test_drain_time_bounds_the_wait(tmp_path: Path) -> None:
         thread.join(60)
         log = server.log()
     assert len(outcome) == 1 and isinstance(outcome[0], Exception)  # cut: the client sees the connection end
-    assert "1 call(s) still running were abandoned (their transactions roll back)" in log
-    assert _partition_count(server) == 0  # nothing half-committed
+    assert "1 call(s) still running were abandoned (each commits whole or not at all)" in log
+    # Nothing half-committed: the abandoned call's one transaction either committed before the process
+    # ended (the shutdown work waits for the database) or never did.
+    assert _partition_count(server) in (0, 20_000)
 
 
 def test_a_call_in_flight_is_never_closed_to_make_room(tmp_path: Path) -> None:

@@ -65,6 +65,9 @@ class IntentRunResult:
     failed: int
     skipped: int
 
+    def __str__(self) -> str:
+        return f"{self.completed} completed, {self.failed} failed, {self.skipped} skipped"
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)

@@ -512,7 +512,7 @@ class MetastoreServer:
             "stopping: %d call(s) in flight finished in %.1f s%s",
             finished,
             time.monotonic() - started,
-            f"; {running} call(s) still running were abandoned (their transactions roll back)"
+            f"; {running} call(s) still running were abandoned (each commits whole or not at all)"
             if running
             else "",
         )
