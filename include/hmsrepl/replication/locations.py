@@ -4,28 +4,37 @@ Locations below the source database's location keep their relative path under th
 location; other locations below the source warehouse keep theirs under the target warehouse; anything else
 (external data) goes under ``<target warehouse>/_external/`` with its full source path, so two sources
 never collide. Relative paths are kept verbatim (escaped partition names are never decoded).
+
+Locations are compared in their normalised form (``dump_validation.canonical_uri``: ``file:/x``,
+``file:///x`` and ``/x`` are one place, ``s3a://`` is ``s3://``), segment by segment, and a location that
+does not normalise (``..``, ``.`` or empty segments, another scheme, a NUL) raises ``InvalidPathError``
+instead of being mapped: with clean relative parts, a mapped location is always below the target root it
+was mapped onto.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hmsrepl.replication.dump_validation import canonical_uri
 from hmsrepl.storage.base import join_uri
 
 EXTERNAL_DIR = "_external"
 
 
-def _below(uri: str, root: str) -> str | None:
-    root = root.rstrip("/")
-    if uri.rstrip("/") == root:
+def _below(canonical: str, root: str) -> str | None:
+    """The part of canonical ``canonical`` below ``root`` (any spelling), "" for the root, None if outside."""
+    if not root:
+        return None
+    root = canonical_uri(root)
+    if canonical == root:
         return ""
-    return uri[len(root) + 1 :] if root and uri.startswith(root + "/") else None
+    prefix = root if root.endswith("/") else root + "/"
+    return canonical[len(prefix) :] if canonical.startswith(prefix) else None
 
 
-def _path_part(uri: str) -> str:
-    if "://" in uri:
-        return uri.split("://", 1)[1]
-    return uri.split(":", 1)[1] if uri.startswith("file:") else uri
+def _path_part(canonical: str) -> str:
+    return canonical.split("://", 1)[1] if "://" in canonical else canonical
 
 
 @dataclass(frozen=True)
@@ -38,11 +47,12 @@ class LocationMapper:
     def map(self, source: str | None) -> str | None:
         if not source:
             return source
+        canonical = canonical_uri(source)
         for src_root, dst_root in (
             (self.source_db_location, self.target_db_location),
             (self.source_warehouse, self.target_warehouse),
         ):
-            rel = _below(source, src_root)
+            rel = _below(canonical, src_root)
             if rel is not None:
                 return join_uri(dst_root, rel) if rel else dst_root.rstrip("/")
-        return join_uri(self.target_warehouse, EXTERNAL_DIR, _path_part(source).lstrip("/"))
+        return join_uri(self.target_warehouse, EXTERNAL_DIR, _path_part(canonical).lstrip("/"))
