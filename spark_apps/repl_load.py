@@ -1,7 +1,8 @@
 """REPL LOAD as a Spark application: copy the dump's files on the executors, then apply it to the target.
 
     spark-submit spark_apps/repl_load.py --command "REPL LOAD sales_dr FROM '<dump dir>'" \
-        --target-db-url URL --target-warehouse DIR --target-cmroot DIR
+        --target-db-url URL --target-warehouse DIR --target-cmroot DIR \
+        --source-warehouse DIR --source-cmroot DIR     # where the dump's files may be read (never the dump's word)
 
 1. plan: every file the load needs, at its final target path (``hmsrepl.spark.load_copy_plan``; nothing
    when the load would be refused, so nothing is staged for it);

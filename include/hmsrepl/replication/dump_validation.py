@@ -454,7 +454,9 @@ class DumpValidator:
         if self.place is None:
             self.place = self._place_for(self.report.source_db_location)
         tables: dict[str, tuple[str | None, list[str]]] = {}
-        for relative in dump.metadata_files(base):
+        listed = list(dump.metadata_files(base))
+        # tables before partitions: a partition directory may sort before its table's _metadata ('%', digits)
+        for relative in sorted(listed, key=lambda rel: rel.count("/")):
             parts = relative.split("/")
             where = shown + relative
             if len(parts) == 2 and relative == f"{self.meta.db_name}/{METADATA}":
