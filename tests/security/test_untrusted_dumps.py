@@ -504,3 +504,42 @@ def test_an_s3_dump_naming_another_bucket_is_refused(tmp_path: Path, s3_env: obj
     finally:
         source.close()
         target.close()
+
+
+# -- signed dumps --------------------------------------------------------------------------------------------------
+def test_a_load_with_a_signing_key_refuses_unsigned_and_altered_dumps(scene: Scene, monkeypatch) -> None:
+    """Forged dumps with valid paths pass the path checks; a shared key (HMAC) catches them."""
+    key = "k" * 32
+    monkeypatch.setenv("HMSREPL_DUMP_SIGNING_KEY", key)
+    dumped = scene.engine.execute("REPL DUMP sales")
+    monkeypatch.delenv("HMSREPL_DUMP_SIGNING_KEY")
+    assert (Path(dumped.dump_dir) / "_signature").is_file()
+    signed = {"HMSREPL_DUMP_SIGNING_KEY": key}
+
+    def drop_table_params(d: Path) -> None:  # a plausible edit: every path and checksum still valid
+        edit_json(d / "sales/plain/_metadata", lambda b: b["table"]["parameters"].update(owner_note="forged"))
+
+    def resign_with(other_key: str) -> Callable[[Path], None]:
+        def edit(d: Path) -> None:
+            from hmsrepl.replication import signing
+
+            drop_table_params(d)
+            signing.sign(DumpDir(str(d)), other_key.encode())
+
+        return edit
+
+    cases = {
+        "changed": (drop_table_params, ("'sales/plain/_metadata' was changed after the dump was signed",)),
+        "unsigned": (lambda d: (d / "_signature").unlink(), ("has no _signature",)),
+        "added": (lambda d: (d / "sales/extra").write_text("x"), ("'sales/extra' was added",)),
+        "removed": (lambda d: (d / "sales/plain/_files").unlink(), ("'sales/plain/_files' is missing",)),
+        "signed with another key": (resign_with("o" * 32), ("does not verify",)),
+    }
+    for _name, (edit, expected) in cases.items():
+        scene.assert_refused(scene.tampered(dumped.dump_dir, edit), *expected, **signed)
+        assert "sales_dr" not in scene.target.catalog.get_databases()
+    short = scene.cli_load(dumped.dump_dir, HMSREPL_DUMP_SIGNING_KEY="short")
+    assert short.returncode != 0 and "at least 16 bytes" in short.stderr and "Traceback" not in short.stderr
+    done = scene.cli_load(dumped.dump_dir, **signed)
+    assert done.returncode == 0, done.stderr
+    assert verify(scene.source, "sales", scene.target, "sales_dr") == []

@@ -215,6 +215,12 @@ class DumpDir:
             raise DumpError(f"dump '{self.uri}' has a malformed {DUMP_METADATA}: {exc}") from exc
 
     def acknowledge(self) -> None:
+        """Declare the dump complete; with ``HMSREPL_DUMP_SIGNING_KEY`` set, sign it first (``signing``)."""
+        from hmsrepl.replication import signing
+
+        key = signing.signing_key()
+        if key is not None:
+            signing.sign(self, key)
         if self.local:
             os.sync()  # everything written so far is on disk before the dump is declared complete
         self.fs.write_bytes(self.path(ACK), b"")

@@ -25,7 +25,7 @@ from hmsrepl.formats.partition_names import make_partition_name, parse_partition
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
-from hmsrepl.replication import acid_replay
+from hmsrepl.replication import acid_replay, signing
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.dump_validation import DumpValidator, SourceRoots, TargetPlace, ValidationReport
 from hmsrepl.replication.filecopy import CopyTask, available_source
@@ -97,6 +97,7 @@ class LoadEngine:
         self.target = target
         self.clock = clock or StageClock()
         self._source_roots = source_roots
+        self.signing_key: bytes | None = None  # None: HMSREPL_DUMP_SIGNING_KEY (if set, dumps must be signed)
 
     @property
     def source_roots(self) -> SourceRoots:
@@ -116,6 +117,13 @@ class LoadEngine:
 
         return DumpValidator(dump, meta, roots, place, HANDLERS.keys() | NOT_YET_REPLAYED)
 
+    def verify_signature(self, dump: DumpDir) -> None:
+        """With ``HMSREPL_DUMP_SIGNING_KEY`` set, refuse a dump its source did not sign or that was altered."""
+        key = self.signing_key if self.signing_key is not None else signing.signing_key()
+        if key:
+            with self.clock.stage("preflight"):
+                signing.verify(dump, key)
+
     def validate_bootstrap(self, dump: DumpDir, meta: DumpMetadata, target_db: str) -> ValidationReport:
         """Refuse (DumpValidationError) a bootstrap dump naming anything this load must not read or write."""
         return self._validator(dump, meta, target_db).validate_bootstrap()
@@ -131,6 +139,7 @@ class LoadEngine:
         """``progress(n)``: n more tables (bootstrap) or events (incremental) are loaded."""
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
+        self.verify_signature(dump)
         target_db = (command.target_db or meta.db_name).lower()
         if meta.kind == "bootstrap":
             return self._bootstrap(dump, meta, target_db, progress)
@@ -165,6 +174,7 @@ class LoadEngine:
         """
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
+        self.verify_signature(dump)
         if meta.metadata_only:
             return []
         target_db = (command.target_db or meta.db_name).lower()
