@@ -31,6 +31,7 @@ import os
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from hmsrepl.formats.file_uri import EncodedFileUri
@@ -278,21 +279,18 @@ class SourceRoots:
             env.get(SOURCE_WAREHOUSE_ENV), env.get(SOURCE_CMROOT_ENV), env.get(SOURCE_EXTERNAL_ROOTS_ENV)
         )
 
-    @property
-    def canonical_warehouse(self) -> str:
-        return canonical_uri(self.warehouse)
-
-    @property
+    @cached_property
     def canonical_cmroot(self) -> str:
         return canonical_uri(self.cmroot)
 
-    @property
-    def canonical_external(self) -> tuple[str, ...]:
-        return tuple(canonical_uri(root) for root in self.external)
+    @cached_property
+    def data_roots(self) -> tuple[str, ...]:
+        """The canonical warehouse and external roots (computed once: every file is tested against them)."""
+        return tuple(canonical_uri(root) for root in (self.warehouse, *self.external))
 
     def may_hold_data(self, canonical: str) -> bool:
         """A table's/partition's location or data file: below the warehouse or a configured external root."""
-        return any(is_below(canonical, root) for root in (self.canonical_warehouse, *self.canonical_external))
+        return any(is_below(canonical, root) for root in self.data_roots)
 
     def describe(self) -> str:
         return ", ".join([self.warehouse, *self.external])
@@ -314,6 +312,11 @@ class TargetPlace:
     db_location: str
     mapper: LocationMapper
     cmroot: str = ""
+
+    def __post_init__(self) -> None:
+        self.canonical_warehouse = canonical_uri(self.warehouse)
+        self.canonical_db_location = canonical_uri(self.db_location) if self.db_location else ""
+        self.canonical_cmroot = canonical_uri(self.cmroot) if self.cmroot else ""
 
 
 @dataclass
@@ -674,18 +677,19 @@ class DumpValidator:
             raise self.fail(
                 where, f"location {show(location)} maps to no valid target location: {exc}"
             ) from None
-        warehouse = canonical_uri(place.warehouse)
-        if not is_below(mapped, warehouse, strictly=True):
+        if not is_below(mapped, place.canonical_warehouse, strictly=True):
             raise self.fail(
                 where, f"location {show(location)} maps to {show(mapped)}, outside the target warehouse"
             )
-        forbidden = [("the target database's own directory", place.db_location)]
+        forbidden = [("the target database's own directory", place.canonical_db_location)]
         if table_location is not None:
-            forbidden.append(("its table's directory", place.mapper.map(table_location) or ""))
+            forbidden.append(
+                ("its table's directory", canonical_uri(place.mapper.map(table_location) or "/"))
+            )
         for what, other in forbidden:
-            if other and mapped == canonical_uri(other):
+            if other and mapped == other:
                 raise self.fail(where, f"location {show(location)} maps to {what} ({show(mapped)})")
-        if place.cmroot and is_below(mapped, canonical_uri(place.cmroot)):
+        if place.canonical_cmroot and is_below(mapped, place.canonical_cmroot):
             raise self.fail(where, f"location {show(location)} maps into the target cmroot")
 
     def _object_files(self, files: Any, location: str | None, where: str) -> None:

@@ -86,21 +86,21 @@ class DumpLimits:
 
 
 def json_depth(document: Any, limit: int) -> int:
-    """Nesting depth of a parsed JSON document, iteratively; stops counting past ``limit``."""
-    deepest, stack = 0, [(document, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if deepest > limit:
-            return deepest
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return deepest
+    """Nesting depth of a parsed JSON document, level by level (no recursion); stops past ``limit``."""
+    containers = (dict, list)
+    level = [document] if type(document) in containers else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return depth
+        below = []
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                if type(child) in containers:
+                    below.append(child)
+        level = below
+    return depth
 
 
 @dataclass

@@ -15,6 +15,7 @@ was mapped onto.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from hmsrepl.replication.dump_validation import canonical_uri
 from hmsrepl.storage.base import join_uri
@@ -23,10 +24,9 @@ EXTERNAL_DIR = "_external"
 
 
 def _below(canonical: str, root: str) -> str | None:
-    """The part of canonical ``canonical`` below ``root`` (any spelling), "" for the root, None if outside."""
+    """The part of ``canonical`` below canonical ``root``, "" for the root itself, None if outside."""
     if not root:
         return None
-    root = canonical_uri(root)
     if canonical == root:
         return ""
     prefix = root if root.endswith("/") else root + "/"
@@ -44,14 +44,22 @@ class LocationMapper:
     target_warehouse: str
     target_db_location: str
 
+    @cached_property
+    def _roots(self) -> tuple[tuple[str, str], ...]:
+        """(canonical source root, target root), most specific first; computed once per mapper."""
+        return tuple(
+            (canonical_uri(src) if src else "", dst)
+            for src, dst in (
+                (self.source_db_location, self.target_db_location),
+                (self.source_warehouse, self.target_warehouse),
+            )
+        )
+
     def map(self, source: str | None) -> str | None:
         if not source:
             return source
         canonical = canonical_uri(source)
-        for src_root, dst_root in (
-            (self.source_db_location, self.target_db_location),
-            (self.source_warehouse, self.target_warehouse),
-        ):
+        for src_root, dst_root in self._roots:
             rel = _below(canonical, src_root)
             if rel is not None:
                 return join_uri(dst_root, rel) if rel else dst_root.rstrip("/")
