@@ -352,6 +352,19 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
             ),
             ("target database's own directory",),
         ),
+        "an ADD_PARTITION without its partitions (would fail half-way)": (
+            lambda d: edit_json(
+                event_dir(d, "ADD_PARTITION") / "_metadata", lambda b: b["message"].pop("partitions")
+            ),
+            ("ADD_PARTITION", "no valid 'partitions'"),
+        ),
+        "a table snapshot the catalog model rejects": (
+            lambda d: edit_json(
+                event_dir(d, "CREATE_TABLE") / "_metadata",
+                lambda b: b["message"]["table"]["sd"].update(cols="not a list"),
+            ),
+            ("malformed table snapshot: sd.cols",),
+        ),
         "an event type no load knows": (
             lambda d: edit_json(
                 event_dir(d, "CREATE_TABLE") / "_metadata", lambda b: b.update(event_type="RM_RF")

@@ -34,8 +34,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import parse_partition_name
+from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.replication.layout import (
     BOOTSTRAP_DIR,
     EVENTS_DIR,
@@ -57,6 +60,24 @@ S3_SCHEMES = ("s3", "s3a", "s3n")
 #: Names the dump layout uses for itself below a database directory: a table cannot be called so.
 RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, "_acid_state", EVENTS_DIR, BOOTSTRAP_DIR})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: What each event type's message must hold for its handler (checked before the load, not found missing half-way).
+EVENT_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "CREATE_TABLE": {"table": dict},
+    "ALTER_TABLE": {"before": dict, "after": dict},
+    "DROP_TABLE": {"table": dict},
+    "ADD_PARTITION": {"table": dict, "partitions": list, "files": list},
+    "ALTER_PARTITION": {"table": dict, "after": dict},
+    "DROP_PARTITION": {"table": dict, "partitions": list},
+    "INSERT": {"table": dict, "files": list},
+    "ALTER_DATABASE": {"after": dict},
+    "CREATE_FUNCTION": {"function": dict},
+    "DROP_FUNCTION": {"function": dict},
+    "OPEN_TXN": {"txn_ids": list},
+    "ALLOC_WRITE_ID": {"table": str, "txn_to_write_ids": list},
+    "ACID_WRITE": {"txn_id": int},
+    "COMMIT_TXN": {"txn_id": int},
+    "ABORT_TXN": {"txn_id": int},
+}
 SOURCE_WAREHOUSE_ENV = "HMSREPL_SOURCE_WAREHOUSE"
 SOURCE_CMROOT_ENV = "HMSREPL_SOURCE_CMROOT"
 SOURCE_EXTERNAL_ROOTS_ENV = "HMSREPL_SOURCE_EXTERNAL_ROOTS"
@@ -469,6 +490,7 @@ class DumpValidator:
                 if not isinstance(function, dict):
                     raise self.fail(where, "holds no function snapshot")
                 self._name("function", function.get("function_name"), where)
+                self._model(Function, function, where)
                 continue
             if len(parts) < 3:
                 raise self.fail(where, "is not where a dump keeps a table or partition")
@@ -507,6 +529,11 @@ class DumpValidator:
         if not isinstance(body, dict):
             raise self.fail(where, "holds no event message")
         where = f"{where} ({kind})"
+        for key, wanted in EVENT_FIELDS.get(kind, {}).items():
+            if not isinstance(body.get(key), wanted) or isinstance(body.get(key), bool):
+                raise self.fail(where, f"message has no valid '{key}'")
+        if kind == "ADD_PARTITION" and len(body["files"]) != len(body["partitions"]):
+            raise self.fail(where, "has a different number of file lists and partitions")
         for key in ("table", "db"):
             if doc.get(key) is not None:
                 self._name("table" if key == "table" else "database", doc[key], where)
@@ -547,6 +574,8 @@ class DumpValidator:
             single_location = self._partition(single, keys, table_location, where)
         if isinstance(body.get("function"), dict):
             self._name("function", body["function"].get("function_name"), where)
+            if kind_creates_function(body):
+                self._model(Function, body["function"], where)
         writes = body.get("writes")
         if writes is not None:
             self._writes(writes, where)
@@ -604,7 +633,19 @@ class DumpValidator:
         except InvalidPathError as exc:
             raise self.fail(where, str(exc)) from None
 
+    def _model(self, model: Any, snapshot: dict[str, Any], where: str) -> None:
+        """The snapshot is what the load's model accepts (else it would fail half-way, in the target writer)."""
+        try:
+            model.model_validate(snapshot)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            path = ".".join(str(p) for p in first.get("loc", ()))
+            raise self.fail(
+                where, f"malformed {model.__name__.lower()} snapshot: {path}: {first.get('msg')}"
+            ) from None
+
     def _database(self, database: dict[str, Any], where: str, *, own: bool) -> str:
+        self._model(Database, database, where)
         self._name("database", database.get("name"), where)
         location = database.get("location_uri") or ""
         if location:
@@ -614,6 +655,7 @@ class DumpValidator:
     def _table(self, table: dict[str, Any], where: str) -> tuple[str | None, list[str]]:
         name = self._name("table", table.get("table_name"), where)
         where = f"{where} table '{name}'"
+        self._model(Table, table, where)
         keys = table.get("partition_keys") or []
         if not isinstance(keys, list) or not all(isinstance(k, dict) for k in keys):
             raise self.fail(where, "partition_keys is not a list of columns")
@@ -632,6 +674,7 @@ class DumpValidator:
         except InvalidPathError as exc:
             raise self.fail(where, str(exc)) from None
         where = f"{where} partition {values}"
+        self._model(Partition, part, where)
         location = self._location_of(part, where)
         if location is None:
             return None
@@ -710,3 +753,8 @@ class DumpValidator:
             raise self.fail(where, str(exc)) from None
         self.report.files += 1
         self.report.pending_files.append(encoded)
+
+
+def kind_creates_function(body: dict[str, Any]) -> bool:
+    """A function snapshot complete enough to create (DROP_FUNCTION may carry only its name)."""
+    return "class_name" in body["function"]
