@@ -291,6 +291,23 @@ def test_tampered_bootstrap_dumps_are_refused_and_change_nothing(scene: Scene) -
     assert verify(scene.source, "sales", scene.target, "sales_dr") == []
 
 
+def test_a_symbolic_link_out_of_the_source_warehouse_is_not_followed(scene: Scene) -> None:
+    """Paths that look contained can still lead out through a link planted in the source warehouse."""
+    dumped = scene.engine.execute("REPL DUMP sales")
+    plain = scene.root / "src_wh/sales.db/plain"
+    (plain / "link").symlink_to(scene.victim / "secret.txt")
+    secret_sum = checksum_bytes(SECRET)
+
+    def name_the_link(d: Path) -> None:
+        edit_files(
+            d / "sales/plain/_files",
+            lambda lines: [f"{parts(lines[0])[0].rsplit('/', 1)[0]}/link#{secret_sum}##"],
+        )
+
+    scene.assert_refused(scene.tampered(dumped.dump_dir, name_the_link), "link", "not a regular file")
+    assert "sales_dr" not in scene.target.catalog.get_databases()
+
+
 def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(scene: Scene) -> None:
     first = scene.engine.execute("REPL DUMP sales")
     assert scene.cli_load(first.dump_dir).returncode == 0

@@ -28,7 +28,7 @@ them. Every refusal is one line naming the dump, the object and what is wrong (`
 from __future__ import annotations
 
 import os
-import re
+import stat
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,6 +38,14 @@ from pydantic import ValidationError
 
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import parse_partition_name
+from hmsrepl.formats.paths import (
+    CONTROL_CHARACTERS,
+    InvalidPathError,
+    canonical_uri,
+    check_relative_path,
+    is_below,
+    show,
+)
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.replication.layout import (
     BOOTSTRAP_DIR,
@@ -55,11 +63,8 @@ from hmsrepl.storage.checksum import is_checksum_token
 if TYPE_CHECKING:
     from hmsrepl.replication.locations import LocationMapper
 
-LOCAL_SCHEMES = ("file",)
-S3_SCHEMES = ("s3", "s3a", "s3n")
 #: Names the dump layout uses for itself below a database directory: a table cannot be called so.
 RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, "_acid_state", EVENTS_DIR, BOOTSTRAP_DIR})
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: What each event type's message must hold for its handler (checked before the load, not found missing half-way).
 EVENT_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "CREATE_TABLE": {"table": dict},
@@ -87,98 +92,13 @@ class DumpValidationError(DumpError):
     """A dump names something a load must not touch, or is malformed; nothing was applied."""
 
 
-class InvalidPathError(ValueError):
-    """A location or file URI that is not a normalised URI of an allowed scheme."""
-
-
-def show(value: Any, limit: int = 160) -> str:
-    """A value quoted for a one-line message: control characters escaped, long values cut."""
-    text = repr(value) if not isinstance(value, str) else repr(value)[1:-1]
-    return f"'{text[:limit]}...'" if len(text) > limit else f"'{text}'"
-
-
-# -- pure checks -------------------------------------------------------------------------------------------------
-def canonical_uri(uri: Any, max_chars: int = 4096) -> str:
-    """The normalised form of a location or file URI, or InvalidPathError saying what is wrong with it.
-
-    Local paths (``/x``, ``file:/x``, ``file:///x``, ``file://localhost/x``) become ``/x``; ``s3a://`` and
-    ``s3n://`` become ``s3://``. Segments are kept verbatim (never URL-decoded: ``%2E%2E`` is a directory
-    name, not ``..``); a ``.``, ``..`` or empty segment is refused rather than resolved, since no writer of
-    this product produces one and resolving would hide where a path was meant to lead.
-    """
-    if not isinstance(uri, str) or not uri:
-        raise InvalidPathError("is empty or not a string")
-    if len(uri) > max_chars:
-        raise InvalidPathError(f"is longer than {max_chars} characters")
-    if _CONTROL.search(uri):
-        raise InvalidPathError("holds a NUL or control character")
-    if uri.startswith("/"):
-        prefix, path = "", uri
-    else:
-        scheme, colon, rest = uri.partition(":")
-        scheme = scheme.lower()
-        if not colon or scheme not in LOCAL_SCHEMES + S3_SCHEMES:
-            shown = scheme if colon else "none (a relative path)"
-            raise InvalidPathError(
-                f"has scheme {shown}; only absolute local paths, file: and s3/s3a/s3n URIs are allowed"
-            )
-        if scheme in LOCAL_SCHEMES:
-            if rest.startswith("//"):
-                authority, slash, path = rest[2:].partition("/")
-                if authority not in ("", "localhost"):
-                    raise InvalidPathError(f"names host {show(authority)}; a file: URI must be local")
-                path = slash + path
-            else:
-                path = rest
-            if not path.startswith("/"):
-                raise InvalidPathError("is not an absolute path")
-            prefix = ""
-        else:
-            if not rest.startswith("//"):
-                raise InvalidPathError("is not of the form s3://bucket/key")
-            bucket, slash, path = rest[2:].partition("/")
-            if not bucket or "@" in bucket:
-                raise InvalidPathError("has no plain bucket name (s3://bucket/key)")
-            prefix, path = f"s3://{bucket}", slash + path
-    body = path[:-1] if len(path) > 1 and path.endswith("/") else path
-    segments = body.split("/")[1:] if body != "/" else []
-    for segment in segments:
-        if segment in ("", ".", ".."):
-            raise InvalidPathError(f"has a {show(segment) if segment else 'empty'} path segment")
-    return prefix + (body if body else "/")
-
-
-def is_below(child: str, root: str, *, strictly: bool = False) -> bool:
-    """Whether canonical ``child`` is ``root`` or below it (segment-wise; ``strictly``: below only)."""
-    if child == root:
-        return not strictly
-    return child.startswith(root if root.endswith("/") else root + "/")
-
-
-def check_relative_path(text: Any, what: str) -> None:
-    """A path below an object's location (``subdir``): relative, clean segments, no separators to escape."""
-    if not isinstance(text, str):
-        raise InvalidPathError(f"{what} is not a string")
-    if not text:
-        return
-    if text.startswith("/") or "\\" in text or _CONTROL.search(text):
-        raise InvalidPathError(
-            f"{what} {show(text)} must be a relative path without '\\' or control characters"
-        )
-    for segment in text.rstrip("/").split("/"):
-        if segment in ("", ".", ".."):
-            raise InvalidPathError(
-                f"{what} {show(text)} has a {show(segment) if segment else 'empty'} segment"
-            )
-
-
 def check_name(kind: str, name: Any, max_chars: int = 128) -> str:
     """A database, table, function or partition key name: bounded, one path segment, printable."""
     if not isinstance(name, str) or not name:
         raise InvalidPathError(f"{kind} name {show(name)} is empty or not a string")
     if len(name) > max_chars:
         raise InvalidPathError(f"{kind} name {show(name)} is longer than {max_chars} characters")
-    if "/" in name or "\\" in name or _CONTROL.search(name) or name in (".", ".."):
+    if "/" in name or "\\" in name or CONTROL_CHARACTERS.search(name) or name in (".", ".."):
         raise InvalidPathError(f"{kind} name {show(name)} holds a path separator or control character")
     if kind == "table" and name in RESERVED_NAMES:
         raise InvalidPathError(f"table name {show(name)} is reserved by the dump layout")
@@ -194,7 +114,9 @@ def check_partition_values(keys: Sequence[str], values: Any, max_chars: int = 10
     for value in values:
         if len(value) > max_chars:
             raise InvalidPathError(f"partition value {show(value)} is longer than {max_chars} characters")
-        if _CONTROL.search(value) or any(seg in (".", "..") for seg in value.replace("\\", "/").split("/")):
+        if CONTROL_CHARACTERS.search(value) or any(
+            seg in (".", "..") for seg in value.replace("\\", "/").split("/")
+        ):
             raise InvalidPathError(
                 f"partition value {show(value)} has a '..'/'.' segment or control character"
             )
@@ -261,6 +183,33 @@ def check_file_entry(
                 f"load's configuration ({roots.cmroot})"
             )
     return entry
+
+
+def check_local_source_file(encoded: str, roots: SourceRoots) -> None:
+    """A local source file a load would read is a regular file whose real path stays below the source roots.
+
+    The textual checks cannot see a symbolic link planted in the source warehouse (``t/f -> /etc/shadow``)
+    or a FIFO that would hang the copy; this one looks at the file system. Files that are gone pass (the
+    copy then falls back to cmroot, whose entries are recycled copies, never links).
+    """
+    entry = EncodedFileUri.decode(encoded)
+    canonical = canonical_uri(entry.file_uri)
+    if "://" in canonical:
+        return  # object stores have no links
+    try:
+        info = os.lstat(canonical)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InvalidPathError(f"file {show(entry.file_uri)} cannot be examined: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidPathError(f"file {show(entry.file_uri)} is not a regular file (a link, FIFO or device)")
+    real = os.path.realpath(canonical)
+    local_roots = [os.path.realpath(root) for root in roots.data_roots if "://" not in root]
+    if not any(is_below(real, root, strictly=True) for root in local_roots):
+        raise InvalidPathError(
+            f"file {show(entry.file_uri)} resolves to {show(real)}, outside the source roots"
+        )
 
 
 # -- trusted roots -----------------------------------------------------------------------------------------------

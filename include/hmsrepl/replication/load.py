@@ -22,12 +22,20 @@ from hmsrepl.exceptions import (
     NoSuchObjectError,
 )
 from hmsrepl.formats.partition_names import make_partition_name, parse_partition_name
+from hmsrepl.formats.paths import InvalidPathError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication import acid_replay, signing
 from hmsrepl.replication.commands import LoadCommand, parse_policy
-from hmsrepl.replication.dump_validation import DumpValidator, SourceRoots, TargetPlace, ValidationReport
+from hmsrepl.replication.dump_validation import (
+    DumpValidationError,
+    DumpValidator,
+    SourceRoots,
+    TargetPlace,
+    ValidationReport,
+    check_local_source_file,
+)
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.locations import LocationMapper
@@ -73,9 +81,25 @@ def repl_status(target: Metastore, db_name: str) -> int | None:
     return int(value) if value is not None else None
 
 
-def preflight(files: Sequence[str], source_cmroot: str, workers: int = 16) -> None:
-    """Refuse to start a load whose files are plainly gone, so a failure never leaves it half applied."""
+def preflight(
+    files: Sequence[str],
+    source_cmroot: str,
+    workers: int = 16,
+    roots: SourceRoots | None = None,
+    dump_uri: str = "",
+) -> None:
+    """Refuse to start a load whose files are plainly gone, so a failure never leaves it half applied.
+
+    With ``roots``, local source files must also be regular files whose real paths stay below them (no
+    symbolic link out of the source warehouse).
+    """
     unique = sorted(set(files))
+    if roots is not None:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            problems = [p for p in pool.map(lambda uri: _local_problem(uri, roots), unique) if p]
+        if problems:
+            more = f" ({len(problems) - 1} more like it)" if len(problems) > 1 else ""
+            raise DumpValidationError(f"dump '{dump_uri}' refused, nothing was applied: {problems[0]}{more}")
     with ThreadPoolExecutor(max_workers=workers) as pool:
         found = list(pool.map(lambda uri: available_source(uri, source_cmroot), unique))
     lost = [uri.split("#", 1)[0] for uri, where in zip(unique, found, strict=True) if where is None]
@@ -85,6 +109,14 @@ def preflight(files: Sequence[str], source_cmroot: str, workers: int = 16) -> No
             "nothing was applied. The source changed or deleted them without the metastore, or cmroot retention "
             "removed them: run a bootstrap to re-replicate"
         )
+
+
+def _local_problem(encoded: str, roots: SourceRoots) -> str | None:
+    try:
+        check_local_source_file(encoded, roots)
+    except InvalidPathError as exc:
+        return str(exc)
+    return None
 
 
 class LoadEngine:
@@ -226,7 +258,9 @@ class LoadEngine:
         with self.clock.stage("preflight"):  # the whole dump, before the first change
             report = self.validate_bootstrap(dump, meta, target_db)
             if not meta.metadata_only:
-                preflight(report.pending_files, self.source_roots.cmroot)
+                preflight(
+                    report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
+                )
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
         writer = self._writer(target_db, meta, report.source_db_location, result.stats)
         writer.put_database(
@@ -325,7 +359,9 @@ class LoadEngine:
         with self.clock.stage("preflight"):  # the whole dump, before the first change
             report = self.validate_incremental(dump, meta, target_db, db, last)
             if not meta.metadata_only:
-                preflight(report.pending_files, self.source_roots.cmroot)
+                preflight(
+                    report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
+                )
         pending = [event_id for event_id in dump.event_ids() if event_id > last]
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
         # Events are applied in batches, each one database transaction on the target that also advances

@@ -5,7 +5,7 @@ location; other locations below the source warehouse keep theirs under the targe
 (external data) goes under ``<target warehouse>/_external/`` with its full source path, so two sources
 never collide. Relative paths are kept verbatim (escaped partition names are never decoded).
 
-Locations are compared in their normalised form (``dump_validation.canonical_uri``: ``file:/x``,
+Locations are compared in their normalised form (``formats.paths.canonical_uri``: ``file:/x``,
 ``file:///x`` and ``/x`` are one place, ``s3a://`` is ``s3://``), segment by segment, and a location that
 does not normalise (``..``, ``.`` or empty segments, another scheme, a NUL) raises ``InvalidPathError``
 instead of being mapped: with clean relative parts, a mapped location is always below the target root it
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from hmsrepl.replication.dump_validation import canonical_uri
+from hmsrepl.formats.paths import canonical_uri
 from hmsrepl.storage.base import join_uri
 
 EXTERNAL_DIR = "_external"
