@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from hmsrepl.replication.locations import LocationMapper
 
 #: Names the dump layout uses for itself below a database directory: a table cannot be called so.
-RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, "_acid_state", EVENTS_DIR, BOOTSTRAP_DIR})
+RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, "_acid_state"})
 #: What each event type's message must hold for its handler (checked before the load, not found missing half-way).
 EVENT_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "CREATE_TABLE": {"table": dict},
