@@ -196,7 +196,7 @@ def _load(run: Sync, dump_dir: str, target_db: str) -> dict[str, Any]:
         run.spark,
         run.spark_min_files,
         keep_spark=True,
-        source_roots=SourceRoots(run.source.config.warehouse, run.source.config.cmroot),
+        source_roots=SourceRoots.of_source(run.source.config.warehouse, run.source.config.cmroot),
     )
 
 

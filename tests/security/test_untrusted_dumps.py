@@ -24,7 +24,7 @@ import pytest
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.model import Database, TableType
 from hmsrepl.replication.dump_validation import (
     DumpValidationError,
     InvalidPathError,
@@ -572,4 +572,21 @@ def test_a_load_with_a_signing_key_refuses_unsigned_and_altered_dumps(scene: Sce
     assert short.returncode != 0 and "at least 16 bytes" in short.stderr and "Traceback" not in short.stderr
     done = scene.cli_load(dumped.dump_dir, **signed)
     assert done.returncode == 0, done.stderr
+    assert verify(scene.source, "sales", scene.target, "sales_dr") == []
+
+
+def test_external_tables_load_only_from_configured_external_roots(scene: Scene) -> None:
+    """Data outside the source warehouse is read only from roots the load's configuration trusts."""
+    external = scene.root / "ext" / "events"
+    table = make_table("sales", "ext_events").model_copy(update={"table_type": TableType.EXTERNAL_TABLE})
+    table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": str(external)})})
+    scene.source.catalog.create_table(table)
+    write_file(str(external), "e1", b"external rows")
+    scene.source.catalog.insert("sales", "ext_events")
+    dumped = scene.engine.execute("REPL DUMP sales")
+    scene.assert_refused(dumped.dump_dir, "table 'ext_events'", "HMSREPL_SOURCE_EXTERNAL_ROOTS")
+    done = scene.cli_load(dumped.dump_dir, HMSREPL_SOURCE_EXTERNAL_ROOTS=str(scene.root / "ext"))
+    assert done.returncode == 0, done.stderr
+    loaded = scene.target.catalog.get_table("sales_dr", "ext_events")
+    assert loaded.sd.location.startswith(scene.target.config.warehouse)  # under <warehouse>/_external/
     assert verify(scene.source, "sales", scene.target, "sales_dr") == []

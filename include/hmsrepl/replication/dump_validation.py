@@ -243,6 +243,11 @@ class SourceRoots:
         return cls(warehouse, cmroot, tuple(root for root in external if root))
 
     @classmethod
+    def of_source(cls, warehouse: str, cmroot: str) -> SourceRoots:
+        """The source metastore's own roots (its configuration), plus ``HMSREPL_SOURCE_EXTERNAL_ROOTS``."""
+        return cls.from_settings(warehouse, cmroot, os.environ.get(SOURCE_EXTERNAL_ROOTS_ENV))
+
+    @classmethod
     def from_environment(cls, environ: dict[str, str] | None = None) -> SourceRoots:
         env = os.environ if environ is None else environ
         return cls.from_settings(

@@ -57,7 +57,7 @@ class ReplicationEngine:
         if self.source_roots is not None:
             return self.source_roots
         if self.source is not None:
-            return SourceRoots(self.source.config.warehouse, self.source.config.cmroot)
+            return SourceRoots.of_source(self.source.config.warehouse, self.source.config.cmroot)
         return None
 
     @property
