@@ -1,7 +1,8 @@
 """REPL LOAD as a Spark application: copy the dump's files on the executors, then apply it to the target.
 
     spark-submit spark_apps/repl_load.py --command "REPL LOAD sales_dr FROM '<dump dir>'" \
-        --target-db-url URL --target-warehouse DIR --target-cmroot DIR
+        --target-db-url URL --target-warehouse DIR --target-cmroot DIR \
+        --source-warehouse DIR --source-cmroot DIR     # where the dump's files may be read (never the dump's word)
 
 1. plan: every file the load needs, at its final target path (``hmsrepl.spark.load_copy_plan``; nothing
    when the load would be refused, so nothing is staged for it);
@@ -38,6 +39,7 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
 )
 
 # isort: split
+from hmsrepl.cli import load_source_roots, source_external_roots_option
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import LoadCommand
 from hmsrepl.replication.engine import recorded_load
@@ -52,6 +54,11 @@ log = logging.getLogger("hmsrepl.spark_apps.repl_load")
 @click.command()
 @click.option("--command", "command_text", required=True, help="e.g. \"REPL LOAD sales_dr FROM '<dir>'\"")
 @side_options("target")
+@click.option(
+    "--source-warehouse", envvar="HMSREPL_SOURCE_WAREHOUSE", help="Source warehouse a dump may name."
+)
+@click.option("--source-cmroot", envvar="HMSREPL_SOURCE_CMROOT", help="Source cmroot a dump may name.")
+@source_external_roots_option
 @spark_min_files_option(
     64, "Copy on Spark only when the load needs at least this many files (else the load copies them)."
 )
@@ -64,14 +71,20 @@ log = logging.getLogger("hmsrepl.spark_apps.repl_load")
 @app_options
 @application
 def main(
-    command_text: str, spark_min_files: int, partitions: int | None, master: str | None, **sides: Any
+    command_text: str,
+    spark_min_files: int,
+    partitions: int | None,
+    master: str | None,
+    source_external_roots: str | None,
+    **sides: Any,
 ) -> dict[str, Any]:
     """Run one REPL LOAD command: distributed copy first, then the load itself."""
     command = parse_as(command_text, LoadCommand, "REPL LOAD")
+    roots = load_source_roots(sides, source_external_roots)  # None: HMSREPL_SOURCE_* or a clear refusal
     target = open_metastore("target", sides)
     spark = LazySpark("hmsrepl-repl-load", master)
     try:
-        summary = run_load(command, target, spark, spark_min_files, partitions)
+        summary = run_load(command, target, spark, spark_min_files, partitions, source_roots=roots)
     finally:
         spark.stop()
         target.close()
@@ -87,6 +100,7 @@ def run_load(
     partitions: int | None = None,
     *,
     keep_spark: bool = False,
+    source_roots: Any = None,
 ) -> dict[str, Any]:
     """Copy the load's files on Spark when there are enough of them, then apply the load; returns the summary.
 
@@ -101,7 +115,7 @@ def run_load(
     def work(clock: StageClock, _meta: object) -> LoadResult:
         nonlocal tasks, staged, staged_bytes
         with clock.stage("plan"):
-            tasks = load_copy_plan(target, command)
+            tasks = load_copy_plan(target, command, source_roots)
         if len(tasks) >= spark_min_files:
             log.info("copying %d files on Spark", len(tasks))
             try:
@@ -121,7 +135,7 @@ def run_load(
             log.info("staged %d verified copies (%d bytes); loading", staged, staged_bytes)
         else:
             log.info("%d files to copy: below --spark-min-files, the load copies them", len(tasks))
-        return LoadEngine(target, clock=clock).load(
+        return LoadEngine(target, clock=clock, source_roots=source_roots).load(
             command, progress=lambda n: log.info("applied a batch of %d events", n)
         )
 

@@ -45,6 +45,7 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import LoadCommand
+from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.replications import Replication, parse_replications
@@ -195,6 +196,7 @@ def _load(run: Sync, dump_dir: str, target_db: str) -> dict[str, Any]:
         run.spark,
         run.spark_min_files,
         keep_spark=True,
+        source_roots=SourceRoots.of_source(run.source.config.warehouse, run.source.config.cmroot),
     )
 
 

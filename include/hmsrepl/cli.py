@@ -226,6 +226,28 @@ def side_options(side: str) -> Callable[[F], F]:
     return decorate
 
 
+def source_external_roots_option(func: F) -> F:
+    """--source-external-roots: comma-separated roots of external tables a load may read from."""
+    return click.option(
+        "--source-external-roots",
+        envvar="HMSREPL_SOURCE_EXTERNAL_ROOTS",
+        help="Comma-separated source roots of external tables a load may read (HMSREPL_SOURCE_EXTERNAL_ROOTS).",
+    )(func)
+
+
+def load_source_roots(values: dict[str, Any], external: str | None) -> Any:
+    """The trusted source roots of a load from --source-warehouse/--source-cmroot (None when not given).
+
+    None leaves the choice to the engine: the source metastore's own roots, else a clear refusal.
+    """
+    from hmsrepl.replication.dump_validation import SourceRoots
+
+    warehouse, cmroot = values.get("source_warehouse"), values.get("source_cmroot")
+    if not warehouse or not cmroot:
+        return None
+    return SourceRoots.from_settings(warehouse, cmroot, external)
+
+
 def _side_store(prefix: str, values: dict[str, Any]) -> Metastore | None:
     url = values.get(f"{prefix}_db_url")
     if not url:
@@ -273,13 +295,16 @@ class TerminalProgress:
 @side_options("source")
 @side_options("target")
 @click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)
+@source_external_roots_option
 @click.option(
     "--progress/--no-progress",
     default=None,
     help="Progress bar on stderr for dumps and loads [default: when stderr is a terminal].",
 )
 @_friendly_errors
-def repl_run(command: str, dump_root: str, progress: bool | None, **sides: Any) -> None:
+def repl_run(
+    command: str, dump_root: str, progress: bool | None, source_external_roots: str | None, **sides: Any
+) -> None:
     """Run one REPL command, e.g. "REPL DUMP sales FROM 120 LIMIT 500" or "REPL LOAD dr FROM '<dir>'".
 
     DUMP prints '<dump dir>\t<last event id>'; LOAD prints the target database and its last event id;
@@ -290,7 +315,12 @@ def repl_run(command: str, dump_root: str, progress: bool | None, **sides: Any) 
     from hmsrepl.replication.engine import ReplicationEngine
     from hmsrepl.replication.load import LoadResult
 
-    engine = ReplicationEngine(dump_root, _side_store("source", sides), _side_store("target", sides))
+    engine = ReplicationEngine(
+        dump_root,
+        _side_store("source", sides),
+        _side_store("target", sides),
+        source_roots=load_source_roots(sides, source_external_roots),
+    )
     bar = TerminalProgress(command.split()[1].lower() if len(command.split()) > 1 else "repl")
     if progress is None:
         progress = sys.stderr.isatty()

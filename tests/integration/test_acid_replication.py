@@ -383,7 +383,7 @@ def test_commit_files_are_planned_for_parallel_copiers_and_new_partitions_replic
     last = engine.execute("REPL STATUS sales_dr")
     dumped = engine.execute(f"REPL DUMP sales FROM {last}")
     load = parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
-    tasks = LoadEngine(target).plan_copies(load)  # type: ignore[arg-type]
+    tasks = LoadEngine(target, source_roots=engine.load_source_roots).plan_copies(load)  # type: ignore[arg-type]
     planned = sorted("/".join(t.target_uri.split("/")[-4:-1]) for t in tasks)  # commits' files, mapped
     assert planned == [
         "daily/day=d1/delta_0000002_0000002_0000",
@@ -392,7 +392,7 @@ def test_commit_files_are_planned_for_parallel_copiers_and_new_partitions_replic
     ]
     with ThreadPoolExecutor(3) as pool:  # what the Spark load app does on executors
         list(pool.map(run_copy_task, tasks))
-    loaded = LoadEngine(target).load(load)  # type: ignore[arg-type]
+    loaded = LoadEngine(target, source_roots=engine.load_source_roots).load(load)  # type: ignore[arg-type]
     assert loaded.stats.files_prefetched == loaded.stats.files_copied == 3
     assert target.catalog.get_partition("sales_dr", "daily", ["d2"]) is not None
     assert visible_files(target, "sales_dr", "daily", ["d2"])
@@ -466,7 +466,7 @@ def test_two_loads_of_one_replica_at_once_replay_each_txn_once(engine, source, t
         with ThreadPoolExecutor(max_workers=2) as pool:
             results = list(
                 pool.map(
-                    lambda store: LoadEngine(store, StartTogether(barrier)).load(
+                    lambda store: LoadEngine(store, StartTogether(barrier), engine.load_source_roots).load(
                         parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
                     ),
                     stores,

@@ -80,7 +80,9 @@ def test_replace_bootstraps_new_tables_drops_old_ones_and_the_next_incremental_f
     assert dumped.last_event_id == source.get_current_notification_event_id()
     assert dumped_event_tables(dumped.dump_dir) == {"orders"}
     # A parallel copier (the Spark load app) is told about the bootstrapped table's files too.
-    planned = LoadEngine(target).plan_copies(parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'"))
+    planned = LoadEngine(target, source_roots=engine.load_source_roots).plan_copies(
+        parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    )
     assert {t.target_uri.rsplit("/", 1)[-1] for t in planned} == {"d1-v2.parquet", "d2.parquet"}
     loaded = load(engine, dumped.dump_dir)
     assert loaded.last_event_id == repl_status(target, "sales_dr") == dumped.last_event_id

@@ -145,7 +145,14 @@ def test_failed_load_is_recorded_and_listed_by_the_cli(engine, source, target) -
     Path(local_path(path)).write_bytes(b"changed behind the metastore's back")  # no cmroot copy exists
     dumped = engine.execute(f"REPL DUMP sales FROM {bootstrap.last_event_id}")
     runner = CliRunner()
-    load = ["repl", "run", f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'", *side_args("target", target)]
+    roots = ["--source-warehouse", source.config.warehouse, "--source-cmroot", source.config.cmroot]
+    load = [
+        "repl",
+        "run",
+        f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'",
+        *side_args("target", target),
+        *roots,
+    ]
 
     failed_run = runner.invoke(main, load)
     assert failed_run.exit_code == 1, failed_run.output
@@ -263,7 +270,11 @@ def test_progress_bar_is_shown_on_a_terminal_by_default(source, tmp_path) -> Non
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a fresh pty is 0x0
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command, *side_args("target", target)],
+                [
+                    *(sys.executable, "-m", "hmsrepl.cli", "repl", "run", command),
+                    *side_args("target", target),
+                    *("--source-warehouse", source.config.warehouse, "--source-cmroot", source.config.cmroot),
+                ],
                 stdout=subprocess.PIPE,
                 stderr=slave,
                 timeout=120,

@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from hmsrepl.exceptions import EventsCleanedUpError, FileLostError, NoSuchDatabaseError, StorageError
+from hmsrepl.exceptions import EventsCleanedUpError, FileLostError, NoSuchDatabaseError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Function
 from hmsrepl.replication.commands import CommandError
 from hmsrepl.replication.dump import DumpEngine
+from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.layout import ACK, DumpDir, DumpError
+from hmsrepl.replication.layout import ACK, DumpError
 from hmsrepl.replication.load import ReplicationStateError, repl_status
+from hmsrepl.replication.target import TargetWriter
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.storage.local import local_path
 from tests.helpers import make_partition, make_table, write_file
@@ -198,12 +200,12 @@ def test_files_staged_ahead_by_a_parallel_copier_are_published_not_copied_again(
             command_text = f"REPL DUMP sales FROM {repl_status(target, 'sales_dr')}"
         dumped = engine.execute(command_text)
         load = parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
-        tasks = LoadEngine(target).plan_copies(load)
+        tasks = LoadEngine(target, source_roots=engine.load_source_roots).plan_copies(load)
         assert tasks, "the dump names files"
         with ThreadPoolExecutor(4) as pool:  # what the Spark load app does on executors
             results = list(pool.map(run_copy_task, tasks))
         assert all(r.bytes_copied > 0 for r in results)
-        loaded = LoadEngine(target).load(load)
+        loaded = LoadEngine(target, source_roots=engine.load_source_roots).load(load)
         assert loaded.stats.files_prefetched == loaded.stats.files_copied > 0
         assert verify(source, "sales", target, "sales_dr") == []
 
@@ -282,9 +284,10 @@ def test_files_outside_source_locations_are_refused(engine, source, target, tmp_
     secret.write_bytes(b"not warehouse data")
     files = Path(local_path(dumped.dump_dir)) / "sales" / "plain" / "_files"
     files.write_text(f"{secret}#crc32c-00000000-18##\n")
-    with pytest.raises(StorageError, match="outside the source locations"):
+    with pytest.raises(DumpValidationError, match="outside the source warehouse"):
         engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
     assert repl_status(target, "sales_dr") is None
+    assert "sales_dr" not in target.catalog.get_databases()  # refused before the first change
 
 
 def test_cleaned_up_events_need_a_bootstrap(engine, source, target) -> None:
@@ -324,7 +327,9 @@ def test_published_files_are_made_durable_before_the_position_records_them(
     assert repl_status(target, "sales_dr") > before
 
 
-def test_incremental_loads_wait_for_an_interrupted_bootstrap_to_be_finished(engine, source, target) -> None:
+def test_incremental_loads_wait_for_an_interrupted_bootstrap_to_be_finished(
+    engine, source, target, monkeypatch
+) -> None:
     """A re-bootstrap that stopped half way leaves tables from two points in time: replaying older events
     on top would mix them further, so incremental loads refuse until that bootstrap load is completed."""
     seed(source)
@@ -335,10 +340,14 @@ def test_incremental_loads_wait_for_an_interrupted_bootstrap_to_be_finished(engi
     write_file(d3.sd.location, "part-d3.parquet", b"rows of d3")
     catalog.insert("sales", "orders", ["d3"])
     again = engine.execute("REPL DUMP sales")
-    broken = DumpDir(again.dump_dir)
-    plain_metadata = "sales/plain/_metadata"  # tables load in name order: 'orders' first, then this one
-    good = broken.read_json(plain_metadata)
-    Path(local_path(broken.path(plain_metadata))).write_text("{not json")
+    real_put_table = TargetWriter.put_table
+
+    def stop_at_plain(writer, snapshot, files, location):  # the load stops (a crash) at the second table
+        if snapshot["table_name"] == "plain":
+            raise DumpError("interrupted while loading table 'plain'")
+        return real_put_table(writer, snapshot, files, location)
+
+    monkeypatch.setattr(TargetWriter, "put_table", stop_at_plain)  # tables load in name order: orders first
     with pytest.raises(DumpError, match="plain"):
         engine.execute(f"REPL LOAD sales_dr FROM '{again.dump_dir}'")
     assert repl_status(target, "sales_dr") == first
@@ -350,7 +359,7 @@ def test_incremental_loads_wait_for_an_interrupted_bootstrap_to_be_finished(engi
         engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
     assert diff_states(before, capture_state(target, "sales_dr")) == []
     assert repl_status(target, "sales_dr") == first
-    broken.write_json(plain_metadata, good)  # repaired: the bootstrap load is finished
+    monkeypatch.undo()  # the bootstrap load is finished
     engine.execute(f"REPL LOAD sales_dr FROM '{again.dump_dir}'")
     assert repl_status(target, "sales_dr") == again.last_event_id
     engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")

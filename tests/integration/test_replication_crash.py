@@ -36,6 +36,8 @@ def _cli_env(tmp_path: Path) -> dict[str, str]:
         "HMSREPL_TARGET_DB_URL": f"sqlite:///{tmp_path}/target.db",
         "HMSREPL_TARGET_WAREHOUSE": str(tmp_path / "dst_wh"),
         "HMSREPL_TARGET_CMROOT": str(tmp_path / "dst_cm"),
+        "HMSREPL_SOURCE_WAREHOUSE": str(tmp_path / "src_wh"),
+        "HMSREPL_SOURCE_CMROOT": str(tmp_path / "src_cm"),
     }
 
 

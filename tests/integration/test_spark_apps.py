@@ -75,6 +75,11 @@ def finish(process: subprocess.Popen[str]) -> AppRun:
     return AppRun(process.returncode, stdout, stderr)
 
 
+def source_roots_args(source: Metastore) -> list[str]:
+    """The roots a load may read the source's files from (its own configuration, never the dump's)."""
+    return ["--source-warehouse", source.config.warehouse, "--source-cmroot", source.config.cmroot]
+
+
 def run_app(app: str, *args: str) -> AppRun:
     return finish(start(app, *args))
 
@@ -139,6 +144,7 @@ def test_bootstrap_and_incremental_through_the_apps(source, target, tmp_path) ->
         "--command",
         f"REPL LOAD sales_dr FROM '{dumped['dump_dir']}'",
         *side_args("target", target),
+        *source_roots_args(source),
         "--spark-min-files",
         "1",
     ).summary
@@ -180,6 +186,7 @@ def test_bootstrap_and_incremental_through_the_apps(source, target, tmp_path) ->
         "--command",
         f"REPL LOAD sales_dr FROM '{inc['dump_dir']}'",
         *side_args("target", target),
+        *source_roots_args(source),
         "--spark-min-files",
         "1",
     ]
@@ -211,7 +218,13 @@ def test_bootstrap_and_incremental_through_the_apps(source, target, tmp_path) ->
 
     # Re-running finished loads plans no copies (no Spark, nothing staged) and changes nothing.
     reruns = [
-        start("repl_load.py", "--command", f"REPL LOAD sales_dr FROM '{d}'", *side_args("target", target))
+        start(
+            "repl_load.py",
+            "--command",
+            f"REPL LOAD sales_dr FROM '{d}'",
+            *side_args("target", target),
+            *source_roots_args(source),
+        )
         for d in (dumped["dump_dir"], inc["dump_dir"])
     ]
     for rerun in map(finish, reruns):

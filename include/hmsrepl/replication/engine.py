@@ -14,6 +14,7 @@ from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import Command, DumpCommand, LoadCommand, StatusCommand, parse_command
 from hmsrepl.replication.dump import DumpEngine, DumpResult
+from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.layout import DumpDir, DumpMetadata
 from hmsrepl.replication.load import LoadEngine, LoadResult, repl_status
 from hmsrepl.replication.metrics import UNKNOWN_KIND, Counts, MetricsLog, Progress, StageClock, dump_id_of
@@ -28,6 +29,9 @@ class ReplicationEngine:
     dump_root: str
     source: Metastore | None = None
     target: Metastore | None = None
+    #: Where loads may read the source's files (the dump's own claims are never trusted). Default: the
+    #: source metastore's warehouse and cmroot when there is one, else ``HMSREPL_SOURCE_*`` variables.
+    source_roots: SourceRoots | None = None
 
     def execute(
         self, command: str | Command, progress: Progress | None = None
@@ -46,6 +50,15 @@ class ReplicationEngine:
             return self._load(self.target, parsed, progress)
         assert isinstance(parsed, StatusCommand)
         return repl_status(self.target, parsed.db_name)
+
+    @property
+    def load_source_roots(self) -> SourceRoots | None:
+        """The trusted source roots of loads (None: ``LoadEngine`` reads ``HMSREPL_SOURCE_*``)."""
+        if self.source_roots is not None:
+            return self.source_roots
+        if self.source is not None:
+            return SourceRoots.of_source(self.source.config.warehouse, self.source.config.cmroot)
+        return None
 
     @property
     def dump_metrics(self) -> MetricsLog:
@@ -73,7 +86,7 @@ class ReplicationEngine:
             if progress is not None:
                 progress.begin(meta.event_count if incremental else None, "event" if incremental else "table")
             advance = progress.advance if progress is not None else None
-            return LoadEngine(target, clock=clock).load(command, advance)
+            return LoadEngine(target, clock=clock, source_roots=self.load_source_roots).load(command, advance)
 
         return recorded_load(MetricsLog(target.engine), command, work)
 

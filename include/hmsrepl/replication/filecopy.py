@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below
 from hmsrepl.storage.base import copy_file, filesystem_for, join_uri
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
@@ -99,9 +100,26 @@ class CopyTask:
 
 
 def below_any(*roots: str | None) -> Callable[[str], bool]:
-    """A predicate: is a URI below one of ``roots`` (the places a dump's files may be read from)?"""
-    prefixes = tuple(root.rstrip("/") + "/" for root in roots if root)
-    return lambda uri: uri.startswith(prefixes)
+    """A predicate: is a URI below one of ``roots`` (the places a dump's files may be read from)?
+
+    Compared normalised and segment by segment (``formats.paths``), so ``<root>/../x`` is never below
+    ``<root>`` and ``file:/r`` is the same place as ``/r``. The load validated the dump against its
+    configured roots already (``dump_validation``); this is the copier's own last check.
+    """
+    canonical = tuple(canonical_or_none(root) for root in roots if root)
+
+    def test(uri: str) -> bool:
+        child = canonical_or_none(uri)
+        return child is not None and any(root and is_below(child, root, strictly=True) for root in canonical)
+
+    return test
+
+
+def canonical_or_none(uri: str) -> str | None:
+    try:
+        return canonical_uri(uri)
+    except InvalidPathError:
+        return None
 
 
 def run_copy_task(task: CopyTask) -> CopyResult:

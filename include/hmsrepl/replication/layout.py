@@ -47,6 +47,62 @@ class DumpError(HmsReplError):
     """A dump directory is missing, incomplete or malformed."""
 
 
+def _env_int(name: str, default: int) -> int:
+    try:
+        value = int(os.environ.get(name, default))
+    except ValueError as exc:
+        raise DumpError(f"{name}={os.environ.get(name)!r} is not an integer; fix the setting") from exc
+    if value <= 0:
+        raise DumpError(f"{name}={value} must be positive; fix the setting")
+    return value
+
+
+@dataclass(frozen=True)
+class DumpLimits:
+    """Bounds on what a load reads from a dump, checked before parsing (a dump is untrusted input).
+
+    The defaults hold far more than this product's dumps need (an ADD_PARTITION event of 500 partitions
+    with their file lists is a few MB) while keeping a hostile dump from exhausting the loader.
+    """
+
+    max_metadata_bytes: int = 256 * 1024 * 1024  # one _metadata / _dumpmetadata / _acid_state
+    max_files_bytes: int = 1024 * 1024 * 1024  # one _files
+    max_json_depth: int = 64
+    max_events: int = 1_000_000  # event directories of one incremental dump
+    max_name_chars: int = 128  # database, table, function, partition key names
+    max_value_chars: int = 1024  # one partition value
+    max_location_chars: int = 4096
+
+    @classmethod
+    def from_environment(cls) -> DumpLimits:
+        """``HMSREPL_DUMP_MAX_METADATA_BYTES``, ``..._FILES_BYTES``, ``..._JSON_DEPTH``, ``..._EVENTS``."""
+        default = cls()
+        return cls(
+            max_metadata_bytes=_env_int("HMSREPL_DUMP_MAX_METADATA_BYTES", default.max_metadata_bytes),
+            max_files_bytes=_env_int("HMSREPL_DUMP_MAX_FILES_BYTES", default.max_files_bytes),
+            max_json_depth=_env_int("HMSREPL_DUMP_MAX_JSON_DEPTH", default.max_json_depth),
+            max_events=_env_int("HMSREPL_DUMP_MAX_EVENTS", default.max_events),
+        )
+
+
+def json_depth(document: Any, limit: int) -> int:
+    """Nesting depth of a parsed JSON document, level by level (no recursion); stops past ``limit``."""
+    containers = (dict, list)
+    level = [document] if type(document) in containers else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return depth
+        below = []
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                if type(child) in containers:
+                    below.append(child)
+        level = below
+    return depth
+
+
 @dataclass
 class DumpMetadata:
     kind: str  # "bootstrap" or "incremental"
@@ -73,10 +129,21 @@ class DumpMetadata:
 class DumpDir:
     """Reads and writes one dump directory (local or any storage scheme)."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, limits: DumpLimits | None = None) -> None:
         self.uri = uri.rstrip("/")
         self.fs = filesystem_for(self.uri)
         self.local = is_local_uri(self.uri)
+        self.limits = limits or DumpLimits.from_environment()
+
+    def _read_bounded(self, uri: str, limit: int, setting: str) -> bytes:
+        with self.fs.open_read(uri) as stream:
+            data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise DumpError(
+                f"dump file '{uri}' is larger than {limit} bytes, the most a load reads ({setting}); "
+                "the dump is corrupt or hostile"
+            )
+        return data
 
     def path(self, *parts: str) -> str:
         return join_uri(self.uri, *parts)
@@ -98,15 +165,26 @@ class DumpDir:
 
     def read_json(self, relative: str) -> dict[str, Any]:
         uri = self.path(relative)
+        limit = self.limits.max_json_depth
         try:
-            with self.fs.open_read(uri) as stream:
-                return json.loads(stream.read())
+            body = json.loads(
+                self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
+            )
+        except DumpError:
+            raise
         except (OSError, HmsReplError) as exc:
             raise DumpError(
                 f"dump file '{uri}' is missing or unreadable; the dump is incomplete: {exc}"
             ) from exc
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise DumpError(f"dump file '{uri}' is not valid JSON (corrupt dump): {exc}") from exc
+        except RecursionError:
+            body = None
+        if body is None or json_depth(body, limit) > limit:
+            raise DumpError(
+                f"dump file '{uri}' nests JSON deeper than {limit} levels (HMSREPL_DUMP_MAX_JSON_DEPTH)"
+            )
+        return body  # type: ignore[no-any-return]
 
     def write_files(self, relative: str, encoded: list[str]) -> None:
         self._write(relative, "".join(f"{line}\n" for line in encoded).encode())
@@ -115,8 +193,11 @@ class DumpDir:
         uri = self.path(relative)
         if not self.fs.exists(uri):
             return []
-        with self.fs.open_read(uri) as stream:
-            return [line for line in stream.read().decode().splitlines() if line]
+        data = self._read_bounded(uri, self.limits.max_files_bytes, "HMSREPL_DUMP_MAX_FILES_BYTES")
+        try:
+            return [line for line in data.decode().split("\n") if line]
+        except UnicodeDecodeError as exc:
+            raise DumpError(f"dump file '{uri}' is not UTF-8 text (corrupt dump): {exc}") from exc
 
     def write_metadata(self, meta: DumpMetadata) -> None:
         self.write_json(DUMP_METADATA, asdict(meta))
@@ -125,13 +206,21 @@ class DumpDir:
         if not self.fs.exists(self.path(DUMP_METADATA)):
             raise DumpError(f"'{self.uri}' is not a dump directory (no {DUMP_METADATA}); check the path")
         body = self.read_json(DUMP_METADATA)
-        if body.get("format") != FORMAT_VERSION:
-            raise DumpError(
-                f"dump '{self.uri}' has format {body.get('format')}, this version reads {FORMAT_VERSION}"
-            )
-        return DumpMetadata(**body)
+        if not isinstance(body, dict) or body.get("format") != FORMAT_VERSION:
+            found = body.get("format") if isinstance(body, dict) else None
+            raise DumpError(f"dump '{self.uri}' has format {found}, this version reads {FORMAT_VERSION}")
+        try:
+            return DumpMetadata(**body)
+        except TypeError as exc:
+            raise DumpError(f"dump '{self.uri}' has a malformed {DUMP_METADATA}: {exc}") from exc
 
     def acknowledge(self) -> None:
+        """Declare the dump complete; with ``HMSREPL_DUMP_SIGNING_KEY`` set, sign it first (``signing``)."""
+        from hmsrepl.replication import signing
+
+        key = signing.signing_key()
+        if key is not None:
+            signing.sign(self, key)
         if self.local:
             os.sync()  # everything written so far is on disk before the dump is declared complete
         self.fs.write_bytes(self.path(ACK), b"")
@@ -154,7 +243,12 @@ class DumpDir:
     def event_ids(self) -> list[int]:
         ids = set()
         for relative in self.metadata_files(EVENTS_DIR):
-            ids.add(int(relative.split("/")[1]))
+            name = relative.split("/")[1]
+            if not name.isdigit() or relative.count("/") != 2:
+                raise DumpError(
+                    f"dump '{self.uri}' has '{relative}', which is not events/<event id>/{METADATA}"
+                )
+            ids.add(int(name))
         return sorted(ids)
 
     def remove_tree(self, relative: str) -> None:

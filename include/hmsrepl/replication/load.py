@@ -22,20 +22,28 @@ from hmsrepl.exceptions import (
     NoSuchObjectError,
 )
 from hmsrepl.formats.partition_names import make_partition_name, parse_partition_name
+from hmsrepl.formats.paths import InvalidPathError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.statistics import ColumnStat
-from hmsrepl.replication import acid_replay
+from hmsrepl.replication import acid_replay, signing
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
+from hmsrepl.replication.dump_validation import (
+    DumpValidationError,
+    DumpValidator,
+    SourceRoots,
+    TargetPlace,
+    ValidationReport,
+    check_local_source_file,
+)
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.replace import (
     apply_bootstrap_part,
-    bootstrap_part_files,
     bootstrap_part_objects,
     has_bootstrap_part,
 )
@@ -75,9 +83,25 @@ def repl_status(target: Metastore, db_name: str) -> int | None:
     return int(value) if value is not None else None
 
 
-def preflight(files: Sequence[str], source_cmroot: str, workers: int = 16) -> None:
-    """Refuse to start a load whose files are plainly gone, so a failure never leaves it half applied."""
+def preflight(
+    files: Sequence[str],
+    source_cmroot: str,
+    workers: int = 16,
+    roots: SourceRoots | None = None,
+    dump_uri: str = "",
+) -> None:
+    """Refuse to start a load whose files are plainly gone, so a failure never leaves it half applied.
+
+    With ``roots``, local source files must also be regular files whose real paths stay below them (no
+    symbolic link out of the source warehouse).
+    """
     unique = sorted(set(files))
+    if roots is not None:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            problems = [p for p in pool.map(lambda uri: _local_problem(uri, roots), unique) if p]
+        if problems:
+            more = f" ({len(problems) - 1} more like it)" if len(problems) > 1 else ""
+            raise DumpValidationError(f"dump '{dump_uri}' refused, nothing was applied: {problems[0]}{more}")
     with ThreadPoolExecutor(max_workers=workers) as pool:
         found = list(pool.map(lambda uri: available_source(uri, source_cmroot), unique))
     lost = [uri.split("#", 1)[0] for uri, where in zip(unique, found, strict=True) if where is None]
@@ -89,16 +113,67 @@ def preflight(files: Sequence[str], source_cmroot: str, workers: int = 16) -> No
         )
 
 
+def _local_problem(encoded: str, roots: SourceRoots) -> str | None:
+    try:
+        check_local_source_file(encoded, roots)
+    except InvalidPathError as exc:
+        return str(exc)
+    return None
+
+
 class LoadEngine:
-    def __init__(self, target: Metastore, clock: StageClock | None = None) -> None:
-        """``clock`` collects seconds per stage (replication metrics)."""
+    def __init__(
+        self, target: Metastore, clock: StageClock | None = None, source_roots: SourceRoots | None = None
+    ) -> None:
+        """``clock`` collects seconds per stage (replication metrics). ``source_roots``: where the source's
+        files may be read from, from the load's configuration (default: ``HMSREPL_SOURCE_*`` variables);
+        the roots a dump declares are never trusted."""
         self.target = target
         self.clock = clock or StageClock()
+        self._source_roots = source_roots
+        self.signing_key: bytes | None = None  # None: HMSREPL_DUMP_SIGNING_KEY (if set, dumps must be signed)
+
+    @property
+    def source_roots(self) -> SourceRoots:
+        if self._source_roots is None:
+            self._source_roots = SourceRoots.from_environment()
+        return self._source_roots
+
+    # -- pre-flight: the whole dump is checked before the first change ---------------------------------------
+    def _validator(self, dump: DumpDir, meta: DumpMetadata, target_db: str) -> DumpValidator:
+        roots = self.source_roots
+        config = self.target.config
+
+        def place(source_db_location: str) -> TargetPlace:
+            db_location = self.target.catalog.default_db_location(target_db)
+            mapper = LocationMapper(roots.warehouse, source_db_location, config.warehouse, db_location)
+            return TargetPlace(config.warehouse, db_location, mapper, cmroot=config.cmroot)
+
+        return DumpValidator(dump, meta, roots, place, HANDLERS.keys() | NOT_YET_REPLAYED)
+
+    def verify_signature(self, dump: DumpDir) -> None:
+        """With ``HMSREPL_DUMP_SIGNING_KEY`` set, refuse a dump its source did not sign or that was altered."""
+        key = self.signing_key if self.signing_key is not None else signing.signing_key()
+        if key:
+            with self.clock.stage("preflight"):
+                signing.verify(dump, key)
+
+    def validate_bootstrap(self, dump: DumpDir, meta: DumpMetadata, target_db: str) -> ValidationReport:
+        """Refuse (DumpValidationError) a bootstrap dump naming anything this load must not read or write."""
+        return self._validator(dump, meta, target_db).validate_bootstrap()
+
+    def validate_incremental(
+        self, dump: DumpDir, meta: DumpMetadata, target_db: str, db: Database, last: int
+    ) -> ValidationReport:
+        """Refuse an incremental dump whose events above ``last`` name anything this load must not touch."""
+        validator = self._validator(dump, meta, target_db)
+        return validator.validate_incremental(last, db.parameters.get(SOURCE_DB_LOCATION, ""))
 
     def load(self, command: LoadCommand, progress: Callable[[int], None] | None = None) -> LoadResult:
         """``progress(n)``: n more tables (bootstrap) or events (incremental) are loaded."""
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
+        self.verify_signature(dump)
         target_db = (command.target_db or meta.db_name).lower()
         if meta.kind == "bootstrap":
             return self._bootstrap(dump, meta, target_db, progress)
@@ -109,7 +184,7 @@ class LoadEngine:
     ) -> TargetWriter:
         warehouse = self.target.config.warehouse
         mapper = LocationMapper(
-            source_warehouse=meta.source_warehouse,
+            source_warehouse=self.source_roots.warehouse,
             source_db_location=source_db_location,
             target_warehouse=warehouse,
             target_db_location=self.target.catalog.default_db_location(target_db),
@@ -118,7 +193,7 @@ class LoadEngine:
             self.target,
             target_db,
             mapper,
-            source_cmroot=meta.source_cmroot,
+            source_cmroot=self.source_roots.cmroot,
             copy_data=not meta.metadata_only,
             stats=stats,
         )
@@ -133,6 +208,7 @@ class LoadEngine:
         """
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
+        self.verify_signature(dump)
         if meta.metadata_only:
             return []
         target_db = (command.target_db or meta.db_name).lower()
@@ -142,9 +218,7 @@ class LoadEngine:
             if already is not None and already >= meta.last_event_id:
                 return []  # loaded before: load() will do nothing
             self._check_bootstrap_target(target_db, meta)
-            source_db_location = (
-                dump.read_json(f"{meta.db_name}/{METADATA}")["database"].get("location_uri") or ""
-            )
+            source_db_location = self.validate_bootstrap(dump, meta, target_db).source_db_location
             for relative in dump.metadata_files(meta.db_name):
                 body = dump.read_json(relative)
                 obj = body.get("table") or body.get("partition")
@@ -155,6 +229,7 @@ class LoadEngine:
         else:
             db, last = self._check_incremental_target(target_db, meta)
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
+            self.validate_incremental(dump, meta, target_db, db, last)
             for event_id in dump.event_ids():
                 if event_id > last:
                     body = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")["message"]
@@ -167,10 +242,10 @@ class LoadEngine:
             target_location = writer.mapper.map(source_location)
             if not target_location:
                 continue
-            roots = (source_location or "", meta.source_cmroot)
+            roots = (source_location or "", self.source_roots.cmroot)
             for encoded in files:
                 target_uri = join_uri(target_location, relative_target(encoded))
-                tasks[target_uri] = CopyTask(encoded, target_uri, roots, meta.source_cmroot)
+                tasks[target_uri] = CopyTask(encoded, target_uri, roots, self.source_roots.cmroot)
         return list(tasks.values())
 
     # -- bootstrap ------------------------------------------------------------------------------------------
@@ -182,22 +257,20 @@ class LoadEngine:
         result = LoadResult(target_db, meta.last_event_id)
         if already is not None and already >= meta.last_event_id:
             return LoadResult(target_db, already)  # loaded before: nothing to do
-        source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
-        with self.clock.stage("preflight"):
+        with self.clock.stage("preflight"):  # the whole dump, before the first change
+            report = self.validate_bootstrap(dump, meta, target_db)
             if not meta.metadata_only:
-                files = [
-                    uri
-                    for rel in dump.metadata_files(meta.db_name)
-                    for uri in dump.read_files(rel[: -len(METADATA)] + FILES)
-                ]
-                preflight(files, meta.source_cmroot)
-        writer = self._writer(target_db, meta, source_db.get("location_uri") or "", result.stats)
+                preflight(
+                    report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
+                )
+        source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
+        writer = self._writer(target_db, meta, report.source_db_location, result.stats)
         writer.put_database(
             source_db,
             {
                 REPLICA_OF: meta.db_name,
-                SOURCE_DB_LOCATION: source_db.get("location_uri") or "",
-                SOURCE_WAREHOUSE: meta.source_warehouse,
+                SOURCE_DB_LOCATION: report.source_db_location,
+                SOURCE_WAREHOUSE: self.source_roots.warehouse,
                 BOOTSTRAP_IN_PROGRESS: dump.uri,
             },
         )
@@ -286,18 +359,13 @@ class LoadEngine:
     ) -> LoadResult:
         db, last = self._check_incremental_target(target_db, meta)
         result = LoadResult(target_db, max(last, meta.last_event_id))
-        pending = [event_id for event_id in dump.event_ids() if event_id > last]
-        with self.clock.stage("preflight"):
+        with self.clock.stage("preflight"):  # the whole dump, before the first change
+            report = self.validate_incremental(dump, meta, target_db, db, last)
             if not meta.metadata_only:
                 preflight(
-                    [
-                        uri
-                        for event_id in pending
-                        for uri in dump.read_files(f"{EVENTS_DIR}/{event_id}/{FILES}")
-                    ]
-                    + (bootstrap_part_files(dump, meta) if last < meta.last_event_id else []),
-                    meta.source_cmroot,
+                    report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
                 )
+        pending = [event_id for event_id in dump.event_ids() if event_id > last]
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
         # Events are applied in batches, each one database transaction on the target that also advances
         # repl.last.id: a batch's metadata and the position that records it commit together. Tables the dump

@@ -139,7 +139,7 @@ def spark_copy(
     return outcomes  # type: ignore[return-value]
 
 
-def load_copy_plan(target: Metastore, command: LoadCommand) -> list[CopyTask]:
+def load_copy_plan(target: Metastore, command: LoadCommand, source_roots: Any = None) -> list[CopyTask]:
     """The files ``LoadEngine.load(command)`` would copy, or none when that load would not run.
 
     ``LoadEngine.plan_copies`` lists files without checking the target's state, so a copier could stage a
@@ -152,7 +152,7 @@ def load_copy_plan(target: Metastore, command: LoadCommand) -> list[CopyTask]:
 
     meta = DumpDir(command.dump_dir).require_complete()
     target_db = (command.target_db or meta.db_name).lower()
-    engine = LoadEngine(target)
+    engine = LoadEngine(target, source_roots=source_roots)  # plan_copies validates the dump: refused, none
     last = repl_status(target, target_db)
     if meta.kind == "bootstrap":
         if last is not None and last >= meta.last_event_id:

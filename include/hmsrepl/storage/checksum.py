@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import BinaryIO
 
 import google_crc32c
 
 ALGORITHM = "crc32c"
 CHUNK_BYTES = 4 * 1024 * 1024
+_TOKEN = re.compile(rf"{ALGORITHM}-[0-9a-f]{{8}}-(0|[1-9][0-9]{{0,18}})")
 
 
 def checksum_token(crc: int, size: int) -> str:
@@ -31,6 +33,15 @@ def parse_checksum_token(token: str) -> tuple[int, int]:
         return int(parts[1], 16), int(parts[2])
     except ValueError as exc:
         raise ValueError(f"checksum '{token}' is not of the form '{ALGORITHM}-<8 hex>-<size>'") from exc
+
+
+def is_checksum_token(token: object) -> bool:
+    """Whether ``token`` is exactly a token ``checksum_token`` writes (lower-case hex, plain decimal size).
+
+    Stricter than ``parse_checksum_token`` (which ``int`` makes lenient: ``0x1f``, `` 1``, ``+1``): a
+    load uses it to refuse dump entries whose checksum would not identify their content.
+    """
+    return isinstance(token, str) and _TOKEN.fullmatch(token) is not None
 
 
 def checksum_size(token: str) -> int:

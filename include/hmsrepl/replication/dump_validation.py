@@ -1,0 +1,714 @@
+"""A dump directory is untrusted input: the load checks all of it before its first change.
+
+Anyone who can write to the dump root can make a dump say anything, so nothing in it is taken on trust:
+
+- **Where files may come from** is the load's own configuration (``SourceRoots``: the source warehouse,
+  cmroot and external roots, ``HMSREPL_SOURCE_WAREHOUSE`` / ``_CMROOT`` / ``_EXTERNAL_ROOTS``), never the
+  roots a dump's ``_dumpmetadata`` declares. Every location and file URI is normalised first
+  (``canonical_uri``: an allowed scheme, absolute, no ``.``/``..``/empty segment, no NUL or control
+  character), then tested for containment segment by segment, so ``<location>/../../x`` and
+  ``file://otherhost/x`` never pass a prefix test they should fail.
+- **Every file entry** (``_files`` lines and the file lists inside event snapshots) decodes with the file-URI
+  codec, names a file below its own object's location, has a clean relative ``subdir``, a well-formed
+  checksum (``crc32c-<8 hex>-<size>``: an empty one would skip verification) and a cmroot part below the
+  configured source cmroot.
+- **Where data goes**: every location, mapped to the target (``LocationMapper``), must lie strictly below
+  the target warehouse and must not be the target database's own directory, so a load never writes,
+  replaces or recycles files outside the objects it replicates.
+- **Names** that become path components or catalog keys (databases, tables, functions, partition keys) are
+  bounded and hold no path separator, NUL or control character; partition values are bounded and have no
+  ``.``/``..`` segment.
+- **Sizes** are bounded before parsing (``DumpLimits``: bytes of a ``_metadata``/``_files``, JSON nesting,
+  events per dump), so a hostile dump cannot exhaust the loader's memory or stack.
+
+The checks are pure functions over parsed documents; ``DumpValidator`` walks a ``DumpDir`` and applies
+them. Every refusal is one line naming the dump, the object and what is wrong (``DumpValidationError``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.partition_names import parse_partition_name
+from hmsrepl.formats.paths import (
+    CONTROL_CHARACTERS,
+    InvalidPathError,
+    canonical_uri,
+    check_relative_path,
+    is_below,
+    show,
+)
+from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.replication.layout import (
+    BOOTSTRAP_DIR,
+    EVENTS_DIR,
+    FILES,
+    FUNCTIONS_DIR,
+    METADATA,
+    DumpDir,
+    DumpError,
+    DumpLimits,
+    DumpMetadata,
+)
+from hmsrepl.storage.checksum import is_checksum_token
+
+if TYPE_CHECKING:
+    from hmsrepl.replication.locations import LocationMapper
+
+#: Names the dump layout uses for itself below a database directory: a table cannot be called so.
+RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, "_acid_state"})
+#: What each event type's message must hold for its handler (checked before the load, not found missing half-way).
+EVENT_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "CREATE_TABLE": {"table": dict},
+    "ALTER_TABLE": {"before": dict, "after": dict},
+    "DROP_TABLE": {"table": dict},
+    "ADD_PARTITION": {"table": dict, "partitions": list, "files": list},
+    "ALTER_PARTITION": {"table": dict, "after": dict},
+    "DROP_PARTITION": {"table": dict, "partitions": list},
+    "INSERT": {"table": dict, "files": list},
+    "ALTER_DATABASE": {"after": dict},
+    "CREATE_FUNCTION": {"function": dict},
+    "DROP_FUNCTION": {"function": dict},
+    "OPEN_TXN": {"txn_ids": list},
+    "ALLOC_WRITE_ID": {"table": str, "txn_to_write_ids": list},
+    "ACID_WRITE": {"txn_id": int},
+    "COMMIT_TXN": {"txn_id": int},
+    "ABORT_TXN": {"txn_id": int},
+}
+SOURCE_WAREHOUSE_ENV = "HMSREPL_SOURCE_WAREHOUSE"
+SOURCE_CMROOT_ENV = "HMSREPL_SOURCE_CMROOT"
+SOURCE_EXTERNAL_ROOTS_ENV = "HMSREPL_SOURCE_EXTERNAL_ROOTS"
+
+
+class DumpValidationError(DumpError):
+    """A dump names something a load must not touch, or is malformed; nothing was applied."""
+
+
+def check_name(kind: str, name: Any, max_chars: int = 128) -> str:
+    """A database, table, function or partition key name: bounded, one path segment, printable."""
+    if not isinstance(name, str) or not name:
+        raise InvalidPathError(f"{kind} name {show(name)} is empty or not a string")
+    if len(name) > max_chars:
+        raise InvalidPathError(f"{kind} name {show(name)} is longer than {max_chars} characters")
+    if "/" in name or "\\" in name or CONTROL_CHARACTERS.search(name) or name in (".", ".."):
+        raise InvalidPathError(f"{kind} name {show(name)} holds a path separator or control character")
+    if kind == "table" and name in RESERVED_NAMES:
+        raise InvalidPathError(f"table name {show(name)} is reserved by the dump layout")
+    return name
+
+
+def check_partition_values(keys: Sequence[str], values: Any, max_chars: int = 1024) -> list[str]:
+    """Partition values: one per key, bounded strings with no NUL/control character or ``.``/``..`` segment."""
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise InvalidPathError(f"partition values {show(values)} are not a list of strings")
+    if len(values) != len(keys):
+        raise InvalidPathError(f"partition values {show(values)} do not match the table's keys {list(keys)}")
+    for value in values:
+        if len(value) > max_chars:
+            raise InvalidPathError(f"partition value {show(value)} is longer than {max_chars} characters")
+        if CONTROL_CHARACTERS.search(value) or any(
+            seg in (".", "..") for seg in value.replace("\\", "/").split("/")
+        ):
+            raise InvalidPathError(
+                f"partition value {show(value)} has a '..'/'.' segment or control character"
+            )
+    return values
+
+
+def check_file_entry(
+    encoded: Any,
+    *,
+    object_location: str | None,
+    roots: SourceRoots,
+    require_subdir: bool = False,
+) -> EncodedFileUri:
+    """One ``fileuri#checksum#cmroot#subdir[#version]`` entry, checked against trusted roots only.
+
+    ``object_location`` (canonical) is the table/partition the file belongs to; None for ACID commit writes,
+    whose files are placed below the replica's own table location by their ``subdir`` and name.
+    """
+    if not isinstance(encoded, str):
+        raise InvalidPathError(f"file entry {show(encoded)} is not a string")
+    try:
+        entry = EncodedFileUri.decode(encoded)
+    except ValueError as exc:
+        raise InvalidPathError(str(exc)) from None
+    try:
+        canonical = canonical_uri(entry.file_uri)
+    except InvalidPathError as exc:
+        raise InvalidPathError(f"file {show(entry.file_uri)} {exc}") from None
+    if not roots.may_hold_data(canonical):
+        raise InvalidPathError(
+            f"file {show(entry.file_uri)} is outside the source warehouse and external roots of this load's "
+            f"configuration ({roots.describe()})"
+        )
+    if object_location is not None and not is_below(canonical, object_location, strictly=True):
+        raise InvalidPathError(f"file {show(entry.file_uri)} is not below its object's location")
+    name = canonical.rsplit("/", 1)[-1]
+    if entry.file_uri.endswith("/") or not name:
+        raise InvalidPathError(f"file {show(entry.file_uri)} names a directory, not a file")
+    check_relative_path(entry.subdir, "subdir")
+    if require_subdir and not entry.subdir:
+        raise InvalidPathError(
+            f"committed file {show(entry.file_uri)} is not inside a write directory (delta_*/base_*)"
+        )
+    relative = f"{entry.subdir.rstrip('/')}/{name}" if entry.subdir else name
+    if not canonical.endswith("/" + relative):
+        raise InvalidPathError(
+            f"file {show(entry.file_uri)} does not end with its subdir {show(entry.subdir)}"
+        )
+    if not is_checksum_token(entry.checksum):
+        raise InvalidPathError(
+            f"file {show(entry.file_uri)} has checksum {show(entry.checksum)}; every file needs one of the "
+            "form 'crc32c-<8 hex>-<size>'"
+        )
+    if entry.cmroot:
+        try:
+            cmroot = canonical_uri(entry.cmroot)
+        except InvalidPathError as exc:
+            raise InvalidPathError(
+                f"cmroot {show(entry.cmroot)} of file {show(entry.file_uri)} {exc}"
+            ) from None
+        if not is_below(cmroot, roots.canonical_cmroot):
+            raise InvalidPathError(
+                f"cmroot {show(entry.cmroot)} of file {show(entry.file_uri)} is not the source cmroot of this "
+                f"load's configuration ({roots.cmroot})"
+            )
+    return entry
+
+
+def check_local_source_file(encoded: str, roots: SourceRoots) -> None:
+    """A local source file a load would read is a regular file whose real path stays below the source roots.
+
+    The textual checks cannot see a symbolic link planted in the source warehouse (``t/f -> /etc/shadow``)
+    or a FIFO that would hang the copy; this one looks at the file system. Files that are gone pass (the
+    copy then falls back to cmroot, whose entries are recycled copies, never links).
+    """
+    entry = EncodedFileUri.decode(encoded)
+    canonical = canonical_uri(entry.file_uri)
+    if "://" in canonical:
+        return  # object stores have no links
+    try:
+        info = os.lstat(canonical)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InvalidPathError(f"file {show(entry.file_uri)} cannot be examined: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidPathError(f"file {show(entry.file_uri)} is not a regular file (a link, FIFO or device)")
+    real = os.path.realpath(canonical)
+    local_roots = [os.path.realpath(root) for root in roots.data_roots if "://" not in root]
+    if not any(is_below(real, root, strictly=True) for root in local_roots):
+        raise InvalidPathError(
+            f"file {show(entry.file_uri)} resolves to {show(real)}, outside the source roots"
+        )
+
+
+# -- trusted roots -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SourceRoots:
+    """Where a load may read the source's files: from the load's own configuration, never from a dump."""
+
+    warehouse: str
+    cmroot: str
+    external: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for what, root in (("source warehouse", self.warehouse), ("source cmroot", self.cmroot)):
+            _canonical_root(what, root)
+        for root in self.external:
+            _canonical_root("source external root", root)
+
+    @classmethod
+    def from_settings(
+        cls, warehouse: str | None, cmroot: str | None, external: str | Iterable[str] | None = None
+    ) -> SourceRoots:
+        """From option values; refuses, naming the settings, when the warehouse or cmroot is missing."""
+        if not warehouse or not cmroot:
+            raise DumpValidationError(
+                "REPL LOAD checks every path of a dump against the source's roots from its own configuration, "
+                f"never the dump's: set {SOURCE_WAREHOUSE_ENV} and {SOURCE_CMROOT_ENV} (--source-warehouse, "
+                f"--source-cmroot), and {SOURCE_EXTERNAL_ROOTS_ENV} for external tables"
+            )
+        if isinstance(external, str) or external is None:
+            external = [part.strip() for part in (external or "").split(",")]
+        return cls(warehouse, cmroot, tuple(root for root in external if root))
+
+    @classmethod
+    def of_source(cls, warehouse: str, cmroot: str) -> SourceRoots:
+        """The source metastore's own roots (its configuration), plus ``HMSREPL_SOURCE_EXTERNAL_ROOTS``."""
+        return cls.from_settings(warehouse, cmroot, os.environ.get(SOURCE_EXTERNAL_ROOTS_ENV))
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str] | None = None) -> SourceRoots:
+        env = os.environ if environ is None else environ
+        return cls.from_settings(
+            env.get(SOURCE_WAREHOUSE_ENV), env.get(SOURCE_CMROOT_ENV), env.get(SOURCE_EXTERNAL_ROOTS_ENV)
+        )
+
+    @cached_property
+    def canonical_cmroot(self) -> str:
+        return canonical_uri(self.cmroot)
+
+    @cached_property
+    def data_roots(self) -> tuple[str, ...]:
+        """The canonical warehouse and external roots (computed once: every file is tested against them)."""
+        return tuple(canonical_uri(root) for root in (self.warehouse, *self.external))
+
+    def may_hold_data(self, canonical: str) -> bool:
+        """A table's/partition's location or data file: below the warehouse or a configured external root."""
+        return any(is_below(canonical, root) for root in self.data_roots)
+
+    def describe(self) -> str:
+        return ", ".join([self.warehouse, *self.external])
+
+
+def _canonical_root(what: str, root: str) -> str:
+    try:
+        return canonical_uri(root)
+    except InvalidPathError as exc:
+        raise DumpValidationError(f"the configured {what} {show(root)} {exc}; fix the setting") from None
+
+
+# -- the walk over a dump ----------------------------------------------------------------------------------------
+@dataclass
+class TargetPlace:
+    """Where the load writes: the target warehouse and database location, and how locations map there."""
+
+    warehouse: str
+    db_location: str
+    mapper: LocationMapper
+    cmroot: str = ""
+
+    def __post_init__(self) -> None:
+        self.canonical_warehouse = canonical_uri(self.warehouse)
+        self.canonical_db_location = canonical_uri(self.db_location) if self.db_location else ""
+        self.canonical_cmroot = canonical_uri(self.cmroot) if self.cmroot else ""
+
+
+@dataclass
+class ValidationReport:
+    """What the walk saw: counted for messages and tests."""
+
+    objects: int = 0
+    files: int = 0
+    events: int = 0
+    source_db_location: str = ""
+    pending_files: list[str] = field(default_factory=list)  # every file entry of what will be applied
+
+
+class DumpValidator:
+    """Checks a whole dump against the load's configuration before the load changes anything.
+
+    ``known_event_types``: the event types the load can apply (others are refused here, not half-way).
+    """
+
+    def __init__(
+        self,
+        dump: DumpDir,
+        meta: DumpMetadata,
+        roots: SourceRoots,
+        place: Callable[[str], TargetPlace],
+        known_event_types: Collection[str],
+    ) -> None:
+        """``place(source_db_location)`` gives the target side once the source database location is known."""
+        self.dump, self.meta, self.roots = dump, meta, roots
+        self.limits: DumpLimits = dump.limits
+        self._place_for = place
+        self.place: TargetPlace | None = None
+        self.known_event_types = known_event_types
+        self.report = ValidationReport()
+
+    def fail(self, where: str, what: str) -> DumpValidationError:
+        return DumpValidationError(f"dump '{self.dump.uri}' refused, nothing was applied: {where}: {what}")
+
+    # -- entry points ------------------------------------------------------------------------------------------
+    def validate_bootstrap(self) -> ValidationReport:
+        meta = self.meta
+        self._check_metadata()
+        db_doc = self._read(f"{meta.db_name}/{METADATA}")
+        database = db_doc.get("database")
+        if not isinstance(database, dict):
+            raise self.fail(f"{meta.db_name}/{METADATA}", "holds no database snapshot")
+        self.report.source_db_location = self._database(database, f"{meta.db_name}/{METADATA}", own=True)
+        self._tree(self.dump, meta.db_name, None)
+        self._acid_state()
+        return self.report
+
+    def _acid_state(self) -> None:
+        """``<db>/_acid_state`` (ACID tables' write-id state): names and integers only."""
+        relative = f"{self.meta.db_name}/_acid_state"
+        if not self.dump.fs.exists(self.dump.path(relative)):
+            return
+        state = self._read(relative)
+        txns, tables = state.get("open_txns"), state.get("tables")
+        if (
+            not isinstance(txns, list)
+            or not all(isinstance(t, int) for t in txns)
+            or not isinstance(tables, dict)
+        ):
+            raise self.fail(relative, "open_txns or tables are malformed")
+        for name, table in tables.items():
+            self._name("table", name, relative)
+            ok = isinstance(table, dict) and isinstance(table.get("high_watermark"), int)
+            ok = ok and isinstance(table.get("open"), dict) and isinstance(table.get("aborted"), list)
+            if not ok:
+                raise self.fail(relative, f"write-id state of table {show(name)} is malformed")
+
+    def validate_incremental(self, last_applied: int, source_db_location: str) -> ValidationReport:
+        meta = self.meta
+        self._check_metadata()
+        self.report.source_db_location = source_db_location
+        if source_db_location:
+            self._location(source_db_location, "the replica's recorded source database location", kind="db")
+        self.place = self._place_for(source_db_location)
+        ids = self.dump.event_ids()
+        if len(ids) > self.limits.max_events:
+            raise self.fail(
+                EVENTS_DIR,
+                f"holds {len(ids)} events, more than {self.limits.max_events} "
+                "(HMSREPL_DUMP_MAX_EVENTS); dump with a LIMIT",
+            )
+        for event_id in ids:
+            if event_id > last_applied:
+                self._event(event_id)
+        if meta.last_event_id > last_applied and meta.bootstrapped_tables:
+            sub = DumpDir(self.dump.path(BOOTSTRAP_DIR), limits=self.limits)
+            for name in meta.bootstrapped_tables:
+                if sub.fs.exists(sub.path(f"{meta.db_name}/{name}/{METADATA}")):
+                    self._tree(sub, f"{meta.db_name}/{name}", f"{BOOTSTRAP_DIR}/")
+        return self.report
+
+    # -- metadata -------------------------------------------------------------------------------------------
+    def _check_metadata(self) -> None:
+        from hmsrepl.replication.commands import CommandError, parse_policy
+
+        meta = self.meta
+        if meta.kind not in ("bootstrap", "incremental"):
+            raise self.fail("_dumpmetadata", f"kind {show(meta.kind)} is neither bootstrap nor incremental")
+        self._name("database", meta.db_name, "_dumpmetadata")
+        for what in ("from_event_id", "to_event_id", "last_event_id", "event_count"):
+            value = getattr(meta, what)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise self.fail("_dumpmetadata", f"{what} {show(value)} is not a non-negative integer")
+        if not isinstance(meta.settings, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in meta.settings.items()
+        ):
+            raise self.fail("_dumpmetadata", "settings are not a map of strings")
+        if not isinstance(meta.bootstrapped_tables, list):
+            raise self.fail("_dumpmetadata", "bootstrapped_tables is not a list")
+        for name in meta.bootstrapped_tables:
+            self._name("table", name, "_dumpmetadata bootstrapped_tables")
+        try:
+            policy = parse_policy(meta.policy) if isinstance(meta.policy, str) else None
+        except CommandError as exc:
+            raise self.fail("_dumpmetadata", f"policy {show(meta.policy)} does not parse: {exc}") from None
+        if policy is None or policy.db_name != meta.db_name:
+            raise self.fail(
+                "_dumpmetadata", f"policy {show(meta.policy)} is not a policy of '{meta.db_name}'"
+            )
+
+    # -- documents ------------------------------------------------------------------------------------------
+    def _read(self, relative: str, dump: DumpDir | None = None, prefix: str = "") -> dict[str, Any]:
+        body = (dump or self.dump).read_json(relative)  # bounded in size and depth (DumpDir.limits)
+        if not isinstance(body, dict):
+            raise self.fail(prefix + relative, "is not a JSON object")
+        return body
+
+    def _files(self, relative: str, dump: DumpDir | None = None) -> list[str]:
+        return (dump or self.dump).read_files(relative)  # bounded in size (DumpDir.limits)
+
+    def _tree(self, dump: DumpDir, base: str, prefix: str | None) -> None:
+        """A bootstrap layout below ``base`` (a database, or one table of ``_bootstrap``)."""
+        shown = prefix or ""
+        if self.place is None:
+            self.place = self._place_for(self.report.source_db_location)
+        tables: dict[str, tuple[str | None, list[str]]] = {}
+        listed = list(dump.metadata_files(base))
+        # tables before partitions: a partition directory may sort before its table's _metadata ('%', digits)
+        for relative in sorted(listed, key=lambda rel: rel.count("/")):
+            parts = relative.split("/")
+            where = shown + relative
+            if len(parts) == 2 and relative == f"{self.meta.db_name}/{METADATA}":
+                continue  # the database: checked by the caller
+            if len(parts) >= 2 and parts[1] == FUNCTIONS_DIR:
+                function = self._read(relative, dump, shown).get("function")
+                if not isinstance(function, dict):
+                    raise self.fail(where, "holds no function snapshot")
+                self._name("function", function.get("function_name"), where)
+                self._model(Function, function, where)
+                continue
+            if len(parts) < 3:
+                raise self.fail(where, "is not where a dump keeps a table or partition")
+            doc = self._read(relative, dump, shown)
+            files_at = relative[: -len(METADATA)] + FILES
+            files = self._files(files_at, dump)
+            if len(parts) == 3:
+                table = doc.get("table")
+                if not isinstance(table, dict) or table.get("table_name") != parts[1]:
+                    raise self.fail(where, f"holds no snapshot of table {show(parts[1])}")
+                location, keys = self._table(table, where)
+                tables[parts[1]] = (location, keys)
+                self._object_files(files, location, shown + files_at)
+            else:
+                if parts[1] not in tables:
+                    raise self.fail(
+                        where, f"is a partition of table {show(parts[1])}, which has no _metadata"
+                    )
+                table_location, keys = tables[parts[1]]
+                part = doc.get("partition")
+                if not isinstance(part, dict):
+                    raise self.fail(where, "holds no partition snapshot")
+                location = self._partition(part, keys, table_location, where)
+                self._object_files(files, location, shown + files_at)
+
+    def _event(self, event_id: int) -> None:
+        base = f"{EVENTS_DIR}/{event_id}"
+        where = f"{base}/{METADATA}"
+        doc = self._read(where)
+        kind = doc.get("event_type")
+        if doc.get("event_id") != event_id:
+            raise self.fail(where, f"holds event {show(doc.get('event_id'))}, not {event_id}")
+        if kind not in self.known_event_types:
+            raise self.fail(where, f"event type {show(kind)} is not one a load can apply")
+        body = doc.get("message")
+        if not isinstance(body, dict):
+            raise self.fail(where, "holds no event message")
+        where = f"{where} ({kind})"
+        for key, wanted in EVENT_FIELDS.get(kind, {}).items():
+            if not isinstance(body.get(key), wanted) or isinstance(body.get(key), bool):
+                raise self.fail(where, f"message has no valid '{key}'")
+        if kind == "ADD_PARTITION" and len(body["files"]) != len(body["partitions"]):
+            raise self.fail(where, "has a different number of file lists and partitions")
+        for key in ("table", "db"):
+            if doc.get(key) is not None:
+                self._name("table" if key == "table" else "database", doc[key], where)
+        self.report.events += 1
+        self._message(body, where)
+        for encoded in self._files(f"{base}/{FILES}"):
+            self._entry(encoded, None, f"{base}/{FILES}")
+
+    def _message(self, body: dict[str, Any], where: str) -> None:
+        """Every snapshot and file list an event message holds, whatever its type."""
+        table_location, keys = None, []
+        table = body.get("table")
+        if isinstance(table, dict):
+            table_location, keys = self._table(table, where)
+        elif table is not None:  # ALLOC_WRITE_ID names its table
+            self._name("table", table, where)
+        for side in ("before", "after"):
+            snapshot = body.get(side)
+            if not isinstance(snapshot, dict):
+                continue
+            if "values" in snapshot:
+                self._partition(snapshot, keys, table_location, f"{where} {side}")
+            elif "location_uri" in snapshot or "name" in snapshot:
+                self._database(snapshot, f"{where} {side}", own=False)
+            else:
+                location, keys_after = self._table(snapshot, f"{where} {side}")
+                if side == "after":
+                    table_location, keys = location, keys_after
+        partitions = body.get("partitions")
+        part_locations: list[str | None] = []
+        if partitions is not None:
+            if not isinstance(partitions, list):
+                raise self.fail(where, "partitions is not a list")
+            part_locations = [self._partition(p, keys, table_location, where) for p in partitions]
+        single = body.get("partition")
+        single_location = None
+        if isinstance(single, dict):
+            single_location = self._partition(single, keys, table_location, where)
+        if isinstance(body.get("function"), dict):
+            self._name("function", body["function"].get("function_name"), where)
+            if kind_creates_function(body):
+                self._model(Function, body["function"], where)
+        writes = body.get("writes")
+        if writes is not None:
+            self._writes(writes, where)
+        files = body.get("files")
+        if files is None or writes is not None:  # a commit's flat list repeats its writes' files
+            for encoded in files or []:
+                self._entry(encoded, None, where)
+            return
+        if not isinstance(files, list):
+            raise self.fail(where, "files is not a list")
+        if files and (
+            files[0] is None or isinstance(files[0], list)
+        ):  # ADD_PARTITION: one list per partition
+            if len(files) != len(part_locations):
+                raise self.fail(where, "has a different number of file lists and partitions")
+            for group, location in zip(files, part_locations, strict=True):
+                self._object_files(group or [], location, where)
+            return
+        after = body.get("after")
+        if isinstance(after, dict) and "values" in after:  # ALTER_PARTITION
+            location = self._canonical_location_of(after)
+        elif single_location is not None:  # INSERT into a partition
+            location = single_location
+        elif isinstance(after, dict):  # ALTER_TABLE
+            location = self._canonical_location_of(after)
+        else:
+            location = table_location
+        self._object_files(files, location, where)
+
+    def _writes(self, writes: Any, where: str) -> None:
+        if not isinstance(writes, list):
+            raise self.fail(where, "writes is not a list")
+        for write in writes:
+            if not isinstance(write, dict):
+                raise self.fail(where, "a write is not an object")
+            self._name("table", write.get("table"), where)
+            if not isinstance(write.get("write_id"), int):
+                raise self.fail(where, f"write of {show(write.get('table'))} has no integer write id")
+            if write.get("partition"):
+                try:
+                    pairs = parse_partition_name(write["partition"])
+                    check_partition_values([k for k, _ in pairs], [v for _, v in pairs])
+                except (ValueError, TypeError, AttributeError) as exc:
+                    raise self.fail(where, f"write partition {show(write['partition'])}: {exc}") from None
+            files = write.get("files")
+            if not isinstance(files, list):
+                raise self.fail(where, f"write of {show(write.get('table'))} has no file list")
+            for encoded in files:
+                self._entry(encoded, None, where, require_subdir=True)
+
+    # -- objects --------------------------------------------------------------------------------------------
+    def _name(self, kind: str, name: Any, where: str) -> str:
+        try:
+            return check_name(kind, name, self.limits.max_name_chars)
+        except InvalidPathError as exc:
+            raise self.fail(where, str(exc)) from None
+
+    def _model(self, model: Any, snapshot: dict[str, Any], where: str) -> None:
+        """The snapshot is what the load's model accepts (else it would fail half-way, in the target writer)."""
+        try:
+            model.model_validate(snapshot)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            path = ".".join(str(p) for p in first.get("loc", ()))
+            raise self.fail(
+                where, f"malformed {model.__name__.lower()} snapshot: {path}: {first.get('msg')}"
+            ) from None
+
+    def _database(self, database: dict[str, Any], where: str, *, own: bool) -> str:
+        self._model(Database, database, where)
+        self._name("database", database.get("name"), where)
+        location = database.get("location_uri") or ""
+        if location:
+            self._location(location, where, kind="db")
+        return location
+
+    def _table(self, table: dict[str, Any], where: str) -> tuple[str | None, list[str]]:
+        name = self._name("table", table.get("table_name"), where)
+        where = f"{where} table '{name}'"
+        self._model(Table, table, where)
+        keys = table.get("partition_keys") or []
+        if not isinstance(keys, list) or not all(isinstance(k, dict) for k in keys):
+            raise self.fail(where, "partition_keys is not a list of columns")
+        key_names = [self._name("partition key", k.get("name"), where) for k in keys]
+        location = self._location_of(table, where)
+        if location is not None:
+            self._location(location, where, kind="table")
+        self.report.objects += 1
+        return (canonical_uri(location) if location else None), key_names
+
+    def _partition(self, part: Any, keys: list[str], table_location: str | None, where: str) -> str | None:
+        if not isinstance(part, dict):
+            raise self.fail(where, "a partition snapshot is not an object")
+        try:
+            values = check_partition_values(keys, part.get("values"), self.limits.max_value_chars)
+        except InvalidPathError as exc:
+            raise self.fail(where, str(exc)) from None
+        where = f"{where} partition {values}"
+        self._model(Partition, part, where)
+        location = self._location_of(part, where)
+        if location is None:
+            return None
+        self._location(location, where, kind="partition", table_location=table_location)
+        self.report.objects += 1
+        return canonical_uri(location)
+
+    def _canonical_location_of(self, obj: dict[str, Any]) -> str | None:
+        """The canonical location of a snapshot whose location was checked already."""
+        location = self._location_of(obj, "")
+        return canonical_uri(location) if location else None
+
+    def _location_of(self, obj: dict[str, Any], where: str) -> str | None:
+        sd = obj.get("sd")
+        if sd is None:
+            return None
+        if not isinstance(sd, dict):
+            raise self.fail(where, "sd is not an object")
+        location = sd.get("location")
+        if location in (None, ""):
+            return None
+        return location  # type: ignore[no-any-return]
+
+    def _location(self, location: str, where: str, *, kind: str, table_location: str | None = None) -> None:
+        """A source location: normalised, below the source roots; mapped, strictly below the target warehouse."""
+        try:
+            canonical = canonical_uri(location, self.limits.max_location_chars)
+        except InvalidPathError as exc:
+            raise self.fail(where, f"location {show(location)} {exc}") from None
+        if not self.roots.may_hold_data(canonical):
+            raise self.fail(
+                where,
+                f"location {show(location)} is outside the source warehouse and external roots of this load's "
+                f"configuration ({self.roots.describe()}); add its root to {SOURCE_EXTERNAL_ROOTS_ENV} if it "
+                "is a trusted external location",
+            )
+        if kind == "db" or self.place is None:
+            return
+        place = self.place
+        try:
+            mapped = canonical_uri(place.mapper.map(location))
+        except (InvalidPathError, ValueError) as exc:
+            raise self.fail(
+                where, f"location {show(location)} maps to no valid target location: {exc}"
+            ) from None
+        if not is_below(mapped, place.canonical_warehouse, strictly=True):
+            raise self.fail(
+                where, f"location {show(location)} maps to {show(mapped)}, outside the target warehouse"
+            )
+        forbidden = [("the target database's own directory", place.canonical_db_location)]
+        if table_location is not None:
+            forbidden.append(
+                ("its table's directory", canonical_uri(place.mapper.map(table_location) or "/"))
+            )
+        for what, other in forbidden:
+            if other and mapped == other:
+                raise self.fail(where, f"location {show(location)} maps to {what} ({show(mapped)})")
+        if place.canonical_cmroot and is_below(mapped, place.canonical_cmroot):
+            raise self.fail(where, f"location {show(location)} maps into the target cmroot")
+
+    def _object_files(self, files: Any, location: str | None, where: str) -> None:
+        """Files of one object: ``location`` is its canonical source location (None: it has none)."""
+        if not isinstance(files, list):
+            raise self.fail(where, "files is not a list")
+        if files and location is None:
+            raise self.fail(where, "lists files for an object without a location of its own")
+        for encoded in files:
+            self._entry(encoded, location, where)
+
+    def _entry(self, encoded: Any, location: str | None, where: str, *, require_subdir: bool = False) -> None:
+        try:
+            check_file_entry(
+                encoded, object_location=location, roots=self.roots, require_subdir=require_subdir
+            )
+        except InvalidPathError as exc:
+            raise self.fail(where, str(exc)) from None
+        self.report.files += 1
+        self.report.pending_files.append(encoded)
+
+
+def kind_creates_function(body: dict[str, Any]) -> bool:
+    """A function snapshot complete enough to create (DROP_FUNCTION may carry only its name)."""
+    return "class_name" in body["function"]

@@ -1,0 +1,592 @@
+"""A dump is untrusted input: tampered dumps are refused by ``hmsrepl repl run`` with one clear line, and the
+target (its metastore and every file on the machine) is exactly as it was.
+
+Each attack edits a copy of a real dump (bootstrap, then incremental) written from a real source metastore.
+Before and after the load, every file under the test's directory except the dumps (source warehouse and
+cmroot, target warehouse and cmroot, the victim's files outside all roots) is hashed, and the target
+metastore's catalog is captured through its API: both must be unchanged, the replica's ``repl.last.id``
+included, and the load's ``repl_metrics`` row must end ``failed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hmsrepl.config import MetastoreConfig
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Database, TableType
+from hmsrepl.replication.dump_validation import (
+    DumpValidationError,
+    InvalidPathError,
+    SourceRoots,
+    canonical_uri,
+    check_file_entry,
+)
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.layout import DumpDir
+from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.metrics import MetricsLog
+from hmsrepl.replication.verify import verify
+from hmsrepl.storage.checksum import checksum_bytes
+from hmsrepl.storage.local import local_path
+from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, write_file
+
+REPO = Path(__file__).resolve().parents[2]
+SECRET = b"the victim's private data, outside every root"
+
+
+# -- the scene: a source, a replica, a victim outside every root -----------------------------------------------
+@pytest.fixture
+def scene(tmp_path: Path) -> Iterator[Scene]:
+    source = open_sqlite_source(tmp_path)
+    target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "secret.txt").write_bytes(SECRET)
+    (victim / "keep.dat").write_bytes(b"must never be overwritten or moved")
+    scene = Scene(tmp_path, source, target, ReplicationEngine(str(tmp_path / "dumps"), source, target))
+    seed(source)
+    yield scene
+    source.close()
+    target.close()
+
+
+class Scene:
+    def __init__(self, root: Path, source: Metastore, target: Metastore, engine: ReplicationEngine) -> None:
+        self.root, self.source, self.target, self.engine = root, source, target, engine
+        self.victim = root / "victim"
+        self.copies = 0
+
+    def tampered(self, dump_dir: str, edit: Callable[[Path], None]) -> str:
+        """A copy of a real dump, edited by ``edit(copy directory)``."""
+        self.copies += 1
+        copy = self.root / "dumps" / f"tampered-{self.copies}"
+        shutil.copytree(local_path(dump_dir), copy)
+        edit(copy)
+        return str(copy)
+
+    def cli_load(self, dump_dir: str, **env: str) -> subprocess.CompletedProcess[str]:
+        source, target = self.source.config, self.target.config
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hmsrepl.cli",
+                "repl",
+                "run",
+                f"REPL LOAD sales_dr FROM '{dump_dir}'",
+                *("--target-db-url", target.db_url, "--target-warehouse", target.warehouse),
+                *("--target-cmroot", target.cmroot),
+                *("--source-warehouse", source.warehouse, "--source-cmroot", source.cmroot),
+            ],
+            env={**_clean_env(), "PYTHONPATH": f"{REPO / 'include'}:{REPO}", **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def files(self) -> dict[str, str]:
+        """sha256 of every file under the scene but the dumps and the metastore databases themselves."""
+        out = {}
+        for dirpath, _, names in os.walk(self.root):
+            if Path(dirpath).is_relative_to(self.root / "dumps"):
+                continue
+            for name in names:
+                path = Path(dirpath) / name
+                if path.suffix in (".db", ".db-journal", ".db-wal", ".db-shm"):
+                    continue
+                out[str(path.relative_to(self.root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return out
+
+    def catalog(self) -> dict[str, Any]:
+        """The target metastore as a client sees it: every database, table, partition, function, and the
+        notification log's position (a change would have logged an event)."""
+        catalog = self.target.catalog
+        state: dict[str, Any] = {"event_id": self.target.get_current_notification_event_id()}
+        for db in catalog.get_databases():
+            state[db] = {
+                "database": catalog.get_database(db).model_dump(),
+                "functions": sorted(catalog.get_functions(db)),
+                "tables": {
+                    name: (
+                        catalog.get_table(db, name).model_dump(),
+                        [p.model_dump() for p in catalog.get_partitions(db, name)],
+                    )
+                    for name in catalog.get_tables(db)
+                },
+            }
+        return state
+
+    def assert_refused(self, dump_dir: str, *expected: str, **env: str) -> str:
+        """Run the load; it must fail with one clear line naming ``expected`` and change nothing."""
+        files, catalog, position = self.files(), self.catalog(), repl_status(self.target, "sales_dr")
+        done = self.cli_load(dump_dir, **env)
+        assert done.returncode != 0, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        for text in expected:
+            assert text in lines[0], lines[0]
+        assert self.files() == files, "files changed outside the refused load"
+        assert self.catalog() == catalog, "the target metastore changed"
+        assert repl_status(self.target, "sales_dr") == position
+        row = MetricsLog(self.target.engine).list(operation="load", limit=1)[0]
+        assert row.status == "failed" and row.error and row.error.startswith("Dump"), row
+        return lines[0]
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("HMSREPL_") and k != "PYTHONPATH"}
+
+
+def seed(source: Metastore) -> None:
+    catalog = source.catalog
+    catalog.create_database(Database(name="sales"))
+    orders = catalog.create_table(make_table("sales", "orders", partition_keys=("day",)))
+    for day in ("d1", "d2"):
+        [part] = catalog.add_partitions("sales", "orders", [make_partition(orders, day)])
+        write_file(part.sd.location, f"part-{day}.parquet", f"rows of {day}".encode())
+        catalog.insert("sales", "orders", [day])
+    plain = catalog.create_table(make_table("sales", "plain"))
+    write_file(plain.sd.location, "000000_0", b"a,1\nb,2\n")
+    catalog.insert("sales", "plain")
+
+
+# -- editing helpers --------------------------------------------------------------------------------------------
+def edit_json(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    body = json.loads(path.read_text())
+    change(body)
+    path.write_text(json.dumps(body))
+
+
+def edit_files(path: Path, change: Callable[[list[str]], list[str]]) -> None:
+    path.write_text("".join(f"{line}\n" for line in change(path.read_text().splitlines())))
+
+
+def parts(encoded: str) -> list[str]:
+    return [*encoded.split("#"), "", "", ""][:4]
+
+
+def event_dir(dump: Path, event_type: str, nth: int = 0) -> Path:
+    found = []
+    for directory in sorted((dump / "events").iterdir(), key=lambda p: int(p.name)):
+        if json.loads((directory / "_metadata").read_text())["event_type"] == event_type:
+            found.append(directory)
+    return found[nth]
+
+
+# -- bootstrap dumps --------------------------------------------------------------------------------------------
+def bootstrap_attacks(
+    scene: Scene,
+) -> dict[str, tuple[Callable[[Path], None], tuple[str, ...], dict[str, str]]]:
+    secret = scene.victim / "secret.txt"
+    secret_sum = checksum_bytes(SECRET)
+    plain_files = Path("sales/plain/_files")
+
+    def files_line(change: Callable[[list[str]], str]) -> Callable[[Path], None]:
+        return lambda d: edit_files(d / plain_files, lambda lines: [change(parts(lines[0]))])
+
+    def plain_location(location: Callable[[str], str]) -> Callable[[Path], None]:
+        def edit(d: Path) -> None:
+            edit_json(
+                d / "sales/plain/_metadata",
+                lambda b: b["table"]["sd"].update(location=location(b["table"]["sd"]["location"])),
+            )
+
+        return edit
+
+    return {
+        "'..' in a _files uri (reads a foreign file into the replica)": (
+            files_line(lambda p: f"{p[0]}/../../../victim/secret.txt#{secret_sum}#{p[2]}#"),
+            ("sales/plain/_files", "'..' path segment"),
+            {},
+        ),
+        "a foreign file with a matching checksum": (
+            files_line(lambda p: f"{secret}#{secret_sum}#{p[2]}#"),
+            ("secret.txt", "outside the source warehouse"),
+            {},
+        ),
+        "'..' in a subdir (writes outside the target warehouse)": (
+            files_line(lambda p: f"{p[0]}#{p[1]}#{p[2]}#../../../../victim"),
+            ("subdir", "'..'"),
+            {},
+        ),
+        "table location '/'": (plain_location(lambda _: "/"), ("table 'plain'", "location '/'"), {}),
+        "table location '<db>/../../victim'": (
+            plain_location(lambda loc: loc.rsplit("/", 1)[0] + "/../../victim"),
+            ("table 'plain'", "'..' path segment"),
+            {},
+        ),
+        "table location in another scheme": (
+            plain_location(lambda _: "hdfs://nn:8020/victim"),
+            ("table 'plain'", "scheme hdfs"),
+            {},
+        ),
+        "empty checksum (would skip verification)": (
+            files_line(lambda p: f"{p[0]}##{p[2]}#"),
+            ("sales/plain/_files", "checksum ''", "crc32c-<8 hex>-<size>"),
+            {},
+        ),
+        "malformed checksum": (
+            files_line(lambda p: f"{p[0]}#crc32c-0x1F-8#{p[2]}#"),
+            ("checksum 'crc32c-0x1F-8'",),
+            {},
+        ),
+        "cmroot outside the source cmroot": (
+            files_line(lambda p: f"{p[0]}#{p[1]}#{scene.victim}#"),
+            ("cmroot", "victim", "not the source cmroot"),
+            {},
+        ),
+        "partition value with '/..'": (
+            lambda d: edit_json(
+                next((d / "sales/orders").glob("day=d1/_metadata")),
+                lambda b: b["partition"].update(values=["d1/.."]),
+            ),
+            ("partition value 'd1/..'",),
+            {},
+        ),
+        "a table name with a path separator": (
+            lambda d: edit_json(
+                d / "sales/plain/_metadata", lambda b: b["table"].update(table_name="../plain")
+            ),
+            ("sales/plain/_metadata", "holds no snapshot of table 'plain'"),
+            {},
+        ),
+        "oversized _metadata": (
+            lambda d: edit_json(
+                d / "sales/plain/_metadata", lambda b: b["table"]["parameters"].update(pad="x" * 10_000)
+            ),
+            ("larger than 8192 bytes", "HMSREPL_DUMP_MAX_METADATA_BYTES"),
+            {"HMSREPL_DUMP_MAX_METADATA_BYTES": "8192"},
+        ),
+        "JSON nested 100,000 levels deep": (
+            lambda d: (d / "sales/plain/_metadata").write_text("[" * 100_000 + "]" * 100_000),
+            ("nests JSON deeper than 64 levels",),
+            {},
+        ),
+    }
+
+
+def test_tampered_bootstrap_dumps_are_refused_and_change_nothing(scene: Scene) -> None:
+    dumped = scene.engine.execute("REPL DUMP sales")
+    for name, (edit, expected, env) in bootstrap_attacks(scene).items():
+        line = scene.assert_refused(scene.tampered(dumped.dump_dir, edit), *expected, **env)
+        assert "refused" in line or "larger than" in line or "nests JSON" in line, (name, line)
+        # nothing at all: no database, hence no bootstrap mark, and no file in the target warehouse
+        assert "sales_dr" not in scene.target.catalog.get_databases(), name
+        assert not (scene.root / "dst_wh").exists() or not any((scene.root / "dst_wh").rglob("*")), name
+    # The untouched dump loads, and the replica equals the source: the checks refuse no real dump.
+    done = scene.cli_load(dumped.dump_dir)
+    assert done.returncode == 0, done.stderr
+    assert verify(scene.source, "sales", scene.target, "sales_dr") == []
+
+
+def test_a_symbolic_link_out_of_the_source_warehouse_is_not_followed(scene: Scene) -> None:
+    """Paths that look contained can still lead out through a link planted in the source warehouse."""
+    dumped = scene.engine.execute("REPL DUMP sales")
+    plain = scene.root / "src_wh/sales.db/plain"
+    (plain / "link").symlink_to(scene.victim / "secret.txt")
+    secret_sum = checksum_bytes(SECRET)
+
+    def name_the_link(d: Path) -> None:
+        edit_files(
+            d / "sales/plain/_files",
+            lambda lines: [f"{parts(lines[0])[0].rsplit('/', 1)[0]}/link#{secret_sum}##"],
+        )
+
+    scene.assert_refused(scene.tampered(dumped.dump_dir, name_the_link), "link", "not a regular file")
+    assert "sales_dr" not in scene.target.catalog.get_databases()
+
+
+def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(scene: Scene) -> None:
+    first = scene.engine.execute("REPL DUMP sales")
+    assert scene.cli_load(first.dump_dir).returncode == 0
+    catalog = scene.source.catalog
+    orders = catalog.get_table("sales", "orders")
+    [d3] = catalog.add_partitions("sales", "orders", [make_partition(orders, "d3")])
+    write_file(d3.sd.location, "part-d3.parquet", b"rows of d3")
+    catalog.insert("sales", "orders", ["d3"])
+    fresh = catalog.create_table(make_table("sales", "fresh"))
+    write_file(fresh.sd.location, "000000_0", b"fresh rows")
+    catalog.insert("sales", "fresh")
+    dumped = scene.engine.execute(f"REPL DUMP sales FROM {first.last_event_id}")
+    secret_sum = checksum_bytes(SECRET)
+
+    def insert_files(change: Callable[[list[str]], str]) -> Callable[[Path], None]:
+        """Change the files of the INSERT into 'fresh' (the message and its _files alike)."""
+
+        def edit(d: Path) -> None:
+            directory = event_dir(d, "INSERT", 1)
+            edit_json(
+                directory / "_metadata",
+                lambda b: b["message"].update(files=[change(parts(b["message"]["files"][0]))]),
+            )
+            edit_files(directory / "_files", lambda lines: [change(parts(lines[0]))])
+
+        return edit
+
+    def partition_location(d: Path) -> None:
+        def change(body: dict[str, Any]) -> None:
+            part = body["message"]["partitions"][0]
+            part["sd"]["location"] = part["sd"]["location"].rsplit("/", 1)[0] + "/../../../victim"
+
+        edit_json(event_dir(d, "ADD_PARTITION") / "_metadata", change)
+
+    attacks = {
+        "partition location '<table>/../../../victim'": (partition_location, ("ADD_PARTITION", "'..'")),
+        "'..' in an event's file uri": (
+            insert_files(lambda p: f"{p[0]}/../../../../victim/secret.txt#{secret_sum}#{p[2]}#"),
+            ("INSERT", "'..' path segment"),
+        ),
+        "a foreign file in an event": (
+            insert_files(lambda p: f"{scene.victim}/secret.txt#{secret_sum}#{p[2]}#"),
+            ("INSERT", "outside the source warehouse"),
+        ),
+        "empty checksum in an event": (insert_files(lambda p: f"{p[0]}##{p[2]}#"), ("checksum ''",)),
+        "table created at '/'": (
+            lambda d: edit_json(
+                event_dir(d, "CREATE_TABLE") / "_metadata",
+                lambda b: b["message"]["table"]["sd"].update(location="/"),
+            ),
+            ("CREATE_TABLE", "location '/'"),
+        ),
+        "table created at the replica database's own directory": (
+            lambda d: edit_json(
+                event_dir(d, "CREATE_TABLE") / "_metadata",
+                lambda b: b["message"]["table"]["sd"].update(
+                    location=b["message"]["table"]["sd"]["location"].rsplit("/", 1)[0]
+                ),
+            ),
+            ("target database's own directory",),
+        ),
+        "an ADD_PARTITION without its partitions (would fail half-way)": (
+            lambda d: edit_json(
+                event_dir(d, "ADD_PARTITION") / "_metadata", lambda b: b["message"].pop("partitions")
+            ),
+            ("ADD_PARTITION", "no valid 'partitions'"),
+        ),
+        "a table snapshot the catalog model rejects": (
+            lambda d: edit_json(
+                event_dir(d, "CREATE_TABLE") / "_metadata",
+                lambda b: b["message"]["table"]["sd"].update(cols="not a list"),
+            ),
+            ("malformed table snapshot: sd.cols",),
+        ),
+        "an event type no load knows": (
+            lambda d: edit_json(
+                event_dir(d, "CREATE_TABLE") / "_metadata", lambda b: b.update(event_type="RM_RF")
+            ),
+            ("event type 'RM_RF'",),
+        ),
+    }
+    for _name, (edit, expected) in attacks.items():
+        scene.assert_refused(scene.tampered(dumped.dump_dir, edit), *expected)
+        assert (
+            scene.target.catalog.get_database("sales_dr").parameters.get("hmsrepl.bootstrap.in.progress")
+            is None
+        )
+    too_many = scene.assert_refused(dumped.dump_dir, "HMSREPL_DUMP_MAX_EVENTS", HMSREPL_DUMP_MAX_EVENTS="2")
+    assert "events" in too_many
+    done = scene.cli_load(dumped.dump_dir)
+    assert done.returncode == 0, done.stderr
+    assert verify(scene.source, "sales", scene.target, "sales_dr") == []
+
+
+def test_a_load_without_configured_source_roots_is_refused(scene: Scene) -> None:
+    """The dump's own roots are never a fallback: a load that cannot check them refuses and names the fix."""
+    dumped = scene.engine.execute("REPL DUMP sales")
+    target = scene.target.config
+    done = subprocess.run(
+        [
+            *(
+                sys.executable,
+                "-m",
+                "hmsrepl.cli",
+                "repl",
+                "run",
+                f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'",
+            ),
+            *("--target-db-url", target.db_url, "--target-warehouse", target.warehouse),
+            *("--target-cmroot", target.cmroot),
+        ],
+        env={**_clean_env(), "PYTHONPATH": f"{REPO / 'include'}:{REPO}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "HMSREPL_SOURCE_WAREHOUSE" in done.stderr and "HMSREPL_SOURCE_CMROOT" in done.stderr
+    assert "sales_dr" not in scene.target.catalog.get_databases()
+
+
+# -- the pure checks, on their own ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("uri", "canonical"),
+    [
+        ("/w/db/t", "/w/db/t"),
+        ("file:/w/db/t/", "/w/db/t"),
+        ("file:///w/db/t", "/w/db/t"),
+        ("file://localhost/w/db/t", "/w/db/t"),
+        ("s3a://bucket/w/p=k%3Av", "s3://bucket/w/p=k%3Av"),
+        ("/w/%2E%2E/t", "/w/%2E%2E/t"),  # never URL-decoded: a directory named '%2E%2E'
+    ],
+)
+def test_canonical_uri_normalises_spellings(uri: str, canonical: str) -> None:
+    assert canonical_uri(uri) == canonical
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "",
+        "w/db",
+        "/w/../x",
+        "/w/./x",
+        "/w//x",
+        "/w/x\x00",
+        "/w/x\n",
+        "hdfs://nn/w",
+        "file://evil/w",
+        "s3://@b/k",
+        "s3:bucket/k",
+        "ftp://h/x",
+    ],
+)
+def test_canonical_uri_refuses_what_could_escape(uri: str) -> None:
+    with pytest.raises(InvalidPathError):
+        canonical_uri(uri)
+
+
+def test_file_entries_are_checked_against_the_configured_roots_only() -> None:
+    roots = SourceRoots("/src/wh", "/src/cm", ("s3://ext/data",))
+    good = "/src/wh/db/t/delta_1/f#crc32c-0000000a-5#/src/cm#delta_1"
+    assert check_file_entry(good, object_location="/src/wh/db/t", roots=roots).subdir == "delta_1"
+    check_file_entry("s3a://ext/data/t/f#crc32c-0000000a-5##", object_location="s3://ext/data/t", roots=roots)
+    for bad, why in [
+        ("/src/wh2/db/t/f#crc32c-0000000a-5##", "outside"),  # a sibling sharing the prefix '/src/wh'
+        ("/src/wh/db/u/f#crc32c-0000000a-5##", "not below its object's location"),
+        ("/src/wh/db/t/f#CRC32C-0000000A-5##", "checksum"),
+        ("/src/wh/db/t/f#crc32c-0000000a-05##", "checksum"),
+        ("/src/wh/db/t/f#crc32c-0000000a-5#/src/cmx#", "not the source cmroot"),
+        ("/src/wh/db/t/f#crc32c-0000000a-5##/abs", "relative"),
+        ("/src/wh/db/t/f#crc32c-0000000a-5##x", "does not end with its subdir"),
+        ("a#b#c#d#e#f", "malformed"),
+    ]:
+        with pytest.raises(InvalidPathError, match=why):
+            check_file_entry(bad, object_location="/src/wh/db/t", roots=roots)
+
+
+def test_configured_roots_must_be_clean_and_complete() -> None:
+    with pytest.raises(DumpValidationError, match="HMSREPL_SOURCE_CMROOT"):
+        SourceRoots.from_settings("/src/wh", None)
+    with pytest.raises(DumpValidationError, match="fix the setting"):
+        SourceRoots.from_settings("/src/../wh", "/src/cm")
+    assert SourceRoots.from_settings("/w", "/c", " s3://a/x , /ext ").external == ("s3://a/x", "/ext")
+
+
+# -- S3 ------------------------------------------------------------------------------------------------------------
+def test_an_s3_dump_naming_another_bucket_is_refused(tmp_path: Path, s3_env: object, s3_client: Any) -> None:
+    from tests.s3server import create_bucket, new_bucket_name
+
+    src, victim = (create_bucket(s3_client, new_bucket_name(p), versioned=False) for p in ("src", "victim"))
+    s3_client.put_object(Bucket=victim, Key="secret", Body=SECRET)
+    source = Metastore.open(
+        MetastoreConfig(
+            db_url=f"sqlite:///{tmp_path}/source.db",
+            warehouse=f"s3://{src}/wh",
+            cmroot=f"s3://{src}/cm",
+            trash_root="",
+        )
+    )
+    target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
+    try:
+        source.catalog.create_database(Database(name="sales"))
+        plain = source.catalog.create_table(make_table("sales", "plain"))
+        s3_client.put_object(Bucket=src, Key=plain.sd.location.split("/", 3)[3] + "/000000_0", Body=b"rows")
+        source.catalog.insert("sales", "plain")
+        engine = ReplicationEngine(f"s3://{src}/repl", source, target)
+        dumped = engine.execute("REPL DUMP sales")
+        dump = DumpDir(dumped.dump_dir)
+        [line] = dump.read_files("sales/plain/_files")
+        forged = f"s3://{victim}/secret#{checksum_bytes(SECRET)}#{parts(line)[2]}#"
+        dump.write_files("sales/plain/_files", [forged])
+        with pytest.raises(
+            DumpValidationError, match=f"'s3://{victim}/secret' is outside the source warehouse"
+        ):
+            engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+        assert "sales_dr" not in target.catalog.get_databases()
+        assert not (tmp_path / "dst_wh").exists() or not any((tmp_path / "dst_wh").rglob("*"))
+        assert MetricsLog(target.engine).list(operation="load", limit=1)[0].status == "failed"
+        assert s3_client.get_object(Bucket=victim, Key="secret")["Body"].read() == SECRET
+        dump.write_files("sales/plain/_files", [line])
+        engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+        assert verify(source, "sales", target, "sales_dr") == []
+    finally:
+        source.close()
+        target.close()
+
+
+# -- signed dumps --------------------------------------------------------------------------------------------------
+def test_a_load_with_a_signing_key_refuses_unsigned_and_altered_dumps(scene: Scene, monkeypatch) -> None:
+    """Forged dumps with valid paths pass the path checks; a shared key (HMAC) catches them."""
+    key = "k" * 32
+    monkeypatch.setenv("HMSREPL_DUMP_SIGNING_KEY", key)
+    dumped = scene.engine.execute("REPL DUMP sales")
+    monkeypatch.delenv("HMSREPL_DUMP_SIGNING_KEY")
+    assert (Path(dumped.dump_dir) / "_signature").is_file()
+    signed = {"HMSREPL_DUMP_SIGNING_KEY": key}
+
+    def drop_table_params(d: Path) -> None:  # a plausible edit: every path and checksum still valid
+        edit_json(d / "sales/plain/_metadata", lambda b: b["table"]["parameters"].update(owner_note="forged"))
+
+    def resign_with(other_key: str) -> Callable[[Path], None]:
+        def edit(d: Path) -> None:
+            from hmsrepl.replication import signing
+
+            drop_table_params(d)
+            signing.sign(DumpDir(str(d)), other_key.encode())
+
+        return edit
+
+    cases = {
+        "changed": (drop_table_params, ("'sales/plain/_metadata' was changed after the dump was signed",)),
+        "unsigned": (lambda d: (d / "_signature").unlink(), ("has no _signature",)),
+        "added": (lambda d: (d / "sales/extra").write_text("x"), ("'sales/extra' was added",)),
+        "removed": (lambda d: (d / "sales/plain/_files").unlink(), ("'sales/plain/_files' is missing",)),
+        "signed with another key": (resign_with("o" * 32), ("does not verify",)),
+    }
+    for _name, (edit, expected) in cases.items():
+        scene.assert_refused(scene.tampered(dumped.dump_dir, edit), *expected, **signed)
+        assert "sales_dr" not in scene.target.catalog.get_databases()
+    short = scene.cli_load(dumped.dump_dir, HMSREPL_DUMP_SIGNING_KEY="short")
+    assert short.returncode != 0 and "at least 16 bytes" in short.stderr and "Traceback" not in short.stderr
+    done = scene.cli_load(dumped.dump_dir, **signed)
+    assert done.returncode == 0, done.stderr
+    assert verify(scene.source, "sales", scene.target, "sales_dr") == []
+
+
+def test_external_tables_load_only_from_configured_external_roots(scene: Scene) -> None:
+    """Data outside the source warehouse is read only from roots the load's configuration trusts."""
+    external = scene.root / "ext" / "events"
+    table = make_table("sales", "ext_events").model_copy(update={"table_type": TableType.EXTERNAL_TABLE})
+    table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": str(external)})})
+    scene.source.catalog.create_table(table)
+    write_file(str(external), "e1", b"external rows")
+    scene.source.catalog.insert("sales", "ext_events")
+    dumped = scene.engine.execute("REPL DUMP sales")
+    scene.assert_refused(dumped.dump_dir, "table 'ext_events'", "HMSREPL_SOURCE_EXTERNAL_ROOTS")
+    done = scene.cli_load(dumped.dump_dir, HMSREPL_SOURCE_EXTERNAL_ROOTS=str(scene.root / "ext"))
+    assert done.returncode == 0, done.stderr
+    loaded = scene.target.catalog.get_table("sales_dr", "ext_events")
+    assert loaded.sd.location.startswith(scene.target.config.warehouse)  # under <warehouse>/_external/
+    assert verify(scene.source, "sales", scene.target, "sales_dr") == []
