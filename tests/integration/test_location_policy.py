@@ -146,3 +146,22 @@ def test_configured_roots_allow_more(db_url: str, tmp_path) -> None:
             store.catalog.create_database(Database(name="land", location_uri=str(external / "land.db")))
     finally:
         store.close()
+
+
+def test_a_table_sharing_a_custom_partitions_directory_never_deletes_its_files(metastore: Metastore) -> None:
+    table = create_db_and_table(metastore, "sales", "orders", partition_keys=("d",))
+    db_location = metastore.catalog.get_database("sales").location_uri
+    custom = f"{db_location}/shared"
+    part = make_partition(table, "1").model_copy(
+        update={"sd": table.sd.model_copy(update={"location": custom})}
+    )
+    metastore.catalog.add_partitions("sales", "orders", [part])
+    write_file(custom, "part-0", b"partition rows")
+    # Creation compares tables with tables and databases only; the drop still sees the partition.
+    shared = metastore.catalog.create_table(make_table("sales", "shared"))
+    assert shared.sd.location == custom
+    before = _tree(local_path(custom))
+    metastore.catalog.drop_table("sales", "shared")
+    assert _tree(local_path(custom)) == before
+    metastore.catalog.drop_partitions("sales", "orders", [["1"]])
+    assert _tree(local_path(custom)) == {}

@@ -83,7 +83,7 @@ class LocationPolicy:
             return
         self._check_protected(what, uri, loc)
         self._check_in_roots(what, uri, loc, self._managed, MANAGED_SETTING)
-        for occupant in find_occupants(conn, loc, skip_db=name):
+        for occupant in find_occupants(conn, loc, skip_db=name, with_partitions=False):
             if occupant.kind == "database" and occupant.location == self._warehouse and not occupant.holds:
                 continue  # the default database sits at the warehouse and holds everything
             relation = "is" if occupant.location == loc else ("holds" if occupant.holds else "lies inside")
@@ -100,7 +100,9 @@ class LocationPolicy:
         if not uri:
             return  # views have no location
         loc = self._usable(what, uri)
-        self._check_object(conn, what, uri, loc, managed=managed, skip_table_id=table_id)
+        self._check_object(
+            conn, what, uri, loc, managed=managed, skip_table_id=table_id, with_partitions=False
+        )
 
     def check_partition(
         self,
@@ -138,13 +140,16 @@ class LocationPolicy:
         *,
         managed: bool,
         skip_table_id: int | None,
+        with_partitions: bool = True,
     ) -> None:
         roots = self._managed if managed else self._external
         self._check_protected(what, uri, loc)
         self._check_in_roots(what, uri, loc, roots, _setting(managed))
         if not managed:
             return  # external data may be shared; it is never deleted by a drop
-        for occupant in find_occupants(conn, loc, skip_table_id=skip_table_id):
+        for occupant in find_occupants(
+            conn, loc, skip_table_id=skip_table_id, with_partitions=with_partitions
+        ):
             if occupant.kind == "database" and not occupant.holds:
                 continue  # a table below a database's directory is the normal case
             if occupant.kind == "table" and f"table '{occupant.name}'" == what:
@@ -212,7 +217,12 @@ class LocationPolicy:
         if owner is not None and loc != owner and loc.is_within(owner):
             return None
         for occupant in find_occupants(
-            conn, loc, skip_db=skip_db, skip_table_id=skip_table_id, skip_partitions=skip_partitions
+            conn,
+            loc,
+            skip_db=skip_db,
+            skip_table_id=skip_table_id,
+            skip_partitions=skip_partitions,
+            above=False,
         ):
             if occupant.holds:
                 return f"it holds {occupant.kind} '{occupant.name}'"
@@ -274,14 +284,22 @@ def find_occupants(
     skip_db: str | None = None,
     skip_table_id: int | None = None,
     skip_partitions: tuple[int, Collection[str]] | None = None,
+    with_partitions: bool = True,
+    above: bool = True,
 ) -> list[Occupant]:
-    """Databases, tables and partitions whose location overlaps ``loc`` (inside, equal or above it).
+    """Databases, tables and partitions whose location overlaps ``loc`` (inside or equal; above it too when
+    ``above``).
 
     Candidates come from the stored strings (``LIKE`` on the path for those inside, ``IN`` over the usual
-    spellings of every ancestor for those above); each is then compared in canonical form.
+    spellings of every ancestor for those above); each is then compared in canonical form. Each query is a
+    scan of its table (about 1 us per row on SQLite here), so creating a table or database leaves the
+    partitions out (``with_partitions=False``): a partition inside its own table's directory overlaps another
+    object only if its table does, and one outside it was compared with everything when it was added.
     """
     paths = {loc.path, *([str(loc)] if loc.scheme != "file" else [])}
-    above = {spelling for ancestor in loc.ancestors() for spelling in ancestor.spellings()}
+    ancestors = (
+        {spelling for ancestor in loc.ancestors() for spelling in ancestor.spellings()} if above else set()
+    )
     out: list[Occupant] = []
 
     def consider(kind: str, name: str, stored: str | None) -> None:
@@ -294,7 +312,8 @@ def find_occupants(
             consider("database", row.name, Database.model_validate_json(row.doc).location_uri)
 
     def matching(column: ColumnElement[str]) -> ColumnElement[bool]:
-        return or_(*(column.contains(path, autoescape=True) for path in paths), column.in_(sorted(above)))
+        inside = [column.contains(path, autoescape=True) for path in paths]
+        return or_(*inside, column.in_(sorted(ancestors))) if ancestors else or_(*inside)
 
     tables = (
         select(tbls.c.tbl_id, tbls.c.tbl_name, tbls.c.location, dbs.c.name.label("db_name"))
@@ -307,6 +326,8 @@ def find_occupants(
         tables = tables.where(dbs.c.name != skip_db)
     for row in conn.execute(tables):
         consider("table", f"{row.db_name}.{row.tbl_name}", row.location)
+    if not with_partitions:
+        return out
     parts = (
         select(
             partitions.c.tbl_id, partitions.c.part_name, partitions.c.location, tbls.c.tbl_name, dbs.c.name

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 S3_ALIASES = ("s3", "s3a", "s3n")
@@ -192,9 +192,3 @@ def safe_join(root: str, relative: str) -> str | None:
     joined = posixpath.normpath(posixpath.join(root, relative.lstrip("/")))
     base = posixpath.normpath(root)
     return joined if joined == base or joined.startswith(base.rstrip("/") + "/") else None
-
-
-def nearest_owner(location: Location, owners: Sequence[tuple[str, Location]]) -> tuple[str, Location] | None:
-    """Of ``(name, location)`` pairs, the one whose location most closely holds ``location``."""
-    holding = [(name, loc) for name, loc in owners if location.is_within(loc)]
-    return max(holding, key=lambda item: len(item[1].path), default=None)
