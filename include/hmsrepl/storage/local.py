@@ -185,7 +185,25 @@ class LocalFileSystem(FileSystem):
         return os.path.exists(local_path(uri))
 
     def checksum(self, uri: str) -> str:
-        with self.open_read(uri) as stream:
+        """Checksum of a regular file; anything else that took its place since it was listed is refused.
+
+        Opened without following a final symlink and without blocking, then checked with ``fstat``: a FIFO
+        swapped in after the listing would otherwise block this thread, a device never end.
+        """
+        path = local_path(uri)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            raise StorageError(f"cannot read '{uri}': {exc.strerror}") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StorageError(f"cannot checksum '{uri}': it is not a regular file")
+            os.set_blocking(fd, True)
+            stream = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with stream:
             return checksum_stream(stream)
 
     def open_read(self, uri: str) -> BinaryIO:
