@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 S3_ALIASES = ("s3", "s3a", "s3n")
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 class BadLocationError(ValueError):
@@ -83,9 +85,9 @@ class Location:
 
 def check_characters(uri: str) -> None:
     """Refuse NUL and control characters: they cut paths short in C calls or hide what a log shows."""
-    for ch in uri:
-        if ord(ch) < 0x20 or ord(ch) == 0x7F:
-            raise BadLocationError(f"contains the control character {ord(ch):#04x}")
+    found = _CONTROL.search(uri)
+    if found:
+        raise BadLocationError(f"contains the control character {ord(found.group()):#04x}")
 
 
 def _split_scheme(uri: str) -> tuple[str, str]:
