@@ -165,3 +165,20 @@ def test_a_table_sharing_a_custom_partitions_directory_never_deletes_its_files(m
     assert _tree(local_path(custom)) == before
     metastore.catalog.drop_partitions("sales", "orders", [["1"]])
     assert _tree(local_path(custom)) == {}
+
+
+def test_rename_of_an_empty_table_stays_readable_on_the_replica(
+    engine, source: Metastore, target: Metastore
+) -> None:
+    source.catalog.create_database(Database(name="sales"))
+    source.catalog.create_table(make_table("sales", "x0"))
+    dumped = engine.execute("REPL DUMP sales")
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    x0 = source.catalog.get_table("sales", "x0")
+    source.catalog.alter_table("sales", "x0", x0.model_copy(update={"table_name": "x1"}))
+    last = engine.execute("REPL STATUS sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    for store, db in ((source, "sales"), (target, "sales_dr")):
+        location = store.catalog.get_table(db, "x1").sd.location
+        assert location.endswith(f"/{db}.db/x1") and os.path.isdir(local_path(location)), (db, location)
