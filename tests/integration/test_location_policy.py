@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import pytest
 from sqlalchemy import update
 
-from hmsrepl.exceptions import InvalidObjectError, InvalidOperationError
+from hmsrepl.exceptions import InvalidObjectError, InvalidOperationError, MetastoreError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Partition
 from hmsrepl.metastore.schema import dbs, tbls
@@ -182,3 +183,15 @@ def test_rename_of_an_empty_table_stays_readable_on_the_replica(
     for store, db in ((source, "sales"), (target, "sales_dr")):
         location = store.catalog.get_table(db, "x1").sd.location
         assert location.endswith(f"/{db}.db/x1") and os.path.isdir(local_path(location)), (db, location)
+
+
+def test_unusable_roots_stop_the_metastore_with_one_line(tmp_path) -> None:
+    for overrides, message in (
+        ({"external_roots": ["rel/dir"]}, "HMSREPL_EXTERNAL_ROOTS: root 'rel/dir' is a relative path"),
+        (
+            {"managed_roots": ["/ok", "/bad\x00"]},
+            "HMSREPL_MANAGED_ROOTS: root '/bad\\x00' contains the control",
+        ),
+    ):
+        with pytest.raises(MetastoreError, match=re.escape(message)):
+            Metastore(make_config(f"sqlite:///{tmp_path}/m.db", tmp_path, **overrides))

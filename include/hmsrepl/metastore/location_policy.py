@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import ColumnElement, Connection, or_, select
 
-from hmsrepl.exceptions import InvalidObjectError
+from hmsrepl.exceptions import InvalidObjectError, MetastoreError
 from hmsrepl.metastore.locations import BadLocationError, Location, canonical, canonical_or_none, within_any
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.schema import dbs, partitions, tbls
@@ -66,8 +66,8 @@ class LocationPolicy:
     _protected: list[tuple[str, str, Location]] = field(init=False)
 
     def __post_init__(self) -> None:
-        self._warehouse = canonical(self.warehouse)
         self._managed = _roots([self.warehouse, *self.managed_roots], MANAGED_SETTING)
+        self._warehouse = self._managed[0]
         self._external = _roots([self.warehouse, *self.external_roots], EXTERNAL_SETTING)
         self._protected = [
             (setting, uri, loc)
@@ -269,11 +269,12 @@ def _setting(managed: bool) -> str:
 
 def _roots(uris: Iterable[str], setting: str) -> list[Location]:
     out = []
-    for uri in uris:
+    for number, uri in enumerate(uris):
+        name = "HMSREPL_WAREHOUSE" if number == 0 else setting
         try:
             out.append(canonical(uri))
         except BadLocationError as exc:
-            raise ValueError(f"{setting}: root {uri!r} {exc}") from None
+            raise MetastoreError(f"{name}: root {uri!r} {exc}") from None
     return out
 
 
