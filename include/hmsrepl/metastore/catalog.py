@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
 
+from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import (
     AlreadyExistsError,
     InvalidObjectError,
@@ -75,6 +76,11 @@ class CatalogService:
         self.locations = policy or LocationPolicy(
             warehouse, protected=[("HMSREPL_CMROOT", cm.cmroot), ("HMSREPL_TRASH_ROOT", trash_root)]
         )
+
+    @classmethod
+    def for_config(cls, events: EventLog, cm: ChangeManager, config: MetastoreConfig) -> CatalogService:
+        """The catalog of a metastore configured by ``config``, with its location policy."""
+        return cls(events, cm, config.warehouse, config.trash_root, policy=LocationPolicy.for_config(config))
 
     # -- databases -------------------------------------------------------------------------------------
     def default_db_location(self, name: str) -> str:

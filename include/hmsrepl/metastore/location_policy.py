@@ -23,11 +23,13 @@ queries on the stored columns, so they cost a scan, not a load of every location
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, Connection, or_, select
+from sqlalchemy import ColumnElement, Connection, make_url, or_, select
 
+from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import InvalidObjectError, MetastoreError
 from hmsrepl.metastore.locations import BadLocationError, Location, canonical, canonical_or_none, within_any
 from hmsrepl.metastore.model import Database
@@ -74,6 +76,20 @@ class LocationPolicy:
             for setting, uri in self.protected
             if uri and (loc := canonical_or_none(uri)) is not None
         ]
+
+    @classmethod
+    def for_config(cls, config: MetastoreConfig) -> LocationPolicy:
+        """A metastore's policy: its roots; cmroot, the trash and its own SQLite file are off limits."""
+        protected = [("HMSREPL_CMROOT", config.cmroot), ("HMSREPL_TRASH_ROOT", config.trash_root)]
+        url = make_url(config.db_url)
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            protected.append(("HMSREPL_DB_URL", os.path.abspath(url.database)))
+        return cls(
+            config.warehouse,
+            managed_roots=config.managed_roots,
+            external_roots=config.external_roots,
+            protected=protected,
+        )
 
     # -- checks at entry -------------------------------------------------------------------------------
     def check_database(self, conn: Connection, name: str, uri: str | None, *, is_default: bool) -> None:

@@ -8,10 +8,9 @@ metastore does; a remote caller's user name is passed as ``caller`` and must be 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Sequence
 
-from sqlalchemy import Engine, make_url
+from sqlalchemy import Engine
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import AccessDeniedError, AlreadyExistsError, NoSuchDatabaseError
@@ -20,23 +19,8 @@ from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.database import make_engine, upgrade_schema
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import NotificationEvent
-from hmsrepl.metastore.location_policy import LocationPolicy
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.transactions import TransactionService
-
-
-def location_policy(config: MetastoreConfig) -> LocationPolicy:
-    """Where this metastore's objects may live; cmroot, the trash and its own database file are off limits."""
-    protected = [("HMSREPL_CMROOT", config.cmroot), ("HMSREPL_TRASH_ROOT", config.trash_root)]
-    url = make_url(config.db_url)
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        protected.append(("HMSREPL_DB_URL", os.path.abspath(url.database)))
-    return LocationPolicy(
-        config.warehouse,
-        managed_roots=config.managed_roots,
-        external_roots=config.external_roots,
-        protected=protected,
-    )
 
 
 class Metastore:
@@ -47,9 +31,7 @@ class Metastore:
             self.engine, compress=config.compress_events, compress_min_bytes=config.compress_min_bytes
         )
         self.cm = ChangeManager(config.cmroot, enabled=config.cm_enabled)
-        self.catalog = CatalogService(
-            self.events, self.cm, config.warehouse, config.trash_root, policy=location_policy(config)
-        )
+        self.catalog = CatalogService.for_config(self.events, self.cm, config)
         self.txns = TransactionService(self.events, self.catalog, timeout_seconds=config.txn_timeout_seconds)
 
     @classmethod
