@@ -33,6 +33,14 @@ class MetastoreConfig(BaseSettings):
         default_factory=lambda: os.path.expanduser("~/.Trash"),
         description="Hadoop trash of the writers (fs.trash.interval > 0): overwritten files are adopted into cmroot.",
     )
+    managed_roots: list[str] = Field(
+        default_factory=list,
+        description="Roots besides the warehouse where managed databases, tables and partitions may live (JSON list).",
+    )
+    external_roots: list[str] = Field(
+        default_factory=list,
+        description="Roots besides the warehouse where EXTERNAL tables and partitions may live (JSON list).",
+    )
     cm_retention_seconds: int = Field(default=24 * 3600, description="Keep recycled files this long.")
     intent_lease_seconds: float = Field(
         default=60.0,

@@ -19,6 +19,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Function, TableType
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
+from tests.conftest import make_config
 from tests.helpers import create_db_and_table, events_of, make_partition, make_table, write_file
 
 
@@ -135,9 +136,10 @@ def test_drop_table_recycles_files_and_event_lists_them(metastore: Metastore) ->
         metastore.catalog.get_table("sales", "orders")
 
 
-def test_external_table_drop_keeps_files(metastore: Metastore, tmp_path) -> None:
-    metastore.catalog.create_database(Database(name="ext"))
+def test_external_table_drop_keeps_files(db_url: str, tmp_path) -> None:
     location = str(tmp_path / "external_data")
+    metastore = Metastore.open(make_config(db_url, tmp_path, external_roots=[location]))
+    metastore.catalog.create_database(Database(name="ext"))
     data = write_file(location, "f.csv", b"1,a\n")
     table = make_table("ext", "t", EXTERNAL="TRUE").model_copy(
         update={"table_type": TableType.EXTERNAL_TABLE}
@@ -149,6 +151,7 @@ def test_external_table_drop_keeps_files(metastore: Metastore, tmp_path) -> None
     assert [EncodedFileUri.decode(f).file_uri for f in create_event.body()["files"]] == [data]
     metastore.catalog.drop_table("ext", "t")
     assert os.path.exists(local_path(data))
+    metastore.close()
 
 
 def test_rename_and_truncate_are_visible_in_alter_events(metastore: Metastore) -> None:

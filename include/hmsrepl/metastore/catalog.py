@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
 
+from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import (
     AlreadyExistsError,
     InvalidObjectError,
@@ -33,6 +34,7 @@ from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.intents import FileIntents
+from hmsrepl.metastore.location_policy import LocationPolicy
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
 from hmsrepl.metastore.patterns import matches
@@ -63,12 +65,28 @@ def _chunks(items: Sequence[Any], size: int = BATCH) -> Iterable[Sequence[Any]]:
 
 
 class CatalogService:
-    def __init__(self, events: EventLog, cm: ChangeManager, warehouse: str, trash_root: str = "") -> None:
+    def __init__(
+        self,
+        events: EventLog,
+        cm: ChangeManager,
+        warehouse: str,
+        trash_root: str = "",
+        *,
+        policy: LocationPolicy | None = None,
+    ) -> None:
         self.events = events
         self.cm = cm
         self.warehouse = warehouse.rstrip("/")
         self.trash = TrashAdopter(trash_root, cm)
         self.intents = FileIntents(events, cm)
+        self.locations = policy or LocationPolicy(
+            warehouse, protected=[("HMSREPL_CMROOT", cm.cmroot), ("HMSREPL_TRASH_ROOT", trash_root)]
+        )
+
+    @classmethod
+    def for_config(cls, events: EventLog, cm: ChangeManager, config: MetastoreConfig) -> CatalogService:
+        """The catalog of a metastore configured by ``config``, with its location policy."""
+        return cls(events, cm, config.warehouse, config.trash_root, policy=LocationPolicy.for_config(config))
 
     # -- databases -------------------------------------------------------------------------------------
     def default_db_location(self, name: str) -> str:
@@ -77,6 +95,8 @@ class CatalogService:
     def create_database(self, db: Database) -> Database:
         _check_name(db.name, "database")
         db = db.model_copy(update={"location_uri": db.location_uri or self.default_db_location(db.name)})
+        with self.events.reader() as conn:
+            self.locations.check_database(conn, db.name, db.location_uri, is_default=db.name == DEFAULT_DB)
         self.intents.settle([db.location_uri], f"database '{db.name}'")
         with self.events.transaction() as tx:
             if self._db_id(tx.conn, db.name, missing_ok=True) is not None:
@@ -115,6 +135,9 @@ class CatalogService:
         name = name.lower()
         if new_db.name != name:
             raise InvalidOperationError(f"database '{name}' cannot be renamed (to '{new_db.name}')")
+        if new_db.location_uri != self.get_database(name).location_uri:
+            with self.events.reader() as conn:
+                self.locations.check_database(conn, name, new_db.location_uri, is_default=name == DEFAULT_DB)
         with self.events.transaction() as tx:
             old = self._load_db(tx.conn, name, for_update=True)
             tx.conn.execute(update(dbs).where(dbs.c.name == name).values(doc=new_db.model_dump_json()))
@@ -138,6 +161,12 @@ class CatalogService:
             self.drop_table(name, table, delete_data=delete_data)
         for function in functions:
             self.drop_function(name, function)
+        location = self.get_database(name).location_uri
+        remove = bool(delete_data and location and location.rstrip("/") != self.warehouse)
+        if remove:
+            with self.events.reader() as conn:
+                remove = self.locations.removable(conn, f"database '{name}'", location, skip_db=name)
+        leftovers = describe_files(location, self.cm) if remove else []  # loose files: recycled, not deleted
         with self.events.transaction() as tx:
             db = self._load_db(tx.conn, name, for_update=True)
             db_id = self._db_id(tx.conn, name)
@@ -145,8 +174,8 @@ class CatalogService:
                 raise InvalidOperationError(f"database '{name}' got a new table while being dropped; retry")
             tx.conn.execute(delete(dbs).where(dbs.c.db_id == db_id))
             tx.emit(EventType.DROP_DATABASE, name, None, {"database": _snapshot(db)})
-            if delete_data and db.location_uri and db.location_uri.rstrip("/") != self.warehouse:
-                self.intents.recycle(tx, [], [db.location_uri])
+            if remove and db.location_uri == location:
+                self.intents.recycle(tx, leftovers, [location or ""])
 
     def _db_id(self, conn: Connection, name: str, *, missing_ok: bool = False) -> int | None:
         db_id = conn.execute(select(dbs.c.db_id).where(dbs.c.name == name)).scalar()
@@ -176,6 +205,9 @@ class CatalogService:
             table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
         table = table.model_copy(update={"create_time": table.create_time or int(time.time()), "write_id": 0})
         location = table.sd.location
+        if location:
+            with self.events.reader() as conn:
+                self.locations.check_table(conn, table.qualified_name, location, managed=table.is_managed)
         self.intents.settle([location], f"table '{table.qualified_name}'")
         if applied_files is not None:
             files = applied_listing(location, applied_files, self.cm)
@@ -288,6 +320,17 @@ class CatalogService:
                     )
                     move = (old.sd.location, new_location)
         new_table = new_table.model_copy(update={"id": old.id, "write_id": old.write_id})
+        if new_table.sd.location and (
+            (new_table.sd.location, new_table.is_managed) != (old.sd.location, old.is_managed) or move
+        ):
+            with self.events.reader() as conn:
+                self.locations.check_table(
+                    conn,
+                    new_table.qualified_name,
+                    new_table.sd.location,
+                    managed=new_table.is_managed,
+                    table_id=old.id,
+                )
         recycled: list[str] = []
         if move:  # checksums from the old place, URIs re-rooted where the move puts the files
             old_files = describe_files(move[0], self.cm)
@@ -383,6 +426,7 @@ class CatalogService:
                 list(partition_names) if partition_names else self.get_partition_names(db_name, table_name)
             )
             targets = self.get_partitions_by_names(db_name, table_name, names)
+            self._check_truncatable(table, [p.sd.location for p in targets], {*names})
             recycled = {
                 make_partition_name(table.partition_key_names, p.values): describe_files(
                     p.sd.location, self.cm
@@ -407,6 +451,7 @@ class CatalogService:
                     )
                 self.intents.recycle(tx, [uri for uris in recycled.values() for uri in uris])
             return
+        self._check_truncatable(table, [table.sd.location], set())
         files = describe_files(table.sd.location, self.cm)
         with self.events.transaction() as tx:
             self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
@@ -424,6 +469,23 @@ class CatalogService:
             )
             self.intents.recycle(tx, files)
 
+    def _check_truncatable(self, table: Table, locations: Sequence[str | None], names: set[str]) -> None:
+        """Refuse to empty a directory outside the managed roots or one that holds another object."""
+        with self.events.reader() as conn:
+            for location in locations:
+                reason = self.locations.removal_refusal(
+                    conn,
+                    location or "",
+                    skip_table_id=None if names else table.id,
+                    skip_partitions=(table.id or 0, names) if names else None,
+                    owner_location=table.sd.location if names else None,
+                )
+                if reason:
+                    raise InvalidOperationError(
+                        f"cannot truncate '{table.qualified_name}': its directory '{location}' is not its "
+                        f"own ({reason}); move the table's data to a directory of its own first"
+                    )
+
     def drop_table(self, db_name: str, table_name: str, *, delete_data: bool = True) -> Table:
         """Drop a table and its partitions; a managed table's files are recycled into cmroot after commit."""
         db_name, table_name = db_name.lower(), table_name.lower()
@@ -431,10 +493,18 @@ class CatalogService:
         recycled: list[str] = []
         extra_dirs: list[str] = []
         if delete_data and table.is_managed:
-            recycled = describe_files(table.sd.location, self.cm)
-            for part in self._iter_partitions_outside(table):
-                recycled.extend(describe_files(part.sd.location, self.cm))
-                extra_dirs.append(part.sd.location or "")
+            locations = [table.sd.location, *(p.sd.location for p in self._iter_partitions_outside(table))]
+            with self.events.reader() as conn:  # only directories that are the table's own are emptied
+                own = [
+                    location or ""
+                    for location in locations
+                    if self.locations.removable(
+                        conn, f"table '{table.qualified_name}'", location, skip_table_id=table.id
+                    )
+                ]
+            for location in own:
+                recycled.extend(describe_files(location, self.cm))
+                extra_dirs.append(location)
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, db_name, table_name, for_update=True)
             if current.id != table.id:
@@ -450,7 +520,7 @@ class CatalogService:
                 EventType.DROP_TABLE, db_name, table_name, {"table": _snapshot(table), "recycled": recycled}
             )
             if delete_data and table.is_managed:
-                self.intents.recycle(tx, recycled, [table.sd.location or "", *extra_dirs])
+                self.intents.recycle(tx, recycled, extra_dirs)
         return table
 
     def _iter_partitions_outside(self, table: Table) -> Iterable[Partition]:
@@ -499,6 +569,7 @@ class CatalogService:
             prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
             if applied_files is not None and applied_files[len(prepared) - 1] is not None:
                 applied[name] = applied_files[len(prepared) - 1] or []
+        self._check_partition_locations(table, prepared)
         self.intents.settle(
             [part.sd.location for part in prepared.values()], f"a partition of '{table.qualified_name}'"
         )
@@ -532,6 +603,18 @@ class CatalogService:
                     },
                 )
         return [part for _, part in added]
+
+    def _check_partition_locations(self, table: Table, parts: dict[str, Partition]) -> None:
+        with self.events.reader() as conn:
+            for name, part in parts.items():
+                self.locations.check_partition(
+                    conn,
+                    f"{table.qualified_name}/{name}",
+                    part.sd.location,
+                    managed=table.is_managed,
+                    table_location=table.sd.location,
+                    table_id=table.id,
+                )
 
     def _existing_names(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -680,6 +763,7 @@ class CatalogService:
         table = self.get_table(db_name, table_name)
         names = [_partition_name(table, part.values) for part in new_parts]
         applied = list(applied_files) if applied_files is not None else [None] * len(new_parts)
+        self._check_partition_locations(table, dict(zip(names, new_parts, strict=True)))
         adopted = {
             name: self.trash.adopt(part.sd.location) if capture_files and given is None else []
             for name, part, given in zip(names, new_parts, applied, strict=True)
@@ -749,7 +833,24 @@ class CatalogService:
                 raise NoSuchPartitionError(table.db_name, table.table_name, name)
         dropped = [found[name] for name in names]
         recycle = delete_data and table.is_managed
-        recycled = [describe_files(p.sd.location, self.cm) if recycle else [] for p in dropped]
+        if recycle:  # only directories that are the partitions' own are emptied
+            with self.events.reader() as conn:
+                own = [
+                    self.locations.removable(
+                        conn,
+                        f"partition '{table.qualified_name}/{name}'",
+                        p.sd.location,
+                        skip_partitions=(table.id or 0, set(names)),
+                        owner_location=table.sd.location,
+                    )
+                    for name, p in zip(names, dropped, strict=True)
+                ]
+        else:
+            own = [False] * len(dropped)
+        recycled = [
+            describe_files(p.sd.location, self.cm) if keep else []
+            for p, keep in zip(dropped, own, strict=True)
+        ]
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
             for chunk in _chunks(names):
@@ -776,7 +877,9 @@ class CatalogService:
             )
             if recycle:
                 flat = [uri for uris in recycled for uri in uris]
-                self.intents.recycle(tx, flat, [p.sd.location or "" for p in dropped])
+                self.intents.recycle(
+                    tx, flat, [p.sd.location or "" for p, keep in zip(dropped, own, strict=True) if keep]
+                )
         return dropped
 
     # -- data changes ----------------------------------------------------------------------------------
@@ -982,6 +1085,7 @@ def _rename_write_ids(conn: Connection, old: tuple[str, str], new: tuple[str, st
 
 def _move_directory(source: str, target: str) -> None:
     fs = filesystem_for(source)
+    fs.makedirs(target)  # an empty table's directory moves too: readers of the renamed table list it
     for status in list(fs.list_files(source)):
         fs.move(status.uri, target.rstrip("/") + status.uri[len(source.rstrip("/")) :])
     fs.delete_tree(source)

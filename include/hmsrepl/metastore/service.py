@@ -37,7 +37,7 @@ class Metastore:
             self.engine, compress=config.compress_events, compress_min_bytes=config.compress_min_bytes
         )
         self.cm = ChangeManager(config.cmroot, enabled=config.cm_enabled)
-        self.catalog = CatalogService(self.events, self.cm, config.warehouse, config.trash_root)
+        self.catalog = CatalogService.for_config(self.events, self.cm, config)
         self.txns = TransactionService(self.events, self.catalog, timeout_seconds=config.txn_timeout_seconds)
         self.locks = LockService(self.events, timeout_seconds=config.txn_timeout_seconds)
         self.stats = StatisticsService(self.catalog)

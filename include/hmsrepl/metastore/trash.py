@@ -6,15 +6,19 @@ of the writer settings) the client moves them to ``<trash>/Current/<their full p
 metastore next hears about that location (the INSERT or ALTER it is told of), it moves whatever the trash
 holds for it into cmroot and records it in the event, so older events that name those files stay
 replayable. Only local (and mounted) warehouses are covered: object-store trash lives in the bucket.
+Adoption never leaves ``<trash>/Current``: locations are normalised, symlinks out of it are refused and
+listings do not follow links or read FIFOs and devices (``storage.local``).
 """
 
 from __future__ import annotations
 
 import os
 
+from hmsrepl.exceptions import StorageError
 from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.locations import BadLocationError, canonical, normalise, safe_join
 from hmsrepl.storage.base import filesystem_for, relative_to
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.local import is_local_uri
 
 
 class TrashAdopter:
@@ -23,9 +27,23 @@ class TrashAdopter:
         self.cm = cm
 
     def trashed_dir(self, location: str) -> str | None:
+        """Where the trash keeps ``location``'s files, or ``None`` when that place is not inside the trash.
+
+        The location is normalised first (``..`` resolved, control characters refused), and the result must
+        still lie in ``<trash>/Current`` once symlinks are followed: adoption moves what it finds into
+        cmroot, so a ``..`` or a link must never lead it to foreign files.
+        """
         if not self.trash_root or not self.cm.enabled or not is_local_uri(location):
             return None
-        return os.path.join(self.trash_root, "Current", local_path(location).lstrip("/"))
+        try:
+            path = normalise(location).path
+            current = os.path.join(self.trash_root, "Current")
+            trashed = safe_join(current, path)
+            if trashed is None or not canonical(trashed).is_within(canonical(current)):
+                return None
+        except (BadLocationError, StorageError):
+            return None
+        return trashed
 
     def adopt(self, location: str | None) -> list[str]:
         """Move the trashed files of ``location`` into cmroot; returns their encoded URIs (original place)."""

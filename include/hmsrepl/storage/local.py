@@ -162,6 +162,14 @@ def local_path(uri: str) -> str:
 
 class LocalFileSystem(FileSystem):
     def list_files(self, uri: str) -> Iterator[FileStatus]:
+        """Regular files below ``uri``, sorted by path; nothing else is a data file.
+
+        FIFOs, sockets, devices and symlinks are skipped, and subdirectories are entered only when they are
+        real directories (``follow_symlinks=False``): opening a FIFO blocks a server thread, a link to
+        ``/dev/zero`` never ends, and a link to a foreign file would list, checksum and replicate it. The
+        root itself is followed (a location may be a link that the policy checked), but only to a
+        directory or a regular file.
+        """
         root = local_path(uri)
         try:
             st = os.stat(root)  # one call answers "file, directory or nothing" (a copy asks per file)
@@ -171,20 +179,31 @@ class LocalFileSystem(FileSystem):
             if stat.S_ISREG(st.st_mode):
                 yield FileStatus(uri, st.st_size, st.st_mtime)
             return
-        prefix_len = len(root.rstrip("/"))
-        uri_root = uri.rstrip("/")
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames.sort()
-            for name in sorted(filenames):
-                full = os.path.join(dirpath, name)
-                st = os.stat(full)
-                yield FileStatus(uri_root + full[prefix_len:], st.st_size, st.st_mtime)
+        yield from _walk_regular(root, uri.rstrip("/"))
 
     def exists(self, uri: str) -> bool:
         return os.path.exists(local_path(uri))
 
     def checksum(self, uri: str) -> str:
-        with self.open_read(uri) as stream:
+        """Checksum of a regular file; anything else that took its place since it was listed is refused.
+
+        Opened without following a final symlink and without blocking, then checked with ``fstat``: a FIFO
+        swapped in after the listing would otherwise block this thread, a device never end.
+        """
+        path = local_path(uri)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            raise StorageError(f"cannot read '{uri}': {exc.strerror}") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StorageError(f"cannot checksum '{uri}': it is not a regular file")
+            os.set_blocking(fd, True)
+            stream = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with stream:
             return checksum_stream(stream)
 
     def open_read(self, uri: str) -> BinaryIO:
@@ -269,6 +288,30 @@ class LocalFileSystem(FileSystem):
 
     def delete_tree(self, uri: str) -> None:
         shutil.rmtree(local_path(uri), ignore_errors=True)
+
+
+def _walk_regular(directory: str, uri_prefix: str) -> Iterator[FileStatus]:
+    """Regular files under ``directory``, never through a symlink: its files by name, then each subdirectory.
+
+    The order is ``os.walk``'s with sorted names, which listings always had.
+    """
+    try:
+        with os.scandir(directory) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+    except OSError:  # vanished or unreadable while listing: nothing below it
+        return
+    subdirs = []
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            subdirs.append(entry)
+        elif stat.S_ISREG(st.st_mode):
+            yield FileStatus(f"{uri_prefix}/{entry.name}", st.st_size, st.st_mtime)
+    for entry in subdirs:
+        yield from _walk_regular(entry.path, f"{uri_prefix}/{entry.name}")
 
 
 def _durable_writes() -> bool:

@@ -1,0 +1,364 @@
+"""Where databases, tables and partitions may live, and which directories a drop may remove.
+
+Clients choose locations, and a drop with deleteData recycles and removes whatever lies there. The policy:
+
+- managed databases, tables and partitions live strictly below a managed root (the warehouse, plus
+  ``HMSREPL_MANAGED_ROOTS``); EXTERNAL tables and partitions below an external root (the warehouse, plus
+  ``HMSREPL_EXTERNAL_ROOTS``). A root itself is nobody's location (only the default database sits at the
+  warehouse, and it is never dropped);
+- the change manager root, the Hadoop trash root and the metastore's own database file are never inside an
+  object's location, nor an object inside them;
+- a database's location neither equals, holds nor lies inside another database's, and holds no table or
+  partition; a managed table's neither equals, holds nor lies inside another table's or partition's, and
+  holds no database;
+- at drop time a directory is removed only if it still passes these checks and no other object lives inside
+  it; otherwise the drop changes metadata only and leaves the files (logged).
+
+Checks compare canonical forms (``metastore.locations``: normalised, local symlinks resolved), never the
+stored strings, which stay as the client sent them. They run before the catalog's transaction (a concurrent
+creation of two overlapping objects is not excluded) and read other objects' locations with ``LIKE``/``IN``
+queries on the stored columns, so they cost a scan, not a load of every location.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import ColumnElement, Connection, make_url, or_, select
+
+from hmsrepl.config import MetastoreConfig
+from hmsrepl.exceptions import InvalidObjectError, MetastoreError
+from hmsrepl.metastore.locations import BadLocationError, Location, canonical, canonical_or_none, within_any
+from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.schema import dbs, partitions, tbls
+
+log = logging.getLogger(__name__)
+
+MANAGED_SETTING = "HMSREPL_MANAGED_ROOTS"
+EXTERNAL_SETTING = "HMSREPL_EXTERNAL_ROOTS"
+PROTECTED_NAMES = {
+    "HMSREPL_CMROOT": "the change manager root",
+    "HMSREPL_TRASH_ROOT": "the Hadoop trash root",
+    "HMSREPL_DB_URL": "the metastore's database file",
+}
+
+
+@dataclass(frozen=True)
+class Occupant:
+    """Another object whose location overlaps the one checked."""
+
+    kind: str  # "database", "table", "partition"
+    name: str
+    location: Location
+    holds: bool  # True when the checked location holds it (it is inside or equal)
+
+
+@dataclass
+class LocationPolicy:
+    warehouse: str
+    managed_roots: Sequence[str] = ()
+    external_roots: Sequence[str] = ()
+    #: (setting name, location) of directories no object may overlap: cmroot, trash, the metastore's files.
+    protected: Sequence[tuple[str, str]] = ()
+    _managed: list[Location] = field(init=False)
+    _external: list[Location] = field(init=False)
+    _protected: list[tuple[str, str, Location]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._managed = _roots([self.warehouse, *self.managed_roots], MANAGED_SETTING)
+        self._warehouse = self._managed[0]
+        self._external = _roots([self.warehouse, *self.external_roots], EXTERNAL_SETTING)
+        self._protected = [
+            (setting, uri, loc)
+            for setting, uri in self.protected
+            if uri and (loc := canonical_or_none(uri)) is not None
+        ]
+
+    @classmethod
+    def for_config(cls, config: MetastoreConfig) -> LocationPolicy:
+        """A metastore's policy: its roots; cmroot, the trash and its own SQLite file are off limits."""
+        protected = [("HMSREPL_CMROOT", config.cmroot), ("HMSREPL_TRASH_ROOT", config.trash_root)]
+        url = make_url(config.db_url)
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            protected.append(("HMSREPL_DB_URL", os.path.abspath(url.database)))
+        return cls(
+            config.warehouse,
+            managed_roots=config.managed_roots,
+            external_roots=config.external_roots,
+            protected=protected,
+        )
+
+    # -- checks at entry -------------------------------------------------------------------------------
+    def check_database(self, conn: Connection, name: str, uri: str | None, *, is_default: bool) -> None:
+        what = f"database '{name}'"
+        loc = self._usable(what, uri)
+        if is_default and loc == self._warehouse:
+            return
+        self._check_protected(what, uri, loc)
+        self._check_in_roots(what, uri, loc, self._managed, MANAGED_SETTING)
+        for occupant in find_occupants(conn, loc, skip_db=name, with_partitions=False):
+            if occupant.kind == "database" and occupant.location == self._warehouse and not occupant.holds:
+                continue  # the default database sits at the warehouse and holds everything
+            relation = "is" if occupant.location == loc else ("holds" if occupant.holds else "lies inside")
+            raise InvalidObjectError(
+                f"{what}: location '{uri}' {relation} the location of {occupant.kind} '{occupant.name}' "
+                f"('{occupant.location}'); give it a directory of its own under the warehouse "
+                f"'{self.warehouse}' (or leave the location empty)"
+            )
+
+    def check_table(
+        self, conn: Connection, name: str, uri: str | None, *, managed: bool, table_id: int | None = None
+    ) -> None:
+        what = f"table '{name}'"
+        if not uri:
+            return  # views have no location
+        loc = self._usable(what, uri)
+        self._check_object(
+            conn, what, uri, loc, managed=managed, skip_table_id=table_id, with_partitions=False
+        )
+
+    def check_partition(
+        self,
+        conn: Connection,
+        name: str,
+        uri: str | None,
+        *,
+        managed: bool,
+        table_location: str | None,
+        table_id: int | None,
+    ) -> None:
+        what = f"partition '{name}'"
+        if not uri:
+            return
+        loc = self._usable(what, uri)
+        inside_table = (table_loc := canonical_or_none(table_location)) is not None and loc.is_within(
+            table_loc
+        )
+        if inside_table and loc != table_loc:
+            # Below its own table, which was checked: only the roots and protected paths can still differ
+            # (a table root may itself sit above them only if it was created before this policy).
+            self._check_protected(what, uri, loc)
+            self._check_in_roots(
+                what, uri, loc, self._managed if managed else self._external, _setting(managed)
+            )
+            return
+        self._check_object(conn, what, uri, loc, managed=managed, skip_table_id=table_id)
+
+    def _check_object(
+        self,
+        conn: Connection,
+        what: str,
+        uri: str,
+        loc: Location,
+        *,
+        managed: bool,
+        skip_table_id: int | None,
+        with_partitions: bool = True,
+    ) -> None:
+        roots = self._managed if managed else self._external
+        self._check_protected(what, uri, loc)
+        self._check_in_roots(what, uri, loc, roots, _setting(managed))
+        if not managed:
+            return  # external data may be shared; it is never deleted by a drop
+        for occupant in find_occupants(
+            conn, loc, skip_table_id=skip_table_id, with_partitions=with_partitions
+        ):
+            if occupant.kind == "database" and not occupant.holds:
+                continue  # a table below a database's directory is the normal case
+            if occupant.kind == "table" and f"table '{occupant.name}'" == what:
+                continue  # the same name: the catalog answers "already exists"
+            relation = "is" if occupant.location == loc else ("holds" if occupant.holds else "lies inside")
+            raise InvalidObjectError(
+                f"{what}: managed location '{uri}' {relation} the location of {occupant.kind} "
+                f"'{occupant.name}' ('{occupant.location}'); a drop would delete its data: choose a directory "
+                "of its own, or make the table EXTERNAL"
+            )
+
+    # -- checks at drop time ---------------------------------------------------------------------------
+    def removable(
+        self,
+        conn: Connection,
+        what: str,
+        uri: str | None,
+        *,
+        skip_db: str | None = None,
+        skip_table_id: int | None = None,
+        skip_partitions: tuple[int, Collection[str]] | None = None,
+        owner_location: str | None = None,
+    ) -> bool:
+        """Whether a drop may recycle and remove the directory ``uri`` (else it leaves the files, logged)."""
+        if not uri:
+            return False
+        reason = self.removal_refusal(
+            conn,
+            uri,
+            skip_db=skip_db,
+            skip_table_id=skip_table_id,
+            skip_partitions=skip_partitions,
+            owner_location=owner_location,
+        )
+        if reason:
+            log.warning("%s: its files at '%s' are left in place: %s", what, uri, reason)
+        return reason is None
+
+    def removal_refusal(
+        self,
+        conn: Connection,
+        uri: str,
+        *,
+        skip_db: str | None = None,
+        skip_table_id: int | None = None,
+        skip_partitions: tuple[int, Collection[str]] | None = None,
+        owner_location: str | None = None,
+    ) -> str | None:
+        """Why the directory ``uri`` may not be emptied or removed, or ``None`` when it may.
+
+        ``owner_location`` (a partition's table directory) spares the look-up of other objects when ``uri``
+        lies strictly inside it: creation keeps other tables out of a managed table's directory, and a
+        drop of 1,000 partitions must not scan the catalog 1,000 times.
+        """
+        try:
+            loc = canonical(uri)
+        except BadLocationError as exc:
+            return f"the location {exc}"
+        if within_any(loc, self._managed) is None or loc in self._managed:
+            return "it is not strictly below a managed root"
+        for setting, _, protected in self._protected:
+            if loc.overlaps(protected):
+                return f"it overlaps {setting} '{protected}'"
+        owner = canonical_or_none(owner_location)
+        if owner is not None and loc != owner and loc.is_within(owner):
+            return None
+        for occupant in find_occupants(
+            conn,
+            loc,
+            skip_db=skip_db,
+            skip_table_id=skip_table_id,
+            skip_partitions=skip_partitions,
+            above=False,
+        ):
+            if occupant.holds:
+                return f"it holds {occupant.kind} '{occupant.name}'"
+        return None
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _usable(what: str, uri: str | None) -> Location:
+        try:
+            return canonical(uri or "")
+        except BadLocationError as exc:
+            raise InvalidObjectError(f"{what}: location {uri!r} {exc}") from None
+
+    def _check_in_roots(
+        self, what: str, uri: str, loc: Location, roots: list[Location], setting: str
+    ) -> None:
+        kind = "managed" if setting == MANAGED_SETTING else "EXTERNAL"
+        # An external root may be one table's directory (external data is never deleted); the warehouse
+        # and managed roots are nobody's.
+        if loc == self._warehouse or (loc in roots and setting == MANAGED_SETTING):
+            raise InvalidObjectError(
+                f"{what}: {kind} location '{uri}' is a root itself; give the object a directory below it"
+            )
+        if within_any(loc, roots) is None:
+            raise InvalidObjectError(
+                f"{what}: {kind} location '{uri}' is outside the {kind.lower()} roots "
+                f"{[str(root) for root in roots]}; put it below one of them or add its root to {setting} "
+                "(a JSON list)"
+            )
+
+    def _check_protected(self, what: str, uri: str, loc: Location) -> None:
+        for setting, configured, protected in self._protected:
+            if loc.overlaps(protected):
+                relation = "is" if loc == protected else ("holds" if protected.is_within(loc) else "lies in")
+                raise InvalidObjectError(
+                    f"{what}: location '{uri}' {relation} {PROTECTED_NAMES.get(setting, 'the path')} "
+                    f"'{configured}' ({setting}), which no object may use; choose a directory under the warehouse"
+                )
+
+
+def _setting(managed: bool) -> str:
+    return MANAGED_SETTING if managed else EXTERNAL_SETTING
+
+
+def _roots(uris: Iterable[str], setting: str) -> list[Location]:
+    out = []
+    for number, uri in enumerate(uris):
+        name = "HMSREPL_WAREHOUSE" if number == 0 else setting
+        try:
+            out.append(canonical(uri))
+        except BadLocationError as exc:
+            raise MetastoreError(f"{name}: root {uri!r} {exc}") from None
+    return out
+
+
+def find_occupants(
+    conn: Connection,
+    loc: Location,
+    *,
+    skip_db: str | None = None,
+    skip_table_id: int | None = None,
+    skip_partitions: tuple[int, Collection[str]] | None = None,
+    with_partitions: bool = True,
+    above: bool = True,
+) -> list[Occupant]:
+    """Databases, tables and partitions whose location overlaps ``loc`` (inside or equal; above it too when
+    ``above``).
+
+    Candidates come from the stored strings (``LIKE`` on the path for those inside, ``IN`` over the usual
+    spellings of every ancestor for those above); each is then compared in canonical form. Each query is a
+    scan of its table (about 1 us per row on SQLite here), so creating a table or database leaves the
+    partitions out (``with_partitions=False``): a partition inside its own table's directory overlaps another
+    object only if its table does, and one outside it was compared with everything when it was added.
+    """
+    paths = {loc.path, *([str(loc)] if loc.scheme != "file" else [])}
+    ancestors = (
+        {spelling for ancestor in loc.ancestors() for spelling in ancestor.spellings()} if above else set()
+    )
+    out: list[Occupant] = []
+
+    def consider(kind: str, name: str, stored: str | None) -> None:
+        other = canonical_or_none(stored)
+        if other is not None and other.overlaps(loc):
+            out.append(Occupant(kind, name, other, other.is_within(loc)))
+
+    for row in conn.execute(select(dbs.c.name, dbs.c.doc)):
+        if row.name != skip_db:
+            consider("database", row.name, Database.model_validate_json(row.doc).location_uri)
+
+    def matching(column: ColumnElement[str]) -> ColumnElement[bool]:
+        inside = [column.contains(path, autoescape=True) for path in paths]
+        return or_(*inside, column.in_(sorted(ancestors))) if ancestors else or_(*inside)
+
+    tables = (
+        select(tbls.c.tbl_id, tbls.c.tbl_name, tbls.c.location, dbs.c.name.label("db_name"))
+        .join(dbs, dbs.c.db_id == tbls.c.db_id)
+        .where(matching(tbls.c.location))
+    )
+    if skip_table_id is not None:
+        tables = tables.where(tbls.c.tbl_id != skip_table_id)
+    if skip_db is not None:
+        tables = tables.where(dbs.c.name != skip_db)
+    for row in conn.execute(tables):
+        consider("table", f"{row.db_name}.{row.tbl_name}", row.location)
+    if not with_partitions:
+        return out
+    parts = (
+        select(
+            partitions.c.tbl_id, partitions.c.part_name, partitions.c.location, tbls.c.tbl_name, dbs.c.name
+        )
+        .join(tbls, tbls.c.tbl_id == partitions.c.tbl_id)
+        .join(dbs, dbs.c.db_id == tbls.c.db_id)
+        .where(matching(partitions.c.location))
+    )
+    if skip_table_id is not None:
+        parts = parts.where(partitions.c.tbl_id != skip_table_id)
+    if skip_db is not None:
+        parts = parts.where(dbs.c.name != skip_db)
+    skip_tbl, skip_names = skip_partitions or (None, ())
+    for row in conn.execute(parts):
+        if not (row.tbl_id == skip_tbl and row.part_name in skip_names):
+            consider("partition", f"{row.name}.{row.tbl_name}/{row.part_name}", row.location)
+    return out

@@ -1,0 +1,196 @@
+"""Locations as the metastore checks them: normalised, scheme-aware, and contained in configured roots.
+
+A location is data the client sends, and the metastore later lists, checksums, moves and deletes what lies
+under it. Before any of that it must be clear *which* directory a location names and whether that directory
+belongs to the object: ``<warehouse>/a.db/../b.db`` is database ``b``'s directory, ``file:///w/x`` is
+``/w/x``, and a symlink inside the warehouse may point anywhere. This module answers those questions and
+nothing else (the catalog decides what to refuse, see ``LocationPolicy``).
+
+- ``normalise`` is pure: one canonical ``Location`` per spelling (``file:`` URIs and plain paths are the same
+  local path; ``s3a://`` and ``s3n://`` are ``s3://``), ``.``/``..`` and repeated slashes resolved lexically
+  for local paths, NUL and control characters refused. It never URL-decodes: ``p=k%3Av`` is a directory
+  named with a literal ``%3A`` (Hive's escaping), a different directory from ``p=k:v``.
+- ``resolve`` adds what the file system says: a local path's symlinks are followed (``realpath``), exactly
+  as the kernel will when the path is used, so a containment check sees where a delete would land. S3 keys
+  have no links and no directory semantics, so ``.``, ``..`` and empty segments, which S3 keeps as literal key
+  characters but Hadoop clients would read otherwise, are refused instead of interpreted.
+- ``is_within``/``overlaps`` compare canonical forms segment by segment (``/w/ab`` is not inside ``/w/a``).
+
+Stored locations stay exactly as the client sent them: the canonical form is used for checks only.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+S3_ALIASES = ("s3", "s3a", "s3n")
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+class BadLocationError(ValueError):
+    """A location that cannot be used at all (control characters, relative, malformed)."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A canonical location: lower-case scheme (``file``, ``s3``, ...), authority (bucket, host) and path.
+
+    ``path`` starts with ``/``, has no empty, ``.`` or ``..`` segments and no trailing ``/`` (``/`` itself
+    is the root of its scheme and authority).
+    """
+
+    scheme: str
+    authority: str
+    path: str
+
+    def __str__(self) -> str:
+        if self.scheme == "file":
+            return self.path
+        return f"{self.scheme}://{self.authority}{'' if self.path == '/' else self.path}"
+
+    def is_within(self, root: Location) -> bool:
+        """True when this location is ``root`` or below it (whole segments: ``/w/ab`` is not in ``/w/a``)."""
+        if (self.scheme, self.authority) != (root.scheme, root.authority):
+            return False
+        if root.path == "/":
+            return True
+        return self.path == root.path or self.path.startswith(root.path + "/")
+
+    def overlaps(self, other: Location) -> bool:
+        """True when one of the two holds the other (deleting either would touch the other)."""
+        return self.is_within(other) or other.is_within(self)
+
+    def ancestors(self) -> list[Location]:
+        """Every location strictly above this one, nearest first (``/a/b`` -> ``/a``, ``/``)."""
+        out = []
+        path = self.path
+        while path != "/":
+            path = posixpath.dirname(path)
+            out.append(Location(self.scheme, self.authority, path))
+        return out
+
+    def spellings(self) -> list[str]:
+        """Ways a client may have stored this location (for database look-ups of stored strings)."""
+        if self.scheme == "file":
+            bare = [self.path] if self.path == "/" else [self.path, self.path + "/"]
+            return [prefix + p for p in bare for prefix in ("", "file:", "file://", "file://localhost")]
+        schemes = S3_ALIASES if self.scheme == "s3" else (self.scheme,)
+        base = [f"{s}://{self.authority}{'' if self.path == '/' else self.path}" for s in schemes]
+        return [spelling for b in base for spelling in (b, b + "/")]
+
+
+def check_characters(uri: str) -> None:
+    """Refuse NUL and control characters: they cut paths short in C calls or hide what a log shows."""
+    found = _CONTROL.search(uri)
+    if found:
+        raise BadLocationError(f"contains the control character {ord(found.group()):#04x}")
+
+
+def _split_scheme(uri: str) -> tuple[str, str]:
+    """(lower-case scheme, rest after ``scheme:``); plain paths are ``file`` with no authority."""
+    if "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        if not scheme or not all(ch.isalnum() or ch in "+-." for ch in scheme):
+            raise BadLocationError("has a malformed scheme")
+        return scheme.lower(), "//" + rest
+    if uri.lower().startswith("file:"):
+        return "file", uri[len("file:") :]
+    return "file", "/" + uri.lstrip("/") if uri.startswith("/") else uri
+
+
+def _local_path(rest: str) -> str:
+    """The native path of a ``file:`` URI's remainder (or a plain path), not URL-decoded."""
+    if rest.startswith("//"):
+        authority, _, path = rest[2:].partition("/")
+        if authority not in ("", "localhost"):
+            raise BadLocationError(f"names host '{authority}'; only local file URIs are supported")
+        return "/" + path
+    return rest
+
+
+def local_path_of(uri: str) -> str:
+    """The native path a local location names, exactly as the kernel will be given it (not normalised)."""
+    if not uri or not uri.strip():
+        raise BadLocationError("is empty")
+    check_characters(uri)
+    scheme, rest = _split_scheme(uri)
+    if scheme != "file":
+        raise BadLocationError(f"is not a local path ({scheme}://)")
+    path = _local_path(rest)
+    if not path.startswith("/"):
+        raise BadLocationError("is a relative path; give an absolute path or a file:/ URI")
+    return path
+
+
+def normalise(uri: str) -> Location:
+    """The canonical form of ``uri`` (pure: no file system access). Raises ``BadLocationError``."""
+    if not uri or not uri.strip():
+        raise BadLocationError("is empty")
+    check_characters(uri)
+    scheme, rest = _split_scheme(uri)
+    if scheme == "file":
+        path = local_path_of(uri)
+        return Location("file", "", posixpath.normpath("/" + path.lstrip("/")))  # normpath keeps '//'
+
+    authority, _, key = rest[2:].partition("/")
+    if not authority:
+        raise BadLocationError(f"has no bucket or host after '{scheme}://'")
+    if scheme in S3_ALIASES:
+        segments = key.rstrip("/").split("/") if key.rstrip("/") else []
+        if any(segment in ("", ".", "..") for segment in segments):
+            raise BadLocationError("has an empty, '.' or '..' segment, which S3 would keep as a literal key")
+        return Location("s3", authority, "/" + "/".join(segments))
+    return Location(scheme, authority.lower(), posixpath.normpath("/" + key))
+
+
+def resolve(location: Location) -> Location:
+    """``location`` with local symlinks followed (existing parts), else as is."""
+    if location.scheme != "file":
+        return location
+    return Location("file", "", os.path.realpath(location.path))
+
+
+def canonical(uri: str) -> Location:
+    """The form every containment check compares: where the file system will really act.
+
+    A local path is resolved as the kernel resolves it, component by component from the raw path
+    (``realpath``): ``<link>/..`` is the parent of the link's *target*, which lexical normalisation first
+    would get wrong. Other schemes are their normalised form.
+    """
+    loc = normalise(uri)
+    if loc.scheme != "file":
+        return loc
+    return Location("file", "", os.path.realpath(local_path_of(uri)))
+
+
+def canonical_or_none(uri: str | None) -> Location | None:
+    """The canonical form, or ``None`` for an empty or unusable location (for stored, possibly old, data)."""
+    if not uri:
+        return None
+    try:
+        return canonical(uri)
+    except BadLocationError:
+        return None
+
+
+def is_within(uri: str, root: str) -> bool:
+    """Whether ``uri`` lies in ``root`` (both canonicalised; an unusable location is in nothing)."""
+    child, parent = canonical_or_none(uri), canonical_or_none(root)
+    return child is not None and parent is not None and child.is_within(parent)
+
+
+def within_any(location: Location, roots: Iterable[Location]) -> Location | None:
+    """The first root holding ``location``, if any."""
+    return next((root for root in roots if location.is_within(root)), None)
+
+
+def safe_join(root: str, relative: str) -> str | None:
+    """``root/relative`` when ``relative`` stays inside ``root`` lexically, else ``None`` (no ``..`` escape)."""
+    check_characters(relative)
+    joined = posixpath.normpath(posixpath.join(root, relative.lstrip("/")))
+    base = posixpath.normpath(root)
+    return joined if joined == base or joined.startswith(base.rstrip("/") + "/") else None

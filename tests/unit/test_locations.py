@@ -1,0 +1,113 @@
+"""Location normalisation and containment: the pure rules every location check relies on."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hmsrepl.metastore.locations import (
+    BadLocationError,
+    Location,
+    canonical,
+    is_within,
+    normalise,
+    safe_join,
+)
+
+segment = st.text(alphabet="abcxyz09_=%:-. ", min_size=1, max_size=6).filter(lambda s: s not in (".", ".."))
+dotted = st.one_of(segment, st.just("."), st.just(".."), st.just(""))
+# Paths with '://' inside read as URIs with a malformed scheme (refused), so they are left out here.
+paths = (
+    st.lists(dotted, min_size=0, max_size=8)
+    .map(lambda parts: "/" + "/".join(parts))
+    .filter(lambda p: "://" not in p)
+)
+
+
+def test_spellings_of_one_local_path_are_one_location() -> None:
+    expected = Location("file", "", "/w/db.db/t")
+    for spelling in ("/w/db.db/t", "/w/db.db/t/", "file:/w/db.db/t", "file:///w/db.db/t", "file://localhost/w/db.db/t",
+                     "//w//db.db/./t", "/w/x/../db.db/t"):  # fmt: skip
+        assert normalise(spelling) == expected, spelling
+
+
+def test_s3_aliases_are_one_scheme_and_dot_segments_are_refused() -> None:
+    assert (
+        normalise("s3a://bucket/wh/t/") == normalise("s3://bucket/wh/t") == Location("s3", "bucket", "/wh/t")
+    )
+    assert normalise("s3n://bucket") == Location("s3", "bucket", "/")
+    for bad in ("s3://bucket/wh/../x", "s3://bucket/wh//x", "s3://bucket/./x", "s3:///key"):
+        with pytest.raises(BadLocationError):
+            normalise(bad)
+
+
+def test_escaped_names_are_never_decoded() -> None:
+    assert normalise("file:/w/t/p=k%3Av").path == "/w/t/p=k%3Av"
+    assert normalise("/w/t/p=k%2F..%2Fx").path == "/w/t/p=k%2F..%2Fx"  # an escaped '/' is no separator
+    assert not is_within("/w/t/p=k%3Av", "/w/t/p=k:v")
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "  ", "relative/path", "/w/t\x00/x", "/w/\nt", "/w/t\x7f", "file://otherhost/w"]
+)
+def test_unusable_locations_are_refused(bad: str) -> None:
+    with pytest.raises(BadLocationError):
+        normalise(bad)
+
+
+@given(paths)
+def test_normalising_matches_posix_rules_and_is_idempotent(path: str) -> None:
+    loc = normalise(path)
+    assert loc.path == posixpath.normpath("/" + path.lstrip("/"))
+    assert normalise(str(loc)) == loc
+    assert normalise("file://" + path) == loc  # empty authority, whatever the path starts with
+    parts = loc.path.split("/")[1:]
+    assert loc.path == "/" or all(part not in ("", ".", "..") for part in parts)
+
+
+@given(paths, paths)
+def test_within_is_whole_segments(root: str, child: str) -> None:
+    r, c = normalise(root), normalise(child)
+    expected = r.path == "/" or c.path == r.path or c.path.startswith(r.path + "/")
+    assert c.is_within(r) == expected
+    assert normalise(child + "x").is_within(r) == (normalise(child + "x").path.startswith(r.path.rstrip("/") + "/") or
+                                                  normalise(child + "x").path == r.path)  # fmt: skip
+    if c.is_within(r) and r.is_within(c):
+        assert c == r
+
+
+@given(paths, st.lists(dotted, min_size=1, max_size=6))
+def test_a_joined_relative_path_never_escapes(root: str, relative: list[str]) -> None:
+    joined = safe_join(root, "/".join(relative).replace("://", ":/"))
+    if joined is not None:
+        assert normalise(joined).is_within(normalise(root))
+
+
+@given(paths)
+def test_ancestors_hold_the_location(path: str) -> None:
+    loc = normalise(path)
+    for ancestor in loc.ancestors():
+        assert loc.is_within(ancestor) and ancestor != loc
+    assert len(loc.ancestors()) == (0 if loc.path == "/" else loc.path.count("/"))
+
+
+def test_symlinks_are_followed_for_containment(tmp_path) -> None:
+    warehouse = tmp_path / "warehouse"
+    outside = tmp_path / "victim"
+    warehouse.mkdir()
+    outside.mkdir()
+    os.symlink(outside, warehouse / "link")
+    assert normalise(str(warehouse / "link" / "t")).is_within(normalise(str(warehouse)))  # lexically inside
+    assert not canonical(str(warehouse / "link" / "t")).is_within(canonical(str(warehouse)))  # really outside
+    assert canonical(str(warehouse / "link" / ".." / "x")) == canonical(str(tmp_path / "x"))  # as the kernel
+
+
+def test_schemes_and_buckets_never_contain_each_other() -> None:
+    assert not is_within("s3://a/wh/t", "s3://b/wh")
+    assert not is_within("s3://a/wh/t", "/wh")
+    assert is_within("s3a://a/wh/t", "s3://a/wh")
+    assert not is_within("hdfs://nn/wh/t", "hdfs://other/wh")
