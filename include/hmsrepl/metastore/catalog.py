@@ -24,6 +24,7 @@ from hmsrepl.exceptions import (
 )
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore.applied_files import applied_listing
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import EventType
@@ -155,7 +156,12 @@ class CatalogService:
         return Database.model_validate_json(row.doc)
 
     # -- tables ----------------------------------------------------------------------------------------
-    def create_table(self, table: Table) -> Table:
+    def create_table(self, table: Table, *, applied_files: Sequence[str] | None = None) -> Table:
+        """Create a table; the CREATE_TABLE event lists the files already at its location.
+
+        ``applied_files``: the encoded files a replication load just placed there (see ``applied_files``),
+        listed from their verified checksums instead of reading the files again.
+        """
         _check_name(table.table_name, "table")
         _check_columns(table)
         db = self.get_database(table.db_name)
@@ -166,7 +172,10 @@ class CatalogService:
         location = table.sd.location
         if location and table.is_managed:
             filesystem_for(location).makedirs(location)
-        files = describe_files(location, self.cm) if location else []
+        if applied_files is not None:
+            files = applied_listing(location, applied_files, self.cm)
+        else:
+            files = describe_files(location, self.cm) if location else []
         with self.events.transaction() as tx:
             db_id = self._db_id(tx.conn, table.db_name)
             exists = tx.conn.execute(
@@ -242,12 +251,18 @@ class CatalogService:
         return row.tbl_id, _table_from_row(row)
 
     def alter_table(
-        self, db_name: str, table_name: str, new_table: Table, *, capture_files: bool = True
+        self,
+        db_name: str,
+        table_name: str,
+        new_table: Table,
+        *,
+        capture_files: bool = True,
+        applied_files: Sequence[str] | None = None,
     ) -> Table:
         """Change a table; a new db/name is a rename. The ALTER_TABLE event holds both snapshots.
 
         A managed table whose data sits at its default location moves with a rename, as in Hive, and its
-        partitions' locations under it follow.
+        partitions' locations under it follow. ``applied_files``: as in ``create_table``.
         """
         db_name, table_name = db_name.lower(), table_name.lower()
         _check_columns(new_table)
@@ -273,8 +288,11 @@ class CatalogService:
             files = [_reroot(uri, move[0], move[1]) for uri in old_files]
         else:
             capture = capture_files and not new_table.partition_keys  # partitions carry their own files
-            recycled = self.trash.adopt(new_table.sd.location) if capture else []
-            files = describe_files(new_table.sd.location, self.cm) if capture else []
+            if capture and applied_files is not None:
+                files = applied_listing(new_table.sd.location, applied_files, self.cm)
+            else:
+                recycled = self.trash.adopt(new_table.sd.location) if capture else []
+                files = describe_files(new_table.sd.location, self.cm) if capture else []
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, db_name, table_name, for_update=True)
             if current.id != old.id:
@@ -445,12 +463,19 @@ class CatalogService:
 
     # -- partitions ------------------------------------------------------------------------------------
     def add_partitions(
-        self, db_name: str, table_name: str, parts: Sequence[Partition], *, if_not_exists: bool = False
+        self,
+        db_name: str,
+        table_name: str,
+        parts: Sequence[Partition],
+        *,
+        if_not_exists: bool = False,
+        applied_files: Sequence[Sequence[str] | None] | None = None,
     ) -> list[Partition]:
         """Add many partitions in one transaction with batched inserts and one ADD_PARTITION event.
 
         Returns the partitions added (with defaulted locations); with ``if_not_exists`` existing ones are
-        skipped instead of failing the whole call.
+        skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
+        it): as in ``create_table``.
         """
         table = self.get_table(db_name, table_name)
         keys = table.partition_key_names
@@ -460,6 +485,7 @@ class CatalogService:
             )
         now = int(time.time())
         prepared: dict[str, Partition] = {}
+        applied: dict[str, Sequence[str]] = {}
         for part in parts:
             if (part.db_name, part.table_name) != (table.db_name, table.table_name):
                 raise InvalidObjectError(
@@ -472,10 +498,17 @@ class CatalogService:
             location = part.sd.location or join_uri(table.sd.location or "", name)
             sd = part.sd.model_copy(update={"location": location})
             prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
+            if applied_files is not None and applied_files[len(prepared) - 1] is not None:
+                applied[name] = applied_files[len(prepared) - 1] or []
         if table.is_managed:
             for part in prepared.values():
                 filesystem_for(part.sd.location or "").makedirs(part.sd.location or "")
-        files = {name: describe_files(part.sd.location, self.cm) for name, part in prepared.items()}
+        files = {
+            name: applied_listing(part.sd.location, applied[name], self.cm)
+            if name in applied
+            else describe_files(part.sd.location, self.cm)
+            for name, part in prepared.items()
+        }
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
             existing = self._existing_names(tx.conn, tbl_id, list(prepared))
@@ -628,18 +661,34 @@ class CatalogService:
             return [_partition_from_row(row) for row in conn.execute(query)]
 
     def alter_partitions(
-        self, db_name: str, table_name: str, new_parts: Sequence[Partition], *, capture_files: bool = True
+        self,
+        db_name: str,
+        table_name: str,
+        new_parts: Sequence[Partition],
+        *,
+        capture_files: bool = True,
+        applied_files: Sequence[Sequence[str] | None] | None = None,
     ) -> None:
-        """Replace partitions' metadata (values unchanged); one ALTER_PARTITION event per partition."""
+        """Replace partitions' metadata (values unchanged); one ALTER_PARTITION event per partition.
+
+        ``applied_files`` (one entry per partition, None: list it): as in ``create_table``.
+        """
         table = self.get_table(db_name, table_name)
         names = [_partition_name(table, part.values) for part in new_parts]
+        applied = list(applied_files) if applied_files is not None else [None] * len(new_parts)
         adopted = {
-            name: self.trash.adopt(part.sd.location) if capture_files else []
-            for name, part in zip(names, new_parts, strict=True)
+            name: self.trash.adopt(part.sd.location) if capture_files and given is None else []
+            for name, part, given in zip(names, new_parts, applied, strict=True)
         }
         files = {
-            name: describe_files(part.sd.location, self.cm) if capture_files else []
-            for name, part in zip(names, new_parts, strict=True)
+            name: (
+                applied_listing(part.sd.location, given, self.cm)
+                if given is not None
+                else describe_files(part.sd.location, self.cm)
+            )
+            if capture_files
+            else []
+            for name, part, given in zip(names, new_parts, applied, strict=True)
         }
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
@@ -736,6 +785,8 @@ class CatalogService:
         *,
         new_files: Sequence[str] | None = None,
         replace: bool = False,
+        applied_files: Sequence[str] | None = None,
+        applied_recycled: Sequence[str] = (),
     ) -> list[str]:
         """Record new data in a table or partition (an INSERT event with files and checksums).
 
@@ -743,6 +794,10 @@ class CatalogService:
         replica made equal to it never shows a mix of old and new data), ``new_files`` what the writer
         added (``new_files`` argument; every file when omitted). With ``replace`` (INSERT OVERWRITE) every
         other data file is recycled into cmroot after commit. Returns the encoded URIs of the new files.
+
+        A replication load that made the location hold exactly ``applied_files`` records that as an
+        overwrite (see ``create_table``); it already kept the files it replaced (``applied_recycled``) in
+        this metastore's cmroot, so nothing is recycled after commit.
         """
         table = self.get_table(db_name, table_name)
         partition = self.get_partition(db_name, table_name, partition_values) if partition_values else None
@@ -751,8 +806,11 @@ class CatalogService:
                 f"table '{table.qualified_name}' is partitioned; name the partition written"
             )
         location = (partition.sd if partition else table.sd).location
-        adopted = self.trash.adopt(location)
-        described = describe_files(location, self.cm)
+        if applied_files is not None:
+            new_files, replace = None, True
+            adopted, described = list(applied_recycled), applied_listing(location, applied_files, self.cm)
+        else:
+            adopted, described = self.trash.adopt(location), describe_files(location, self.cm)
         wanted = {path_key(uri) for uri in new_files} if new_files is not None else None
         added = [uri for uri in described if wanted is None or path_key(uri.split("#", 1)[0]) in wanted]
         if wanted is not None and len(added) != len(wanted):

@@ -165,14 +165,21 @@ class TargetWriter:
         """Create or update a table; ``files`` (unpartitioned tables) become its exact data (None: untouched)."""
         wanted = self.map_table(snapshot)
         current = self.get_table(wanted.table_name)
+        mark, applied, removed = self._data_mark(), None, []
         if files is not None and not wanted.partition_keys and wanted.sd.location:
-            self.reconcile(wanted.sd.location, files, source_location)
+            removed = self.reconcile(wanted.sd.location, files, source_location)
+            applied = self._applied(files)
         if current is None:
             self.stats.tables += 1
-            return self.catalog.create_table(wanted)
+            return self.catalog.create_table(wanted, applied_files=applied)
         comparable = wanted.model_copy(update={"id": current.id, "write_id": current.write_id})
-        if _without_volatile(current) != _without_volatile(comparable):
-            self.catalog.alter_table(self.db, wanted.table_name, comparable, capture_files=True)
+        altered = _without_volatile(current) != _without_volatile(comparable)
+        if altered:
+            self.catalog.alter_table(
+                self.db, wanted.table_name, comparable, capture_files=True, applied_files=applied
+            )
+        if self._data_mark() != mark and not (altered and applied):  # logged like any write (chains)
+            self.catalog.insert(self.db, wanted.table_name, applied_files=applied, applied_recycled=removed)
         return comparable
 
     def rename_table(self, old_name: str, after: dict[str, Any]) -> None:
@@ -207,9 +214,13 @@ class TargetWriter:
         }
         new_parts: list[Partition] = []
         changed: list[Partition] = []
+        applied: dict[str, list[str] | None] = {}
+        data_only: list[tuple[Partition, list[str] | None, list[str]]] = []  # (partition, files, replaced)
         for name, (part, snapshot, files) in zip(names, mapped, strict=True):
+            mark, removed = self._data_mark(), []
             if files is not None and part.sd.location:
-                self.reconcile(part.sd.location, files, snapshot.get("sd", {}).get("location"))
+                removed = self.reconcile(part.sd.location, files, snapshot.get("sd", {}).get("location"))
+                applied[name] = self._applied(files)
             current = existing.get(name)
             if current is None:
                 new_parts.append(part)
@@ -217,16 +228,44 @@ class TargetWriter:
                 part.model_copy(update={"write_id": current.write_id})
             ):
                 changed.append(part)
+                if self._data_mark() != mark and not applied.get(name):
+                    data_only.append((part, applied.get(name), removed))
+            elif self._data_mark() != mark:
+                data_only.append((part, applied.get(name), removed))
         if new_parts:
-            self.catalog.add_partitions(self.db, table_name, new_parts, if_not_exists=True)
+            self.catalog.add_partitions(
+                self.db,
+                table_name,
+                new_parts,
+                if_not_exists=True,
+                applied_files=[applied.get(make_partition_name(keys, p.values)) for p in new_parts],
+            )
             self.stats.partitions += len(new_parts)
         if changed:
-            self.catalog.alter_partitions(self.db, table_name, changed)
+            self.catalog.alter_partitions(
+                self.db,
+                table_name,
+                changed,
+                applied_files=[applied.get(make_partition_name(keys, p.values)) for p in changed],
+            )
+        for part, files, removed in data_only:  # logged like any write (chains)
+            self.catalog.insert(
+                self.db, table_name, part.values, applied_files=files, applied_recycled=removed
+            )
 
     def set_partition_files(self, table_name: str, snapshot: dict[str, Any], files: Sequence[str]) -> None:
         part = self.map_partition(snapshot, table_name)
         if part.sd.location:
-            self.reconcile(part.sd.location, files, snapshot.get("sd", {}).get("location"))
+            mark = self._data_mark()
+            removed = self.reconcile(part.sd.location, files, snapshot.get("sd", {}).get("location"))
+            if self._data_mark() != mark:  # logged like any write (chains)
+                self.catalog.insert(
+                    self.db,
+                    table_name,
+                    part.values,
+                    applied_files=self._applied(files),
+                    applied_recycled=removed,
+                )
 
     def drop_partitions(self, table_name: str, values_list: Sequence[Sequence[str]]) -> None:
         table = self.get_table(table_name)
@@ -243,10 +282,13 @@ class TargetWriter:
             self.catalog.drop_partitions(self.db, table_name, remaining, delete_data=True)
 
     # -- data ----------------------------------------------------------------------------------------------
-    def reconcile(self, target_location: str, files: Sequence[str], source_location: str | None) -> None:
-        """Make ``target_location`` hold exactly ``files`` (by relative path and checksum)."""
+    def reconcile(self, target_location: str, files: Sequence[str], source_location: str | None) -> list[str]:
+        """Make ``target_location`` hold exactly ``files`` (by relative path and checksum).
+
+        Returns the files it replaced or removed (encoded, now in the target's cmroot).
+        """
         if not self.copy_data:
-            return
+            return []
         fs = filesystem_for(target_location)
         fs.makedirs(target_location)
         wanted = {relative_target(encoded): encoded for encoded in files}
@@ -271,12 +313,22 @@ class TargetWriter:
             self.stats.files_prefetched += int(result.prefetched)
             to_publish.append(target_uri)
         extras = [status for rel, status in present.items() if rel not in wanted]
+        removed = describe_files(target_location, self.target.cm, extras) if extras else []
         if extras:  # replaced on the source: keep them in the target's own cmroot (chained replication)
-            self.target.cm.recycle(describe_files(target_location, self.target.cm, extras))
+            self.target.cm.recycle(removed)
             self.stats.files_removed += len(extras)
         publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
         if to_publish and is_local_uri(target_location):
             self._unsynced_dirs.add(local_path(target_location))
+        return removed
+
+    def _data_mark(self) -> tuple[int, int]:
+        """Files copied and removed so far: a change between two marks means a location's data changed."""
+        return self.stats.files_copied, self.stats.files_removed
+
+    def _applied(self, files: Sequence[str]) -> list[str] | None:
+        """The files a location was made to hold, for the catalog to log (None: nothing was copied)."""
+        return list(files) if self.copy_data else None
 
     def make_durable(self) -> None:
         """One ``syncfs`` per file system for every rename published since the last call.
