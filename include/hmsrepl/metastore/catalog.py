@@ -32,6 +32,7 @@ from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.partition_filter import filter_to_sql, parse_filter
 from hmsrepl.metastore.patterns import matches
+from hmsrepl.metastore.protection import check_params
 from hmsrepl.metastore.schema import (
     dbs,
     funcs,
@@ -121,6 +122,7 @@ class CatalogService:
         name = name.lower()
         if name == DEFAULT_DB:
             raise InvalidOperationError("database 'default' cannot be dropped")
+        self._check_writable(name)
         tables = self.get_tables(name)  # raises NoSuchDatabaseError
         functions = self.get_functions(name)
         if (tables or functions) and not cascade:
@@ -141,6 +143,13 @@ class CatalogService:
             tx.emit(EventType.DROP_DATABASE, name, None, {"database": _snapshot(db)})
         if delete_data and db.location_uri and db.location_uri.rstrip("/") != self.warehouse:
             filesystem_for(db.location_uri).delete_tree(db.location_uri)
+
+    def _check_writable(self, db_name: str) -> None:
+        """Refuse a client write into a protected replica before any file work (see ``protection``).
+
+        The authoritative check runs again at commit, in the event log, for every write.
+        """
+        check_params(self.get_database(db_name))
 
     def _db_id(self, conn: Connection, name: str, *, missing_ok: bool = False) -> int | None:
         db_id = conn.execute(select(dbs.c.db_id).where(dbs.c.name == name)).scalar()
@@ -165,6 +174,7 @@ class CatalogService:
         _check_name(table.table_name, "table")
         _check_columns(table)
         db = self.get_database(table.db_name)
+        check_params(db)  # protected replica: refused before any file work
         if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
             location = join_uri(db.location_uri or self.default_db_location(db.name), table.table_name)
             table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
@@ -265,6 +275,7 @@ class CatalogService:
         partitions' locations under it follow. ``applied_files``: as in ``create_table``.
         """
         db_name, table_name = db_name.lower(), table_name.lower()
+        self._check_writable(db_name)
         _check_columns(new_table)
         old = self.get_table(db_name, table_name)
         renamed = (new_table.db_name, new_table.table_name) != (db_name, table_name)
@@ -368,6 +379,7 @@ class CatalogService:
         self, db_name: str, table_name: str, partition_names: Sequence[str] | None = None
     ) -> None:
         """Remove all data files (recycled into cmroot); visible as ALTER events with ``is_truncate``."""
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         if not table.is_managed:
             raise InvalidOperationError(f"cannot truncate external table '{table.qualified_name}'")
@@ -420,6 +432,7 @@ class CatalogService:
 
     def drop_table(self, db_name: str, table_name: str, *, delete_data: bool = True) -> Table:
         """Drop a table and its partitions; a managed table's files are recycled into cmroot after commit."""
+        self._check_writable(db_name)
         db_name, table_name = db_name.lower(), table_name.lower()
         table = self.get_table(db_name, table_name)
         recycled: list[str] = []
@@ -477,6 +490,7 @@ class CatalogService:
         skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
         it): as in ``create_table``.
         """
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         keys = table.partition_key_names
         if not keys:
@@ -673,6 +687,7 @@ class CatalogService:
 
         ``applied_files`` (one entry per partition, None: list it): as in ``create_table``.
         """
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         names = [_partition_name(table, part.values) for part in new_parts]
         applied = list(applied_files) if applied_files is not None else [None] * len(new_parts)
@@ -734,6 +749,7 @@ class CatalogService:
         self, db_name: str, table_name: str, values_list: Sequence[Sequence[str]], *, delete_data: bool = True
     ) -> list[Partition]:
         """Drop partitions in one transaction and one DROP_PARTITION event; files go to cmroot after commit."""
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         names = [_partition_name(table, values) for values in values_list]
         found = {
@@ -799,6 +815,7 @@ class CatalogService:
         overwrite (see ``create_table``); it already kept the files it replaced (``applied_recycled``) in
         this metastore's cmroot, so nothing is recycled after commit.
         """
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         partition = self.get_partition(db_name, table_name, partition_values) if partition_values else None
         if table.partition_keys and partition is None:

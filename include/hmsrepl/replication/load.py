@@ -25,6 +25,7 @@ from hmsrepl.formats.partition_names import make_partition_name, parse_partition
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.protection import privileged_call
 from hmsrepl.metastore.statistics import ColumnStat
 from hmsrepl.replication import acid_replay
 from hmsrepl.replication.column_stats import load_column_stats
@@ -95,6 +96,7 @@ class LoadEngine:
         self.target = target
         self.clock = clock or StageClock()
 
+    @privileged_call("replication load")  # the only client of a protected replica
     def load(self, command: LoadCommand, progress: Callable[[int], None] | None = None) -> LoadResult:
         """``progress(n)``: n more tables (bootstrap) or events (incremental) are loaded."""
         dump = DumpDir(command.dump_dir)
