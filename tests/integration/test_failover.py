@@ -1,7 +1,7 @@
 """Planned failover under a running writer, unplanned promotion, failback copying only changed tables, lag.
 
-Real metastores (a SQLite source, a replica on SQLite or PostgreSQL); the writer is a thread writing through
-the catalog API, as a Thrift handler would. Every write the writer saw acknowledged must be on the new source;
+Real metastores (source and replica both on SQLite, PostgreSQL or MariaDB); the writer is a thread writing
+through the catalog API, as a Thrift handler would. Every write the writer saw acknowledged must be on the new source;
 every write after the freeze must be refused with the clear error.
 """
 
@@ -17,6 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from hmsrepl.cli import main
+from hmsrepl.config import MetastoreConfig
+from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import HANDOVER_ID, HANDOVER_PEER, READ_ONLY, ReplicaProtectedError
 from hmsrepl.replication.engine import ReplicationEngine
@@ -26,13 +28,19 @@ from hmsrepl.replication.target import REPL_LAST_ID, REPLICA_OF
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.base import join_uri
 from tests.backends import temporary_database
-from tests.helpers import make_table, open_replica, open_sqlite_source, side_args, write_file
+from tests.helpers import make_table, open_replica, side_args, write_file
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ReplicationEngine]:
-    source = open_sqlite_source(tmp_path)
-    with temporary_database(request.param, str(tmp_path)) as url:
+    with (
+        temporary_database(request.param, str(tmp_path)) as source_url,
+        temporary_database(request.param, str(tmp_path)) as url,
+    ):
+        config = MetastoreConfig(
+            db_url=source_url, warehouse=str(tmp_path / "src_wh"), cmroot=str(tmp_path / "src_cm")
+        )
+        source = Metastore.open(config)
         target = open_replica(url, tmp_path)
         yield ReplicationEngine(str(tmp_path / "dumps"), source, target)
         target.close()

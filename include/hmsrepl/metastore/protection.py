@@ -108,13 +108,17 @@ def check_writable(conn: Connection, db_names: set[str]) -> None:
     if is_privileged():
         return
     for name in sorted(db_names):
-        row = conn.execute(select(dbs.c.doc).where(dbs.c.name == name).with_for_update(read=True)).first()
-        if row is None:
-            continue
-        db = Database.model_validate_json(row.doc)
-        reason = refusal(db.name, db.parameters)
-        if reason:
-            raise ReplicaProtectedError(reason)
+        # A plain read refuses writes into replicas without waiting for (or deadlocking with) a load that
+        # holds the row; the shared lock is then taken only for writable databases, against a freeze.
+        for locking in (False, True):
+            query = select(dbs.c.doc).where(dbs.c.name == name)
+            row = conn.execute(query.with_for_update(read=True) if locking else query).first()
+            if row is None:
+                break
+            db = Database.model_validate_json(row.doc)
+            reason = refusal(db.name, db.parameters)
+            if reason:
+                raise ReplicaProtectedError(reason)
 
 
 def lifted_record(reason: str, *, action: str = "unprotect") -> str:
