@@ -206,3 +206,24 @@ def test_lag_in_events_and_seconds(engine: ReplicationEngine) -> None:
     assert json.loads(out.output)["events"] == 2
     _catch_up(engine, "sales", "sales_dr")
     assert replica_lag(source, "sales", target, "sales_dr").events == 0
+
+
+def test_failed_verification_keeps_the_source_frozen_until_unprotected(engine: ReplicationEngine) -> None:
+    source, target = engine.source, engine.target
+    _bootstrap(engine, tables=2)
+    write_file(
+        target.catalog.get_table("sales_dr", "t0").sd.location, "stray", b"written outside replication"
+    )
+    with pytest.raises(FailoverError, match=r"differs from 'sales'.*'sales' stays read-only"):
+        planned_failover(engine, "sales", "sales_dr")
+    assert target.catalog.get_database("sales_dr").parameters[REPLICA_OF] == "sales"  # not promoted
+    with pytest.raises(
+        ReplicaProtectedError, match="'sales' is read-only: it is being failed over to 'sales_dr'"
+    ):
+        _table_with_data(source, "sales", "blocked", b"x")
+    out = CliRunner().invoke(
+        main, ["repl", "unprotect", "sales", "--reason", "failover abandoned", *side_args("target", source)]
+    )
+    assert out.exit_code == 0, out.output
+    _table_with_data(source, "sales", "writable_again", b"y")
+    assert READ_ONLY not in source.catalog.get_database("sales").parameters
