@@ -52,6 +52,26 @@ def _hook_failure(exc: MetastoreHookError) -> Exception:
     return exc
 
 
+def lag_behind_seconds(
+    source: MetastoreNotificationHook, replica_event_id: int, source_event_id: int
+) -> int | None:
+    """Seconds between the source's event ``source_event_id`` and the replica's ``repl.last.id`` event.
+
+    0 when the replica is at the source's event; None when either event is no longer in the source's log
+    (cleaned up) or cannot be read: lag is reported, never a reason to fail a replication task.
+    """
+    if replica_event_id >= source_event_id:
+        return 0
+    try:
+        [newest] = source.next_events(source_event_id - 1, 1)
+        at = source.next_events(replica_event_id - 1, 1) if replica_event_id > 0 else []
+    except (MetastoreHookError, ValueError):
+        return None
+    if not at or at[0].event_id != replica_event_id:
+        return None
+    return max(0, newest.event_time - at[0].event_time)
+
+
 class ReplicationCheckOperator(BaseOperator):
     """Reads where each replica is (target ``repl.last.id``) against the source's current event id.
 
@@ -255,15 +275,17 @@ class ReplicateOperator(BaseOperator):
             )
         Variable.set(variable_key(replication.policy), str(after))
         lag = max(0, current - after)
+        lag_seconds = lag_behind_seconds(source, after, current)
         if before is None or after > before:
             self._mark_fresh(context, replication.target_db, after, current)
         self.log.info(
-            "%s at event %d (was %s); lag behind the source's event %d: %d events",
+            "%s at event %d (was %s); lag behind the source's event %d: %d events, %s s",
             replication.target_db,
             after,
             before,
             current,
             lag,
+            "unknown" if lag_seconds is None else lag_seconds,
         )
         return {
             **replication.to_dict(),
@@ -271,6 +293,7 @@ class ReplicateOperator(BaseOperator):
             "previous_repl_last_id": before,
             "source_event_id": current,
             "lag_events": lag,
+            "lag_seconds": lag_seconds,
             "on_spark": on_spark,
         }
 
