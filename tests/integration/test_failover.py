@@ -22,7 +22,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import HANDOVER_ID, HANDOVER_PEER, READ_ONLY, ReplicaProtectedError
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.failover import FailoverError, failback, planned_failover, replica_lag
+from hmsrepl.replication.failover import FailoverError, failback, planned_failover, promote, replica_lag
 from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.target import REPL_LAST_ID, REPLICA_OF
 from hmsrepl.replication.verify import verify
@@ -227,3 +227,24 @@ def test_failed_verification_keeps_the_source_frozen_until_unprotected(engine: R
     assert out.exit_code == 0, out.output
     _table_with_data(source, "sales", "writable_again", b"y")
     assert READ_ONLY not in source.catalog.get_database("sales").parameters
+
+
+def test_failback_of_a_changed_acid_table(engine: ReplicationEngine) -> None:
+    from hmsrepl.acid import InsertOnlyWriter
+
+    source, target = engine.source, engine.target
+    _bootstrap(engine, tables=2)
+    acid = {"transactional": "true", "transactional_properties": "insert_only"}
+    source.catalog.create_table(make_table("sales", "ledger", **acid))
+    for rows in (b"1\n", b"2\n"):
+        writer = InsertOnlyWriter(source, "sales", "ledger", None, heartbeat=False).begin()
+        write_file(writer.target_uri, "part-0.txt", rows)
+        writer.commit()
+    _catch_up(engine, "sales", "sales_dr")
+    promote(target, "sales_dr", force=True)
+    writer = InsertOnlyWriter(target, "sales_dr", "ledger", None, heartbeat=False).begin()
+    write_file(writer.target_uri, "part-0.txt", b"3 on the promoted side\n")
+    writer.commit()
+    result = failback(ReplicationEngine(engine.dump_root, target, source), "sales_dr", "sales")
+    assert result.tables_rebootstrapped == ["ledger"]
+    assert verify(target, "sales_dr", source, "sales") == []  # data as readers see it, and write-id state

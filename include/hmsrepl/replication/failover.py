@@ -33,6 +33,7 @@ from hmsrepl.metastore.protection import (
     lifted_record,
     privileged,
 )
+from hmsrepl.replication import acid_replay
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import DumpCommand, LoadCommand
 from hmsrepl.replication.dump import DumpResult
@@ -425,7 +426,8 @@ def _load_changed(
         if writer.get_table(name) is not None:
             writer.drop_table(name)
             result.tables_dropped.append(name)
-    with old.events.transaction():
+    with old.events.transaction():  # ACID write-id state of the re-bootstrapped tables, with the position
+        acid_replay.load_bootstrap_state(writer, dump, meta)
         writer.set_last_id(position, bootstrap_done=True)
         db = old.catalog.get_database(old_db)
         params = {k: v for k, v in db.parameters.items() if k != FAILBACK_FROM}
