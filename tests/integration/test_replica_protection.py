@@ -75,6 +75,10 @@ def _client_writes(store: Metastore) -> list[tuple[str, object]]:
         ),
         ("drop_partitions", lambda: c.drop_partitions("sales_dr", "events", [["2024-01-01"]])),
         ("alter_database", lambda: c.alter_database("sales_dr", db.model_copy(update={"description": "x"}))),
+        (
+            "alter_database_unprotecting",
+            lambda: c.alter_database("sales_dr", db.model_copy(update={"parameters": {}})),
+        ),
         ("drop_database", lambda: c.drop_database("sales_dr", cascade=True)),
         (
             "create_function",
@@ -107,7 +111,7 @@ def test_replica_refuses_every_client_write_and_loads_still_apply(
         message = str(info.value)
         assert "sales_dr" in message and "replica of 'sales'" in message and "failover" in message, message
         assert "\n" not in message
-    assert len(refused) == 11
+    assert len(refused) == 12
     assert capture_state(target, "sales_dr") == before  # nothing changed
     assert target.catalog.get_table("sales_dr", "orders").table_name == "orders"  # reads untouched
 
@@ -175,3 +179,21 @@ def test_thrift_clients_get_the_refusal(pair: tuple[ReplicationEngine, str], tmp
         finally:
             client.close()
     assert capture_state(target, "sales_dr") == before
+
+
+def test_the_commit_check_alone_refuses_every_write(
+    pair: tuple[ReplicationEngine, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the entry checks, the check at commit still refuses everything (and changes nothing)."""
+    from hmsrepl.metastore import catalog as catalog_module
+
+    monkeypatch.setattr(catalog_module.CatalogService, "_check_writable", lambda self, db_name: None)
+    monkeypatch.setattr(catalog_module, "check_params", lambda db: None)
+    engine, _ = pair
+    target = engine.target
+    assert target is not None
+    before = capture_state(target, "sales_dr")
+    for name, write in _client_writes(target):
+        with pytest.raises(ReplicaProtectedError, match="protected replica of 'sales'"):
+            write()  # type: ignore[operator]
+        assert capture_state(target, "sales_dr") == before, name

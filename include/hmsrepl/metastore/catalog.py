@@ -110,6 +110,7 @@ class CatalogService:
         name = name.lower()
         if new_db.name != name:
             raise InvalidOperationError(f"database '{name}' cannot be renamed (to '{new_db.name}')")
+        self._check_writable(name)
         with self.events.transaction() as tx:
             old = self._load_db(tx.conn, name, for_update=True)
             tx.conn.execute(update(dbs).where(dbs.c.name == name).values(doc=new_db.model_dump_json()))

@@ -90,7 +90,7 @@ class EventLog:
             yield conn
 
     def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:
-        check_writable(conn, {event.db_name.lower() for event in events if event.db_name})  # replicas
+        check_writable(conn, events)  # protected replicas and frozen sources refuse client writes
         seq = notification_sequence
         next_id = conn.execute(
             select(seq.c.next_event_id).where(seq.c.id == 1).with_for_update()

@@ -18,7 +18,7 @@ import getpass
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, select
 
 from hmsrepl.exceptions import InvalidOperationError
+from hmsrepl.metastore.events import EventType, PendingEvent
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.schema import dbs
 
@@ -103,11 +104,20 @@ def check_params(db: Database) -> None:
         raise ReplicaProtectedError(reason)
 
 
-def check_writable(conn: Connection, db_names: set[str]) -> None:
-    """At commit: refuse the transaction if one of its databases is protected (row read with a shared lock)."""
+def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
+    """At commit: refuse the transaction if one of its databases is protected (row read with a shared lock).
+
+    The row already holds the transaction's own changes, so a database change is also judged by the state it
+    started from (an ALTER_DATABASE removing ``hmsrepl.replica.of``, a DROP_DATABASE whose row is gone).
+    """
     if is_privileged():
         return
-    for name in sorted(db_names):
+    for event in events:
+        if event.event_type == EventType.ALTER_DATABASE:
+            _refuse(event.body.get("before") or {})
+        elif event.event_type == EventType.DROP_DATABASE:
+            _refuse(event.body.get("database") or {})
+    for name in sorted({event.db_name.lower() for event in events if event.db_name}):
         # A plain read refuses writes into replicas without waiting for (or deadlocking with) a load that
         # holds the row; the shared lock is then taken only for writable databases, against a freeze.
         for locking in (False, True):
@@ -116,9 +126,13 @@ def check_writable(conn: Connection, db_names: set[str]) -> None:
             if row is None:
                 break
             db = Database.model_validate_json(row.doc)
-            reason = refusal(db.name, db.parameters)
-            if reason:
-                raise ReplicaProtectedError(reason)
+            _refuse({"name": db.name, "parameters": db.parameters})
+
+
+def _refuse(snapshot: dict[str, Any]) -> None:
+    reason = refusal(str(snapshot.get("name", "")), snapshot.get("parameters") or {})
+    if reason:
+        raise ReplicaProtectedError(reason)
 
 
 def lifted_record(reason: str, *, action: str = "unprotect") -> str:
