@@ -1,6 +1,7 @@
 """Disaster-recovery benchmark: planned failover of a database with many tables, then failback after changes.
 
     python bench/bench_failover.py [--tables 1000] [--changed 10] [--payload 65536] [--backend sqlite|postgres]
+    python bench/bench_failover.py --overhead 300 [--backend ...]   # cost of the protection check on writes
 
 Bootstraps a replica of a database of ``--tables`` tables (one data file of ``--payload`` bytes each), then
 times: a planned failover (freeze, last events, verify, promote) with a few events pending; an unplanned
@@ -8,6 +9,9 @@ promotion of the new replica (the old source) -- i.e. the roles swapped once mor
 ``--changed`` tables are rewritten on the promoted side; and the failback that makes the other side a
 replica again. Prints seconds per step and the bytes the failback copied against the changed tables' data
 and the whole database's data (goal: only the changed tables are copied).
+
+``--overhead N``: N ``create_table`` calls with the protection checks (entry and commit) against N in the
+privileged context that skips them, alternated over 3 rounds; prints calls/s of each.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ sys.path[:0] = [str(REPO / "include"), str(REPO)]
 
 from bench.bench_replication import open_store  # noqa: E402
 from hmsrepl.metastore.model import Database  # noqa: E402
+from hmsrepl.metastore.protection import privileged  # noqa: E402
 from hmsrepl.replication.engine import ReplicationEngine  # noqa: E402
 from hmsrepl.replication.failover import failback, planned_failover, promote  # noqa: E402
 from hmsrepl.replication.verify import verify  # noqa: E402
@@ -37,7 +42,11 @@ def main() -> None:
     parser.add_argument("--changed", type=int, default=10)
     parser.add_argument("--payload", type=int, default=65536)
     parser.add_argument("--backend", default="sqlite")
+    parser.add_argument("--overhead", type=int, default=0, help="measure the protection check instead")
     args = parser.parse_args()
+    if args.overhead:
+        overhead(args.backend, args.overhead)
+        return
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         root = Path(tmp)
         a, b = open_store(stack, args.backend, root, "a"), open_store(stack, args.backend, root, "b")
@@ -86,6 +95,28 @@ def main() -> None:
         started = time.monotonic()
         differences = verify(a, "sales", b, "sales_dr")
         print(f"verify after failback: {len(differences)} differences ({time.monotonic() - started:.1f} s)")
+
+
+def overhead(backend: str, calls: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        store = open_store(stack, backend, Path(tmp), "s")
+        store.catalog.create_database(Database(name="b"))
+        rates: dict[str, list[float]] = {"checked": [], "unchecked": []}
+        for round_ in range(3):
+            for mode in rates:
+                started = time.perf_counter()
+                for i in range(calls):
+                    table = make_table("b", f"{mode}{round_}_{i}")
+                    if mode == "checked":
+                        store.catalog.create_table(table)
+                    else:
+                        with privileged("benchmark baseline"):
+                            store.catalog.create_table(table)
+                rates[mode].append(calls / (time.perf_counter() - started))
+        print(
+            f"{backend} create_table/s: "
+            + ", ".join(f"{k} {[round(r) for r in v]}" for k, v in rates.items())
+        )
 
 
 if __name__ == "__main__":

@@ -214,8 +214,11 @@ def test_failed_verification_keeps_the_source_frozen_until_unprotected(engine: R
     write_file(
         target.catalog.get_table("sales_dr", "t0").sd.location, "stray", b"written outside replication"
     )
-    with pytest.raises(FailoverError, match=r"differs from 'sales'.*'sales' stays read-only"):
-        planned_failover(engine, "sales", "sales_dr")
+    args = [*side_args("source", source), *side_args("target", target), "--dump-root", engine.dump_root]
+    failed = CliRunner().invoke(main, ["repl", "failover", "sales", "sales_dr", *args])
+    assert failed.exit_code == 1 and "Traceback" not in failed.output
+    assert "differs from 'sales'" in failed.output and "'sales' stays read-only" in failed.output
+    assert "stray" in failed.output  # the difference that stopped it
     assert target.catalog.get_database("sales_dr").parameters[REPLICA_OF] == "sales"  # not promoted
     with pytest.raises(
         ReplicaProtectedError, match="'sales' is read-only: it is being failed over to 'sales_dr'"
