@@ -1,4 +1,5 @@
-"""Spark writing into a replica over Thrift gets the protection's error; reading it works; loads still apply.
+"""Spark writing into a replica over Thrift gets the protection's error; reading it works; loads still apply;
+a planned failover under a running Spark workload loses no acknowledged write.
 
 A Spark INSERT writes its files before calling the metastore: the metastore refuses the call, but the file
 stays in the replica's directory until the next load of that table removes it (``repl verify`` reports it
@@ -54,3 +55,56 @@ def test_spark_writes_into_a_replica_are_refused(spark, session_store: Metastore
     assert verify(session_store, src, session_store, dr) == []
     spark.catalog.refreshTable(f"{dr}.orders")
     assert sorted(r.id for r in spark.sql(f"SELECT id FROM {dr}.orders").collect()) == [1, 2, 4]
+
+
+def test_planned_failover_under_a_spark_workload(spark, session_store: Metastore, tmp_path: Path) -> None:
+    """Spark creates tables (CTAS: data first, then the metastore call) while the source fails over."""
+    import threading
+    import time
+
+    from hmsrepl.replication.failover import planned_failover
+
+    src = f"live_{uuid.uuid4().hex[:8]}"
+    dr = f"{src}_dr"
+    spark.sql(f"CREATE DATABASE {src}")
+    engine = ReplicationEngine(str(tmp_path / "dumps"), session_store, session_store)
+    dump = engine.execute(f"REPL DUMP {src}")
+    engine.execute(f"REPL LOAD {dr} FROM '{dump.dump_dir}'")
+    acknowledged: list[str] = []
+    refusals: list[str] = []
+    stop = threading.Event()
+
+    def workload() -> None:
+        i = 0
+        while not stop.is_set() and not refusals:
+            try:
+                spark.sql(f"CREATE TABLE {src}.w{i} USING parquet AS SELECT {i} AS id").collect()
+                acknowledged.append(f"w{i}")
+            except Exception as exc:
+                refusals.append(str(exc))
+            i += 1
+
+    thread = threading.Thread(target=workload)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        while len(acknowledged) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        result = planned_failover(engine, src, dr)
+        while not refusals and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        thread.join()
+    assert refusals and f"'{src}'" in refusals[0]
+    assert "read-only" in refusals[0] or f"protected replica of '{dr}'" in refusals[0]
+    assert set(acknowledged) <= set(session_store.catalog.get_tables(dr))  # RPO 0
+    assert session_store.catalog.get_tables(dr) == session_store.catalog.get_tables(src)
+    assert verify(session_store, src, session_store, dr) == []
+    assert result.handover_id > 0
+    for name in acknowledged:  # the data Spark wrote is readable on the new source
+        [row] = spark.sql(f"SELECT id FROM {dr}.{name}").collect()
+        assert row.id == int(name[1:])
+    spark.sql(f"CREATE TABLE {dr}.after USING parquet AS SELECT 1 AS id").collect()  # new source writable
+    with pytest.raises(Exception, match=f"protected replica of '{dr}'"):
+        spark.sql(f"CREATE TABLE {src}.late USING parquet AS SELECT 1 AS id").collect()
