@@ -80,7 +80,7 @@ def test_planned_failover_under_a_spark_workload(spark, session_store: Metastore
             try:
                 spark.sql(f"CREATE TABLE {src}.w{i} USING parquet AS SELECT {i} AS id").collect()
                 acknowledged.append(f"w{i}")
-            except Exception as exc:
+            except Exception as exc:  # Spark wraps the metastore's error in its own exception types
                 refusals.append(str(exc))
             i += 1
 
