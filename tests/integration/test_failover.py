@@ -251,3 +251,12 @@ def test_failback_of_a_changed_acid_table(engine: ReplicationEngine) -> None:
     result = failback(ReplicationEngine(engine.dump_root, target, source), "sales_dr", "sales")
     assert result.tables_rebootstrapped == ["ledger"]
     assert verify(target, "sales_dr", source, "sales") == []  # data as readers see it, and write-id state
+
+
+def test_failback_to_a_lost_database_says_to_bootstrap(engine: ReplicationEngine) -> None:
+    source, target = engine.source, engine.target
+    _bootstrap(engine, tables=1)
+    promote(target, "sales_dr", force=True)
+    source.catalog.drop_database("sales", cascade=True)  # the old site was rebuilt empty
+    with pytest.raises(FailoverError, match=r"'sales' does not exist on the old side.*REPL DUMP sales_dr"):
+        failback(ReplicationEngine(engine.dump_root, target, source), "sales_dr", "sales")

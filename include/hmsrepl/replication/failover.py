@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.exceptions import EventsCleanedUpError, HmsReplError, NoSuchObjectError
+from hmsrepl.exceptions import EventsCleanedUpError, HmsReplError, NoSuchDatabaseError, NoSuchObjectError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
@@ -323,7 +323,13 @@ def failback(
     if peer_name != old_db:
         raise FailoverError(f"'{new_db}' was handed over from '{peer_name}', not from '{old_db}'")
     new_handover = int(promoted.parameters[HANDOVER_ID])
-    current = old.catalog.get_database(old_db)
+    try:
+        current = old.catalog.get_database(old_db)
+    except NoSuchDatabaseError as exc:
+        raise FailoverError(
+            f"database '{old_db}' does not exist on the old side: there is nothing to keep, so bootstrap it "
+            f"from '{new_db}' (REPL DUMP {new_db}; REPL LOAD {old_db} FROM '<dump>')"
+        ) from exc
     params = current.parameters
     if params.get(REPLICA_OF) == new_db and REPL_LAST_ID in params and BOOTSTRAP_IN_PROGRESS not in params:
         raise FailoverError(
