@@ -452,6 +452,95 @@ def repl_verify(source_db: str, target_db: str, **sides: Any) -> None:
     click.echo(f"{target_db} equals {source_db}: metadata and file checksums match")
 
 
+def _one_store(values: dict[str, Any], side: str = "target") -> Metastore:
+    store = _side_store(side, values)
+    if store is None:
+        raise click.ClickException(f"this command needs the {side} metastore (--{side}-db-url)")
+    return store
+
+
+@repl.command("unprotect")
+@click.argument("db_name")
+@click.option("--reason", required=True, help="Why the protection is lifted (recorded with who and when).")
+@side_options("target")
+@_friendly_errors
+def repl_unprotect(db_name: str, reason: str, **sides: Any) -> None:
+    """Make a protected replica (or a source frozen by an abandoned failover) writable; logged and recorded."""
+    from hmsrepl.replication.failover import unprotect
+
+    db = unprotect(_one_store(sides), db_name, reason)
+    click.echo(f"{db.name}\tprotection lifted\t{db.parameters.get('hmsrepl.protection.lifted')}")
+
+
+@repl.command("failover")
+@click.argument("source_db")
+@click.argument("target_db")
+@click.option("--policy", help="The replication policy of TARGET_DB if it is not the whole SOURCE_DB.")
+@side_options("source")
+@side_options("target")
+@click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)
+@_friendly_errors
+def repl_failover(source_db: str, target_db: str, policy: str | None, dump_root: str, **sides: Any) -> None:
+    """Planned failover: freeze SOURCE_DB, replicate its last events, verify, promote TARGET_DB (RPO 0).
+
+    Prints the result as JSON (hand-over event ids on both sides).
+    """
+    from hmsrepl.replication.engine import ReplicationEngine
+    from hmsrepl.replication.failover import planned_failover
+
+    engine = ReplicationEngine(dump_root, _one_store(sides, "source"), _one_store(sides, "target"))
+    click.echo(json.dumps(planned_failover(engine, source_db, target_db, policy).to_json(), sort_keys=True))
+
+
+@repl.command("promote")
+@click.argument("target_db")
+@click.option("--force", is_flag=True, help="Promote although the source is not reachable (unplanned).")
+@click.option("--reason", default="", help="Recorded with who and when.")
+@side_options("target")
+@_friendly_errors
+def repl_promote(target_db: str, force: bool, reason: str, **sides: Any) -> None:
+    """Unplanned failover: make replica TARGET_DB writable; its last replicated event is the hand-over point."""
+    from hmsrepl.replication.failover import promote
+
+    click.echo(json.dumps(promote(_one_store(sides), target_db, force=force, reason=reason).to_json()))
+
+
+@repl.command("failback")
+@click.argument("new_db")
+@click.argument("old_db")
+@click.option(
+    "--discard-divergent",
+    is_flag=True,
+    help="Replace OLD_DB's own changes made after the hand-over with NEW_DB's version.",
+)
+@side_options("source")
+@side_options("target")
+@click.option("--dump-root", envvar="HMSREPL_DUMP_ROOT", default="var/repl", show_default=True)
+@_friendly_errors
+def repl_failback(new_db: str, old_db: str, discard_divergent: bool, dump_root: str, **sides: Any) -> None:
+    """Make OLD_DB (target side) a replica of the promoted NEW_DB (source side), copying only changed tables."""
+    from hmsrepl.replication.engine import ReplicationEngine
+    from hmsrepl.replication.failover import failback
+
+    engine = ReplicationEngine(dump_root, _one_store(sides, "source"), _one_store(sides, "target"))
+    result = failback(engine, new_db, old_db, discard_divergent=discard_divergent)
+    click.echo(json.dumps(result.to_json(), sort_keys=True))
+
+
+@repl.command("lag")
+@click.argument("policy")
+@click.argument("target_db")
+@side_options("source")
+@side_options("target")
+@_friendly_errors
+def repl_lag(policy: str, target_db: str, **sides: Any) -> None:
+    """Replication lag of TARGET_DB behind POLICY's database: events and seconds, as JSON."""
+    from hmsrepl.replication.failover import replica_lag
+
+    lag = replica_lag(_one_store(sides, "source"), policy, _one_store(sides), target_db)
+    click.echo(json.dumps(lag.to_json(), sort_keys=True))
+
+
 @main.group()
 def cm() -> None:
     """Change manager (cmroot) maintenance."""

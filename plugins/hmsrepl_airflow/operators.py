@@ -52,6 +52,26 @@ def _hook_failure(exc: MetastoreHookError) -> Exception:
     return exc
 
 
+def lag_behind_seconds(
+    source: MetastoreNotificationHook, replica_event_id: int, source_event_id: int
+) -> int | None:
+    """Seconds between the source's event ``source_event_id`` and the replica's ``repl.last.id`` event.
+
+    0 when the replica is at the source's event; None when either event is no longer in the source's log
+    (cleaned up) or cannot be read: lag is reported, never a reason to fail a replication task.
+    """
+    if replica_event_id >= source_event_id:
+        return 0
+    try:
+        [newest] = source.next_events(source_event_id - 1, 1)
+        at = source.next_events(replica_event_id - 1, 1) if replica_event_id > 0 else []
+    except (MetastoreHookError, ValueError):
+        return None
+    if not at or at[0].event_id != replica_event_id:
+        return None
+    return max(0, newest.event_time - at[0].event_time)
+
+
 class ReplicationCheckOperator(BaseOperator):
     """Reads where each replica is (target ``repl.last.id``) against the source's current event id.
 
@@ -255,15 +275,17 @@ class ReplicateOperator(BaseOperator):
             )
         Variable.set(variable_key(replication.policy), str(after))
         lag = max(0, current - after)
+        lag_seconds = lag_behind_seconds(source, after, current)
         if before is None or after > before:
             self._mark_fresh(context, replication.target_db, after, current)
         self.log.info(
-            "%s at event %d (was %s); lag behind the source's event %d: %d events",
+            "%s at event %d (was %s); lag behind the source's event %d: %d events, %s s",
             replication.target_db,
             after,
             before,
             current,
             lag,
+            "unknown" if lag_seconds is None else lag_seconds,
         )
         return {
             **replication.to_dict(),
@@ -271,6 +293,7 @@ class ReplicateOperator(BaseOperator):
             "previous_repl_last_id": before,
             "source_event_id": current,
             "lag_events": lag,
+            "lag_seconds": lag_seconds,
             "on_spark": on_spark,
         }
 
@@ -337,3 +360,80 @@ class PruneDumpsOperator(BaseOperator):
             len(result.kept_in_use),
         )
         return {"removed": len(result.removed), "bytes_removed": result.bytes_removed}
+
+
+def _side(side: str) -> Any:
+    """The source or target metastore from the ``HMSREPL_<SIDE>_*`` settings the Spark applications read."""
+    import os
+
+    from hmsrepl.config import MetastoreConfig
+    from hmsrepl.metastore import Metastore
+
+    prefix = f"HMSREPL_{side.upper()}_"
+    url = os.environ.get(prefix + "DB_URL")
+    if not url:
+        raise AirflowFailException(
+            f"{prefix}DB_URL is not set: the {side} metastore is needed for a failover"
+        )
+    extra = {k: v for k in ("warehouse", "cmroot") if (v := os.environ.get(prefix + k.upper()))}
+    return Metastore(MetastoreConfig(db_url=url, **extra))
+
+
+class FailoverOperator(BaseOperator):
+    """Planned failover of one replication (``hmsrepl repl failover``): freeze, last events, verify, promote.
+
+    Runs in the worker with direct access to both metastores' databases (``HMSREPL_SOURCE_*``,
+    ``HMSREPL_TARGET_*``, ``HMSREPL_DUMP_ROOT``). Logs the replica's lag before the freeze (events and
+    seconds) and the hand-over ids after. Never retried by itself: a failed failover leaves the source frozen
+    and says why; run it again (it continues) or lift the freeze with ``hmsrepl repl unprotect``.
+    """
+
+    template_fields: Sequence[str] = ("source_db", "target_db", "policy")
+
+    def __init__(self, *, source_db: str, target_db: str, policy: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.source_db = source_db
+        self.target_db = target_db
+        self.policy = policy
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        import os
+
+        from hmsrepl.exceptions import HmsReplError
+        from hmsrepl.replication.engine import ReplicationEngine
+        from hmsrepl.replication.failover import planned_failover, replica_lag
+
+        policy = self.policy or self.source_db
+        source, target = _side("source"), _side("target")
+        try:
+            lag = replica_lag(source, policy, target, self.target_db)
+            self.log.info(
+                "%s behind %s before the failover: %d events, %.1f s (replica at %d, source at %d)",
+                self.target_db,
+                policy,
+                lag.events,
+                lag.seconds,
+                lag.replica_event_id,
+                lag.source_event_id,
+            )
+            engine = ReplicationEngine(os.environ.get("HMSREPL_DUMP_ROOT", "var/repl"), source, target)
+            result = planned_failover(engine, self.source_db, self.target_db, self.policy or None)
+        except HmsReplError as exc:
+            raise AirflowFailException(" ".join(str(exc).split())) from exc
+        finally:
+            source.close()
+            target.close()
+        self.log.info(
+            "failover %s -> %s done: hand-over at source event %d / target event %d, %d events applied, "
+            "seconds %s; %s is now a protected replica of %s",
+            self.source_db,
+            self.target_db,
+            result.handover_id,
+            result.target_handover_id,
+            result.events_applied,
+            result.seconds,
+            self.source_db,
+            self.target_db,
+        )
+        return result.to_json()

@@ -54,6 +54,7 @@ VARIABLE_PREFIX = "hmsrepl_repl_last_id__"
 BOOTSTRAP_DAG_ID = "hmsrepl_bootstrap"
 INCREMENTAL_DAG_ID = "hmsrepl_incremental"
 CM_CLEANUP_DAG_ID = "hmsrepl_cm_cleanup"
+FAILOVER_DAG_ID = "hmsrepl_failover"
 
 
 def variable_key(policy: str) -> str:

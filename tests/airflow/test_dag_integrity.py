@@ -13,7 +13,7 @@ import pytest
 from tests.airflow.conftest import AIRFLOW_ENV
 from tests.servers import REPO
 
-EXPECTED = {"hmsrepl_bootstrap", "hmsrepl_incremental", "hmsrepl_cm_cleanup"}
+EXPECTED = {"hmsrepl_bootstrap", "hmsrepl_incremental", "hmsrepl_cm_cleanup", "hmsrepl_failover"}
 
 # Runs in a fresh interpreter: Airflow pointed at a metadata database that does not exist (port 1), the
 # metastore settings pointed nowhere, and every socket connect refused, so any import-time access fails.
@@ -92,8 +92,10 @@ def test_dags_import_without_database_or_network_and_declare_ownership(probed: d
         assert dag["max_active_runs"] == 1 and dag["catchup"] is False, dag_id
         for task_id, task in dag["tasks"].items():
             assert task["owner"] == "hmsrepl", (dag_id, task_id)
-            # Checking settings is the one task with nothing to retry; everything that talks to a server retries.
-            assert task["retries"] >= (0 if task_id == "plan_replications" else 1), (dag_id, task_id)
+            # Checking settings has nothing to retry and a failover is re-run by the operator only (it leaves
+            # the source frozen and says why); everything else that talks to a server retries.
+            no_retry = task_id == "plan_replications" or dag_id == "hmsrepl_failover"
+            assert task["retries"] >= (0 if no_retry else 1), (dag_id, task_id)
             if task["type"] == "SparkSubmitOperator":
                 assert Path(task["application"]).is_file(), (dag_id, task_id, task["application"])
 
@@ -106,6 +108,8 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
         dags["hmsrepl_cm_cleanup"],
     )
     assert bootstrap["schedule"] == "None"  # manual trigger only
+    assert dags["hmsrepl_failover"]["schedule"] == "None"
+    assert dags["hmsrepl_failover"]["tasks"]["failover"]["retries"] == 0
     assert bootstrap["params"] == ["policy", "target_db"]
     assert incremental["schedule"] != "None" and cleanup["schedule"] != "None"
     assert incremental["params"] == ["limit", "replications"]
@@ -124,6 +128,9 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
             "cleanup_source_cmroot": "SparkSubmitOperator",
             "cleanup_target_cmroot": "SparkSubmitOperator",
             "prune_dumps": "PruneDumpsOperator",
+        },
+        "hmsrepl_failover": {
+            "failover": "FailoverOperator",
         },
     }
     for dag in dags.values():

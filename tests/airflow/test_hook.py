@@ -124,3 +124,18 @@ def test_missing_connection_says_how_to_define_it() -> None:
         MetastoreConfigError, match=r"'hmsrepl_nowhere' is not defined.*AIRFLOW_CONN_HMSREPL_NOWHERE"
     ):
         MetastoreNotificationHook("hmsrepl_nowhere").repl_last_id("sales_dr")
+
+
+def test_lag_seconds_between_the_replica_event_and_the_source_event(hook, target_store: Metastore) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    from hmsrepl_airflow.operators import lag_behind_seconds
+
+    target_store.catalog.create_database(Database(name="lag_a"))
+    first = hook.current_event_id()
+    time.sleep(1.1)
+    target_store.catalog.create_database(Database(name="lag_b"))
+    second = hook.current_event_id()
+    assert lag_behind_seconds(hook, second, second) == 0
+    assert lag_behind_seconds(hook, first, second) >= 1  # event times have 1 s resolution
+    assert lag_behind_seconds(hook, 0, second) is None  # no event 0 to date the replica by

@@ -24,6 +24,7 @@ from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.protection import privileged
 from hmsrepl.metastore.schema import repl_txn_map, txns
 from hmsrepl.metastore.transactions import ReplicationTxnError
 from hmsrepl.replication.commands import parse_command
@@ -295,9 +296,12 @@ def test_commit_of_an_unknown_txn_fails_clearly_and_leaves_the_replica_unchanged
 
 def test_diverged_write_ids_are_refused(engine, source, target):
     bootstrap(engine)
-    [t] = target.txns.open_txns(1)
-    target.txns.allocate_table_write_ids([t], "sales_dr", "orders")  # the replica's next write id moves on
-    target.txns.commit_txn(t)
+    with privileged("test: a replica diverged before writes were protected"):
+        [t] = target.txns.open_txns(1)
+        target.txns.allocate_table_write_ids(
+            [t], "sales_dr", "orders"
+        )  # the replica's next write id moves on
+        target.txns.commit_txn(t)
     write(source, "orders", b"x")
     before = repl_status(target, "sales_dr")
     with pytest.raises(ReplicationTxnError, match=r"write id 1 of 'sales_dr.orders'.*next write id .* is 2"):

@@ -38,6 +38,7 @@ from hmsrepl.metastore.location_policy import LocationPolicy
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
 from hmsrepl.metastore.patterns import matches
+from hmsrepl.metastore.protection import check_params
 from hmsrepl.metastore.schema import (
     dbs,
     funcs,
@@ -135,6 +136,7 @@ class CatalogService:
         name = name.lower()
         if new_db.name != name:
             raise InvalidOperationError(f"database '{name}' cannot be renamed (to '{new_db.name}')")
+        self._check_writable(name)
         if new_db.location_uri != self.get_database(name).location_uri:
             with self.events.reader() as conn:
                 self.locations.check_database(conn, name, new_db.location_uri, is_default=name == DEFAULT_DB)
@@ -150,6 +152,7 @@ class CatalogService:
         name = name.lower()
         if name == DEFAULT_DB:
             raise InvalidOperationError("database 'default' cannot be dropped")
+        self._check_writable(name)
         tables = self.get_tables(name)  # raises NoSuchDatabaseError
         functions = self.get_functions(name)
         if (tables or functions) and not cascade:
@@ -177,6 +180,13 @@ class CatalogService:
             if remove and db.location_uri == location:
                 self.intents.recycle(tx, leftovers, [location or ""])
 
+    def _check_writable(self, db_name: str) -> None:
+        """Refuse a client write into a protected replica before any file work (see ``protection``).
+
+        The authoritative check runs again at commit, in the event log, for every write.
+        """
+        check_params(self.get_database(db_name))
+
     def _db_id(self, conn: Connection, name: str, *, missing_ok: bool = False) -> int | None:
         db_id = conn.execute(select(dbs.c.db_id).where(dbs.c.name == name)).scalar()
         if db_id is None and not missing_ok:
@@ -200,6 +210,7 @@ class CatalogService:
         _check_name(table.table_name, "table")
         _check_columns(table)
         db = self.get_database(table.db_name)
+        check_params(db)  # protected replica: refused before any file work
         if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
             location = join_uri(db.location_uri or self.default_db_location(db.name), table.table_name)
             table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
@@ -304,6 +315,7 @@ class CatalogService:
         partitions' locations under it follow. ``applied_files``: as in ``create_table``.
         """
         db_name, table_name = db_name.lower(), table_name.lower()
+        self._check_writable(db_name)
         _check_columns(new_table)
         old = self.get_table(db_name, table_name)
         renamed = (new_table.db_name, new_table.table_name) != (db_name, table_name)
@@ -418,6 +430,7 @@ class CatalogService:
         self, db_name: str, table_name: str, partition_names: Sequence[str] | None = None
     ) -> None:
         """Remove all data files (recycled into cmroot); visible as ALTER events with ``is_truncate``."""
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         if not table.is_managed:
             raise InvalidOperationError(f"cannot truncate external table '{table.qualified_name}'")
@@ -488,6 +501,7 @@ class CatalogService:
 
     def drop_table(self, db_name: str, table_name: str, *, delete_data: bool = True) -> Table:
         """Drop a table and its partitions; a managed table's files are recycled into cmroot after commit."""
+        self._check_writable(db_name)
         db_name, table_name = db_name.lower(), table_name.lower()
         table = self.get_table(db_name, table_name)
         recycled: list[str] = []
@@ -546,6 +560,7 @@ class CatalogService:
         skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
         it): as in ``create_table``.
         """
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         keys = table.partition_key_names
         if not keys:
@@ -760,6 +775,7 @@ class CatalogService:
 
         ``applied_files`` (one entry per partition, None: list it): as in ``create_table``.
         """
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         names = [_partition_name(table, part.values) for part in new_parts]
         applied = list(applied_files) if applied_files is not None else [None] * len(new_parts)
@@ -822,6 +838,7 @@ class CatalogService:
         self, db_name: str, table_name: str, values_list: Sequence[Sequence[str]], *, delete_data: bool = True
     ) -> list[Partition]:
         """Drop partitions in one transaction and one DROP_PARTITION event; files go to cmroot after commit."""
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         names = [_partition_name(table, values) for values in values_list]
         found = {
@@ -905,6 +922,7 @@ class CatalogService:
         overwrite (see ``create_table``); it already kept the files it replaced (``applied_recycled``) in
         this metastore's cmroot, so nothing is recycled after commit.
         """
+        self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         partition = self.get_partition(db_name, table_name, partition_values) if partition_values else None
         if table.partition_keys and partition is None:

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from hmsrepl.exceptions import EventsCleanedUpError
 from hmsrepl.metastore.database import writer
 from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent, encode_message
+from hmsrepl.metastore.protection import check_writable
 from hmsrepl.metastore.schema import notification_log, notification_sequence
 
 DELETE_BATCH = 10_000
@@ -89,6 +90,7 @@ class EventLog:
             yield conn
 
     def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:
+        check_writable(conn, events)  # protected replicas and frozen sources refuse client writes
         seq = notification_sequence
         next_id = conn.execute(
             select(seq.c.next_event_id).where(seq.c.id == 1).with_for_update()

@@ -26,6 +26,7 @@ from hmsrepl.formats.paths import InvalidPathError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.protection import privileged_call
 from hmsrepl.metastore.statistics import ColumnStat
 from hmsrepl.replication import acid_replay, signing
 from hmsrepl.replication.column_stats import load_column_stats
@@ -169,6 +170,7 @@ class LoadEngine:
         validator = self._validator(dump, meta, target_db)
         return validator.validate_incremental(last, db.parameters.get(SOURCE_DB_LOCATION, ""))
 
+    @privileged_call("replication load")  # the only client of a protected replica
     def load(self, command: LoadCommand, progress: Callable[[int], None] | None = None) -> LoadResult:
         """``progress(n)``: n more tables (bootstrap) or events (incremental) are loaded."""
         dump = DumpDir(command.dump_dir)

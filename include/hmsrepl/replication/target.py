@@ -21,6 +21,7 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.metastore.protection import LOCAL_PARAMS
 from hmsrepl.replication.filecopy import (
     below_any,
     copy_verified,
@@ -42,7 +43,14 @@ SOURCE_WAREHOUSE = "hmsrepl.source.warehouse"
 # Set while a bootstrap load is under way (the dump it loads): the replica's tables are then a mix of two
 # points in time, and no incremental load may apply events to it until the bootstrap has finished.
 BOOTSTRAP_IN_PROGRESS = "hmsrepl.bootstrap.in.progress"
-TARGET_ONLY_PARAMS = (REPL_LAST_ID, REPLICA_OF, SOURCE_DB_LOCATION, SOURCE_WAREHOUSE, BOOTSTRAP_IN_PROGRESS)
+TARGET_ONLY_PARAMS = (
+    REPL_LAST_ID,
+    REPLICA_OF,
+    SOURCE_DB_LOCATION,
+    SOURCE_WAREHOUSE,
+    BOOTSTRAP_IN_PROGRESS,
+    *LOCAL_PARAMS,  # failover and protection state of one side
+)
 # Values the metastore or engine rewrite on every change; never compared or copied as replicated state.
 VOLATILE_PARAMS = ("transient_lastDdlTime",)
 

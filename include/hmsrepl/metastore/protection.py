@@ -1,0 +1,153 @@
+"""Write protection of replica and frozen databases, enforced where every write commits.
+
+A replica (``hmsrepl.replica.of``) must change only through replication loads, or it silently diverges from
+its source; a source frozen for a planned failover (``hmsrepl.failover.read.only``) must not take writes the
+hand-over would lose. The check runs in the event log at commit of every write transaction (every catalog,
+statistics and ACID write logs an event naming its database), so Thrift, Spark, the CLI and in-process
+callers all get it. It reads the database row with a shared lock: a freeze (which updates that row) waits
+for writes already committing, and writes after it see it, so no acknowledged write escapes a hand-over.
+
+The only way past it is ``privileged()``, a context variable set in-process by the replication load and the
+failover commands: no client request can set it (it is not a parameter, a header or a setting).
+"""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import json
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, select
+
+from hmsrepl.exceptions import InvalidOperationError
+from hmsrepl.metastore.events import EventType, PendingEvent
+from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.schema import dbs
+
+REPLICA_OF = "hmsrepl.replica.of"  # also replication.target.REPLICA_OF (set by bootstrap loads)
+READ_ONLY = "hmsrepl.failover.read.only"  # the failover target's name, while a hand-over is under way
+HANDOVER_ID = "hmsrepl.failover.handover.id"  # the event id both sides were equal at
+HANDOVER_PEER = "hmsrepl.failover.peer"  # the database on the other side of the last hand-over
+PROTECTION_LIFTED = "hmsrepl.protection.lifted"  # JSON: who, why, when (``hmsrepl repl unprotect``)
+PROMOTED = "hmsrepl.failover.promoted"  # JSON: who, why, when (``hmsrepl repl promote --force``)
+FAILBACK_FROM = "hmsrepl.failback.protected.at"  # see replication.failover
+# Parameters that describe this side only: never replicated, never compared by verify.
+LOCAL_PARAMS = (READ_ONLY, HANDOVER_ID, HANDOVER_PEER, PROTECTION_LIFTED, PROMOTED, FAILBACK_FROM)
+
+F = TypeVar("F", bound=Callable[..., Any])
+_privileged: ContextVar[str | None] = ContextVar("hmsrepl_privileged_write", default=None)
+
+
+class ReplicaProtectedError(InvalidOperationError):
+    """A client write into a protected replica, or into a source frozen for a failover."""
+
+
+@contextmanager
+def privileged(purpose: str) -> Iterator[None]:
+    """Writes made inside (in this thread or task) bypass the protection: replication loads, failover."""
+    token = _privileged.set(purpose)
+    try:
+        yield
+    finally:
+        _privileged.reset(token)
+
+
+def privileged_call(purpose: str) -> Callable[[F], F]:
+    """Decorator form of ``privileged`` for the entry points of the replication load."""
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with privileged(purpose):
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def is_privileged() -> bool:
+    return _privileged.get() is not None
+
+
+def refusal(db_name: str, params: dict[str, str]) -> str | None:
+    """Why ``db_name`` (with these parameters) refuses client writes, as one line; None if it does not."""
+    frozen_for = params.get(READ_ONLY)
+    if frozen_for is not None:
+        return (
+            f"database '{db_name}' is read-only: it is being failed over to '{frozen_for}'; write to "
+            f"'{frozen_for}' once the failover has finished (or, if it was abandoned, run "
+            f"'hmsrepl repl unprotect {db_name} --reason ...')"
+        )
+    source = params.get(REPLICA_OF)
+    if source is not None and PROTECTION_LIFTED not in params:
+        return (
+            f"database '{db_name}' is a protected replica of '{source}' and only replication loads may change "
+            f"it; write to '{source}', or make '{db_name}' writable by failing over "
+            f"('hmsrepl repl failover {source} {db_name}' or 'hmsrepl repl promote {db_name} --force')"
+        )
+    return None
+
+
+def check_params(db: Database) -> None:
+    """Raise the refusal for ``db`` unless the caller is privileged (an entry check before any file work)."""
+    if is_privileged():
+        return
+    reason = refusal(db.name, db.parameters)
+    if reason:
+        raise ReplicaProtectedError(reason)
+
+
+def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
+    """At commit: refuse the transaction if one of its databases is protected (row read with a shared lock).
+
+    The row already holds the transaction's own changes, so a database change is also judged by the state it
+    started from (an ALTER_DATABASE removing ``hmsrepl.replica.of``, a DROP_DATABASE whose row is gone).
+    """
+    if is_privileged():
+        return
+    for event in events:
+        if event.event_type == EventType.ALTER_DATABASE:
+            _refuse(event.body.get("before") or {})
+        elif event.event_type == EventType.DROP_DATABASE:
+            _refuse(event.body.get("database") or {})
+    for name in sorted({event.db_name.lower() for event in events if event.db_name}):
+        # A plain read refuses writes into replicas without waiting for (or deadlocking with) a load that
+        # holds the row; the shared lock is then taken only for writable databases, against a freeze.
+        for locking in (False, True):
+            query = select(dbs.c.doc).where(dbs.c.name == name)
+            row = conn.execute(query.with_for_update(read=True) if locking else query).first()
+            if row is None:
+                break
+            db = Database.model_validate_json(row.doc)
+            _refuse({"name": db.name, "parameters": db.parameters})
+
+
+def _refuse(snapshot: dict[str, Any]) -> None:
+    reason = refusal(str(snapshot.get("name", "")), snapshot.get("parameters") or {})
+    if reason:
+        raise ReplicaProtectedError(reason)
+
+
+def lifted_record(reason: str, *, action: str = "unprotect") -> str:
+    """Who lifted a protection, why and when, as stored in the database parameters."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name in some containers
+        user = "unknown"
+    return json.dumps(
+        {
+            "action": action,
+            "user": user,
+            "host": socket.gethostname(),
+            "reason": reason,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+        sort_keys=True,
+    )
