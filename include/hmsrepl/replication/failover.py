@@ -37,6 +37,7 @@ from hmsrepl.replication import acid_replay
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import DumpCommand, LoadCommand
 from hmsrepl.replication.dump import DumpResult
+from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.engine import ReplicationEngine, recorded_load
 from hmsrepl.replication.layout import FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.load import LoadEngine, LoadResult
@@ -375,7 +376,16 @@ def failback(
 
     def work(clock: StageClock, _meta: DumpMetadata | None) -> LoadResult:
         with privileged("failback"):
-            return _load_changed(old, DumpDir(dump.dump_dir), old_db, set(changed), upto, clock, result)
+            return _load_changed(
+                old,
+                DumpDir(dump.dump_dir),
+                old_db,
+                set(changed),
+                upto,
+                clock,
+                result,
+                engine.load_source_roots,
+            )
 
     loaded = recorded_load(MetricsLog(old.engine), command, work)
     result.bytes_copied, result.files_copied = loaded.stats.bytes_copied, loaded.stats.files_copied
@@ -392,10 +402,14 @@ def _load_changed(
     position: int,
     clock: StageClock,
     result: FailbackResult,
+    source_roots: SourceRoots | None,
 ) -> LoadResult:
-    """Re-bootstrap the changed tables (REPLACE-style), drop those gone, keep the others untouched."""
+    """Re-bootstrap the changed tables (REPLACE-style), drop those gone, keep the others untouched.
+
+    The dump's paths are checked against the promoted side's roots, as any load checks them.
+    """
     meta = dump.require_complete()
-    loader = LoadEngine(old, clock=clock)
+    loader = LoadEngine(old, clock=clock, source_roots=source_roots)
     loaded = LoadResult(old_db, position)
     source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
     writer = loader._writer(old_db, meta, source_db.get("location_uri") or "", loaded.stats)
