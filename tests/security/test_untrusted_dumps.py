@@ -580,9 +580,15 @@ def test_external_tables_load_only_from_configured_external_roots(scene: Scene) 
     external = scene.root / "ext" / "events"
     table = make_table("sales", "ext_events").model_copy(update={"table_type": TableType.EXTERNAL_TABLE})
     table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": str(external)})})
-    scene.source.catalog.create_table(table)
-    write_file(str(external), "e1", b"external rows")
-    scene.source.catalog.insert("sales", "ext_events")
+    # The source metastore itself must allow that external root (HMSREPL_EXTERNAL_ROOTS).
+    config = scene.source.config.model_copy(update={"external_roots": [str(scene.root / "ext")]})
+    source = Metastore(config)
+    try:
+        source.catalog.create_table(table)
+        write_file(str(external), "e1", b"external rows")
+        source.catalog.insert("sales", "ext_events")
+    finally:
+        source.close()
     dumped = scene.engine.execute("REPL DUMP sales")
     scene.assert_refused(dumped.dump_dir, "table 'ext_events'", "HMSREPL_SOURCE_EXTERNAL_ROOTS")
     done = scene.cli_load(dumped.dump_dir, HMSREPL_SOURCE_EXTERNAL_ROOTS=str(scene.root / "ext"))

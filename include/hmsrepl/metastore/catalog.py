@@ -137,7 +137,10 @@ class CatalogService:
         if new_db.name != name:
             raise InvalidOperationError(f"database '{name}' cannot be renamed (to '{new_db.name}')")
         self._check_writable(name)
-        if new_db.location_uri != self.get_database(name).location_uri:
+        current = self.get_database(name)
+        if not new_db.location_uri:  # a client that leaves the location out keeps it (as Hive does)
+            new_db = new_db.model_copy(update={"location_uri": current.location_uri})
+        if new_db.location_uri != current.location_uri:
             with self.events.reader() as conn:
                 self.locations.check_database(conn, name, new_db.location_uri, is_default=name == DEFAULT_DB)
         with self.events.transaction() as tx:
