@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,8 +30,10 @@ from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication import acid_replay
 from hmsrepl.replication.commands import LoadCommand, parse_policy
+from hmsrepl.replication.failures import explain_load_failure, fault_point
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
+from hmsrepl.replication.leftovers import Retirer, locked_cleanup
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.replace import (
@@ -49,11 +54,16 @@ from hmsrepl.replication.target import (
     refuse_during_bootstrap,
     relative_target,
 )
-from hmsrepl.storage.base import join_uri
+from hmsrepl.storage.base import filesystem_for, join_uri
+from hmsrepl.storage.local import is_local_uri, local_path
 
 log = logging.getLogger(__name__)
 
 BATCH_EVENTS = 500
+# A load marks the replica's directory while it runs (a file in this hidden subdirectory); a mark found at
+# the start is an earlier load that did not finish (killed, or failed): this one then sweeps the whole
+# directory at its end, removing what no metadata names (the marks included).
+RUNNING_MARKS_DIR = ".hmsrepl-loads"
 
 
 @dataclass
@@ -94,13 +104,59 @@ class LoadEngine:
         self.clock = clock or StageClock()
 
     def load(self, command: LoadCommand, progress: Callable[[int], None] | None = None) -> LoadResult:
-        """``progress(n)``: n more tables (bootstrap) or events (incremental) are loaded."""
+        """``progress(n)``: n more tables (bootstrap) or events (incremental) are loaded.
+
+        Errors of the environment (database, disk, object store) surface as one ``LoadFailedError`` line
+        naming the cause and the fix; what the failed batch made is removed before its transaction ends.
+        """
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
         target_db = (command.target_db or meta.db_name).lower()
-        if meta.kind == "bootstrap":
-            return self._bootstrap(dump, meta, target_db, progress)
-        return self._incremental(dump, meta, target_db, progress)
+        try:
+            with self._running(target_db):
+                if meta.kind == "bootstrap":
+                    return self._bootstrap(dump, meta, target_db, progress)
+                return self._incremental(dump, meta, target_db, progress)
+        except Exception as exc:
+            explained = explain_load_failure(exc, target_db)
+            if explained is None:
+                raise
+            raise explained from exc
+
+    @contextlib.contextmanager
+    def _running(self, target_db: str) -> Iterator[None]:
+        """Mark the replica's directory while loading; retire and sweep at the end (see RUNNING_MARK_PREFIX)."""
+        self.retirer = Retirer(self.target, target_db)
+        root = self.target.catalog.default_db_location(target_db)
+        fs = filesystem_for(root)
+        marks = join_uri(root, RUNNING_MARKS_DIR)
+        interrupted = any(True for _ in fs.list_files(marks))
+        mark = join_uri(marks, f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        fs.makedirs(marks)
+        fs.write_bytes(mark, b"")
+        yield  # on failure the mark stays: the next load sweeps what this one may have left
+        self.retirer.run_due(wait=True)
+        if interrupted:
+            removed = locked_cleanup(self.target, target_db, [(root, None)], keep_root=True)
+            log.info("removed %d files an interrupted load of '%s' left behind", removed, target_db)
+        fs.delete(mark)
+        if is_local_uri(marks):
+            with contextlib.suppress(OSError):
+                os.rmdir(local_path(marks))
+
+    @contextlib.contextmanager
+    def _batch(self, writer: TargetWriter) -> Iterator[None]:
+        """One target transaction: its version directories are named at commit, or removed if it fails."""
+        with self.clock.stage("apply"), self.target.events.transaction():
+            try:
+                yield
+                fault_point()  # everything staged, nothing committed
+            except BaseException:
+                writer.discard_batch()
+                raise
+        fault_point()  # committed, old directories not yet retired
+        self.retirer.schedule(writer.take_retirements())
+        self.retirer.run_due()
 
     def _writer(
         self, target_db: str, meta: DumpMetadata, source_db_location: str, stats: ApplyStats
@@ -190,6 +246,7 @@ class LoadEngine:
                 ]
                 preflight(files, meta.source_cmroot)
         writer = self._writer(target_db, meta, source_db.get("location_uri") or "", result.stats)
+        writer.version = meta.last_event_id
         writer.put_database(
             source_db,
             {
@@ -207,15 +264,15 @@ class LoadEngine:
             elif len(parts) == 3:
                 table = dump.read_json(relative)["table"]
                 dumped_tables.add(table["table_name"])
-                # a table and its partitions appear together
-                with self.clock.stage("apply"), self.target.events.transaction():
+                with self._batch(writer):  # a table and its partitions appear together
                     self._load_table(dump, writer, meta, table)
                 if progress is not None:
                     progress(1)
-        for name in self.target.catalog.get_tables(target_db):
-            if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
-                writer.drop_table(name)
-        with self.target.events.transaction():  # ACID write-id state and the position it belongs to
+        with self._batch(writer):
+            for name in self.target.catalog.get_tables(target_db):
+                if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
+                    writer.drop_table(name)
+        with self._batch(writer):  # ACID write-id state and the position it belongs to
             acid_replay.load_bootstrap_state(writer, dump, meta)
             writer.set_last_id(meta.last_event_id, bootstrap_done=True)
         return result
@@ -308,13 +365,14 @@ class LoadEngine:
                 for event_id in pending[start : start + BATCH_EVENTS]
             ]
             for batch in split_before_reuse(read):
-                with self.clock.stage("apply"), self.target.events.transaction():
+                with self._batch(writer):
                     position = writer.locked_last_id()  # another load may have got further meanwhile
                     batch = [event for event in batch if event["event_id"] > position]
                     if not batch:
                         continue
                     runs = PartitionRuns(writer, meta)
                     for event in batch:
+                        writer.version = event["event_id"]  # names the version directories it makes
                         if not runs.absorb(event):
                             runs.flush_for(event)
                             apply_event(writer, event, meta)
@@ -324,7 +382,8 @@ class LoadEngine:
                 if progress is not None:
                     progress(len(batch))
         if meta.last_event_id > last and part:
-            with self.clock.stage("apply"), self.target.events.transaction():
+            writer.version = meta.last_event_id
+            with self._batch(writer):
                 if writer.locked_last_id() < meta.last_event_id:
                     apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
                     writer.set_last_id(meta.last_event_id)
