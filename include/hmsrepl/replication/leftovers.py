@@ -34,6 +34,7 @@ from hmsrepl.exceptions import NoSuchDatabaseError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.schema import partitions, tbls
+from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import is_staging_name
 from hmsrepl.storage.base import FileStatus, filesystem_for, relative_to
 from hmsrepl.storage.local import is_local_uri, local_path
@@ -173,8 +174,10 @@ def remove_leftovers(
         ]
         if replaced:
             store.cm.recycle(describe_files(root, store.cm, replaced))
+            fault_point()
     for status in found.files:
         fs.delete(status.uri)
+        fault_point()
     for directory in found.directories:  # deepest first: each is empty by now unless a named one is inside
         with contextlib.suppress(OSError):
             os.rmdir(local_path(directory))

@@ -33,6 +33,7 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import (
     below_any,
     copy_verified,
@@ -382,6 +383,7 @@ class TargetWriter:
                 continue
             if rel in kept:
                 link_file(old[rel].uri, target_uri)
+                fault_point()
                 continue
             result = copy_verified(
                 encoded,
@@ -395,7 +397,9 @@ class TargetWriter:
             self.stats.files_from_cmroot += int(result.from_cmroot)
             self.stats.files_prefetched += int(result.prefetched)
             to_publish.append(target_uri)
+            fault_point()
         publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
+        fault_point()
         if is_local_uri(new):
             self._unsynced_dirs.add(local_path(new))
         if current:
@@ -417,6 +421,7 @@ class TargetWriter:
             rel = relative_to(status.uri, current)
             link_file(status.uri, join_uri(new, rel))
             carried.add(rel)
+            fault_point()
         if is_local_uri(new):
             self._unsynced_dirs.add(local_path(new))
         self._retire.append(Retirement(current, frozenset(carried)))
