@@ -135,10 +135,17 @@ class Leftovers:
         return sorted(out)
 
 
-def find_leftovers(store: Metastore, root: str, *, keep_root: bool = True) -> Leftovers:
-    """Files and directories under ``root`` that no metadata names (``root`` too unless ``keep_root``)."""
+def find_leftovers(
+    store: Metastore, root: str, *, keep_root: bool = True, spare: str | None = None
+) -> Leftovers:
+    """Files and directories under ``root`` that no metadata names (``root`` too unless ``keep_root``).
+
+    ``spare``: a directory below ``root`` left out (a load's running marks, removed by the load last).
+    """
     fs = filesystem_for(root)
     named = named_locations(store, root)
+    if spare:
+        named.data.add(spare.rstrip("/"))
     found = Leftovers()
     found.files = [status for status in fs.list_files(root) if not named.keeps_file(status.uri)]
     if is_local_uri(root):  # object stores have no directories of their own
@@ -156,14 +163,19 @@ def find_leftovers(store: Metastore, root: str, *, keep_root: bool = True) -> Le
 
 
 def remove_leftovers(
-    store: Metastore, root: str, *, recycle_except: frozenset[str] | None = None, keep_root: bool = True
+    store: Metastore,
+    root: str,
+    *,
+    recycle_except: frozenset[str] | None = None,
+    keep_root: bool = True,
+    spare: str | None = None,
 ) -> int:
     """Remove what no metadata names under ``root``; returns how many files were removed.
 
     ``recycle_except``: recycle the removed data files into the store's cmroot first, except those at these
     relative paths (their content lives on in a newer version); None removes without recycling.
     """
-    found = find_leftovers(store, root, keep_root=keep_root)
+    found = find_leftovers(store, root, keep_root=keep_root, spare=spare)
     fs = filesystem_for(root)
     if recycle_except is not None:
         replaced = [
@@ -190,6 +202,7 @@ def locked_cleanup(
     roots: Iterable[tuple[str, frozenset[str] | None]],
     *,
     keep_root: bool = False,
+    spare: str | None = None,
 ) -> int:
     """``remove_leftovers`` for each (root, recycle_except) under the database's row lock (see module doc)."""
     removed = 0
@@ -200,7 +213,7 @@ def locked_cleanup(
             for root, recycle_except in roots:
                 if filesystem_for(root).exists(root):
                     removed += remove_leftovers(
-                        store, root, recycle_except=recycle_except, keep_root=keep_root
+                        store, root, recycle_except=recycle_except, keep_root=keep_root, spare=spare
                     )
                 if not keep_root:
                     _prune_empty_parents(store, root, db_root)

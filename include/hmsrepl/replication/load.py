@@ -130,15 +130,18 @@ class LoadEngine:
         root = self.target.catalog.default_db_location(target_db)
         fs = filesystem_for(root)
         marks = join_uri(root, RUNNING_MARKS_DIR)
-        interrupted = any(True for _ in fs.list_files(marks))
+        earlier = [status.uri for status in fs.list_files(marks)]  # loads that did not finish (or still run)
         mark = join_uri(marks, f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         fs.makedirs(marks)
         fs.write_bytes(mark, b"")
         yield  # on failure the mark stays: the next load sweeps what this one may have left
         self.retirer.run_due(wait=True)
-        if interrupted:
-            removed = locked_cleanup(self.target, target_db, [(root, None)], keep_root=True)
+        if earlier:
+            # The marks go last: a sweep killed half way is done again by the next load.
+            removed = locked_cleanup(self.target, target_db, [(root, None)], keep_root=True, spare=marks)
             log.info("removed %d files an interrupted load of '%s' left behind", removed, target_db)
+            for uri in earlier:
+                fs.delete(uri)
         fs.delete(mark)
         if is_local_uri(marks):
             with contextlib.suppress(OSError):
