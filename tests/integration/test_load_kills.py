@@ -130,3 +130,26 @@ def test_rename_then_killed_insert_converges(tmp_path: Path) -> None:
     assert _load(command, target_args, None).returncode == 0
     assert verify(source, "r", target, "r_dr") == []
     assert _staged(tmp_path / "target_wh") == []
+
+
+def test_renamed_empty_table_stays_readable_on_source_and_replica(tmp_path: Path) -> None:
+    """CREATE TABLE x0; ALTER TABLE x0 RENAME TO x1: x1's directory exists on the source and the replica."""
+    from hmsrepl.metastore.model import Database
+    from hmsrepl.storage.local import local_path
+    from tests.helpers import make_table
+
+    source, target = open_store(tmp_path, "source"), open_store(tmp_path, "target")
+    source.catalog.create_database(Database(name="e"))
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    engine.execute(f"REPL LOAD e_dr FROM '{engine.execute('REPL DUMP e').dump_dir}'")
+    for name, keys in (("x0", ()), ("y0", ("p",))):
+        source.catalog.create_table(make_table("e", name, partition_keys=keys))
+        renamed = source.catalog.get_table("e", name).model_copy(update={"table_name": name[0] + "1"})
+        source.catalog.alter_table("e", name, renamed)
+    engine.execute(
+        f"REPL LOAD e_dr FROM '{engine.execute('REPL DUMP e FROM ' + str(repl_status(target, 'e_dr'))).dump_dir}'"
+    )
+    for store, db in ((source, "e"), (target, "e_dr")):
+        for name in ("x1", "y1"):
+            assert Path(local_path(store.catalog.get_table(db, name).sd.location)).is_dir(), (db, name)
+    assert verify(source, "e", target, "e_dr") == []

@@ -922,6 +922,7 @@ def _rename_write_ids(conn: Connection, old: tuple[str, str], new: tuple[str, st
 
 def _move_directory(source: str, target: str) -> None:
     fs = filesystem_for(source)
+    fs.makedirs(target)  # a table with no files yet keeps a directory too (readers fail on a missing one)
     for status in list(fs.list_files(source)):
         fs.move(status.uri, target.rstrip("/") + status.uri[len(source.rstrip("/")) :])
     fs.delete_tree(source)

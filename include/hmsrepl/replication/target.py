@@ -235,6 +235,8 @@ class TargetWriter:
                     moved.append(part.model_copy(update={"table_name": wanted.table_name, "sd": sd}))
                 self._retire.append(Retirement(location))
                 location = new_logical
+                if self.copy_data:
+                    filesystem_for(location).makedirs(location)  # readers list even an empty table
             elif self.copy_data:
                 location = self._relink(location, new_logical)
             else:
