@@ -84,6 +84,7 @@ def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
             reach += 3
             kill_at = rng.randint(1, reach) if rng.random() < 0.4 else None
         rounds += 1
+        print(f"round {rounds}: {kills} kills so far", flush=True)
         differences = verify(source, db, target, replica, parse_policy(policy))
         assert differences == [], f"round {rounds} (after {kills} kills): {differences}"
         assert repl_status(target, replica) == dump.last_event_id
