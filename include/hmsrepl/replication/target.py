@@ -369,6 +369,7 @@ class TargetWriter:
         old = {relative_to(s.uri, current): s for s in list_data_files(current)} if current else {}
         kept = {rel for rel, encoded in wanted.items() if _checksum_matches(fs, old.get(rel), encoded)}
         if current and len(kept) == len(wanted) == len(old):
+            self._retire_staging_area(logical, current)
             return current  # already this state (a re-run, or an event that changed no file)
         new = self._new_version(logical, current)
         fs.makedirs(new)
@@ -407,9 +408,13 @@ class TargetWriter:
         if current:
             self._retire.append(Retirement(current, frozenset(kept)))
             self.stats.files_removed += len(set(old) - kept)
-        if logical.rstrip("/") != (current or "").rstrip("/") and fs.exists(logical):
-            self._retire.append(Retirement(logical, recycle=False))  # a copier's staged copies, if unnamed
+        self._retire_staging_area(logical, current)
         return new
+
+    def _retire_staging_area(self, logical: str, current: str | None) -> None:
+        """A copier working ahead stages files at the logical location: retired with the batch if unnamed."""
+        if logical.rstrip("/") != (current or "").rstrip("/") and filesystem_for(logical).exists(logical):
+            self._retire.append(Retirement(logical, recycle=False))
 
     def _relink(self, current: str, logical: str) -> str:
         """A new version at ``logical`` with the same files as ``current`` (a rename): links only."""
@@ -427,6 +432,7 @@ class TargetWriter:
         if is_local_uri(new):
             self._unsynced_dirs.add(local_path(new))
         self._retire.append(Retirement(current, frozenset(carried)))
+        self._retire_staging_area(logical, current)
         return new
 
     def discard_batch(self) -> None:
