@@ -1,7 +1,8 @@
 """Loads killed with SIGKILL at random steps converge when run again, to exactly the source's state.
 
 Each round changes the source with a random mix of operations (creates, drops, renames onto freed and
-re-created names, partition adds and drops, inserts and overwrites; tests/compaction_workload.py), dumps the
+re-created names, partition adds and drops, inserts and overwrites; tests/compaction_workload.py) and of
+transactional writes to an insert-only ACID table (appends, overwrites, aborts: OPEN/ALLOC/COMMIT_TXN), dumps the
 window (event compaction on or off at random), then runs the load as a real OS process (the CLI) that kills
 itself with SIGKILL at a random step (``HMSREPL_TEST_KILL_AT_STEP``: every copied or linked file, every
 version directory, before and after each batch's commit, during retirement). The killed load is run again,
@@ -20,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hmsrepl.acid import InsertOnlyWriter
+from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import parse_policy
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.failures import KILL_AT_ENV
@@ -28,13 +31,15 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import RUNNING, MetricsLog
 from hmsrepl.replication.verify import verify
 from tests.compaction_workload import apply_ops, create_database, policy_text, random_ops
-from tests.helpers import open_store, side_args
+from tests.helpers import make_partition, make_table, open_store, side_args, write_file
 from tests.servers import REPO
 
 ROUNDS = int(os.environ.get("HMSREPL_KILL_TEST_ROUNDS", "15"))
 NO_COMPACTION = " WITH ('hmsrepl.repl.compact.events'='false')"
 # More data changes and renames than the uniform mix: they are what a kill can catch half-published.
 WEIGHTS = (2, 1.5, 2, 2, 1, 1, 3, 3, 1)
+ACID_TABLE = "t9"  # in the policy, outside the workload's name pool: written by transactions only
+ACID = {"transactional": "true", "transactional_properties": "insert_only"}
 
 
 def _load(command: str, target_args: list[str], kill_at: int | None) -> subprocess.CompletedProcess[str]:
@@ -51,6 +56,19 @@ def _load(command: str, target_args: list[str], kill_at: int | None) -> subproce
     )
 
 
+def acid_writes(store: Metastore, db: str, rng: random.Random, tag: str) -> None:
+    """0-2 transactional writes (append, overwrite, or aborted) into the ACID table's partitions."""
+    for i in range(rng.randint(0, 2)):
+        values = [rng.choice("ab")]
+        mode = rng.choice(("append", "append", "overwrite"))
+        writer = InsertOnlyWriter(store, db, ACID_TABLE, values, mode=mode, heartbeat=False).begin()
+        write_file(writer.target_uri, "part-0.txt", f"{tag}-{i} {mode}".encode() * 64)
+        if rng.random() < 0.15:
+            writer.abort()
+        else:
+            writer.commit()
+
+
 def _staged(root: Path) -> list[str]:
     return [str(p) for p in root.rglob("*") if is_staging_name(p.name)]
 
@@ -62,7 +80,10 @@ def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
     db, replica = "kdb", "kdb_dr"
     policy = policy_text(db)
     create_database(source, db)
+    acid = source.catalog.create_table(make_table(db, ACID_TABLE, partition_keys=("p",), **ACID))
+    source.catalog.add_partitions(db, ACID_TABLE, [make_partition(acid, v) for v in ("a", "b")])
     apply_ops(source, db, random_ops(rng, 30, WEIGHTS), tag="b", payload=2048)
+    acid_writes(source, db, rng, "b")
     engine = ReplicationEngine(str(tmp_path / "dumps"), source)
     metrics = MetricsLog(target.engine)
     kills = rounds = 0
@@ -92,6 +113,7 @@ def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
         assert not metrics.list(status=RUNNING, limit=None), "a killed run's metrics row stayed 'running'"
         # the next window
         apply_ops(source, db, random_ops(rng, rng.randint(3, 12), WEIGHTS), tag=f"r{rounds}-", payload=2048)
+        acid_writes(source, db, rng, f"r{rounds}")
         options = "" if rng.random() < 0.5 else NO_COMPACTION
         dump = engine.execute(f"REPL DUMP {policy} FROM {repl_status(target, replica)}{options}")
     print(f"{kills} kills in {rounds} rounds: every re-run converged")
