@@ -253,9 +253,10 @@ class TargetWriter:
         if table is None:
             return
         if table.is_managed:
-            if table.partition_keys:
+            below = (table.sd.location or "").rstrip("/") + "/"
+            if table.partition_keys:  # those below the table's directory are retired with it
                 for part in self.catalog.get_partitions(self.db, name):
-                    if part.sd.location:
+                    if part.sd.location and not (table.sd.location and part.sd.location.startswith(below)):
                         self._retire.append(Retirement(part.sd.location))
             if table.sd.location:
                 self._retire.append(Retirement(table.sd.location))
