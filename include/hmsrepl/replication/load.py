@@ -358,8 +358,9 @@ class LoadEngine:
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
         # Events are applied in batches, each one database transaction on the target that also advances
         # repl.last.id: a batch's metadata and the position that records it commit together. Tables the dump
-        # bootstraps (REPLACE, renames into the policy) come last, with the final position: until then the
-        # position stays below the dump's last event, so an interrupted load always gets to them.
+        # bootstraps (REPLACE, renames into the policy) come last, in the transaction of the dump's last
+        # events, with the final position: until then the position stays below the dump's last event, so an
+        # interrupted load always gets to them, and never replays an event it applied.
         part = has_bootstrap_part(meta)
         cap = meta.last_event_id - 1 if part else meta.last_event_id
         for start in range(0, len(pending), BATCH_EVENTS):
@@ -381,7 +382,14 @@ class LoadEngine:
                             apply_event(writer, event, meta)
                         result.events_applied += 1
                     runs.flush()
-                    writer.set_last_id(min(batch[-1]["event_id"], cap))
+                    if part and batch[-1]["event_id"] == pending[-1]:
+                        # The dump's bootstrapped tables commit with its last events: a position between
+                        # them would make a re-run replay events already applied (a txn's commit twice).
+                        writer.version = meta.last_event_id
+                        apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
+                        writer.set_last_id(meta.last_event_id)
+                    else:
+                        writer.set_last_id(min(batch[-1]["event_id"], cap))
                 if progress is not None:
                     progress(len(batch))
         if meta.last_event_id > last and part:
