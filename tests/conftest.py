@@ -15,6 +15,8 @@ from tests.backends import BACKENDS, temporary_database
 from tests.servers import RunningMetastore, metastore_server
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Loads retire replaced directories at once in tests (production waits for readers: 60 s by default).
+os.environ.setdefault("HMSREPL_REPL_RETIRE_GRACE_SECONDS", "0")
 # py4j logs at INFO from finalisers run at interpreter exit, after pytest closed the captured streams.
 logging.getLogger("py4j").setLevel(logging.WARNING)
 pytest.register_assert_rewrite("tests.s3server")

@@ -377,7 +377,9 @@ def repl_prune_dumps(dump_root: str, retention_seconds: int, dry_run: bool, **si
 @click.option("--policy", help="Only this policy, or every policy of this database.")
 @click.option("--operation", type=click.Choice(["dump", "load"]), help="Only dumps or only loads.")
 @click.option(
-    "--status", type=click.Choice(["running", "succeeded", "failed"]), help="Only runs in this state."
+    "--status",
+    type=click.Choice(["running", "succeeded", "failed", "abandoned"]),
+    help="Only runs in this state.",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Newest rows first.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document per line.")
@@ -539,6 +541,25 @@ def repl_lag(policy: str, target_db: str, **sides: Any) -> None:
 
     lag = replica_lag(_one_store(sides, "source"), policy, _one_store(sides), target_db)
     click.echo(json.dumps(lag.to_json(), sort_keys=True))
+
+
+@repl.command("cleanup")
+@click.argument("target_db")
+@side_options("target")
+@_friendly_errors
+def repl_cleanup(target_db: str, **sides: Any) -> None:
+    """Remove what interrupted loads left under a replica database's directory (nothing metadata names).
+
+    Old version directories, staged copies and directories of dropped objects; loads do this themselves
+    after an interrupted run, this is for a replica no load will touch again soon.
+    """
+    from hmsrepl.replication.leftovers import cleanup_database
+
+    target = _side_store("target", sides)
+    if target is None:
+        raise click.ClickException("cleanup needs --target-db-url")
+    removed = cleanup_database(target, target_db)
+    click.echo(f"removed {removed} files no metadata of {target_db} names")
 
 
 @main.group()

@@ -394,7 +394,14 @@ class CatalogService:
                 {
                     "before": _snapshot(current),
                     "after": _snapshot(new_table),
-                    "is_truncate": False,
+                    # A load that emptied the table logs it as a truncate: an empty listing is one too.
+                    "is_truncate": bool(
+                        not move
+                        and capture_files
+                        and not new_table.partition_keys
+                        and applied_files is not None
+                        and not files
+                    ),
                     "files": files,
                     "recycled": recycled,
                 },
@@ -787,6 +794,7 @@ class CatalogService:
             name: self.trash.adopt(part.sd.location) if capture_files and given is None else []
             for name, part, given in zip(names, new_parts, applied, strict=True)
         }
+        given_files = dict(zip(names, applied, strict=True))
         files = {
             name: (
                 applied_listing(part.sd.location, given, self.cm)
@@ -830,7 +838,9 @@ class CatalogService:
                         "table": _snapshot(current),
                         "before": _snapshot(before),
                         "after": _snapshot(part),
-                        "is_truncate": False,
+                        "is_truncate": bool(
+                            capture_files and given_files[name] is not None and not files[name]
+                        ),
                         "files": files[name],
                         "recycled": adopted[name],
                     },

@@ -3,11 +3,18 @@
 The copy is written under a hidden staging name (``.hmsrepl-staging-<name>``: Hive and Spark skip names
 starting with '.'), its checksum computed while writing, and compared before anything is published. Only a
 verified file is renamed into place, so readers never see a partial or wrong file.
+
+Loads publish an object's new state as a new *version directory* (``<location>.hmsrepl-v<event id>``, a
+sibling of the object's logical location) that no metadata names until the load's transaction switches the
+object's location to it; the helpers here name those directories and link unchanged files into them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +27,46 @@ from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
 
 STAGING_PREFIX = ".hmsrepl-staging-"
+TEMP_PREFIX = ".tmp-"  # local atomic writes (storage.local) before their rename
+# A version directory is the logical location plus this mark and the event id that made it (a counter after
+# a dash when one batch makes two versions of the same object): ``t.hmsrepl-v120``, ``p=a.hmsrepl-v120-1``.
+VERSION_MARK = ".hmsrepl-v"
+_VERSION_RE = re.compile(re.escape(VERSION_MARK) + r"\d+(?:-\d+)?(?=/|$)")
+
+
+def versioned_location(logical: str, version: int, attempt: int = 0) -> str:
+    """The version directory of ``logical`` made at event ``version`` (a sibling, never inside it)."""
+    return f"{logical.rstrip('/')}{VERSION_MARK}{version}" + (f"-{attempt}" if attempt else "")
+
+
+def logical_location(location: str) -> str:
+    """A location without its version marks: what the source calls it (``t.hmsrepl-v12/p=a`` -> ``t/p=a``)."""
+    return _VERSION_RE.sub("", location.rstrip("/"))
+
+
+def is_staging_name(name: str) -> bool:
+    """A load's or a local write's unpublished copy (never data, always removable once no load runs)."""
+    return name.startswith((STAGING_PREFIX, TEMP_PREFIX))
+
+
+def link_file(source_uri: str, target_uri: str) -> None:
+    """Give ``target_uri`` the content of ``source_uri`` without copying data where the store allows it.
+
+    Local: a hard link (O(1), same inode; neither name is ever written in place, so they never diverge),
+    a copy across devices. S3: one server-side copy. An existing target is replaced.
+    """
+    if is_local_uri(source_uri) and is_local_uri(target_uri):
+        src, dst = local_path(source_uri), local_path(target_uri)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(dst)
+        try:
+            os.link(src, dst)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise
+    copy_file(source_uri, target_uri)
 
 
 @dataclass(frozen=True)
@@ -42,15 +89,24 @@ def copy_verified(
     *,
     default_cmroot: str = "",
     allowed: Callable[[str], bool] = lambda _uri: True,
+    prefetched_at: str | None = None,
 ) -> CopyResult:
     """Stage a verified copy of the content ``encoded`` names at ``target_uri`` (not yet published).
 
     Tries the original location first and the cmroot copy second; raises FileLostError if neither yields
-    the recorded checksum.
+    the recorded checksum. ``prefetched_at``: where a copier working ahead of the load (the Spark load app)
+    planned this file; a verified staged copy there is moved into place instead of copying again.
     """
     entry = EncodedFileUri.decode(encoded)
     staged = staging_name(target_uri)
     prefetched = _verified_staged_copy(staged, entry.checksum)
+    if prefetched is None and prefetched_at and prefetched_at != target_uri:
+        ahead = staging_name(prefetched_at)
+        prefetched = _verified_staged_copy(ahead, entry.checksum)
+        if prefetched is not None:
+            fs = filesystem_for(staged)
+            fs.delete(staged)
+            fs.move(ahead, staged)
     if prefetched is not None:  # copied ahead of the load (e.g. by the Spark load app) and still valid
         return CopyResult(target_uri, staged, prefetched, from_cmroot=False, prefetched=True)
     candidates = [entry.file_uri]

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,8 +42,10 @@ from hmsrepl.replication.dump_validation import (
     ValidationReport,
     check_local_source_file,
 )
+from hmsrepl.replication.failures import explain_load_failure, fault_point
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
+from hmsrepl.replication.leftovers import Retirer, locked_cleanup
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.replace import (
@@ -60,11 +65,16 @@ from hmsrepl.replication.target import (
     refuse_during_bootstrap,
     relative_target,
 )
-from hmsrepl.storage.base import join_uri
+from hmsrepl.storage.base import filesystem_for, join_uri
+from hmsrepl.storage.local import is_local_uri, local_path
 
 log = logging.getLogger(__name__)
 
 BATCH_EVENTS = 500
+# A load marks the replica's directory while it runs (a file in this hidden subdirectory); a mark found at
+# the start is an earlier load that did not finish (killed, or failed): this one then sweeps the whole
+# directory at its end, removing what no metadata names (the marks included).
+RUNNING_MARKS_DIR = ".hmsrepl-loads"
 
 
 @dataclass
@@ -172,14 +182,63 @@ class LoadEngine:
 
     @privileged_call("replication load")  # the only client of a protected replica
     def load(self, command: LoadCommand, progress: Callable[[int], None] | None = None) -> LoadResult:
-        """``progress(n)``: n more tables (bootstrap) or events (incremental) are loaded."""
+        """``progress(n)``: n more tables (bootstrap) or events (incremental) are loaded.
+
+        Errors of the environment (database, disk, object store) surface as one ``LoadFailedError`` line
+        naming the cause and the fix; what the failed batch made is removed before its transaction ends.
+        """
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
         self.verify_signature(dump)
         target_db = (command.target_db or meta.db_name).lower()
-        if meta.kind == "bootstrap":
-            return self._bootstrap(dump, meta, target_db, progress)
-        return self._incremental(dump, meta, target_db, progress)
+        try:
+            with self._running(target_db):
+                if meta.kind == "bootstrap":
+                    return self._bootstrap(dump, meta, target_db, progress)
+                return self._incremental(dump, meta, target_db, progress)
+        except Exception as exc:
+            explained = explain_load_failure(exc, target_db)
+            if explained is None:
+                raise
+            raise explained from exc
+
+    @contextlib.contextmanager
+    def _running(self, target_db: str) -> Iterator[None]:
+        """Mark the replica's directory while loading; retire and sweep at the end (see RUNNING_MARK_PREFIX)."""
+        self.retirer = Retirer(self.target, target_db)
+        root = self.target.catalog.default_db_location(target_db)
+        fs = filesystem_for(root)
+        marks = join_uri(root, RUNNING_MARKS_DIR)
+        earlier = [status.uri for status in fs.list_files(marks)]  # loads that did not finish (or still run)
+        mark = join_uri(marks, f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        fs.makedirs(marks)
+        fs.write_bytes(mark, b"")
+        yield  # on failure the mark stays: the next load sweeps what this one may have left
+        self.retirer.run_due(wait=True)
+        if earlier:
+            # The marks go last: a sweep killed half way is done again by the next load.
+            removed = locked_cleanup(self.target, target_db, [(root, None)], keep_root=True, spare=marks)
+            log.info("removed %d files an interrupted load of '%s' left behind", removed, target_db)
+            for uri in earlier:
+                fs.delete(uri)
+        fs.delete(mark)
+        if is_local_uri(marks):
+            with contextlib.suppress(OSError):
+                os.rmdir(local_path(marks))
+
+    @contextlib.contextmanager
+    def _batch(self, writer: TargetWriter) -> Iterator[None]:
+        """One target transaction: its version directories are named at commit, or removed if it fails."""
+        with self.clock.stage("apply"), self.target.events.transaction():
+            try:
+                yield
+                fault_point()  # everything staged, nothing committed
+            except BaseException:
+                writer.discard_batch()
+                raise
+        fault_point()  # committed, old directories not yet retired
+        self.retirer.schedule(writer.take_retirements())
+        self.retirer.run_due()
 
     def _writer(
         self, target_db: str, meta: DumpMetadata, source_db_location: str, stats: ApplyStats
@@ -267,6 +326,7 @@ class LoadEngine:
                 )
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
         writer = self._writer(target_db, meta, report.source_db_location, result.stats)
+        writer.version = meta.last_event_id
         writer.put_database(
             source_db,
             {
@@ -284,16 +344,16 @@ class LoadEngine:
             elif len(parts) == 3:
                 table = dump.read_json(relative)["table"]
                 dumped_tables.add(table["table_name"])
-                # a table and its partitions appear together
-                with self.clock.stage("apply"), self.target.events.transaction():
+                with self._batch(writer):  # a table and its partitions appear together
                     self._load_table(dump, writer, meta, table)
                     load_column_stats(dump, self.target, meta.db_name, target_db, table)
                 if progress is not None:
                     progress(1)
-        for name in self.target.catalog.get_tables(target_db):
-            if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
-                writer.drop_table(name)
-        with self.target.events.transaction():  # ACID write-id state and the position it belongs to
+        with self._batch(writer):
+            for name in self.target.catalog.get_tables(target_db):
+                if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
+                    writer.drop_table(name)
+        with self._batch(writer):  # ACID write-id state and the position it belongs to
             acid_replay.load_bootstrap_state(writer, dump, meta)
             writer.set_last_id(meta.last_event_id, bootstrap_done=True)
         return result
@@ -371,8 +431,9 @@ class LoadEngine:
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
         # Events are applied in batches, each one database transaction on the target that also advances
         # repl.last.id: a batch's metadata and the position that records it commit together. Tables the dump
-        # bootstraps (REPLACE, renames into the policy) come last, with the final position: until then the
-        # position stays below the dump's last event, so an interrupted load always gets to them.
+        # bootstraps (REPLACE, renames into the policy) come last, in the transaction of the dump's last
+        # events, with the final position: until then the position stays below the dump's last event, so an
+        # interrupted load always gets to them, and never replays an event it applied.
         part = has_bootstrap_part(meta)
         cap = meta.last_event_id - 1 if part else meta.last_event_id
         for start in range(0, len(pending), BATCH_EVENTS):
@@ -381,23 +442,32 @@ class LoadEngine:
                 for event_id in pending[start : start + BATCH_EVENTS]
             ]
             for batch in split_before_reuse(read):
-                with self.clock.stage("apply"), self.target.events.transaction():
+                with self._batch(writer):
                     position = writer.locked_last_id()  # another load may have got further meanwhile
                     batch = [event for event in batch if event["event_id"] > position]
                     if not batch:
                         continue
                     runs = PartitionRuns(writer, meta)
                     for event in batch:
+                        writer.version = event["event_id"]  # names the version directories it makes
                         if not runs.absorb(event):
                             runs.flush_for(event)
                             apply_event(writer, event, meta)
                         result.events_applied += 1
                     runs.flush()
-                    writer.set_last_id(min(batch[-1]["event_id"], cap))
+                    if part and batch[-1]["event_id"] == pending[-1]:
+                        # The dump's bootstrapped tables commit with its last events: a position between
+                        # them would make a re-run replay events already applied (a txn's commit twice).
+                        writer.version = meta.last_event_id
+                        apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
+                        writer.set_last_id(meta.last_event_id)
+                    else:
+                        writer.set_last_id(min(batch[-1]["event_id"], cap))
                 if progress is not None:
                     progress(len(batch))
         if meta.last_event_id > last and part:
-            with self.clock.stage("apply"), self.target.events.transaction():
+            writer.version = meta.last_event_id
+            with self._batch(writer):
                 if writer.locked_last_id() < meta.last_event_id:
                     apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
                     writer.set_last_id(meta.last_event_id)

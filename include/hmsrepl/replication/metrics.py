@@ -8,8 +8,10 @@ into the target database when the engine has a target metastore, else into the s
 
 A row is inserted as ``running`` before any work, then updated once at the end: ``succeeded`` with the
 counts and per-stage seconds, or ``failed`` with the error when an exception escapes (the exception still
-propagates: recording never changes the outcome). A row left ``running`` belongs to a process that was
-killed, or is still at work.
+propagates: recording never changes the outcome). While running, the row's error column names the process
+(``running in process <pid> on <host>``); the next run of the same policy and operation marks a ``running``
+row ``abandoned`` when that process is gone (same host: it no longer exists; another host: always, since
+one scheduler runs a policy at a time), so a killed run does not stay ``running`` forever.
 
 Counts mean, for a dump: events written (incremental), tables and partitions dumped (bootstrap), and the
 data files and bytes the dump references (what a load may have to copy); for a load: events applied, tables
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -35,8 +39,9 @@ from hmsrepl.storage.checksum import checksum_size
 
 log = logging.getLogger(__name__)
 
-RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
-STATUSES = (RUNNING, SUCCEEDED, FAILED)
+RUNNING, SUCCEEDED, FAILED, ABANDONED = "running", "succeeded", "failed", "abandoned"
+STATUSES = (RUNNING, SUCCEEDED, FAILED, ABANDONED)
+_OWNER_PREFIX = "running in process "
 OPERATIONS = ("dump", "load")
 UNKNOWN_KIND = "unknown"  # a load whose dump cannot be read: the row still records the failure
 MAX_ERROR_CHARS = 10_000
@@ -167,6 +172,7 @@ class MetricsLog:
         """Record one dump or load around the ``with`` body; see the module docstring for the row's life."""
         if operation not in OPERATIONS:
             raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}")
+        self.abandon_stale(policy, operation)
         with writer(self.engine).begin() as conn:
             run_id = conn.execute(
                 insert(repl_metrics).values(
@@ -178,6 +184,7 @@ class MetricsLog:
                     to_event_id=to_event_id,
                     stages="{}",
                     status=RUNNING,
+                    error=f"{_OWNER_PREFIX}{os.getpid()} on {socket.gethostname()}",
                     started_at=_now_ms(),
                 )
             ).inserted_primary_key[0]
@@ -188,6 +195,32 @@ class MetricsLog:
             self._finish(run, FAILED, describe_error(exc))
             raise
         self._finish(run, SUCCEEDED, None)
+
+    def abandon_stale(self, policy: str, operation: str) -> int:
+        """Mark ``running`` rows of this policy and operation whose process is gone ``abandoned``."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(repl_metrics.c.id, repl_metrics.c.error).where(
+                    repl_metrics.c.policy == policy,
+                    repl_metrics.c.operation == operation,
+                    repl_metrics.c.status == RUNNING,
+                )
+            ).all()
+        stale = [row.id for row in rows if not _owner_alive(row.error)]
+        if stale:
+            with writer(self.engine).begin() as conn:
+                conn.execute(
+                    update(repl_metrics)
+                    .where(repl_metrics.c.id.in_(stale), repl_metrics.c.status == RUNNING)
+                    .values(
+                        status=ABANDONED,
+                        error="abandoned: the process running it ended without recording an outcome (killed?); "
+                        "a later run of the same policy took over",
+                        finished_at=_now_ms(),
+                    )
+                )
+            log.warning("marked %d replication run(s) of %s abandoned: %s", len(stale), policy, stale)
+        return len(stale)
 
     def _finish(self, run: Run, status: str, error: str | None) -> None:
         values: dict[str, Any] = {
@@ -238,6 +271,24 @@ class MetricsLog:
         with self.engine.connect() as conn:
             found = conn.execute(select(repl_metrics).where(repl_metrics.c.id == run_id)).first()
         return _row(dict(found._mapping)) if found is not None else None
+
+
+def _owner_alive(error: str | None) -> bool:
+    """Is the process named by a running row's owner note still there (only knowable on this host)?"""
+    if not error or not error.startswith(_OWNER_PREFIX):
+        return False
+    pid_text, _, host = error[len(_OWNER_PREFIX) :].partition(" on ")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    if int(pid_text) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _row(values: dict[str, Any]) -> MetricsRow:

@@ -4,8 +4,13 @@ Objects are compared as replication promises them: names, schemas, storage forma
 locations compared relative to their database (the replica lives in another warehouse); data compared as
 ``relative path -> checksum`` per table or partition; for ACID tables that is the snapshot a reader with the
 store's current ValidWriteIdList reads, plus the write-id state itself (high watermark, open and aborted
-ids), so a replica equals its source when its readers see what the source's saw at the same event id. Parameters the metastore or the replica itself own
-(``repl.*``, replica markers, ``transient_lastDdlTime``) are left out.
+ids), so a replica equals its source when its readers see what the source's saw at the same event id.
+Parameters the metastore or the replica itself own (``repl.*``, replica markers, ``transient_lastDdlTime``)
+are left out. Locations are compared without the version marks of the replica's directories
+(``t.hmsrepl-v12`` is ``t``): files are compared relative to each object's own location, so the name of the
+directory a load published a version in is not a difference. Leftovers are: anything under the replica
+database's directory that no table or partition names (old versions, staged copies, dropped objects'
+directories) is reported.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import is_hidden, list_data_files
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.replication.acid_replay import visible_statuses
+from hmsrepl.replication.filecopy import logical_location
+from hmsrepl.replication.leftovers import find_leftovers
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.target import TARGET_ONLY_PARAMS, VOLATILE_PARAMS
 from hmsrepl.storage.base import filesystem_for, relative_to
@@ -50,6 +57,7 @@ def _files(location: str | None) -> dict[str, str]:
 def _relative_location(location: str | None, root: str | None) -> str | None:
     if not location:
         return None
+    location = logical_location(location)
     if root and location.rstrip("/").startswith(root.rstrip("/") + "/"):
         return location.rstrip("/")[len(root.rstrip("/")) + 1 :]
     return "<outside database location>"
@@ -179,4 +187,18 @@ def verify(
     target_db: str,
     policy: ReplicationPolicy | None = None,
 ) -> list[str]:
-    return diff_states(capture_state(source, source_db, policy), capture_state(target, target_db, policy))
+    differences = diff_states(
+        capture_state(source, source_db, policy), capture_state(target, target_db, policy)
+    )
+    return differences + [
+        f"leftover on the replica: {entry}" for entry in replica_leftovers(target, target_db)
+    ]
+
+
+def replica_leftovers(target: Metastore, target_db: str) -> list[str]:
+    """What lies under the replica database's directory without metadata naming it (relative paths)."""
+    db = target.catalog.get_database(target_db)
+    root = db.location_uri or target.catalog.default_db_location(target_db)
+    if not filesystem_for(root).exists(root):
+        return []
+    return find_leftovers(target, root).describe(root)

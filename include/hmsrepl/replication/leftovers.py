@@ -1,0 +1,271 @@
+"""What a replica's directories may hold, and removing what loads left behind.
+
+A load publishes every data change as a new version directory and switches the object's location to it in
+the batch's transaction (``replication.target``). What no metadata names is then not data: an old version
+after its batch committed, a version a failed or killed batch made, staged copies, directories of dropped
+objects. This module tells the two apart and removes the second kind:
+
+- *retirement*: after a batch commits (and a grace period for readers that took the old metadata), the
+  directories it stopped naming are removed, their replaced files first recycled into the replica's cmroot
+  (a replica can itself be a source: its earlier events name those files);
+- *sweep*: everything under a directory (the replica database's, for ``hmsrepl repl cleanup`` and after an
+  interrupted load) that no table or partition names.
+
+What "named" means: an unpartitioned table's or a partition's location holds data, all of it below (files
+and subdirectories such as ACID deltas), except staged copies; a partitioned table's location is only a
+container: below it only its partitions' locations are kept. Both run under the replica database's row lock,
+which every load batch holds while it writes, so a sweep never removes a directory a concurrent batch is
+filling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sqlalchemy import or_, select
+
+from hmsrepl.exceptions import NoSuchDatabaseError
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.file_capture import describe_files
+from hmsrepl.metastore.schema import partitions, tbls
+from hmsrepl.replication.failures import fault_point
+from hmsrepl.replication.filecopy import is_staging_name
+from hmsrepl.storage.base import FileStatus, filesystem_for, relative_to
+from hmsrepl.storage.local import is_local_uri, local_path
+
+log = logging.getLogger(__name__)
+
+# Default seconds between a batch's commit and the removal of the directories it stopped naming: a reader
+# that took the metadata just before the commit still lists and reads the old files meanwhile.
+DEFAULT_RETIRE_GRACE_SECONDS = 60.0
+RETIRE_GRACE_ENV = "HMSREPL_REPL_RETIRE_GRACE_SECONDS"
+
+
+def retire_grace_seconds() -> float:
+    value = os.environ.get(RETIRE_GRACE_ENV)
+    return float(value) if value not in (None, "") else DEFAULT_RETIRE_GRACE_SECONDS
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """A directory a committed batch no longer names; ``carried`` files live on in a newer version."""
+
+    directory: str
+    carried: frozenset[str] = frozenset()  # relative paths whose content a newer version holds
+    recycle: bool = True  # False: nothing there is data (e.g. a copier's staged copies): delete only
+
+
+@dataclass
+class NamedLocations:
+    """The locations metadata names at or below a directory (and the data locations above it)."""
+
+    data: set[str] = field(default_factory=set)  # whole subtree is data
+    containers: set[str] = field(default_factory=set)  # partitioned tables: only named children count
+
+    def _ancestors(self, uri: str) -> Iterable[str]:
+        path = uri.rstrip("/")
+        while "/" in path:
+            yield path
+            path = path.rsplit("/", 1)[0]
+
+    def keeps_file(self, uri: str) -> bool:
+        name = uri.rstrip("/").rsplit("/", 1)[-1]
+        if is_staging_name(name):
+            return False
+        return any(a in self.data for a in self._ancestors(uri.rsplit("/", 1)[0]))
+
+    def keeps_dir(self, uri: str) -> bool:
+        path = uri.rstrip("/")
+        if any(a in self.data for a in self._ancestors(path)):
+            return True
+        prefix = path + "/"
+        return path in self.containers or any(
+            loc.startswith(prefix) for loc in (*self.data, *self.containers)
+        )
+
+
+def named_locations(store: Metastore, root: str) -> NamedLocations:
+    """Every table and partition location at or below ``root``, plus data locations above it."""
+    root = root.rstrip("/")
+    ancestors = []
+    path = root
+    while "/" in path:
+        path = path.rsplit("/", 1)[0]
+        if path:
+            ancestors.append(path)
+    named = NamedLocations()
+    below = [root, *ancestors]
+    with store.events.reader() as conn:
+        for column, doc in ((tbls.c.location, tbls.c.doc), (partitions.c.location, None)):
+            query = select(column, doc) if doc is not None else select(column)
+            query = query.where(or_(column.in_(below), column.startswith(root + "/", autoescape=True)))
+            for row in conn.execute(query):
+                location = (row[0] or "").rstrip("/")
+                if not location:
+                    continue
+                partitioned = doc is not None and bool(json.loads(row[1]).get("partition_keys"))
+                if location in ancestors and partitioned:
+                    continue  # a container above root names nothing below it by itself
+                (named.containers if partitioned else named.data).add(location)
+    return named
+
+
+@dataclass
+class Leftovers:
+    files: list[FileStatus] = field(default_factory=list)  # unnamed files (staged copies included)
+    directories: list[str] = field(default_factory=list)  # unnamed directories, deepest first
+
+    def describe(self, root: str) -> list[str]:
+        """The topmost leftover entries, relative to ``root`` (directories end with '/')."""
+        dirs = sorted(self.directories)
+        tops: list[str] = []
+        for d in dirs:
+            if not any(d.startswith(t + "/") for t in tops):
+                tops.append(d)
+        out = [relative_to(d, root) + "/" for d in tops if d != root.rstrip("/")]
+        out += [
+            relative_to(f.uri, root) for f in self.files if not any(f.uri.startswith(t + "/") for t in tops)
+        ]
+        return sorted(out)
+
+
+def find_leftovers(
+    store: Metastore, root: str, *, keep_root: bool = True, spare: str | None = None
+) -> Leftovers:
+    """Files and directories under ``root`` that no metadata names (``root`` too unless ``keep_root``).
+
+    ``spare``: a directory below ``root`` left out (a load's running marks, removed by the load last).
+    """
+    fs = filesystem_for(root)
+    named = named_locations(store, root)
+    if spare:
+        named.data.add(spare.rstrip("/"))
+    found = Leftovers()
+    found.files = [status for status in fs.list_files(root) if not named.keeps_file(status.uri)]
+    if is_local_uri(root):  # object stores have no directories of their own
+        base = local_path(root).rstrip("/")
+        uri_root = root.rstrip("/")
+        for dirpath, _dirnames, _files in os.walk(base, topdown=False):
+            if dirpath.rstrip("/") == base:
+                continue
+            uri = uri_root + dirpath[len(base) :]
+            if not named.keeps_dir(uri):
+                found.directories.append(uri)
+        if not keep_root and not named.keeps_dir(uri_root):
+            found.directories.append(uri_root)
+    return found
+
+
+def remove_leftovers(
+    store: Metastore,
+    root: str,
+    *,
+    recycle_except: frozenset[str] | None = None,
+    keep_root: bool = True,
+    spare: str | None = None,
+) -> int:
+    """Remove what no metadata names under ``root``; returns how many files were removed.
+
+    ``recycle_except``: recycle the removed data files into the store's cmroot first, except those at these
+    relative paths (their content lives on in a newer version); None removes without recycling.
+    """
+    found = find_leftovers(store, root, keep_root=keep_root, spare=spare)
+    fs = filesystem_for(root)
+    if recycle_except is not None:
+        replaced = [
+            s
+            for s in found.files
+            if not is_staging_name(s.uri.rsplit("/", 1)[-1])
+            and relative_to(s.uri, root) not in recycle_except
+        ]
+        if replaced:
+            store.cm.recycle(describe_files(root, store.cm, replaced))
+            fault_point()
+    for status in found.files:
+        fs.delete(status.uri)
+        fault_point()
+    for directory in found.directories:  # deepest first: each is empty by now unless a named one is inside
+        with contextlib.suppress(OSError):
+            os.rmdir(local_path(directory))
+    return len(found.files)
+
+
+def locked_cleanup(
+    store: Metastore,
+    db_name: str,
+    roots: Iterable[tuple[str, frozenset[str] | None]],
+    *,
+    keep_root: bool = False,
+    spare: str | None = None,
+) -> int:
+    """``remove_leftovers`` for each (root, recycle_except) under the database's row lock (see module doc)."""
+    removed = 0
+    try:
+        with store.events.transaction():
+            db = store.catalog.lock_database(db_name)
+            db_root = (db.location_uri or store.catalog.default_db_location(db_name)).rstrip("/")
+            for root, recycle_except in roots:
+                if filesystem_for(root).exists(root):
+                    removed += remove_leftovers(
+                        store, root, recycle_except=recycle_except, keep_root=keep_root, spare=spare
+                    )
+                if not keep_root:
+                    _prune_empty_parents(store, root, db_root)
+    except NoSuchDatabaseError:
+        pass  # dropped meanwhile: its directory went with it
+    return removed
+
+
+def _prune_empty_parents(store: Metastore, root: str, stop: str) -> None:
+    """Remove empty directories above a retired one that no metadata names, up to ``stop`` (local only)."""
+    if not is_local_uri(root) or not root.rstrip("/").startswith(stop + "/"):
+        return
+    path = root.rstrip("/").rsplit("/", 1)[0]
+    while path.startswith(stop + "/"):
+        local = local_path(path)
+        if not os.path.isdir(local) or os.listdir(local) or named_locations(store, path).keeps_dir(path):
+            return
+        with contextlib.suppress(OSError):
+            os.rmdir(local)
+        path = path.rsplit("/", 1)[0]
+
+
+def cleanup_database(store: Metastore, db_name: str) -> int:
+    """Remove everything under a replica database's directory that no metadata names (``repl cleanup``)."""
+    location = store.catalog.get_database(db_name).location_uri or store.catalog.default_db_location(db_name)
+    return locked_cleanup(store, db_name, [(location, None)], keep_root=True)
+
+
+class Retirer:
+    """Retires the directories committed batches stopped naming, each after the grace period."""
+
+    def __init__(self, store: Metastore, db_name: str, grace_seconds: float | None = None) -> None:
+        self.store, self.db = store, db_name
+        self.grace = retire_grace_seconds() if grace_seconds is None else grace_seconds
+        self.pending: list[tuple[float, list[Retirement]]] = []
+
+    def schedule(self, retirements: list[Retirement]) -> None:
+        if retirements:
+            self.pending.append((time.monotonic() + self.grace, retirements))
+
+    def run_due(self, *, wait: bool = False) -> int:
+        """Retire what is due (``wait``: everything, sleeping out the grace period first)."""
+        removed = 0
+        while self.pending:
+            due, batch = self.pending[0]
+            delay = due - time.monotonic()
+            if delay > 0:
+                if not wait:
+                    break
+                time.sleep(delay)
+            removed += locked_cleanup(
+                self.store, self.db, [(r.directory, r.carried if r.recycle else None) for r in batch]
+            )
+            self.pending.pop(0)
+        return removed
