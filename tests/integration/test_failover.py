@@ -23,6 +23,7 @@ from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import HANDOVER_ID, HANDOVER_PEER, READ_ONLY, ReplicaProtectedError
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.failover import FailoverError, failback, planned_failover, promote, replica_lag
+from hmsrepl.replication.leftovers import cleanup_database
 from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.target import REPL_LAST_ID, REPLICA_OF
 from hmsrepl.replication.verify import verify
@@ -126,6 +127,12 @@ def test_planned_failover_under_a_running_writer(engine: ReplicationEngine) -> N
     # reverse replication continues from the hand-over without a bootstrap
     reverse = ReplicationEngine(engine.dump_root, target, source)
     _catch_up(reverse, "sales_dr", "sales")
+    # Writes refused after the freeze had written their files first (as Spark does): verify shows them as
+    # leftovers of the (now replica) old source until 'hmsrepl repl cleanup' removes them.
+    leftovers = verify(target, "sales_dr", source, "sales")
+    assert leftovers and all(line.startswith("leftover on the replica: ") for line in leftovers)
+    assert "leftover on the replica: late/" in leftovers
+    cleanup_database(source, "sales")
     assert verify(target, "sales_dr", source, "sales") == []
     assert "after_failover" in source.catalog.get_tables("sales")
 

@@ -31,10 +31,11 @@ from tests.helpers import make_partition, make_table, open_sqlite_source, side_a
 from tests.servers import REPO
 
 
-def _cli(command: str, target: Metastore) -> subprocess.CompletedProcess[str]:
+def _cli(command: str, target: Metastore, source: Metastore) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'include'}:{REPO}"}
+    roots = ["--source-warehouse", str(source.config.warehouse), "--source-cmroot", str(source.config.cmroot)]
     return subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command, *side_args("target", target)],
+        [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command, *side_args("target", target), *roots],
         env=env,
         capture_output=True,
         text=True,
@@ -83,14 +84,19 @@ def test_full_disk_fails_cleanly_frees_space_and_rerun_converges(tmp_path: Path,
     write_file(part.sd.location, "f0", os.urandom(100_000))
     source.catalog.insert("big", "t", ["small"])
     engine = ReplicationEngine(str(tmp_path / "dumps"), source)
-    assert _cli(f"REPL LOAD big_dr FROM '{engine.execute('REPL DUMP big').dump_dir}'", target).returncode == 0
+    assert (
+        _cli(
+            f"REPL LOAD big_dr FROM '{engine.execute('REPL DUMP big').dump_dir}'", target, engine.source
+        ).returncode
+        == 0
+    )
     used_before = _used_bytes(small_fs)
     [part] = source.catalog.add_partitions("big", "t", [make_partition(table, "large")])
     for i in range(6):  # 3 MiB: more than the file system holds
         write_file(part.sd.location, f"f{i}", os.urandom(512 * 1024))
     source.catalog.insert("big", "t", ["large"])
     dump = engine.execute(f"REPL DUMP big FROM {repl_status(target, 'big_dr')}")
-    failed = _cli(f"REPL LOAD big_dr FROM '{dump.dump_dir}'", target)
+    failed = _cli(f"REPL LOAD big_dr FROM '{dump.dump_dir}'", target, engine.source)
     assert failed.returncode == 1
     lines = failed.stderr.strip().splitlines()
     assert len(lines) == 1, failed.stderr  # one line, no traceback
@@ -101,7 +107,7 @@ def test_full_disk_fails_cleanly_frees_space_and_rerun_converges(tmp_path: Path,
     assert MetricsLog(target.engine).list(limit=1)[0].status == FAILED
     assert target.catalog.get_partition_names("big_dr", "t") == ["p=small"]  # nothing published
     subprocess.run(["mount", "-o", "remount,size=16m", str(small_fs)], check=True)  # space is added
-    assert _cli(f"REPL LOAD big_dr FROM '{dump.dump_dir}'", target).returncode == 0
+    assert _cli(f"REPL LOAD big_dr FROM '{dump.dump_dir}'", target, engine.source).returncode == 0
     assert verify(source, "big", target, "big_dr") == []
     target.close()
     source.close()
@@ -118,7 +124,10 @@ def test_lost_database_connection_fails_cleanly_and_rerun_converges(tmp_path: Pa
             MetastoreConfig(db_url=url, warehouse=str(tmp_path / "dst_wh"), cmroot=str(tmp_path / "dst_cm"))
         )
         assert (
-            _cli(f"REPL LOAD pg_dr FROM '{engine.execute('REPL DUMP pg').dump_dir}'", target).returncode == 0
+            _cli(
+                f"REPL LOAD pg_dr FROM '{engine.execute('REPL DUMP pg').dump_dir}'", target, engine.source
+            ).returncode
+            == 0
         )
         for i in range(40):
             [part] = source.catalog.add_partitions("pg", "t", [make_partition(table, f"d{i}")])
@@ -147,7 +156,7 @@ def test_lost_database_connection_fails_cleanly_and_rerun_converges(tmp_path: Pa
 
         cutter = threading.Thread(target=cut_connections)
         cutter.start()
-        failed = _cli(f"REPL LOAD pg_dr FROM '{dump.dump_dir}'", target)
+        failed = _cli(f"REPL LOAD pg_dr FROM '{dump.dump_dir}'", target, engine.source)
         stop.set()
         cutter.join()
         admin.dispose()
@@ -156,7 +165,7 @@ def test_lost_database_connection_fails_cleanly_and_rerun_converges(tmp_path: Pa
         assert len(lines) == 1, failed.stderr
         assert "target metastore database failed" in lines[0] and "run the same REPL LOAD again" in lines[0]
         assert _unnamed(warehouse) == []
-        done = _cli(f"REPL LOAD pg_dr FROM '{dump.dump_dir}'", target)
+        done = _cli(f"REPL LOAD pg_dr FROM '{dump.dump_dir}'", target, engine.source)
         assert done.returncode == 0, done.stderr
         assert verify(source, "pg", target, "pg_dr") == []
         statuses = [row.status for row in MetricsLog(target.engine).list(limit=None)]

@@ -69,6 +69,11 @@ def acid_writes(store: Metastore, db: str, rng: random.Random, tag: str) -> None
             writer.commit()
 
 
+def _source_roots(source: Metastore) -> list[str]:
+    """The source roots a load trusts come from its own configuration, never from the dump."""
+    return ["--source-warehouse", str(source.config.warehouse), "--source-cmroot", str(source.config.cmroot)]
+
+
 def _staged(root: Path) -> list[str]:
     return [str(p) for p in root.rglob("*") if is_staging_name(p.name)]
 
@@ -76,7 +81,7 @@ def _staged(root: Path) -> list[str]:
 def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("HMSREPL_KILL_TEST_SEED", "19")))
     source, target = open_store(tmp_path, "source"), open_store(tmp_path, "target")
-    target_args = side_args("target", target)
+    target_args = [*side_args("target", target), *_source_roots(source)]
     db, replica = "kdb", "kdb_dr"
     policy = policy_text(db)
     create_database(source, db)
@@ -128,7 +133,7 @@ def test_rename_then_killed_insert_converges(tmp_path: Path) -> None:
     from tests.helpers import make_partition, make_table, write_file
 
     source, target = open_store(tmp_path, "source"), open_store(tmp_path, "target")
-    target_args = side_args("target", target)
+    target_args = [*side_args("target", target), *_source_roots(source)]
     source.catalog.create_database(Database(name="r"))
     engine = ReplicationEngine(str(tmp_path / "dumps"), source)
     dump = engine.execute("REPL DUMP r")

@@ -40,6 +40,7 @@ from hmsrepl.replication.dump import DumpResult
 from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.engine import ReplicationEngine, recorded_load
 from hmsrepl.replication.layout import FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
+from hmsrepl.replication.leftovers import cleanup_database
 from hmsrepl.replication.load import LoadEngine, LoadResult
 from hmsrepl.replication.metrics import MetricsLog, StageClock
 from hmsrepl.replication.policy import ReplicationPolicy
@@ -388,6 +389,10 @@ def failback(
             )
 
     loaded = recorded_load(MetricsLog(old.engine), command, work)
+    # Directories of dropped and re-bootstrapped tables, and files of writes refused since the protection,
+    # are named by no metadata any more: swept now, so the old side holds exactly the promoted side's state.
+    with privileged("failback"):
+        cleanup_database(old, old_db)
     result.bytes_copied, result.files_copied = loaded.stats.bytes_copied, loaded.stats.files_copied
     result.last_event_id = loaded.last_event_id
     log.warning("failback %s -> %s: %s", new_db, old_db, json.dumps(result.to_json()))

@@ -44,7 +44,15 @@ from hmsrepl.replication.dump_validation import (
 )
 from hmsrepl.replication.failures import explain_load_failure, fault_point
 from hmsrepl.replication.filecopy import CopyTask, available_source
-from hmsrepl.replication.layout import EVENTS_DIR, FILES, FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
+from hmsrepl.replication.layout import (
+    EVENTS_DIR,
+    FILES,
+    FUNCTIONS_DIR,
+    METADATA,
+    DumpDir,
+    DumpError,
+    DumpMetadata,
+)
 from hmsrepl.replication.leftovers import Retirer, locked_cleanup
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.metrics import StageClock
@@ -211,9 +219,20 @@ class LoadEngine:
         marks = join_uri(root, RUNNING_MARKS_DIR)
         earlier = [status.uri for status in fs.list_files(marks)]  # loads that did not finish (or still run)
         mark = join_uri(marks, f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        had_root = fs.exists(root)
         fs.makedirs(marks)
         fs.write_bytes(mark, b"")
-        yield  # on failure the mark stays: the next load sweeps what this one may have left
+        try:
+            yield  # on failure the mark stays: the next load sweeps what this one may have left
+        except DumpError:
+            # A refused dump (validation, signature, size limits) is refused before the load's first change,
+            # and a failed batch removes what it made: the target stays exactly as it was, mark and all.
+            fs.delete(mark)
+            if is_local_uri(marks):
+                for directory in [marks] if had_root else [marks, root]:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(local_path(directory))
+            raise
         self.retirer.run_due(wait=True)
         if earlier:
             # The marks go last: a sweep killed half way is done again by the next load.
