@@ -18,6 +18,7 @@ from hmsrepl.exceptions import StorageError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.filecopy import logical_location
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage import filesystem_for
 from hmsrepl.storage.base import copy_file, register_filesystem, unregister_filesystem
@@ -144,8 +145,15 @@ def test_replication_load_from_s3_through_faulty_network(
         dumped = engine.execute("REPL DUMP sales FROM " + str(engine.execute("REPL STATUS sales_dr")))
         engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
         assert verify(source, "sales", target, "sales_dr") == []
-        table_dir = Path(local_path(target.catalog.get_table("sales_dr", "orders").sd.location))
-        copied = {str(p.relative_to(table_dir)): p.read_bytes() for p in table_dir.rglob("*") if p.is_file()}
+        # What readers of the replica see: each partition's files under the location its metadata names
+        # (a version directory of the partition after a location flip).
+        copied = {}
+        for part in target.catalog.get_partitions("sales_dr", "orders"):
+            part_dir = Path(local_path(part.sd.location or ""))
+            name = Path(logical_location(part.sd.location or "")).name
+            for path in part_dir.rglob("*"):
+                if path.is_file():
+                    copied[f"{name}/{path.relative_to(part_dir)}"] = path.read_bytes()
         assert copied.keys() == written.keys()
         for name, data in written.items():
             assert copied[name] == data, name
