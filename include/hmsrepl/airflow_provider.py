@@ -1,0 +1,65 @@
+"""What Airflow learns about this product when it is installed: its metastore connection type.
+
+Airflow finds providers through the ``apache_airflow_provider`` entry point of installed distributions
+(``pyproject.toml``) and reads this dictionary without importing any hook, so the connection form (fields,
+labels, placeholders) appears in the UI at once; the hook itself (``hmsrepl_airflow.hooks``, on Airflow's
+plugins path) is imported only when a connection is used or tested. Plain data: the core never imports
+Airflow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CONNECTION_TYPE = "hmsrepl_metastore"
+HOOK_CLASS = "hmsrepl_airflow.hooks.MetastoreNotificationHook"
+
+
+def _text(
+    label: str, description: str, *, default: str | None = None, secret: bool = False
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": ["string", "null"]}
+    if default is not None:
+        schema["default"] = default
+    if secret:
+        schema["format"] = "password"
+    return {"label": label, "description": description, "schema": schema}
+
+
+def get_provider_info() -> dict[str, Any]:
+    """The provider's description in Airflow's runtime provider-info schema."""
+    from importlib.metadata import version
+
+    return {
+        "package-name": "hmsrepl",
+        "name": "hmsrepl",
+        "description": "Hive-style warehouse replication: the metastore notification API and replica state.",
+        "versions": [version("hmsrepl")],
+        "connection-types": [
+            {
+                "connection-type": CONNECTION_TYPE,
+                "hook-class-name": HOOK_CLASS,
+                "hook-name": "Hive Metastore (hmsrepl)",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema"],
+                    "relabeling": {
+                        "host": "Metastore host",
+                        "port": "Thrift port",
+                        "login": "User (set_ugi; the principal's short name with Kerberos)",
+                        "password": "Kerberos password (when no keytab is given)",
+                    },
+                    "placeholders": {"host": "metastore.example.com", "port": "9083", "login": "hive"},
+                },
+                "conn-fields": {
+                    "auth": _text("Authentication", "'none' or 'kerberos' (SASL GSSAPI)", default="none"),
+                    "principal": _text("Kerberos principal", "the client's principal, e.g. hive@REALM"),
+                    "keytab": _text("Keytab", "path of the client's keytab on the Airflow workers"),
+                    "service_principal": _text(
+                        "Metastore principal", "the server's principal, e.g. hive/_HOST@REALM"
+                    ),
+                    "qop": _text("SASL QOP", "auth, auth-int or auth-conf", default="auth"),
+                    "tls_ca": _text("TLS CA file", "CA bundle that signs the metastore's certificate"),
+                },
+            }
+        ],
+    }
