@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -417,17 +417,7 @@ class TargetWriter:
                 link_file(old[rel].uri, target_uri)
                 fault_point()
                 continue
-            result = copy_verified(
-                encoded,
-                target_uri,
-                default_cmroot=self.source_cmroot,
-                allowed=allowed,
-                prefetched_at=join_uri(logical, rel),
-            )
-            self.stats.files_copied += 1
-            self.stats.bytes_copied += result.bytes_copied
-            self.stats.files_from_cmroot += int(result.from_cmroot)
-            self.stats.files_prefetched += int(result.prefetched)
+            self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
             to_publish.append(target_uri)
             fault_point()
         publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
@@ -463,6 +453,22 @@ class TargetWriter:
         self._retire.append(Retirement(current, frozenset(carried)))
         self._retire_staging_area(logical, current)
         return new
+
+    def _copy_in(
+        self, encoded: str, target_uri: str, allowed: Callable[[str], bool], *, prefetched_at: str
+    ) -> None:
+        """One checksum-verified copy of an event's file to a place no reader sees yet, counted."""
+        result = copy_verified(
+            encoded,
+            target_uri,
+            default_cmroot=self.source_cmroot,
+            allowed=allowed,
+            prefetched_at=prefetched_at,
+        )
+        self.stats.files_copied += 1
+        self.stats.bytes_copied += result.bytes_copied
+        self.stats.files_from_cmroot += int(result.from_cmroot)
+        self.stats.files_prefetched += int(result.prefetched)
 
     def _applied(self, files: Sequence[str]) -> list[str] | None:
         """The files a location was made to hold, for the catalog to log (None: nothing was copied)."""
@@ -513,17 +519,7 @@ class TargetWriter:
         to_publish = []
         for rel, encoded in needed.items():
             target_uri = join_uri(target_location, rel)
-            result = copy_verified(
-                encoded,
-                target_uri,
-                default_cmroot=self.source_cmroot,
-                allowed=allowed,
-                prefetched_at=join_uri(logical, rel),
-            )
-            self.stats.files_copied += 1
-            self.stats.bytes_copied += result.bytes_copied
-            self.stats.files_from_cmroot += int(result.from_cmroot)
-            self.stats.files_prefetched += int(result.prefetched)
+            self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
             to_publish.append(target_uri)
         extras = [status for rel, status in present.items() if rel not in wanted]
         if extras:  # replaced on the source: keep them in the target's own cmroot (chained replication)
