@@ -56,6 +56,8 @@ def _env() -> dict[str, str]:
     """The test's environment without HMSREPL_* settings or PYTHONPATH: options alone must be enough."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HMSREPL_") and k != "PYTHONPATH"}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    # Tests retire replaced version directories at once (readers' grace period; see tests/conftest.py).
+    env["HMSREPL_REPL_RETIRE_GRACE_SECONDS"] = "0"
     return env
 
 
