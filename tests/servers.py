@@ -46,3 +46,31 @@ def metastore_server(root: Path, db_url: str, **env: str) -> Iterator[RunningMet
     log_path = root / f"metastore-{uuid.uuid4().hex[:8]}.log"
     with metastore_process(settings, log_path, cwd=root) as (uri, port):
         yield RunningMetastore(uri, port, db_url, str(warehouse), str(cmroot), log_path)
+
+
+class Hive2Client:
+    """hmsclient's generated client over a plain socket, as a Hive 2.x Java client would talk.
+
+    ``timeout_ms`` bounds every call (a hung server thread fails the test instead of hanging it); with
+    ``user`` the client identifies itself with ``set_ugi`` right away.
+    """
+
+    def __init__(self, port: int, *, timeout_ms: int | None = None, user: str | None = None) -> None:
+        from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore as Hive2
+        from thrift.protocol import TBinaryProtocol
+        from thrift.transport import TSocket, TTransport
+
+        sock = TSocket.TSocket("127.0.0.1", port)
+        if timeout_ms is not None:
+            sock.setTimeout(timeout_ms)
+        self.transport = TTransport.TBufferedTransport(sock)
+        self.client = Hive2.Client(TBinaryProtocol.TBinaryProtocol(self.transport))
+        self.transport.open()
+        if user is not None:
+            self.client.set_ugi(user, [])
+
+    def __getattr__(self, name: str):
+        return getattr(self.client, name)
+
+    def close(self) -> None:
+        self.transport.close()

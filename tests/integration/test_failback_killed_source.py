@@ -25,8 +25,8 @@ from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.base import join_uri
 from tests.helpers import make_table, open_store, side_args, write_file
-from tests.integration.test_thrift_server import Hive2Client, _sd
-from tests.servers import metastore_server
+from tests.integration.test_thrift_server import _sd
+from tests.servers import Hive2Client, metastore_server
 
 
 def _thrift_table(client: Hive2Client, store: Metastore, name: str, data: bytes) -> None:

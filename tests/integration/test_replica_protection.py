@@ -21,8 +21,8 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import capture_state, verify
 from tests.backends import temporary_database
 from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, side_args, write_file
-from tests.integration.test_thrift_server import Hive2Client, _sd
-from tests.servers import metastore_server
+from tests.integration.test_thrift_server import _sd
+from tests.servers import Hive2Client, metastore_server
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])

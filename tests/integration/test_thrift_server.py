@@ -7,16 +7,13 @@ from pathlib import Path
 
 import pytest
 import thriftpy2
-from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore as Hive2
 from hmsclient.genthrift.hive_metastore import ttypes as h2
-from thrift.protocol import TBinaryProtocol
 from thrift.Thrift import TApplicationException
-from thrift.transport import TSocket, TTransport
 from thriftpy2.rpc import make_client
 
 from hmsrepl.thrift.idl import IDL_PATH
 from tests.backends import temporary_database
-from tests.servers import RunningMetastore, metastore_server
+from tests.servers import Hive2Client, RunningMetastore, metastore_server
 
 h3 = thriftpy2.load(str(IDL_PATH), module_name="hms_client_side_thrift")
 
@@ -28,21 +25,6 @@ def server(
     root = tmp_path_factory.mktemp(f"thrift-{request.param}")
     with temporary_database(request.param, str(root)) as url, metastore_server(root, url) as running:
         yield running
-
-
-class Hive2Client:
-    """hmsclient's generated client over a plain socket, as a Hive 2.x Java client would talk."""
-
-    def __init__(self, port: int) -> None:
-        self.transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", port))
-        self.client = Hive2.Client(TBinaryProtocol.TBinaryProtocol(self.transport))
-        self.transport.open()
-
-    def __getattr__(self, name: str):
-        return getattr(self.client, name)
-
-    def close(self) -> None:
-        self.transport.close()
 
 
 @pytest.fixture

@@ -17,15 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore as Hive2
 from hmsclient.genthrift.hive_metastore import ttypes as h2
-from thrift.protocol import TBinaryProtocol
-from thrift.transport import TSocket, TTransport
 
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore
 from tests.backends import temporary_database
-from tests.servers import RunningMetastore, metastore_server
+from tests.servers import Hive2Client, RunningMetastore, metastore_server
 
 REFUSED = (h2.InvalidObjectException, h2.MetaException, h2.InvalidOperationException)
 BOUND_SECONDS = 10.0
@@ -47,31 +44,15 @@ def server(
         yield running
 
 
-class Client:
-    def __init__(self, port: int) -> None:
-        sock = TSocket.TSocket("127.0.0.1", port)
-        sock.setTimeout(60_000)  # a hung server thread fails the test instead of hanging it
-        self.transport = TTransport.TBufferedTransport(sock)
-        self.client = Hive2.Client(TBinaryProtocol.TBinaryProtocol(self.transport))
-        self.transport.open()
-        self.client.set_ugi("hive", [])
-
-    def __getattr__(self, name: str):
-        return getattr(self.client, name)
-
-    def close(self) -> None:
-        self.transport.close()
-
-
 @pytest.fixture
-def client(server: RunningMetastore) -> Iterator[Client]:
-    c = Client(server.port)
+def client(server: RunningMetastore) -> Iterator[Hive2Client]:
+    c = Hive2Client(server.port, timeout_ms=60_000, user="hive")
     yield c
     c.close()
 
 
 @pytest.fixture
-def world(server: RunningMetastore, client: Client) -> dict[str, Path]:
+def world(server: RunningMetastore, client: Hive2Client) -> dict[str, Path]:
     """A victim directory outside every root and a database ``victim`` with a table holding a file."""
     root = Path(server.warehouse).parent
     outside = root / "outside"
@@ -152,7 +133,9 @@ def _db(name: str, location: str) -> h2.Database:
     return h2.Database(name=name, description=None, locationUri=location, parameters={})
 
 
-def test_database_at_another_databases_directory_is_refused(client: Client, world: dict[str, Path]) -> None:
+def test_database_at_another_databases_directory_is_refused(
+    client: Hive2Client, world: dict[str, Path]
+) -> None:
     before = _guarded(world)
     for location in (
         str(world["victim_db"]),
@@ -177,7 +160,7 @@ def test_database_at_another_databases_directory_is_refused(client: Client, worl
 
 
 def test_database_at_the_warehouse_itself_is_refused(
-    server: RunningMetastore, client: Client, world: dict[str, Path]
+    server: RunningMetastore, client: Hive2Client, world: dict[str, Path]
 ) -> None:
     before = _guarded(world)
     for location in (f"{server.warehouse}/.", f"file://{server.warehouse}", f"{server.warehouse}/x/.."):
@@ -186,7 +169,7 @@ def test_database_at_the_warehouse_itself_is_refused(
 
 
 def test_database_at_cmroot_trash_or_outside_is_refused(
-    server: RunningMetastore, client: Client, world: dict[str, Path]
+    server: RunningMetastore, client: Hive2Client, world: dict[str, Path]
 ) -> None:
     before = _guarded(world)
     for location, setting in (
@@ -208,7 +191,7 @@ def test_database_at_cmroot_trash_or_outside_is_refused(
 
 
 def test_managed_table_elsewhere_is_refused_and_a_drop_touches_nothing(
-    client: Client, world: dict[str, Path]
+    client: Hive2Client, world: dict[str, Path]
 ) -> None:
     client.create_database(_db("attack", "")) if "attack" not in client.get_all_databases() else None
     before = _guarded(world)
@@ -233,7 +216,7 @@ def test_managed_table_elsewhere_is_refused_and_a_drop_touches_nothing(
 
 
 def test_external_table_on_a_foreign_directory_is_refused(
-    server: RunningMetastore, client: Client, world: dict[str, Path]
+    server: RunningMetastore, client: Hive2Client, world: dict[str, Path]
 ) -> None:
     client.create_database(_db("ext", "")) if "ext" not in client.get_all_databases() else None
     before = _guarded(world)
@@ -260,7 +243,7 @@ def test_external_table_on_a_foreign_directory_is_refused(
 
 
 def test_trash_adoption_never_leaves_the_trash(
-    server: RunningMetastore, client: Client, world: dict[str, Path]
+    server: RunningMetastore, client: Hive2Client, world: dict[str, Path]
 ) -> None:
     client.create_database(_db("tr", "")) if "tr" not in client.get_all_databases() else None
     client.create_table(_table("tr", "t"))
@@ -290,7 +273,7 @@ def test_trash_adoption_never_leaves_the_trash(
 
 
 def test_fifo_and_device_links_in_a_location_are_skipped_within_a_bound(
-    server: RunningMetastore, client: Client, world: dict[str, Path]
+    server: RunningMetastore, client: Hive2Client, world: dict[str, Path]
 ) -> None:
     client.create_database(_db("odd", "")) if "odd" not in client.get_all_databases() else None
     client.create_table(_table("odd", "t"))
@@ -308,7 +291,7 @@ def test_fifo_and_device_links_in_a_location_are_skipped_within_a_bound(
     start = time.monotonic()
     client.alter_table("odd", "t", table)  # lists and checksums the directory
     assert time.monotonic() - start < BOUND_SECONDS
-    other = Client(server.port)  # the server still answers others
+    other = Hive2Client(server.port, timeout_ms=60_000, user="hive")  # the server still answers others
     try:
         start = time.monotonic()
         assert "odd" in other.get_all_databases()
