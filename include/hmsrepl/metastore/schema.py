@@ -14,6 +14,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -273,4 +274,21 @@ file_intents = Table(
     Column("claimed_at", BigInteger, nullable=False),  # epoch milliseconds of the last attempt's start
     Column("attempts", Integer, nullable=False, default=0),
     Column("last_error", Text),
+)
+
+# Each table's or partition's current data files as the metastore last recorded them (event format 2): what a
+# write's listing is compared with, so it checksums only files that are new or changed (size or modification
+# time differ) and its event carries only the difference. ``part_id`` 0 is the table's own location. Rows are
+# keyed by the path below the object's location, so a location move (rename, replica version flip) keeps them.
+data_files = Table(
+    "data_files",
+    metadata,
+    Column("tbl_id", BigInteger, nullable=False),
+    Column("part_id", BigInteger, nullable=False),
+    Column("rel_path", String(PART_NAME), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("mtime_ns", BigInteger, nullable=False),
+    Column("checksum", String(64), nullable=False),
+    Column("version_id", String(1024)),  # object store version the checksum belongs to
+    PrimaryKeyConstraint("tbl_id", "part_id", "rel_path"),
 )

@@ -1,0 +1,119 @@
+"""One spec per event type: its message class and the facts every reader of the log decides by.
+
+Dump, consolidation, compaction, load, ACID replay and the metadata cache each keep a table of their own
+behaviour per event type; what an event *is* (which object it touches, whether it is transactional, whether it
+creates something a later event cannot make redundant) is said here once, and the groups of types those
+readers use are derived from this table. ``tests/unit/test_event_specs.py`` checks that every ``EventType``
+has a spec and that every reader's behaviour table covers every type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from hmsrepl.metastore.events import EventType, NotificationEvent
+from hmsrepl.metastore.messages import (
+    AddPartitionMessage,
+    AlterPartitionMessage,
+    AlterTableMessage,
+    ColumnStatMessage,
+    CreateTableMessage,
+    DatabaseMessage,
+    DropPartitionMessage,
+    DropTableMessage,
+    FunctionMessage,
+    InsertMessage,
+    Message,
+    TxnMessage,
+)
+
+
+class Scope(StrEnum):
+    DATABASE = "database"
+    FUNCTION = "function"
+    TABLE = "table"
+    PARTITION = "partition"
+    TXN = "txn"
+    STATS = "stats"
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    kind: EventType
+    message: type[Message]
+    scope: Scope
+    transactional: bool = False  # part of a transaction's replay: never compacted, a barrier for its tables
+    structural: bool = False  # creates or adds an object: a later event never makes it redundant
+    drops: bool = False  # removes its object(s)
+    data: bool = False  # may carry a data change (``Message.objects``)
+    replayed: bool = True  # a load applies it (CREATE_DATABASE: the bootstrap makes the replica database)
+    db_wide: bool = False  # has no table: dumps write it for the database, loads flush every table's run
+
+
+E = EventType
+SPECS: dict[EventType, EventSpec] = {
+    spec.kind: spec
+    for spec in (
+        EventSpec(
+            E.CREATE_DATABASE, DatabaseMessage, Scope.DATABASE, structural=True, replayed=False, db_wide=True
+        ),
+        EventSpec(E.ALTER_DATABASE, DatabaseMessage, Scope.DATABASE, db_wide=True),
+        EventSpec(E.DROP_DATABASE, DatabaseMessage, Scope.DATABASE, drops=True, db_wide=True),
+        EventSpec(E.CREATE_TABLE, CreateTableMessage, Scope.TABLE, structural=True, data=True),
+        EventSpec(E.ALTER_TABLE, AlterTableMessage, Scope.TABLE, data=True),
+        EventSpec(E.DROP_TABLE, DropTableMessage, Scope.TABLE, drops=True),
+        EventSpec(E.ADD_PARTITION, AddPartitionMessage, Scope.PARTITION, structural=True, data=True),
+        EventSpec(E.ALTER_PARTITION, AlterPartitionMessage, Scope.PARTITION, data=True),
+        EventSpec(E.DROP_PARTITION, DropPartitionMessage, Scope.PARTITION, drops=True),
+        EventSpec(E.INSERT, InsertMessage, Scope.PARTITION, data=True),
+        EventSpec(E.CREATE_FUNCTION, FunctionMessage, Scope.FUNCTION, structural=True, db_wide=True),
+        EventSpec(E.DROP_FUNCTION, FunctionMessage, Scope.FUNCTION, drops=True, db_wide=True),
+        EventSpec(E.OPEN_TXN, TxnMessage, Scope.TXN, transactional=True),
+        EventSpec(E.COMMIT_TXN, TxnMessage, Scope.TXN, transactional=True),
+        EventSpec(E.ABORT_TXN, TxnMessage, Scope.TXN, transactional=True),
+        EventSpec(E.ALLOC_WRITE_ID, TxnMessage, Scope.TXN, transactional=True),
+        EventSpec(E.ACID_WRITE, TxnMessage, Scope.TXN, transactional=True),
+        EventSpec(E.UPDATE_TABLE_COLUMN_STAT, ColumnStatMessage, Scope.STATS),
+        EventSpec(E.UPDATE_PARTITION_COLUMN_STAT, ColumnStatMessage, Scope.STATS),
+        EventSpec(E.DELETE_TABLE_COLUMN_STAT, ColumnStatMessage, Scope.STATS),
+        EventSpec(E.DELETE_PARTITION_COLUMN_STAT, ColumnStatMessage, Scope.STATS),
+    )
+}
+
+
+def kinds(**facts: Any) -> frozenset[EventType]:
+    """The event types whose spec has every given fact, e.g. ``kinds(transactional=True)``."""
+    return frozenset(k for k, s in SPECS.items() if all(getattr(s, f) == v for f, v in facts.items()))
+
+
+TXN_KINDS = kinds(transactional=True)
+DATA_KINDS = kinds(data=True)
+PARTITION_KINDS = kinds(scope=Scope.PARTITION)
+DATABASE_KINDS = kinds(scope=Scope.DATABASE)
+
+
+class UnknownEventTypeError(ValueError):
+    """An event type no spec describes: the log or the dump comes from a newer or foreign writer."""
+
+
+def spec_of(kind: str) -> EventSpec:
+    try:
+        return SPECS[EventType(kind)]
+    except ValueError as exc:
+        raise UnknownEventTypeError(
+            f"unknown event type '{kind}'; it comes from a newer or foreign writer: upgrade the reader"
+        ) from exc
+
+
+def parse(
+    kind: str, body: Mapping[str, Any], db_name: str | None = None, table_name: str | None = None
+) -> Message:
+    """The typed message of one event's stored body."""
+    return spec_of(kind).message.parse(kind, body, db_name, table_name)
+
+
+def parse_event(event: NotificationEvent) -> Message:
+    return parse(event.event_type, event.body(), event.db_name, event.table_name)

@@ -1,0 +1,162 @@
+"""The recorded listing of each table and partition (``data_files``), and the diff a write makes to it.
+
+A write compares what its object's location holds now with what the metastore recorded last time. A file
+whose size and modification time are unchanged keeps its recorded checksum: only new or changed files are
+read. The difference is what the write's event carries (``messages.DataChange``) and what is written back
+here, so the cost of a write follows the files it added or removed, not the files the object holds.
+
+The replica side uses the same table: a load records the listing it verified and published, and applies the
+next event's deltas to it without reading a file it already verified (only a cheap size and modification-
+time check of the files it keeps; ``repl verify`` still reads everything).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, and_, delete, insert, select, tuple_
+
+from hmsrepl.metastore.schema import data_files
+
+TABLE_LEVEL = 0  # ``part_id`` of a table's own location
+CHUNK = 500
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One recorded file: where it sits below its object, its identity at record time and its checksum."""
+
+    rel_path: str
+    size: int
+    mtime_ns: int
+    checksum: str
+    version_id: str | None = None
+
+    def same_identity(self, size: int, mtime_ns: int) -> bool:
+        """The file at the path is, by size and modification time, still the one recorded."""
+        return self.size == size and self.mtime_ns == mtime_ns
+
+
+@dataclass(frozen=True)
+class ObjectKey:
+    """A table (``part_id`` 0) or one of its partitions, by the metastore's ids (stable across renames)."""
+
+    tbl_id: int
+    part_id: int = TABLE_LEVEL
+
+
+def read(conn: Connection, key: ObjectKey) -> dict[str, FileRecord]:
+    """The object's recorded files by relative path (empty: nothing recorded yet)."""
+    rows = conn.execute(
+        select(
+            data_files.c.rel_path,
+            data_files.c.size,
+            data_files.c.mtime_ns,
+            data_files.c.checksum,
+            data_files.c.version_id,
+        ).where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
+    )
+    return {row.rel_path: FileRecord(*row) for row in rows}
+
+
+def is_recorded(conn: Connection, key: ObjectKey) -> bool:
+    return (
+        conn.execute(
+            select(data_files.c.rel_path)
+            .where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
+            .limit(1)
+        ).first()
+        is not None
+    )
+
+
+def apply(
+    conn: Connection, key: ObjectKey, upserts: Iterable[FileRecord], removed: Iterable[str] = ()
+) -> None:
+    """Write a diff: ``upserts`` replace or add records, ``removed`` paths go (O(diff) statements' rows)."""
+    upserts = list(upserts)
+    gone = {*removed, *(r.rel_path for r in upserts)}
+    table = data_files
+    paths = sorted(gone)
+    for start in range(0, len(paths), CHUNK):
+        conn.execute(
+            delete(table).where(
+                table.c.tbl_id == key.tbl_id,
+                table.c.part_id == key.part_id,
+                table.c.rel_path.in_(paths[start : start + CHUNK]),
+            )
+        )
+    if upserts:
+        conn.execute(
+            insert(table),
+            [
+                {
+                    "tbl_id": key.tbl_id,
+                    "part_id": key.part_id,
+                    "rel_path": r.rel_path,
+                    "size": r.size,
+                    "mtime_ns": r.mtime_ns,
+                    "checksum": r.checksum,
+                    "version_id": r.version_id,
+                }
+                for r in upserts
+            ],
+        )
+
+
+def replace_all(conn: Connection, key: ObjectKey, records: Iterable[FileRecord]) -> None:
+    """Record exactly ``records`` for the object (a first capture, or a listing rebuilt from scratch)."""
+    forget(conn, key)
+    apply(conn, key, records)
+
+
+def forget(conn: Connection, key: ObjectKey) -> None:
+    conn.execute(
+        delete(data_files).where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
+    )
+
+
+def forget_table(conn: Connection, tbl_id: int) -> None:
+    """A dropped table: its own listing and every partition's."""
+    conn.execute(delete(data_files).where(data_files.c.tbl_id == tbl_id))
+
+
+def forget_partitions(conn: Connection, tbl_id: int, part_ids: Iterable[int]) -> None:
+    ids = list(part_ids)
+    for start in range(0, len(ids), CHUNK):
+        conn.execute(
+            delete(data_files).where(
+                data_files.c.tbl_id == tbl_id, data_files.c.part_id.in_(ids[start : start + CHUNK])
+            )
+        )
+
+
+def read_many(conn: Connection, keys: Iterable[ObjectKey]) -> Mapping[ObjectKey, dict[str, FileRecord]]:
+    """Listings of several objects of one table in few queries (a batch of partitions)."""
+    out: dict[ObjectKey, dict[str, FileRecord]] = {}
+    keys = list(keys)
+    for key in keys:
+        out[key] = {}
+    for start in range(0, len(keys), CHUNK):
+        chunk = keys[start : start + CHUNK]
+        rows = conn.execute(
+            select(
+                data_files.c.tbl_id,
+                data_files.c.part_id,
+                data_files.c.rel_path,
+                data_files.c.size,
+                data_files.c.mtime_ns,
+                data_files.c.checksum,
+                data_files.c.version_id,
+            ).where(
+                and_(
+                    tuple_(data_files.c.tbl_id, data_files.c.part_id).in_(
+                        [(k.tbl_id, k.part_id) for k in chunk]
+                    )
+                )
+            )
+        )
+        for row in rows:
+            out[ObjectKey(row.tbl_id, row.part_id)][row.rel_path] = FileRecord(*row[2:])
+    return out
