@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -36,7 +37,7 @@ from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.schema import partitions, tbls
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import is_staging_name
-from hmsrepl.storage.base import FileStatus, filesystem_for, relative_to
+from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, relative_to
 from hmsrepl.storage.local import is_local_uri, local_path
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,12 @@ log = logging.getLogger(__name__)
 # that took the metadata just before the commit still lists and reads the old files meanwhile.
 DEFAULT_RETIRE_GRACE_SECONDS = 60.0
 RETIRE_GRACE_ENV = "HMSREPL_REPL_RETIRE_GRACE_SECONDS"
+
+
+# Retirements whose grace period has not run out when a load ends wait here, below the replica database's
+# directory, one JSON ticket per batch: the next load (or ``repl cleanup``) carries them out once due, so no
+# load sleeps out the grace period, and sweeps and ``repl verify`` leave ticketed directories alone.
+RETIRING_DIR = ".hmsrepl-retiring"
 
 
 def retire_grace_seconds() -> float:
@@ -146,6 +153,10 @@ def find_leftovers(
     named = named_locations(store, root)
     if spare:
         named.data.add(spare.rstrip("/"))
+    tickets = join_uri(root, RETIRING_DIR)
+    if fs.exists(tickets):  # awaiting their grace period: retired by a later load, not swept
+        named.data.add(tickets.rstrip("/"))
+        named.data.update(r.directory.rstrip("/") for _, _, batch in read_tickets(tickets) for r in batch)
     found = Leftovers()
     found.files = [status for status in fs.list_files(root) if not named.keeps_file(status.uri)]
     if is_local_uri(root):  # object stores have no directories of their own
@@ -236,8 +247,34 @@ def _prune_empty_parents(store: Metastore, root: str, stop: str) -> None:
         path = path.rsplit("/", 1)[0]
 
 
+def read_tickets(directory: str) -> list[tuple[str, float, list[Retirement]]]:
+    """(ticket URI, due epoch seconds, retirements) of each deferred batch, oldest first."""
+    fs = filesystem_for(directory)
+    out = []
+    for status in sorted(fs.list_files(directory), key=lambda s: s.uri):
+        try:
+            with fs.open_read(status.uri) as stream:
+                doc = json.loads(stream.read())
+            batch = [
+                Retirement(r["directory"], frozenset(r["carried"]), bool(r["recycle"]))
+                for r in doc["retirements"]
+            ]
+            out.append((status.uri, float(doc["due"]), batch))
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring unreadable retirement ticket '%s'", status.uri)
+    return out
+
+
+def _dumps(doc: dict[str, object]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 def cleanup_database(store: Metastore, db_name: str) -> int:
-    """Remove everything under a replica database's directory that no metadata names (``repl cleanup``)."""
+    """Remove everything under a replica database's directory that no metadata names (``repl cleanup``).
+
+    Retirements of earlier loads that are due are carried out first (recycling what they replaced).
+    """
+    Retirer(store, db_name).run_tickets()
     location = store.catalog.get_database(db_name).location_uri or store.catalog.default_db_location(db_name)
     return locked_cleanup(store, db_name, [(location, None)], keep_root=True)
 
@@ -250,9 +287,47 @@ class Retirer:
         self.grace = retire_grace_seconds() if grace_seconds is None else grace_seconds
         self.pending: list[tuple[float, list[Retirement]]] = []
 
+    @property
+    def tickets(self) -> str:
+        return join_uri(self.store.catalog.default_db_location(self.db), RETIRING_DIR)
+
     def schedule(self, retirements: list[Retirement]) -> None:
         if retirements:
             self.pending.append((time.monotonic() + self.grace, retirements))
+
+    def defer(self) -> None:
+        """Hand what is not yet due to a later load: one ticket per batch, with its wall-clock due time."""
+        fs = filesystem_for(self.tickets)
+        for due, batch in self.pending:
+            wall_due = time.time() + max(0.0, due - time.monotonic())
+            doc = {
+                "due": wall_due,
+                "retirements": [
+                    {"directory": r.directory, "carried": sorted(r.carried), "recycle": r.recycle}
+                    for r in batch
+                ],
+            }
+            fs.makedirs(self.tickets)
+            fs.write_bytes(join_uri(self.tickets, f"{wall_due:.3f}-{uuid.uuid4().hex[:8]}.json"), _dumps(doc))
+        self.pending.clear()
+
+    def run_tickets(self) -> int:
+        """Carry out the earlier loads' retirements that are due now; each ticket goes once done."""
+        removed = 0
+        fs = filesystem_for(self.tickets)
+        if not fs.exists(self.tickets):
+            return 0
+        for uri, due, batch in read_tickets(self.tickets):
+            if due > time.time():
+                continue
+            removed += locked_cleanup(
+                self.store, self.db, [(r.directory, r.carried if r.recycle else None) for r in batch]
+            )
+            fs.delete(uri)
+        if is_local_uri(self.tickets):
+            with contextlib.suppress(OSError):
+                os.rmdir(local_path(self.tickets))
+        return removed
 
     def run_due(self, *, wait: bool = False) -> int:
         """Retire what is due (``wait``: everything, sleeping out the grace period first)."""

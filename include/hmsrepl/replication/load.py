@@ -215,6 +215,7 @@ class LoadEngine:
         """Mark the replica's directory while loading; retire and sweep at the end (see RUNNING_MARK_PREFIX)."""
         self.retirer = Retirer(self.target, target_db)
         root = self.target.catalog.default_db_location(target_db)
+        self.retirer.run_tickets()  # earlier loads' replaced directories whose readers' grace has passed
         fs = filesystem_for(root)
         marks = join_uri(root, RUNNING_MARKS_DIR)
         earlier = [status.uri for status in fs.list_files(marks)]  # loads that did not finish (or still run)
@@ -233,7 +234,8 @@ class LoadEngine:
                     with contextlib.suppress(OSError):
                         os.rmdir(local_path(directory))
             raise
-        self.retirer.run_due(wait=True)
+        self.retirer.run_due()
+        self.retirer.defer()  # the rest waits for its grace period in tickets, not in this process
         if earlier:
             # The marks go last: a sweep killed half way is done again by the next load.
             removed = locked_cleanup(self.target, target_db, [(root, None)], keep_root=True, spare=marks)
