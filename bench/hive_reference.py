@@ -53,14 +53,16 @@ def java_version() -> str:
     return lines[0] if lines else "unknown"
 
 
-def hive_site_xml(root: Path) -> str:
-    """hive-site.xml with exactly the settings DESIGN.md lists (Derby under ``root``, no async logging)."""
+def hive_site_xml(root: Path, extra: dict[str, str] | None = None) -> str:
+    """hive-site.xml with the settings DESIGN.md lists (Derby under ``root``, no async logging), plus
+    ``extra`` (e.g. a notification listener for replication tests)."""
     properties = {
         "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
         "hive.metastore.warehouse.dir": str(root / "warehouse"),
         "datanucleus.schema.autoCreateAll": "true",
         "hive.metastore.schema.verification": "false",
         "hive.async.log.enabled": "false",  # else it dies on a missing log4j async class
+        **(extra or {}),
     }
     body = "\n".join(
         f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
@@ -106,10 +108,21 @@ def _thrift_answers(port: int) -> bool:
 class HiveReferenceMetastore:
     """One Hive Metastore JVM on Derby in ``root`` (hive-site.xml, Derby files, warehouse, log)."""
 
-    def __init__(self, root: Path, port: int | None = None, heap: str = "1g") -> None:
+    def __init__(
+        self,
+        root: Path,
+        port: int | None = None,
+        heap: str = "1g",
+        *,
+        properties: dict[str, str] | None = None,
+        classpath: tuple[str, ...] = (),
+    ) -> None:
+        """``properties`` go into hive-site.xml; ``classpath`` entries come before pyspark's jars."""
         self.root = Path(root)
         self.port = port or free_port()
         self.heap = heap
+        self.properties = dict(properties or {})
+        self.classpath = classpath
         self.log_path = self.root / "hive-metastore.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -123,8 +136,8 @@ class HiveReferenceMetastore:
             return self
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "warehouse").mkdir(exist_ok=True)
-        (self.root / "hive-site.xml").write_text(hive_site_xml(self.root))
-        classpath = os.pathsep.join([str(self.root), f"{pyspark_jars_dir()}/*"])
+        (self.root / "hive-site.xml").write_text(hive_site_xml(self.root, self.properties))
+        classpath = os.pathsep.join([str(self.root), *self.classpath, f"{pyspark_jars_dir()}/*"])
         command = ["java", f"-Xmx{self.heap}", "-cp", classpath, MAIN_CLASS, "-p", str(self.port)]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(

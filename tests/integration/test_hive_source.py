@@ -1,0 +1,239 @@
+"""A stock Hive Metastore 2.3.10 (pyspark's jars, on Derby) as a replication source.
+
+The metastore keeps its notification log through a small listener compiled here against pyspark's jars
+(``hive_listener/DbNotificationListener.java``: Hive's own ``JSONMessageFactory`` messages, stored with
+``RawStore.addNotificationEvent``, as hcatalog's ``DbNotificationListener`` does). A client writes through
+Hive's Thrift API (databases, plain and partitioned tables with files, a function, INSERT events as Hive's
+clients fire them); REPL DUMP reads Hive's log and REPL LOAD applies it to an hmsrepl replica, which then
+equals the source in metadata and file checksums (``repl verify``'s comparison), after the bootstrap and
+after incremental rounds in LIMIT batches (add partition, append, alter, drop partition, rename, drop and
+re-create).
+
+Hive 2.3's change manager stays off: on a file system without checksums (the local one here) its
+``ReplChangeManager`` fails every drop (a null checksum in ``getCMPath``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.hive_reference import HiveReferenceMetastore, pyspark_jars_dir
+from hmsrepl.hive_source.source import StockHiveSource
+from hmsrepl.metastore import Metastore
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.verify import verify
+from hmsrepl.thrift.idl import Service, hms
+from tests.helpers import open_store
+from tests.servers import REPO, free_port
+
+LISTENER_SOURCE = REPO / "tests" / "integration" / "hive_listener" / "DbNotificationListener.java"
+LISTENER_CLASS = "hmsrepl.test.DbNotificationListener"
+HMSREPL = str(Path(sys.executable).parent / "hmsrepl")
+TEXT_IN = "org.apache.hadoop.mapred.TextInputFormat"
+TEXT_OUT = "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"
+LAZY_SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
+
+
+def compile_listener(out: Path) -> Path:
+    """Compile the listener against pyspark's jars into ``out`` (a class directory for the classpath)."""
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["javac", "-nowarn", "-cp", f"{pyspark_jars_dir()}/*", "-d", str(out), str(LISTENER_SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def hive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveReferenceMetastore]:
+    root = tmp_path_factory.mktemp("stock-hms-source")
+    classes = compile_listener(root / "listener")
+    properties = {
+        "hive.metastore.transactional.event.listeners": LISTENER_CLASS,
+        "hive.repl.cmrootdir": str(root / "cmroot"),
+    }
+    with HiveReferenceMetastore(root, properties=properties, classpath=(str(classes),)) as metastore:
+        metastore.wait_ready()
+        yield metastore
+
+
+class Writer:
+    """A Hive client writing through the stock metastore's Thrift API, files first, as Hive does."""
+
+    def __init__(self, hive: HiveReferenceMetastore, db: str) -> None:
+        from thriftpy2.rpc import make_client
+
+        self.client: Any = make_client(Service, "127.0.0.1", hive.port, timeout=120_000)
+        self.db = db
+        self.db_dir = hive.root / "warehouse" / f"{db}.db"
+
+    def sd(self, location: Path) -> Any:
+        return hms.StorageDescriptor(
+            cols=[hms.FieldSchema(name="v", type="string", comment=None)],
+            location=str(location),
+            inputFormat=TEXT_IN,
+            outputFormat=TEXT_OUT,
+            compressed=False,
+            numBuckets=-1,
+            serdeInfo=hms.SerDeInfo(name=None, serializationLib=LAZY_SERDE, parameters={}),
+            bucketCols=[],
+            sortCols=[],
+            parameters={},
+        )
+
+    def create_database(self) -> None:
+        self.client.create_database(
+            hms.Database(name=self.db, description="sales", locationUri=str(self.db_dir), parameters={})
+        )
+
+    def create_table(self, name: str, partitioned: bool, files: dict[str, str] | None = None) -> Path:
+        location = self.db_dir / name
+        location.mkdir(parents=True, exist_ok=True)
+        for file_name, text in (files or {}).items():
+            (location / file_name).write_text(text)
+        keys = [hms.FieldSchema(name="dt", type="string", comment=None)] if partitioned else []
+        self.client.create_table(
+            hms.Table(
+                tableName=name,
+                dbName=self.db,
+                owner="etl",
+                sd=self.sd(location),
+                partitionKeys=keys,
+                parameters={"owner_team": "sales"},
+                tableType="MANAGED_TABLE",
+            )
+        )
+        return location
+
+    def add_partition(self, table: str, dt: str, files: dict[str, str]) -> None:
+        location = self.db_dir / table / f"dt={dt}"
+        location.mkdir(parents=True, exist_ok=True)
+        for file_name, text in files.items():
+            (location / file_name).write_text(text)
+        self.client.add_partition(
+            hms.Partition(values=[dt], dbName=self.db, tableName=table, sd=self.sd(location), parameters={})
+        )
+
+    def append(self, table: str, dt: str | None, file_name: str, text: str) -> None:
+        """Write a file and fire the INSERT event a Hive client fires (hive.metastore.dml.events)."""
+        location = self.db_dir / table / (f"dt={dt}" if dt else "")
+        (location / file_name).write_text(text)
+        data = hms.InsertEventRequestData(filesAdded=[str(location / file_name)])
+        self.client.fire_listener_event(
+            hms.FireEventRequest(
+                successful=True,
+                data=hms.FireEventRequestData(insertData=data),
+                dbName=self.db,
+                tableName=table,
+                partitionVals=[dt] if dt else None,
+            )
+        )
+
+    def alter_table(self, name: str, **changes: Any) -> None:
+        table = self.client.get_table(self.db, name)
+        for key, value in changes.items():
+            setattr(table, key, value)
+        self.client.alter_table(self.db, name, table)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _replicate(engine: ReplicationEngine, command: str, target_db: str) -> int:
+    dumped = engine.execute(command)
+    loaded = engine.execute(f"REPL LOAD {target_db} FROM '{dumped.dump_dir}'")  # type: ignore[union-attr]
+    return loaded.last_event_id  # type: ignore[union-attr]
+
+
+def test_bootstrap_then_incremental_rounds_from_a_stock_metastore(
+    hive: HiveReferenceMetastore, tmp_path: Path
+) -> None:
+    writer = Writer(hive, "sales")
+    writer.create_database()
+    writer.create_table("customers", partitioned=False, files={"part-0.txt": "ann\nbob\n"})
+    writer.create_table("orders", partitioned=True)
+    for day in ("2024-01-01", "2024-01-02", "2024-01-03"):
+        writer.add_partition("orders", day, {"part-0.txt": f"{day} 1\n", "part-1.txt": f"{day} 2\n"})
+    writer.client.create_function(
+        hms.Function(
+            functionName="shout",
+            dbName="sales",
+            className="org.apache.hadoop.hive.ql.udf.generic.GenericUDFUpper",
+            ownerName="etl",
+            ownerType=1,
+            createTime=0,
+            functionType=1,
+            resourceUris=[],
+        )
+    )
+    source = StockHiveSource(hive.uri)
+    target: Metastore = open_store(tmp_path, "replica")
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    try:
+        last = _replicate(engine, "REPL DUMP sales", "sales_dr")
+        assert verify(source, "sales", target, "sales_dr") == []
+        assert len(target.catalog.get_partition_names("sales_dr", "orders")) == 3
+        assert target.catalog.get_function("sales_dr", "shout").class_name.endswith("GenericUDFUpper")
+
+        # Incremental round: every kind of change Hive logs, replayed in batches of three events.
+        writer.add_partition("orders", "2024-01-04", {"part-0.txt": "2024-01-04 1\n"})
+        writer.append("orders", "2024-01-01", "part-2.txt", "2024-01-01 3\n")
+        writer.append("customers", None, "part-1.txt", "cid\n")
+        writer.client.drop_partition("sales", "orders", ["2024-01-02"], True)
+        writer.alter_table("customers", parameters={"owner_team": "crm"})
+        writer.create_table("scratch", partitioned=False, files={"a.txt": "x\n"})
+        writer.client.drop_table("sales", "scratch", True)
+        writer.create_table("scratch", partitioned=False, files={"b.txt": "y\n"})
+        writer.alter_table("scratch", tableName="scratch_v2")
+        current = source.get_current_notification_event_id()
+        assert current > last
+        rounds = 0
+        while last < current:
+            last = _replicate(engine, f"REPL DUMP sales FROM {last} LIMIT 3", "sales_dr")
+            rounds += 1
+        assert rounds >= 3
+        assert verify(source, "sales", target, "sales_dr") == []
+        names = target.catalog.get_partition_names("sales_dr", "orders")
+        assert names == ["dt=2024-01-01", "dt=2024-01-03", "dt=2024-01-04"]
+        assert sorted(target.catalog.get_tables("sales_dr")) == ["customers", "orders", "scratch_v2"]
+        assert target.catalog.get_table("sales_dr", "customers").parameters["owner_team"] == "crm"
+    finally:
+        writer.close()
+        source.close()
+        target.close()
+
+
+def test_dump_from_an_unreachable_stock_metastore_is_one_line(tmp_path: Path) -> None:
+    uri = f"thrift://127.0.0.1:{free_port()}"
+    done = subprocess.run(
+        [
+            HMSREPL,
+            "repl",
+            "run",
+            "REPL DUMP sales",
+            "--source-db-url",
+            uri,
+            "--target-db-url",
+            f"sqlite:///{tmp_path}/replica.db",
+            "--dump-root",
+            str(tmp_path / "dumps"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and uri in lines[0] and "cannot reach" in lines[0], done.stderr
+    assert not (tmp_path / "dumps").exists() or not any((tmp_path / "dumps").iterdir())
