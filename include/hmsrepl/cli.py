@@ -218,9 +218,14 @@ def side_options(side: str) -> Callable[[F], F]:
     def decorate(func: F) -> F:
         for name in ("cmroot", "warehouse", "db-url"):
             env = f"HMSREPL_{side.upper()}_{name.replace('-', '_').upper()}"
-            func = click.option(f"--{side}-{name}", envvar=env, help=f"{side} metastore {name} ({env}).")(
-                func
+            stock = (
+                " or thrift://HOST:PORT of a stock Hive Metastore"
+                if (side, name) == ("source", "db-url")
+                else ""
             )
+            func = click.option(
+                f"--{side}-{name}", envvar=env, help=f"{side} metastore {name}{stock} ({env})."
+            )(func)
         return func
 
     return decorate

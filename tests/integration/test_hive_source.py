@@ -237,3 +237,70 @@ def test_dump_from_an_unreachable_stock_metastore_is_one_line(tmp_path: Path) ->
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and uri in lines[0] and "cannot reach" in lines[0], done.stderr
     assert not (tmp_path / "dumps").exists() or not any((tmp_path / "dumps").iterdir())
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([HMSREPL, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_cli_replicates_and_verifies_with_a_thrift_source_url(
+    hive: HiveReferenceMetastore, tmp_path: Path
+) -> None:
+    writer = Writer(hive, "crm")
+    writer.create_database()
+    writer.create_table("accounts", partitioned=False, files={"part-0.txt": "a\n"})
+    open_store(tmp_path, "replica").close()
+    sides = [
+        "--source-db-url",
+        hive.uri,
+        "--target-db-url",
+        f"sqlite:///{tmp_path}/replica.db",
+        "--target-warehouse",
+        str(tmp_path / "replica_wh"),
+        "--target-cmroot",
+        str(tmp_path / "replica_cm"),
+    ]
+    dumps = ["--dump-root", str(tmp_path / "dumps")]
+    try:
+        last = "0"
+        for command in ("REPL DUMP crm", "REPL DUMP crm FROM {last}"):
+            dumped = _cli("repl", "run", command.format(last=last), *sides, *dumps)
+            assert dumped.returncode == 0, dumped.stderr[-2000:]
+            dump_dir, last = dumped.stdout.strip().split("\t")
+            loaded = _cli("repl", "run", f"REPL LOAD crm_dr FROM '{dump_dir}'", *sides, *dumps)
+            assert loaded.returncode == 0, loaded.stderr[-2000:]
+            writer.append("accounts", None, "part-1.txt", "b\n")
+        writer.append("accounts", None, "part-2.txt", "c\n")  # after the last dump: verify must see it
+        stale = _cli("repl", "verify", "crm", "crm_dr", *sides)
+        assert stale.returncode == 1 and "accounts" in stale.stdout, stale.stdout + stale.stderr
+        dumped = _cli("repl", "run", f"REPL DUMP crm FROM {last}", *sides, *dumps)
+        dump_dir = dumped.stdout.strip().split("\t")[0]
+        assert _cli("repl", "run", f"REPL LOAD crm_dr FROM '{dump_dir}'", *sides, *dumps).returncode == 0
+        verified = _cli("repl", "verify", "crm", "crm_dr", *sides)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert "crm_dr equals crm" in verified.stdout
+    finally:
+        writer.close()
+
+
+def test_a_stock_metastore_without_notification_log_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The same Hive without the listener: the dump names the setting to turn on and writes nothing."""
+    with HiveReferenceMetastore(tmp_path / "silent") as silent:
+        silent.wait_ready()
+        open_store(tmp_path, "replica").close()
+        done = _cli(
+            "repl",
+            "run",
+            "REPL DUMP default",
+            "--source-db-url",
+            silent.uri,
+            "--target-db-url",
+            f"sqlite:///{tmp_path}/replica.db",
+            "--dump-root",
+            str(tmp_path / "dumps"),
+        )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "hive.metastore.transactional.event.listeners" in lines[0], done.stderr
+    assert "keeps no notification log" in lines[0]
+    assert not (tmp_path / "dumps").exists() or not any((tmp_path / "dumps").iterdir())
