@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from bench.hive_reference import HiveReferenceMetastore, pyspark_jars_dir
+from hmsrepl.config import MetastoreConfig
 from hmsrepl.hive_source.source import StockHiveSource
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.engine import ReplicationEngine
@@ -304,3 +305,63 @@ def test_a_stock_metastore_without_notification_log_is_refused_in_one_line(tmp_p
     assert len(lines) == 1 and "hive.metastore.transactional.event.listeners" in lines[0], done.stderr
     assert "keeps no notification log" in lines[0]
     assert not (tmp_path / "dumps").exists() or not any((tmp_path / "dumps").iterdir())
+
+
+def test_the_dags_sync_application_takes_a_stock_source_from_its_settings(
+    hive: HiveReferenceMetastore, tmp_path: Path
+) -> None:
+    """``spark_apps/repl_sync.py`` (what the DAGs run) with HMSREPL_SOURCE_DB_URL=thrift://: bootstrap, then
+    LIMIT batches up to the source's current event, as for an hmsrepl source; only settings change."""
+    import json
+    import os
+
+    writer = Writer(hive, "shop")
+    writer.create_database()
+    writer.create_table("items", partitioned=True)
+    writer.add_partition("items", "2024-02-01", {"part-0.txt": "x\n"})
+    open_store(tmp_path, "replica").close()
+    env = {
+        **os.environ,
+        "HMSREPL_SOURCE_DB_URL": hive.uri,
+        "HMSREPL_TARGET_DB_URL": f"sqlite:///{tmp_path}/replica.db",
+        "HMSREPL_TARGET_WAREHOUSE": str(tmp_path / "replica_wh"),
+        "HMSREPL_TARGET_CMROOT": str(tmp_path / "replica_cm"),
+        "HMSREPL_DUMP_ROOT": str(tmp_path / "dumps"),
+    }
+    app = [sys.executable, str(REPO / "spark_apps" / "repl_sync.py")]
+    replications = json.dumps([{"policy": "shop", "target_db": "shop_dr"}])
+
+    def sync(*extra: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [*app, "--replications", replications, "--limit", "2", *extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    try:
+        sync("--bootstrap")
+        for day in ("2024-02-02", "2024-02-03"):
+            writer.add_partition("items", day, {"part-0.txt": f"{day}\n"})
+        writer.append("items", "2024-02-01", "part-1.txt", "y\n")
+        result = sync()
+        source = StockHiveSource(hive.uri)
+        target = Metastore.open(
+            MetastoreConfig(
+                db_url=env["HMSREPL_TARGET_DB_URL"],
+                warehouse=env["HMSREPL_TARGET_WAREHOUSE"],
+                cmroot=env["HMSREPL_TARGET_CMROOT"],
+            )
+        )
+        try:
+            assert result["replications"][0]["repl_last_id"] == source.get_current_notification_event_id()
+            assert verify(source, "shop", target, "shop_dr") == []
+        finally:
+            source.close()
+            target.close()
+    finally:
+        writer.close()
