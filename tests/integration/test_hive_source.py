@@ -365,3 +365,32 @@ def test_the_dags_sync_application_takes_a_stock_source_from_its_settings(
             target.close()
     finally:
         writer.close()
+
+
+@pytest.mark.spark
+def test_a_spark_workload_on_the_stock_metastore_replicates_in_limit_batches(
+    hive: HiveReferenceMetastore, tmp_path: Path
+) -> None:
+    """Spark writes through Hive 2.3.10 (Hive's writer path, ``hive.metastore.dml.events``): a first state,
+    bootstrapped; then append, overwrite, add/drop partition, rename, drop and re-create, replayed in
+    batches of five events. The replica equals the source after each stage."""
+    from tests.integration.test_hive_import import _spark
+
+    warehouse = str(hive.root / "warehouse")
+    _spark("mart-setup", hive.uri, warehouse)
+    source = StockHiveSource(hive.uri)
+    target = open_store(tmp_path, "replica")
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    try:
+        last = _replicate(engine, "REPL DUMP mart", "mart_dr")
+        assert verify(source, "mart", target, "mart_dr") == []
+        _spark("mart-change", hive.uri, warehouse)
+        current = source.get_current_notification_event_id()
+        while last < current:
+            last = _replicate(engine, f"REPL DUMP mart FROM {last} LIMIT 5", "mart_dr")
+        assert verify(source, "mart", target, "mart_dr") == []
+        assert sorted(target.catalog.get_tables("mart_dr")) == ["dim_v2", "sales", "scratch"]
+        assert target.catalog.get_partition_names("mart_dr", "sales") == ["day=d2", "day=d3", "day=d4"]
+    finally:
+        source.close()
+        target.close()
