@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from hmsrepl.exceptions import EventsCleanedUpError
+from hmsrepl.hive_import.reader import StockMetastoreError
 from hmsrepl.hive_source import tjson
 from hmsrepl.hive_source.messages import (
     FACTORY_SETTING,
@@ -220,6 +221,21 @@ def test_a_metastore_without_notification_listener_is_refused_naming_the_setting
         source.get_current_notification_event_id()
     assert "\n" not in str(info.value)
     assert _source(LOG).get_current_notification_event_id() == len(LOG)
+
+
+def test_a_metastore_that_hides_its_settings_is_read_as_it_is() -> None:
+    class ConfigValSecurityException(Exception):
+        pass
+
+    class Hiding(FakeReader):
+        def call(self, what: str, method: str, *args: Any) -> Any:
+            if method == "get_config_value":
+                raise StockMetastoreError(what) from ConfigValSecurityException()
+            return super().call(what, method, *args)
+
+    source = StockHiveSource("thrift://hms:9083", reader=Hiding(LOG, {}))  # type: ignore[arg-type]
+    assert source.get_current_notification_event_id() == len(LOG)
+    assert (source.config.warehouse, source.config.cmroot) == ("/user/hive/warehouse", "/user/hive/cmroot")
 
 
 def test_events_cleaned_up_by_hive_are_reported_not_skipped() -> None:

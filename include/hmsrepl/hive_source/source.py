@@ -39,6 +39,7 @@ from hmsrepl.metastore.events import NotificationEvent
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.transactions import ReplicationSnapshot
+from hmsrepl.thrift.convert import function_from_thrift
 from hmsrepl.thrift.idl import hms
 
 log = logging.getLogger(__name__)
@@ -122,13 +123,17 @@ class StockCatalog:
         return found[0]
 
     def get_functions(self, db_name: str) -> list[str]:
-        return sorted(f.function_name for f in self.reader.functions(db_name))
+        names = self.reader.call(f"the functions of '{db_name}'", "get_functions", db_name, "*")
+        return sorted(name.lower() for name in names)
 
     def get_function(self, db_name: str, name: str) -> Function:
-        for function in self.reader.functions(db_name):
-            if function.function_name == name.lower():
-                return function
-        raise NoSuchFunctionError(db_name, name)
+        try:
+            raw = self.reader.call(f"function '{db_name}.{name}'", "get_function", db_name, name)
+        except StockMetastoreError as exc:
+            if _missing(exc):
+                raise NoSuchFunctionError(db_name, name) from None
+            raise
+        return function_from_thrift(raw)
 
 
 class StockLookups:
@@ -278,11 +283,11 @@ class StockHiveSource:
         """``warehouse``/``cmroot`` default to the metastore's own settings (``get_config_value``)."""
         self.reader = reader or StockMetastoreReader(uri)
         self.uri = uri
-        cm_on = self._setting("hive.repl.cm.enabled", "false").lower() == "true"
+        cm_on = (self._setting("hive.repl.cm.enabled") or "false").lower() == "true"
         self.config = StockSourceConfig(
             uri,
-            warehouse or self._setting(WAREHOUSE_SETTING, "/user/hive/warehouse"),
-            cmroot or self._setting(CMROOT_SETTING, "/user/hive/cmroot"),
+            warehouse or self._setting(WAREHOUSE_SETTING) or "/user/hive/warehouse",
+            cmroot or self._setting(CMROOT_SETTING) or "/user/hive/cmroot",
             cm_on,
         )
         self.cm = ChangeManager(self.config.cmroot, enabled=cm_on)
@@ -292,19 +297,24 @@ class StockHiveSource:
         self.stats = NoStats()
         self._checked = False
 
-    def _setting(self, name: str, default: str) -> str:
-        """A setting of the stock metastore; its default when the metastore refuses to say."""
+    def _setting(self, name: str) -> str | None:
+        """A setting of the stock metastore ("" when unset); None when the metastore refuses to say."""
         try:
-            return str(self.reader.call(f"setting {name}", "get_config_value", name, default) or default)
+            return str(self.reader.call(f"setting {name}", "get_config_value", name, "") or "")
         except StockMetastoreError as exc:
             if type(exc.__cause__).__name__ == "ConfigValSecurityException":
-                return default
+                return None
             raise
 
     def check_notifications(self) -> None:
-        """Refuse a metastore that keeps no notification log: a dump of it would silently miss changes."""
-        listeners = " ".join(self._setting(name, "") for name in LISTENER_SETTINGS)
-        if "NotificationListener" not in listeners:
+        """Refuse a metastore that keeps no notification log: a dump of it would silently miss changes.
+
+        Judged by its listener settings; a metastore that will not show them is given the benefit of the
+        doubt (its log is then read as it is)."""
+        values = [self._setting(name) for name in LISTENER_SETTINGS]
+        if all(value is None for value in values):
+            return
+        if "NotificationListener" not in " ".join(value or "" for value in values):
             raise NotificationsDisabledError(
                 f"the metastore at {self.uri} keeps no notification log; set {LISTENER_SETTING}="
                 f"{DB_NOTIFICATION_LISTENER} in its hive-site.xml and restart it, then take a bootstrap dump"
