@@ -53,6 +53,30 @@ def java_version() -> str:
     return lines[0] if lines else "unknown"
 
 
+#: A stand-in for hcatalog's DbNotificationListener (absent from pyspark's jars), compiled by
+#: ``compile_notification_listener``: with it, the metastore keeps a notification log (replication source).
+LISTENER_SOURCE = (
+    Path(__file__).resolve().parents[1] / "tests/integration/hive_listener/DbNotificationListener.java"
+)
+LISTENER_CLASS = "hmsrepl.test.DbNotificationListener"
+LISTENER_SETTING = "hive.metastore.transactional.event.listeners"
+
+
+def compile_notification_listener(out: Path) -> Path:
+    """Compile the listener against pyspark's jars into ``out``: a class directory for ``classpath``."""
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["javac", "-nowarn", "-cp", f"{pyspark_jars_dir()}/*", "-d", str(out), str(LISTENER_SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"javac failed on {LISTENER_SOURCE}:\n{done.stderr[-3000:]}")
+    return out
+
+
 def hive_site_xml(root: Path, extra: dict[str, str] | None = None) -> str:
     """hive-site.xml with the settings DESIGN.md lists (Derby under ``root``, no async logging), plus
     ``extra`` (e.g. a notification listener for replication tests)."""
@@ -205,4 +229,10 @@ class HiveReferenceMetastore:
         self.stop()
 
 
-__all__ = ["HiveReferenceMetastore", "hive_version", "java_version", "pyspark_jars_dir"]
+__all__ = [
+    "HiveReferenceMetastore",
+    "compile_notification_listener",
+    "hive_version",
+    "java_version",
+    "pyspark_jars_dir",
+]

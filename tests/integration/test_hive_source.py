@@ -23,7 +23,12 @@ from typing import Any
 
 import pytest
 
-from bench.hive_reference import HiveReferenceMetastore, pyspark_jars_dir
+from bench.hive_reference import (
+    LISTENER_CLASS,
+    LISTENER_SETTING,
+    HiveReferenceMetastore,
+    compile_notification_listener,
+)
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.hive_source.source import StockHiveSource
 from hmsrepl.metastore import Metastore
@@ -33,34 +38,18 @@ from hmsrepl.thrift.idl import Service, hms
 from tests.helpers import open_store
 from tests.servers import REPO, free_port
 
-LISTENER_SOURCE = REPO / "tests" / "integration" / "hive_listener" / "DbNotificationListener.java"
-LISTENER_CLASS = "hmsrepl.test.DbNotificationListener"
 HMSREPL = str(Path(sys.executable).parent / "hmsrepl")
 TEXT_IN = "org.apache.hadoop.mapred.TextInputFormat"
 TEXT_OUT = "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"
 LAZY_SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
 
 
-def compile_listener(out: Path) -> Path:
-    """Compile the listener against pyspark's jars into ``out`` (a class directory for the classpath)."""
-    out.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["javac", "-nowarn", "-cp", f"{pyspark_jars_dir()}/*", "-d", str(out), str(LISTENER_SOURCE)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
-
-
 @pytest.fixture(scope="module")
 def hive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveReferenceMetastore]:
     root = tmp_path_factory.mktemp("stock-hms-source")
-    classes = compile_listener(root / "listener")
+    classes = compile_notification_listener(root / "listener")
     properties = {
-        "hive.metastore.transactional.event.listeners": LISTENER_CLASS,
+        LISTENER_SETTING: LISTENER_CLASS,
         "hive.repl.cmrootdir": str(root / "cmroot"),
     }
     with HiveReferenceMetastore(root, properties=properties, classpath=(str(classes),)) as metastore:
