@@ -121,6 +121,15 @@ def test_add_partition_carries_snapshots_and_listings_read_now() -> None:
 def test_drop_partition_values_follow_the_partition_keys() -> None:
     body = _body("DROP_PARTITION")
     assert [p["values"] for p in body["partitions"]] == [["d1"]]
+    # Two keys, the message's map in the other order: values still follow the table's keys.
+    doc = json.loads(_by_type("DROP_PARTITION").message)
+    one_key = '"8":{"lst":["rec",1,{"1":{"str":"dt"},"2":{"str":"string"}}]}'
+    two_keys = '"8":{"lst":["rec",2,{"1":{"str":"dt"},"2":{"str":"string"}},{"1":{"str":"hr"},"2":{"str":"string"}}]}'
+    assert one_key in doc["tableObjJson"]
+    doc["tableObjJson"] = doc["tableObjJson"].replace(one_key, two_keys)
+    doc["partitions"] = [{"hr": "07", "dt": "d1"}]
+    event = translate(_event(LOG[6], message=json.dumps(doc)), FakeLookups())
+    assert event is not None and [p["values"] for p in event.body()["partitions"]] == [["d1", "07"]]
 
 
 def test_alter_of_a_partitioned_table_carries_no_listing() -> None:
