@@ -273,3 +273,30 @@ def test_each_event_is_translated_once_per_source() -> None:
     first = source.events.next_events(0, None)
     again = source.events.next_events(0, None)
     assert [a is b for a, b in zip(first, again, strict=True)] == [True] * len(first)
+
+
+def test_listings_hash_only_files_not_seen_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append re-lists its partition but reads only the new file for its checksum."""
+    from hmsrepl.hive_source import source as source_module
+    from hmsrepl.metastore.change_manager import ChangeManager
+
+    described: list[str] = []
+    real = source_module.describe_files
+
+    def counting(location: str | None, cm: ChangeManager, files: Any = None) -> list[str]:
+        described.extend(status.uri.rsplit("/", 1)[-1] for status in files or [])
+        return real(location, cm, files)
+
+    monkeypatch.setattr(source_module, "describe_files", counting)
+    part = tmp_path / "t" / "dt=d1"
+    part.mkdir(parents=True)
+    (part / "a.txt").write_text("1\n")
+    lookups = _source(LOG).events.lookups
+    first = lookups.listing(str(part))
+    (part / "b.txt").write_text("22\n")
+    second = lookups.listing(str(part))
+    assert described == ["a.txt", "b.txt"]
+    assert second[0] == first[0] and len(second) == 2 and "-3" in second[1].split("#")[1]
+    (part / "a.txt").write_text("333\n")  # rewritten: another size, read again
+    third = lookups.listing(str(part))
+    assert described[-1] == "a.txt" and third[0] != first[0]

@@ -36,7 +36,7 @@ from hmsrepl.hive_import.reader import StockMetastoreError, StockMetastoreReader
 from hmsrepl.hive_source.messages import TRANSLATORS, HiveEvent, translate
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.events import NotificationEvent
-from hmsrepl.metastore.file_capture import describe_files
+from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.transactions import ReplicationSnapshot
 from hmsrepl.thrift.convert import function_from_thrift
@@ -53,6 +53,8 @@ CMROOT_SETTING = "hive.repl.cmrootdir"
 FETCH = 1_000
 #: Translated events kept for the rest of a dump.
 CACHED_EVENTS = 200_000
+#: Files whose checksum is kept by (location, file, size, modification time) for later listings.
+CACHED_CHECKSUMS = 1_000_000
 #: The event types a stock source yields (others are left out when read).
 TRANSLATED_TYPES = frozenset(str(kind) for kind in TRANSLATORS)
 
@@ -137,13 +139,31 @@ class StockCatalog:
 
 
 class StockLookups:
-    """What translations read now (``hive_source.messages.Lookups``): listings and current objects."""
+    """What translations read now (``hive_source.messages.Lookups``): listings and current objects.
+
+    Listings are read in full for every data event (Hive's messages do not say what a write left), but a
+    file listed before with the same size and modification time is not read again for its checksum: an
+    append re-hashes only what it added, and the INSERT and ALTER_PARTITION a Hive writer logs per write cost
+    one read of the new files. A file rewritten in place with the same size and time would keep its old
+    checksum here; the load then refuses the copy (its checksum is verified), it never copies it silently.
+    """
 
     def __init__(self, catalog: StockCatalog, cm: ChangeManager) -> None:
         self.catalog, self.cm = catalog, cm
+        self._described: OrderedDict[tuple[str, str, int, float], str] = OrderedDict()
 
     def listing(self, location: str | None) -> list[str]:
-        return describe_files(location, self.cm)
+        if not location:
+            return []
+        statuses = list_data_files(location)
+        keys = [(location, s.uri, s.size, s.mtime) for s in statuses]
+        new = [s for s, key in zip(statuses, keys, strict=True) if key not in self._described]
+        for status, encoded in zip(new, describe_files(location, self.cm, new), strict=True):
+            self._described[(location, status.uri, status.size, status.mtime)] = encoded
+        out = [self._described[key] for key in keys]
+        while len(self._described) > CACHED_CHECKSUMS:
+            self._described.popitem(last=False)
+        return out
 
     def database(self, db_name: str) -> Database | None:
         try:
