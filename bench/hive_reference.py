@@ -53,14 +53,40 @@ def java_version() -> str:
     return lines[0] if lines else "unknown"
 
 
-def hive_site_xml(root: Path) -> str:
-    """hive-site.xml with exactly the settings DESIGN.md lists (Derby under ``root``, no async logging)."""
+#: A stand-in for hcatalog's DbNotificationListener (absent from pyspark's jars), compiled by
+#: ``compile_notification_listener``: with it, the metastore keeps a notification log (replication source).
+LISTENER_SOURCE = (
+    Path(__file__).resolve().parents[1] / "tests/integration/hive_listener/DbNotificationListener.java"
+)
+LISTENER_CLASS = "hmsrepl.test.DbNotificationListener"
+LISTENER_SETTING = "hive.metastore.transactional.event.listeners"
+
+
+def compile_notification_listener(out: Path) -> Path:
+    """Compile the listener against pyspark's jars into ``out``: a class directory for ``classpath``."""
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["javac", "-nowarn", "-cp", f"{pyspark_jars_dir()}/*", "-d", str(out), str(LISTENER_SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"javac failed on {LISTENER_SOURCE}:\n{done.stderr[-3000:]}")
+    return out
+
+
+def hive_site_xml(root: Path, extra: dict[str, str] | None = None) -> str:
+    """hive-site.xml with the settings DESIGN.md lists (Derby under ``root``, no async logging), plus
+    ``extra`` (e.g. a notification listener for replication tests)."""
     properties = {
         "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
         "hive.metastore.warehouse.dir": str(root / "warehouse"),
         "datanucleus.schema.autoCreateAll": "true",
         "hive.metastore.schema.verification": "false",
         "hive.async.log.enabled": "false",  # else it dies on a missing log4j async class
+        **(extra or {}),
     }
     body = "\n".join(
         f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
@@ -106,10 +132,21 @@ def _thrift_answers(port: int) -> bool:
 class HiveReferenceMetastore:
     """One Hive Metastore JVM on Derby in ``root`` (hive-site.xml, Derby files, warehouse, log)."""
 
-    def __init__(self, root: Path, port: int | None = None, heap: str = "1g") -> None:
+    def __init__(
+        self,
+        root: Path,
+        port: int | None = None,
+        heap: str = "1g",
+        *,
+        properties: dict[str, str] | None = None,
+        classpath: tuple[str, ...] = (),
+    ) -> None:
+        """``properties`` go into hive-site.xml; ``classpath`` entries come before pyspark's jars."""
         self.root = Path(root)
         self.port = port or free_port()
         self.heap = heap
+        self.properties = dict(properties or {})
+        self.classpath = classpath
         self.log_path = self.root / "hive-metastore.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -123,8 +160,8 @@ class HiveReferenceMetastore:
             return self
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "warehouse").mkdir(exist_ok=True)
-        (self.root / "hive-site.xml").write_text(hive_site_xml(self.root))
-        classpath = os.pathsep.join([str(self.root), f"{pyspark_jars_dir()}/*"])
+        (self.root / "hive-site.xml").write_text(hive_site_xml(self.root, self.properties))
+        classpath = os.pathsep.join([str(self.root), *self.classpath, f"{pyspark_jars_dir()}/*"])
         command = ["java", f"-Xmx{self.heap}", "-cp", classpath, MAIN_CLASS, "-p", str(self.port)]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -192,4 +229,10 @@ class HiveReferenceMetastore:
         self.stop()
 
 
-__all__ = ["HiveReferenceMetastore", "hive_version", "java_version", "pyspark_jars_dir"]
+__all__ = [
+    "HiveReferenceMetastore",
+    "compile_notification_listener",
+    "hive_version",
+    "java_version",
+    "pyspark_jars_dir",
+]

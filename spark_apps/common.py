@@ -186,6 +186,18 @@ def parse_as(text: str, kind: type[C], name: str) -> C:
     return command
 
 
+def _stock_source(side: str, url: str, values: dict[str, Any]) -> Any:
+    """A stock Hive Metastore as the replication source (``thrift://host:port``); never a target."""
+    if side != "source":
+        raise ConfigurationError(
+            f"--{side}-db-url {url} is a Thrift address; only the source may be a stock Hive Metastore, "
+            f"the {side} is an hmsrepl metastore's database URL"
+        )
+    from hmsrepl.hive_source.source import StockHiveSource
+
+    return StockHiveSource(url, warehouse=values.get("source_warehouse"), cmroot=values.get("source_cmroot"))
+
+
 def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
     """The ``side`` metastore from its options, checked to exist, be reachable and have a current schema.
 
@@ -196,6 +208,8 @@ def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
     env = f"HMSREPL_{side.upper()}_DB_URL"
     if not url:
         raise click.UsageError(f"--{side}-db-url (or {env}) is required")
+    if url.startswith("thrift://"):
+        return _stock_source(side, url, values)
     try:
         parsed = make_url(url)
     except ArgumentError as exc:

@@ -56,7 +56,9 @@ def main(
     source = open_metastore("source", sides)
     spark = LazySpark("hmsrepl-repl-dump", master)
     try:
-        summary = run_dump(command, source, dump_root, spark, spark_min_locations, MetricsLog(source.engine))
+        # A stock Hive Metastore source has no database of ours to record the dump in.
+        metrics = MetricsLog(source.engine) if hasattr(source, "engine") else None
+        summary = run_dump(command, source, dump_root, spark, spark_min_locations, metrics)
     finally:
         spark.stop()
         source.close()

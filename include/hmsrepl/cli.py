@@ -218,9 +218,14 @@ def side_options(side: str) -> Callable[[F], F]:
     def decorate(func: F) -> F:
         for name in ("cmroot", "warehouse", "db-url"):
             env = f"HMSREPL_{side.upper()}_{name.replace('-', '_').upper()}"
-            func = click.option(f"--{side}-{name}", envvar=env, help=f"{side} metastore {name} ({env}).")(
-                func
+            stock = (
+                " or thrift://HOST:PORT of a stock Hive Metastore"
+                if (side, name) == ("source", "db-url")
+                else ""
             )
+            func = click.option(
+                f"--{side}-{name}", envvar=env, help=f"{side} metastore {name}{stock} ({env})."
+            )(func)
         return func
 
     return decorate
@@ -257,6 +262,17 @@ def _side_store(prefix: str, values: dict[str, Any]) -> Metastore | None:
         **{k: v for k in ("warehouse", "cmroot") if (v := values.get(f"{prefix}_{k}"))},
     )
     return _open_checked(config, f"{prefix} metastore")
+
+
+def _repl_source(values: dict[str, Any]) -> Any:
+    """The source of a dump or verify: an hmsrepl metastore (a database URL) or a stock Hive Metastore
+    (``thrift://host:port``, read through its notification log; see ``hive_source``)."""
+    url = values.get("source_db_url") or ""
+    if not url.startswith("thrift://"):
+        return _side_store("source", values)
+    from hmsrepl.hive_source.source import StockHiveSource
+
+    return StockHiveSource(url, warehouse=values.get("source_warehouse"), cmroot=values.get("source_cmroot"))
 
 
 @main.group()
@@ -317,7 +333,7 @@ def repl_run(
 
     engine = ReplicationEngine(
         dump_root,
-        _side_store("source", sides),
+        _repl_source(sides),
         _side_store("target", sides),
         source_roots=load_source_roots(sides, source_external_roots),
     )
@@ -443,7 +459,7 @@ def repl_verify(source_db: str, target_db: str, **sides: Any) -> None:
     """Compare SOURCE_DB with its replica TARGET_DB (metadata and file checksums); exit 1 on differences."""
     from hmsrepl.replication.verify import verify
 
-    source, target = _side_store("source", sides), _side_store("target", sides)
+    source, target = _repl_source(sides), _side_store("target", sides)
     if source is None or target is None:
         raise click.ClickException("verify needs both --source-db-url and --target-db-url")
     differences = verify(source, source_db, target, target_db)

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 9083
 DEFAULT_USER = "hive"
+#: Events read per call when a stock metastore (Hive 2.3) has no count call and they are counted here.
+COUNT_PAGE = 1000
 #: Thrift calls time out after this long (a metastore that accepts but never answers must not hang a task).
 TIMEOUT_MS = 60_000
 
@@ -279,7 +281,26 @@ class MetastoreNotificationHook(BaseHook):
             fromEventId=from_event_id, dbName=db_name, toEventId=to_event_id
         )
         what = f"the event count of database '{db_name}'"
-        return int(self._call(what, "get_notification_events_count", request).eventsCount)
+        try:
+            return int(self._call(what, "get_notification_events_count", request).eventsCount)
+        except MetastoreHookError as exc:
+            if not _unknown_method(exc.__cause__):
+                raise
+        return self._count_by_reading(db_name, from_event_id, to_event_id)
+
+    def _count_by_reading(self, db_name: str, from_event_id: int, to_event_id: int | None) -> int:
+        """The count on a stock Hive 2.3 metastore, which has no count call: its log read page by page."""
+        count, last = 0, from_event_id
+        while to_event_id is None or last < to_event_id:
+            page = self.next_events(last, COUNT_PAGE)
+            for event in page:
+                if to_event_id is not None and event.event_id > to_event_id:
+                    return count
+                count += (event.db_name or "").lower() == db_name.lower()
+                last = event.event_id
+            if len(page) < COUNT_PAGE:
+                break
+        return count
 
     # -- databases -------------------------------------------------------------------------------------------
     def database_parameters(self, db_name: str) -> dict[str, str] | None:
@@ -306,6 +327,13 @@ class MetastoreNotificationHook(BaseHook):
         params = self.database_parameters(db_name)
         value = (params or {}).get(REPL_LAST_ID)
         return int(value) if value is not None else None
+
+
+def _unknown_method(exc: BaseException | None) -> bool:
+    """Whether the metastore does not have the called method (an older Hive than the call)."""
+    from thriftpy2.thrift import TApplicationException
+
+    return isinstance(exc, TApplicationException) and exc.type == TApplicationException.UNKNOWN_METHOD
 
 
 def _reason(exc: BaseException) -> str:

@@ -139,3 +139,31 @@ def test_lag_seconds_between_the_replica_event_and_the_source_event(hook, target
     assert lag_behind_seconds(hook, second, second) == 0
     assert lag_behind_seconds(hook, first, second) >= 1  # event times have 1 s resolution
     assert lag_behind_seconds(hook, 0, second) is None  # no event 0 to date the replica by
+
+
+def test_count_on_a_stock_hive_2_metastore_reads_its_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hive 2.3 has no get_notification_events_count: the hook counts the database's events itself."""
+    from hmsrepl_airflow import hooks
+    from thriftpy2.thrift import TApplicationException
+
+    from hmsrepl.metastore.events import NotificationEvent
+
+    log = [
+        NotificationEvent(i, 0, "ALTER_TABLE", "sales" if i % 3 else "other", "t", "{}", "json-0.2")
+        for i in range(1, 8)
+    ]
+
+    def call(self: object, what: str, method: str, *args: object) -> object:
+        assert method == "get_notification_events_count"
+        raise hooks.MetastoreHookError(what) from TApplicationException(TApplicationException.UNKNOWN_METHOD)
+
+    def next_events(self: object, last: int, max_events: int | None = None) -> list[NotificationEvent]:
+        return [e for e in log if e.event_id > last][:max_events]
+
+    monkeypatch.setattr(hooks.MetastoreNotificationHook, "_call", call)
+    monkeypatch.setattr(hooks.MetastoreNotificationHook, "next_events", next_events)
+    monkeypatch.setattr(hooks, "COUNT_PAGE", 2)
+    hook = hooks.MetastoreNotificationHook(CONN)
+    assert hook.events_count("sales", 0) == 5
+    assert hook.events_count("sales", 1, 5) == 3
+    assert hook.events_count("other", 0, 6) == 2

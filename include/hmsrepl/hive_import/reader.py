@@ -59,6 +59,10 @@ class StockMetastoreReader:
                 ) from exc
         return self._client
 
+    def call(self, what: str, method: str, *args: Any) -> Any:
+        """One Thrift call; ``what`` names what it fetches in the one-line error if it fails."""
+        return self._call(what, method, *args)
+
     def _call(self, what: str, method: str, *args: Any) -> Any:
         try:
             return getattr(self._conn(), method)(*args)

@@ -19,7 +19,6 @@ from typing import Any
 from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
-from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Table
@@ -40,6 +39,7 @@ from hmsrepl.replication.layout import (
 from hmsrepl.replication.metrics import StageClock, referenced_bytes
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replace import WindowPlanner, bootstrap_in_window
+from hmsrepl.replication.source import ReplicationSource
 from hmsrepl.storage.base import join_uri
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ def relevant(event: NotificationEvent, policy: ReplicationPolicy) -> bool:
 class DumpEngine:
     def __init__(
         self,
-        source: Metastore,
+        source: ReplicationSource,  # an hmsrepl metastore or a stock one (hive_source.StockHiveSource)
         dump_root: str,
         on_table_dumped: Callable[[str], None] | None = None,
         clock: StageClock | None = None,

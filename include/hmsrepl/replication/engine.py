@@ -18,6 +18,7 @@ from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.layout import DumpDir, DumpMetadata
 from hmsrepl.replication.load import LoadEngine, LoadResult, repl_status
 from hmsrepl.replication.metrics import UNKNOWN_KIND, Counts, MetricsLog, Progress, StageClock, dump_id_of
+from hmsrepl.replication.source import ReplicationSource
 
 
 class MissingMetastoreError(ValueError):
@@ -27,7 +28,8 @@ class MissingMetastoreError(ValueError):
 @dataclass
 class ReplicationEngine:
     dump_root: str
-    source: Metastore | None = None
+    #: An hmsrepl metastore or a stock Hive Metastore (``hive_source.StockHiveSource``).
+    source: ReplicationSource | None = None
     target: Metastore | None = None
     #: Where loads may read the source's files (the dump's own claims are never trusted). Default: the
     #: source metastore's warehouse and cmroot when there is one, else ``HMSREPL_SOURCE_*`` variables.
@@ -63,12 +65,14 @@ class ReplicationEngine:
     @property
     def dump_metrics(self) -> MetricsLog:
         """Where dumps are recorded: the target database if this engine has one, else the source's."""
-        store = self.target or self.source
+        store = self.target or (self.source if isinstance(self.source, Metastore) else None)
         if store is None:
-            raise MissingMetastoreError("replication metrics need a source or target metastore")
+            raise MissingMetastoreError(
+                "replication metrics need a target metastore (--target-db-url) or an hmsrepl source"
+            )
         return MetricsLog(store.engine)
 
-    def _dump(self, source: Metastore, command: DumpCommand, progress: Progress | None) -> DumpResult:
+    def _dump(self, source: ReplicationSource, command: DumpCommand, progress: Progress | None) -> DumpResult:
         def work(clock: StageClock) -> DumpResult:
             if progress is not None:
                 progress.begin(None, "table" if command.is_bootstrap else "event")

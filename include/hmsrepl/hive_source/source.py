@@ -1,0 +1,350 @@
+"""A stock Hive Metastore (Hive 2.3 and later) as the source of REPL DUMP.
+
+Reads go through the import's Thrift client (``hive_import.reader``). The notification log is Hive's
+(``get_next_notification``, ``get_current_notificationEventId``), as ``DbNotificationListener`` writes it
+when it is one of the metastore's transactional event listeners; each event is translated into this
+product's body by ``hive_source.messages`` when it is read, and kept for the rest of the dump (a dump reads
+its window two or three times). Without such a listener Hive's log stays empty: the first read says so and
+names the setting, instead of dumping nothing.
+
+What a stock source does not give, and what the dump then holds:
+- checksums: files are described when read, with this product's checksums (``hive_source.messages``);
+- transactions: no txn events are read (Hive 2.3 has none; Hive 3 ACID tables are not replicated from a
+  stock source), so the txn snapshot is empty and nothing waits for open txns;
+- column statistics: not dumped (the bootstrap's ``_column_stats`` stays empty).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hmsrepl.exceptions import (
+    EventsCleanedUpError,
+    HmsReplError,
+    NoSuchDatabaseError,
+    NoSuchFunctionError,
+    NoSuchPartitionError,
+    NoSuchTableError,
+)
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.formats.writeids import ValidTxnList
+from hmsrepl.hive_import.reader import StockMetastoreError, StockMetastoreReader
+from hmsrepl.hive_source.messages import TRANSLATORS, HiveEvent, translate
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.events import NotificationEvent
+from hmsrepl.metastore.file_capture import describe_files, list_data_files
+from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.metastore.transactions import ReplicationSnapshot
+from hmsrepl.thrift.convert import function_from_thrift
+from hmsrepl.thrift.idl import hms
+
+log = logging.getLogger(__name__)
+
+LISTENER_SETTING = "hive.metastore.transactional.event.listeners"
+LISTENER_SETTINGS = (LISTENER_SETTING, "hive.metastore.event.listeners")
+DB_NOTIFICATION_LISTENER = "org.apache.hive.hcatalog.listener.DbNotificationListener"
+WAREHOUSE_SETTING = "hive.metastore.warehouse.dir"
+CMROOT_SETTING = "hive.repl.cmrootdir"
+#: Events fetched per ``get_next_notification`` call.
+FETCH = 1_000
+#: Translated events kept for the rest of a dump.
+CACHED_EVENTS = 200_000
+#: Files whose checksum is kept by (location, file, size, modification time) for later listings.
+CACHED_CHECKSUMS = 1_000_000
+#: The event types a stock source yields (others are left out when read).
+TRANSLATED_TYPES = frozenset(str(kind) for kind in TRANSLATORS)
+
+
+class NotificationsDisabledError(HmsReplError):
+    """The stock metastore keeps no notification log (no DbNotificationListener configured)."""
+
+
+def _missing(exc: StockMetastoreError) -> bool:
+    """Whether a failed read failed because the object does not exist (Hive's NoSuchObjectException)."""
+    return type(exc.__cause__).__name__ == "NoSuchObjectException"
+
+
+@dataclass(frozen=True)
+class StockSourceConfig:
+    """The stock metastore's warehouse and cmroot: recorded in dumps, trusted by loads as source roots."""
+
+    uri: str
+    warehouse: str
+    cmroot: str
+    cm_enabled: bool = False
+
+
+class StockCatalog:
+    """Catalog reads of the replication source interface, over the stock metastore's Thrift calls."""
+
+    def __init__(self, reader: StockMetastoreReader) -> None:
+        self.reader = reader
+
+    def get_database(self, name: str) -> Database:
+        try:
+            return self.reader.database(name)
+        except StockMetastoreError as exc:
+            if _missing(exc):
+                raise NoSuchDatabaseError(name) from None
+            raise
+
+    def get_tables(self, db_name: str) -> list[str]:
+        return self.reader.table_names(db_name)
+
+    def get_table(self, db_name: str, table_name: str) -> Table:
+        try:
+            return self.reader.table(db_name, table_name)
+        except StockMetastoreError as exc:
+            if _missing(exc):
+                raise NoSuchTableError(db_name, table_name) from None
+            raise
+
+    def get_table_objects(self, db_name: str, table_names: Sequence[str]) -> list[Table]:
+        out = []
+        for name in table_names:
+            try:
+                out.append(self.get_table(db_name, name))
+            except NoSuchTableError:
+                continue
+        return out
+
+    def get_partitions(self, db_name: str, table_name: str) -> list[Partition]:
+        names = self.reader.partition_names(db_name, table_name)
+        return [part for page in self.reader.partitions(db_name, table_name, names) for part in page]
+
+    def get_partition(self, db_name: str, table_name: str, values: Sequence[str]) -> Partition:
+        table = self.get_table(db_name, table_name)
+        name = make_partition_name(table.partition_key_names, list(values))
+        found = [p for page in self.reader.partitions(db_name, table_name, [name]) for p in page]
+        if not found:
+            raise NoSuchPartitionError(db_name, table_name, name)
+        return found[0]
+
+    def get_functions(self, db_name: str) -> list[str]:
+        names = self.reader.call(f"the functions of '{db_name}'", "get_functions", db_name, "*")
+        return sorted(name.lower() for name in names)
+
+    def get_function(self, db_name: str, name: str) -> Function:
+        try:
+            raw = self.reader.call(f"function '{db_name}.{name}'", "get_function", db_name, name)
+        except StockMetastoreError as exc:
+            if _missing(exc):
+                raise NoSuchFunctionError(db_name, name) from None
+            raise
+        return function_from_thrift(raw)
+
+
+class StockLookups:
+    """What translations read now (``hive_source.messages.Lookups``): listings and current objects.
+
+    Listings are read in full for every data event (Hive's messages do not say what a write left), but a
+    file listed before with the same size and modification time is not read again for its checksum: an
+    append re-hashes only what it added, and the INSERT and ALTER_PARTITION a Hive writer logs per write cost
+    one read of the new files. A file rewritten in place with the same size and time would keep its old
+    checksum here; the load then refuses the copy (its checksum is verified), it never copies it silently.
+    """
+
+    def __init__(self, catalog: StockCatalog, cm: ChangeManager) -> None:
+        self.catalog, self.cm = catalog, cm
+        self._described: OrderedDict[tuple[str, str, int, float], str] = OrderedDict()
+
+    def listing(self, location: str | None) -> list[str]:
+        if not location:
+            return []
+        statuses = list_data_files(location)
+        keys = [(location, s.uri, s.size, s.mtime) for s in statuses]
+        new = [s for s, key in zip(statuses, keys, strict=True) if key not in self._described]
+        for status, encoded in zip(new, describe_files(location, self.cm, new), strict=True):
+            self._described[(location, status.uri, status.size, status.mtime)] = encoded
+        out = [self._described[key] for key in keys]
+        while len(self._described) > CACHED_CHECKSUMS:
+            self._described.popitem(last=False)
+        return out
+
+    def database(self, db_name: str) -> Database | None:
+        try:
+            return self.catalog.get_database(db_name)
+        except NoSuchDatabaseError:
+            return None
+
+    def table(self, db_name: str, table_name: str) -> Table | None:
+        try:
+            return self.catalog.get_table(db_name, table_name)
+        except NoSuchTableError:
+            return None
+
+    def partition(self, db_name: str, table_name: str, values: list[str]) -> Partition | None:
+        try:
+            return self.catalog.get_partition(db_name, table_name, values)
+        except (NoSuchTableError, NoSuchPartitionError):
+            return None
+
+
+class StockEventLog:
+    """``next_events`` over Hive's log: fetched in pages, filtered here, translated once per event."""
+
+    def __init__(self, reader: StockMetastoreReader, lookups: StockLookups) -> None:
+        self.reader, self.lookups = reader, lookups
+        self._translated: OrderedDict[int, NotificationEvent | None] = OrderedDict()
+
+    def current_event_id(self) -> int:
+        return int(self.reader.call("its current event id", "get_current_notificationEventId").eventId)
+
+    def _fetch(self, after: int, count: int) -> list[HiveEvent]:
+        request = hms.NotificationEventRequest(lastEvent=after, maxEvents=count)
+        response = self.reader.call(f"the events after {after}", "get_next_notification", request)
+        events = [HiveEvent.from_thrift(e) for e in response.events or []]
+        # Hive numbers events without gaps; a gap right after ``after`` means its cleaner removed them.
+        if events and events[0].event_id > after + 1:
+            raise EventsCleanedUpError(after, events[0].event_id)
+        return events
+
+    def _translate(self, event: HiveEvent) -> NotificationEvent | None:
+        if event.event_id not in self._translated:
+            self._translated[event.event_id] = translate(event, self.lookups)
+            while len(self._translated) > CACHED_EVENTS:
+                self._translated.popitem(last=False)
+        return self._translated[event.event_id]
+
+    def next_events(
+        self,
+        after_event_id: int,
+        max_events: int | None = None,
+        *,
+        db_name: str | None = None,
+        table_name: str | None = None,
+        event_types: Sequence[str] | None = None,
+        to_event_id: int | None = None,
+    ) -> list[NotificationEvent]:
+        """Events with id > ``after_event_id`` (and <= ``to_event_id``) matching the filters, in id order.
+
+        Hive filters nothing server-side before Hive 4, so pages of the whole log are read and filtered
+        here; event types a stock source never yields (txn events) end the read at once.
+        """
+        if event_types is not None and not set(event_types) & TRANSLATED_TYPES:
+            return []
+        out: list[NotificationEvent] = []
+        last = after_event_id
+        while max_events is None or max_events <= 0 or len(out) < max_events:
+            page = self._fetch(last, FETCH)
+            for raw in page:
+                if to_event_id is not None and raw.event_id > to_event_id:
+                    return out
+                last = raw.event_id
+                if db_name is not None and raw.db_name != db_name.lower():
+                    continue
+                if table_name is not None and raw.table_name != table_name.lower():
+                    continue
+                if event_types is not None and raw.event_type not in event_types:
+                    continue
+                event = self._translate(raw)
+                if event is not None:
+                    out.append(event)
+                    if max_events is not None and 0 < max_events <= len(out):
+                        return out
+            if len(page) < FETCH:
+                break
+        return out
+
+
+class StockTxns:
+    """A stock source replays no transactions: an empty snapshot at the current event id."""
+
+    def __init__(self, events: StockEventLog) -> None:
+        self.events = events
+
+    def replication_snapshot(self, db_name: str) -> ReplicationSnapshot:
+        return ReplicationSnapshot(self.events.current_event_id(), ValidTxnList(0), (), {})
+
+    def open_txns_writing(self, db_name: str) -> list[int]:
+        return []
+
+    def txn_states(self, txn_ids: Sequence[int]) -> dict[int, str]:
+        return {}
+
+    def abort_txns(self, txn_ids: Sequence[int], *, reason: str = "") -> None:
+        return None
+
+    def get_valid_txns(self) -> ValidTxnList:
+        return ValidTxnList(0)
+
+    def get_valid_write_ids(self, table_names: Sequence[str], valid_txns: ValidTxnList | None) -> list[Any]:
+        """No write-id state is read from a stock source: its transactional tables are not replicated."""
+        if table_names:
+            raise StockMetastoreError(
+                f"transactional tables ({', '.join(table_names)}) of a stock metastore are not replicated; "
+                "leave them out of the policy ('db.[...]' excludes) or import them with 'hmsrepl import'"
+            )
+        return []
+
+
+class NoStats:
+    """Column statistics are not dumped from a stock source."""
+
+    def dump_table(self, db_name: str, table_name: str) -> list[dict[str, Any]]:
+        return []
+
+
+class StockHiveSource:
+    """The replication source interface (``replication.source.ReplicationSource``) over a stock HMS."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        warehouse: str | None = None,
+        cmroot: str | None = None,
+        reader: StockMetastoreReader | None = None,
+    ) -> None:
+        """``warehouse``/``cmroot`` default to the metastore's own settings (``get_config_value``)."""
+        self.reader = reader or StockMetastoreReader(uri)
+        self.uri = uri
+        cm_on = (self._setting("hive.repl.cm.enabled") or "false").lower() == "true"
+        self.config = StockSourceConfig(
+            uri,
+            warehouse or self._setting(WAREHOUSE_SETTING) or "/user/hive/warehouse",
+            cmroot or self._setting(CMROOT_SETTING) or "/user/hive/cmroot",
+            cm_on,
+        )
+        self.cm = ChangeManager(self.config.cmroot, enabled=cm_on)
+        self.catalog = StockCatalog(self.reader)
+        self.events = StockEventLog(self.reader, StockLookups(self.catalog, self.cm))
+        self.txns = StockTxns(self.events)
+        self.stats = NoStats()
+        self._checked = False
+
+    def _setting(self, name: str) -> str | None:
+        """A setting of the stock metastore ("" when unset); None when the metastore refuses to say."""
+        try:
+            return str(self.reader.call(f"setting {name}", "get_config_value", name, "") or "")
+        except StockMetastoreError as exc:
+            if type(exc.__cause__).__name__ == "ConfigValSecurityException":
+                return None
+            raise
+
+    def check_notifications(self) -> None:
+        """Refuse a metastore that keeps no notification log: a dump of it would silently miss changes.
+
+        Judged by its listener settings; a metastore that will not show them is given the benefit of the
+        doubt (its log is then read as it is)."""
+        values = [self._setting(name) for name in LISTENER_SETTINGS]
+        if all(value is None for value in values):
+            return
+        if "NotificationListener" not in " ".join(value or "" for value in values):
+            raise NotificationsDisabledError(
+                f"the metastore at {self.uri} keeps no notification log; set {LISTENER_SETTING}="
+                f"{DB_NOTIFICATION_LISTENER} in its hive-site.xml and restart it, then take a bootstrap dump"
+            )
+
+    def get_current_notification_event_id(self) -> int:
+        if not self._checked:
+            self.check_notifications()
+            self._checked = True
+        return self.events.current_event_id()
+
+    def close(self) -> None:
+        self.reader.close()

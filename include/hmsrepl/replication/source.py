@@ -1,0 +1,82 @@
+"""What a REPL DUMP reads from its source: the interface both source kinds implement.
+
+An hmsrepl metastore (``metastore.Metastore``) implements it natively; a stock Hive Metastore does through
+``hive_source.source.StockHiveSource`` (Thrift reads and Hive's notification log, translated into this
+product's event bodies). The dump engine depends on this protocol only, so the source kind is a setting of a
+replication (``--source-db-url thrift://host:port``), not a fork of the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.events import NotificationEvent
+from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.metastore.transactions import ReplicationSnapshot
+
+
+class SourceConfig(Protocol):
+    """Where the source's data lives: recorded in dumps, and the roots a load may read from."""
+
+    warehouse: str
+    cmroot: str
+
+
+class SourceCatalog(Protocol):
+    def get_database(self, name: str) -> Database: ...
+
+    def get_tables(self, db_name: str) -> list[str]: ...
+
+    def get_table(self, db_name: str, table_name: str) -> Table: ...
+
+    def get_table_objects(self, db_name: str, table_names: Sequence[str]) -> list[Table]: ...
+
+    def get_partitions(self, db_name: str, table_name: str) -> list[Partition]: ...
+
+    def get_partition(self, db_name: str, table_name: str, values: Sequence[str]) -> Partition: ...
+
+    def get_functions(self, db_name: str) -> list[str]: ...
+
+    def get_function(self, db_name: str, name: str) -> Function: ...
+
+
+class SourceEvents(Protocol):
+    def next_events(
+        self,
+        after_event_id: int,
+        max_events: int | None = None,
+        *,
+        db_name: str | None = None,
+        table_name: str | None = None,
+        event_types: Sequence[str] | None = None,
+        to_event_id: int | None = None,
+    ) -> list[NotificationEvent]: ...
+
+
+class SourceTxns(Protocol):
+    def replication_snapshot(self, db_name: str) -> ReplicationSnapshot: ...
+
+    def open_txns_writing(self, db_name: str) -> list[int]: ...
+
+    def txn_states(self, txn_ids: Sequence[int]) -> dict[int, str]: ...
+
+    def abort_txns(self, txn_ids: Sequence[int], *, reason: str) -> Any: ...
+
+
+class SourceStats(Protocol):
+    def dump_table(self, db_name: str, table_name: str) -> list[dict[str, Any]]: ...
+
+
+class ReplicationSource(Protocol):
+    """A metastore a dump reads: catalog, notification log, txn snapshot, statistics, change manager."""
+
+    config: SourceConfig
+    catalog: SourceCatalog
+    events: SourceEvents
+    txns: SourceTxns
+    stats: SourceStats
+    cm: ChangeManager
+
+    def get_current_notification_event_id(self) -> int: ...

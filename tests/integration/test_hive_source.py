@@ -1,0 +1,385 @@
+"""A stock Hive Metastore 2.3.10 (pyspark's jars, on Derby) as a replication source.
+
+The metastore keeps its notification log through a small listener compiled here against pyspark's jars
+(``hive_listener/DbNotificationListener.java``: Hive's own ``JSONMessageFactory`` messages, stored with
+``RawStore.addNotificationEvent``, as hcatalog's ``DbNotificationListener`` does). A client writes through
+Hive's Thrift API (databases, plain and partitioned tables with files, a function, INSERT events as Hive's
+clients fire them); REPL DUMP reads Hive's log and REPL LOAD applies it to an hmsrepl replica, which then
+equals the source in metadata and file checksums (``repl verify``'s comparison), after the bootstrap and
+after incremental rounds in LIMIT batches (add partition, append, alter, drop partition, rename, drop and
+re-create).
+
+Hive 2.3's change manager stays off: on a file system without checksums (the local one here) its
+``ReplChangeManager`` fails every drop (a null checksum in ``getCMPath``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.hive_reference import (
+    LISTENER_CLASS,
+    LISTENER_SETTING,
+    HiveReferenceMetastore,
+    compile_notification_listener,
+)
+from hmsrepl.config import MetastoreConfig
+from hmsrepl.hive_source.source import StockHiveSource
+from hmsrepl.metastore import Metastore
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.verify import verify
+from hmsrepl.thrift.idl import Service, hms
+from tests.helpers import open_store
+from tests.servers import REPO, free_port
+
+HMSREPL = str(Path(sys.executable).parent / "hmsrepl")
+TEXT_IN = "org.apache.hadoop.mapred.TextInputFormat"
+TEXT_OUT = "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"
+LAZY_SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
+
+
+@pytest.fixture(scope="module")
+def hive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveReferenceMetastore]:
+    root = tmp_path_factory.mktemp("stock-hms-source")
+    classes = compile_notification_listener(root / "listener")
+    properties = {
+        LISTENER_SETTING: LISTENER_CLASS,
+        "hive.repl.cmrootdir": str(root / "cmroot"),
+    }
+    with HiveReferenceMetastore(root, properties=properties, classpath=(str(classes),)) as metastore:
+        metastore.wait_ready()
+        yield metastore
+
+
+class Writer:
+    """A Hive client writing through the stock metastore's Thrift API, files first, as Hive does."""
+
+    def __init__(self, hive: HiveReferenceMetastore, db: str) -> None:
+        from thriftpy2.rpc import make_client
+
+        self.client: Any = make_client(Service, "127.0.0.1", hive.port, timeout=120_000)
+        self.db = db
+        self.db_dir = hive.root / "warehouse" / f"{db}.db"
+
+    def sd(self, location: Path) -> Any:
+        return hms.StorageDescriptor(
+            cols=[hms.FieldSchema(name="v", type="string", comment=None)],
+            location=str(location),
+            inputFormat=TEXT_IN,
+            outputFormat=TEXT_OUT,
+            compressed=False,
+            numBuckets=-1,
+            serdeInfo=hms.SerDeInfo(name=None, serializationLib=LAZY_SERDE, parameters={}),
+            bucketCols=[],
+            sortCols=[],
+            parameters={},
+        )
+
+    def create_database(self) -> None:
+        self.client.create_database(
+            hms.Database(name=self.db, description="sales", locationUri=str(self.db_dir), parameters={})
+        )
+
+    def create_table(self, name: str, partitioned: bool, files: dict[str, str] | None = None) -> Path:
+        location = self.db_dir / name
+        location.mkdir(parents=True, exist_ok=True)
+        for file_name, text in (files or {}).items():
+            (location / file_name).write_text(text)
+        keys = [hms.FieldSchema(name="dt", type="string", comment=None)] if partitioned else []
+        self.client.create_table(
+            hms.Table(
+                tableName=name,
+                dbName=self.db,
+                owner="etl",
+                sd=self.sd(location),
+                partitionKeys=keys,
+                parameters={"owner_team": "sales"},
+                tableType="MANAGED_TABLE",
+            )
+        )
+        return location
+
+    def add_partition(self, table: str, dt: str, files: dict[str, str]) -> None:
+        location = self.db_dir / table / f"dt={dt}"
+        location.mkdir(parents=True, exist_ok=True)
+        for file_name, text in files.items():
+            (location / file_name).write_text(text)
+        self.client.add_partition(
+            hms.Partition(values=[dt], dbName=self.db, tableName=table, sd=self.sd(location), parameters={})
+        )
+
+    def append(self, table: str, dt: str | None, file_name: str, text: str) -> None:
+        """Write a file and fire the INSERT event a Hive client fires (hive.metastore.dml.events)."""
+        location = self.db_dir / table / (f"dt={dt}" if dt else "")
+        (location / file_name).write_text(text)
+        data = hms.InsertEventRequestData(filesAdded=[str(location / file_name)])
+        self.client.fire_listener_event(
+            hms.FireEventRequest(
+                successful=True,
+                data=hms.FireEventRequestData(insertData=data),
+                dbName=self.db,
+                tableName=table,
+                partitionVals=[dt] if dt else None,
+            )
+        )
+
+    def alter_table(self, name: str, **changes: Any) -> None:
+        table = self.client.get_table(self.db, name)
+        for key, value in changes.items():
+            setattr(table, key, value)
+        self.client.alter_table(self.db, name, table)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _replicate(engine: ReplicationEngine, command: str, target_db: str) -> int:
+    dumped = engine.execute(command)
+    loaded = engine.execute(f"REPL LOAD {target_db} FROM '{dumped.dump_dir}'")  # type: ignore[union-attr]
+    return loaded.last_event_id  # type: ignore[union-attr]
+
+
+def test_bootstrap_then_incremental_rounds_from_a_stock_metastore(
+    hive: HiveReferenceMetastore, tmp_path: Path
+) -> None:
+    writer = Writer(hive, "sales")
+    writer.create_database()
+    writer.create_table("customers", partitioned=False, files={"part-0.txt": "ann\nbob\n"})
+    writer.create_table("orders", partitioned=True)
+    for day in ("2024-01-01", "2024-01-02", "2024-01-03"):
+        writer.add_partition("orders", day, {"part-0.txt": f"{day} 1\n", "part-1.txt": f"{day} 2\n"})
+    writer.client.create_function(
+        hms.Function(
+            functionName="shout",
+            dbName="sales",
+            className="org.apache.hadoop.hive.ql.udf.generic.GenericUDFUpper",
+            ownerName="etl",
+            ownerType=1,
+            createTime=0,
+            functionType=1,
+            resourceUris=[],
+        )
+    )
+    source = StockHiveSource(hive.uri)
+    target: Metastore = open_store(tmp_path, "replica")
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    try:
+        last = _replicate(engine, "REPL DUMP sales", "sales_dr")
+        assert verify(source, "sales", target, "sales_dr") == []
+        assert len(target.catalog.get_partition_names("sales_dr", "orders")) == 3
+        assert target.catalog.get_function("sales_dr", "shout").class_name.endswith("GenericUDFUpper")
+
+        # Incremental round: every kind of change Hive logs, replayed in batches of three events.
+        writer.add_partition("orders", "2024-01-04", {"part-0.txt": "2024-01-04 1\n"})
+        writer.append("orders", "2024-01-01", "part-2.txt", "2024-01-01 3\n")
+        writer.append("customers", None, "part-1.txt", "cid\n")
+        writer.client.drop_partition("sales", "orders", ["2024-01-02"], True)
+        writer.alter_table("customers", parameters={"owner_team": "crm"})
+        writer.create_table("scratch", partitioned=False, files={"a.txt": "x\n"})
+        writer.client.drop_table("sales", "scratch", True)
+        writer.create_table("scratch", partitioned=False, files={"b.txt": "y\n"})
+        writer.alter_table("scratch", tableName="scratch_v2")
+        current = source.get_current_notification_event_id()
+        assert current > last
+        rounds = 0
+        while last < current:
+            last = _replicate(engine, f"REPL DUMP sales FROM {last} LIMIT 3", "sales_dr")
+            rounds += 1
+        assert rounds >= 3
+        assert verify(source, "sales", target, "sales_dr") == []
+        names = target.catalog.get_partition_names("sales_dr", "orders")
+        assert names == ["dt=2024-01-01", "dt=2024-01-03", "dt=2024-01-04"]
+        assert sorted(target.catalog.get_tables("sales_dr")) == ["customers", "orders", "scratch_v2"]
+        assert target.catalog.get_table("sales_dr", "customers").parameters["owner_team"] == "crm"
+    finally:
+        writer.close()
+        source.close()
+        target.close()
+
+
+def test_dump_from_an_unreachable_stock_metastore_is_one_line(tmp_path: Path) -> None:
+    uri = f"thrift://127.0.0.1:{free_port()}"
+    done = subprocess.run(
+        [
+            HMSREPL,
+            "repl",
+            "run",
+            "REPL DUMP sales",
+            "--source-db-url",
+            uri,
+            "--target-db-url",
+            f"sqlite:///{tmp_path}/replica.db",
+            "--dump-root",
+            str(tmp_path / "dumps"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and uri in lines[0] and "cannot reach" in lines[0], done.stderr
+    assert not (tmp_path / "dumps").exists() or not any((tmp_path / "dumps").iterdir())
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([HMSREPL, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_cli_replicates_and_verifies_with_a_thrift_source_url(
+    hive: HiveReferenceMetastore, tmp_path: Path
+) -> None:
+    writer = Writer(hive, "crm")
+    writer.create_database()
+    writer.create_table("accounts", partitioned=False, files={"part-0.txt": "a\n"})
+    open_store(tmp_path, "replica").close()
+    sides = [
+        "--source-db-url",
+        hive.uri,
+        "--target-db-url",
+        f"sqlite:///{tmp_path}/replica.db",
+        "--target-warehouse",
+        str(tmp_path / "replica_wh"),
+        "--target-cmroot",
+        str(tmp_path / "replica_cm"),
+    ]
+    dumps = ["--dump-root", str(tmp_path / "dumps")]
+    try:
+        last = "0"
+        for command in ("REPL DUMP crm", "REPL DUMP crm FROM {last}"):
+            dumped = _cli("repl", "run", command.format(last=last), *sides, *dumps)
+            assert dumped.returncode == 0, dumped.stderr[-2000:]
+            dump_dir, last = dumped.stdout.strip().split("\t")
+            loaded = _cli("repl", "run", f"REPL LOAD crm_dr FROM '{dump_dir}'", *sides, *dumps)
+            assert loaded.returncode == 0, loaded.stderr[-2000:]
+            writer.append("accounts", None, "part-1.txt", "b\n")
+        writer.append("accounts", None, "part-2.txt", "c\n")  # after the last dump: verify must see it
+        stale = _cli("repl", "verify", "crm", "crm_dr", *sides)
+        assert stale.returncode == 1 and "accounts" in stale.stdout, stale.stdout + stale.stderr
+        dumped = _cli("repl", "run", f"REPL DUMP crm FROM {last}", *sides, *dumps)
+        dump_dir = dumped.stdout.strip().split("\t")[0]
+        assert _cli("repl", "run", f"REPL LOAD crm_dr FROM '{dump_dir}'", *sides, *dumps).returncode == 0
+        verified = _cli("repl", "verify", "crm", "crm_dr", *sides)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert "crm_dr equals crm" in verified.stdout
+    finally:
+        writer.close()
+
+
+def test_a_stock_metastore_without_notification_log_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The same Hive without the listener: the dump names the setting to turn on and writes nothing."""
+    with HiveReferenceMetastore(tmp_path / "silent") as silent:
+        silent.wait_ready()
+        open_store(tmp_path, "replica").close()
+        done = _cli(
+            "repl",
+            "run",
+            "REPL DUMP default",
+            "--source-db-url",
+            silent.uri,
+            "--target-db-url",
+            f"sqlite:///{tmp_path}/replica.db",
+            "--dump-root",
+            str(tmp_path / "dumps"),
+        )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "hive.metastore.transactional.event.listeners" in lines[0], done.stderr
+    assert "keeps no notification log" in lines[0]
+    assert not (tmp_path / "dumps").exists() or not any((tmp_path / "dumps").iterdir())
+
+
+def test_the_dags_sync_application_takes_a_stock_source_from_its_settings(
+    hive: HiveReferenceMetastore, tmp_path: Path
+) -> None:
+    """``spark_apps/repl_sync.py`` (what the DAGs run) with HMSREPL_SOURCE_DB_URL=thrift://: bootstrap, then
+    LIMIT batches up to the source's current event, as for an hmsrepl source; only settings change."""
+    import json
+    import os
+
+    writer = Writer(hive, "shop")
+    writer.create_database()
+    writer.create_table("items", partitioned=True)
+    writer.add_partition("items", "2024-02-01", {"part-0.txt": "x\n"})
+    open_store(tmp_path, "replica").close()
+    env = {
+        **os.environ,
+        "HMSREPL_SOURCE_DB_URL": hive.uri,
+        "HMSREPL_TARGET_DB_URL": f"sqlite:///{tmp_path}/replica.db",
+        "HMSREPL_TARGET_WAREHOUSE": str(tmp_path / "replica_wh"),
+        "HMSREPL_TARGET_CMROOT": str(tmp_path / "replica_cm"),
+        "HMSREPL_DUMP_ROOT": str(tmp_path / "dumps"),
+    }
+    app = [sys.executable, str(REPO / "spark_apps" / "repl_sync.py")]
+    replications = json.dumps([{"policy": "shop", "target_db": "shop_dr"}])
+
+    def sync(*extra: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [*app, "--replications", replications, "--limit", "2", *extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    try:
+        sync("--bootstrap")
+        for day in ("2024-02-02", "2024-02-03"):
+            writer.add_partition("items", day, {"part-0.txt": f"{day}\n"})
+        writer.append("items", "2024-02-01", "part-1.txt", "y\n")
+        result = sync()
+        source = StockHiveSource(hive.uri)
+        target = Metastore.open(
+            MetastoreConfig(
+                db_url=env["HMSREPL_TARGET_DB_URL"],
+                warehouse=env["HMSREPL_TARGET_WAREHOUSE"],
+                cmroot=env["HMSREPL_TARGET_CMROOT"],
+            )
+        )
+        try:
+            assert result["replications"][0]["repl_last_id"] == source.get_current_notification_event_id()
+            assert verify(source, "shop", target, "shop_dr") == []
+        finally:
+            source.close()
+            target.close()
+    finally:
+        writer.close()
+
+
+@pytest.mark.spark
+def test_a_spark_workload_on_the_stock_metastore_replicates_in_limit_batches(
+    hive: HiveReferenceMetastore, tmp_path: Path
+) -> None:
+    """Spark writes through Hive 2.3.10 (Hive's writer path, ``hive.metastore.dml.events``): a first state,
+    bootstrapped; then append, overwrite, add/drop partition, rename, drop and re-create, replayed in
+    batches of five events. The replica equals the source after each stage."""
+    from tests.integration.test_hive_import import _spark
+
+    warehouse = str(hive.root / "warehouse")
+    _spark("mart-setup", hive.uri, warehouse)
+    source = StockHiveSource(hive.uri)
+    target = open_store(tmp_path, "replica")
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    try:
+        last = _replicate(engine, "REPL DUMP mart", "mart_dr")
+        assert verify(source, "mart", target, "mart_dr") == []
+        _spark("mart-change", hive.uri, warehouse)
+        current = source.get_current_notification_event_id()
+        while last < current:
+            last = _replicate(engine, f"REPL DUMP mart FROM {last} LIMIT 5", "mart_dr")
+        assert verify(source, "mart", target, "mart_dr") == []
+        assert sorted(target.catalog.get_tables("mart_dr")) == ["dim_v2", "sales", "scratch"]
+        assert target.catalog.get_partition_names("mart_dr", "sales") == ["day=d2", "day=d3", "day=d4"]
+    finally:
+        source.close()
+        target.close()

@@ -1,0 +1,302 @@
+"""Hive's notification messages into our event bodies, and the stock source's reading of Hive's log.
+
+The messages are the ones a real Hive Metastore 2.3.10 wrote (``data/hive23_notification_log.json``,
+captured from pyspark's jars with the test listener that stores ``JSONMessageFactory`` messages); the
+source's Thrift calls are answered by a fake reader, so these tests need no JVM.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from hmsrepl.exceptions import EventsCleanedUpError
+from hmsrepl.hive_import.reader import StockMetastoreError
+from hmsrepl.hive_source import tjson
+from hmsrepl.hive_source.messages import (
+    FACTORY_SETTING,
+    HiveEvent,
+    UnknownMessageFormatError,
+    decode,
+    translate,
+)
+from hmsrepl.hive_source.source import LISTENER_SETTING, NotificationsDisabledError, StockHiveSource
+from hmsrepl.metastore.event_specs import parse_event
+from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.model import Database, Partition, Table
+from hmsrepl.replication import acid_replay
+from hmsrepl.thrift.idl import hms
+
+LOG = json.loads((Path(__file__).parent / "data" / "hive23_notification_log.json").read_text())
+#: The logged table as it is now (INSERT messages of Hive 2.3 name it only).
+TABLE = Table(
+    db_name="sales",
+    table_name="t",
+    sd={"location": "/wh/sales.db/t"},
+    partition_keys=[{"name": "dt", "type": "string"}],
+)
+
+
+def _event(doc: dict[str, Any], **changes: Any) -> HiveEvent:
+    return HiveEvent.from_thrift(SimpleNamespace(**{**doc, **changes}))
+
+
+def _by_type(kind: str) -> HiveEvent:
+    return next(_event(doc) for doc in LOG if doc["eventType"] == kind)
+
+
+class FakeLookups:
+    """Listings named after their location, and current objects from a dict."""
+
+    def __init__(self, tables: dict[str, Table] | None = None) -> None:
+        self.tables = tables or {}
+        self.listed: list[str | None] = []
+
+    def listing(self, location: str | None) -> list[str]:
+        self.listed.append(location)
+        return [f"{location}/now.txt#crc32c-00000000-3"] if location else []
+
+    def database(self, db_name: str) -> Database | None:
+        return Database(name=db_name, location_uri=f"/wh/{db_name}.db")
+
+    def table(self, db_name: str, table_name: str) -> Table | None:
+        return self.tables.get(table_name)
+
+    def partition(self, db_name: str, table_name: str, values: list[str]) -> Partition | None:
+        table = self.tables.get(table_name)
+        if table is None:
+            return None
+        location = f"{table.sd.location}/dt={values[0]}"
+        return Partition(values=values, db_name=db_name, table_name=table_name, sd={"location": location})
+
+
+def _body(kind: str, lookups: FakeLookups | None = None) -> dict[str, Any]:
+    event = translate(_by_type(kind), lookups or FakeLookups())
+    assert event is not None and event.event_type == kind
+    return event.body()
+
+
+def test_tjson_decodes_hive_table_into_the_idl_struct() -> None:
+    doc = json.loads(_by_type("CREATE_TABLE").message)
+    table = tjson.loads(hms.Table, doc["tableObjJson"])
+    assert (table.dbName, table.tableName, table.tableType) == ("sales", "t", "MANAGED_TABLE")
+    assert [(c.name, c.type) for c in table.sd.cols] == [("v", "string")]
+    assert [k.name for k in table.partitionKeys] == ["dt"]
+    assert table.sd.serdeInfo.serializationLib.endswith("LazySimpleSerDe")
+    assert table.parameters["owner_team"] == "sales"
+
+
+def test_tjson_map_keyed_by_lists_becomes_tuples() -> None:
+    skewed = '{"3":{"map":["lst","str",1,{"[\\"str\\",2,\\"a\\",\\"b\\"]":"/x"}]}}'
+    info = tjson.loads(hms.SkewedInfo, skewed)
+    assert info.skewedColValueLocationMaps == {("a", "b"): "/x"}
+
+
+def test_every_logged_type_translates_into_a_body_our_typed_messages_read() -> None:
+    lookups = FakeLookups({"t": TABLE})
+    kinds = []
+    for doc in LOG:
+        event = translate(_event(doc), lookups)
+        assert event is not None, doc["eventType"]
+        parse_event(event)  # the event model reads it (raises on a missing key)
+        kinds.append(event.event_type)
+    assert kinds == [doc["eventType"] for doc in LOG]
+
+
+def test_add_partition_carries_snapshots_and_listings_read_now() -> None:
+    lookups = FakeLookups()
+    body = _body("ADD_PARTITION", lookups)
+    [part] = body["partitions"]
+    assert part["values"] == ["d1"] and part["sd"]["location"].endswith("/t/dt=d1")
+    assert body["files"] == [[f"{part['sd']['location']}/now.txt#crc32c-00000000-3"]]
+    assert body["table"]["table_name"] == "t"
+
+
+def test_drop_partition_values_follow_the_partition_keys() -> None:
+    body = _body("DROP_PARTITION")
+    assert [p["values"] for p in body["partitions"]] == [["d1"]]
+    # Two keys, the message's map in the other order: values still follow the table's keys.
+    doc = json.loads(_by_type("DROP_PARTITION").message)
+    one_key = '"8":{"lst":["rec",1,{"1":{"str":"dt"},"2":{"str":"string"}}]}'
+    two_keys = '"8":{"lst":["rec",2,{"1":{"str":"dt"},"2":{"str":"string"}},{"1":{"str":"hr"},"2":{"str":"string"}}]}'
+    assert one_key in doc["tableObjJson"]
+    doc["tableObjJson"] = doc["tableObjJson"].replace(one_key, two_keys)
+    doc["partitions"] = [{"hr": "07", "dt": "d1"}]
+    event = translate(_event(LOG[6], message=json.dumps(doc)), FakeLookups())
+    assert event is not None and [p["values"] for p in event.body()["partitions"]] == [["d1", "07"]]
+
+
+def test_alter_of_a_partitioned_table_carries_no_listing() -> None:
+    lookups = FakeLookups()
+    body = _body("ALTER_TABLE", lookups)
+    assert body["files"] == [] and body["is_truncate"] is False and lookups.listed == []
+    assert body["after"]["parameters"]["a"] == "b"
+
+
+def test_alter_partition_carries_its_listing_and_an_empty_one_is_a_truncate() -> None:
+    body = _body("ALTER_PARTITION")
+    assert body["files"] and body["is_truncate"] is False
+
+    class Empty(FakeLookups):
+        def listing(self, location: str | None) -> list[str]:
+            return []
+
+    assert _body("ALTER_PARTITION", Empty())["is_truncate"] is True
+
+
+def test_insert_reads_its_objects_now_and_is_left_out_when_they_are_gone() -> None:
+    body = _body("INSERT", FakeLookups({"t": TABLE}))
+    assert body["partition"]["values"] == ["d1"]
+    assert body["files"] == ["/wh/sales.db/t/dt=d1/now.txt#crc32c-00000000-3"]
+    assert translate(_by_type("INSERT"), FakeLookups()) is None
+
+
+def test_drop_table_and_function_need_only_names() -> None:
+    assert _body("DROP_TABLE")["table"]["table_name"] == "t"
+    assert _body("DROP_FUNCTION")["function"]["function_name"] == "f"
+    assert _body("CREATE_FUNCTION")["function"]["class_name"] == "x.Y"
+
+
+def test_types_without_counterpart_are_left_out() -> None:
+    event = _by_type("DROP_TABLE")
+    assert translate(_event(LOG[-1], eventType="CREATE_INDEX"), FakeLookups()) is None
+    assert translate(event, FakeLookups()) is not None
+
+
+def test_gzip_messages_read_as_plain_ones() -> None:
+    plain = _by_type("CREATE_FUNCTION")
+    packed = base64.b64encode(gzip.compress(plain.message.encode())).decode()
+    gz = _event(LOG[7], message=packed, messageFormat="gzip(json-2.0)")
+    assert decode(gz) == decode(plain)
+
+
+def test_an_unknown_message_format_names_the_factory_setting() -> None:
+    with pytest.raises(UnknownMessageFormatError, match=FACTORY_SETTING):
+        decode(_event(LOG[0], messageFormat="avro-1"))
+    with pytest.raises(UnknownMessageFormatError, match="not valid"):
+        decode(_event(LOG[0], message="{not json"))
+
+
+# -- the source over a fake Thrift reader ----------------------------------------------------------------
+class FakeReader:
+    def __init__(self, events: list[dict[str, Any]], settings: dict[str, str]) -> None:
+        self.events, self.settings = events, settings
+        self.calls: list[str] = []
+
+    def call(self, what: str, method: str, *args: Any) -> Any:
+        self.calls.append(method)
+        if method == "get_config_value":
+            return self.settings.get(args[0], args[1])
+        if method == "get_current_notificationEventId":
+            return SimpleNamespace(eventId=self.events[-1]["eventId"] if self.events else 0)
+        if method == "get_next_notification":
+            request = args[0]
+            after = [e for e in self.events if e["eventId"] > request.lastEvent][: request.maxEvents]
+            return SimpleNamespace(events=[SimpleNamespace(**e) for e in after])
+        raise AssertionError(method)
+
+    def database(self, name: str) -> Database:
+        return Database(name=name)
+
+    def table(self, db_name: str, table_name: str) -> Table:
+        return TABLE
+
+    def partitions(self, db_name: str, table_name: str, names: list[str]) -> list[list[Partition]]:
+        values = [name.split("=", 1)[1] for name in names]
+        location = f"/wh/sales.db/t/dt={values[0]}"
+        return [[Partition(values=values, db_name=db_name, table_name=table_name, sd={"location": location})]]
+
+    def close(self) -> None:
+        pass
+
+
+LISTENING = {LISTENER_SETTING: "org.apache.hive.hcatalog.listener.DbNotificationListener"}
+
+
+def _source(events: list[dict[str, Any]], settings: dict[str, str] | None = None) -> StockHiveSource:
+    reader: Any = FakeReader(events, LISTENING if settings is None else settings)
+    return StockHiveSource("thrift://hms:9083", warehouse="/wh", cmroot="/cm", reader=reader)
+
+
+def test_a_metastore_without_notification_listener_is_refused_naming_the_setting() -> None:
+    source = _source(LOG, settings={})
+    with pytest.raises(NotificationsDisabledError, match=LISTENER_SETTING) as info:
+        source.get_current_notification_event_id()
+    assert "\n" not in str(info.value)
+    assert _source(LOG).get_current_notification_event_id() == len(LOG)
+
+
+def test_a_metastore_that_hides_its_settings_is_read_as_it_is() -> None:
+    class ConfigValSecurityException(Exception):
+        pass
+
+    class Hiding(FakeReader):
+        def call(self, what: str, method: str, *args: Any) -> Any:
+            if method == "get_config_value":
+                raise StockMetastoreError(what) from ConfigValSecurityException()
+            return super().call(what, method, *args)
+
+    source = StockHiveSource("thrift://hms:9083", reader=Hiding(LOG, {}))  # type: ignore[arg-type]
+    assert source.get_current_notification_event_id() == len(LOG)
+    assert (source.config.warehouse, source.config.cmroot) == ("/user/hive/warehouse", "/user/hive/cmroot")
+
+
+def test_events_cleaned_up_by_hive_are_reported_not_skipped() -> None:
+    source = _source(LOG[4:])
+    with pytest.raises(EventsCleanedUpError):
+        source.events.next_events(2, 10)
+    assert [e.event_id for e in source.events.next_events(4, 2)] == [5, 6]
+
+
+def test_next_events_filters_by_database_type_and_bound() -> None:
+    other = {**LOG[0], "eventId": 11, "dbName": "other"}
+    source = _source([*LOG, other])
+    events = source.events.next_events(0, None, db_name="sales", to_event_id=7)
+    assert [e.event_id for e in events] == [1, 2, 3, 4, 5, 6, 7]
+    assert [e.event_id for e in source.events.next_events(7, None, db_name="other")] == [11]
+    typed = source.events.next_events(0, 1, event_types=[EventType.DROP_TABLE])
+    assert [e.event_type for e in typed] == ["DROP_TABLE"]
+    reader: Any = source.reader
+    before = len(reader.calls)
+    assert source.events.next_events(0, 10, event_types=acid_replay.TXN_EVENTS) == []
+    assert len(reader.calls) == before  # txn events are never read from a stock log
+
+
+def test_each_event_is_translated_once_per_source() -> None:
+    source = _source(LOG)
+    first = source.events.next_events(0, None)
+    again = source.events.next_events(0, None)
+    assert [a is b for a, b in zip(first, again, strict=True)] == [True] * len(first)
+
+
+def test_listings_hash_only_files_not_seen_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append re-lists its partition but reads only the new file for its checksum."""
+    from hmsrepl.hive_source import source as source_module
+    from hmsrepl.metastore.change_manager import ChangeManager
+
+    described: list[str] = []
+    real = source_module.describe_files
+
+    def counting(location: str | None, cm: ChangeManager, files: Any = None) -> list[str]:
+        described.extend(status.uri.rsplit("/", 1)[-1] for status in files or [])
+        return real(location, cm, files)
+
+    monkeypatch.setattr(source_module, "describe_files", counting)
+    part = tmp_path / "t" / "dt=d1"
+    part.mkdir(parents=True)
+    (part / "a.txt").write_text("1\n")
+    lookups = _source(LOG).events.lookups
+    first = lookups.listing(str(part))
+    (part / "b.txt").write_text("22\n")
+    second = lookups.listing(str(part))
+    assert described == ["a.txt", "b.txt"]
+    assert second[0] == first[0] and len(second) == 2 and "-3" in second[1].split("#")[1]
+    (part / "a.txt").write_text("333\n")  # rewritten: another size, read again
+    third = lookups.listing(str(part))
+    assert described[-1] == "a.txt" and third[0] != first[0]
