@@ -24,6 +24,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
 from tests.backends import temporary_database
 from tests.servers import RunningMetastore, metastore_server
@@ -92,13 +93,17 @@ def replicate(source: RunningMetastore, target: RunningMetastore, dumps: Path) -
         return dumped.last_event_id
 
 
-def read(server: RunningMetastore, name: str) -> tuple[list[tuple[int, str]], int | None]:
+def read(server: RunningMetastore, name: str) -> tuple[list[tuple[int, str]], int | None, list[str]]:
+    """The table's rows (by id), current snapshot id and column names, as a pyiceberg reader sees them."""
     table = catalog(server).load_table(name)
     got = table.scan().to_arrow().sort_by("id")
     snapshot = table.current_snapshot()
-    return list(
-        zip(got["id"].to_pylist(), got["name"].to_pylist())
-    ), snapshot.snapshot_id if snapshot else None
+    columns = [field.name for field in table.schema().fields]
+    return (
+        list(zip(got["id"].to_pylist(), got["name"].to_pylist(), strict=True)),
+        snapshot.snapshot_id if snapshot else None,
+        columns,
+    )
 
 
 def test_iceberg_table_reads_the_same_on_the_replica_after_every_load(sides, tmp_path: Path) -> None:
@@ -118,7 +123,8 @@ def test_iceberg_table_reads_the_same_on_the_replica_after_every_load(sides, tmp
         lambda: None,  # bootstrap of what is there
         lambda: table.append(rows([3])),
         lambda: (table.append(rows([4, 5])), parted.append(rows([4], ["c"]))),
-        lambda: table.overwrite(rows([10, 11])),
+        lambda: table.update_schema().add_column("country", StringType()).commit(),  # metadata only
+        lambda: table.overwrite(rows([10, 11]).append_column("country", pa.array(["NL", None]))),
     ]
     for step in steps:
         step()
@@ -128,7 +134,8 @@ def test_iceberg_table_reads_the_same_on_the_replica_after_every_load(sides, tmp
             got = {name: read(target, f"ice_dr.{name}") for name in ("events", "parted")}
         history.append(event_id)
         assert got == expected, f"after event {event_id}"
-        with _store(target) as dst:
+        with _store(source) as src, _store(target) as dst:
+            assert verify(src, "ice", dst, "ice_dr") == []
             for name in ("events", "parted"):
                 replica = dst.catalog.get_table("ice_dr", name)
                 assert replica.parameters["metadata_location"].startswith(
@@ -136,3 +143,12 @@ def test_iceberg_table_reads_the_same_on_the_replica_after_every_load(sides, tmp
                 ), replica.parameters
                 assert local_path(replica.sd.location).startswith(local_path(target.warehouse))
     assert history == sorted(set(history))
+
+    # The last load again: nothing is copied or rewritten, the replica names the same metadata.
+    with _store(source) as src, _store(target) as dst:
+        before = dst.catalog.get_table("ice_dr", "events").parameters["metadata_location"]
+        engine = ReplicationEngine(str(tmp_path / "dumps"), src, dst)
+        last_dump = max((tmp_path / "dumps").iterdir(), key=lambda p: p.stat().st_mtime)
+        again = engine.execute(f"REPL LOAD ice_dr FROM '{last_dump}'")
+        assert again.stats.files_copied == 0
+        assert dst.catalog.get_table("ice_dr", "events").parameters["metadata_location"] == before

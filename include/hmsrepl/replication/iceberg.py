@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore.file_capture import list_data_files
-from hmsrepl.metastore.model import Table
+from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
 
 if TYPE_CHECKING:  # pyiceberg is imported when an Iceberg table is replicated, not by every load
@@ -87,6 +87,19 @@ def localize(table: Table, source_location: str | None) -> Table:
     if previous:
         updated[PREVIOUS_METADATA_LOCATION] = copies.copy_of(previous) or previous
     return table.model_copy(update={"parameters": updated})
+
+
+def comparable_parameters(table: Table | Partition) -> dict[str, str]:
+    """The object's parameters with an Iceberg table's metadata paths relative to its location (a rewritten
+    copy's without ``_hmsrepl_iceberg/``): what is equal on a source and its replica, for ``verify``."""
+    params = dict(table.parameters)
+    location = table.sd.location
+    if not isinstance(table, Table) or not is_iceberg(table) or not location:
+        return params
+    for key in (METADATA_LOCATION, PREVIOUS_METADATA_LOCATION):
+        if key in params and _below(params[key], location):
+            params[key] = relative_to(params[key], location).removeprefix(LOCALIZED_DIR + "/")
+    return params
 
 
 @dataclass(frozen=True)
