@@ -152,3 +152,30 @@ def test_iceberg_table_reads_the_same_on_the_replica_after_every_load(sides, tmp
         again = engine.execute(f"REPL LOAD ice_dr FROM '{last_dump}'")
         assert again.stats.files_copied == 0
         assert dst.catalog.get_table("ice_dr", "events").parameters["metadata_location"] == before
+
+
+def test_a_snapshot_naming_files_outside_the_location_is_refused_and_the_replica_keeps_the_last(
+    sides, tmp_path: Path
+) -> None:
+    """``add_files`` registers a Parquet file where it lies; outside the table it is never copied, so the
+    load must fail with a clear error before the replica names a snapshot it does not hold."""
+    import pyarrow.parquet as pq
+
+    from hmsrepl.replication.iceberg import IcebergReplicationError
+
+    source, target = sides
+    cat = catalog(source)
+    cat.create_namespace("ice")
+    table = cat.create_table("ice.events", SCHEMA)
+    table.append(rows([1]))
+    replicate(source, target, tmp_path / "dumps")
+    before = read(target, "ice_dr.events")
+
+    outside = tmp_path / "elsewhere" / "extra.parquet"
+    outside.parent.mkdir()
+    pq.write_table(rows([2]), outside)
+    table.add_files([str(outside)])
+    with pytest.raises(IcebergReplicationError, match=r"'ice_dr\.events'.*outside its location"):
+        replicate(source, target, tmp_path / "dumps")
+    with source_moved_away(source):
+        assert read(target, "ice_dr.events") == before

@@ -73,7 +73,13 @@ def localize(table: Table, source_location: str | None) -> Table:
         return table
     copies = _Copies(table.qualified_name, source_location, table.sd.location)
     copied_metadata = copies.copy_of(metadata)
-    if copied_metadata is None or not filesystem_for(copied_metadata).exists(copied_metadata):
+    if copied_metadata is None:
+        raise IcebergReplicationError(
+            f"Iceberg table '{table.qualified_name}': its metadata '{metadata}' is outside its location "
+            f"'{source_location}', so it is not replicated; keep the metadata below the table's location "
+            "(no 'write.metadata.path' elsewhere)"
+        )
+    if not filesystem_for(copied_metadata).exists(copied_metadata):
         log.warning(
             "Iceberg table %s: no copy of its metadata %s in %s (metadata-only load?): its metadata "
             "location still names the source",
@@ -115,9 +121,7 @@ class _Copies:
         its rewritten metadata, whose original is the copy at the same path without ``_hmsrepl_iceberg``."""
         if not _below(path, self.source_location):
             return None
-        rel = relative_to(path, self.source_location)
-        if rel.startswith(LOCALIZED_DIR + "/"):
-            rel = rel[len(LOCALIZED_DIR) + 1 :]
+        rel = relative_to(path, self.source_location).removeprefix(LOCALIZED_DIR + "/")
         return join_uri(self.location, rel)
 
 
