@@ -179,3 +179,29 @@ def test_a_snapshot_naming_files_outside_the_location_is_refused_and_the_replica
         replicate(source, target, tmp_path / "dumps")
     with source_moved_away(source):
         assert read(target, "ice_dr.events") == before
+
+
+def test_a_replica_replicates_its_iceberg_tables_onwards(sides, tmp_path: Path) -> None:
+    """source -> mid -> end: the mid's rewritten metadata is not data; the end rewrites the mid's copies."""
+    source, mid = sides
+    cat = catalog(source)
+    cat.create_namespace("ice")
+    table = cat.create_table("ice.events", SCHEMA)
+    table.append(rows([1, 2]))
+    replicate(source, mid, tmp_path / "dumps")
+    (tmp_path / "end").mkdir()
+    with (
+        temporary_database("sqlite", str(tmp_path / "end")) as end_url,
+        metastore_server(tmp_path / "end", end_url) as end,
+    ):
+        for step in (lambda: None, lambda: table.append(rows([3]))):
+            step()
+            replicate(source, mid, tmp_path / "dumps")
+            with _store(mid) as src, _store(end) as dst:
+                engine = ReplicationEngine(str(tmp_path / "dumps2"), src, dst)
+                last = repl_status(dst, "ice_end")
+                dumped = engine.execute("REPL DUMP ice_dr" + (f" FROM {last}" if last is not None else ""))
+                engine.execute(f"REPL LOAD ice_end FROM '{dumped.dump_dir}'")
+            expected = read(source, "ice.events")
+            with source_moved_away(source), source_moved_away(mid):
+                assert read(end, "ice_end.events") == expected
