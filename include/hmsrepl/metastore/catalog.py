@@ -701,7 +701,7 @@ class CatalogService:
     ) -> list[Any]:
         with self.events.reader() as conn:
             tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
-            out: list[Partition] = []
+            out: list[Any] = []
             for chunk in _chunks(list(names)):
                 rows = conn.execute(
                     select(partitions.c.doc, partitions.c.write_id)
