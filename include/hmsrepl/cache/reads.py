@@ -4,6 +4,8 @@ Both paths return the same objects in the same order and raise the same errors, 
 handler, in-process users) need not know which one answered. ``to`` converts each object for the caller
 (e.g. to its Thrift struct); on a hit the conversion is done once per cached object and kept, and ``keep``
 may name a richer conversion for that (the Thrift handler keeps each partition's wire encoding with it).
+On the database path, ``decode`` (when given) builds each partition straight from its stored document in
+place of ``to`` (the Thrift handler's structs without the model in between).
 Works without a cache too: then every read goes to the database. With a cache, every database answer is
 placed in the log (``MetadataCache.note_database_answer``), so the cache never answers older afterwards.
 """
@@ -18,7 +20,7 @@ from hmsrepl.cache.filters import compile_filter
 from hmsrepl.cache.service import MetadataCache, database_key
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
-from hmsrepl.metastore.catalog import CatalogService
+from hmsrepl.metastore.catalog import CatalogService, Decode
 
 T = TypeVar("T")
 Convert = Callable[[Any], Any] | None
@@ -107,6 +109,7 @@ class CachedReads:
         *,
         to: Convert = None,
         keep: Convert = None,
+        decode: Decode = None,
     ) -> list[Any]:
         hit, found = self._select(
             db_name, table_name, write_ids, table_id, lambda s: _limit(s.ordered_partitions(), max_parts)
@@ -114,9 +117,10 @@ class CachedReads:
         if hit:
             return [self._out(entry, keep or to) for _, entry in found or ()]
         parts = self._db(
-            (db_name, table_name), lambda: self.catalog.get_partitions(db_name, table_name, max_parts)
+            (db_name, table_name),
+            lambda: self.catalog.get_partitions(db_name, table_name, max_parts, decode=decode),
         )
-        return [self._conv(p, to) for p in parts]
+        return parts if decode is not None else [self._conv(p, to) for p in parts]
 
     def partition(
         self,
@@ -147,6 +151,7 @@ class CachedReads:
         *,
         to: Convert = None,
         keep: Convert = None,
+        decode: Decode = None,
     ) -> list[Any]:
         hit, found = self._select(
             db_name, table_name, write_ids, table_id, lambda s: s.partitions_by_names(names)
@@ -154,9 +159,10 @@ class CachedReads:
         if hit:
             return [self._out(entry, keep or to) for entry in found or ()]
         parts = self._db(
-            (db_name, table_name), lambda: self.catalog.get_partitions_by_names(db_name, table_name, names)
+            (db_name, table_name),
+            lambda: self.catalog.get_partitions_by_names(db_name, table_name, names, decode=decode),
         )
-        return [self._conv(p, to) for p in parts]
+        return parts if decode is not None else [self._conv(p, to) for p in parts]
 
     def partition_names(
         self,
@@ -190,6 +196,7 @@ class CachedReads:
         *,
         to: Convert = None,
         keep: Convert = None,
+        decode: Decode = None,
     ) -> list[Any]:
         hit, found = self._select(
             db_name, table_name, write_ids, table_id, lambda s: s.matching(partial_values, max_parts)
@@ -198,9 +205,11 @@ class CachedReads:
             return [self._out(entry, keep or to) for _, entry in found or ()]
         parts = self._db(
             (db_name, table_name),
-            lambda: self.catalog.get_partitions_ps(db_name, table_name, partial_values, max_parts),
+            lambda: self.catalog.get_partitions_ps(
+                db_name, table_name, partial_values, max_parts, decode=decode
+            ),
         )
-        return [self._conv(p, to) for p in parts]
+        return parts if decode is not None else [self._conv(p, to) for p in parts]
 
     def partition_names_ps(
         self,
@@ -239,6 +248,7 @@ class CachedReads:
         *,
         to: Convert = None,
         keep: Convert = None,
+        decode: Decode = None,
     ) -> list[Any]:
         def select(state: TableState) -> list[CachedObject]:
             if max_parts == 0:
@@ -259,6 +269,8 @@ class CachedReads:
             return [self._out(entry, keep or to) for entry in found or ()]
         parts = self._db(
             (db_name, table_name),
-            lambda: self.catalog.get_partitions_by_filter(db_name, table_name, filter_text, max_parts),
+            lambda: self.catalog.get_partitions_by_filter(
+                db_name, table_name, filter_text, max_parts, decode=decode
+            ),
         )
-        return [self._conv(p, to) for p in parts]
+        return parts if decode is not None else [self._conv(p, to) for p in parts]

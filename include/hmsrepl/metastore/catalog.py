@@ -11,7 +11,7 @@ never adopts the files of a dropped one of the same name.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
@@ -53,6 +53,8 @@ from hmsrepl.metastore.trash import TrashAdopter
 from hmsrepl.storage.base import filesystem_for, join_uri, path_key
 
 BATCH = 500
+# Builds a caller's object straight from a stored partition document and its write id, skipping the model.
+Decode = Callable[[str, int], Any] | None
 DEFAULT_DB = "default"
 
 
@@ -694,20 +696,24 @@ class CatalogService:
             raise NoSuchPartitionError(table.db_name, table.table_name, name)
         return found[0]
 
-    def get_partitions_by_names(self, db_name: str, table_name: str, names: Sequence[str]) -> list[Partition]:
+    def get_partitions_by_names(
+        self, db_name: str, table_name: str, names: Sequence[str], *, decode: Decode = None
+    ) -> list[Any]:
         with self.events.reader() as conn:
             tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
-            out: list[Partition] = []
+            out: list[Any] = []
             for chunk in _chunks(list(names)):
                 rows = conn.execute(
                     select(partitions.c.doc, partitions.c.write_id)
                     .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
                     .order_by(partitions.c.part_name)
                 )
-                out.extend(_partition_from_row(row) for row in rows)
+                out.extend(_decoded(rows, decode))
         return out
 
-    def get_partitions(self, db_name: str, table_name: str, max_parts: int = -1) -> list[Partition]:
+    def get_partitions(
+        self, db_name: str, table_name: str, max_parts: int = -1, *, decode: Decode = None
+    ) -> list[Any]:
         with self.events.reader() as conn:
             tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
             query = (
@@ -717,7 +723,7 @@ class CatalogService:
             )
             if max_parts >= 0:
                 query = query.limit(max_parts)
-            return [_partition_from_row(row) for row in conn.execute(query)]
+            return _decoded(conn.execute(query), decode)
 
     def get_partition_names(self, db_name: str, table_name: str, max_parts: int = -1) -> list[str]:
         with self.events.reader() as conn:
@@ -732,8 +738,14 @@ class CatalogService:
             return list(conn.execute(query).scalars())
 
     def get_partitions_ps(
-        self, db_name: str, table_name: str, partial_values: Sequence[str], max_parts: int = -1
-    ) -> list[Partition]:
+        self,
+        db_name: str,
+        table_name: str,
+        partial_values: Sequence[str],
+        max_parts: int = -1,
+        *,
+        decode: Decode = None,
+    ) -> list[Any]:
         """Partitions matching a partial spec: an empty value matches anything (Hive's get_partitions_ps)."""
         table = self.get_table(db_name, table_name)
         if len(partial_values) > len(table.partition_keys):
@@ -752,11 +764,11 @@ class CatalogService:
             query = query.order_by(partitions.c.part_name)
             if max_parts >= 0:
                 query = query.limit(max_parts)
-            return [_partition_from_row(row) for row in conn.execute(query)]
+            return _decoded(conn.execute(query), decode)
 
     def get_partitions_by_filter(
-        self, db_name: str, table_name: str, filter_text: str, max_parts: int = -1
-    ) -> list[Partition]:
+        self, db_name: str, table_name: str, filter_text: str, max_parts: int = -1, *, decode: Decode = None
+    ) -> list[Any]:
         """Partitions matching a Hive filter expression, evaluated by the database (see partition_filter)."""
         table = self.get_table(db_name, table_name)
         node = parse_filter(filter_text) if filter_text.strip() else None
@@ -770,7 +782,7 @@ class CatalogService:
             query = query.order_by(partitions.c.part_name)
             if max_parts >= 0:
                 query = query.limit(max_parts)
-            return [_partition_from_row(row) for row in conn.execute(query)]
+            return _decoded(conn.execute(query), decode)
 
     def alter_partitions(
         self,
@@ -1056,6 +1068,13 @@ def _table_from_row(row: Any) -> Table:
 
 def _partition_from_row(row: Any) -> Partition:
     return Partition.model_validate_json(row.doc).model_copy(update={"write_id": row.write_id})
+
+
+def _decoded(rows: Iterable[Any], decode: Decode) -> list[Any]:
+    """Partition rows as models, or as what ``decode(doc, write_id)`` builds (the Thrift read path's structs)."""
+    if decode is None:
+        return [_partition_from_row(row) for row in rows]
+    return [decode(row.doc, row.write_id) for row in rows]
 
 
 def _partition_name(table: Table, values: Sequence[str]) -> str:

@@ -34,6 +34,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.protection import LOCAL_PARAMS
+from hmsrepl.replication import iceberg
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import (
     below_any,
@@ -205,6 +206,7 @@ class TargetWriter:
             current.sd.location if current else None, wanted.sd.location, data, source_location
         )
         wanted = wanted.model_copy(update={"sd": wanted.sd.model_copy(update={"location": location})})
+        wanted = iceberg.localize(wanted, source_location)  # Iceberg metadata naming the copies
         # The files the new version holds, for the replica's own event (a replica is a source too).
         applied = (
             self._applied(data)

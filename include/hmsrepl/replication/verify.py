@@ -23,6 +23,7 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import is_hidden, list_data_files
 from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.replication import iceberg
 from hmsrepl.replication.acid_replay import visible_statuses
 from hmsrepl.replication.filecopy import logical_location
 from hmsrepl.replication.leftovers import find_leftovers
@@ -67,7 +68,8 @@ def _normalise(obj: Table | Partition, root: str | None) -> dict[str, Any]:
     data = obj.model_dump(
         mode="json", exclude={"id", "write_id", "create_time", "last_access_time", "db_name"}
     )
-    data["parameters"] = {k: v for k, v in obj.parameters.items() if k not in IGNORED_PARAMS}
+    params = iceberg.comparable_parameters(obj)
+    data["parameters"] = {k: v for k, v in params.items() if k not in IGNORED_PARAMS}
     data["sd"]["location"] = _relative_location(obj.sd.location, root)
     return data
 

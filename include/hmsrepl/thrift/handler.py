@@ -209,6 +209,12 @@ def _table_id(value: int | None) -> Any:
     return value if value is not None and value > 0 else None
 
 
+def _partition_structs() -> dict[str, Any]:
+    """How a partition list read answers the handler: structs (wire encodings kept on a cache hit), built
+    straight from the stored documents on the database path (a fresh decoder per reply)."""
+    return {"to": convert.partition_to_thrift, "keep": Wire, "decode": convert.PartitionDocs()}
+
+
 def _partitions_out(found: list[Any]) -> list[Any]:
     """Cache hits come as Wire objects (encoded once); database reads as structs, encoded as usual."""
     if found and isinstance(found[0], Wire):
@@ -527,9 +533,7 @@ class MetastoreHandler:
                 db_name,
                 tbl_name,
                 max_parts,
-                lambda limit: self.reads.partitions(
-                    db_name, tbl_name, limit, to=convert.partition_to_thrift, keep=Wire
-                ),
+                lambda limit: self.reads.partitions(db_name, tbl_name, limit, **_partition_structs()),
                 lambda: len(self.reads.partition_names(db_name, tbl_name, -1)),
             )
         )
@@ -551,7 +555,7 @@ class MetastoreHandler:
                 tbl_name,
                 max_parts,
                 lambda limit: self.reads.partitions_ps(
-                    db_name, tbl_name, part_vals or [], limit, to=convert.partition_to_thrift, keep=Wire
+                    db_name, tbl_name, part_vals or [], limit, **_partition_structs()
                 ),
                 lambda: len(self.reads.partition_names_ps(db_name, tbl_name, part_vals or [], -1)),
             )
@@ -580,16 +584,14 @@ class MetastoreHandler:
                 tbl_name,
                 max_parts,
                 lambda limit: self.reads.partitions_by_filter(
-                    db_name, tbl_name, filter or "", limit, to=convert.partition_to_thrift, keep=Wire
+                    db_name, tbl_name, filter or "", limit, **_partition_structs()
                 ),
             )
         )
 
     def get_partitions_by_names(self, db_name: str, tbl_name: str, names: list[str]) -> list[Any]:
         return _partitions_out(
-            self.reads.partitions_by_names(
-                db_name, tbl_name, names or [], to=convert.partition_to_thrift, keep=Wire
-            )
+            self.reads.partitions_by_names(db_name, tbl_name, names or [], **_partition_structs())
         )
 
     def alter_partition(self, db_name: str, tbl_name: str, new_part: Any) -> None:
@@ -630,7 +632,7 @@ class MetastoreHandler:
                 tbl_name,
                 max_parts,
                 lambda limit: self.reads.partitions(
-                    db_name, tbl_name, limit, write_ids, table_id, to=convert.partition_to_thrift, keep=Wire
+                    db_name, tbl_name, limit, write_ids, table_id, **_partition_structs()
                 ),
                 lambda: len(self.reads.partition_names(db_name, tbl_name, -1)),
             )
@@ -642,7 +644,7 @@ class MetastoreHandler:
         write_ids = _write_ids(valid_write_id_list)
         return _partitions_out(
             self.reads.partitions_by_names(
-                db_name, tbl_name, names, write_ids, table_id, to=convert.partition_to_thrift, keep=Wire
+                db_name, tbl_name, names, write_ids, table_id, **_partition_structs()
             )
         )
 

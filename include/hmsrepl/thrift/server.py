@@ -37,6 +37,7 @@ from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
 from thriftpy2.transport import (
     TCyBufferedTransport,
     TCyBufferedTransportFactory,
+    TCyMemoryBuffer,
     TServerSocket,
     TSocket,
     TTransportException,
@@ -76,9 +77,15 @@ class _Processor(TProcessor):
         return api, seqid, result, call
 
     def send_result(self, oprot: Any, api: str, result: Any, seqid: int) -> None:
+        """The whole reply is encoded in memory, then written in one piece: encoded through the connection's
+        4 KB write buffer, a 1,000-partition reply (~900 kB) took ~200 socket writes."""
         success = getattr(result, "success", None)
         if not isinstance(success, EncodedStructs):
-            return super().send_result(oprot, api, result, seqid)
+            reply = TCyMemoryBuffer()
+            super().send_result(TCyBinaryProtocol(reply), api, result, seqid)
+            oprot.trans.write(reply.getvalue())
+            oprot.trans.flush()
+            return None
         oprot.write_message_begin(api, TMessageType.REPLY, seqid)
         oprot.trans.write(success.result_bytes())
         oprot.write_message_end()

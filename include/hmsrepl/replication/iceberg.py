@@ -1,0 +1,269 @@
+"""Iceberg tables on a replica: metadata that names the replica's own copies of the table's files.
+
+An Iceberg table in the metastore is a table with ``table_type=ICEBERG`` whose ``metadata_location`` names a
+metadata JSON, which names manifest lists, which name manifests, which name data files, all by absolute
+path. The replication copies every file under the table's location like any external table's (listed and
+checksummed with the event, copied and verified into the new version directory of the replica's table), so
+the files are there; only their paths name the source.
+
+Choice: rewrite the paths, as Iceberg's ``rewrite_table_path`` procedure does. A same-path layout cannot
+work here: the replica's warehouse is another directory, and every data change of a replicated table gets
+a new version directory (``<table>.hmsrepl-v<event>``, see ``target``). The copies stay byte for byte
+what the source wrote (verified, and compared by checksum with the next event's list); the rewritten
+metadata JSON, manifest lists and manifests go beside them under ``_hmsrepl_iceberg/`` in the same version
+directory (a hidden name: not data, never listed or compared with the source's files), with the same
+relative paths and file names. Data files (and statistics files, and older metadata JSONs in the
+metadata log) are named at their verified copies. All of it is written into the new version directory
+before the load's metadata commit names that directory, and the metadata JSON last: an Iceberg reader of
+the replica sees the previous snapshot or the new one, whole, never a part.
+
+Every snapshot the metadata keeps is rewritten (time travel works on the replica), once per version
+directory: O(manifests) per replicated change of the table. Position-delete files name data files inside
+their Parquet rows, which this does not rewrite: a table that has them is refused with a clear error
+(pyiceberg writes none; equality deletes hold no paths and replicate).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hmsrepl.exceptions import HmsReplError
+from hmsrepl.metastore.file_capture import list_data_files
+from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
+
+if TYPE_CHECKING:  # pyiceberg is imported when an Iceberg table is replicated, not by every load
+    from pyiceberg.schema import Schema
+    from pyiceberg.typedef import Record
+
+log = logging.getLogger(__name__)
+
+LOCALIZED_DIR = "_hmsrepl_iceberg"
+METADATA_LOCATION = "metadata_location"
+PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
+AVRO_SCHEMA = "avro.schema"  # header key; pyiceberg's writer writes it from the schema it is given
+POSITION_DELETES = 1  # data_file.content of a position-delete file
+# Table properties that may hold a path under the table's location.
+PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path")
+
+
+class IcebergReplicationError(HmsReplError):
+    """An Iceberg table whose metadata cannot be made to name the replica's copies."""
+
+
+def is_iceberg(table: Table) -> bool:
+    return table.parameters.get("table_type", "").upper() == "ICEBERG"
+
+
+def localize(table: Table, source_location: str | None) -> Table:
+    """The replica's ``table`` with ``metadata_location`` naming metadata rewritten for its location.
+
+    ``table.sd.location`` is the replica's directory holding the copies (a new version or the current one);
+    ``source_location`` is the source table's location as the source metastore has it. Tables that are not
+    Iceberg, and loads that copied no files (metadata-only dumps) come back unchanged.
+    """
+    params = table.parameters
+    metadata = params.get(METADATA_LOCATION)
+    if not is_iceberg(table) or not metadata or not source_location or not table.sd.location:
+        return table
+    copies = _Copies(table.qualified_name, source_location, table.sd.location)
+    copied_metadata = copies.copy_of(metadata)
+    if copied_metadata is None:
+        raise IcebergReplicationError(
+            f"Iceberg table '{table.qualified_name}': its metadata '{metadata}' is outside its location "
+            f"'{source_location}', so it is not replicated; keep the metadata below the table's location "
+            "(no 'write.metadata.path' elsewhere)"
+        )
+    if not filesystem_for(copied_metadata).exists(copied_metadata):
+        log.warning(
+            "Iceberg table %s: no copy of its metadata %s in %s (metadata-only load?): its metadata "
+            "location still names the source",
+            table.qualified_name,
+            metadata,
+            table.sd.location,
+        )
+        return table
+    updated = {**params, METADATA_LOCATION: _Rewrite(copies).metadata(copied_metadata)}
+    previous = params.get(PREVIOUS_METADATA_LOCATION)
+    if previous:
+        updated[PREVIOUS_METADATA_LOCATION] = copies.copy_of(previous) or previous
+    return table.model_copy(update={"parameters": updated})
+
+
+def comparable_parameters(table: Table | Partition) -> dict[str, str]:
+    """The object's parameters with an Iceberg table's metadata paths relative to its location (a rewritten
+    copy's without ``_hmsrepl_iceberg/``): what is equal on a source and its replica, for ``verify``."""
+    params = dict(table.parameters)
+    location = table.sd.location
+    if not isinstance(table, Table) or not is_iceberg(table) or not location:
+        return params
+    for key in (METADATA_LOCATION, PREVIOUS_METADATA_LOCATION):
+        if key in params and _below(params[key], location):
+            params[key] = relative_to(params[key], location).removeprefix(LOCALIZED_DIR + "/")
+    return params
+
+
+@dataclass(frozen=True)
+class _Copies:
+    """Where the replica holds the copy of a file the source table named (same path below the location)."""
+
+    table: str
+    source_location: str
+    location: str
+
+    def copy_of(self, path: str) -> str | None:
+        """The copy of a file named by the source's metastore; a source that is itself a replica names
+        its rewritten metadata, whose original is the copy at the same path without ``_hmsrepl_iceberg``."""
+        if not _below(path, self.source_location):
+            return None
+        rel = relative_to(path, self.source_location).removeprefix(LOCALIZED_DIR + "/")
+        return join_uri(self.location, rel)
+
+
+class _Rewrite:
+    """One metadata JSON and the manifest lists and manifests it names, rewritten into ``_hmsrepl_iceberg``.
+
+    Paths inside the files are rewritten from the location the Iceberg writer recorded in the metadata
+    (its ``location`` field: on a chain of replicas still the first source's) to the replica's location.
+    """
+
+    def __init__(self, copies: _Copies) -> None:
+        self.copies = copies
+        self.location = copies.location.rstrip("/")
+        self.fs = filesystem_for(self.location)
+        self.written: dict[str, tuple[str, int]] = {}  # manifest -> rewrite and its length (in many lists)
+        self._data: set[str] | None = None
+        self.writer_location = ""
+
+    def metadata(self, copied: str) -> str:
+        target = join_uri(self.location, LOCALIZED_DIR, relative_to(copied, self.location))
+        if self.fs.exists(target):
+            return target  # made by an earlier run of this load (written last, so it is whole)
+        with self.fs.open_read(copied) as stream:
+            doc = json.load(stream)
+        self.writer_location = str(doc["location"]).rstrip("/")
+        doc["location"] = self.location
+        for snapshot in doc.get("snapshots", []):
+            if "manifest-list" in snapshot:
+                snapshot["manifest-list"] = self._manifest_list(snapshot["manifest-list"])
+            if "manifests" in snapshot:  # format v1 without manifest lists
+                snapshot["manifests"] = [self._manifest(path)[0] for path in snapshot["manifests"]]
+        for entry in doc.get("metadata-log", []):
+            entry["metadata-file"] = self._copy(entry["metadata-file"], check=False)
+        for key in ("statistics", "partition-statistics"):
+            for entry in doc.get(key, []):
+                entry["statistics-path"] = self._copy(entry["statistics-path"])
+        properties = doc.get("properties", {})
+        for key in PATH_PROPERTIES:
+            if key in properties and _below(properties[key], self.writer_location):
+                properties[key] = self._copy(properties[key], check=False)
+        self.fs.write_bytes(target, json.dumps(doc, indent=2).encode())
+        return target
+
+    def _manifest_list(self, path: str) -> str:
+        def rewrite(records: list[Record], schema: Schema) -> None:
+            names = [f.name for f in schema.fields]
+            at_path, at_length = names.index("manifest_path"), names.index("manifest_length")
+            for record in records:  # a rewritten manifest has another length, which readers rely on
+                record[at_path], record[at_length] = self._manifest(record[at_path])
+
+        return self._avro(path, rewrite)[0]
+
+    def _manifest(self, path: str) -> tuple[str, int]:
+        if path not in self.written:
+            self.written[path] = self._avro(path, self._rewrite_entries)
+        return self.written[path]
+
+    def _rewrite_entries(self, records: list[Record], schema: Schema) -> None:
+        at_data_file = [f.name for f in schema.fields].index("data_file")
+        fields = [f.name for f in schema.find_field("data_file").field_type.fields]  # type: ignore[attr-defined]
+        paths = [fields.index(name) for name in ("file_path", "referenced_data_file") if name in fields]
+        for record in records:
+            entry = record[at_data_file]
+            if entry[fields.index("content")] == POSITION_DELETES:
+                raise IcebergReplicationError(
+                    f"Iceberg table '{self.copies.table}' has position-delete files (first: "
+                    f"{entry[fields.index('file_path')]}), whose rows name data files by path; rewrite "
+                    "its data files (compaction) so none are left before replicating it"
+                )
+            for at in paths:
+                if entry[at] is not None:
+                    entry[at] = self._copy(entry[at])
+
+    def _avro(self, path: str, rewrite: Callable[[list[Record], Schema], None]) -> tuple[str, int]:
+        """Read the copy of an Avro file, rewrite its records, write it under ``_hmsrepl_iceberg``."""
+        from pyiceberg.avro.file import AvroFile, AvroOutputFile
+
+        source = self._copy(path)
+        target = join_uri(self.location, LOCALIZED_DIR, relative_to(source, self.location))
+        with self.fs.open_read(source) as stream:
+            data = stream.read()
+        with AvroFile(_MemoryInput(source, data)) as reader:  # type: ignore[arg-type]
+            schema, meta = reader.schema, dict(reader.header.meta)
+            records = list(reader)
+        rewrite(records, schema)
+        name = json.loads(meta.pop(AVRO_SCHEMA)).get("name", "record")
+        output = _MemoryOutput(target)
+        with AvroOutputFile(output, schema, name, metadata=meta) as writer:  # type: ignore[arg-type]
+            writer.write_block(records)
+        self.fs.write_bytes(target, output.data)
+        return target, len(output.data)
+
+    def _copy(self, path: str, *, check: bool = True) -> str:
+        """The verified copy of a file the metadata names (it must have been copied: else no snapshot)."""
+        if not _below(path, self.writer_location):
+            raise IcebergReplicationError(
+                f"Iceberg table '{self.copies.table}' names '{path}', outside its location "
+                f"'{self.writer_location}': only files below the table's location are replicated"
+            )
+        copy = join_uri(self.location, relative_to(path, self.writer_location))
+        if check and relative_to(copy, self.location) not in self._data_files():
+            raise IcebergReplicationError(
+                f"Iceberg table '{self.copies.table}': '{path}' was not copied with the table's files "
+                f"(no '{copy}'); the load stops before the replica names an incomplete snapshot"
+            )
+        return copy
+
+    def _data_files(self) -> set[str]:
+        if self._data is None:
+            self._data = {relative_to(s.uri, self.location) for s in list_data_files(self.location)}
+        return self._data
+
+
+def _below(path: str, location: str) -> bool:
+    location = location.rstrip("/")
+    return path == location or path.startswith(location + "/")
+
+
+class _MemoryInput:
+    """An input file for pyiceberg's Avro reader (which reads the whole file anyway) over bytes we read."""
+
+    def __init__(self, location: str, data: bytes) -> None:
+        self.location = location
+        self.data = data
+
+    def open(self, seekable: bool = True) -> io.BytesIO:
+        return io.BytesIO(self.data)
+
+
+class _MemoryOutput:
+    """An output file for pyiceberg's Avro writer: collects the bytes, which our storage layer writes."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.data = b""
+
+    def create(self, overwrite: bool = False) -> io.BytesIO:
+        output = self
+
+        class Collector(io.BytesIO):
+            def close(self) -> None:
+                output.data = self.getvalue()
+                super().close()
+
+        return Collector()
