@@ -9,6 +9,7 @@ without retries; an unreachable metastore fails it with retries (it may come bac
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from airflow.sdk import BaseOperator, Variable
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from hmsrepl.replication.replications import Replication, ReplicationConfigError, parse_replications
+from hmsrepl_airflow.app_settings import application_environment, side_database
 from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreHookError, MetastoreNotificationHook
 from hmsrepl_airflow.launcher import AppRun, run_app
 from hmsrepl_airflow.settings import (
@@ -263,7 +265,11 @@ class ReplicateOperator(BaseOperator):
         args = ["--replications", json.dumps([replication.to_dict()]), "--limit", str(self._limit())]
         if self.bootstrap:
             args.insert(0, "--bootstrap")
-        run_app(AppRun(args, on_spark, name=f"hmsrepl-{replication.target_db}"), self.log)
+        try:  # the applications' metastore settings: from the same connections, with their identities
+            env = application_environment({"source": source, "target": target}, os.environ)
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
+        run_app(AppRun(args, on_spark, name=f"hmsrepl-{replication.target_db}", env=env), self.log)
         try:
             after = target.repl_last_id(replication.target_db)
         except MetastoreHookError as exc:
@@ -320,25 +326,31 @@ class ReplicateOperator(BaseOperator):
 class PruneDumpsOperator(BaseOperator):
     """Removes dump directories older than the retention, keeping any a replica must still finish loading.
 
-    Runs in the worker (no Spark: it lists and deletes small metadata files). The dump root and the target
-    metastore come from the same settings the Spark applications read (``HMSREPL_DUMP_ROOT``,
-    ``HMSREPL_TARGET_*``); without a target database URL every old dump is removed.
+    Runs in the worker (no Spark: it lists and deletes small metadata files). The dump root is
+    ``HMSREPL_DUMP_ROOT``; the target's database comes from the target connection as for the applications
+    (``app_settings.side_database``); without a target database URL every old dump is removed.
     """
 
-    def __init__(self, *, retention_seconds: int, **kwargs: Any) -> None:
+    def __init__(
+        self, *, retention_seconds: int, target_conn_id: str = TARGET_CONN_ID, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.retention_seconds = retention_seconds
+        self.target_conn_id = target_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:
-        import os
-
         from hmsrepl.config import MetastoreConfig
         from hmsrepl.exceptions import HmsReplError, is_retryable
         from hmsrepl.metastore import Metastore
         from hmsrepl.replication.retention import dumps_in_use, prune_dumps
 
         dump_root = os.environ.get("HMSREPL_DUMP_ROOT", "var/repl")
-        target_url = os.environ.get("HMSREPL_TARGET_DB_URL")
+        try:
+            target_url = side_database(
+                "target", MetastoreNotificationHook(self.target_conn_id), os.environ
+            ).get("db_url")
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
         try:
             in_use: set[str] = set()
             if target_url:
@@ -362,21 +374,21 @@ class PruneDumpsOperator(BaseOperator):
         return {"removed": len(result.removed), "bytes_removed": result.bytes_removed}
 
 
-def _side(side: str) -> Any:
-    """The source or target metastore from the ``HMSREPL_<SIDE>_*`` settings the Spark applications read."""
-    import os
-
+def _side(side: str, conn_id: str) -> Any:
+    """The source or target metastore's database, as the applications get it (``app_settings``)."""
     from hmsrepl.config import MetastoreConfig
     from hmsrepl.metastore import Metastore
 
-    prefix = f"HMSREPL_{side.upper()}_"
-    url = os.environ.get(prefix + "DB_URL")
-    if not url:
+    try:
+        settings = side_database(side, MetastoreNotificationHook(conn_id), os.environ)
+    except MetastoreHookError as exc:
+        raise _hook_failure(exc) from exc
+    if not settings.get("db_url"):
         raise AirflowFailException(
-            f"{prefix}DB_URL is not set: the {side} metastore is needed for a failover"
+            f"no database URL for the {side} metastore: set extra 'db_url' of Airflow connection '{conn_id}' "
+            f"(or HMSREPL_{side.upper()}_DB_URL); it is needed for a failover"
         )
-    extra = {k: v for k in ("warehouse", "cmroot") if (v := os.environ.get(prefix + k.upper()))}
-    return Metastore(MetastoreConfig(db_url=url, **extra))
+    return Metastore(MetastoreConfig(**settings))
 
 
 class FailoverOperator(BaseOperator):
@@ -398,14 +410,12 @@ class FailoverOperator(BaseOperator):
         self.policy = policy
 
     def execute(self, context: Any) -> dict[str, Any]:
-        import os
-
         from hmsrepl.exceptions import HmsReplError
         from hmsrepl.replication.engine import ReplicationEngine
         from hmsrepl.replication.failover import planned_failover, replica_lag
 
         policy = self.policy or self.source_db
-        source, target = _side("source"), _side("target")
+        source, target = _side("source", SOURCE_CONN_ID), _side("target", TARGET_CONN_ID)
         try:
             lag = replica_lag(source, policy, target, self.target_db)
             self.log.info(
