@@ -325,6 +325,21 @@ class MetastoreNotificationHook(BaseHook):
         what = f"the event count of database '{db_name}'"
         return int(self._call(what, "get_notification_events_count", request).eventsCount)
 
+    def first_event_of(self, db_name: str, after: int, upto: int) -> NotificationEvent | None:
+        """``db_name``'s first event with ``after`` < id <= ``upto``, or None: a bisection on event counts
+        (about log2(upto - after) calls), so a replica far behind a busy source costs no scan of its log."""
+        if upto <= after or self.events_count(db_name, after, upto) == 0:
+            return None
+        low, high = after, upto  # no event of db_name in (after, low]; at least one in (low, high]
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.events_count(db_name, low, middle) > 0:
+                high = middle
+            else:
+                low = middle
+        found = self.next_events(high - 1, 1)
+        return found[0] if found and found[0].event_id == high else None
+
     # -- databases -------------------------------------------------------------------------------------------
     def database_parameters(self, db_name: str) -> dict[str, str] | None:
         """A database's parameters, or None when the database does not exist."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from hmsrepl.replication.replications import Replication, ReplicationConfigError, parse_replications
 from hmsrepl_airflow.app_settings import application_environment, side_database
+from hmsrepl_airflow.callbacks import freshness_alert
 from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreHookError, MetastoreNotificationHook
 from hmsrepl_airflow.launcher import AppRun, run_app
 from hmsrepl_airflow.settings import (
@@ -28,6 +30,7 @@ from hmsrepl_airflow.settings import (
     TARGET_CONN_ID,
     batch_limit,
     configuration_problems,
+    freshness_deadline_seconds,
     replica_asset,
     spark_min_events,
     variable_key,
@@ -247,14 +250,16 @@ class ReplicateOperator(BaseOperator):
                 f"was never bootstrapped into it; trigger the {BOOTSTRAP_DAG_ID} DAG with "
                 f'{{"policy": "{replication.policy}", "target_db": "{replication.target_db}"}} first'
             )
+        freshness = self._freshness(context, source, replication, before, current, pending)
         self.log.info(
-            "%s <- %s: repl.last.id %s, source at event %d, %s events of %s pending",
+            "%s <- %s: repl.last.id %s, source at event %d, %s events of %s pending, oldest %s s old",
             replication.target_db,
             replication.policy,
             before if before is not None else "none",
             current,
             "all" if pending is None else pending,
             replication.source_db,
+            "unknown" if freshness is None else freshness,
         )
         if not self.bootstrap and pending == 0:
             Variable.set(variable_key(replication.policy), str(before))
@@ -300,8 +305,47 @@ class ReplicateOperator(BaseOperator):
             "source_event_id": current,
             "lag_events": lag,
             "lag_seconds": lag_seconds,
+            "freshness_lag_seconds": freshness,
             "on_spark": on_spark,
         }
+
+    def _freshness(
+        self,
+        context: Any,
+        source: MetastoreNotificationHook,
+        replication: Replication,
+        before: int | None,
+        current: int,
+        pending: int | None,
+    ) -> int | None:
+        """Seconds since the oldest event of the policy's database the replica lacks (0: none); past the
+        freshness deadline it raises the alert (``callbacks.freshness_alert``) before any work, so a replica
+        whose catch-up then fails has been reported too. None when unknown (never bootstrapped, log cleaned):
+        freshness is reported, never a reason to fail."""
+        if before is None:
+            return None
+        if not pending:
+            return 0
+        try:
+            oldest = source.first_event_of(replication.source_db, before, current)
+        except MetastoreHookError as exc:
+            self.log.warning("freshness of %s unknown: %s", replication.target_db, exc)
+            return None
+        if oldest is None:
+            return None
+        lag = max(0, int(time.time()) - oldest.event_time)
+        deadline = freshness_deadline_seconds()
+        if deadline and lag > deadline:
+            freshness_alert(
+                target_db=replication.target_db,
+                policy=replication.policy,
+                lag_seconds=lag,
+                deadline_seconds=deadline,
+                since_event_id=oldest.event_id,
+                run_id=str(context.get("run_id", "")),
+                logger=self.log,
+            )
+        return lag
 
     def _limit(self) -> int:
         try:
