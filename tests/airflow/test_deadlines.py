@@ -3,8 +3,6 @@ replicate task, and Airflow's deadline alert of a late run reaches the same call
 
 from __future__ import annotations
 
-import json
-import os
 import time
 import uuid
 from pathlib import Path
@@ -15,29 +13,18 @@ import pytest
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.load import repl_status
+from tests.airflow.alert_recorder import ALERTS_ENV, CALLBACK, recorded
 from tests.airflow.test_dag_operations import _bootstrap, _source_db_with_data, pipeline_env  # noqa: F401
 from tests.airflow.test_dag_runs import run_dag
 from tests.helpers import make_table, write_file
-
-ALERTS_ENV = "HMSREPL_TEST_ALERTS_FILE"
-
-
-def record(alert: dict[str, Any]) -> None:
-    """The operator's notifier in these tests (``HMSREPL_ON_DEADLINE_CALLBACK``): one JSON line per alert."""
-    with open(os.environ[ALERTS_ENV], "a") as out:
-        out.write(json.dumps(alert) + "\n")
 
 
 @pytest.fixture
 def alerts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "alerts.jsonl"
     monkeypatch.setenv(ALERTS_ENV, str(path))
-    monkeypatch.setenv("HMSREPL_ON_DEADLINE_CALLBACK", f"{__name__}:record")
+    monkeypatch.setenv("HMSREPL_ON_DEADLINE_CALLBACK", CALLBACK)
     return path
-
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @pytest.mark.parametrize("deadline, alerted", [(1, True), (3600, False)])
@@ -75,7 +62,7 @@ def test_a_replica_staler_than_the_deadline_raises_an_alert(
     log = out.out + out.err
     assert state == "success" and tasks["replicate[0]"] == "success"
     assert (repl_status(target_store, replica) or 0) > before  # the alert does not stop the catch-up
-    found = [a for a in _read(alerts) if a.get("target_db") == replica]
+    found = [a for a in recorded(alerts) if a.get("target_db") == replica]
     if not alerted:
         assert found == [] and "freshness deadline missed" not in log
         return
@@ -96,7 +83,7 @@ def test_airflows_deadline_alert_reaches_the_same_callback(
         "deadline": {"id": "d1", "deadline_time": "2026-01-01T00:30:00+00:00"},
     }
     on_deadline_missed(context=context, deadline_seconds=900)
-    [alert] = _read(alerts)
+    [alert] = recorded(alerts)
     assert alert["kind"] == "dagrun" and alert["run_id"] == "scheduled__2026-01-01T00:15:00+00:00"
     assert alert["message"] == (
         "freshness deadline missed: run scheduled__2026-01-01T00:15:00+00:00 of hmsrepl_incremental was not done "
