@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator, Variable
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
@@ -32,6 +33,7 @@ from hmsrepl_airflow.settings import (
     configuration_problems,
     freshness_deadline_seconds,
     replica_asset,
+    spark_app,
     spark_min_events,
     variable_key,
 )
@@ -416,6 +418,29 @@ class PruneDumpsOperator(BaseOperator):
             len(result.kept_in_use),
         )
         return {"removed": len(result.removed), "bytes_removed": result.bytes_removed}
+
+
+class CmrootCleanupOperator(SparkSubmitOperator):
+    """``spark_apps/cm_cleanup.py`` for one side, its cmroot from that side's metastore connection (extra
+    ``cmroot``, as the replication applications get it), else the application's ``HMSREPL_<SIDE>_CMROOT``."""
+
+    def __init__(self, *, side: str, metastore_conn_id: str, **kwargs: Any) -> None:
+        super().__init__(application=spark_app("cm_cleanup.py"), application_args=["--side", side], **kwargs)
+        self.side = side
+        self.metastore_conn_id = metastore_conn_id
+
+    def cleanup_args(self) -> list[str]:
+        """``--side <side>``, plus ``--cmroot`` when the connection names it (a path, not a secret)."""
+        try:
+            settings = side_database(self.side, MetastoreNotificationHook(self.metastore_conn_id), {})
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
+        cmroot = settings.get("cmroot")
+        return ["--side", self.side, *(["--cmroot", cmroot] if cmroot else [])]
+
+    def execute(self, context: Any) -> None:
+        self.application_args = self.cleanup_args()
+        super().execute(context)
 
 
 def _side(side: str, conn_id: str) -> Any:

@@ -196,3 +196,18 @@ def test_run_by_hand_the_variables_still_work_and_an_identity_is_checked(
         assert "the source database sqlite:///" in error
         assert "is not the metastore of Airflow connection 'src' (thrift://src:9083)" in error
         assert why in error, error
+
+
+def test_cmroot_cleanup_takes_the_cmroot_from_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hmsrepl_airflow.operators import CmrootCleanupOperator
+
+    task = CmrootCleanupOperator(task_id="t", side="target", metastore_conn_id="cleanup_test")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CLEANUP_TEST", json.dumps({"conn_type": "hmsrepl_metastore", "host": "h"})
+    )
+    assert task.cleanup_args() == ["--side", "target"]  # the application's HMSREPL_TARGET_CMROOT
+    conn = {"conn_type": "hmsrepl_metastore", "host": "h", "extra": {"cmroot": "s3://lake/cm"}}
+    monkeypatch.setenv("AIRFLOW_CONN_CLEANUP_TEST", json.dumps(conn))
+    assert task.cleanup_args() == ["--side", "target", "--cmroot", "s3://lake/cm"]
+    monkeypatch.delenv("AIRFLOW_CONN_CLEANUP_TEST")
+    assert task.cleanup_args() == ["--side", "target"]  # no connection: the variables alone

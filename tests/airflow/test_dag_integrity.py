@@ -104,7 +104,7 @@ def test_dags_import_without_database_or_network_and_declare_ownership(probed: d
             # the source frozen and says why); everything else that talks to a server retries.
             no_retry = task_id == "plan_replications" or dag_id == "hmsrepl_failover"
             assert task["retries"] >= (0 if no_retry else 1), (dag_id, task_id)
-            if task["type"] == "SparkSubmitOperator":
+            if task["type"] in ("SparkSubmitOperator", "CmrootCleanupOperator"):
                 assert Path(task["application"]).is_file(), (dag_id, task_id, task["application"])
 
 
@@ -133,8 +133,8 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
             "replicate": "MappedOperator",
         },
         "hmsrepl_cm_cleanup": {
-            "cleanup_source_cmroot": "SparkSubmitOperator",
-            "cleanup_target_cmroot": "SparkSubmitOperator",
+            "cleanup_source_cmroot": "CmrootCleanupOperator",
+            "cleanup_target_cmroot": "CmrootCleanupOperator",
             "prune_dumps": "PruneDumpsOperator",
         },
         "hmsrepl_failover": {
