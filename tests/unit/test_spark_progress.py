@@ -15,7 +15,7 @@ from tests.servers import free_port
 def test_the_driver_logs_the_executors_counts_while_the_copy_runs(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="hmsrepl.spark.progress")
     now = [0.0]
-    with CopyProgress("copy", 6, 6 * 1024 * 1024, "127.0.0.1", interval=0.05) as progress:
+    with CopyProgress("copy", 6, 6 * 1024 * 1024, "127.0.0.1", interval=0.05, senders=2) as progress:
         assert progress.address is not None
         # Two "tasks" on their own connections; a clock that always allows a send, so each file is sent.
         senders = [ProgressSender(progress.address, clock=lambda: now.__setitem__(0, now[0] + 2) or now[0])]
@@ -77,3 +77,15 @@ def test_counts_are_sent_at_most_once_a_second_and_flushed_at_the_end() -> None:
 
 def test_human_bytes() -> None:
     assert [human_bytes(n) for n in (5, 2048, 3 * 1024**3)] == ["5 B", "2.0 KiB", "3.0 GiB"]
+
+
+def test_the_final_line_waits_for_the_tasks_last_counts(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="hmsrepl.spark.progress")
+    with CopyProgress("copy", 2, 100, "127.0.0.1", interval=60, senders=2) as progress:
+        for _ in range(2):  # each task's only report goes out as it ends, just before the copy returns
+            sender = ProgressSender(progress.address)
+            sender.add(1, 50)
+            sender.close()
+    assert (
+        caplog.records[-1].getMessage().startswith("copy: done, 2 of 2 files, 100 B of 100 B copied (100%)")
+    )

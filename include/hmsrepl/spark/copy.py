@@ -359,6 +359,7 @@ def distribute(
             len(items),
             progress_bytes,
             sc.getConf().get("spark.driver.host", "127.0.0.1"),
+            senders=len(payload),
         )
         if progress_bytes is not None
         else contextlib.nullcontext()

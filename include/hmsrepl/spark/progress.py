@@ -27,6 +27,9 @@ PROGRESS_SECONDS_ENV = "HMSREPL_SPARK_PROGRESS_SECONDS"
 DEFAULT_PROGRESS_SECONDS = 30.0
 #: Least time between two reports of one task (a task copying thousands of small files sends ~1 line/s).
 SEND_INTERVAL = 1.0
+#: Longest the driver waits, once the tasks have ended, for their last counts (a task that could not reach it
+#: never sends them).
+FINAL_WAIT_SECONDS = 1.0
 
 
 def progress_interval() -> float:
@@ -56,14 +59,24 @@ class ProgressAddress:
 
 class _Totals:
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.files = self.bytes = self.failed = 0
+        self.finished_senders = 0
 
     def add(self, files: int, nbytes: int, failed: int) -> None:
         with self.lock:
             self.files += files
             self.bytes += nbytes
             self.failed += failed
+
+    def sender_finished(self) -> None:
+        with self.lock:
+            self.finished_senders += 1
+            self.lock.notify_all()
+
+    def wait_for_senders(self, count: int, timeout: float) -> None:
+        with self.lock:
+            self.lock.wait_for(lambda: self.finished_senders >= count, timeout)
 
     def read(self) -> tuple[int, int, int]:
         with self.lock:
@@ -74,7 +87,8 @@ class CopyProgress:
     """The driver's side: receives executors' counts and logs them periodically; a context manager.
 
     ``total_files``/``total_bytes`` are what the copy plans (for percentages); ``interval`` defaults to
-    ``progress_interval()``. On exit one last line gives the counts received.
+    ``progress_interval()``. On exit one last line gives the counts received, after waiting (briefly) for the
+    ``senders`` tasks' connections to end.
     """
 
     def __init__(
@@ -85,8 +99,10 @@ class CopyProgress:
         host: str,
         interval: float | None = None,
         logger: logging.Logger = log,
+        senders: int = 0,
     ) -> None:
         self.description = description
+        self.senders = senders
         self.total_files, self.total_bytes = total_files, total_bytes
         self.interval = interval if interval is not None else progress_interval()
         self.logger = logger
@@ -103,12 +119,15 @@ class CopyProgress:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
-                for line in self.rfile:
-                    try:
-                        files, nbytes, failed = (int(x) for x in line.split())
-                    except ValueError:
-                        return  # not ours: drop the connection
-                    totals.add(files, nbytes, failed)
+                try:
+                    for line in self.rfile:
+                        try:
+                            files, nbytes, failed = (int(x) for x in line.split())
+                        except ValueError:
+                            return  # not ours: drop the connection
+                        totals.add(files, nbytes, failed)
+                finally:
+                    totals.sender_finished()
 
         try:
             server = socketserver.ThreadingTCPServer((self.host, 0), Handler)
@@ -122,7 +141,7 @@ class CopyProgress:
         self.address = ProgressAddress(self.host, server.server_address[1])
         self._started = time.monotonic()
         self._threads = [
-            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True),
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True),
             threading.Thread(target=self._report, daemon=True),
         ]
         for thread in self._threads:
@@ -152,6 +171,8 @@ class CopyProgress:
         self._stop.set()
         if self._server is None:
             return
+        # The tasks have ended; their last counts may still be on the way: the final line must have them.
+        self.totals.wait_for_senders(self.senders, FINAL_WAIT_SECONDS)
         self._server.shutdown()
         self._server.server_close()
         for thread in self._threads:
