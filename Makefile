@@ -8,7 +8,8 @@ PGBIN ?= $(shell ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1
 PG_PORT ?= 55432
 PG_DIR := $(CURDIR)/var/throwaway-pg
 
-.PHONY: help setup krb5-packages check-java demo test lint format bench db-up db-down clean ui-check test-airflow
+.PHONY: help setup krb5-packages check-java demo test lint format bench db-up db-down clean ui-check test-airflow \
+	ui-browser ui-connection-check
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -69,10 +70,20 @@ $(UI_STAMP): requirements-ui.txt $(STAMP)
 	$(BIN)/pip install -q -r requirements-ui.txt
 	touch $(UI_STAMP)
 
-ui-check: setup $(UI_STAMP)  ## Airflow UI in headless Chromium: DAGs listed, a finished run shown (screenshots in var/ui/)
-	@[ -x /usr/bin/chromium ] || { echo "installing Debian's chromium (needs root)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+UI_DEBS := chromium chromium-driver
+
+ui-browser:  ## Debian's Chromium and chromedriver for the UI checks (not part of make test: ~300 MB)
+	@missing=$$(for p in $(UI_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make ui-browser as root)"; exit 1; }; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+ui-check: setup $(UI_STAMP) ui-browser  ## Airflow UI in headless Chromium: connection form and Test, DAGs, a run (screenshots in var/ui/)
 	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python tests/ui/check_airflow_ui.py
+
+ui-connection-check: setup $(UI_STAMP) ui-browser  ## only the metastore connection form and its Test button (api-server alone)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/ui/check_airflow_ui.py --connection-form-only
 
 db-up:  ## start a throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) from Debian's binaries
 	@[ -n "$(PGBIN)" ] || { echo "PostgreSQL binaries not found: apt-get install postgresql"; exit 1; }

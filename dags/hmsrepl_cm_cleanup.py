@@ -2,8 +2,8 @@
 
 The source's cmroot keeps dropped and overwritten files so that events not replicated yet stay replayable;
 keep its retention well above the longest replication lag you accept. Each side runs
-``spark_apps/cm_cleanup.py --side source|target`` (cmroot from ``HMSREPL_SOURCE_CMROOT`` /
-``HMSREPL_TARGET_CMROOT``); deletes run on Spark only when there are many. ``prune_dumps`` removes dump
+``spark_apps/cm_cleanup.py --side source|target`` (cmroot from the side's metastore connection, extra
+``cmroot``, else ``HMSREPL_SOURCE_CMROOT`` / ``HMSREPL_TARGET_CMROOT``); deletes run on Spark only when there are many. ``prune_dumps`` removes dump
 directories under ``HMSREPL_DUMP_ROOT`` older than ``HMSREPL_DUMP_RETENTION_SECONDS`` (7 days), except one
 a replica's bootstrap load must still finish (no JVM: it only lists and deletes metadata files).
 """
@@ -12,19 +12,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
-from hmsrepl_airflow.operators import PruneDumpsOperator
+from hmsrepl_airflow.operators import CmrootCleanupOperator, PruneDumpsOperator
 from hmsrepl_airflow.settings import (
     CM_CLEANUP_DAG_ID,
     CM_CLEANUP_SCHEDULE_ENV,
     DEFAULT_CM_CLEANUP_SCHEDULE,
+    SOURCE_CONN_ID,
     SPARK_CONF,
     SPARK_CONN_ID,
+    TARGET_CONN_ID,
     default_args,
     dump_retention_seconds,
     schedule_setting,
-    spark_app,
 )
 
 with DAG(
@@ -38,11 +38,11 @@ with DAG(
     default_args=default_args(),
     tags=["hmsrepl", "cmroot", "maintenance"],
 ) as dag:
-    for side in ("source", "target"):
-        SparkSubmitOperator(
+    for side, metastore_conn_id in (("source", SOURCE_CONN_ID), ("target", TARGET_CONN_ID)):
+        CmrootCleanupOperator(
             task_id=f"cleanup_{side}_cmroot",
-            application=spark_app("cm_cleanup.py"),
-            application_args=["--side", side],
+            side=side,
+            metastore_conn_id=metastore_conn_id,
             conn_id=SPARK_CONN_ID,
             conf=SPARK_CONF,
             name=f"hmsrepl-cm-cleanup-{side}",

@@ -12,6 +12,10 @@ Replicates every ``{"policy", "target_db"}`` of the ``replications`` parameter (
   ``hmsrepl://replica/<target_db>`` (schedule downstream DAGs on it). A replica never bootstrapped, bad
   configuration or a refused dump fail without retries; an unreachable metastore or storage retries.
 
+Freshness deadline (``HMSREPL_FRESHNESS_DEADLINE_SECONDS``): a ``replicate`` task that finds its replica lacking
+a source event older than that raises an alert, and so does Airflow's deadline alert when a run is not done
+that long after it was queued (a line in the log, then ``HMSREPL_ON_DEADLINE_CALLBACK``).
+
 Unpause the DAG to start the schedule (``airflow dags unpause hmsrepl_incremental``); one run at a time.
 """
 
@@ -29,6 +33,7 @@ from hmsrepl_airflow.settings import (
     batch_limit,
     configured_replications,
     dagrun_timeout,
+    deadline_alerts,
     default_args,
     schedule_setting,
 )
@@ -42,6 +47,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,  # never two runs at once: batches of one replica must load in order
     dagrun_timeout=dagrun_timeout(),
+    deadline=deadline_alerts(),  # HMSREPL_FRESHNESS_DEADLINE_SECONDS: a run still going then raises an alert
     default_args=default_args(),
     tags=["hmsrepl", "replication", "incremental"],
     params={

@@ -51,9 +51,10 @@ import click  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError  # noqa: E402
 
-from hmsrepl.cli import side_options  # noqa: E402, F401 - re-exported: the CLI's --<side>-* options
+from hmsrepl.cli import side_options as cli_side_options  # noqa: E402
 from hmsrepl.config import MetastoreConfig  # noqa: E402
 from hmsrepl.exceptions import HmsReplError, is_retryable  # noqa: E402
+from hmsrepl.identity import IdentityFormatError, MetastoreIdentity, identity_mismatch  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
 from hmsrepl.metastore.database import make_engine, schema_is_current  # noqa: E402
 from hmsrepl.replication.commands import Command, CommandError, parse_command  # noqa: E402
@@ -86,6 +87,23 @@ def app_options(func: F) -> F:
         show_default=True,
         type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     )(func)
+
+
+def side_options(side: str) -> Callable[[F], F]:
+    """The CLI's ``--<side>-db-url/-warehouse/-cmroot`` and ``--<side>-identity``: the metastore the
+    orchestrator reached for this side (``HMSREPL_<SIDE>_IDENTITY``), which the database must be."""
+    env = f"HMSREPL_{side.upper()}_IDENTITY"
+
+    def decorate(func: F) -> F:
+        func = click.option(
+            f"--{side}-identity",
+            envvar=env,
+            help=f"JSON of the {side} metastore as the orchestrator's connection sees it ({env}); the database "
+            "must be that metastore's.",
+        )(func)
+        return cli_side_options(side)(func)
+
+    return decorate
 
 
 def dump_options(func: F) -> F:
@@ -239,7 +257,36 @@ def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
         raise ConfigurationError(
             f"the {side} metastore schema at {shown} is missing or old; run 'hmsrepl --db-url URL schema upgrade'"
         )
-    return Metastore(config, engine=engine)
+    store = Metastore(config, engine=engine)
+    try:
+        check_identity(side, values.get(f"{side}_identity"), store, shown)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def check_identity(side: str, text: str | None, store: Metastore, shown: str) -> None:
+    """Refuse a database that is not the metastore the orchestrator's connection reached (``hmsrepl.identity``).
+
+    Without an identity (the application run by hand, settings from ``HMSREPL_<SIDE>_*`` only) nothing is
+    compared.
+    """
+    if not text:
+        return
+    try:
+        expected = MetastoreIdentity.from_json(text)
+    except IdentityFormatError as exc:
+        raise click.UsageError(f"--{side}-identity: {exc}") from exc
+    why = identity_mismatch(expected, store)
+    if why:
+        env = f"HMSREPL_{side.upper()}_DB_URL"
+        raise ConfigurationError(
+            f"the {side} database {shown} is not the metastore of {expected.describe()}: {why}; point the "
+            f"connection's 'db_url' (or {env}) at the database of the metastore server it names, or the "
+            "connection at the server of that database"
+        )
+    log.info("%s database %s is the metastore of %s", side, shown, expected.describe())
 
 
 class LazySpark:

@@ -59,6 +59,20 @@ def get_provider_info() -> dict[str, Any]:
                     ),
                     "qop": _text("SASL QOP", "auth, auth-int or auth-conf", default="auth"),
                     "tls_ca": _text("TLS CA file", "CA bundle that signs the metastore's certificate"),
+                    # What the Spark applications open (they work on the database, not over Thrift).
+                    "db_url": _text(
+                        "Database URL",
+                        "SQLAlchemy URL of this metastore's database, without password, e.g. "
+                        "postgresql+psycopg://hive@db:5432/metastore",
+                    ),
+                    "db_password": _text("Database password", "password of the database URL", secret=True),
+                    "warehouse": _text(
+                        "Warehouse", "the metastore's warehouse root, e.g. s3://lake/warehouse"
+                    ),
+                    "cmroot": _text("cmroot", "the metastore's change-manager root, e.g. s3://lake/cmroot"),
+                    "external_roots": _text(
+                        "External roots", "comma-separated roots of external tables (a source's)"
+                    ),
                 },
             }
         ],

@@ -19,6 +19,12 @@ encrypted (``auth-conf``) frames; ``tls_ca`` turns on TLS:
      "principal": "hive@REALM", "keytab": "/etc/security/hive.keytab",
      "service_principal": "hive/_HOST@REALM", "qop": "auth-conf", "tls_ca": "/etc/ssl/metastore-ca.pem"}}
 
+The Spark applications open the metastore's database, not its Thrift API; the same connection tells them
+where it is (``database_settings``): extra ``db_url`` (a SQLAlchemy URL, best without its password),
+``db_password`` (masked by Airflow like every extra key naming a password), ``warehouse``, ``cmroot`` and, for
+a source, ``external_roots`` (comma-separated). The operators hand these to the applications in their
+environment, never on a command line (``hmsrepl_airflow.app_settings``).
+
 Nothing is imported or opened at import time: the Thrift client exists only inside ``get_conn``.
 """
 
@@ -34,6 +40,8 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 if TYPE_CHECKING:
     from hmsrepl.metastore.events import NotificationEvent
 
+#: Connection extra keys the Spark applications need besides Thrift (``database_settings``).
+DATABASE_FIELDS = ("db_url", "warehouse", "cmroot", "external_roots")
 DEFAULT_PORT = 9083
 DEFAULT_USER = "hive"
 #: Events read per call when a stock metastore (Hive 2.3) has no count call and they are counted here.
@@ -135,6 +143,42 @@ class MetastoreNotificationHook(BaseHook):
         return gssapi.raw.acquire_cred_with_password(
             name, settings["password"].encode(), usage="initiate"
         ).creds
+
+    def database_settings(self) -> dict[str, str]:
+        """The metastore's database URL (password set from ``db_password``) and roots, as the connection gives
+        them; keys of ``DATABASE_FIELDS`` that it leaves out are absent."""
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        extra = self.get_connection(self.metastore_conn_id).extra_dejson or {}
+        found = {k: str(extra[k]).strip() for k in DATABASE_FIELDS if str(extra.get(k) or "").strip()}
+        password = extra.get("db_password")
+        if "db_url" in found:
+            try:
+                url = make_url(found["db_url"])
+            except ArgumentError as exc:
+                raise MetastoreConfigError(
+                    f"Airflow connection '{self.metastore_conn_id}': extra 'db_url' is not a database URL "
+                    f"({_reason(exc)}); use e.g. postgresql+psycopg://user@host:5432/metastore"
+                ) from exc
+            if password:
+                url = url.set(password=str(password))
+            found["db_url"] = url.render_as_string(hide_password=False)
+        elif password:
+            raise MetastoreConfigError(
+                f"Airflow connection '{self.metastore_conn_id}' has a 'db_password' but no 'db_url'; set 'db_url' "
+                "to the metastore's database URL"
+            )
+        return found
+
+    def identity(self) -> Any:
+        """The metastore as this connection reaches it now (``hmsrepl.identity``): its newest event."""
+        from hmsrepl.identity import MetastoreIdentity
+
+        newest = self.current_event_id()
+        events = self.next_events(newest - 1, 1) if newest > 0 else []
+        event = events[0] if events and events[0].event_id == newest else None
+        return MetastoreIdentity.of(self.metastore_conn_id, self.describe(), event)
 
     def describe(self) -> str:
         """``thrift://host:port`` of the connection, for messages."""
@@ -301,6 +345,21 @@ class MetastoreNotificationHook(BaseHook):
             if len(page) < COUNT_PAGE:
                 break
         return count
+
+    def first_event_of(self, db_name: str, after: int, upto: int) -> NotificationEvent | None:
+        """``db_name``'s first event with ``after`` < id <= ``upto``, or None: a bisection on event counts
+        (about log2(upto - after) calls), so a replica far behind a busy source costs no scan of its log."""
+        if upto <= after or self.events_count(db_name, after, upto) == 0:
+            return None
+        low, high = after, upto  # no event of db_name in (after, low]; at least one in (low, high]
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.events_count(db_name, low, middle) > 0:
+                high = middle
+            else:
+                low = middle
+        found = self.next_events(high - 1, 1)
+        return found[0] if found and found[0].event_id == high else None
 
     # -- databases -------------------------------------------------------------------------------------------
     def database_parameters(self, db_name: str) -> dict[str, str] | None:

@@ -14,8 +14,8 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -27,12 +27,14 @@ PERMANENT_EXIT_CODES = frozenset({2, 3})
 
 @dataclass(frozen=True)
 class AppRun:
-    """One run of ``repl_sync.py``: its arguments and where it runs."""
+    """One run of ``repl_sync.py``: its arguments, its environment (settings and secrets: never arguments,
+    which ``ps`` shows to everyone) and where it runs."""
 
     args: Sequence[str]
     on_spark: bool
     name: str = "hmsrepl-replication"
     spark_conn_id: str = SPARK_CONN_ID
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
 def error_line(lines: Iterable[str]) -> str | None:
@@ -68,7 +70,7 @@ def _spark_submit(run: AppRun, log: logging.Logger) -> None:
         conf=SPARK_CONF, conn_id=run.spark_conn_id, name=run.name, application_args=list(run.args)
     )
     try:
-        hook.submit(spark_app("repl_sync.py"))
+        hook.submit(spark_app("repl_sync.py"), env=dict(run.env))  # client mode: the driver's environment
     except AirflowException as exc:
         process = getattr(hook, "_submit_sp", None)
         code = process.returncode if process is not None and process.returncode is not None else 1
@@ -81,7 +83,7 @@ def _python(run: AppRun, log: logging.Logger) -> None:
     log.info("running without spark-submit (small work): %s", " ".join(command[1:]))
     tail: list[str] = []
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy()
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(run.env)
     ) as process:
         assert process.stdout is not None
         for line in process.stdout:

@@ -9,13 +9,18 @@ without retries; an unreachable metastore fails it with retries (it may come bac
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator, Variable
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from hmsrepl.replication.replications import Replication, ReplicationConfigError, parse_replications
+from hmsrepl_airflow.app_settings import application_environment, side_database
+from hmsrepl_airflow.callbacks import freshness_alert
 from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreHookError, MetastoreNotificationHook
 from hmsrepl_airflow.launcher import AppRun, run_app
 from hmsrepl_airflow.settings import (
@@ -26,7 +31,9 @@ from hmsrepl_airflow.settings import (
     TARGET_CONN_ID,
     batch_limit,
     configuration_problems,
+    freshness_deadline_seconds,
     replica_asset,
+    spark_app,
     spark_min_events,
     variable_key,
 )
@@ -245,14 +252,16 @@ class ReplicateOperator(BaseOperator):
                 f"was never bootstrapped into it; trigger the {BOOTSTRAP_DAG_ID} DAG with "
                 f'{{"policy": "{replication.policy}", "target_db": "{replication.target_db}"}} first'
             )
+        freshness = self._freshness(context, source, replication, before, current, pending)
         self.log.info(
-            "%s <- %s: repl.last.id %s, source at event %d, %s events of %s pending",
+            "%s <- %s: repl.last.id %s, source at event %d, %s events of %s pending, oldest %s s old",
             replication.target_db,
             replication.policy,
             before if before is not None else "none",
             current,
             "all" if pending is None else pending,
             replication.source_db,
+            "unknown" if freshness is None else freshness,
         )
         if not self.bootstrap and pending == 0:
             Variable.set(variable_key(replication.policy), str(before))
@@ -263,7 +272,11 @@ class ReplicateOperator(BaseOperator):
         args = ["--replications", json.dumps([replication.to_dict()]), "--limit", str(self._limit())]
         if self.bootstrap:
             args.insert(0, "--bootstrap")
-        run_app(AppRun(args, on_spark, name=f"hmsrepl-{replication.target_db}"), self.log)
+        try:  # the applications' metastore settings: from the same connections, with their identities
+            env = application_environment({"source": source, "target": target}, os.environ)
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
+        run_app(AppRun(args, on_spark, name=f"hmsrepl-{replication.target_db}", env=env), self.log)
         try:
             after = target.repl_last_id(replication.target_db)
         except MetastoreHookError as exc:
@@ -294,8 +307,47 @@ class ReplicateOperator(BaseOperator):
             "source_event_id": current,
             "lag_events": lag,
             "lag_seconds": lag_seconds,
+            "freshness_lag_seconds": freshness,
             "on_spark": on_spark,
         }
+
+    def _freshness(
+        self,
+        context: Any,
+        source: MetastoreNotificationHook,
+        replication: Replication,
+        before: int | None,
+        current: int,
+        pending: int | None,
+    ) -> int | None:
+        """Seconds since the oldest event of the policy's database the replica lacks (0: none); past the
+        freshness deadline it raises the alert (``callbacks.freshness_alert``) before any work, so a replica
+        whose catch-up then fails has been reported too. None when unknown (never bootstrapped, log cleaned):
+        freshness is reported, never a reason to fail."""
+        if before is None:
+            return None
+        if not pending:
+            return 0
+        try:
+            oldest = source.first_event_of(replication.source_db, before, current)
+        except MetastoreHookError as exc:
+            self.log.warning("freshness of %s unknown: %s", replication.target_db, exc)
+            return None
+        if oldest is None:
+            return None
+        lag = max(0, int(time.time()) - oldest.event_time)
+        deadline = freshness_deadline_seconds()
+        if deadline and lag > deadline:
+            freshness_alert(
+                target_db=replication.target_db,
+                policy=replication.policy,
+                lag_seconds=lag,
+                deadline_seconds=deadline,
+                since_event_id=oldest.event_id,
+                run_id=str(context.get("run_id", "")),
+                logger=self.log,
+            )
+        return lag
 
     def _limit(self) -> int:
         try:
@@ -320,25 +372,31 @@ class ReplicateOperator(BaseOperator):
 class PruneDumpsOperator(BaseOperator):
     """Removes dump directories older than the retention, keeping any a replica must still finish loading.
 
-    Runs in the worker (no Spark: it lists and deletes small metadata files). The dump root and the target
-    metastore come from the same settings the Spark applications read (``HMSREPL_DUMP_ROOT``,
-    ``HMSREPL_TARGET_*``); without a target database URL every old dump is removed.
+    Runs in the worker (no Spark: it lists and deletes small metadata files). The dump root is
+    ``HMSREPL_DUMP_ROOT``; the target's database comes from the target connection as for the applications
+    (``app_settings.side_database``); without a target database URL every old dump is removed.
     """
 
-    def __init__(self, *, retention_seconds: int, **kwargs: Any) -> None:
+    def __init__(
+        self, *, retention_seconds: int, target_conn_id: str = TARGET_CONN_ID, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.retention_seconds = retention_seconds
+        self.target_conn_id = target_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:
-        import os
-
         from hmsrepl.config import MetastoreConfig
         from hmsrepl.exceptions import HmsReplError, is_retryable
         from hmsrepl.metastore import Metastore
         from hmsrepl.replication.retention import dumps_in_use, prune_dumps
 
         dump_root = os.environ.get("HMSREPL_DUMP_ROOT", "var/repl")
-        target_url = os.environ.get("HMSREPL_TARGET_DB_URL")
+        try:
+            target_url = side_database(
+                "target", MetastoreNotificationHook(self.target_conn_id), os.environ
+            ).get("db_url")
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
         try:
             in_use: set[str] = set()
             if target_url:
@@ -362,21 +420,44 @@ class PruneDumpsOperator(BaseOperator):
         return {"removed": len(result.removed), "bytes_removed": result.bytes_removed}
 
 
-def _side(side: str) -> Any:
-    """The source or target metastore from the ``HMSREPL_<SIDE>_*`` settings the Spark applications read."""
-    import os
+class CmrootCleanupOperator(SparkSubmitOperator):
+    """``spark_apps/cm_cleanup.py`` for one side, its cmroot from that side's metastore connection (extra
+    ``cmroot``, as the replication applications get it), else the application's ``HMSREPL_<SIDE>_CMROOT``."""
 
+    def __init__(self, *, side: str, metastore_conn_id: str, **kwargs: Any) -> None:
+        super().__init__(application=spark_app("cm_cleanup.py"), application_args=["--side", side], **kwargs)
+        self.side = side
+        self.metastore_conn_id = metastore_conn_id
+
+    def cleanup_args(self) -> list[str]:
+        """``--side <side>``, plus ``--cmroot`` when the connection names it (a path, not a secret)."""
+        try:
+            settings = side_database(self.side, MetastoreNotificationHook(self.metastore_conn_id), {})
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
+        cmroot = settings.get("cmroot")
+        return ["--side", self.side, *(["--cmroot", cmroot] if cmroot else [])]
+
+    def execute(self, context: Any) -> None:
+        self.application_args = self.cleanup_args()
+        super().execute(context)
+
+
+def _side(side: str, conn_id: str) -> Any:
+    """The source or target metastore's database, as the applications get it (``app_settings``)."""
     from hmsrepl.config import MetastoreConfig
     from hmsrepl.metastore import Metastore
 
-    prefix = f"HMSREPL_{side.upper()}_"
-    url = os.environ.get(prefix + "DB_URL")
-    if not url:
+    try:
+        settings = side_database(side, MetastoreNotificationHook(conn_id), os.environ)
+    except MetastoreHookError as exc:
+        raise _hook_failure(exc) from exc
+    if not settings.get("db_url"):
         raise AirflowFailException(
-            f"{prefix}DB_URL is not set: the {side} metastore is needed for a failover"
+            f"no database URL for the {side} metastore: set extra 'db_url' of Airflow connection '{conn_id}' "
+            f"(or HMSREPL_{side.upper()}_DB_URL); it is needed for a failover"
         )
-    extra = {k: v for k in ("warehouse", "cmroot") if (v := os.environ.get(prefix + k.upper()))}
-    return Metastore(MetastoreConfig(db_url=url, **extra))
+    return Metastore(MetastoreConfig(**settings))
 
 
 class FailoverOperator(BaseOperator):
@@ -398,14 +479,12 @@ class FailoverOperator(BaseOperator):
         self.policy = policy
 
     def execute(self, context: Any) -> dict[str, Any]:
-        import os
-
         from hmsrepl.exceptions import HmsReplError
         from hmsrepl.replication.engine import ReplicationEngine
         from hmsrepl.replication.failover import planned_failover, replica_lag
 
         policy = self.policy or self.source_db
-        source, target = _side("source"), _side("target")
+        source, target = _side("source", SOURCE_CONN_ID), _side("target", TARGET_CONN_ID)
         try:
             lag = replica_lag(source, policy, target, self.target_db)
             self.log.info(

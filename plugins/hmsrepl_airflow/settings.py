@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from hmsrepl.replication.replications import ReplicationConfigError, parse_replications
-from hmsrepl_airflow.callbacks import FAILURE_CALLBACK_ENV, on_task_failure
+from hmsrepl_airflow.callbacks import (
+    DEADLINE_CALLBACK_ENV,
+    DEADLINE_CALLBACK_PATH,
+    FAILURE_CALLBACK_ENV,
+    on_task_failure,
+)
 
 SOURCE_CONN_ID = "hmsrepl_source_metastore"
 TARGET_CONN_ID = "hmsrepl_target_metastore"
@@ -47,6 +52,10 @@ DEFAULT_SPARK_MIN_EVENTS = 2000
 #: Dump directories older than this (seconds) are removed by the cleanup DAG (default 7 days).
 DUMP_RETENTION_ENV = "HMSREPL_DUMP_RETENTION_SECONDS"
 DEFAULT_DUMP_RETENTION_SECONDS = 7 * 86400
+#: Longest a replica may lack a source event (seconds; unset: no deadline). A replicate task finding its replica
+#: staler, or an incremental run not done this long after it was queued (Airflow's deadline alert), raises an
+#: alert (``callbacks``).
+FRESHNESS_DEADLINE_ENV = "HMSREPL_FRESHNESS_DEADLINE_SECONDS"
 DEFAULT_INCREMENTAL_SCHEDULE = "*/15 * * * *"
 DEFAULT_CM_CLEANUP_SCHEDULE = "@daily"
 
@@ -131,16 +140,42 @@ def configuration_problems() -> list[str]:
         positive_int_setting(RETRY_DELAY_ENV, DEFAULT_RETRY_DELAY_SECONDS)[1],
         positive_int_setting(DUMP_RETENTION_ENV, DEFAULT_DUMP_RETENTION_SECONDS)[1],
     ]
+    problems.append(positive_int_setting(FRESHNESS_DEADLINE_ENV, 0)[1])
     if os.environ.get(RETRIES_ENV, "").strip() and not os.environ[RETRIES_ENV].strip().isdigit():
         problems.append(f"{RETRIES_ENV}={os.environ[RETRIES_ENV]!r} is not a whole number >= 0; fix it")
-    callback = os.environ.get(FAILURE_CALLBACK_ENV, "").strip()
-    if callback and ":" not in callback:
-        problems.append(f"{FAILURE_CALLBACK_ENV}={callback!r} must be 'package.module:function'")
+    for env in (FAILURE_CALLBACK_ENV, DEADLINE_CALLBACK_ENV):
+        callback = os.environ.get(env, "").strip()
+        if callback and ":" not in callback:
+            problems.append(f"{env}={callback!r} must be 'package.module:function'")
     return [p for p in problems if p]
 
 
 def dagrun_timeout() -> timedelta:
     return timedelta(minutes=positive_int_setting(DAGRUN_TIMEOUT_ENV, DEFAULT_DAGRUN_TIMEOUT_MINUTES)[0])
+
+
+def freshness_deadline_seconds() -> int:
+    """``HMSREPL_FRESHNESS_DEADLINE_SECONDS``; 0 when unset or malformed (no deadline)."""
+    return positive_int_setting(FRESHNESS_DEADLINE_ENV, 0)[0]
+
+
+def deadline_alerts() -> Any:
+    """The incremental DAG's Airflow deadline alert: a run not done ``HMSREPL_FRESHNESS_DEADLINE_SECONDS``
+    after it was queued calls ``callbacks.on_deadline_missed`` on an executor. None without a deadline, or
+    on an Airflow without deadline alerts (before 3.1): the replicate tasks' own freshness check remains."""
+    seconds = freshness_deadline_seconds()
+    if not seconds:
+        return None
+    try:
+        from airflow.sdk import DeadlineAlert, DeadlineReference, SyncCallback
+    except ImportError:
+        return None
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=timedelta(seconds=seconds),
+        callback=SyncCallback(DEADLINE_CALLBACK_PATH, kwargs={"deadline_seconds": seconds}),
+        name="hmsrepl_freshness",
+    )
 
 
 def dump_retention_seconds() -> int:

@@ -33,6 +33,14 @@ for dag_id, dag in bag.dags.items():
         "max_active_runs": dag.max_active_runs,
         "catchup": dag.catchup,
         "params": sorted(dag.params.keys()),
+        "deadlines": [
+            {
+                "seconds": d.interval.total_seconds(),
+                "reference": type(d.reference).__name__,
+                "callback": d.callback.serialize(),
+            }
+            for d in (dag.deadline if isinstance(dag.deadline, list) else [dag.deadline] if dag.deadline else [])
+        ],
         "tasks": {
             t.task_id: {
                 "owner": t.owner,
@@ -96,7 +104,7 @@ def test_dags_import_without_database_or_network_and_declare_ownership(probed: d
             # the source frozen and says why); everything else that talks to a server retries.
             no_retry = task_id == "plan_replications" or dag_id == "hmsrepl_failover"
             assert task["retries"] >= (0 if no_retry else 1), (dag_id, task_id)
-            if task["type"] == "SparkSubmitOperator":
+            if task["type"] in ("SparkSubmitOperator", "CmrootCleanupOperator"):
                 assert Path(task["application"]).is_file(), (dag_id, task_id, task["application"])
 
 
@@ -125,8 +133,8 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
             "replicate": "MappedOperator",
         },
         "hmsrepl_cm_cleanup": {
-            "cleanup_source_cmroot": "SparkSubmitOperator",
-            "cleanup_target_cmroot": "SparkSubmitOperator",
+            "cleanup_source_cmroot": "CmrootCleanupOperator",
+            "cleanup_target_cmroot": "CmrootCleanupOperator",
             "prune_dumps": "PruneDumpsOperator",
         },
         "hmsrepl_failover": {
@@ -152,3 +160,36 @@ def test_malformed_settings_never_make_a_dag_vanish(tmp_path: Path) -> None:
     assert set(found["dags"]) == EXPECTED
     assert found["dags"]["hmsrepl_incremental"]["schedule"] == "*/15 * * * *"  # the default, until fixed
     assert found["dags"]["hmsrepl_cm_cleanup"]["schedule"] == "@daily"
+
+
+def test_a_freshness_deadline_becomes_the_incremental_dags_deadline_alert(tmp_path: Path) -> None:
+    (tmp_path / "set").mkdir()
+    (tmp_path / "bad").mkdir()
+    found = _probe(tmp_path / "set", {"HMSREPL_FRESHNESS_DEADLINE_SECONDS": "900"})
+    assert found["dags"]["hmsrepl_incremental"]["deadlines"] == [
+        {
+            "seconds": 900.0,
+            "reference": "DagRunQueuedAtDeadline",
+            "callback": {
+                "path": "hmsrepl_airflow.callbacks.on_deadline_missed",
+                "kwargs": {"deadline_seconds": 900},
+                "executor": None,
+            },
+        }
+    ]
+    assert found["dags"]["hmsrepl_bootstrap"]["deadlines"] == []  # a bootstrap takes as long as it takes
+    # Malformed: the DAG stays, without a deadline (its first task fails naming the variable).
+    found = _probe(tmp_path / "bad", {"HMSREPL_FRESHNESS_DEADLINE_SECONDS": "soon"})
+    assert found["errors"] == {} and found["dags"]["hmsrepl_incremental"]["deadlines"] == []
+
+
+def test_deadline_settings_are_checked_at_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hmsrepl_airflow.settings import configuration_problems
+
+    monkeypatch.setenv("HMSREPL_FRESHNESS_DEADLINE_SECONDS", "soon")
+    monkeypatch.setenv("HMSREPL_ON_DEADLINE_CALLBACK", "pager.page")
+    problems = configuration_problems()
+    assert (
+        "HMSREPL_FRESHNESS_DEADLINE_SECONDS='soon' is not a whole number >= 1; fix it (default 0)" in problems
+    )
+    assert "HMSREPL_ON_DEADLINE_CALLBACK='pager.page' must be 'package.module:function'" in problems

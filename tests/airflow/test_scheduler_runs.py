@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import verify
+from tests.airflow.alert_recorder import ALERTS_ENV, CALLBACK, recorded
 from tests.airflow.conftest import metastore_connection
 from tests.airflow_local import AirflowApi, LocalAirflow, wait_for
 from tests.helpers import make_table, write_file
@@ -84,6 +86,11 @@ def scenario(
             "HMSREPL_TASK_RETRY_DELAY_SECONDS": "1",
             "HMSREPL_DUMP_ROOT": str(dumps),
             "HMSREPL_REPLICATIONS": "[]",
+            # Every run misses a 1 s freshness deadline: Airflow's deadline alert must reach the notifier.
+            "HMSREPL_FRESHNESS_DEADLINE_SECONDS": "1",
+            "HMSREPL_ON_DEADLINE_CALLBACK": CALLBACK,
+            ALERTS_ENV: str(root / "alerts.jsonl"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         }
         for side, server in (("SOURCE", source_server), ("TARGET", target_metastore)):
             env[f"HMSREPL_{side}_DB_URL"] = server.db_url
@@ -107,6 +114,7 @@ def scenario(
             "source": source,
             "target": target,
             "stop_source_server": source_stack.close,
+            "alerts": root / "alerts.jsonl",
         }
 
 
@@ -151,6 +159,19 @@ def test_healthy_replication_advances_broken_one_fails_once_and_downstream_runs(
 
     consumed = wait_for("the Asset-scheduled consumer DAG to run", consumer_ran, RUN_TIMEOUT, interval=2)
     assert consumed["run_type"] == "asset_triggered"
+
+
+def test_a_run_past_the_freshness_deadline_raises_airflows_deadline_alert(scenario: dict[str, Any]) -> None:
+    """The run of the test above took longer than the 1 s deadline: the scheduler found the missed
+    deadline and the executor ran the DAG's callback, which called the configured notifier."""
+
+    def dagrun_alert() -> dict[str, Any] | None:
+        found = [a for a in recorded(scenario["alerts"]) if a["kind"] == "dagrun"]
+        return found[0] if found else None
+
+    alert = wait_for("Airflow's deadline alert to reach the notifier", dagrun_alert, RUN_TIMEOUT, interval=2)
+    assert alert["dag_id"] == "hmsrepl_incremental" and alert["deadline_seconds"] == 1
+    assert alert["message"].startswith("freshness deadline missed: run ")
 
 
 def test_unreachable_source_is_retried_then_fails(scenario: dict[str, Any]) -> None:

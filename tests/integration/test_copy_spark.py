@@ -62,3 +62,24 @@ def test_spark_copy_stages_verified_copies_and_names_the_lost_file(
         s.uri[len(str(dst)) + 1 :]: fs.checksum(s.uri) for s in fs.list_files(str(dst))
     }  # no staged or temporary names left either
     assert copied == {rel: checksum_bytes(data) for rel, data in expected.items()}
+
+
+def test_spark_copy_reports_progress_from_the_executors_in_the_driver_log(
+    spark: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    monkeypatch.setenv("HMSREPL_SPARK_PROGRESS_SECONDS", "0.1")
+    caplog.set_level(logging.INFO, logger="hmsrepl.spark.progress")
+    src, dst, cmroot = tmp_path / "src", tmp_path / "dst", tmp_path / "cm"
+    cmroot.mkdir()
+    tasks = [dump_task(src, dst, cmroot, f"part-{i:02d}", os.urandom(256 * 1024)) for i in range(24)]
+
+    results = spark_copy(spark, tasks)  # type: ignore[arg-type]
+
+    assert len(results) == 24
+    lines = [r.getMessage() for r in caplog.records if r.name == "hmsrepl.spark.progress"]
+    # The executors' counts reached the driver over its progress port (not from the collected results).
+    assert lines and lines[-1].startswith(
+        "hmsrepl copy: done, 24 of 24 files, 6.0 MiB of 6.0 MiB copied (100%)"
+    )

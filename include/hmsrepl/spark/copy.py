@@ -22,6 +22,7 @@ together on the driver, naming each file and the reason.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import heapq
@@ -41,6 +42,7 @@ from hmsrepl.replication.filecopy import (
     run_copy_task,
     staging_name,
 )
+from hmsrepl.spark.progress import CopyProgress, ProgressAddress, ProgressSender
 from hmsrepl.storage.base import base_name, copy_file, filesystem_for, join_uri, relative_to
 from hmsrepl.storage.checksum import parse_checksum_token
 from hmsrepl.storage.local import Durability, deferred_sync
@@ -132,6 +134,7 @@ def spark_copy(
         f"hmsrepl copy: {len(tasks)} files",
         durability=durability,
         failed=_copy_failure,
+        progress_bytes=sum(_task_size(task) for task in tasks),
     )
     failures = [o for o in outcomes if isinstance(o, FileFailure)]
     if failures:
@@ -219,11 +222,17 @@ def _in_place(task: CopyTask) -> bool:
     return False
 
 
-def _task_cost(task: CopyTask) -> int:
+def _task_size(task: CopyTask) -> int:
+    """The file's size from its recorded checksum; 0 when none is recorded."""
     try:
-        return parse_checksum_token(EncodedFileUri.decode(task.encoded).checksum)[1] + FILE_COST_BYTES
-    except ValueError:  # no checksum recorded: size unknown, count it as an average file
-        return 4 * FILE_COST_BYTES
+        return parse_checksum_token(EncodedFileUri.decode(task.encoded).checksum)[1]
+    except ValueError:
+        return 0
+
+
+def _task_cost(task: CopyTask) -> int:
+    size = _task_size(task)  # no checksum recorded: size unknown, count it as an average file
+    return size + FILE_COST_BYTES if size else 4 * FILE_COST_BYTES
 
 
 def _source_of(task: CopyTask) -> str:
@@ -268,6 +277,7 @@ def spark_copy_tree(
         f"hmsrepl copy tree: {len(pairs)} files from {src_root}",
         durability=durability,
         failed=_pair_failure,
+        progress_bytes=sum(s.size for s in statuses),
     )
     failures = [o for o in outcomes if isinstance(o, FileFailure)]
     if failures:
@@ -326,6 +336,7 @@ def distribute(
     *,
     durability: Durability = "file",
     failed: Callable[[T, BaseException], R] | None = None,
+    progress_bytes: int | None = None,
 ) -> list[R]:
     """Run ``work`` on every item on the executors, one balanced group per Spark task; outcomes in item order.
 
@@ -333,22 +344,33 @@ def distribute(
     raising them, so one bad item does not fail, retry and hide the rest of its group. Local files a group
     writes are durable as ``durability`` says before its task returns (``storage.local.deferred_sync``);
     when the group's sync fails, ``failed(item, error)`` is every item's outcome (else the task fails).
+    With ``progress_bytes`` (the bytes the items hold) the items are copies: files and bytes done so far are
+    logged while they run (``spark.progress``; ``work`` returns a ``CopyResult``, a byte count or a
+    ``FileFailure``).
     """
     sc = spark.sparkContext
     groups = balance(costs, partitions or group_count(len(items), sc.defaultParallelism * GROUPS_PER_CORE))
     payload = [[(index, items[index]) for index in group] for group in groups]
     sc.setJobDescription(description)
     log.info("%s in %d Spark tasks, %d in flight per task", description, len(payload), threads)
-    try:
-        collected = (
-            sc.parallelize(payload, len(payload))
-            .map(
-                functools.partial(
-                    _run_group, work=work, threads=threads, durability=durability, failed=failed
-                )
-            )
-            .collect()
+    progress = (
+        CopyProgress(
+            description.split(":")[0],
+            len(items),
+            progress_bytes,
+            sc.getConf().get("spark.driver.host", "127.0.0.1"),
+            senders=len(payload),
         )
+        if progress_bytes is not None
+        else contextlib.nullcontext()
+    )
+    try:
+        with progress:
+            address = progress.address if isinstance(progress, CopyProgress) else None
+            run = functools.partial(
+                _run_group, work=work, threads=threads, durability=durability, failed=failed, progress=address
+            )
+            collected = sc.parallelize(payload, len(payload)).map(run).collect()
     finally:
         sc.setJobDescription(None)  # type: ignore[arg-type]
     outcomes: list[Any] = [None] * len(items)
@@ -373,13 +395,22 @@ def _run_group(
     threads: int,
     durability: Durability = "file",
     failed: Callable[[T, BaseException], R] | None = None,
+    progress: ProgressAddress | None = None,
 ) -> list[tuple[int, R]]:
-    """One Spark task: a group's items with up to ``threads`` in flight, then their one sync (executor side)."""
+    """One Spark task: a group's items with up to ``threads`` in flight, then their one sync (executor side).
+
+    With a ``progress`` address each finished copy is counted there (``copied``)."""
     indexes = [index for index, _ in group]
     items = [item for _, item in group]
     try:
-        with deferred_sync(durability):
-            outcomes = run_threaded(work, items, threads)
+        with deferred_sync(durability), ProgressSender(progress) as sender:
+
+            def counted(item: T) -> R:
+                outcome = work(item)
+                sender.add(*copied(outcome))
+                return outcome
+
+            outcomes = run_threaded(counted if progress else work, items, threads)
     except Exception as exc:  # the batch's sync failed: none of its copies may count as done
         if failed is None:
             raise
@@ -397,6 +428,15 @@ def run_threaded(work: Callable[[T], R], items: Sequence[T], threads: int) -> li
     with ThreadPoolExecutor(max_workers=min(threads, len(items))) as pool:
         futures = [pool.submit(contextvars.copy_context().run, work, item) for item in items]
         return [future.result() for future in futures]
+
+
+def copied(outcome: object) -> tuple[int, int, int]:
+    """(files, bytes copied, files failed) of one copy's outcome, for progress reports."""
+    if isinstance(outcome, FileFailure):
+        return 1, 0, 1
+    if isinstance(outcome, CopyResult):
+        return 1, outcome.bytes_copied, 0
+    return 1, outcome if isinstance(outcome, int) else 0, 0
 
 
 def failure_reason(exc: BaseException) -> str:
