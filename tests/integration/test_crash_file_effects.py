@@ -128,10 +128,11 @@ def _run_child(config: MetastoreConfig, operation: str, point: str | None) -> in
 
 
 def _encoded_uris(value: Any) -> Iterator[str]:
-    """Every encoded file URI in an event body (``files``, ``new_files``, ``recycled``, nested lists)."""
+    """Every encoded file URI in an event body (``files``, ``new_files``, ``recycled``, a change's ``added``,
+    nested lists)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in ("files", "new_files", "recycled"):
+            if key in ("files", "new_files", "recycled", "added"):
                 yield from _flatten(item)
             else:
                 yield from _encoded_uris(item)

@@ -301,7 +301,7 @@ def test_fifo_and_device_links_in_a_location_are_skipped_within_a_bound(
     store = Metastore.open(server.config, create_schema=False)
     try:
         last = store.events.next_events(0, db_name="odd", table_name="t")[-1]
-        listed = [EncodedFileUri.decode(uri).file_uri for uri in last.body()["files"]]
+        listed = [EncodedFileUri.decode(uri).file_uri for uri in last.body()["data"]["added"]]
     finally:
         store.close()
     assert [name.rsplit("/", 1)[-1] for name in listed] == ["000000_0"]
