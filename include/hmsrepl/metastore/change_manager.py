@@ -254,7 +254,7 @@ class ChangeManager:
                     log.warning("could not pin '%s' into cmroot (%s); it is not kept if deleted", source, exc)
                     continue
                 try:
-                    _copy_local_verified(source, target, entry.checksum)
+                    _copy_local_verified(source, target, entry.checksum, fault="pin_mid_copy")
                 except (OSError, StorageError) as copy_exc:
                     log.warning(
                         "could not pin '%s' into cmroot (%s); it is not kept if deleted", source, copy_exc
@@ -357,7 +357,9 @@ def verified_copy(fs: FileSystem, uri: str, checksum: str) -> bool:
         return False
 
 
-def _copy_local_verified(src_path: str, dst_path: str, checksum: str) -> None:
+def _copy_local_verified(
+    src_path: str, dst_path: str, checksum: str, *, fault: str = "recycle_mid_copy"
+) -> None:
     """Copy between two local file systems without ever showing a partial file under ``dst_path``.
 
     The bytes go to ``.cmtmp-<name>-<random>`` beside the target, are hashed as they pass, synced, and
@@ -374,7 +376,7 @@ def _copy_local_verified(src_path: str, dst_path: str, checksum: str) -> None:
             while chunk := source.read(COPY_CHUNK_BYTES):
                 running.update(chunk)
                 out.write(chunk)
-                fault_point("recycle_mid_copy")
+                fault_point(fault)
             out.flush()
             os.fsync(out.fileno())
         if checksum and running.token != checksum:
