@@ -261,3 +261,32 @@ def test_a_named_file_that_is_not_there_is_refused_and_nothing_is_recorded(store
     with store.events.reader() as conn:
         [part_id] = store.catalog._part_ids(conn, table.id or 0, ["d=1"]).values()
         assert sorted(listings.read(conn, ObjectKey(table.id or 0, part_id))) == ["part-00000.parquet"]
+
+
+def test_an_insert_naming_its_files_looks_at_those_only(store: Metastore, reads: list[str]) -> None:
+    """fire_listener_event names the new files: the rest of the partition is not listed again; what
+    changed elsewhere (a file removed by hand) is logged by the next full capture."""
+    _, part = _partitioned(store, 3)
+    os.unlink(local_path(f"{part.sd.location}/part-00000.parquet"))
+    new = write_file(part.sd.location, "named.parquet", b"named by the writer")
+    reads.clear()
+    before = store.get_current_notification_event_id()
+    store.catalog.insert("sales", "orders", ["1"], new_files=[new])
+    store.catalog.alter_partitions("sales", "orders", [part])
+    insert, alter = store.events.next_events(before)
+    assert [os.path.basename(uri) for uri in reads] == ["named.parquet"]
+    first, second = _change(insert), _change(alter)
+    assert [relative_path(f) for f in first.added] == ["named.parquet"]
+    assert (first.removed, first.count) == ((), 4)
+    assert (second.added, second.removed, second.count) == ((), ("part-00000.parquet",), 3)
+    assert _disk_digest(part.sd.location) == (3, second.digest)
+
+
+@pytest.mark.parametrize("name", ["../escape.parquet", "_SUCCESS"])
+def test_a_named_file_outside_the_data_files_is_refused(store: Metastore, name: str) -> None:
+    _, part = _partitioned(store, 1)
+    write_file(part.sd.location, name, b"x")
+    before = store.get_current_notification_event_id()
+    with pytest.raises(Exception, match="were not found under"):
+        store.catalog.insert("sales", "orders", ["1"], new_files=[f"{part.sd.location}/{name}"])
+    assert store.events.next_events(before) == []

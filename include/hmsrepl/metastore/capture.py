@@ -23,6 +23,8 @@ in a few hundred MB; only its event (a first capture lists every file) is as lar
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -42,7 +44,7 @@ from hmsrepl.metastore.listings import FileRecord, ObjectKey, Summary
 from hmsrepl.metastore.messages import DataChange
 from hmsrepl.storage.base import FileIdentity, filesystem_for, path_key
 from hmsrepl.storage.checksum import checksum_size
-from hmsrepl.storage.local import is_local_uri
+from hmsrepl.storage.local import is_local_uri, local_path
 
 #: New files identified, pinned and recorded per round (bounds what a huge first capture holds at once).
 BATCH = 2_000
@@ -63,9 +65,17 @@ def relative_names(location: str, uris: Collection[str]) -> dict[str, str]:
     """Relative path below ``location`` of each URI a writer named (any spelling: ``file:/x`` or ``/x``)."""
     root = path_key(location).rstrip("/") + "/"
     out: dict[str, str] = {}
+    outside = []
     for uri in uris:
         key = path_key(uri)
-        out[key[len(root) :] if key.startswith(root) else uri] = uri
+        rel = key[len(root) :] if key.startswith(root) else ""
+        if not rel or is_hidden(rel) or ".." in rel.split("/"):
+            outside.append(uri)
+        out[rel] = uri
+    if outside:
+        raise InvalidObjectError(
+            f"files {sorted(outside)[:3]} were not found under '{location}'; write them first"
+        )
     return out
 
 
@@ -136,6 +146,49 @@ def capture(
             encode_at(cm, loc, rel, identity)
             for rel, identity in zip(rels, _identify(loc, rels), strict=True)
         )
+    return out
+
+
+def capture_named(
+    conn: Connection, cm: ChangeManager, key: ObjectKey, location: str | None, named: Collection[str]
+) -> Captured:
+    """Record the files a writer names as added (an INSERT that replaces nothing), looking at those only.
+
+    Spark's fire_listener_event follows the alter_partition that already recorded its files: stating the
+    named files and reading their records tells that nothing changed, without listing a partition of 10,000
+    files again. What else changed at the location (files removed by hand) is left to the next full capture
+    (any ALTER or overwrite), which logs it then; the count and digest are the recorded listing's, so a
+    reader applying the changes in order still holds exactly what the metastore recorded. Object stores
+    have no cheap per-file stat here: they take the full capture.
+    """
+    if not location or not is_local_uri(location):
+        return capture(conn, cm, key, location, named=named)
+    stats: dict[str, StatIdentity] = {}
+    root = local_path(location)
+    for rel in named:
+        try:
+            st = os.stat(os.path.join(root, rel), follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            stats[rel] = (st.st_size, st.st_mtime_ns)
+    missing = sorted(set(named) - stats.keys())
+    if missing:
+        raise InvalidObjectError(f"files {missing[:3]} were not found under '{location}'; write them first")
+    out = Captured(DataChange())
+    before = listings.summary(conn, key)
+    known = listings.read_paths(conn, key, stats)
+    for rel, record in known.items():
+        if (record.size, record.mtime_ns) == stats[rel]:
+            out.named.append(encode_at(cm, location, rel, _identity(record)))
+            del stats[rel]
+    replaced = len(known) - len(out.named)  # recorded files the writer rewrote
+    if not stats:  # nothing new: an empty change, nothing written
+        out.change = DataChange((), (), before.count == 0, before.count, before.digest)
+        return out
+    summary = _record_new(conn, cm, key, location, stats, None, set(named), [], [], out)
+    complete = before.count - replaced == 0
+    out.change = DataChange(tuple(out.change.added), (), complete, summary.count, summary.digest)
     return out
 
 

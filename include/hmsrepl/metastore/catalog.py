@@ -31,7 +31,7 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.applied_files import applied_checksums
-from hmsrepl.metastore.capture import Captured, capture, relative_names
+from hmsrepl.metastore.capture import Captured, capture, capture_named, relative_names
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import EventType
@@ -965,15 +965,14 @@ class CatalogService:
                 part_id = self._part_ids(tx.conn, tbl_id, [name]).get(name)
                 if part_id is None:
                     raise NoSuchPartitionError(table.db_name, table.table_name, name)
-            got: Captured = capture(
-                tx.conn,
-                self.cm,
-                ObjectKey(tbl_id, part_id),
-                location,
-                applied=applied,
-                named=named,
-                only_named=replace and named is not None,
-            )
+            key = ObjectKey(tbl_id, part_id)
+            got: Captured
+            if named is not None and not replace:  # the writer says what it added: look at that only
+                got = capture_named(tx.conn, self.cm, key, location, named)
+            else:
+                got = capture(
+                    tx.conn, self.cm, key, location, applied=applied, named=named, only_named=replace
+                )
             added = got.named if named is not None else list(got.change.added)
             body = {
                 "table": _snapshot(current),

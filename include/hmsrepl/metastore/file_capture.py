@@ -14,11 +14,14 @@ reads) and identifies only the files that are new or changed since the metastore
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+import stat
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.storage.base import FileIdentity, FileStatus, FileSystem, base_name, filesystem_for, relative_to
+from hmsrepl.storage.local import is_local_uri, local_path
 
 PARALLEL_CHECKSUM_THRESHOLD = 8
 
@@ -48,10 +51,11 @@ def mtime_ns(mtime: float) -> int:
 
 def stat_listing(location: str | None) -> dict[str, StatIdentity]:
     """Data files below ``location`` by relative path, with size and modification time: one listing, no
-    reads. Built straight from the store's listing, so a 1,000,000-file partition costs one small tuple
-    per file."""
+    reads, one small tuple per file (a 1,000,000-file partition fits in a few hundred MB)."""
     if not location:
         return {}
+    if is_local_uri(location):
+        return dict(_local_stats(local_path(location), ""))
     fs = filesystem_for(location)
     out: dict[str, StatIdentity] = {}
     for status in fs.list_files(location):
@@ -59,6 +63,44 @@ def stat_listing(location: str | None) -> dict[str, StatIdentity]:
         if not is_hidden(rel):
             out[rel] = (status.size, mtime_ns(status.mtime))
     return out
+
+
+def _local_stats(directory: str, prefix: str) -> Iterator[tuple[str, StatIdentity]]:
+    """Regular data files below a local directory, with the rules of ``LocalFileSystem.list_files``.
+
+    Only real directories are entered and only regular files listed (no symlinks, FIFOs or devices); the
+    root itself is followed. Unlike ``list_files`` nothing is sorted and no directory entry is kept past its
+    own step (a sorted listing holds every entry of a directory at once: about 1 KB per file), hidden
+    entries are skipped with their whole subtree, and the modification time is the exact ``st_mtime_ns``.
+    """
+    if not prefix:
+        try:
+            st = os.stat(directory)
+        except OSError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            name = os.path.basename(directory)
+            if stat.S_ISREG(st.st_mode) and not is_hidden(name):
+                yield name, (st.st_size, st.st_mtime_ns)
+            return
+    subdirs: list[str] = []
+    try:
+        with os.scandir(directory) as scan:
+            for entry in scan:
+                if entry.name.startswith(("_", ".")):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    yield prefix + entry.name, (st.st_size, st.st_mtime_ns)
+                elif stat.S_ISDIR(st.st_mode):
+                    subdirs.append(entry.name)
+    except OSError:  # vanished or unreadable while listing: nothing below it
+        return
+    for name in subdirs:
+        yield from _local_stats(os.path.join(directory, name), f"{prefix}{name}/")
 
 
 def identify_all(fs: FileSystem, uris: Sequence[str]) -> list[FileIdentity]:
@@ -104,8 +146,8 @@ def describe_known(location: str | None, cm: ChangeManager, known: KnownIdentity
         return []
     out: dict[str, str] = {}
     unknown: list[str] = []
-    for rel, stat in stat_listing(location).items():
-        identity = known(rel, stat)
+    for rel, now in stat_listing(location).items():
+        identity = known(rel, now)
         if identity is None:
             unknown.append(rel)
         else:

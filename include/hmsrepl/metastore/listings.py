@@ -70,6 +70,28 @@ def read(conn: Connection, key: ObjectKey) -> dict[str, FileRecord]:
     return {row.rel_path: FileRecord(*row) for row in rows}
 
 
+def read_paths(conn: Connection, key: ObjectKey, paths: Iterable[str]) -> dict[str, FileRecord]:
+    """The records of some paths of the object (those recorded), in O(paths) rows."""
+    wanted = sorted(set(paths))
+    out: dict[str, FileRecord] = {}
+    for start in range(0, len(wanted), CHUNK):
+        rows = conn.execute(
+            select(
+                data_files.c.rel_path,
+                data_files.c.size,
+                data_files.c.mtime_ns,
+                data_files.c.checksum,
+                data_files.c.version_id,
+            ).where(
+                data_files.c.tbl_id == key.tbl_id,
+                data_files.c.part_id == key.part_id,
+                data_files.c.rel_path.in_(wanted[start : start + CHUNK]),
+            )
+        )
+        out.update((row.rel_path, FileRecord(*row)) for row in rows)
+    return out
+
+
 def stream(conn: Connection, key: ObjectKey) -> Iterator[FileRecord]:
     """The object's recorded files, fetched a batch at a time: a caller that keeps only what it needs of
     each holds one batch of rows, not the listing (a 1,000,000-file partition). Consume it whole before
