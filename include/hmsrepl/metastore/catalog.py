@@ -442,18 +442,21 @@ class CatalogService:
             names = (
                 list(partition_names) if partition_names else self.get_partition_names(db_name, table_name)
             )
-            targets = self.get_partitions_by_names(db_name, table_name, names)
-            self._check_truncatable(table, [p.sd.location for p in targets], {*names})
+            targets = {
+                make_partition_name(table.partition_key_names, p.values): p
+                for p in self.get_partitions_by_names(db_name, table_name, names)
+            }
+            self._check_truncatable(table, [p.sd.location for p in targets.values()], {*names})
             with self.events.reader() as conn:
-                ids = self._part_ids(conn, table.id or 0, names)
+                ids = self._part_ids(conn, table.id or 0, list(targets))
                 known = self._known_files(conn, table.id or 0, list(ids.values()))
             recycled = {
                 name: describe_known(p.sd.location, self.cm, _lookup(known, p.sd.location))
-                for name, p in zip(names, targets, strict=True)
+                for name, p in targets.items()
             }
             with self.events.transaction() as tx:
                 tbl_id, _ = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
-                for name, part in zip(names, targets, strict=True):
+                for name, part in targets.items():
                     body = {
                         "table": _snapshot(table),
                         "before": _snapshot(part),
