@@ -1,12 +1,12 @@
 """Databases, tables, partitions and functions, each change committed together with its event.
 
-Data files are captured inside the write's transaction, after the table's row is locked (``metastore.
-capture``): the location is listed, compared with the recorded listing, and only new or changed files are
-read; events carry that diff (message format 2). Files a drop removes are recycled into cmroot only after it
-committed, so a failed commit never loses data. The work owed after a commit (recycling, removing a dropped object's
-directory, making a new object's directory) is recorded as a durable intent in the same transaction
-(``metastore.intents``): a crash after the commit leaves it for housekeeping to finish, and a new object
-never adopts the files of a dropped one of the same name.
+Data files are captured inside the write's transaction, after the table's row is locked
+(``metastore.capture``): the location is listed, compared with the recorded listing, and only new or changed
+files are read; events carry that diff (message format 2). Files a drop removes are recycled into cmroot
+only after it committed, so a failed commit never loses data. The work owed after a commit (recycling,
+removing a dropped object's directory, making a new object's directory) is recorded as a durable intent in
+the same transaction (``metastore.intents``): a crash after the commit leaves it for housekeeping to finish,
+and a new object never adopts the files of a dropped one of the same name.
 """
 
 from __future__ import annotations
