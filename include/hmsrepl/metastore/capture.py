@@ -108,7 +108,7 @@ def capture(
         raise InvalidObjectError(f"files {missing[:3]} were not found under '{location}'; write them first")
     others: dict[str, StatIdentity] = {}
     if only_named:
-        others = {rel: stat for rel, stat in current.items() if rel not in wanted}
+        others = {rel: now for rel, now in current.items() if rel not in wanted}
         current = {rel: current[rel] for rel in wanted}
     out = Captured(DataChange())
     removed: list[str] = []
@@ -117,8 +117,8 @@ def capture(
     loc = location or ""
     for record in listings.stream(conn, key):
         rel, known = record.rel_path, (record.size, record.mtime_ns)
-        stat = current.get(rel)
-        if stat is None:
+        now = current.get(rel)
+        if now is None:
             removed.append(rel)
             if others.get(rel) == known:
                 out.excluded.append(encode_at(cm, loc, rel, _identity(record)))
@@ -127,9 +127,9 @@ def capture(
         if applied is not None:
             if record.checksum != applied[rel]:
                 continue  # changed: recorded again below
-            if stat != known and stat[1] != UNKNOWN_MTIME:  # same content, copied anew: refresh its stat
-                refreshed.append(FileRecord(rel, *stat, record.checksum, record.version_id))
-        elif stat != known:
+            if now != known and now[1] != UNKNOWN_MTIME:  # same content, copied anew: refresh its stat
+                refreshed.append(FileRecord(rel, *now, record.checksum, record.version_id))
+        elif now != known:
             continue
         survivors += 1
         del current[rel]
