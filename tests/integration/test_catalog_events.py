@@ -14,8 +14,11 @@ from hmsrepl.exceptions import (
     NoSuchPartitionError,
     NoSuchTableError,
 )
+from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.event_specs import parse_event
+from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.model import Database, Function, TableType
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
@@ -76,7 +79,10 @@ def test_data_events_carry_files_with_checksums(metastore: Metastore) -> None:
     metastore.catalog.insert("sales", "orders", ["k:v"])
     [event] = metastore.events.next_events(before)
     assert event.event_type == "INSERT"
-    [encoded] = event.body()["files"]
+    change = DataChange.from_json(event.body()["data"])
+    assert event.body()["v"] == 2 and "files" not in event.body()
+    [encoded] = change.added
+    assert change.complete and change.count == 1  # the partition's first recorded listing
     assert event.body()["new_files"] == [encoded]
     decoded = EncodedFileUri.decode(encoded)
     assert decoded.file_uri == uri
@@ -86,15 +92,22 @@ def test_data_events_carry_files_with_checksums(metastore: Metastore) -> None:
     assert event.body()["partition"]["values"] == ["k:v"]
 
 
-def test_insert_event_lists_whole_partition_and_the_new_files(metastore: Metastore) -> None:
+def test_insert_event_carries_the_diff_and_the_new_files(metastore: Metastore) -> None:
     table = create_db_and_table(metastore)
     first = write_file(table.sd.location, "a.parquet", b"first")
     metastore.catalog.insert("sales", "orders", new_files=[first])
     second = write_file(table.sd.location, "b.parquet", b"second")
     before = metastore.get_current_notification_event_id()
     metastore.catalog.insert("sales", "orders", new_files=["file:" + second])  # another spelling, same file
-    body = metastore.events.next_events(before)[0].body()
-    assert sorted(EncodedFileUri.decode(f).file_uri for f in body["files"]) == [first, second]
+    [event] = metastore.events.next_events(before)
+    body = event.body()
+    [obj] = parse_event(event).objects()
+    change = obj.change
+    assert [EncodedFileUri.decode(f).file_uri for f in change.added] == [second]
+    assert (change.removed, change.complete, change.count) == ((), False, 2)
+    both = [("a.parquet", checksum_bytes(b"first")), ("b.parquet", checksum_bytes(b"second"))]
+    assert change.digest == listing_digest.of(both)
+    assert [(relative_path(f), checksum_of(f)) for f in change.added] == both[1:]
     assert [EncodedFileUri.decode(f).file_uri for f in body["new_files"]] == [second]
 
 
@@ -108,8 +121,10 @@ def test_overwrite_recycles_replaced_files_into_cmroot(metastore: Metastore) -> 
     [event] = metastore.events.next_events(before)
     body = event.body()
     assert body["replace"] is True
-    assert [EncodedFileUri.decode(f).file_uri for f in body["files"]] == [new]
-    assert body["new_files"] == body["files"]
+    change = DataChange.from_json(body["data"])
+    assert [EncodedFileUri.decode(f).file_uri for f in change.added] == [new]
+    assert change.complete and change.count == 1  # no recorded file survived: the listing is the new file
+    assert body["new_files"] == list(change.added)
     [recycled] = body["recycled"]
     assert not os.path.exists(local_path(old))
     cm_copy = metastore.cm.cm_uri(old, checksum_bytes(b"old contents"))
@@ -148,7 +163,8 @@ def test_external_table_drop_keeps_files(db_url: str, tmp_path) -> None:
     created = metastore.catalog.create_table(table)
     assert not created.is_managed
     create_event = metastore.events.next_events(metastore.get_current_notification_event_id() - 1)[0]
-    assert [EncodedFileUri.decode(f).file_uri for f in create_event.body()["files"]] == [data]
+    change = DataChange.from_json(create_event.body()["data"])
+    assert [EncodedFileUri.decode(f).file_uri for f in change.added] == [data] and change.complete
     metastore.catalog.drop_table("ext", "t")
     assert os.path.exists(local_path(data))
     metastore.close()
@@ -157,6 +173,7 @@ def test_external_table_drop_keeps_files(db_url: str, tmp_path) -> None:
 def test_rename_and_truncate_are_visible_in_alter_events(metastore: Metastore) -> None:
     table = create_db_and_table(metastore)
     write_file(table.sd.location, "f.parquet", b"data")
+    metastore.catalog.insert("sales", "orders")
     before = metastore.get_current_notification_event_id()
     metastore.catalog.alter_table("sales", "orders", table.model_copy(update={"table_name": "orders_v2"}))
     renamed = metastore.catalog.get_table("sales", "orders_v2")
@@ -170,8 +187,10 @@ def test_rename_and_truncate_are_visible_in_alter_events(metastore: Metastore) -
         "orders",
         "orders_v2",
     )
-    assert rename_event.body()["is_truncate"] is False
-    assert truncate_event.body()["is_truncate"] is True
+    renamed_change = DataChange.from_json(rename_event.body()["data"])
+    assert renamed_change.is_empty and renamed_change.count == 1  # the files moved; none changed
+    truncated = DataChange.from_json(truncate_event.body()["data"])
+    assert (truncated.complete, truncated.added, truncated.count) == (True, (), 0)
     assert len(truncate_event.body()["recycled"]) == 1
     assert os.listdir(local_path(renamed.sd.location)) == []
     with pytest.raises(NoSuchTableError):

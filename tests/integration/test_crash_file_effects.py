@@ -128,10 +128,11 @@ def _run_child(config: MetastoreConfig, operation: str, point: str | None) -> in
 
 
 def _encoded_uris(value: Any) -> Iterator[str]:
-    """Every encoded file URI in an event body (``files``, ``new_files``, ``recycled``, nested lists)."""
+    """Every encoded file URI in an event body (``files``, ``new_files``, ``recycled``, a change's ``added``,
+    nested lists)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in ("files", "new_files", "recycled"):
+            if key in ("files", "new_files", "recycled", "added"):
                 yield from _flatten(item)
             else:
                 yield from _encoded_uris(item)
@@ -241,8 +242,13 @@ def test_kill_after_commit_then_restart(config: MetastoreConfig, operation: str,
 def test_kill_during_a_copy_into_cmroot(
     config: MetastoreConfig, cmroot: str, operation: str, point: str
 ) -> None:
-    """On one file system recycling is a rename (no copy: the point is never reached, the call completes)."""
+    """On one file system recycling is a rename (no copy: the point is never reached, the call completes).
+
+    The files' pins (made when they were recorded) are removed first, as retention would: recycling then has
+    to copy them into cmroot itself.
+    """
     _populate(config)
+    shutil.rmtree(local_path(cmroot), ignore_errors=True)
     other_fs = os.stat(local_path(config.warehouse)).st_dev != os.stat(Path(local_path(cmroot)).parent).st_dev
     returncode = _run_child(config, operation, point)
     assert returncode == (KILLED if other_fs else 0)

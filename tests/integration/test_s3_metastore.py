@@ -86,7 +86,8 @@ def test_metastore_on_versioned_s3_records_versions_and_recycles_into_s3_cmroot(
     store.catalog.insert("sales", "orders", ["k:v"])
     [event] = store.events.next_events(before)
     entries = {
-        EncodedFileUri.decode(text).file_name: EncodedFileUri.decode(text) for text in event.body()["files"]
+        EncodedFileUri.decode(text).file_name: EncodedFileUri.decode(text)
+        for text in event.body()["data"]["added"]
     }
     assert set(entries) == {"part-0.parquet", "part-1.parquet"}  # not p=k%3Av0's file, not _SUCCESS
     for name, data in files.items():

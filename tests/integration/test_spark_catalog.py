@@ -1,6 +1,7 @@
 """Spark uses the metastore as its Hive catalog over Thrift; every change lands in the notification log.
 
-File lists and checksums in events are checked against the files on disk, hashed here independently.
+File lists and checksums in events are checked against the files on disk, hashed here independently: each
+event's change (format 2: files added, paths removed) applied in order must give exactly the files on disk.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import pytest
 
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.event_specs import parse_event
+from hmsrepl.metastore.messages import DataChange
 from hmsrepl.storage.local import local_path
 
 pytestmark = pytest.mark.spark
@@ -36,17 +39,32 @@ def event_files(encoded: list[str]) -> dict[str, str]:
     return {local_path(e.file_uri): e.checksum for e in entries}
 
 
+def change(event) -> DataChange:
+    [obj] = parse_event(event).objects()
+    return obj.change
+
+
 class Recorder:
-    """Runs one statement and returns the events it produced."""
+    """Runs one statement and returns the events it produced; applies their changes to ``held`` in order."""
 
     def __init__(self, spark, store: Metastore) -> None:
         self.spark, self.store = spark, store
+        self.held: dict[tuple[str | None, str | None], dict[str, str]] = {}
 
     def __call__(self, sql: str):
         before = self.store.get_current_notification_event_id()
         rows = self.spark.sql(sql).collect()
         self.last_rows = rows
-        return self.store.get_next_notification(before)
+        events = self.store.get_next_notification(before)
+        for event in events:
+            for obj in parse_event(event).objects():
+                key = (event.table_name, obj.partition_name)
+                self.held[key] = obj.change.apply(self.held.get(key, {}))
+                obj.change.check(self.held[key], f"{key}")
+        return events
+
+    def listing(self, table: str, partition: str | None = None) -> dict[str, str]:
+        return event_files(list(self.held[(table, partition)].values()))
 
 
 def test_spark_sql_workload_through_the_metastore(spark, session_store: Metastore) -> None:
@@ -68,28 +86,32 @@ def test_spark_sql_workload_through_the_metastore(spark, session_store: Metastor
     events = run(f"INSERT INTO {db}.orders PARTITION (day='d1') VALUES (1, 'a'), (2, 'b')")
     d1 = catalog.get_partition(db, "orders", ["d1"])
     [add] = [e for e in events if e.event_type == "ADD_PARTITION"]
-    assert event_files(add.body()["files"][0]) == disk_files(d1.sd.location)
+    assert change(add).complete and event_files(list(change(add).added)) == disk_files(d1.sd.location)
     first_files = disk_files(d1.sd.location)
     assert first_files
 
-    # INSERT into the existing partition: an INSERT event with exactly the new files, an ALTER with all.
+    # INSERT into the existing partition: the first of the pair records exactly the new files, the second
+    # finds nothing changed; the INSERT still names the new files.
     events = run(f"INSERT INTO {db}.orders PARTITION (day='d1') VALUES (3, 'c')")
     [insert] = [e for e in events if e.event_type == "INSERT"]
     [alter] = [e for e in events if e.event_type == "ALTER_PARTITION"]
     now = disk_files(d1.sd.location)
-    assert event_files(insert.body()["new_files"]) == {p: c for p, c in now.items() if p not in first_files}
-    # Both events carry the partition's complete listing at that moment (a pseudo-snapshot).
-    assert event_files(insert.body()["files"]) == now
-    assert event_files(alter.body()["files"]) == now
+    new = {p: c for p, c in now.items() if p not in first_files}
+    assert event_files(insert.body()["new_files"]) == new
+    first, second = sorted([insert, alter], key=lambda e: e.event_id)
+    assert event_files(list(change(first).added)) == new and not change(first).removed
+    assert change(second).is_empty
+    assert run.listing("orders", "day=d1") == now  # the changes rebuild the partition's listing
     assert insert.body()["partition"]["values"] == ["d1"]
 
-    # INSERT OVERWRITE: the partition's file list in the event is the new content only.
+    # INSERT OVERWRITE: a complete change to the new content only.
     events = run(f"INSERT OVERWRITE TABLE {db}.orders PARTITION (day='d1') VALUES (4, 'd')")
     [alter] = [e for e in events if e.event_type == "ALTER_PARTITION"]
     [insert] = [e for e in events if e.event_type == "INSERT"]
-    assert event_files(alter.body()["files"]) == disk_files(d1.sd.location)
-    # The INSERT event comes first and already shows only the new content, never old + new.
-    assert event_files(insert.body()["files"]) == disk_files(d1.sd.location)
+    first, second = sorted([insert, alter], key=lambda e: e.event_id)
+    assert change(first).complete and event_files(list(change(first).added)) == disk_files(d1.sd.location)
+    assert change(second).is_empty
+    assert run.listing("orders", "day=d1") == disk_files(d1.sd.location)
     # The replaced files went through Hadoop trash into cmroot, so the earlier event can still be replayed.
     recycled = [f for e in events for f in e.body().get("recycled", [])]
     assert event_files(recycled) == now
@@ -104,15 +126,15 @@ def test_spark_sql_workload_through_the_metastore(spark, session_store: Metastor
     events = run(f"INSERT INTO {db}.orders PARTITION (day) VALUES (5, 'e', 'd2'), (6, 'f', 'd3')")
     adds = {e.body()["partitions"][0]["values"][0]: e for e in events if e.event_type == "ADD_PARTITION"}
     assert set(adds) == {"d2", "d3"}
-    for day, add in adds.items():
+    for day in adds:
         location = catalog.get_partition(db, "orders", [day]).sd.location
-        assert event_files(add.body()["files"][0]) == disk_files(location)
+        assert run.listing("orders", f"day={day}") == disk_files(location)
 
     # Unpartitioned table: ALTER_TABLE and INSERT carry the table's files.
     events = run(f"INSERT INTO {db}.notes VALUES (1, 'x')")
     notes = catalog.get_table(db, "notes")
-    [insert] = [e for e in events if e.event_type == "INSERT"]
-    assert event_files(insert.body()["files"]) == disk_files(notes.sd.location)
+    assert [e for e in events if e.event_type == "INSERT"]
+    assert run.listing("notes") == disk_files(notes.sd.location)
 
     run(f"SELECT id, name, day FROM {db}.orders ORDER BY id")
     assert [tuple(r) for r in run.last_rows] == [(4, "d", "d1"), (5, "e", "d2"), (6, "f", "d3")]
@@ -150,8 +172,8 @@ def test_spark_sql_workload_through_the_metastore(spark, session_store: Metastor
     events = run(f"CREATE TABLE {db}.ctas STORED AS PARQUET AS SELECT * FROM {db}.notes2")
     assert events[0].event_type == "CREATE_TABLE"
     ctas = catalog.get_table(db, "ctas")
-    data_events = [e for e in events if e.event_type == "INSERT"]
-    assert data_events and event_files(data_events[-1].body()["files"]) == disk_files(ctas.sd.location)
+    assert [e for e in events if e.event_type == "INSERT"]
+    assert run.listing("ctas") == disk_files(ctas.sd.location)
 
     ctas_files = disk_files(ctas.sd.location)
     [event] = run(f"DROP TABLE {db}.ctas")

@@ -1,11 +1,12 @@
 """Databases, tables, partitions and functions, each change committed together with its event.
 
-File work is kept out of the database transaction where it can be: files are listed and checksummed before
-the transaction starts, and files a drop removes are recycled into cmroot only after it committed, so a
-failed commit never loses data. The work owed after a commit (recycling, removing a dropped object's
-directory, making a new object's directory) is recorded as a durable intent in the same transaction
-(``metastore.intents``): a crash after the commit leaves it for housekeeping to finish, and a new object
-never adopts the files of a dropped one of the same name.
+Data files are captured inside the write's transaction, after the table's row is locked
+(``metastore.capture``): the location is listed, compared with the recorded listing, and only new or changed
+files are read; events carry that diff (message format 2). Files a drop removes are recycled into cmroot
+only after it committed, so a failed commit never loses data. The work owed after a commit (recycling,
+removing a dropped object's directory, making a new object's directory) is recorded as a durable intent in
+the same transaction (``metastore.intents``): a crash after the commit leaves it for housekeeping to finish,
+and a new object never adopts the files of a dropped one of the same name.
 """
 
 from __future__ import annotations
@@ -28,18 +29,23 @@ from hmsrepl.exceptions import (
 )
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
-from hmsrepl.metastore.applied_files import applied_listing
+from hmsrepl.metastore import listings
+from hmsrepl.metastore.applied_files import applied_checksums
+from hmsrepl.metastore.capture import Captured, capture, capture_named, relative_names
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.file_capture import describe_files
+from hmsrepl.metastore.file_capture import StatIdentity, describe_files, describe_known
 from hmsrepl.metastore.intents import FileIntents
+from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.location_policy import LocationPolicy
+from hmsrepl.metastore.messages import DataChange, MessageBuilder
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
 from hmsrepl.metastore.patterns import matches
 from hmsrepl.metastore.protection import check_params
 from hmsrepl.metastore.schema import (
+    data_files,
     dbs,
     funcs,
     next_write_id,
@@ -50,7 +56,7 @@ from hmsrepl.metastore.schema import (
     txn_write_notifications,
 )
 from hmsrepl.metastore.trash import TrashAdopter
-from hmsrepl.storage.base import filesystem_for, join_uri, path_key
+from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, path_key
 
 BATCH = 500
 # Builds a caller's object straight from a stored partition document and its write id, skipping the model.
@@ -207,10 +213,10 @@ class CatalogService:
 
     # -- tables ----------------------------------------------------------------------------------------
     def create_table(self, table: Table, *, applied_files: Sequence[str] | None = None) -> Table:
-        """Create a table; the CREATE_TABLE event lists the files already at its location.
+        """Create a table; the CREATE_TABLE event lists the files already at its location (a complete change).
 
         ``applied_files``: the encoded files a replication load just placed there (see ``applied_files``),
-        listed from their verified checksums instead of reading the files again.
+        recorded with their verified checksums instead of reading the files again.
         """
         _check_name(table.table_name, "table")
         _check_columns(table)
@@ -225,10 +231,7 @@ class CatalogService:
             with self.events.reader() as conn:
                 self.locations.check_table(conn, table.qualified_name, location, managed=table.is_managed)
         self.intents.settle([location], f"table '{table.qualified_name}'")
-        if applied_files is not None:
-            files = applied_listing(location, applied_files, self.cm)
-        else:
-            files = describe_files(location, self.cm) if location else []
+        applied = applied_checksums(applied_files) if applied_files is not None else None
         with self.events.transaction() as tx:
             db_id = self._db_id(tx.conn, table.db_name)
             exists = tx.conn.execute(
@@ -251,11 +254,16 @@ class CatalogService:
             table = table.model_copy(update={"id": tbl_id})
             if location and table.is_managed:  # made after commit: a failed create leaves no directory
                 self.intents.makedirs(tx, [location])
+            data = None
+            if location and not table.partition_keys:  # partitions carry their own files
+                data = capture(
+                    tx.conn, self.cm, ObjectKey(tbl_id), location, applied=applied, fresh=True
+                ).change
             tx.emit(
                 EventType.CREATE_TABLE,
                 table.db_name,
                 table.table_name,
-                {"table": _snapshot(table), "files": files},
+                MessageBuilder({"table": _snapshot(table)}).with_data(data),
             )
         return table
 
@@ -349,17 +357,14 @@ class CatalogService:
                     table_id=old.id,
                 )
         recycled: list[str] = []
-        if move:  # checksums from the old place, URIs re-rooted where the move puts the files
-            old_files = describe_files(move[0], self.cm)
-            self.cm.preserve(old_files)  # events before the rename name the old paths
-            files = [_reroot(uri, move[0], move[1]) for uri in old_files]
-        else:
-            capture = capture_files and not new_table.partition_keys  # partitions carry their own files
-            if capture and applied_files is not None:
-                files = applied_listing(new_table.sd.location, applied_files, self.cm)
-            else:
-                recycled = self.trash.adopt(new_table.sd.location) if capture else []
-                files = describe_files(new_table.sd.location, self.cm) if capture else []
+        captured = not new_table.partition_keys and (capture_files or move is not None)
+        applied = applied_checksums(applied_files) if applied_files is not None and not move else None
+        if move:  # events before the rename name the old paths: keep them in cmroot
+            with self.events.reader() as conn:
+                known = self._known_files(conn, old.id or 0, None)
+            self.cm.preserve(describe_known(move[0], self.cm, _lookup(known, move[0])))
+        elif captured and applied is None:
+            recycled = self.trash.adopt(new_table.sd.location)
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, db_name, table_name, for_update=True)
             if current.id != old.id:
@@ -389,25 +394,14 @@ class CatalogService:
             if renamed:
                 self._rewrite_partitions_for_rename(tx.conn, tbl_id, new_table, move)
                 _rename_write_ids(tx.conn, (db_name, table_name), (new_table.db_name, new_table.table_name))
-            tx.emit(
-                EventType.ALTER_TABLE,
-                db_name,
-                table_name,
-                {
-                    "before": _snapshot(current),
-                    "after": _snapshot(new_table),
-                    # A load that emptied the table logs it as a truncate: an empty listing is one too.
-                    "is_truncate": bool(
-                        not move
-                        and capture_files
-                        and not new_table.partition_keys
-                        and applied_files is not None
-                        and not files
-                    ),
-                    "files": files,
-                    "recycled": recycled,
-                },
-            )
+            data = None
+            if captured:  # a move is captured at the old place; the files it added are named at the new one
+                where = move[0] if move else new_table.sd.location
+                data = capture(tx.conn, self.cm, ObjectKey(tbl_id), where, applied=applied).change
+                if move:
+                    data = _rerooted(data, move[0], move[1])
+            body = {"before": _snapshot(current), "after": _snapshot(new_table), "recycled": recycled}
+            tx.emit(EventType.ALTER_TABLE, db_name, table_name, MessageBuilder(body).with_data(data))
             if move:
                 source, target = move
                 # Inside the transaction: if the move fails, the rename rolls back with it.
@@ -441,7 +435,7 @@ class CatalogService:
     def truncate_table(
         self, db_name: str, table_name: str, partition_names: Sequence[str] | None = None
     ) -> None:
-        """Remove all data files (recycled into cmroot); visible as ALTER events with ``is_truncate``."""
+        """Remove all data files (recycled into cmroot); visible as ALTER events with a complete, empty change."""
         self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         if not table.is_managed:
@@ -450,47 +444,49 @@ class CatalogService:
             names = (
                 list(partition_names) if partition_names else self.get_partition_names(db_name, table_name)
             )
-            targets = self.get_partitions_by_names(db_name, table_name, names)
-            self._check_truncatable(table, [p.sd.location for p in targets], {*names})
+            targets = {
+                make_partition_name(table.partition_key_names, p.values): p
+                for p in self.get_partitions_by_names(db_name, table_name, names)
+            }
+            self._check_truncatable(table, [p.sd.location for p in targets.values()], {*names})
+            with self.events.reader() as conn:
+                ids = self._part_ids(conn, table.id or 0, list(targets))
+                known = self._known_files(conn, table.id or 0, list(ids.values()))
             recycled = {
-                make_partition_name(table.partition_key_names, p.values): describe_files(
-                    p.sd.location, self.cm
-                )
-                for p in targets
+                name: describe_known(p.sd.location, self.cm, _lookup(known, p.sd.location))
+                for name, p in targets.items()
             }
             with self.events.transaction() as tx:
-                for part in targets:
-                    name = make_partition_name(table.partition_key_names, part.values)
+                tbl_id, _ = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+                for name, part in targets.items():
+                    body = {
+                        "table": _snapshot(table),
+                        "before": _snapshot(part),
+                        "after": _snapshot(part),
+                        "recycled": recycled[name],
+                    }
+                    emptied = _emptied(tx.conn, ObjectKey(tbl_id, ids[name]))
                     tx.emit(
                         EventType.ALTER_PARTITION,
                         table.db_name,
                         table.table_name,
-                        {
-                            "table": _snapshot(table),
-                            "before": _snapshot(part),
-                            "after": _snapshot(part),
-                            "is_truncate": True,
-                            "files": [],
-                            "recycled": recycled[name],
-                        },
+                        MessageBuilder(body).with_data(emptied),
                     )
                 self.intents.recycle(tx, [uri for uris in recycled.values() for uri in uris])
             return
         self._check_truncatable(table, [table.sd.location], set())
-        files = describe_files(table.sd.location, self.cm)
+        with self.events.reader() as conn:
+            known = self._known_files(conn, table.id or 0, [listings.TABLE_LEVEL])
+        files = describe_known(table.sd.location, self.cm, _lookup(known, table.sd.location))
         with self.events.transaction() as tx:
-            self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            tbl_id, _ = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            body = {"before": _snapshot(table), "after": _snapshot(table), "recycled": files}
+            emptied = _emptied(tx.conn, ObjectKey(tbl_id))
             tx.emit(
                 EventType.ALTER_TABLE,
                 table.db_name,
                 table.table_name,
-                {
-                    "before": _snapshot(table),
-                    "after": _snapshot(table),
-                    "is_truncate": True,
-                    "files": [],
-                    "recycled": files,
-                },
+                MessageBuilder(body).with_data(emptied),
             )
             self.intents.recycle(tx, files)
 
@@ -528,8 +524,10 @@ class CatalogService:
                         conn, f"table '{table.qualified_name}'", location, skip_table_id=table.id
                     )
                 ]
+            with self.events.reader() as conn:
+                known = self._known_files(conn, table.id or 0, None)
             for location in own:
-                recycled.extend(describe_files(location, self.cm))
+                recycled.extend(describe_known(location, self.cm, _lookup(known, location)))
                 extra_dirs.append(location)
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, db_name, table_name, for_update=True)
@@ -541,6 +539,7 @@ class CatalogService:
             tx.conn.execute(delete(partition_key_vals).where(partition_key_vals.c.part_id.in_(part_ids)))
             tx.conn.execute(delete(partitions).where(partitions.c.tbl_id == tbl_id))
             tx.conn.execute(delete(tbls).where(tbls.c.tbl_id == tbl_id))
+            listings.forget_table(tx.conn, tbl_id)
             _forget_write_ids(tx.conn, db_name, table_name)
             tx.emit(
                 EventType.DROP_TABLE, db_name, table_name, {"table": _snapshot(table), "recycled": recycled}
@@ -600,12 +599,6 @@ class CatalogService:
         self.intents.settle(
             [part.sd.location for part in prepared.values()], f"a partition of '{table.qualified_name}'"
         )
-        files = {
-            name: applied_listing(part.sd.location, applied[name], self.cm)
-            if name in applied
-            else describe_files(part.sd.location, self.cm)
-            for name, part in prepared.items()
-        }
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
             existing = self._existing_names(tx.conn, tbl_id, list(prepared))
@@ -615,19 +608,27 @@ class CatalogService:
                     + (f" (and {len(existing) - 1} more)" if len(existing) > 1 else "")
                 )
             added = [(name, part) for name, part in prepared.items() if name not in existing]
-            self._insert_partitions(tx.conn, tbl_id, added)
+            ids = self._insert_partitions(tx.conn, tbl_id, added)
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
             if added:
+                changes = [
+                    capture(
+                        tx.conn,
+                        self.cm,
+                        ObjectKey(tbl_id, ids[name]),
+                        part.sd.location,
+                        applied=applied_checksums(applied[name]) if name in applied else None,
+                        fresh=True,
+                    ).change
+                    for name, part in added
+                ]
+                body = {"table": _snapshot(current), "partitions": [_snapshot(part) for _, part in added]}
                 tx.emit(
                     EventType.ADD_PARTITION,
                     table.db_name,
                     table.table_name,
-                    {
-                        "table": _snapshot(current),
-                        "partitions": [_snapshot(part) for _, part in added],
-                        "files": [files[name] for name, _ in added],
-                    },
+                    MessageBuilder(body).with_partition_data(changes),
                 )
         return [part for _, part in added]
 
@@ -657,7 +658,9 @@ class CatalogService:
 
     def _insert_partitions(
         self, conn: Connection, tbl_id: int, added: Sequence[tuple[str, Partition]]
-    ) -> None:
+    ) -> dict[str, int]:
+        """Insert partitions with their key values; returns their ids by name."""
+        out: dict[str, int] = {}
         for chunk in _chunks(added):
             conn.execute(
                 insert(partitions),
@@ -687,6 +690,8 @@ class CatalogService:
                     for idx, value in enumerate(part.values)
                 ],
             )
+            out.update(ids)
+        return out
 
     def get_partition(self, db_name: str, table_name: str, values: Sequence[str]) -> Partition:
         table = self.get_table(db_name, table_name)
@@ -807,16 +812,6 @@ class CatalogService:
             for name, part, given in zip(names, new_parts, applied, strict=True)
         }
         given_files = dict(zip(names, applied, strict=True))
-        files = {
-            name: (
-                applied_listing(part.sd.location, given, self.cm)
-                if given is not None
-                else describe_files(part.sd.location, self.cm)
-            )
-            if capture_files
-            else []
-            for name, part, given in zip(names, new_parts, applied, strict=True)
-        }
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
             old_rows = {}
@@ -842,20 +837,27 @@ class CatalogService:
                         "b_location": part.sd.location,
                     }
                 )
+                data = None
+                if capture_files:
+                    given = given_files[name]
+                    data = capture(
+                        tx.conn,
+                        self.cm,
+                        ObjectKey(tbl_id, old_rows[name].part_id),
+                        part.sd.location,
+                        applied=applied_checksums(given) if given is not None else None,
+                    ).change
+                body = {
+                    "table": _snapshot(current),
+                    "before": _snapshot(before),
+                    "after": _snapshot(part),
+                    "recycled": adopted[name],
+                }
                 tx.emit(
                     EventType.ALTER_PARTITION,
                     table.db_name,
                     table.table_name,
-                    {
-                        "table": _snapshot(current),
-                        "before": _snapshot(before),
-                        "after": _snapshot(part),
-                        "is_truncate": bool(
-                            capture_files and given_files[name] is not None and not files[name]
-                        ),
-                        "files": files[name],
-                        "recycled": adopted[name],
-                    },
+                    MessageBuilder(body).with_data(data),
                 )
             _bulk_update_partitions(tx.conn, updates)
 
@@ -889,12 +891,17 @@ class CatalogService:
                 ]
         else:
             own = [False] * len(dropped)
+        with self.events.reader() as conn:
+            known = self._known_files(
+                conn, table.id or 0, self._part_ids(conn, table.id or 0, names).values()
+            )
         recycled = [
-            describe_files(p.sd.location, self.cm) if keep else []
+            describe_known(p.sd.location, self.cm, _lookup(known, p.sd.location)) if keep else []
             for p, keep in zip(dropped, own, strict=True)
         ]
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            listings.forget_partitions(tx.conn, tbl_id, self._part_ids(tx.conn, tbl_id, names).values())
             for chunk in _chunks(names):
                 part_ids = select(partitions.c.part_id).where(
                     partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
@@ -938,14 +945,17 @@ class CatalogService:
     ) -> list[str]:
         """Record new data in a table or partition (an INSERT event with files and checksums).
 
-        The event's ``files`` is the object's complete file listing after the change (a pseudo-snapshot: a
-        replica made equal to it never shows a mix of old and new data), ``new_files`` what the writer
-        added (``new_files`` argument; every file when omitted). With ``replace`` (INSERT OVERWRITE) every
-        other data file is recycled into cmroot after commit. Returns the encoded URIs of the new files.
+        The event's ``data`` is the diff from the recorded listing (files added or changed, paths removed,
+        the listing's count and digest after the change: a reader applying it holds exactly this listing,
+        never a mix of old and new data); ``new_files`` what the writer added (``new_files`` argument: those
+        files, which must exist; else the files the diff found new). A client that already told the
+        metastore of its files (Spark's alter_partition before fire_listener_event) logs an empty change.
+        With ``replace`` (INSERT OVERWRITE) every other data file leaves the listing and is recycled into
+        cmroot after commit. Returns the encoded URIs of the new files.
 
-        A replication load that made the location hold exactly ``applied_files`` records that as an
-        overwrite (see ``create_table``); it already kept the files it replaced (``applied_recycled``) in
-        this metastore's cmroot, so nothing is recycled after commit.
+        A replication load that made the location hold exactly ``applied_files`` records that listing (see
+        ``create_table``); it already kept the files it replaced (``applied_recycled``) in this metastore's
+        cmroot, so nothing is recycled after commit.
         """
         self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
@@ -955,38 +965,84 @@ class CatalogService:
                 f"table '{table.qualified_name}' is partitioned; name the partition written"
             )
         location = (partition.sd if partition else table.sd).location
+        applied = None
         if applied_files is not None:
             new_files, replace = None, True
-            adopted, described = list(applied_recycled), applied_listing(location, applied_files, self.cm)
+            adopted, applied = list(applied_recycled), applied_checksums(applied_files)
         else:
-            adopted, described = self.trash.adopt(location), describe_files(location, self.cm)
-        wanted = {path_key(uri) for uri in new_files} if new_files is not None else None
-        added = [uri for uri in described if wanted is None or path_key(uri.split("#", 1)[0]) in wanted]
-        if wanted is not None and len(added) != len(wanted):
-            found = {path_key(uri.split("#", 1)[0]) for uri in added}
-            missing = sorted(wanted - found)
-            raise InvalidObjectError(
-                f"files {missing[:3]} were not found under '{location}'; write them first"
-            )
-        recycled = [uri for uri in described if uri not in added] if replace else []
-        listing = added if replace else described
+            adopted = self.trash.adopt(location)
+        named = relative_names(location or "", new_files) if new_files is not None else None
         with self.events.transaction() as tx:
-            _, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            tbl_id, current = self._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            part_id = listings.TABLE_LEVEL
+            if partition is not None:
+                name = _partition_name(table, partition.values)
+                part_id = self._part_ids(tx.conn, tbl_id, [name]).get(name)
+                if part_id is None:
+                    raise NoSuchPartitionError(table.db_name, table.table_name, name)
+            key = ObjectKey(tbl_id, part_id)
+            got: Captured
+            if named is not None and not replace:  # the writer says what it added: look at that only
+                got = capture_named(tx.conn, self.cm, key, location, named)
+            else:
+                got = capture(
+                    tx.conn, self.cm, key, location, applied=applied, named=named, only_named=replace
+                )
+            added = got.named if named is not None else list(got.change.added)
+            body = {
+                "table": _snapshot(current),
+                "partition": _snapshot(partition) if partition else None,
+                "replace": replace,
+                "new_files": added,
+                "recycled": adopted + got.excluded,
+            }
             tx.emit(
-                EventType.INSERT,
-                table.db_name,
-                table.table_name,
-                {
-                    "table": _snapshot(current),
-                    "partition": _snapshot(partition) if partition else None,
-                    "replace": replace,
-                    "files": listing,
-                    "new_files": added,
-                    "recycled": adopted + recycled,
-                },
+                EventType.INSERT, table.db_name, table.table_name, MessageBuilder(body).with_data(got.change)
             )
-            self.intents.recycle(tx, recycled)
+            self.intents.recycle(tx, got.excluded)
         return added
+
+    # -- recorded listings -----------------------------------------------------------------------------
+    def _part_ids(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for chunk in _chunks(list(names)):
+            out.update(
+                conn.execute(
+                    select(partitions.c.part_name, partitions.c.part_id).where(
+                        partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
+                    )
+                ).all()
+            )
+        return out
+
+    def _known_files(
+        self, conn: Connection, tbl_id: int, part_ids: Iterable[int] | None
+    ) -> dict[str, FileRecord]:
+        """Recorded files of a table's objects (``None``: all of them) by absolute path key: the checksums a
+        drop or truncate reuses for files it recycles instead of reading them again."""
+        roots: dict[int, str] = {}
+        table_location = conn.execute(select(tbls.c.location).where(tbls.c.tbl_id == tbl_id)).scalar()
+        if table_location:
+            roots[listings.TABLE_LEVEL] = table_location
+        query = select(partitions.c.part_id, partitions.c.location).where(partitions.c.tbl_id == tbl_id)
+        wanted = None if part_ids is None else set(part_ids)
+        for part_id, location in conn.execute(query):
+            if location and (wanted is None or part_id in wanted):
+                roots[part_id] = location
+        rows = select(
+            data_files.c.part_id,
+            data_files.c.rel_path,
+            data_files.c.size,
+            data_files.c.mtime_ns,
+            data_files.c.checksum,
+            data_files.c.version_id,
+        ).where(data_files.c.tbl_id == tbl_id)
+        out: dict[str, FileRecord] = {}
+        for row in conn.execute(rows):
+            root = roots.get(row.part_id)
+            if root is not None:
+                out[path_key(join_uri(root, row.rel_path))] = FileRecord(*row[1:])
+        return out
 
     # -- functions -------------------------------------------------------------------------------------
     def create_function(self, function: Function) -> Function:
@@ -1114,7 +1170,32 @@ def _check_columns(table: Table) -> None:
 def _reroot(encoded: str, old_root: str, new_root: str) -> str:
     entry = EncodedFileUri.decode(encoded)
     moved = new_root.rstrip("/") + entry.file_uri[len(old_root.rstrip("/")) :]
-    return EncodedFileUri(moved, entry.checksum, entry.cmroot, entry.subdir).encode()
+    return EncodedFileUri(moved, entry.checksum, entry.cmroot, entry.subdir, entry.version_id).encode()
+
+
+def _rerooted(change: DataChange, old_root: str, new_root: str) -> DataChange:
+    """A change captured before a move, naming its added files where the move puts them."""
+    added = tuple(_reroot(uri, old_root, new_root) for uri in change.added)
+    return DataChange(added, change.removed, change.complete, change.count, change.digest)
+
+
+def _lookup(known: dict[str, FileRecord], location: str | None) -> Any:
+    """``describe_known``'s question for files below ``location``, answered from recorded files."""
+    root = join_uri(location or "", "")
+
+    def identity(rel: str, stat: StatIdentity) -> FileIdentity | None:
+        record = known.get(path_key(root + rel.lstrip("/")))
+        if record is None or (record.size, record.mtime_ns) != stat:
+            return None
+        return FileIdentity(record.checksum, record.version_id)
+
+    return identity
+
+
+def _emptied(conn: Connection, key: ObjectKey) -> DataChange:
+    """Record an object as holding no file (a truncate): a complete change with no files."""
+    after = listings.replace_all(conn, key, [])
+    return DataChange((), (), True, after.count, after.digest)
 
 
 def _forget_write_ids(conn: Connection, db_name: str, table_name: str) -> None:

@@ -18,6 +18,12 @@ that was overwritten or deleted *without* passing through cmroot (a writer that 
 by returning a versioned reference (``s3://<versionid>@bucket/key``) that every read method accepts. The
 cmroot copy is still made, so replay does not depend on the bucket keeping noncurrent versions.
 
+Pinning: a write pins each file it records (``pin``), so an event can name it whatever the writer does next
+(Spark without Hadoop trash deletes overwritten files before the metastore hears of the overwrite). On local
+and mounted warehouses the pin is a hard link under the cmroot name: no bytes copied, and the link shares the
+file's modification time, so retention counts from the file's write and frees the pin like any recycled
+file; a later recycle of the file finds its content already there. On S3 the recorded version id pins it.
+
 Retention on S3: a recycled object's clock is its ``LastModified``, which the copy into cmroot sets; when
 the same content is recycled again, ``touch`` renews it by a copy onto itself (see ``storage.s3``).
 """
@@ -181,7 +187,9 @@ class ChangeManager:
 
         Events logged before the move name the old paths; after it, only cmroot can serve them. Local files
         are hard-linked (no bytes copied; the warehouse never rewrites a file in place), others copied. An
-        existing cmroot file counts only when its size and checksum match. Returns how many copies were made.
+        existing cmroot file counts only when its size and checksum match, or when it is the file itself (a
+        pin, see ``pin``). Links are not touched: that would change the warehouse file's modification time,
+        which writes compare with the recorded one. Returns how many copies were made.
         """
         if not self.enabled:
             return 0
@@ -191,6 +199,8 @@ class ChangeManager:
             entry = EncodedFileUri.decode(text)
             target = self.cm_uri(entry.file_uri, entry.checksum)
             cm_fs = filesystem_for(target)
+            if _same_local_file(entry.file_uri, target):
+                continue
             if verified_copy(cm_fs, target, entry.checksum):
                 cm_fs.touch(target, now)
                 continue
@@ -199,11 +209,57 @@ class ChangeManager:
                 os.makedirs(os.path.dirname(local_path(target)), exist_ok=True)
                 try:
                     os.link(local_path(entry.file_uri), local_path(target))
+                    made += 1
+                    continue
                 except OSError:  # another device, or links not allowed: copy instead
                     _copy_local_verified(local_path(entry.file_uri), local_path(target), entry.checksum)
             else:
                 copy_file(entry.file_uri, target, entry.checksum or None)
             cm_fs.touch(target, now)
+            made += 1
+        return made
+
+    def pin(self, encoded_files: Iterable[str]) -> int:
+        """Keep what newly recorded files hold fetchable from cmroot; returns how many pins were made.
+
+        Local files are hard-linked under their cmroot name (a copy only where a link cannot be made: cmroot
+        on another device). The link is not touched: its modification time is the file's own, which a touch
+        would change (the next write would take the file for a changed one). A name already linked to the
+        same file, or holding the same content verified, is kept. Files in object stores are pinned by the
+        version id their events carry; where none is kept nothing is pinned (the file then depends on the
+        writer recycling through the metastore).
+        """
+        if not self.enabled:
+            return 0
+        made = 0
+        for text in encoded_files:
+            entry = EncodedFileUri.decode(text)
+            if not entry.checksum or not (is_local_uri(entry.file_uri) and is_local_uri(self.cmroot)):
+                continue
+            source = local_path(entry.file_uri)
+            target = local_path(self.cm_uri(entry.file_uri, entry.checksum))
+            if _same_local_file(source, target):
+                continue
+            if os.path.lexists(target):  # another file under the name: kept when it holds the content
+                if verified_copy(filesystem_for(target), target, entry.checksum):
+                    continue
+                os.unlink(target)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            try:
+                os.link(source, target)
+            except FileExistsError:  # pinned by a concurrent write meanwhile
+                continue
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                    log.warning("could not pin '%s' into cmroot (%s); it is not kept if deleted", source, exc)
+                    continue
+                try:
+                    _copy_local_verified(source, target, entry.checksum, fault="pin_mid_copy")
+                except (OSError, StorageError) as copy_exc:
+                    log.warning(
+                        "could not pin '%s' into cmroot (%s); it is not kept if deleted", source, copy_exc
+                    )
+                    continue
             made += 1
         return made
 
@@ -272,6 +328,16 @@ class ChangeManager:
         return CleanupResult(deleted, kept, freed)
 
 
+def _same_local_file(a: str, b: str) -> bool:
+    """Whether two local URIs name one file (a hard link: a pin of the file under its cmroot name)."""
+    if not (is_local_uri(a) and is_local_uri(b)):
+        return False
+    try:
+        return os.path.samefile(local_path(a), local_path(b))
+    except OSError:
+        return False
+
+
 def verified_copy(fs: FileSystem, uri: str, checksum: str) -> bool:
     """Whether ``uri`` exists and holds exactly the content ``checksum`` names (size first: cheap)."""
     if not checksum:
@@ -291,7 +357,9 @@ def verified_copy(fs: FileSystem, uri: str, checksum: str) -> bool:
         return False
 
 
-def _copy_local_verified(src_path: str, dst_path: str, checksum: str) -> None:
+def _copy_local_verified(
+    src_path: str, dst_path: str, checksum: str, *, fault: str = "recycle_mid_copy"
+) -> None:
     """Copy between two local file systems without ever showing a partial file under ``dst_path``.
 
     The bytes go to ``.cmtmp-<name>-<random>`` beside the target, are hashed as they pass, synced, and
@@ -308,7 +376,7 @@ def _copy_local_verified(src_path: str, dst_path: str, checksum: str) -> None:
             while chunk := source.read(COPY_CHUNK_BYTES):
                 running.update(chunk)
                 out.write(chunk)
-                fault_point("recycle_mid_copy")
+                fault_point(fault)
             out.flush()
             os.fsync(out.fileno())
         if checksum and running.token != checksum:

@@ -6,16 +6,27 @@ side files) are not data, as in Hive's listing filter, and are left out.
 Each file is described by one ``identify`` call, which yields its checksum and, in a versioned store, the
 version id that checksum belongs to (on S3: one HEAD when the object carries a CRC32C, no download). Calls
 run in parallel as the store suits (``FileSystem.io_parallelism``): object stores are latency bound.
+
+Writes do not describe whole locations any more: ``metastore.capture`` lists them (``stat_listing``, no
+reads) and identifies only the files that are new or changed since the metastore recorded them.
+``describe_known`` does the same for a location about to be recycled, with checksums it already knows.
 """
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from hmsrepl.metastore.change_manager import ChangeManager
-from hmsrepl.storage.base import FileStatus, base_name, filesystem_for, relative_to
+from hmsrepl.storage.base import FileIdentity, FileStatus, FileSystem, base_name, filesystem_for, relative_to
+from hmsrepl.storage.local import is_local_uri, local_path
 
 PARALLEL_CHECKSUM_THRESHOLD = 8
+
+#: A file's identity as a listing sees it, without reading it: (size in bytes, modification time in ns).
+StatIdentity = tuple[int, int]
 
 
 def is_hidden(relative_path: str) -> bool:
@@ -33,6 +44,79 @@ def _relative(uri: str, location: str) -> str:
     return relative_to(uri, location) if uri.rstrip("/") != location.rstrip("/") else base_name(uri)
 
 
+def mtime_ns(mtime: float) -> int:
+    """A listing's modification time as integer nanoseconds (the same file always maps to the same value)."""
+    return round(mtime * 1_000_000_000)
+
+
+def stat_listing(location: str | None) -> dict[str, StatIdentity]:
+    """Data files below ``location`` by relative path, with size and modification time: one listing, no
+    reads, one small tuple per file (a 1,000,000-file partition fits in a few hundred MB)."""
+    if not location:
+        return {}
+    if is_local_uri(location):
+        return dict(_local_stats(local_path(location), ""))
+    fs = filesystem_for(location)
+    out: dict[str, StatIdentity] = {}
+    for status in fs.list_files(location):
+        rel = _relative(status.uri, location)
+        if not is_hidden(rel):
+            out[rel] = (status.size, mtime_ns(status.mtime))
+    return out
+
+
+def _local_stats(directory: str, prefix: str) -> Iterator[tuple[str, StatIdentity]]:
+    """Regular data files below a local directory, with the rules of ``LocalFileSystem.list_files``.
+
+    Only real directories are entered and only regular files listed (no symlinks, FIFOs or devices); the
+    root itself is followed. Unlike ``list_files`` nothing is sorted and no directory entry is kept past its
+    own step (a sorted listing holds every entry of a directory at once: about 1 KB per file), hidden
+    entries are skipped with their whole subtree, and the modification time is the exact ``st_mtime_ns``.
+    """
+    if not prefix:
+        try:
+            st = os.stat(directory)
+        except OSError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            name = os.path.basename(directory)
+            if stat.S_ISREG(st.st_mode) and not is_hidden(name):
+                yield name, (st.st_size, st.st_mtime_ns)
+            return
+    subdirs: list[str] = []
+    try:
+        with os.scandir(directory) as scan:
+            for entry in scan:
+                if entry.name.startswith(("_", ".")):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    yield prefix + entry.name, (st.st_size, st.st_mtime_ns)
+                elif stat.S_ISDIR(st.st_mode):
+                    subdirs.append(entry.name)
+    except OSError:  # vanished or unreadable while listing: nothing below it
+        return
+    for name in subdirs:
+        yield from _local_stats(os.path.join(directory, name), f"{prefix}{name}/")
+
+
+def identify_all(fs: FileSystem, uris: Sequence[str]) -> list[FileIdentity]:
+    """``fs.identify`` of each URI, in parallel as the store suits."""
+    if len(uris) >= PARALLEL_CHECKSUM_THRESHOLD:
+        with ThreadPoolExecutor(max_workers=fs.io_parallelism) as pool:
+            return list(pool.map(fs.identify, uris))
+    return [fs.identify(uri) for uri in uris]
+
+
+def encode_at(cm: ChangeManager, location: str, rel: str, identity: FileIdentity) -> str:
+    """The event form of the file ``rel`` below ``location``."""
+    subdir = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    return cm.encode(f"{location.rstrip('/')}/{rel}", identity.checksum, subdir, identity.version_id)
+
+
 def describe_files(
     location: str | None, cm: ChangeManager, files: list[FileStatus] | None = None
 ) -> list[str]:
@@ -42,14 +126,34 @@ def describe_files(
     if not files or location is None:
         return []
     fs = filesystem_for(location)
-    if len(files) >= PARALLEL_CHECKSUM_THRESHOLD:
-        with ThreadPoolExecutor(max_workers=fs.io_parallelism) as pool:
-            identities = list(pool.map(lambda s: fs.identify(s.uri), files))
-    else:
-        identities = [fs.identify(s.uri) for s in files]
+    identities = identify_all(fs, [s.uri for s in files])
     out = []
     for status, identity in zip(files, identities, strict=True):
         rel = _relative(status.uri, location)
         subdir = rel.rsplit("/", 1)[0] if "/" in rel else ""
         out.append(cm.encode(status.uri, identity.checksum, subdir, identity.version_id))
     return out
+
+
+#: What the metastore recorded of a file, by its relative path and current stat identity: its identity
+#: (checksum, version) when the file is still the one recorded, else None (it must be read).
+KnownIdentity = Callable[[str, StatIdentity], FileIdentity | None]
+
+
+def describe_known(location: str | None, cm: ChangeManager, known: KnownIdentity) -> list[str]:
+    """``describe_files``, reading only the files ``known`` has no identity for (new or changed ones)."""
+    if not location:
+        return []
+    out: dict[str, str] = {}
+    unknown: list[str] = []
+    for rel, now in stat_listing(location).items():
+        identity = known(rel, now)
+        if identity is None:
+            unknown.append(rel)
+        else:
+            out[rel] = encode_at(cm, location, rel, identity)
+    fs = filesystem_for(location)
+    uris = [f"{location.rstrip('/')}/{rel}" for rel in unknown]
+    for rel, identity in zip(unknown, identify_all(fs, uris), strict=True):
+        out[rel] = encode_at(cm, location, rel, identity)
+    return [out[rel] for rel in sorted(out)]

@@ -12,18 +12,20 @@ time check of the files it keeps; ``repl verify`` still reads everything).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, delete, insert, select, tuple_
+from sqlalchemy import Connection, and_, delete, insert, select, tuple_, update
 
-from hmsrepl.metastore.schema import data_files
+from hmsrepl.formats import listing_digest
+from hmsrepl.metastore.schema import data_files, data_listings
 
 TABLE_LEVEL = 0  # ``part_id`` of a table's own location
 CHUNK = 500
+STREAM_ROWS = 5_000  # rows fetched at a time when a listing is streamed (a 1,000,000-file partition)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileRecord:
     """One recorded file: where it sits below its object, its identity at record time and its checksum."""
 
@@ -46,6 +48,14 @@ class ObjectKey:
     part_id: int = TABLE_LEVEL
 
 
+@dataclass(frozen=True)
+class Summary:
+    """A recorded listing's file count and digest (``formats.listing_digest``), kept up to date per diff."""
+
+    count: int = 0
+    digest: str = listing_digest.EMPTY
+
+
 def read(conn: Connection, key: ObjectKey) -> dict[str, FileRecord]:
     """The object's recorded files by relative path (empty: nothing recorded yet)."""
     rows = conn.execute(
@@ -58,6 +68,92 @@ def read(conn: Connection, key: ObjectKey) -> dict[str, FileRecord]:
         ).where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
     )
     return {row.rel_path: FileRecord(*row) for row in rows}
+
+
+def read_paths(conn: Connection, key: ObjectKey, paths: Iterable[str]) -> dict[str, FileRecord]:
+    """The records of some paths of the object (those recorded), in O(paths) rows."""
+    wanted = sorted(set(paths))
+    out: dict[str, FileRecord] = {}
+    for start in range(0, len(wanted), CHUNK):
+        rows = conn.execute(
+            select(
+                data_files.c.rel_path,
+                data_files.c.size,
+                data_files.c.mtime_ns,
+                data_files.c.checksum,
+                data_files.c.version_id,
+            ).where(
+                data_files.c.tbl_id == key.tbl_id,
+                data_files.c.part_id == key.part_id,
+                data_files.c.rel_path.in_(wanted[start : start + CHUNK]),
+            )
+        )
+        out.update((row.rel_path, FileRecord(*row)) for row in rows)
+    return out
+
+
+def stream(conn: Connection, key: ObjectKey) -> Iterator[FileRecord]:
+    """The object's recorded files, fetched a batch at a time: a caller that keeps only what it needs of
+    each holds one batch of rows, not the listing (a 1,000,000-file partition). Consume it whole before
+    issuing other statements on ``conn`` (some drivers stream over the connection itself)."""
+    query = (
+        select(
+            data_files.c.rel_path,
+            data_files.c.size,
+            data_files.c.mtime_ns,
+            data_files.c.checksum,
+            data_files.c.version_id,
+        )
+        .where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
+        .execution_options(yield_per=STREAM_ROWS)
+    )
+    for rows in conn.execute(query).partitions():
+        for row in rows:
+            yield FileRecord(*row)
+
+
+def summary(conn: Connection, key: ObjectKey) -> Summary:
+    """The recorded listing's count and digest; computed from its rows once if no summary was kept yet."""
+    row = conn.execute(
+        select(data_listings.c.file_count, data_listings.c.digest).where(
+            data_listings.c.tbl_id == key.tbl_id, data_listings.c.part_id == key.part_id
+        )
+    ).first()
+    if row is not None:
+        return Summary(row.file_count, row.digest)
+    count, digest = 0, listing_digest.EMPTY
+    for record in stream(conn, key):
+        count += 1
+        digest = listing_digest.combine(digest, [(record.rel_path, record.checksum)])
+    return Summary(count, digest)
+
+
+def _store_summary(conn: Connection, key: ObjectKey, value: Summary) -> None:
+    where = (data_listings.c.tbl_id == key.tbl_id, data_listings.c.part_id == key.part_id)
+    done = conn.execute(
+        update(data_listings).where(*where).values(file_count=value.count, digest=value.digest)
+    ).rowcount
+    if not done:
+        conn.execute(
+            insert(data_listings).values(
+                tbl_id=key.tbl_id, part_id=key.part_id, file_count=value.count, digest=value.digest
+            )
+        )
+
+
+def _checksums(conn: Connection, key: ObjectKey, paths: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for start in range(0, len(paths), CHUNK):
+        out.update(
+            conn.execute(
+                select(data_files.c.rel_path, data_files.c.checksum).where(
+                    data_files.c.tbl_id == key.tbl_id,
+                    data_files.c.part_id == key.part_id,
+                    data_files.c.rel_path.in_(paths[start : start + CHUNK]),
+                )
+            ).all()
+        )
+    return out
 
 
 def is_recorded(conn: Connection, key: ObjectKey) -> bool:
@@ -73,12 +169,22 @@ def is_recorded(conn: Connection, key: ObjectKey) -> bool:
 
 def apply(
     conn: Connection, key: ObjectKey, upserts: Iterable[FileRecord], removed: Iterable[str] = ()
-) -> None:
-    """Write a diff: ``upserts`` replace or add records, ``removed`` paths go (O(diff) statements' rows)."""
+) -> Summary:
+    """Write a diff: ``upserts`` replace or add records, ``removed`` paths go (O(diff) statements' rows).
+
+    The listing's count and digest are updated from the diff alone (the replaced records' checksums are
+    read back, O(diff) rows) and returned: what the write's event carries.
+    """
     upserts = list(upserts)
     gone = {*removed, *(r.rel_path for r in upserts)}
     table = data_files
     paths = sorted(gone)
+    before = summary(conn, key)
+    old = _checksums(conn, key, paths)
+    after = Summary(
+        before.count - len(old) + len(upserts),
+        listing_digest.combine(before.digest, [(r.rel_path, r.checksum) for r in upserts], old.items()),
+    )
     for start in range(0, len(paths), CHUNK):
         conn.execute(
             delete(table).where(
@@ -103,33 +209,34 @@ def apply(
                 for r in upserts
             ],
         )
+    _store_summary(conn, key, after)
+    return after
 
 
-def replace_all(conn: Connection, key: ObjectKey, records: Iterable[FileRecord]) -> None:
+def replace_all(conn: Connection, key: ObjectKey, records: Iterable[FileRecord]) -> Summary:
     """Record exactly ``records`` for the object (a first capture, or a listing rebuilt from scratch)."""
     forget(conn, key)
-    apply(conn, key, records)
+    return apply(conn, key, records)
 
 
 def forget(conn: Connection, key: ObjectKey) -> None:
-    conn.execute(
-        delete(data_files).where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
-    )
+    for table in (data_files, data_listings):
+        conn.execute(delete(table).where(table.c.tbl_id == key.tbl_id, table.c.part_id == key.part_id))
 
 
 def forget_table(conn: Connection, tbl_id: int) -> None:
     """A dropped table: its own listing and every partition's."""
-    conn.execute(delete(data_files).where(data_files.c.tbl_id == tbl_id))
+    for table in (data_files, data_listings):
+        conn.execute(delete(table).where(table.c.tbl_id == tbl_id))
 
 
 def forget_partitions(conn: Connection, tbl_id: int, part_ids: Iterable[int]) -> None:
     ids = list(part_ids)
     for start in range(0, len(ids), CHUNK):
-        conn.execute(
-            delete(data_files).where(
-                data_files.c.tbl_id == tbl_id, data_files.c.part_id.in_(ids[start : start + CHUNK])
+        for table in (data_files, data_listings):
+            conn.execute(
+                delete(table).where(table.c.tbl_id == tbl_id, table.c.part_id.in_(ids[start : start + CHUNK]))
             )
-        )
 
 
 def read_many(conn: Connection, keys: Iterable[ObjectKey]) -> Mapping[ObjectKey, dict[str, FileRecord]]:

@@ -292,3 +292,16 @@ data_files = Table(
     Column("version_id", String(1024)),  # object store version the checksum belongs to
     PrimaryKeyConstraint("tbl_id", "part_id", "rel_path"),
 )
+
+# Per recorded table or partition: how many files ``data_files`` holds for it and their listing digest
+# (``formats.listing_digest``). A write updates both from its diff, so the count and digest its event carries
+# cost O(files added + removed), never a pass over the whole listing.
+data_listings = Table(
+    "data_listings",
+    metadata,
+    Column("tbl_id", BigInteger, nullable=False),
+    Column("part_id", BigInteger, nullable=False),
+    Column("file_count", BigInteger, nullable=False),
+    Column("digest", String(32), nullable=False),
+    PrimaryKeyConstraint("tbl_id", "part_id"),
+)

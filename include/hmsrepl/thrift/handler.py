@@ -767,7 +767,12 @@ class MetastoreHandler:
         return hms.NotificationEventsCountResponse(eventsCount=count)
 
     def fire_listener_event(self, rqst: Any) -> Any:
-        """An INSERT notification from a client that wrote files itself; the metastore checksums them."""
+        """An INSERT notification from a client that wrote files itself (Spark, after alter_partition).
+
+        The metastore records the named files, reading only those it has not recorded yet: after Spark's
+        alter_partition of the same append they are recorded, so the INSERT logs an empty change and names
+        the files with their recorded checksums (``CatalogService.insert``).
+        """
         insert = rqst.data.insertData if rqst.data is not None else None
         if insert is None:
             raise InvalidObjectError("fire_listener_event: only insert events (insertData) are supported")

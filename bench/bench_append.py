@@ -1,0 +1,440 @@
+"""Per-append metastore cost as Spark's Hive client pays it, next to Hive Metastore 2.3.10 in the same run.
+
+A Spark append to a partition writes its files, then calls ``alter_partition`` and ``fire_listener_event``
+(the INSERT notification naming the new files). Both calls are timed through the Thrift server, for a
+partition that already holds 1, 100, 1,000, 10,000 small files and 1, 10, 40 big files (256 MiB each by
+default; ``--big-mib`` makes a quick run use smaller ones), with the bytes our notification log stores per
+append. The goal: flat in what the partition holds (a write reads and logs only what it added), within 1.5x
+of Hive, at most 2 KB + O(files added) stored per append.
+
+Then: notification-log bytes after 100 and after 1,000 single-file appends to one partition (the ratio is
+~10 when the log grows linearly; it grew quadratically when every event carried the whole listing), and with
+``--capture-files N`` the capture of one N-file partition (1,000,000 is the goal: under 1 GB peak RSS) in a
+separate process, so its peak RSS is the capture's own.
+
+Run:  python bench/bench_append.py [--repeats 5] [--small 1,100,1000,10000] [--big 1,10,40] [--big-mib 256]
+                                   [--log-appends 100,1000] [--backend sqlite|postgres] [--no-hive-baseline]
+                                   [--capture-files 1000000]
+
+* ours: ``hmsrepl metastore serve`` in a subprocess on a throwaway database (tests/servers.py);
+* Hive: the HiveMetaStore in pyspark's jars on Derby (bench/hive_reference.py), killed with its process
+  group at the end, also on Ctrl-C and errors. Hive keeps no notification log here (no DbNotificationListener
+  in pyspark's jars), so only our stored bytes are printed.
+
+Both servers' partitions hold the same files (hard links of one pool: no doubled disk use); each timed
+append adds one new 4 KiB file. Calls are interleaved append by append, alternating which server goes first.
+Prints tables (median and min over ``--repeats``) and exits 0; non-zero with a message when a server cannot
+be started or a call fails. The figures inform, they do not gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+for _path in (ROOT / "include", ROOT):  # run as a plain script from a checkout, no PYTHONPATH needed
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore  # noqa: E402
+from hmsclient.genthrift.hive_metastore import ttypes as hive  # noqa: E402
+from sqlalchemy import create_engine, func, select  # noqa: E402
+from thrift.protocol import TBinaryProtocol  # noqa: E402
+from thrift.transport import TSocket, TTransport  # noqa: E402
+
+from bench.hive_reference import HiveReferenceMetastore, hive_version, java_version  # noqa: E402
+from hmsrepl.storage.local import local_path  # noqa: E402
+from tests.backends import temporary_database  # noqa: E402
+from tests.servers import metastore_server  # noqa: E402
+
+DB_NAME = "bench_append"
+CLIENT_TIMEOUT_MS = 900_000
+SMALL_BYTES = 1024
+APPEND_BYTES = 4096
+MIB = 1024 * 1024
+PARQUET = (
+    "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+    "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+    "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
+)
+
+
+class Client:
+    """hmsclient's generated Hive 2.x client on one kept-open connection, as Spark keeps its connection."""
+
+    def __init__(self, port: int) -> None:
+        sock = TSocket.TSocket("127.0.0.1", port)
+        sock.setTimeout(CLIENT_TIMEOUT_MS)
+        self.transport = TTransport.TBufferedTransport(sock)
+        self.hms = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocolAccelerated(self.transport))
+        self.transport.open()
+        self.hms.set_ugi("hive", [])
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+@dataclass
+class Server:
+    label: str
+    client: Client
+    stored_bytes: Callable[[int], int] | None = None  # bytes the log stores for events after an id
+    current_event: Callable[[], int] | None = None
+    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+
+
+# -- objects --------------------------------------------------------------------------------------------------
+def _table(name: str) -> Any:
+    input_format, output_format, serde = PARQUET
+    sd = hive.StorageDescriptor(
+        cols=[hive.FieldSchema("id", "bigint", None), hive.FieldSchema("v", "string", None)],
+        inputFormat=input_format,
+        outputFormat=output_format,
+        compressed=False,
+        numBuckets=-1,
+        serdeInfo=hive.SerDeInfo(None, serde, {"serialization.format": "1"}),
+        bucketCols=[],
+        sortCols=[],
+        parameters={},
+    )
+    return hive.Table(
+        tableName=name,
+        dbName=DB_NAME,
+        owner="hive",
+        createTime=int(time.time()),
+        lastAccessTime=0,
+        retention=0,
+        sd=sd,
+        partitionKeys=[hive.FieldSchema("d", "string", None)],
+        parameters={"spark.sql.sources.provider": "parquet"},
+        tableType="MANAGED_TABLE",
+    )
+
+
+def _new_partition(client: Client, table: str) -> Any:
+    """Add partition d=1 (the server places it under the table) and return it as stored."""
+    template = client.hms.get_table(DB_NAME, table).sd
+    part = hive.Partition(
+        values=["1"],
+        dbName=DB_NAME,
+        tableName=table,
+        createTime=int(time.time()),
+        lastAccessTime=0,
+        sd=hive.StorageDescriptor(**{**template.__dict__, "location": None}),
+        parameters={},
+    )
+    client.hms.add_partitions([part])
+    return client.hms.get_partition(DB_NAME, table, ["1"])
+
+
+# -- the data files -------------------------------------------------------------------------------------------
+def make_pool(pool: Path, small: int, big: int, big_mib: int) -> None:
+    """Small files and big files once; partitions hold hard links to them (no doubled disk use)."""
+    pool.mkdir(parents=True, exist_ok=True)
+    for i in range(small):
+        (pool / f"small-{i:06d}.parquet").write_bytes(i.to_bytes(8, "big") * (SMALL_BYTES // 8))
+    chunk = os.urandom(MIB)
+    for i in range(big):
+        with open(pool / f"big-{i:03d}.parquet", "wb") as out:
+            for j in range(big_mib):
+                out.write(chunk[:8] + i.to_bytes(4, "big") + j.to_bytes(4, "big") + chunk[16:])
+
+
+def fill(location: str, pool: Path, names: list[str]) -> None:
+    directory = Path(local_path(location))
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        os.link(pool / name, directory / name)
+
+
+# -- one append, as Spark's Hive client makes it --------------------------------------------------------------
+def append(server: Server, table: str, part: Any, name: str) -> tuple[float, float, int]:
+    """Write one new file, then alter_partition + fire_listener_event; returns their ms and stored bytes."""
+    location = part.sd.location
+    Path(local_path(location), name).write_bytes(os.urandom(APPEND_BYTES))
+    before = server.current_event() if server.current_event else 0
+    start = time.perf_counter_ns()
+    server.client.hms.alter_partition(DB_NAME, table, part)
+    middle = time.perf_counter_ns()
+    request = hive.FireEventRequest(
+        successful=True,
+        data=hive.FireEventRequestData(
+            insertData=hive.InsertEventRequestData(filesAdded=[f"{location}/{name}"])
+        ),
+        dbName=DB_NAME,
+        tableName=table,
+        partitionVals=["1"],
+    )
+    server.client.hms.fire_listener_event(request)
+    end = time.perf_counter_ns()
+    stored = server.stored_bytes(before) if server.stored_bytes else 0
+    return (middle - start) / 1e6, (end - middle) / 1e6, stored
+
+
+@dataclass(frozen=True)
+class Scenario:
+    label: str
+    files: list[str]  # pool names the partition holds before the appends
+
+
+def run_scenarios(servers: list[Server], scenarios: list[Scenario], pool: Path, repeats: int) -> None:
+    for index, scenario in enumerate(scenarios):
+        table = f"t{index}"
+        parts = {}
+        for server in servers:
+            server.client.hms.create_table(_table(table))
+            part = _new_partition(server.client, table)
+            fill(part.sd.location, pool, scenario.files)
+            server.client.hms.alter_partition(DB_NAME, table, part)  # the first record: reads every file
+            append(server, table, part, "warmup.parquet")
+            parts[server.label] = part
+            server.samples[scenario.label] = {"alter": [], "fire": [], "bytes": []}
+        for i in range(repeats):
+            for server in servers if i % 2 == 0 else list(reversed(servers)):
+                alter_ms, fire_ms, stored = append(
+                    server, table, parts[server.label], f"append-{i:04d}.parquet"
+                )
+                got = server.samples[scenario.label]
+                got["alter"].append(alter_ms)
+                got["fire"].append(fire_ms)
+                got["bytes"].append(stored)
+        print(f"  measured: partition holding {scenario.label}", flush=True)
+
+
+def log_growth(server: Server, counts: list[int]) -> dict[int, int]:
+    """Stored log bytes after ``n`` single-file appends to one partition, for each ``n`` in ``counts``."""
+    table = "t_log"
+    server.client.hms.create_table(_table(table))
+    part = _new_partition(server.client, table)
+    assert server.current_event is not None and server.stored_bytes is not None
+    start = server.current_event()
+    out: dict[int, int] = {}
+    for i in range(max(counts)):
+        append(server, table, part, f"log-{i:05d}.parquet")
+        if i + 1 in counts:
+            out[i + 1] = server.stored_bytes(start)
+    return out
+
+
+# -- the 1,000,000-file capture, in its own process -----------------------------------------------------------
+def capture_child(root: Path, files: int) -> None:
+    """Record an ``files``-file partition (first capture), then one append to it; print times and peak RSS."""
+    from hmsrepl.metastore import Metastore
+    from hmsrepl.metastore.model import Database, Partition
+    from tests.conftest import make_config
+    from tests.helpers import make_table
+
+    store = Metastore.open(make_config(f"sqlite:///{root}/metastore.db", root))
+    store.catalog.create_database(Database(name=DB_NAME))
+    table = store.catalog.create_table(make_table(DB_NAME, "big", partition_keys=("d",)))
+    location = f"{table.sd.location}/d=1"
+    os.rename(root / "files", local_path(location))
+    part = Partition(values=["1"], db_name=DB_NAME, table_name="big")
+    start = time.perf_counter()
+    [part] = store.catalog.add_partitions(DB_NAME, "big", [part])
+    first = time.perf_counter() - start
+    first_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    Path(local_path(location), "appended.parquet").write_bytes(os.urandom(APPEND_BYTES))
+    before = store.get_current_notification_event_id()
+    start = time.perf_counter()
+    store.catalog.alter_partitions(DB_NAME, "big", [part])
+    again = time.perf_counter() - start
+    [event] = store.events.next_events(before)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"first capture of {files:,} files (reads every file): {first:.1f} s, peak RSS {first_rss:.0f} MB")
+    print(
+        f"append of 1 file to it (alter_partitions): {again * 1000:.0f} ms, event {len(event.message):,} bytes "
+        f"stored, peak RSS {rss:.0f} MB"
+    )
+    store.close()
+
+
+def run_capture(files: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
+        root = Path(tmp)
+        directory = root / "files"
+        directory.mkdir()
+        start = time.perf_counter()
+        for i in range(files):
+            with open(directory / f"part-{i:07d}.parquet", "wb") as out:
+                out.write(i.to_bytes(8, "big"))
+        print(f"\nwrote {files:,} files in {time.perf_counter() - start:.0f} s; capturing in a child process")
+        subprocess.run([sys.executable, __file__, "--capture-child", str(root), str(files)], check=True)
+
+
+# -- reporting ------------------------------------------------------------------------------------------------
+def _fmt(samples: list[float]) -> str:
+    return f"{statistics.median(samples):8.1f} {min(samples):8.1f}"
+
+
+def print_table(servers: list[Server], scenarios: list[Scenario], repeats: int) -> None:
+    print(f"\nper append (ms, median and min over {repeats}; bytes: median stored per append)")
+    header = f"{'partition holds':>22} |"
+    for server in servers:
+        header += f" {server.label + ' alter':>17} | {'fire':>17} |"
+    header += f" {'ratio alter+fire':>16} | {'stored bytes':>12}"
+    print(header)
+    print(f"{'':>22} |" + f" {'median':>8} {'min':>8} | {'median':>8} {'min':>8} |" * len(servers))
+    for scenario in scenarios:
+        line = f"{scenario.label:>22} |"
+        totals = []
+        for server in servers:
+            got = server.samples[scenario.label]
+            line += f" {_fmt(got['alter'])} | {_fmt(got['fire'])} |"
+            totals.append(statistics.median(a + f for a, f in zip(got["alter"], got["fire"], strict=True)))
+        ratio = f"{totals[0] / totals[1]:.2f}x" if len(totals) > 1 else "-"
+        line += f" {ratio:>16} | {statistics.median(servers[0].samples[scenario.label]['bytes']):>12,.0f}"
+        print(line)
+
+
+def _db_probes(db_url: str) -> tuple[Callable[[int], int], Callable[[], int]]:
+    from hmsrepl.metastore.schema import notification_log
+
+    engine = create_engine(db_url)
+
+    def stored(after: int) -> int:
+        with engine.connect() as conn:
+            query = select(func.coalesce(func.sum(func.length(notification_log.c.message)), 0)).where(
+                notification_log.c.event_id > after
+            )
+            return int(conn.execute(query).scalar_one())
+
+    def current() -> int:
+        with engine.connect() as conn:
+            return int(
+                conn.execute(select(func.coalesce(func.max(notification_log.c.event_id), 0))).scalar_one()
+            )
+
+    return stored, current
+
+
+@contextmanager
+def _connected(label: str, port: int) -> Iterator[Client]:
+    client = Client(port)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def run(args: argparse.Namespace) -> None:
+    scenarios = [
+        Scenario(f"{n:,} small files", [f"small-{i:06d}.parquet" for i in range(n)]) for n in args.small
+    ]
+    scenarios += [
+        Scenario(f"{n} x {args.big_mib} MiB", [f"big-{i:03d}.parquet" for i in range(n)]) for n in args.big
+    ]
+    with ExitStack() as stack:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-append-")))
+        hive_ref = None
+        if not args.no_hive_baseline:
+            hive_ref = stack.enter_context(HiveReferenceMetastore(root / "hive"))  # boots while we prepare
+        pool = root / "pool"
+        start = time.perf_counter()
+        make_pool(pool, max(args.small, default=0), max(args.big, default=0), args.big_mib)
+        print(f"data pool written in {time.perf_counter() - start:.0f} s")
+        ours_root = root / "ours"
+        ours_root.mkdir()
+        db_url = stack.enter_context(temporary_database(args.backend, str(ours_root)))
+        proc = stack.enter_context(metastore_server(ours_root, db_url))
+        stored, current = _db_probes(db_url)
+        servers = [
+            Server(
+                f"ours ({args.backend})", stack.enter_context(_connected("ours", proc.port)), stored, current
+            )
+        ]
+        if hive_ref is not None:
+            hive_ref.wait_ready()
+            label = f"hive {hive_version()}"
+            servers.append(Server(label, stack.enter_context(_connected(label, hive_ref.port))))
+        print(
+            f"python {sys.version.split()[0]}, {java_version()}, {os.cpu_count()} cpus, ours on {args.backend}"
+        )
+        for server in servers:
+            server.client.hms.create_database(
+                hive.Database(name=DB_NAME, description="append bench", parameters={})
+            )
+        run_scenarios(servers, scenarios, pool, args.repeats)
+        print_table(servers, scenarios, args.repeats)
+        if args.log_appends:
+            growth = log_growth(servers[0], args.log_appends)
+            print("\nnotification-log bytes stored by single-file appends to one partition (ours)")
+            for n, size in growth.items():
+                print(f"  after {n:>6,} appends: {size:>12,} bytes ({size / n:,.0f} per append)")
+            counts = sorted(growth)
+            if len(counts) > 1:
+                low, high = counts[0], counts[-1]
+                print(
+                    f"  ratio {high:,}/{low:,} appends: {growth[high] / growth[low]:.1f}x "
+                    f"(linear: {high / low:.0f}x)"
+                )
+    if args.capture_files:
+        run_capture(args.capture_files)
+
+
+def _counts(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()] if text else []
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed appends per size and server")
+    parser.add_argument("--small", type=_counts, default=[1, 100, 1000, 10000], help="small-file counts")
+    parser.add_argument("--big", type=_counts, default=[1, 10, 40], help="big-file counts")
+    parser.add_argument("--big-mib", type=int, default=256, help="size of each big file in MiB")
+    parser.add_argument("--log-appends", type=_counts, default=[100, 1000], help="appends for log growth")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--no-hive-baseline", action="store_true", help="measure our server only")
+    parser.add_argument("--capture-files", type=int, default=0, help="then capture one partition of N files")
+    parser.add_argument("--capture-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.big_mib < 1 or any(n < 0 for n in [*args.small, *args.big]):
+        parser.error("--repeats and --big-mib must be at least 1, file counts not negative")
+    return args
+
+
+class Terminated(BaseException):
+    """Raised by the SIGTERM handler so every ``finally`` stops the servers and drops the database."""
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.capture_child:
+        capture_child(Path(args.capture_child[0]), int(args.capture_child[1]))
+        return 0
+    signal.signal(signal.SIGTERM, _terminate)
+    started = time.monotonic()
+    try:
+        run(args)
+    except KeyboardInterrupt:
+        print("bench_append: interrupted (Ctrl-C); servers stopped", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("bench_append: terminated (SIGTERM); servers stopped", file=sys.stderr)
+        return 143
+    except Exception as exc:
+        print(f"bench_append: FAILED: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"total run time {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""What a write did to one table's or partition's data files, found at a cost proportional to the change.
+
+A write lists its object's location (sizes and modification times only, no reads) and compares that with
+the listing the metastore recorded last time (``metastore.listings``). A file whose size and modification
+time are unchanged keeps its recorded checksum; only new or changed files are identified (read, or one HEAD
+on S3), pinned (``ChangeManager.pin``) and recorded. The diff is written back in the write's transaction and
+becomes the event's ``DataChange``: the files added or changed, the paths removed, and the new listing's
+count and digest, updated from the previous ones (``listings.apply``). So an append of one file to a
+partition of 10,000 reads one file and logs one file, and the second event of Spark's alter_partition +
+fire_listener_event pair finds nothing changed and logs an empty change.
+
+Callers run ``capture`` inside the write's transaction after locking the table's row: two writers of one
+table are serialised from listing to recording, so neither records a listing older than the other's.
+
+A replication load passes the listing it published (``applied``: relative path -> checksum it verified):
+that listing is recorded exactly, nothing is read (files are only listed for their sizes and modification
+times), and the event carries its diff from the previous record like any write.
+
+Memory: the location's listing is one ``(size, mtime_ns)`` tuple per file, the recorded rows are streamed
+and the new files are identified and recorded a batch at a time, so a 1,000,000-file partition is captured
+in a few hundred MB; only its event (a first capture lists every file) is as large as the listing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection
+
+from hmsrepl.exceptions import InvalidObjectError
+from hmsrepl.metastore import listings
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.file_capture import (
+    StatIdentity,
+    encode_at,
+    identify_all,
+    is_hidden,
+    stat_listing,
+)
+from hmsrepl.metastore.listings import FileRecord, ObjectKey, Summary
+from hmsrepl.metastore.messages import DataChange
+from hmsrepl.storage.base import FileIdentity, filesystem_for, path_key
+from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.local import is_local_uri, local_path
+
+#: New files identified, pinned and recorded per round (bounds what a huge first capture holds at once).
+BATCH = 2_000
+#: Modification time of an applied file that is not on disk (recorded as changed: the next write reads it).
+UNKNOWN_MTIME = -1
+
+
+@dataclass
+class Captured:
+    """A capture's outcome: the event's change and the encoded files the caller names in its event."""
+
+    change: DataChange
+    named: list[str] = field(default_factory=list)  # the files the writer named, as recorded now
+    excluded: list[str] = field(default_factory=list)  # present but left out of the listing (overwrite)
+
+
+def relative_names(location: str, uris: Collection[str]) -> dict[str, str]:
+    """Relative path below ``location`` of each URI a writer named (any spelling: ``file:/x`` or ``/x``)."""
+    root = path_key(location).rstrip("/") + "/"
+    out: dict[str, str] = {}
+    outside = []
+    for uri in uris:
+        key = path_key(uri)
+        rel = key[len(root) :] if key.startswith(root) else ""
+        if not rel or is_hidden(rel) or ".." in rel.split("/"):
+            outside.append(uri)
+        out[rel] = uri
+    if outside:
+        raise InvalidObjectError(
+            f"files {sorted(outside)[:3]} were not found under '{location}'; write them first"
+        )
+    return out
+
+
+def capture(
+    conn: Connection,
+    cm: ChangeManager,
+    key: ObjectKey,
+    location: str | None,
+    *,
+    applied: Mapping[str, str] | None = None,
+    named: Collection[str] | None = None,
+    only_named: bool = False,
+    fresh: bool = False,
+) -> Captured:
+    """Record ``location``'s data files for ``key`` and return what changed since the last record.
+
+    ``applied``: a load's published listing (relative path -> checksum), recorded exactly without reading.
+    ``named``: relative paths of files the writer says it wrote (each must be listed); with ``only_named``
+    they become the whole listing and the other files present are returned as ``excluded`` (to recycle).
+    ``fresh``: a new object (its id may have been used before): nothing recorded counts.
+    """
+    if fresh:
+        listings.forget(conn, key)
+    current = stat_listing(location)
+    if applied is not None:
+        current = _applied_stats(current, applied)
+    wanted = set(named) if named is not None else set()
+    missing = sorted(wanted - current.keys())
+    if missing:
+        raise InvalidObjectError(f"files {missing[:3]} were not found under '{location}'; write them first")
+    others: dict[str, StatIdentity] = {}
+    if only_named:
+        others = {rel: now for rel, now in current.items() if rel not in wanted}
+        current = {rel: current[rel] for rel in wanted}
+    out = Captured(DataChange())
+    removed: list[str] = []
+    refreshed: list[FileRecord] = []
+    survivors = 0
+    loc = location or ""
+    for record in listings.stream(conn, key):
+        rel, known = record.rel_path, (record.size, record.mtime_ns)
+        now = current.get(rel)
+        if now is None:
+            removed.append(rel)
+            if others.get(rel) == known:
+                out.excluded.append(encode_at(cm, loc, rel, _identity(record)))
+                del others[rel]
+            continue
+        if applied is not None:
+            if record.checksum != applied[rel]:
+                continue  # changed: recorded again below
+            if now != known and now[1] != UNKNOWN_MTIME:  # same content, copied anew: refresh its stat
+                refreshed.append(FileRecord(rel, *now, record.checksum, record.version_id))
+        elif now != known:
+            continue
+        survivors += 1
+        del current[rel]
+        if rel in wanted:
+            out.named.append(encode_at(cm, loc, rel, _identity(record)))
+    summary = _record_new(conn, cm, key, loc, current, applied, wanted, removed, refreshed, out)
+    complete = survivors == 0
+    out.change = DataChange(
+        tuple(out.change.added), () if complete else tuple(removed), complete, summary.count, summary.digest
+    )
+    if others:
+        rels = sorted(others)
+        out.excluded.extend(
+            encode_at(cm, loc, rel, identity)
+            for rel, identity in zip(rels, _identify(loc, rels), strict=True)
+        )
+    return out
+
+
+def capture_named(
+    conn: Connection, cm: ChangeManager, key: ObjectKey, location: str | None, named: Collection[str]
+) -> Captured:
+    """Record the files a writer names as added (an INSERT that replaces nothing), looking at those only.
+
+    Spark's fire_listener_event follows the alter_partition that already recorded its files: stating the
+    named files and reading their records tells that nothing changed, without listing a partition of 10,000
+    files again. What else changed at the location (files removed by hand) is left to the next full capture
+    (any ALTER or overwrite), which logs it then; the count and digest are the recorded listing's, so a
+    reader applying the changes in order still holds exactly what the metastore recorded. Object stores
+    have no cheap per-file stat here: they take the full capture.
+    """
+    if not location or not is_local_uri(location):
+        return capture(conn, cm, key, location, named=named)
+    stats: dict[str, StatIdentity] = {}
+    root = local_path(location)
+    for rel in named:
+        try:
+            st = os.stat(os.path.join(root, rel), follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            stats[rel] = (st.st_size, st.st_mtime_ns)
+    missing = sorted(set(named) - stats.keys())
+    if missing:
+        raise InvalidObjectError(f"files {missing[:3]} were not found under '{location}'; write them first")
+    out = Captured(DataChange())
+    before = listings.summary(conn, key)
+    known = listings.read_paths(conn, key, stats)
+    for rel, record in known.items():
+        if (record.size, record.mtime_ns) == stats[rel]:
+            out.named.append(encode_at(cm, location, rel, _identity(record)))
+            del stats[rel]
+    replaced = len(known) - len(out.named)  # recorded files the writer rewrote
+    if not stats:  # nothing new: an empty change, nothing written
+        out.change = DataChange((), (), before.count == 0, before.count, before.digest)
+        return out
+    summary = _record_new(conn, cm, key, location, stats, None, set(named), [], [], out)
+    complete = before.count - replaced == 0
+    out.change = DataChange(tuple(out.change.added), (), complete, summary.count, summary.digest)
+    return out
+
+
+def _applied_stats(disk: Mapping[str, StatIdentity], applied: Mapping[str, str]) -> dict[str, StatIdentity]:
+    """The applied listing's files with their stat on disk (or the size their checksum records)."""
+    return {
+        rel: disk.get(rel) or (checksum_size(checksum), UNKNOWN_MTIME)
+        for rel, checksum in applied.items()
+        if not is_hidden(rel)
+    }
+
+
+def _record_new(
+    conn: Connection,
+    cm: ChangeManager,
+    key: ObjectKey,
+    location: str,
+    fresh: Mapping[str, StatIdentity],
+    applied: Mapping[str, str] | None,
+    wanted: Collection[str],
+    removed: list[str],
+    refreshed: list[FileRecord],
+    out: Captured,
+) -> Summary:
+    """Identify, pin and record the new or changed files a batch at a time; the first batch also writes
+    the removals. Returns the listing's summary after the change."""
+    rels = sorted(fresh)
+    added: list[str] = []
+    summary = None
+    for start in range(0, max(len(rels), 1), BATCH):
+        batch = rels[start : start + BATCH]
+        identities = _applied_identities(location, batch, applied) if applied is not None else None
+        if identities is None:
+            identities = _identify(location, batch)
+        records = [
+            FileRecord(rel, *fresh[rel], identity.checksum, identity.version_id)
+            for rel, identity in zip(batch, identities, strict=True)
+        ]
+        encoded = [
+            encode_at(cm, location, rel, identity) for rel, identity in zip(batch, identities, strict=True)
+        ]
+        cm.pin(encoded)
+        added.extend(encoded)
+        out.named.extend(uri for rel, uri in zip(batch, encoded, strict=True) if rel in wanted)
+        first = start == 0
+        summary = listings.apply(
+            conn, key, [*records, *(refreshed if first else ())], removed if first else ()
+        )
+    out.change = DataChange(tuple(added))
+    assert summary is not None
+    return summary
+
+
+def _identity(record: FileRecord) -> FileIdentity:
+    return FileIdentity(record.checksum, record.version_id)
+
+
+def _identify(location: str, rels: Sequence[str]) -> list[FileIdentity]:
+    if not rels:
+        return []
+    fs = filesystem_for(location)
+    return identify_all(fs, [f"{location.rstrip('/')}/{rel}" for rel in rels])
+
+
+def _applied_identities(
+    location: str, rels: Sequence[str], applied: Mapping[str, str]
+) -> list[FileIdentity] | None:
+    """A load's files carry the checksums it verified; only a versioned store must still say the version."""
+    if rels and not is_local_uri(location):
+        return None
+    return [FileIdentity(applied[rel]) for rel in rels]
