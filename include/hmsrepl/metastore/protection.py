@@ -128,7 +128,10 @@ def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
             _refuse({"name": db.name, "parameters": db.parameters})
 
 
-PRIOR_DATABASE: dict[EventType, str] = {EventType.ALTER_DATABASE: "before", EventType.DROP_DATABASE: "database"}
+PRIOR_DATABASE: dict[EventType, str] = {
+    EventType.ALTER_DATABASE: "before",
+    EventType.DROP_DATABASE: "database",
+}
 """Where a database event's message keeps the database as it was before the change (the state a protected
 replica is judged by); the other database-scoped type, CREATE_DATABASE, has no state before it."""
 

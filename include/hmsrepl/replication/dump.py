@@ -3,7 +3,11 @@
 A bootstrap dump first writes every object as it is when read, then replays the events that happened while
 it was reading (seed 003's "consolidate at source"): events are applied in order to the dumped objects, so
 the finished dump is the database as of one event id (the dump's last event id), never a mix of states.
-An incremental dump writes each relevant event with its own snapshot, never the current state.
+Bootstrap dumps hold full listings: an event's data change (a format-1 listing or a format-2 delta) is
+applied to the listing dumped for its object (``Consolidation``, one behaviour per event type in
+``CONSOLIDATE``).
+An incremental dump writes each relevant event's message as the log stored it (its own snapshot, never the
+current state) and beside it the files that event adds (``Message.files``).
 """
 
 from __future__ import annotations
