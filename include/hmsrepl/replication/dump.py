@@ -441,7 +441,8 @@ class Consolidation:
             return None
         if change is None:
             return files
-        held = {relative_path(encoded): encoded for encoded in files or []}
+        # A complete change (every format-1 listing) replaces the listing: no need to index the one held.
+        held = {} if change.complete else {relative_path(encoded): encoded for encoded in files or []}
         return list(change.apply(held).values())
 
     def finish(self) -> None:

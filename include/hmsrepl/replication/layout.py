@@ -281,6 +281,9 @@ class DumpDir:
         uri = self.path(relative)
         if not self.fs.exists(uri):
             return []
+        return self._read_lines(uri)
+
+    def _read_lines(self, uri: str) -> list[str]:
         data = self._read_bounded(uri, self.limits.max_files_bytes, "HMSREPL_DUMP_MAX_FILES_BYTES")
         try:
             return [line for line in data.decode().split("\n") if line]
@@ -362,5 +365,5 @@ class DumpDir:
 
     def read_listing(self, metadata: str) -> list[str] | None:
         """The ``_files`` of the object at ``metadata``, None when the dump holds none for it."""
-        files = DumpLayout.files_of(metadata)
-        return self.read_files(files) if self.exists(files) else None
+        uri = self.path(DumpLayout.files_of(metadata))
+        return self._read_lines(uri) if self.fs.exists(uri) else None
