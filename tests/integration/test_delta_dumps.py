@@ -4,7 +4,7 @@ Random appends, removals and overwrites of files in two partitions are made on d
 events (``MessageBuilder`` with a ``DataChange`` computed by a reference model of each partition's listing:
 relative path -> encoded URI), interleaved with metadata-only ALTERs. Then:
 
-- incremental dumps from any boundary, in LIMIT-sized batches (compacted, as dumps are by default), are
+- incremental dumps from any boundary, in LIMIT-sized batches (compacted, as dumps are by default, or not), are
   replayed the way a load replays them (``DataChange.apply`` onto the replica's listing, ``DataChange.check``
   after each change): after each dump the replica's listing is the model's at the dump's last event id, and
   each event's ``_files`` names exactly what its message adds;
@@ -125,8 +125,10 @@ _examples = itertools.count()
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=ops_strategy, start=st.integers(0, 30), limit=st.integers(1, 6))
-def test_incremental_delta_dumps_from_any_boundary_rebuild_each_listing(source, ops, start, limit) -> None:
+@given(ops=ops_strategy, start=st.integers(0, 30), limit=st.integers(1, 6), compacting=st.booleans())
+def test_incremental_delta_dumps_from_any_boundary_rebuild_each_listing(
+    source, ops, start, limit, compacting
+) -> None:
     store, dumps = source
     db = f"inc{next(_examples)}"
     writer = Writer(store, db)
@@ -137,7 +139,8 @@ def test_incremental_delta_dumps_from_any_boundary_rebuild_each_listing(source, 
     engine = DumpEngine(store, str(dumps))
     current = store.get_current_notification_event_id()
     while position < current:
-        dumped = engine.dump(dump_command(f"REPL DUMP {db} FROM {position} LIMIT {limit}"))
+        settings = "" if compacting else " WITH ('hmsrepl.repl.compact.events'='false')"
+        dumped = engine.dump(dump_command(f"REPL DUMP {db} FROM {position} LIMIT {limit}{settings}"))
         dump = DumpDir(dumped.dump_dir)
         for event_id in dump.event_ids():
             doc = dump.read_json(DumpLayout.event(event_id))
