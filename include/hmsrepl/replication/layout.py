@@ -5,9 +5,11 @@
     <dump>/_signature                        with a signing key: manifest and HMAC of the rest (signing.py)
     bootstrap:
     <dump>/<db>/_metadata                    the database
+    <dump>/<db>/_acid_state                  open txns and each ACID table's write-id state (acid_replay.py)
     <dump>/<db>/_functions/<name>/_metadata  each function
     <dump>/<db>/<table>/_metadata            the table (as of the dump's last event id)
     <dump>/<db>/<table>/_files               unpartitioned table: encoded file URIs, one per line
+    <dump>/<db>/<table>/_column_stats        the table's column statistics (column_stats.py)
     <dump>/<db>/<table>/<k=v/...>/_metadata  each partition, under its Hive partition name
     <dump>/<db>/<table>/<k=v/...>/_files
     incremental:
