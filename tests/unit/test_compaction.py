@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hmsrepl.metastore.events import EventType as E
-from hmsrepl.replication.compaction import DATA, META, EventSummary, compact, summarize_body
+from hmsrepl.metastore.messages import DataChange, MessageBuilder
+from hmsrepl.replication.compaction import DATA, DELTA, META, EventSummary, compact, summarize_body
 
 BOTH = frozenset({META, DATA})
 
@@ -83,3 +89,92 @@ def test_a_table_is_transactional_for_compaction_as_for_the_metastore() -> None:
     # Table.is_transactional reads 'transactional' trimmed and case-insensitively; compaction must agree.
     table = {"table_name": "t", "parameters": {"transactional": " TRUE "}, "partition_keys": []}
     assert summarize_body(1, E.CREATE_TABLE, "t", {"table": table}).transactional
+
+
+# -- format-2 deltas ---------------------------------------------------------------------------------------------
+def test_a_delta_covers_nothing_and_only_a_complete_change_supersedes_it() -> None:
+    part = {"partitions": ("p=1",)}
+    steps = [
+        ev(1, E.INSERT, "t", effects=frozenset({DATA}), **part),  # overwrite
+        ev(2, E.INSERT, "t", effects=frozenset({DELTA}), **part),  # append
+        ev(3, E.INSERT, "t", effects=frozenset({DELTA}), **part),  # append: needs 1 and 2 before it
+    ]
+    assert compact(steps).skipped == set()
+    steps.append(ev(4, E.INSERT, "t", effects=frozenset({DATA}), **part))  # overwrite: 1-3 are redundant
+    steps.append(ev(5, E.INSERT, "t", effects=frozenset({DELTA}), **part))
+    assert compact(steps).skipped == {1, 2, 3}
+    # Metadata still follows "the last snapshot wins": a delta ALTER keeps its metadata until a later ALTER.
+    alters = [
+        ev(1, E.ALTER_PARTITION, "t", effects=frozenset({META, DELTA}), **part),
+        ev(2, E.ALTER_PARTITION, "t", effects=frozenset({META, DELTA}), **part),
+        ev(3, E.INSERT, "t", effects=frozenset({DATA}), **part),
+    ]
+    assert compact(alters).skipped == {1}
+
+
+TABLE = {"table_name": "t", "partition_keys": [{"name": "p", "type": "string"}], "sd": {"location": "/w/t"}}
+PART = {"values": ["1"], "sd": {"location": "/w/t/p=1"}}
+
+
+def test_summaries_tell_deltas_from_complete_changes_in_both_formats() -> None:
+    uri = "/w/t/p=1/a#crc32c-00000001-3#/cm#"
+    base = {"table": TABLE, "partition": PART}
+
+    def effects(body: dict[str, object]) -> frozenset[str]:
+        return summarize_body(1, E.INSERT, "t", body).effects
+
+    assert effects({**base, "files": [uri]}) == {DATA}  # format 1: always the full listing
+    assert effects(MessageBuilder(base).with_data(DataChange(added=(uri,)))) == {DELTA}
+    assert effects(MessageBuilder(base).with_data(DataChange.full([uri]))) == {DATA}
+    assert effects(MessageBuilder(base).with_data(DataChange())) == frozenset()  # changed no file
+    alter = {"table": TABLE, "before": PART, "after": PART}
+    summary = summarize_body(
+        2, E.ALTER_PARTITION, "t", MessageBuilder(alter).with_data(DataChange(removed=("a",)))
+    )
+    assert summary.effects == {META, DELTA} and summary.partitions == ("p=1",)
+
+
+# Writes to two partitions: (partition, op, file): op 0 appends a file, 1 removes one, 2 overwrites with one.
+writes = st.lists(
+    st.tuples(st.sampled_from(["p=1", "p=2"]), st.integers(0, 2), st.integers(0, 4)), max_size=25
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=writes, cuts=st.lists(st.integers(1, 25), max_size=4))
+def test_compacted_windows_of_deltas_rebuild_every_listing(
+    ops: list[tuple[str, int, int]], cuts: list[int]
+) -> None:
+    """Whatever LIMIT cuts the log into windows, replaying each window's kept changes gives the full replay's
+    listing at every window's end (model of dump + load: summaries, ``compact``, ``DataChange.apply``)."""
+    events: list[tuple[EventSummary, str, DataChange]] = []
+    held: dict[str, dict[str, str]] = {"p=1": {}, "p=2": {}}
+    for event_id, (part, op, n) in enumerate(ops, start=1):
+        name = f"f{n}"
+        encoded = f"/w/t/{part}/{name}#crc32c-{event_id:08x}-3#/cm#"
+        if op == 0:
+            change = DataChange(added=(encoded,))
+        elif op == 1:
+            change = DataChange(removed=(name,))
+        else:
+            change = DataChange(added=(encoded,), complete=True)
+        held[part] = change.apply(held[part])
+        summary = summarize_body(
+            event_id,
+            E.INSERT,
+            "t",
+            MessageBuilder({"table": TABLE, "partition": {**PART, "values": [part[2:]]}}).with_data(change),
+        )
+        events.append((summary, part, change))
+    bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
+    replica: dict[str, dict[str, str]] = {"p=1": {}, "p=2": {}}
+    source: dict[str, dict[str, str]] = {"p=1": {}, "p=2": {}}
+    for start, end in itertools.pairwise(bounds):
+        window = events[start:end]
+        plan = compact([summary for summary, _, _ in window])
+        for summary, part, change in window:
+            source[part] = change.apply(source[part])
+            if summary.event_id not in plan.skipped:
+                replica[part] = change.apply(replica[part])
+        assert replica == source
+    assert replica == held

@@ -46,24 +46,19 @@ from hmsrepl.cache.store import CacheStore, DatabaseEntry
 from hmsrepl.cache.writeid_state import WriteIdStateError, aborted, allocated, committed
 from hmsrepl.exceptions import MetastoreError
 from hmsrepl.formats.writeids import ValidWriteIdList
+from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import EventType, NotificationEvent
+from hmsrepl.metastore.messages import (
+    AddPartitionMessage,
+    AlterPartitionMessage,
+    AlterTableMessage,
+    DatabaseMessage,
+    DropPartitionMessage,
+    Message,
+)
 from hmsrepl.metastore.model import Database, Partition, Table
 
 log = logging.getLogger(__name__)
-
-_TABLE_EVENTS = {
-    EventType.CREATE_TABLE,
-    EventType.ALTER_TABLE,
-    EventType.DROP_TABLE,
-    EventType.ADD_PARTITION,
-    EventType.ALTER_PARTITION,
-    EventType.DROP_PARTITION,
-    EventType.INSERT,
-    EventType.ACID_WRITE,
-    EventType.ALLOC_WRITE_ID,
-}
-_TXN_END_EVENTS = {EventType.COMMIT_TXN, EventType.ABORT_TXN}
-_DATABASE_EVENTS = {EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.DROP_DATABASE}
 
 
 @dataclass(frozen=True)
@@ -74,22 +69,79 @@ class Scope:
     databases: frozenset[str]
 
 
-def event_scope(event: NotificationEvent, body: dict[str, Any] | None = None) -> Scope:
+NOTHING = Scope(frozenset(), frozenset())
+
+
+def _table_scope(event: NotificationEvent, message: Message | None) -> Scope:
+    if not (event.db_name and event.table_name):
+        return NOTHING
+    return Scope(frozenset({(event.db_name, event.table_name)}), frozenset())
+
+
+def _altered_table_scope(event: NotificationEvent, message: Message | None) -> Scope:
+    """Both names of a rename (across databases too)."""
+    scope = _table_scope(event, message)
+    if not scope.tables:
+        return scope
+    after = (message or parse_event(event)).table or {}
+    new = (str(after.get("db_name", event.db_name)), str(after.get("table_name", "")))
+    return Scope(scope.tables | {new}, frozenset())
+
+
+def _txn_end_scope(event: NotificationEvent, message: Message | None) -> Scope:
+    entries = (message or parse_event(event)).raw.get("write_ids") or []
+    return Scope(frozenset((entry["db"], entry["table"]) for entry in entries), frozenset())
+
+
+def _database_scope(event: NotificationEvent, message: Message | None) -> Scope:
+    return Scope(frozenset(), frozenset({event.db_name} if event.db_name else ()))
+
+
+def _no_scope(event: NotificationEvent, message: Message | None) -> Scope:
+    """Nothing the cache holds: functions and column statistics are not cached, OPEN_TXN changes no table."""
+    return NOTHING
+
+
+SCOPES: dict[EventType, Callable[[NotificationEvent, Message | None], Scope]] = {
+    EventType.CREATE_DATABASE: _database_scope,
+    EventType.ALTER_DATABASE: _database_scope,
+    EventType.DROP_DATABASE: _database_scope,
+    EventType.CREATE_TABLE: _table_scope,
+    EventType.ALTER_TABLE: _altered_table_scope,
+    EventType.DROP_TABLE: _table_scope,
+    EventType.ADD_PARTITION: _table_scope,
+    EventType.ALTER_PARTITION: _table_scope,
+    EventType.DROP_PARTITION: _table_scope,
+    EventType.INSERT: _table_scope,
+    EventType.ACID_WRITE: _table_scope,
+    EventType.ALLOC_WRITE_ID: _table_scope,
+    EventType.COMMIT_TXN: _txn_end_scope,
+    EventType.ABORT_TXN: _txn_end_scope,
+    **dict.fromkeys(
+        (
+            EventType.OPEN_TXN,
+            EventType.CREATE_FUNCTION,
+            EventType.DROP_FUNCTION,
+            EventType.UPDATE_TABLE_COLUMN_STAT,
+            EventType.UPDATE_PARTITION_COLUMN_STAT,
+            EventType.DELETE_TABLE_COLUMN_STAT,
+            EventType.DELETE_PARTITION_COLUMN_STAT,
+        ),
+        _no_scope,
+    ),
+}
+"""What each event type changes in the cache's terms."""
+
+
+def event_scope(event: NotificationEvent, message: Message | None = None) -> Scope:
     """What ``event`` changes; a load that overlaps such an event may have read a mix of versions."""
-    kind = event.event_type
-    tables: set[TableKey] = set()
-    databases: set[str] = set()
-    if kind in _TABLE_EVENTS and event.db_name and event.table_name:
-        tables.add((event.db_name, event.table_name))
-        if kind == EventType.ALTER_TABLE:
-            after = (body or event.body()).get("after") or {}
-            tables.add((str(after.get("db_name", event.db_name)), str(after.get("table_name", ""))))
-    elif kind in _TXN_END_EVENTS:
-        for entry in (body or event.body()).get("write_ids") or []:
-            tables.add((entry["db"], entry["table"]))
-    elif kind in _DATABASE_EVENTS and event.db_name:
-        databases.add(event.db_name)
-    return Scope(frozenset(tables), frozenset(databases))
+    scope = SCOPES.get(event.event_type)  # type: ignore[call-overload]
+    return scope(event, message) if scope is not None else NOTHING
+
+
+def empties_data(message: Message) -> bool:
+    """A truncate: the change leaves no file (format 1 logs these with ``is_truncate``), not metadata."""
+    return any(obj.change.complete and not obj.change.added for obj in message.objects())
 
 
 def snapshot_size(snapshot: dict[str, Any]) -> int:
@@ -104,31 +156,17 @@ class EventApplier:
         self.store = store
         self.on_stale = on_stale  # a table the cache had to forget; the updater loads it again
         self._event_id = 0  # the event being applied
-        self._handlers: dict[str, Callable[[NotificationEvent, dict[str, Any]], None]] = {
-            EventType.CREATE_DATABASE: self._database,
-            EventType.ALTER_DATABASE: self._database,
-            EventType.DROP_DATABASE: self._drop_database,
-            EventType.CREATE_TABLE: self._create_table,
-            EventType.ALTER_TABLE: self._alter_table,
-            EventType.DROP_TABLE: self._drop_table,
-            EventType.ADD_PARTITION: self._add_partitions,
-            EventType.ALTER_PARTITION: self._alter_partition,
-            EventType.DROP_PARTITION: self._drop_partitions,
-            EventType.ACID_WRITE: self._acid_write,
-            EventType.ALLOC_WRITE_ID: self._alloc_write_ids,
-            EventType.COMMIT_TXN: self._end_txn,
-            EventType.ABORT_TXN: self._end_txn,
-        }
 
     def apply(self, event: NotificationEvent) -> None:
-        handler = self._handlers.get(event.event_type)
-        if handler is None:  # INSERT (no metadata change), OPEN_TXN, functions: nothing cached changes
+        handler = HANDLERS.get(event.event_type)  # type: ignore[call-overload]
+        if handler is None:  # a type of no cached object (IGNORED), or one this version does not know
             return
-        body = event.body()
         self._event_id = event.event_id
+        message: Message | None = None
         with self.store.lock:
             try:
-                handler(event, body)
+                message = parse_event(event)
+                handler(self, event, message)
             except (KeyError, TypeError, ValueError, MetastoreError):
                 # An event this code cannot read must not leave the tables it names serving old content.
                 log.warning(
@@ -137,7 +175,7 @@ class EventApplier:
                     event.event_type,
                     exc_info=True,
                 )
-                for key in event_scope(event, body).tables:
+                for key in event_scope(event, message).tables:
                     self._forget(key)
 
     # -- helpers --------------------------------------------------------------------------------------------
@@ -184,16 +222,17 @@ class EventApplier:
         return claim.txn_id if owner in (None, claim.txn_id) else None
 
     # -- databases (eventually consistent) --------------------------------------------------------------------
-    def _database(self, event: NotificationEvent, body: dict[str, Any]) -> None:
+    def _database(self, event: NotificationEvent, message: Message) -> None:
         name = event.db_name or ""
         current = self.store.database(name)
         if current is not None and event.event_id <= current.base_event_id:
             return
-        snapshot = body.get("after") or body["database"]
+        assert isinstance(message, DatabaseMessage)
+        snapshot = dict(message.database)
         entry = CachedObject(Database.model_validate(snapshot), snapshot_size(snapshot))
         self.store.put_database(name, DatabaseEntry(entry, event.event_id))
 
-    def _drop_database(self, event: NotificationEvent, body: dict[str, Any]) -> None:
+    def _drop_database(self, event: NotificationEvent, message: Message) -> None:
         name = event.db_name or ""
         current = self.store.database(name)
         if current is None or event.event_id > current.base_event_id:
@@ -204,24 +243,26 @@ class EventApplier:
                 self.store.remove(key)
 
     # -- tables -------------------------------------------------------------------------------------------------
-    def _create_table(self, event: NotificationEvent, body: dict[str, Any]) -> None:
+    def _create_table(self, event: NotificationEvent, message: Message) -> None:
         key = (event.db_name or "", event.table_name or "")
         existing = self.store.table(key)
         if existing is not None and event.event_id <= existing.base_event_id:
             return
-        table = Table.model_validate(body["table"])
+        snapshot = dict(message.raw["table"])
+        table = Table.model_validate(snapshot)
         self.store.install(
             TableState(
                 table_id=table.id or 0,
-                table=CachedObject(table, snapshot_size(body["table"])),
+                table=CachedObject(table, snapshot_size(snapshot)),
                 partitions={},
                 write_ids=ValidWriteIdList(table.qualified_name, 0),  # a new table has no write ids yet
                 base_event_id=event.event_id,
             )
         )
 
-    def _alter_table(self, event: NotificationEvent, body: dict[str, Any]) -> None:
-        before, after = body["before"], body["after"]
+    def _alter_table(self, event: NotificationEvent, message: Message) -> None:
+        assert isinstance(message, AlterTableMessage)
+        before, after = dict(message.before), dict(message.table)
         old_key = (event.db_name or "", event.table_name or "")
         new_key = (after["db_name"], after["table_name"])
         if new_key != old_key:
@@ -234,49 +275,53 @@ class EventApplier:
             self.on_stale(new_key)
             return
         state = self._with_id(event, after)
-        if state is None or body.get("is_truncate"):  # a truncate removes files, not metadata
+        if state is None or empties_data(message):  # a truncate removes files, not metadata
             return
         claim = claimed_write(before.get("parameters"), after.get("parameters") or {})
         with self.store.changing(state):
             self._change(state, ReplaceTable(Table.model_validate(after), snapshot_size(after)), claim)
 
-    def _drop_table(self, event: NotificationEvent, body: dict[str, Any]) -> None:
+    def _drop_table(self, event: NotificationEvent, message: Message) -> None:
         key = (event.db_name or "", event.table_name or "")
         if self._current(event, key) is not None:
             self.store.remove(key)
 
-    def _add_partitions(self, event: NotificationEvent, body: dict[str, Any]) -> None:
-        state = self._with_id(event, body["table"])
+    def _add_partitions(self, event: NotificationEvent, message: Message) -> None:
+        assert isinstance(message, AddPartitionMessage)
+        state = self._with_id(event, message.raw["table"])
         if state is None:
             return
         with self.store.changing(state):
-            for snapshot in body["partitions"]:
+            for snapshot in message.partitions:
                 part = Partition.model_validate(snapshot)
                 change = PutPartition(state.partition_name(part.values), part, snapshot_size(snapshot))
                 self._change(state, change, claimed_write(None, part.parameters))
 
-    def _alter_partition(self, event: NotificationEvent, body: dict[str, Any]) -> None:
-        state = self._with_id(event, body["table"])
-        if state is None or body.get("is_truncate"):
+    def _alter_partition(self, event: NotificationEvent, message: Message) -> None:
+        assert isinstance(message, AlterPartitionMessage)
+        state = self._with_id(event, message.raw["table"])
+        if state is None or empties_data(message):
             return
-        after = body["after"]
+        after = dict(message.after)
         part = Partition.model_validate(after)
-        claim = claimed_write(body["before"].get("parameters"), part.parameters)
+        claim = claimed_write(message.raw["before"].get("parameters"), part.parameters)
         with self.store.changing(state):
             self._change(
                 state, PutPartition(state.partition_name(part.values), part, snapshot_size(after)), claim
             )
 
-    def _drop_partitions(self, event: NotificationEvent, body: dict[str, Any]) -> None:
-        state = self._with_id(event, body["table"])
+    def _drop_partitions(self, event: NotificationEvent, message: Message) -> None:
+        assert isinstance(message, DropPartitionMessage)
+        state = self._with_id(event, message.raw["table"])
         if state is None:
             return
         with self.store.changing(state):
-            for snapshot in body["partitions"]:
+            for snapshot in message.partitions:
                 self._change(state, DropPartition(state.partition_name(snapshot["values"])), None)
 
     # -- transactions -------------------------------------------------------------------------------------------
-    def _acid_write(self, event: NotificationEvent, body: dict[str, Any]) -> None:
+    def _acid_write(self, event: NotificationEvent, message: Message) -> None:
+        body = message.raw
         state = self._with_id(event, body["table"])
         if state is None:
             return
@@ -284,7 +329,8 @@ class EventApplier:
         name = state.partition_name(partition["values"]) if partition else None
         state.hold(int(body["txn_id"]), MarkWritten(int(body["write_id"]), name), event.event_id)
 
-    def _alloc_write_ids(self, event: NotificationEvent, body: dict[str, Any]) -> None:
+    def _alloc_write_ids(self, event: NotificationEvent, message: Message) -> None:
+        body = message.raw
         key = (body["db"], body["table"])
         state = self._current(event, key)
         if state is None:
@@ -299,8 +345,14 @@ class EventApplier:
             log.warning("cache: %s; reloading %s.%s", event.event_id, *key, exc_info=True)
             self._forget(key)
 
-    def _end_txn(self, event: NotificationEvent, body: dict[str, Any]) -> None:
-        commit = event.event_type == EventType.COMMIT_TXN
+    def _commit_txn(self, event: NotificationEvent, message: Message) -> None:
+        self._end_txn(event, message, commit=True)
+
+    def _abort_txn(self, event: NotificationEvent, message: Message) -> None:
+        self._end_txn(event, message, commit=False)
+
+    def _end_txn(self, event: NotificationEvent, message: Message, *, commit: bool) -> None:
+        body = message.raw
         txn_id = int(body["txn_id"])
         for entry in body.get("write_ids") or []:
             key = (entry["db"], entry["table"])
@@ -321,3 +373,34 @@ class EventApplier:
                 state.write_ids = ids
                 state.owners.pop(write_id, None)
                 state.unsettled = state.unsettled - {write_id}
+
+
+Handler = Callable[[EventApplier, NotificationEvent, Message], None]
+HANDLERS: dict[EventType, Handler] = {
+    EventType.CREATE_DATABASE: EventApplier._database,
+    EventType.ALTER_DATABASE: EventApplier._database,
+    EventType.DROP_DATABASE: EventApplier._drop_database,
+    EventType.CREATE_TABLE: EventApplier._create_table,
+    EventType.ALTER_TABLE: EventApplier._alter_table,
+    EventType.DROP_TABLE: EventApplier._drop_table,
+    EventType.ADD_PARTITION: EventApplier._add_partitions,
+    EventType.ALTER_PARTITION: EventApplier._alter_partition,
+    EventType.DROP_PARTITION: EventApplier._drop_partitions,
+    EventType.ACID_WRITE: EventApplier._acid_write,
+    EventType.ALLOC_WRITE_ID: EventApplier._alloc_write_ids,
+    EventType.COMMIT_TXN: EventApplier._commit_txn,
+    EventType.ABORT_TXN: EventApplier._abort_txn,
+}
+"""How the cache applies each event type; the others change nothing it holds (``IGNORED``)."""
+IGNORED = frozenset(
+    {
+        EventType.INSERT,  # data only: the cache holds metadata
+        EventType.OPEN_TXN,  # a txn matters to the cache once it allocates write ids
+        EventType.CREATE_FUNCTION,
+        EventType.DROP_FUNCTION,
+        EventType.UPDATE_TABLE_COLUMN_STAT,
+        EventType.UPDATE_PARTITION_COLUMN_STAT,
+        EventType.DELETE_TABLE_COLUMN_STAT,
+        EventType.DELETE_PARTITION_COLUMN_STAT,
+    }
+)

@@ -113,10 +113,9 @@ def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
     if is_privileged():
         return
     for event in events:
-        if event.event_type == EventType.ALTER_DATABASE:
-            _refuse(event.body.get("before") or {})
-        elif event.event_type == EventType.DROP_DATABASE:
-            _refuse(event.body.get("database") or {})
+        prior = PRIOR_DATABASE.get(event.event_type)
+        if prior is not None:
+            _refuse(event.body.get(prior) or {})
     for name in sorted({event.db_name.lower() for event in events if event.db_name}):
         # A plain read refuses writes into replicas without waiting for (or deadlocking with) a load that
         # holds the row; the shared lock is then taken only for writable databases, against a freeze.
@@ -127,6 +126,14 @@ def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
                 break
             db = Database.model_validate_json(row.doc)
             _refuse({"name": db.name, "parameters": db.parameters})
+
+
+PRIOR_DATABASE: dict[EventType, str] = {
+    EventType.ALTER_DATABASE: "before",
+    EventType.DROP_DATABASE: "database",
+}
+"""Where a database event's message keeps the database as it was before the change (the state a protected
+replica is judged by); the other database-scoped type, CREATE_DATABASE, has no state before it."""
 
 
 def _refuse(snapshot: dict[str, Any]) -> None:

@@ -27,10 +27,11 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.events import EventType, NotificationEvent, encode_message
+from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files, is_hidden
 from hmsrepl.metastore.transactions import ReplicationSnapshot, ReplicationTxnError
-from hmsrepl.replication.layout import DumpDir, DumpMetadata
+from hmsrepl.replication.dump_events import DumpEvent
+from hmsrepl.replication.layout import DumpDir, DumpLayout, DumpMetadata
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.target import TargetWriter, relative_target
 from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, relative_to
@@ -39,10 +40,9 @@ log = logging.getLogger(__name__)
 
 OPEN_TXN_TIMEOUT = "hive.repl.bootstrap.dump.open.txn.timeout"
 DEFAULT_OPEN_TXN_TIMEOUT = "1h"
-ACID_STATE = "_acid_state"
-"""Bootstrap dump file: txns open at the dump's last event id and each ACID table's write-id state."""
 TXN_EVENTS = (EventType.OPEN_TXN, EventType.COMMIT_TXN, EventType.ABORT_TXN)
-"""Txn events logged without a database: a dump reads them besides its database's events."""
+"""Txn events logged without a database (a fact of the log, not of the types: ``SPECS`` has no database for
+them either): a dump reads them besides its database's events."""
 REPL_HOST = "hmsrepl-load"
 
 __all__ = ["ReplicationTxnError"]
@@ -107,45 +107,104 @@ def is_acid_snapshot(table: dict[str, Any] | None) -> bool:
     return str(params.get("transactional", "")).strip().lower() == "true"
 
 
-def _event_table(body: dict[str, Any]) -> dict[str, Any] | None:
-    return body.get("table") if isinstance(body.get("table"), dict) else body.get("after")
+Prepare = Callable[[DumpEvent, ReplicationPolicy, Metastore | None], DumpEvent | None]
+DATA_KEYS = ("files", "is_truncate", "data")
+"""Where a message of either format keeps its data change (``messages``): what an ACID table's events lose."""
 
 
 def prepare_for_dump(
-    event: NotificationEvent, policy: ReplicationPolicy, source: Metastore | None = None
-) -> NotificationEvent | None:
-    """The event as an incremental dump of ``policy`` writes it, or None to leave it out.
+    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None = None
+) -> DumpEvent | None:
+    """The event as an incremental dump of ``policy`` writes it, or None to leave it out (``DUMP_PREPARATION``).
 
     COMMIT_TXN keeps only the writes of the policy's tables (and lists their files under ``files`` so a
     load's pre-flight checks them, and with ``source`` an empty overwrite's marker, see
-    ``_empty_base_marker``); non-txn events of ACID tables lose their file listings; an INSERT
+    ``_empty_base_marker``); non-txn events of ACID tables lose their data changes; an INSERT
     event on an ACID table (a writer that bypassed write ids) is left out, since its files belong to no
     committed write id.
     """
-    kind = event.event_type
-    if kind in (EventType.OPEN_TXN, EventType.ABORT_TXN, EventType.ALLOC_WRITE_ID, EventType.ACID_WRITE):
-        return event
-    body = event.body()
-    if kind == EventType.COMMIT_TXN:
-        writes = [w for w in body.get("writes", []) if _included(w, policy)]
-        if source is not None:
-            writes = [w if w["files"] else {**w, "files": _empty_base_marker(source, w)} for w in writes]
-        body = {
+    return DUMP_PREPARATION[event.kind](event, policy, source)
+
+
+def _as_is(event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None) -> DumpEvent | None:
+    return event
+
+
+def _commit_for_policy(
+    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None
+) -> DumpEvent | None:
+    body = event.message.raw
+    writes = [w for w in body.get("writes", []) if _included(w, policy)]
+    if source is not None:
+        writes = [w if w["files"] else {**w, "files": _empty_base_marker(source, w)} for w in writes]
+    return event.rewritten(
+        {
             **body,
             "writes": writes,
             "write_ids": [w for w in body.get("write_ids", []) if _included(w, policy)],
             "files": [uri for w in writes for uri in w["files"]],
         }
-        return _with_body(event, body)
-    if not is_acid_snapshot(_event_table(body)) or not ({"files", "is_truncate"} & set(body)):
+    )
+
+
+def _carries_acid_data(event: DumpEvent) -> bool:
+    return is_acid_snapshot(event.message.table) and any(key in event.message.raw for key in DATA_KEYS)  # type: ignore[arg-type]
+
+
+def _without_acid_data(
+    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None
+) -> DumpEvent | None:
+    if not _carries_acid_data(event):
         return event
-    if kind == EventType.INSERT:
-        return None
-    if kind == EventType.ADD_PARTITION:  # None: the partition's data is left to the commits writing it
-        body = {**body, "files": [None] * len(body["partitions"])}
-    else:
-        body = {k: v for k, v in body.items() if k not in ("files", "is_truncate")}
-    return _with_body(event, body)
+    return event.rewritten({k: v for k, v in event.message.raw.items() if k not in DATA_KEYS})
+
+
+def _partitions_without_acid_data(
+    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None
+) -> DumpEvent | None:
+    """None per partition: its data is left to the commits writing it (in the format's own key)."""
+    if not _carries_acid_data(event):
+        return event
+    body = {k: v for k, v in event.message.raw.items() if k not in DATA_KEYS}
+    body["data" if event.message.version >= 2 else "files"] = [None] * len(body["partitions"])
+    return event.rewritten(body)
+
+
+def _not_acid_insert(
+    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None
+) -> DumpEvent | None:
+    return None if _carries_acid_data(event) else event
+
+
+DUMP_PREPARATION: dict[EventType, Prepare] = {
+    EventType.COMMIT_TXN: _commit_for_policy,
+    EventType.CREATE_TABLE: _without_acid_data,
+    EventType.ALTER_TABLE: _without_acid_data,
+    EventType.ALTER_PARTITION: _without_acid_data,
+    EventType.ADD_PARTITION: _partitions_without_acid_data,
+    EventType.INSERT: _not_acid_insert,
+    **dict.fromkeys(
+        (
+            EventType.OPEN_TXN,
+            EventType.ABORT_TXN,
+            EventType.ALLOC_WRITE_ID,
+            EventType.ACID_WRITE,
+            EventType.CREATE_DATABASE,
+            EventType.ALTER_DATABASE,
+            EventType.DROP_DATABASE,
+            EventType.DROP_TABLE,
+            EventType.DROP_PARTITION,
+            EventType.CREATE_FUNCTION,
+            EventType.DROP_FUNCTION,
+            EventType.UPDATE_TABLE_COLUMN_STAT,
+            EventType.UPDATE_PARTITION_COLUMN_STAT,
+            EventType.DELETE_TABLE_COLUMN_STAT,
+            EventType.DELETE_PARTITION_COLUMN_STAT,
+        ),
+        _as_is,
+    ),
+}
+"""How an incremental dump writes each event type (every type listed: ``tests/unit/test_event_tables.py``)."""
 
 
 def _empty_base_marker(source: Metastore, write: dict[str, Any]) -> list[str]:
@@ -185,11 +244,6 @@ def _included(write: dict[str, Any], policy: ReplicationPolicy) -> bool:
     return (
         write["db"] == policy.db_name and not policy.functions_only and policy.includes_table(write["table"])
     )
-
-
-def _with_body(event: NotificationEvent, body: dict[str, Any]) -> NotificationEvent:
-    text, message_format = encode_message(body, compress=False, compress_min_bytes=0)
-    return dataclasses.replace(event, message=text, message_format=message_format)
 
 
 def visible_statuses(
@@ -246,9 +300,9 @@ def load_bootstrap_state(writer: TargetWriter, dump: DumpDir, meta: DumpMetadata
     for every source txn open at the dump (its later events will name it). Earlier replays are superseded."""
     txns = writer.target.txns
     txns.repl_forget(writer.db)
-    if not dump.fs.exists(dump.path(f"{meta.db_name}/{ACID_STATE}")):
+    if not dump.exists(DumpLayout.acid_state(meta.db_name)):
         return
-    state = dump.read_json(f"{meta.db_name}/{ACID_STATE}")
+    state = dump.read_json(DumpLayout.acid_state(meta.db_name))
     mapping = txns.repl_open_txns(writer.db, state["open_txns"], host=REPL_HOST) if state["open_txns"] else {}
     for name, table in state["tables"].items():
         open_ids = {int(w): src for w, src in table["open"].items()}

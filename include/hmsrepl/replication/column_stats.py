@@ -15,7 +15,7 @@ from typing import Any
 from hmsrepl.exceptions import NoSuchObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.statistics import ColumnStat
-from hmsrepl.replication.layout import FUNCTIONS_DIR, METADATA, DumpDir
+from hmsrepl.replication.layout import TABLE, DumpDir, DumpLayout
 
 COLUMN_STATS = "_column_stats"
 
@@ -23,9 +23,8 @@ COLUMN_STATS = "_column_stats"
 def dump_column_stats(dump: DumpDir, source: Metastore, db_name: str) -> int:
     """Write the statistics of every table the bootstrap dump holds; returns how many groups were written."""
     written = 0
-    for relative in dump.metadata_files(db_name):
-        parts = relative.split("/")
-        if len(parts) != 3 or parts[1] == FUNCTIONS_DIR:
+    for relative, found in dump.entries(db_name):
+        if found.kind != TABLE:
             continue
         table_name = dump.read_json(relative)["table"]["table_name"]
         try:
@@ -33,7 +32,7 @@ def dump_column_stats(dump: DumpDir, source: Metastore, db_name: str) -> int:
         except NoSuchObjectError:  # dropped after the dump's last event: its DROP_TABLE comes next
             continue
         if groups:
-            dump.write_json(relative[: -len(METADATA)] + COLUMN_STATS, {"column_stats": groups})
+            dump.write_json(DumpLayout.beside(relative, COLUMN_STATS), {"column_stats": groups})
             written += len(groups)
     return written
 
@@ -42,8 +41,8 @@ def load_column_stats(
     dump: DumpDir, target: Metastore, source_db: str, target_db: str, table: dict[str, Any]
 ) -> None:
     """Store a dumped table's statistics on the replica (inside the transaction that loads the table)."""
-    relative = f"{source_db}/{table['table_name']}/{COLUMN_STATS}"
-    if not dump.fs.exists(dump.path(relative)):
+    relative = DumpLayout.beside(DumpLayout.table(source_db, table["table_name"]), COLUMN_STATS)
+    if not dump.exists(relative):
         return
     for group in dump.read_json(relative)["column_stats"]:
         with contextlib.suppress(NoSuchObjectError):  # a partition the dump does not hold

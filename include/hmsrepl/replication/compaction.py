@@ -11,9 +11,12 @@ looked at before anything is written, and an event is skipped when loading the r
 - a partition **added and dropped** in the window: it is taken out of the ADD_PARTITION and DROP_PARTITION
   lists (whole events are skipped when nothing is left) and its events in between are skipped; a partition
   dropped in the window loses its earlier ALTER/INSERT events;
-- an event whose every effect is **overwritten later** on the same live object: data events carry the
-  object's full listing after the change (``catalog.insert()``), so the last listing wins, and ALTER events
-  carry the whole object, so the last snapshot wins. Creates, adds and renames are never skipped this way.
+- an event whose every effect is **overwritten later** on the same live object: ALTER events carry the
+  whole object, so the last snapshot wins; a data change that sets the object's complete listing (format 1's
+  ``files``, a format-2 change marked ``complete``: creates, overwrites, truncates) makes every earlier data
+  change of the object redundant. A format-2 *delta* (files added or removed, the rest kept) covers nothing:
+  the listing after it depends on every change before it, so it only ever is the one made redundant.
+  Creates, adds and renames are never skipped this way.
 
 What is never compacted: transactional events (OPEN/COMMIT/ABORT_TXN, ALLOC_WRITE_ID, ACID_WRITE), and any
 event of a table that is transactional or that such an event names in the window (a barrier: ACID replay
@@ -25,25 +28,27 @@ not with their messages.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds, parse
 from hmsrepl.metastore.events import EventType, NotificationEvent
+from hmsrepl.metastore.messages import DataChange, Message, TxnMessage
 from hmsrepl.replication.acid_replay import is_acid_snapshot
+from hmsrepl.replication.dump_events import DumpEvent
 
 COMPACT_SETTING = "hmsrepl.repl.compact.events"
-TXN_KINDS = frozenset(
-    {
-        EventType.OPEN_TXN,
-        EventType.COMMIT_TXN,
-        EventType.ABORT_TXN,
-        EventType.ALLOC_WRITE_ID,
-        EventType.ACID_WRITE,
-    }
-)
-META, DATA = "meta", "data"
+META, DATA, DELTA = "meta", "data", "delta"
+"""Effects: sets the object's metadata / sets its complete listing / changes part of its listing."""
+
+TABLE_CREATES = kinds(scope=Scope.TABLE, structural=True)
+TABLE_DROPS = kinds(scope=Scope.TABLE, drops=True)
+PARTITION_ADDS = kinds(scope=Scope.PARTITION, structural=True)
+PARTITION_DROPS = kinds(scope=Scope.PARTITION, drops=True)
+PARTITION_WRITES = kinds(scope=Scope.PARTITION, structural=False, drops=False)
+DATABASE_DROPS = kinds(scope=Scope.DATABASE, drops=True)
+STRUCTURAL = kinds(structural=True)
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class EventSummary:
     table: str | None
     new_name: str | None = None  # ALTER_TABLE that renames
     partitions: tuple[str, ...] = ()  # partition names the event adds, drops, alters or writes
-    effects: frozenset[str] = frozenset()  # META: sets its object's metadata; DATA: its full file listing
+    effects: frozenset[str] = frozenset()  # META, DATA (complete listing), DELTA (part of the listing)
     transactional: bool = False  # a transactional table or an ACID event: never compacted
     txn_tables: tuple[str, ...] = ()  # tables a COMMIT_TXN/ABORT_TXN names
 
@@ -64,54 +69,93 @@ class EventSummary:
         return self.new_name is not None and self.new_name != self.table
 
 
-def summarize(event: NotificationEvent) -> EventSummary:
-    return summarize_body(event.event_id, event.event_type, event.table_name, event.body())
+def data_effects(change: DataChange | None) -> frozenset[str]:
+    """DATA for a change that sets the whole listing, DELTA for one that changes part of it."""
+    if change is None or change.is_empty:
+        return frozenset()
+    return frozenset({DATA if change.complete else DELTA})
+
+
+def _object_effects(message: Message) -> frozenset[str]:
+    return frozenset().union(*(data_effects(obj.change) for obj in message.objects()))
+
+
+def _none(message: Message) -> frozenset[str]:
+    return frozenset()
+
+
+def _meta_and_data(message: Message) -> frozenset[str]:
+    """An ALTER (or a create) sets its object's metadata, and whatever its data change sets."""
+    return frozenset({META}) | _object_effects(message)
+
+
+def _added(message: Message) -> frozenset[str]:
+    """A new partition: its metadata and its whole listing (nothing earlier of it survives)."""
+    return frozenset({META, DATA})
+
+
+def _insert(message: Message) -> frozenset[str]:
+    """The load puts an unpartitioned table's snapshot with its files; a partition's INSERT only its files."""
+    return _object_effects(message) | (frozenset() if message.partition_names() else frozenset({META}))
+
+
+EFFECTS: dict[EventType, Callable[[Message], frozenset[str]]] = {
+    EventType.CREATE_TABLE: _meta_and_data,
+    EventType.ALTER_TABLE: _meta_and_data,
+    EventType.ADD_PARTITION: _added,
+    EventType.ALTER_PARTITION: _meta_and_data,
+    EventType.INSERT: _insert,
+    **dict.fromkeys(
+        (
+            EventType.CREATE_DATABASE,
+            EventType.ALTER_DATABASE,
+            EventType.DROP_DATABASE,
+            EventType.DROP_TABLE,
+            EventType.DROP_PARTITION,
+            EventType.CREATE_FUNCTION,
+            EventType.DROP_FUNCTION,
+            EventType.OPEN_TXN,
+            EventType.COMMIT_TXN,
+            EventType.ABORT_TXN,
+            EventType.ALLOC_WRITE_ID,
+            EventType.ACID_WRITE,
+            EventType.UPDATE_TABLE_COLUMN_STAT,
+            EventType.UPDATE_PARTITION_COLUMN_STAT,
+            EventType.DELETE_TABLE_COLUMN_STAT,
+            EventType.DELETE_PARTITION_COLUMN_STAT,
+        ),
+        _none,
+    ),
+}
+"""What each event type sets on its object, as the load applies it (load.py's handlers)."""
+
+
+def summarize(event: DumpEvent | NotificationEvent) -> EventSummary:
+    dumped = event if isinstance(event, DumpEvent) else DumpEvent.of(event)
+    return summarize_message(dumped.event_id, dumped.event.table_name, dumped.message)
 
 
 def summarize_body(event_id: int, kind: str, table: str | None, body: dict[str, Any]) -> EventSummary:
-    """Effects as the load applies them (load.py's handlers): see the module docstring."""
+    return summarize_message(event_id, table, parse(kind, body, None, table))
+
+
+def summarize_message(event_id: int, table: str | None, message: Message) -> EventSummary:
+    """Effects as the load applies them: see the module docstring and ``EFFECTS``."""
+    kind = EventType(message.kind)
     if kind in TXN_KINDS:
-        names = {
-            entry["table"]
-            for key in ("write_ids", "writes")
-            for entry in body.get(key) or []
-            if isinstance(entry, dict) and entry.get("table")
-        }
-        return EventSummary(event_id, kind, table, transactional=True, txn_tables=tuple(sorted(names)))
+        txn_tables = message.txn_tables() if isinstance(message, TxnMessage) else ()
+        return EventSummary(event_id, kind, table, transactional=True, txn_tables=txn_tables)
     if table is None:
         return EventSummary(event_id, kind, None)
-    snapshot = body.get("after") if kind == EventType.ALTER_TABLE else body.get("table")
-    snapshot = snapshot or {}
-    keys = [k["name"] for k in snapshot.get("partition_keys") or []]
-    transactional = is_acid_snapshot(snapshot)
-
-    def name(part: dict[str, Any]) -> str:
-        return make_partition_name(keys, part["values"])
-
-    sets_files = bool(body.get("files")) or bool(body.get("is_truncate"))
-    summary = EventSummary(event_id, kind, table, transactional=transactional)
-    if kind == EventType.CREATE_TABLE:
-        return _with(summary, effects=frozenset({META} if keys else {META, DATA}))
-    if kind == EventType.ALTER_TABLE:
-        effects = {META, DATA} if sets_files and not keys else {META}
-        return _with(summary, new_name=snapshot.get("table_name"), effects=frozenset(effects))
-    if kind in (EventType.ADD_PARTITION, EventType.DROP_PARTITION):
-        effects = {META, DATA} if kind == EventType.ADD_PARTITION else set()
-        return _with(
-            summary, partitions=tuple(name(p) for p in body["partitions"]), effects=frozenset(effects)
-        )
-    if kind == EventType.ALTER_PARTITION:
-        effects = {META, DATA} if sets_files else {META}
-        return _with(summary, partitions=(name(body["after"]),), effects=frozenset(effects))
-    if kind == EventType.INSERT:
-        if body.get("partition"):
-            return _with(summary, partitions=(name(body["partition"]),), effects=frozenset({DATA}))
-        return _with(summary, effects=frozenset({META, DATA}))
-    return summary
-
-
-def _with(summary: EventSummary, **changes: Any) -> EventSummary:
-    return EventSummary(**{**summary.__dict__, **changes})
+    return EventSummary(
+        event_id,
+        kind,
+        table,
+        new_name=message.rename_target,
+        partitions=message.partition_names(),
+        effects=EFFECTS[kind](message),
+        transactional=is_acid_snapshot(message.table),  # type: ignore[arg-type]
+    )
 
 
 @dataclass
@@ -137,7 +181,7 @@ def compact(steps: Sequence[EventSummary], *, with_data: bool = True) -> Compact
     and drops the "overwritten later" rule, whose data effects mean nothing there.
     """
     plan = CompactionPlan()
-    if any(s.kind == EventType.DROP_DATABASE for s in steps):
+    if any(s.kind in DATABASE_DROPS for s in steps):
         return plan
     current: dict[str, _Lifetime] = {}
     tables: list[_Lifetime] = []
@@ -153,7 +197,7 @@ def compact(steps: Sequence[EventSummary], *, with_data: bool = True) -> Compact
             for name in step.txn_tables:
                 lifetime_of(name).barrier = True
             continue
-        if step.kind == EventType.CREATE_TABLE:
+        if step.kind in TABLE_CREATES:
             current[step.table] = _Lifetime(born=True)
             tables.append(current[step.table])
         life = lifetime_of(step.table)
@@ -162,7 +206,7 @@ def compact(steps: Sequence[EventSummary], *, with_data: bool = True) -> Compact
         if step.is_rename:
             del current[step.table]
             current[step.new_name or ""] = life
-        elif step.kind == EventType.DROP_TABLE:
+        elif step.kind in TABLE_DROPS:
             life.dead = True
             del current[step.table]
 
@@ -175,7 +219,7 @@ def compact(steps: Sequence[EventSummary], *, with_data: bool = True) -> Compact
             plan.skipped.update(
                 steps[i].event_id
                 for i in life.steps
-                if not steps[i].is_rename and steps[i].kind != EventType.DROP_TABLE
+                if not steps[i].is_rename and steps[i].kind not in TABLE_DROPS
             )
         else:
             _compact_partitions(steps, life.steps, plan, with_data)
@@ -199,7 +243,7 @@ def _compact_partitions(
     for index in indices:
         step = steps[index]
         for name in step.partitions:
-            if step.kind == EventType.ADD_PARTITION:
+            if step.kind in PARTITION_ADDS:
                 current[name] = _Lifetime(born=True)
                 parts.append((name, current[name]))
             elif name not in current:
@@ -207,16 +251,16 @@ def _compact_partitions(
                 parts.append((name, current[name]))
             life = current[name]
             life.steps.append(index)
-            if step.kind == EventType.DROP_PARTITION:
+            if step.kind in PARTITION_DROPS:
                 life.dead = True
                 del current[name]
     for name, life in parts:
-        writes = [i for i in life.steps if steps[i].kind in (EventType.ALTER_PARTITION, EventType.INSERT)]
+        writes = [i for i in life.steps if steps[i].kind in PARTITION_WRITES]
         if life.dead:
             plan.skipped.update(steps[i].event_id for i in writes)
             if life.born:
                 for i in life.steps:
-                    if steps[i].kind in (EventType.ADD_PARTITION, EventType.DROP_PARTITION):
+                    if steps[i].kind in PARTITION_ADDS | PARTITION_DROPS:
                         event_id = steps[i].event_id
                         plan.trimmed[event_id] = plan.trimmed.get(event_id, frozenset()) | {name}
         elif with_data:
@@ -224,11 +268,16 @@ def _compact_partitions(
 
 
 def _supersede(steps: Sequence[EventSummary], indices: list[int], plan: CompactionPlan) -> None:
-    """Skip each step whose effects later steps of the same object all set again (the last one wins)."""
+    """Skip each step whose effects later steps of the same object all set again (the last one wins).
+
+    A DELTA needs a later DATA (a complete listing) to be redundant, and covers nothing itself: dropping an
+    earlier change under a later delta would lose what the delta was applied to.
+    """
     covered: set[str] = set()
     for index in reversed(indices):
         step = steps[index]
-        structural = step.kind in (EventType.CREATE_TABLE, EventType.ADD_PARTITION) or step.is_rename
-        if not structural and step.effects and step.effects <= covered:
+        structural = step.kind in STRUCTURAL or step.is_rename
+        needs = {DATA if effect == DELTA else effect for effect in step.effects}
+        if not structural and needs and needs <= covered:
             plan.skipped.add(step.event_id)
-        covered |= step.effects
+        covered |= step.effects - {DELTA}

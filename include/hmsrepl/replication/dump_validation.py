@@ -46,15 +46,23 @@ from hmsrepl.formats.paths import (
     is_below,
     show,
 )
+from hmsrepl.metastore.event_specs import parse
+from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.messages import MESSAGE_FORMAT_VERSION
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.replication.layout import (
+    ACID_STATE,
     BOOTSTRAP_DIR,
+    DATABASE,
     EVENTS_DIR,
     FILES,
+    FUNCTION,
     FUNCTIONS_DIR,
     METADATA,
+    TABLE,
     DumpDir,
     DumpError,
+    DumpLayout,
     DumpLimits,
     DumpMetadata,
 )
@@ -64,24 +72,38 @@ if TYPE_CHECKING:
     from hmsrepl.replication.locations import LocationMapper
 
 #: Names the dump layout uses for itself below a database directory: a table cannot be called so.
-RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, "_acid_state"})
+RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, ACID_STATE})
+Fields = dict[str, type | tuple[type, ...]]
+E = EventType
 #: What each event type's message must hold for its handler (checked before the load, not found missing half-way).
-EVENT_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "CREATE_TABLE": {"table": dict},
-    "ALTER_TABLE": {"before": dict, "after": dict},
-    "DROP_TABLE": {"table": dict},
-    "ADD_PARTITION": {"table": dict, "partitions": list, "files": list},
-    "ALTER_PARTITION": {"table": dict, "after": dict},
-    "DROP_PARTITION": {"table": dict, "partitions": list},
-    "INSERT": {"table": dict, "files": list},
-    "ALTER_DATABASE": {"after": dict},
-    "CREATE_FUNCTION": {"function": dict},
-    "DROP_FUNCTION": {"function": dict},
-    "OPEN_TXN": {"txn_ids": list},
-    "ALLOC_WRITE_ID": {"table": str, "txn_to_write_ids": list},
-    "ACID_WRITE": {"txn_id": int},
-    "COMMIT_TXN": {"txn_id": int},
-    "ABORT_TXN": {"txn_id": int},
+EVENT_FIELDS: dict[EventType, Fields] = {
+    E.CREATE_DATABASE: {},
+    E.ALTER_DATABASE: {"after": dict},
+    E.DROP_DATABASE: {},
+    E.CREATE_TABLE: {"table": dict},
+    E.ALTER_TABLE: {"before": dict, "after": dict},
+    E.DROP_TABLE: {"table": dict},
+    E.ADD_PARTITION: {"table": dict, "partitions": list},
+    E.ALTER_PARTITION: {"table": dict, "after": dict},
+    E.DROP_PARTITION: {"table": dict, "partitions": list},
+    E.INSERT: {"table": dict},
+    E.CREATE_FUNCTION: {"function": dict},
+    E.DROP_FUNCTION: {"function": dict},
+    E.OPEN_TXN: {"txn_ids": list},
+    E.COMMIT_TXN: {"txn_id": int},
+    E.ABORT_TXN: {"txn_id": int},
+    E.ALLOC_WRITE_ID: {"table": str, "txn_to_write_ids": list},
+    E.ACID_WRITE: {"txn_id": int},
+    E.UPDATE_TABLE_COLUMN_STAT: {},
+    E.UPDATE_PARTITION_COLUMN_STAT: {},
+    E.DELETE_TABLE_COLUMN_STAT: {},
+    E.DELETE_PARTITION_COLUMN_STAT: {},
+}
+#: Where each message format keeps the data of the events that always carry some (``messages``): format 1
+#: full listings (one per partition for ADD_PARTITION), format 2 one data change (one per partition).
+DATA_FIELDS: dict[int, dict[EventType, Fields]] = {
+    1: {E.ADD_PARTITION: {"files": list}, E.INSERT: {"files": list}},
+    MESSAGE_FORMAT_VERSION: {E.ADD_PARTITION: {"data": list}, E.INSERT: {"data": dict}},
 }
 SOURCE_WAREHOUSE_ENV = "HMSREPL_SOURCE_WAREHOUSE"
 SOURCE_CMROOT_ENV = "HMSREPL_SOURCE_CMROOT"
@@ -334,19 +356,19 @@ class DumpValidator:
     def validate_bootstrap(self) -> ValidationReport:
         meta = self.meta
         self._check_metadata()
-        db_doc = self._read(f"{meta.db_name}/{METADATA}")
-        database = db_doc.get("database")
+        where = DumpLayout.database(meta.db_name)
+        database = self._read(where).get("database")
         if not isinstance(database, dict):
-            raise self.fail(f"{meta.db_name}/{METADATA}", "holds no database snapshot")
-        self.report.source_db_location = self._database(database, f"{meta.db_name}/{METADATA}", own=True)
+            raise self.fail(where, "holds no database snapshot")
+        self.report.source_db_location = self._database(database, where, own=True)
         self._tree(self.dump, meta.db_name, None)
         self._acid_state()
         return self.report
 
     def _acid_state(self) -> None:
         """``<db>/_acid_state`` (ACID tables' write-id state): names and integers only."""
-        relative = f"{self.meta.db_name}/_acid_state"
-        if not self.dump.fs.exists(self.dump.path(relative)):
+        relative = DumpLayout.acid_state(self.meta.db_name)
+        if not self.dump.exists(relative):
             return
         state = self._read(relative)
         txns, tables = state.get("open_txns"), state.get("tables")
@@ -381,10 +403,10 @@ class DumpValidator:
             if event_id > last_applied:
                 self._event(event_id)
         if meta.last_event_id > last_applied and meta.bootstrapped_tables:
-            sub = DumpDir(self.dump.path(BOOTSTRAP_DIR), limits=self.limits)
+            sub = self.dump.bootstrap_part()
             for name in meta.bootstrapped_tables:
-                if sub.fs.exists(sub.path(f"{meta.db_name}/{name}/{METADATA}")):
-                    self._tree(sub, f"{meta.db_name}/{name}", f"{BOOTSTRAP_DIR}/")
+                if sub.exists(DumpLayout.table(meta.db_name, name)):
+                    self._tree(sub, DumpLayout.table_dir(meta.db_name, name), f"{BOOTSTRAP_DIR}/")
         return self.report
 
     # -- metadata -------------------------------------------------------------------------------------------
@@ -435,35 +457,35 @@ class DumpValidator:
         listed = list(dump.metadata_files(base))
         # tables before partitions: a partition directory may sort before its table's _metadata ('%', digits)
         for relative in sorted(listed, key=lambda rel: rel.count("/")):
-            parts = relative.split("/")
+            found = DumpLayout.entry(relative)
             where = shown + relative
-            if len(parts) == 2 and relative == f"{self.meta.db_name}/{METADATA}":
+            if found.kind == DATABASE and relative == DumpLayout.database(self.meta.db_name):
                 continue  # the database: checked by the caller
-            if len(parts) >= 2 and parts[1] == FUNCTIONS_DIR:
+            if found.kind == FUNCTION or relative.split("/")[1:2] == [FUNCTIONS_DIR]:
                 function = self._read(relative, dump, shown).get("function")
                 if not isinstance(function, dict):
                     raise self.fail(where, "holds no function snapshot")
                 self._name("function", function.get("function_name"), where)
                 self._model(Function, function, where)
                 continue
-            if len(parts) < 3:
+            if found.table is None:
                 raise self.fail(where, "is not where a dump keeps a table or partition")
             doc = self._read(relative, dump, shown)
-            files_at = relative[: -len(METADATA)] + FILES
+            files_at = DumpLayout.files_of(relative)
             files = self._files(files_at, dump)
-            if len(parts) == 3:
+            if found.kind == TABLE:
                 table = doc.get("table")
-                if not isinstance(table, dict) or table.get("table_name") != parts[1]:
-                    raise self.fail(where, f"holds no snapshot of table {show(parts[1])}")
+                if not isinstance(table, dict) or table.get("table_name") != found.table:
+                    raise self.fail(where, f"holds no snapshot of table {show(found.table)}")
                 location, keys = self._table(table, where)
-                tables[parts[1]] = (location, keys)
+                tables[found.table] = (location, keys)
                 self._object_files(files, location, shown + files_at)
             else:
-                if parts[1] not in tables:
+                if found.table not in tables:
                     raise self.fail(
-                        where, f"is a partition of table {show(parts[1])}, which has no _metadata"
+                        where, f"is a partition of table {show(found.table)}, which has no _metadata"
                     )
-                table_location, keys = tables[parts[1]]
+                table_location, keys = tables[found.table]
                 part = doc.get("partition")
                 if not isinstance(part, dict):
                     raise self.fail(where, "holds no partition snapshot")
@@ -471,8 +493,7 @@ class DumpValidator:
                 self._object_files(files, location, shown + files_at)
 
     def _event(self, event_id: int) -> None:
-        base = f"{EVENTS_DIR}/{event_id}"
-        where = f"{base}/{METADATA}"
+        where = DumpLayout.event(event_id)
         doc = self._read(where)
         kind = doc.get("event_type")
         if doc.get("event_id") != event_id:
@@ -483,18 +504,50 @@ class DumpValidator:
         if not isinstance(body, dict):
             raise self.fail(where, "holds no event message")
         where = f"{where} ({kind})"
-        for key, wanted in EVENT_FIELDS.get(kind, {}).items():
+        version = body.get("v", 1)
+        if version not in DATA_FIELDS:
+            raise self.fail(where, f"message format {show(version)} is not one this load reads")
+        fields = {**EVENT_FIELDS.get(kind, {}), **DATA_FIELDS[version].get(kind, {})}
+        for key, wanted in fields.items():
             if not isinstance(body.get(key), wanted) or isinstance(body.get(key), bool):
                 raise self.fail(where, f"message has no valid '{key}'")
-        if kind == "ADD_PARTITION" and len(body["files"]) != len(body["partitions"]):
+        per_partition = "data" if version >= 2 else "files"
+        if kind == E.ADD_PARTITION and len(body[per_partition]) != len(body["partitions"]):
             raise self.fail(where, "has a different number of file lists and partitions")
         for key in ("table", "db"):
             if doc.get(key) is not None:
                 self._name("table" if key == "table" else "database", doc[key], where)
         self.report.events += 1
         self._message(body, where)
-        for encoded in self._files(f"{base}/{FILES}"):
-            self._entry(encoded, None, f"{base}/{FILES}")
+        if version >= 2:
+            self._changes(kind, body, where)
+        files_at = DumpLayout.event_files(event_id)
+        for encoded in self._files(files_at):
+            self._entry(encoded, None, files_at)
+
+    def _changes(self, kind: str, body: dict[str, Any], where: str) -> None:
+        """A format-2 message's data changes: files added below their own object, removed paths below it."""
+        docs = body.get("data")
+        for doc in docs if isinstance(docs, list) else [docs]:
+            if doc is None:
+                continue
+            ok = isinstance(doc, dict) and all(isinstance(doc.get(k, []), list) for k in ("added", "removed"))
+            ok = ok and isinstance(doc.get("count") or 0, int) and isinstance(doc.get("digest") or "", str)
+            if not ok:
+                raise self.fail(where, "data change is malformed (added, removed, count or digest)")
+        try:
+            objects = parse(kind, body).objects()
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self.fail(where, f"data change does not match the message's objects: {exc}") from None
+        for obj in objects:
+            self._object_files(list(obj.change.added), self._canonical_location_of(dict(obj.snapshot)), where)
+            for removed in obj.change.removed:
+                try:
+                    check_relative_path(removed, "removed file")
+                except InvalidPathError as exc:
+                    raise self.fail(where, str(exc)) from None
+                if not removed:
+                    raise self.fail(where, "a removed file has an empty path")
 
     def _message(self, body: dict[str, Any], where: str) -> None:
         """Every snapshot and file list an event message holds, whatever its type."""

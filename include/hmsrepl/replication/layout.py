@@ -2,11 +2,14 @@
 
     <dump>/_dumpmetadata                     kind, policy, event range, source roots, settings
     <dump>/_finished_dump                    written last: a dump without it is incomplete
+    <dump>/_signature                        with a signing key: manifest and HMAC of the rest (signing.py)
     bootstrap:
     <dump>/<db>/_metadata                    the database
+    <dump>/<db>/_acid_state                  open txns and each ACID table's write-id state (acid_replay.py)
     <dump>/<db>/_functions/<name>/_metadata  each function
     <dump>/<db>/<table>/_metadata            the table (as of the dump's last event id)
     <dump>/<db>/<table>/_files               unpartitioned table: encoded file URIs, one per line
+    <dump>/<db>/<table>/_column_stats        the table's column statistics (column_stats.py)
     <dump>/<db>/<table>/<k=v/...>/_metadata  each partition, under its Hive partition name
     <dump>/<db>/<table>/<k=v/...>/_files
     incremental:
@@ -18,6 +21,9 @@
                                              ``bootstrapped_tables`` (a listed table absent here is dropped)
 
 ``_files`` hold ``fileuri#checksum#cmroot#subdir`` lines: indirections to the source's files, never copies.
+A bootstrap's ``_files`` is the object's full listing as of the dump's last event id; an event's ``_files``
+lists the files that event adds (``Message.files``: a format-1 event's listing, a format-2 delta's ``added``),
+and its ``_metadata`` holds the message as the log stored it. ``DumpLayout`` builds every one of these paths.
 """
 
 from __future__ import annotations
@@ -36,11 +42,95 @@ from hmsrepl.storage.local import is_local_uri, local_path
 FORMAT_VERSION = 1
 DUMP_METADATA = "_dumpmetadata"
 ACK = "_finished_dump"
+SIGNATURE = "_signature"
 METADATA = "_metadata"
 FILES = "_files"
 EVENTS_DIR = "events"
 FUNCTIONS_DIR = "_functions"
 BOOTSTRAP_DIR = "_bootstrap"
+ACID_STATE = "_acid_state"
+DATABASE, FUNCTION, TABLE, PARTITION = "database", "function", "table", "partition"
+
+
+@dataclass(frozen=True)
+class DumpEntry:
+    """What one ``_metadata`` below a database describes, by its place in the layout."""
+
+    kind: str  # DATABASE, FUNCTION, TABLE or PARTITION ("" for a path the layout never writes)
+    table: str | None = None  # the table of a TABLE or PARTITION entry
+    partition: str | None = None  # the Hive partition name of a PARTITION entry
+
+
+class DumpLayout:
+    """Where each part of a dump lives: the only code that builds or takes apart a dump's relative paths.
+
+    Pure functions (no I/O): ``DumpDir`` reads and writes what they name. Paths are relative to the dump
+    directory, or to ``BOOTSTRAP_DIR`` for the tables an incremental dump bootstraps (``DumpDir.bootstrap_part``).
+    """
+
+    @staticmethod
+    def database(db: str) -> str:
+        return f"{db}/{METADATA}"
+
+    @staticmethod
+    def acid_state(db: str) -> str:
+        return f"{db}/{ACID_STATE}"
+
+    @staticmethod
+    def function_dir(db: str, name: str) -> str:
+        return f"{db}/{FUNCTIONS_DIR}/{name}"
+
+    @classmethod
+    def function(cls, db: str, name: str) -> str:
+        return f"{cls.function_dir(db, name)}/{METADATA}"
+
+    @staticmethod
+    def table_dir(db: str, table: str) -> str:
+        return f"{db}/{table}"
+
+    @classmethod
+    def table(cls, db: str, table: str) -> str:
+        return f"{cls.table_dir(db, table)}/{METADATA}"
+
+    @classmethod
+    def partition(cls, db: str, table: str, partition_name: str) -> str:
+        return f"{cls.table_dir(db, table)}/{partition_name}/{METADATA}"
+
+    @staticmethod
+    def files_of(metadata: str) -> str:
+        """The ``_files`` beside a ``_metadata`` (the object's listing)."""
+        return metadata[: -len(METADATA)] + FILES
+
+    @staticmethod
+    def beside(metadata: str, name: str) -> str:
+        """Another document of the object a ``_metadata`` describes (e.g. its column statistics)."""
+        return metadata[: -len(METADATA)] + name
+
+    @staticmethod
+    def event_dir(event_id: int) -> str:
+        return f"{EVENTS_DIR}/{event_id}"
+
+    @classmethod
+    def event(cls, event_id: int) -> str:
+        return f"{cls.event_dir(event_id)}/{METADATA}"
+
+    @classmethod
+    def event_files(cls, event_id: int) -> str:
+        return f"{cls.event_dir(event_id)}/{FILES}"
+
+    @staticmethod
+    def entry(metadata: str) -> DumpEntry:
+        """What the ``_metadata`` at ``<db>/...`` describes (kind "" for a place the layout never writes)."""
+        parts = metadata.split("/")
+        if parts[-1] != METADATA or len(parts) < 2:
+            return DumpEntry("")
+        if len(parts) == 2:
+            return DumpEntry(DATABASE)
+        if parts[1] == FUNCTIONS_DIR:
+            return DumpEntry(FUNCTION if len(parts) == 4 else "")
+        if len(parts) == 3:
+            return DumpEntry(TABLE, parts[1])
+        return DumpEntry(PARTITION, parts[1], "/".join(parts[2:-1]))
 
 
 class DumpError(HmsReplError):
@@ -193,6 +283,9 @@ class DumpDir:
         uri = self.path(relative)
         if not self.fs.exists(uri):
             return []
+        return self._read_lines(uri)
+
+    def _read_lines(self, uri: str) -> list[str]:
         data = self._read_bounded(uri, self.limits.max_files_bytes, "HMSREPL_DUMP_MAX_FILES_BYTES")
         try:
             return [line for line in data.decode().split("\n") if line]
@@ -242,7 +335,7 @@ class DumpDir:
 
     def event_ids(self) -> list[int]:
         ids = set()
-        for relative in self.metadata_files(EVENTS_DIR):
+        for relative in self.metadata_files(EVENTS_DIR):  # events/<id>/_metadata (DumpLayout.event)
             name = relative.split("/")[1]
             if not name.isdigit() or relative.count("/") != 2:
                 raise DumpError(
@@ -253,3 +346,26 @@ class DumpDir:
 
     def remove_tree(self, relative: str) -> None:
         self.fs.delete_tree(self.path(relative))
+
+    def exists(self, relative: str) -> bool:
+        return self.fs.exists(self.path(relative))
+
+    def bootstrap_part(self) -> DumpDir:
+        """The tables an incremental dump bootstraps, laid out as a bootstrap dump (``BOOTSTRAP_DIR``)."""
+        return DumpDir(self.path(BOOTSTRAP_DIR), limits=self.limits)
+
+    def entries(self, relative: str) -> Iterator[tuple[str, DumpEntry]]:
+        """Each ``_metadata`` below ``relative`` (a database or a table directory) with what it describes."""
+        for metadata in self.metadata_files(relative):
+            yield metadata, DumpLayout.entry(metadata)
+
+    def write_object(self, metadata: str, document: dict[str, Any], files: list[str] | None) -> None:
+        """A table's or partition's ``_metadata`` and, unless ``files`` is None, its ``_files`` listing."""
+        self.write_json(metadata, document)
+        if files is not None:
+            self.write_files(DumpLayout.files_of(metadata), files)
+
+    def read_listing(self, metadata: str) -> list[str] | None:
+        """The ``_files`` of the object at ``metadata``, None when the dump holds none for it."""
+        uri = self.path(DumpLayout.files_of(metadata))
+        return self._read_lines(uri) if self.fs.exists(uri) else None

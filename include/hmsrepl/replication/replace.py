@@ -4,7 +4,7 @@
 policy adds have no replica to replay events onto, so the incremental dump bootstraps them: it reads them and
 replays the window's later events onto what it read with the bootstrap's consolidation
 (``DumpEngine._consolidate``), so they are written as of the dump's last event id, under
-``layout.BOOTSTRAP_DIR``, and their own events in the window are not written. Tables the new policy drops
+``layout.BOOTSTRAP_DIR`` (``DumpDir.bootstrap_part``), and their own events in the window are not written. Tables the new policy drops
 are dropped by the load. A rename that moves a table into the policy (from an excluded name) is the same
 case as a newly included table; a rename out of it is written as a DROP_TABLE of the old name. This holds for
 every incremental dump, with or without REPLACE.
@@ -24,17 +24,25 @@ the dump was reading is read in the next round.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hmsrepl.exceptions import HmsReplError, NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.formats.partition_names import make_partition_name
-from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent
-from hmsrepl.replication.compaction import TXN_KINDS, EventSummary, compact, summarize
-from hmsrepl.replication.layout import BOOTSTRAP_DIR, FILES, METADATA, DumpDir, DumpMetadata
+from hmsrepl.metastore.event_specs import TXN_KINDS
+from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.messages import AlterTableMessage
+from hmsrepl.replication.compaction import (
+    TABLE_CREATES,
+    TABLE_DROPS,
+    EventSummary,
+    compact,
+    summarize,
+)
+from hmsrepl.replication.dump_events import DumpEvent
+from hmsrepl.replication.layout import TABLE, DumpDir, DumpLayout, DumpMetadata
 from hmsrepl.replication.policy import ReplicationPolicy
 
 if TYPE_CHECKING:
@@ -111,10 +119,10 @@ class WindowPlanner:
             return DROP  # renamed out of the policy
         if not self.diverged(name):
             return EMIT
-        if s.kind == EventType.CREATE_TABLE:
+        if s.kind in TABLE_CREATES:
             self._follow(name)
             return EMIT
-        if s.kind == EventType.DROP_TABLE:
+        if s.kind in TABLE_DROPS:
             self._follow(name)
         return SKIP
 
@@ -160,32 +168,26 @@ class WindowPlan:
     def skipped_events(self) -> int:
         return len(self.compacted)
 
-    def rewrite(self, event: NotificationEvent) -> NotificationEvent | None:
+    def rewrite(self, event: DumpEvent) -> DumpEvent | None:
         """The event as the dump writes it, or None when it is not written."""
         action = self.actions.get(event.event_id, EMIT)
         if action == SKIP or event.event_id in self.compacted:
             return None
-        if action == DROP:
-            body = event.body()
-            message = {"table": body["before"], "recycled": [], "renamed_to": body["after"]["table_name"]}
-            return _with_message(replace(event, event_type=EventType.DROP_TABLE), message)
+        message = event.message
+        if action == DROP:  # a rename out of the policy: the target drops the table under its old name
+            assert isinstance(message, AlterTableMessage)
+            drop = {"table": message.before, "recycled": [], "renamed_to": message.rename_target}
+            return event.rewritten(drop, EventType.DROP_TABLE)
         names = self.trimmed.get(event.event_id)
         if names:
-            body = event.body()
-            keys = [k["name"] for k in body["table"].get("partition_keys") or []]
-            keep = [make_partition_name(keys, p["values"]) not in names for p in body["partitions"]]
-            body["partitions"] = [p for p, k in zip(body["partitions"], keep, strict=True) if k]
-            for key in ("files", "recycled"):
+            body = dict(message.raw)
+            keep = [name not in names for name in message.partition_names()]
+            # Every per-partition list of either message format loses the same entries.
+            for key in ("partitions", "files", "data", "recycled"):
                 if isinstance(body.get(key), list) and len(body[key]) == len(keep):
-                    body[key] = [f for f, k in zip(body[key], keep, strict=True) if k]
-            return _with_message(event, body)
+                    body[key] = [item for item, k in zip(body[key], keep, strict=True) if k]
+            return event.rewritten(body)
         return event
-
-
-def _with_message(event: NotificationEvent, body: dict[str, Any]) -> NotificationEvent:
-    return replace(
-        event, message=json.dumps(body, separators=(",", ":"), sort_keys=True), message_format=JSON_FORMAT
-    )
 
 
 # -- dump side -----------------------------------------------------------------------------------------------
@@ -204,7 +206,7 @@ def bootstrap_in_window(
     bootstrap dump does; a table renamed in during a round is read in the next one.
     """
     source, policy = engine.source, planner.policy
-    sub = DumpDir(dump.path(BOOTSTRAP_DIR))
+    sub = dump.bootstrap_part()
 
     def feed(after: int, upto: int) -> None:
         for event in engine._events(policy, after, upto):
@@ -251,16 +253,12 @@ def bootstrap_in_window(
         keep = set(planner.bootstrapped())
         for name in _dumped_tables(sub, policy.db_name):
             if name not in keep:
-                sub.remove_tree(f"{policy.db_name}/{name}")
+                sub.remove_tree(DumpLayout.table_dir(policy.db_name, name))
     return start
 
 
 def _dumped_tables(sub: DumpDir, db: str) -> set[str]:
-    return {
-        rel.split("/")[1]
-        for rel in sub.metadata_files(db)
-        if rel.count("/") == 2 and not rel.split("/")[1].startswith("_")
-    }
+    return {found.table for _, found in sub.entries(db) if found.kind == TABLE and found.table}
 
 
 # -- load side -------------------------------------------------------------------------------------------------
@@ -270,13 +268,13 @@ def has_bootstrap_part(meta: DumpMetadata) -> bool:
 
 def bootstrap_part_objects(dump: DumpDir, meta: DumpMetadata) -> list[tuple[str | None, list[str]]]:
     """(source location, files) of every table and partition bootstrapped inside an incremental dump."""
-    sub = DumpDir(dump.path(BOOTSTRAP_DIR))
+    sub = dump.bootstrap_part()
     out: list[tuple[str | None, list[str]]] = []
     for name in meta.bootstrapped_tables:
-        for rel in sub.metadata_files(f"{meta.db_name}/{name}"):
+        for rel, _ in sub.entries(DumpLayout.table_dir(meta.db_name, name)):
             body = sub.read_json(rel)
             obj = body.get("table") or body.get("partition") or {}
-            out.append((obj.get("sd", {}).get("location"), sub.read_files(rel[: -len(METADATA)] + FILES)))
+            out.append((obj.get("sd", {}).get("location"), sub.read_listing(rel) or []))
     return out
 
 
@@ -301,24 +299,20 @@ def apply_bootstrap_part(
         for name in catalog.get_tables(db):
             if not policy.includes_table(name):
                 writer.drop_table(name)
-    sub = DumpDir(dump.path(BOOTSTRAP_DIR))
+    sub = dump.bootstrap_part()
     for name in meta.bootstrapped_tables:
-        base = f"{meta.db_name}/{name}"
-        if not sub.fs.exists(sub.path(f"{base}/{METADATA}")):
+        base = DumpLayout.table_dir(meta.db_name, name)
+        if not sub.exists(DumpLayout.table(meta.db_name, name)):
             writer.drop_table(name)
             continue
-        table = sub.read_json(f"{base}/{METADATA}")["table"]
+        table = sub.read_json(DumpLayout.table(meta.db_name, name))["table"]
         existing = writer.get_table(name)
         keys = [k["name"] for k in table.get("partition_keys") or []]
         if existing is not None and existing.partition_key_names != keys:
             writer.drop_table(name)
             existing = None
         if existing is not None and keys:
-            dumped = {
-                rel[len(base) + 1 : -len(METADATA) - 1]
-                for rel in sub.metadata_files(base)
-                if rel != f"{base}/{METADATA}"
-            }
+            dumped = {found.partition for _, found in sub.entries(base) if found.partition is not None}
             stale = [
                 p.values for p in catalog.get_partitions(db, name) if _part_name(keys, p.values) not in dumped
             ]

@@ -18,10 +18,9 @@ import json
 import os
 from typing import Any
 
-from hmsrepl.replication.layout import ACK, DumpDir, DumpError
+from hmsrepl.replication.layout import ACK, SIGNATURE, DumpDir, DumpError
 from hmsrepl.storage.base import relative_to
 
-SIGNATURE = "_signature"
 SIGNING_KEY_ENV = "HMSREPL_DUMP_SIGNING_KEY"
 ALGORITHM = "HMAC-SHA256"
 MIN_KEY_BYTES = 16

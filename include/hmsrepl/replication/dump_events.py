@@ -1,0 +1,52 @@
+"""One logged event as a dump handles it: the row and its typed message, parsed once.
+
+A dump reads each event of its window several times (filtering, ACID preparation, planning, consolidation,
+writing); before, every step decoded the stored text again and read the body by key. ``DumpEvent`` carries
+the parsed message along, and ``rewritten`` is the one way a dump changes what an event says (a COMMIT_TXN
+trimmed to the policy's tables, partitions taken out by compaction, a rename out of the policy as a drop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hmsrepl.metastore.event_specs import EventSpec, parse_event, spec_of
+from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent, encode_message
+from hmsrepl.metastore.messages import Message
+
+
+@dataclass(frozen=True)
+class DumpEvent:
+    event: NotificationEvent
+    message: Message
+
+    @classmethod
+    def of(cls, event: NotificationEvent) -> DumpEvent:
+        return cls(event, parse_event(event))
+
+    @property
+    def event_id(self) -> int:
+        return self.event.event_id
+
+    @property
+    def kind(self) -> EventType:
+        return EventType(self.event.event_type)
+
+    @property
+    def spec(self) -> EventSpec:
+        return spec_of(self.event.event_type)
+
+    def rewritten(self, body: Mapping[str, Any], kind: EventType | None = None) -> DumpEvent:
+        """The same event saying ``body`` (and, for a rename out of the policy, being a ``kind``)."""
+        text, message_format = encode_message(dict(body), compress=False, compress_min_bytes=0)
+        assert message_format == JSON_FORMAT
+        event = dataclasses.replace(
+            self.event,
+            event_type=str(kind or self.event.event_type),
+            message=text,
+            message_format=message_format,
+        )
+        return DumpEvent.of(event)
