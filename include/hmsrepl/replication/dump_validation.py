@@ -83,6 +83,11 @@ EVENT_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "COMMIT_TXN": {"txn_id": int},
     "ABORT_TXN": {"txn_id": int},
 }
+#: Message format 2 carries data changes under ``data`` where format 1 carries listings under ``files``.
+EVENT_DATA_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "ADD_PARTITION": {"data": list},
+    "INSERT": {"data": dict},
+}
 SOURCE_WAREHOUSE_ENV = "HMSREPL_SOURCE_WAREHOUSE"
 SOURCE_CMROOT_ENV = "HMSREPL_SOURCE_CMROOT"
 SOURCE_EXTERNAL_ROOTS_ENV = "HMSREPL_SOURCE_EXTERNAL_ROOTS"
@@ -483,10 +488,14 @@ class DumpValidator:
         if not isinstance(body, dict):
             raise self.fail(where, "holds no event message")
         where = f"{where} ({kind})"
-        for key, wanted in EVENT_FIELDS.get(kind, {}).items():
+        listings = "files" if body.get("v", 1) == 1 else "data"  # format 2: data changes, not listings
+        fields = EVENT_FIELDS.get(kind, {})
+        if listings == "data":
+            fields = {k: v for k, v in fields.items() if k != "files"} | EVENT_DATA_FIELDS.get(kind, {})
+        for key, wanted in fields.items():
             if not isinstance(body.get(key), wanted) or isinstance(body.get(key), bool):
                 raise self.fail(where, f"message has no valid '{key}'")
-        if kind == "ADD_PARTITION" and len(body["files"]) != len(body["partitions"]):
+        if kind == "ADD_PARTITION" and len(body[listings]) != len(body["partitions"]):
             raise self.fail(where, "has a different number of file lists and partitions")
         for key in ("table", "db"):
             if doc.get(key) is not None:
@@ -533,6 +542,9 @@ class DumpValidator:
         writes = body.get("writes")
         if writes is not None:
             self._writes(writes, where)
+        if body.get("v", 1) != 1 and writes is None:
+            self._data_changes(body, part_locations, single_location, table_location, where)
+            return
         files = body.get("files")
         if files is None or writes is not None:  # a commit's flat list repeats its writes' files
             for encoded in files or []:
@@ -548,16 +560,58 @@ class DumpValidator:
             for group, location in zip(files, part_locations, strict=True):
                 self._object_files(group or [], location, where)
             return
+        self._object_files(files, self._object_location(body, single_location, table_location), where)
+
+    def _object_location(
+        self, body: dict[str, Any], single_location: str | None, table_location: str | None
+    ) -> str | None:
+        """The location of the one object whose data a (non ADD_PARTITION) event changes."""
         after = body.get("after")
         if isinstance(after, dict) and "values" in after:  # ALTER_PARTITION
-            location = self._canonical_location_of(after)
-        elif single_location is not None:  # INSERT into a partition
-            location = single_location
-        elif isinstance(after, dict):  # ALTER_TABLE
-            location = self._canonical_location_of(after)
-        else:
-            location = table_location
-        self._object_files(files, location, where)
+            return self._canonical_location_of(after)
+        if single_location is not None:  # INSERT into a partition
+            return single_location
+        if isinstance(after, dict):  # ALTER_TABLE
+            return self._canonical_location_of(after)
+        return table_location
+
+    def _data_changes(
+        self,
+        body: dict[str, Any],
+        part_locations: list[str | None],
+        single_location: str | None,
+        table_location: str | None,
+        where: str,
+    ) -> None:
+        """Format 2: each data change's added files (as any listing's) and removed relative paths."""
+        data = body.get("data")
+        if data is None:
+            return
+        if isinstance(body.get("partitions"), list) and isinstance(data, list):  # ADD_PARTITION
+            if len(data) != len(part_locations):
+                raise self.fail(where, "has a different number of data changes and partitions")
+            for change, location in zip(data, part_locations, strict=True):
+                if change is not None:
+                    self._data_change(change, location, where)
+            return
+        self._data_change(data, self._object_location(body, single_location, table_location), where)
+
+    def _data_change(self, change: Any, location: str | None, where: str) -> None:
+        if not isinstance(change, dict):
+            raise self.fail(where, "data is not an object")
+        self._object_files(change.get("added") or [], location, where)
+        removed = change.get("removed") or []
+        if not isinstance(removed, list):
+            raise self.fail(where, "removed is not a list")
+        for rel in removed:
+            segments = rel.split("/") if isinstance(rel, str) else [""]
+            if any(seg in ("", ".", "..") for seg in segments) or CONTROL_CHARACTERS.search(rel):
+                raise self.fail(where, f"removed path {show(rel)} is not a plain relative path")
+        count, digest = change.get("count"), change.get("digest")
+        if (count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0)) or (
+            digest is not None and not isinstance(digest, str)
+        ):
+            raise self.fail(where, "data has an invalid count or digest")
 
     def _writes(self, writes: Any, where: str) -> None:
         if not isinstance(writes, list):
