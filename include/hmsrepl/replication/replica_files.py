@@ -159,7 +159,6 @@ class Published:
     stamps: dict[str, int]  # relative path -> modification time of files whose record is new or changed
     removed: set[str]  # recorded paths the version no longer holds
     replace: bool  # no record existed: record every file (``stamps`` then covers all of them)
-    changed_location: bool = True  # False: the object keeps its current directory
 
     def applied(self) -> list[str]:
         """The files the version holds, for the catalog's event of the change."""

@@ -33,7 +33,7 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import ObjectKey
-from hmsrepl.metastore.messages import DataChange
+from hmsrepl.metastore.messages import DataChange, relative_path
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.protection import LOCAL_PARAMS
 from hmsrepl.replication.failures import fault_point
@@ -233,8 +233,9 @@ class TargetWriter:
             f"table '{self.db}.{wanted.table_name}'",
         )
         wanted = wanted.model_copy(update={"sd": wanted.sd.model_copy(update={"location": location})})
-        # The files the new version holds, for the replica's own event (a replica is a source too).
-        applied = published.applied() if published is not None and published.changed_location else None
+        # The files the version holds, for the replica's own event (a replica is a source too): from what the
+        # load verified, so the catalog reads none of them again.
+        applied = published.applied() if published is not None else None
         if current is None:
             self.stats.tables += 1
             table = self.catalog.create_table(wanted, applied_files=applied)
@@ -352,7 +353,7 @@ class TargetWriter:
             out = []
             for p in group:
                 done = published.get(make_partition_name(keys, p.values))
-                out.append(done.applied() if done is not None and done.changed_location else None)
+                out.append(done.applied() if done is not None else None)
             return out
 
         if new_parts:
@@ -453,7 +454,8 @@ class TargetWriter:
         fs = filesystem_for(logical)
         held = self._held(current, key)
         wanted = change.apply(held.files)
-        change.check(wanted, what or logical)
+        if not change.complete:  # a complete change is its own listing: only deltas can miss an event
+            change.check(wanted, what or logical)
         kept = unchanged(held, wanted)
         stamps: dict[str, int] = {} if held.recorded else held.stamps
         drifted: set[str] = set()
@@ -467,7 +469,7 @@ class TargetWriter:
         removed = set(held.files) - set(wanted)
         if current and not drifted and len(kept) == len(wanted) == len(held.files):
             self._retire_staging_area(logical, current)  # already this state (a re-run, or no file changed)
-            return Published(current, wanted, stamps, removed, not held.recorded, changed_location=False)
+            return Published(current, wanted, stamps, removed, not held.recorded)
         new = self._new_version(logical, current)
         fs.makedirs(new)
         self._created.append(new)
@@ -659,8 +661,7 @@ def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
 
 def relative_target(encoded: str) -> str:
     """Where a file goes below its object's target location: its subdirectory and name, as at the source."""
-    entry = EncodedFileUri.decode(encoded)
-    return f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
+    return relative_path(encoded)
 
 
 def _without_volatile(obj: Table | Partition) -> Any:
