@@ -25,14 +25,14 @@ from itertools import islice
 
 from sqlalchemy import Connection, select
 
-from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.file_uri import SEPARATOR
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.schema import data_files, partitions
-from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import FileStatus, filesystem_for, relative_to
 from hmsrepl.storage.checksum import checksum_size
 
 # A listing reports modification times as float seconds (about 0.25 us apart at today's epoch); a record
@@ -86,9 +86,10 @@ def read_record(conn: Connection, key: ObjectKey, location: str) -> HeldListing 
             data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id
         )
     )
-    for rel, stamp, checksum in rows:
+    base = location.rstrip("/")
+    for rel, stamp, checksum in rows:  # the encoded form of ``EncodedFileUri``, written out: one per file
         subdir = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        held.files[rel] = EncodedFileUri(join_uri(location, rel), checksum, "", subdir).encode()
+        held.files[rel] = f"{base}/{rel}{SEPARATOR}{checksum}{SEPARATOR}{SEPARATOR}{subdir}"
         held.stamps[rel] = stamp
     return held if held.files else None
 
@@ -130,16 +131,21 @@ def drift(location: str, held: HeldListing, kept: set[str]) -> tuple[set[str], d
         if rel not in kept:
             continue
         seen.add(rel)
-        checksum = checksum_of(held.files[rel])
         stamp = mtime_ns(status)
-        if status.size == checksum_size(checksum) and abs(stamp - held.stamps[rel]) <= MTIME_SLACK_NS:
+        if abs(stamp - held.stamps[rel]) <= MTIME_SLACK_NS and status.size == _size_of(held.files[rel]):
             continue
+        checksum = checksum_of(held.files[rel])
         if status.size == checksum_size(checksum) and fs.checksum(status.uri) == checksum:
             restamped[rel] = stamp
         else:
             drifted.add(rel)
     drifted |= kept - seen
     return drifted, restamped
+
+
+def _size_of(encoded: str) -> int:
+    """The size in an encoded URI's checksum token (``crc32c-<hex>-<size>``), without decoding the rest."""
+    return checksum_size(encoded.split(SEPARATOR, 2)[1])
 
 
 def stamp_of(uri: str) -> int:
