@@ -96,6 +96,8 @@ def to_format_2(dump_dir: str, listings: dict[Key, dict[str, str]]) -> int:
             new_body = builder.with_data(change)
         doc["message"] = new_body
         dump.write_json(relative, doc)
+        if dump.fs.exists(dump.path(EVENTS_DIR, str(event_id), FILES)):  # what the load checks beforehand
+            dump.write_files(f"{EVENTS_DIR}/{event_id}/{FILES}", parse(kind, new_body).files())
         rewritten += 1
     return rewritten
 
