@@ -601,16 +601,20 @@ class DumpValidator:
             for group, location in zip(files, part_locations, strict=True):
                 self._object_files(group or [], location, where)
             return
+        self._object_files(files, self._object_location(body, single_location, table_location), where)
+
+    def _object_location(
+        self, body: dict[str, Any], single_location: str | None, table_location: str | None
+    ) -> str | None:
+        """The location of the one object whose data a (non ADD_PARTITION) event changes."""
         after = body.get("after")
         if isinstance(after, dict) and "values" in after:  # ALTER_PARTITION
-            location = self._canonical_location_of(after)
-        elif single_location is not None:  # INSERT into a partition
-            location = single_location
-        elif isinstance(after, dict):  # ALTER_TABLE
-            location = self._canonical_location_of(after)
-        else:
-            location = table_location
-        self._object_files(files, location, where)
+            return self._canonical_location_of(after)
+        if single_location is not None:  # INSERT into a partition
+            return single_location
+        if isinstance(after, dict):  # ALTER_TABLE
+            return self._canonical_location_of(after)
+        return table_location
 
     def _writes(self, writes: Any, where: str) -> None:
         if not isinstance(writes, list):

@@ -31,6 +31,7 @@ TEMP_PREFIX = ".tmp-"  # local atomic writes (storage.local) before their rename
 # A version directory is the logical location plus this mark and the event id that made it (a counter after
 # a dash when one batch makes two versions of the same object): ``t.hmsrepl-v120``, ``p=a.hmsrepl-v120-1``.
 VERSION_MARK = ".hmsrepl-v"
+LINK_UNSUPPORTED = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP)  # copy instead
 _VERSION_RE = re.compile(re.escape(VERSION_MARK) + r"\d+(?:-\d+)?(?=/|$)")
 
 
@@ -57,6 +58,18 @@ def link_file(source_uri: str, target_uri: str) -> None:
     """
     if is_local_uri(source_uri) and is_local_uri(target_uri):
         src, dst = local_path(source_uri), local_path(target_uri)
+        try:  # one system call in the usual case: a load links every file an object keeps
+            os.link(src, dst)
+            return
+        except FileExistsError:  # an interrupted attempt's link or copy: replaced below
+            pass
+        except FileNotFoundError:  # a subdirectory not made yet (or the source is gone: raised below)
+            pass
+        except OSError as exc:
+            if exc.errno not in LINK_UNSUPPORTED:
+                raise
+            copy_file(source_uri, target_uri)
+            return
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(dst)
@@ -64,7 +77,7 @@ def link_file(source_uri: str, target_uri: str) -> None:
             os.link(src, dst)
             return
         except OSError as exc:
-            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            if exc.errno not in LINK_UNSUPPORTED:
                 raise
     copy_file(source_uri, target_uri)
 

@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,10 +24,22 @@ from hmsrepl.exceptions import (
     NoSuchDatabaseError,
     NoSuchObjectError,
 )
-from hmsrepl.formats.partition_names import make_partition_name, parse_partition_name
+from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.paths import InvalidPathError
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.event_specs import Scope, kinds, parse, spec_of
 from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.messages import (
+    AddPartitionMessage,
+    AlterPartitionMessage,
+    AlterTableMessage,
+    DatabaseMessage,
+    DataChange,
+    DropPartitionMessage,
+    FunctionMessage,
+    InsertMessage,
+    Message,
+)
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import privileged_call
 from hmsrepl.metastore.statistics import ColumnStat
@@ -61,6 +73,7 @@ from hmsrepl.replication.replace import (
     bootstrap_part_objects,
     has_bootstrap_part,
 )
+from hmsrepl.replication.replica_files import compose
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
@@ -314,8 +327,8 @@ class LoadEngine:
             self.validate_incremental(dump, meta, target_db, db, last)
             for event_id in dump.event_ids():
                 if event_id > last:
-                    body = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")["message"]
-                    objects.extend(_objects_with_files(body))
+                    event = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
+                    objects.extend(objects_to_copy(parse_event(event)))
             if last < meta.last_event_id:  # tables bootstrapped inside the incremental dump
                 objects.extend(bootstrap_part_objects(dump, meta))
         writer = self._writer(target_db, meta, source_db_location, ApplyStats())
@@ -462,28 +475,28 @@ class LoadEngine:
                 dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
                 for event_id in pending[start : start + BATCH_EVENTS]
             ]
-            for batch in split_before_reuse(read):
+            for batch in split_before_reuse([(event, parse_event(event)) for event in read]):
                 with self._batch(writer):
                     position = writer.locked_last_id()  # another load may have got further meanwhile
-                    batch = [event for event in batch if event["event_id"] > position]
+                    batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
                     if not batch:
                         continue
                     runs = PartitionRuns(writer, meta)
-                    for event in batch:
+                    for event, msg in batch:
                         writer.version = event["event_id"]  # names the version directories it makes
-                        if not runs.absorb(event):
-                            runs.flush_for(event)
-                            apply_event(writer, event, meta)
+                        if not runs.absorb(msg):
+                            runs.flush_for(msg)
+                            apply_event(writer, event, meta, msg)
                         result.events_applied += 1
                     runs.flush()
-                    if part and batch[-1]["event_id"] == pending[-1]:
+                    if part and batch[-1][0]["event_id"] == pending[-1]:
                         # The dump's bootstrapped tables commit with its last events: a position between
                         # them would make a re-run replay events already applied (a txn's commit twice).
                         writer.version = meta.last_event_id
                         apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
                         writer.set_last_id(meta.last_event_id)
                     else:
-                        writer.set_last_id(min(batch[-1]["event_id"], cap))
+                        writer.set_last_id(min(batch[-1][0]["event_id"], cap))
                 if progress is not None:
                     progress(len(batch))
         if meta.last_event_id > last and part:
@@ -499,7 +512,9 @@ class LoadEngine:
         return result
 
 
-def split_before_reuse(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def split_before_reuse(
+    events: list[tuple[dict[str, Any], Message]],
+) -> list[list[tuple[dict[str, Any], Message]]]:
     """Cut a batch where a table or partition dropped in it gets data at its name again.
 
     A drop removes the target's files only once its transaction commits; in a batch that later creates,
@@ -507,30 +522,24 @@ def split_before_reuse(events: list[dict[str, Any]]) -> list[list[dict[str, Any]
     directory). Each cut commits the drop first; readers still see only states the source had. Partitions
     count by name: dropping one partition and adding another (a rolling window) needs no cut.
     """
-    out: list[list[dict[str, Any]]] = [[]]
+    out: list[list[tuple[dict[str, Any], Message]]] = [[]]
     dropped_tables: set[str] = set()
-    dropped_parts: set[tuple[str, tuple[str, ...]]] = set()
-    for event in events:
-        kind, body, name = event["event_type"], event["message"], event.get("table")
-        if kind == EventType.CREATE_TABLE:
-            reused = name in dropped_tables
-        elif kind == EventType.ALTER_TABLE:
-            reused = body["after"]["table_name"] in dropped_tables
-        elif kind == EventType.ADD_PARTITION:
-            reused = name in dropped_tables or any(
-                (name, tuple(part["values"])) in dropped_parts for part in body["partitions"]
-            )
-        else:
-            reused = False
+    dropped_parts: set[tuple[str, str]] = set()
+    for event, msg in events:
+        spec = spec_of(msg.kind)
+        table = (msg.table or {}).get("table_name")
+        reused = (spec.structural or isinstance(msg, AlterTableMessage)) and (
+            table in dropped_tables or any((table, name) in dropped_parts for name in msg.partition_names())
+        )
         if reused and out[-1]:
             out.append([])
             dropped_tables.clear()
             dropped_parts.clear()
-        out[-1].append(event)
-        if kind == EventType.DROP_TABLE and name:
-            dropped_tables.add(name)
-        elif kind == EventType.DROP_PARTITION and name:
-            dropped_parts.update((name, tuple(part["values"])) for part in body["partitions"])
+        out[-1].append((event, msg))
+        if spec.drops and spec.scope is Scope.TABLE and table:
+            dropped_tables.add(table)
+        elif spec.drops and spec.scope is Scope.PARTITION and table:
+            dropped_parts.update((table, name) for name in msg.partition_names())
     return [batch for batch in out if batch]
 
 
@@ -540,57 +549,34 @@ class PartitionRuns:
     A batch commits as one transaction, so readers of the target only ever see batch boundaries; applying a
     table's run of ADD/ALTER/DROP_PARTITION and partition INSERT events as one drop, one add and one alter
     call gives the same target as applying them one by one, with far fewer round trips and without copying
-    file versions that a later event replaces. A table's run is flushed before any other event that touches
-    that table (or the database) is applied, so event order per object is kept.
+    file versions that a later event replaces. A partition's successive data changes are composed in memory
+    into one (``replica_files.compose``) and published once. A table's run is flushed before any other event
+    that touches that table (or the database) is applied, so event order per object is kept.
     """
-
-    KINDS = {EventType.ADD_PARTITION, EventType.ALTER_PARTITION, EventType.DROP_PARTITION, EventType.INSERT}
 
     def __init__(self, writer: TargetWriter, meta: DumpMetadata) -> None:
         self.writer, self.meta = writer, meta
-        self.tables: dict[str, dict[str, Any]] = {}
-        self.parts: dict[str, dict[str, tuple[dict[str, Any], Any] | None]] = {}
+        self.tables: dict[str, Mapping[str, Any]] = {}
+        self.parts: dict[str, dict[str, PartState | None]] = {}
 
-    def absorb(self, event: dict[str, Any]) -> bool:
+    def absorb(self, msg: Message) -> bool:
         """Take a partition event into its table's run; False for any other event (flush, then apply it)."""
-        kind, body = event["event_type"], event["message"]
-        if kind not in self.KINDS or (kind == EventType.INSERT and not body.get("partition")):
+        fold = _FOLDS.get(EventType(msg.kind))
+        if fold is None or (isinstance(msg, InsertMessage) and not msg.partition):
             return False
-        table = body["table"]
-        name = table["table_name"]
-        self.tables[name] = table
-        parts = self.parts.setdefault(name, {})
-        keys = [k["name"] for k in table.get("partition_keys", [])]
-        if kind == EventType.ADD_PARTITION:
-            for snapshot, files in zip(body["partitions"], body["files"], strict=True):
-                parts[make_partition_name(keys, snapshot["values"])] = (snapshot, _data(files, self.meta))
-        elif kind == EventType.DROP_PARTITION:
-            for snapshot in body["partitions"]:
-                parts[make_partition_name(keys, snapshot["values"])] = None
-        else:
-            snapshot = body["after"] if kind == EventType.ALTER_PARTITION else body["partition"]
-            part_name = make_partition_name(keys, snapshot["values"])
-            has_files = bool(body.get("files")) or body.get("is_truncate") or kind == EventType.INSERT
-            previous = parts.get(part_name)
-            files = (
-                _data(body.get("files") or [], self.meta)
-                if has_files
-                else (previous[1] if previous else None)
-            )
-            if kind == EventType.INSERT and previous is not None:
-                snapshot = previous[0]  # an INSERT changes data, not the partition's metadata
-            parts[part_name] = (snapshot, files)
+        table = msg.table or {}
+        self.tables[table["table_name"]] = table
+        fold(self.parts.setdefault(table["table_name"], {}), msg, self.meta)
         return True
 
-    def flush_for(self, event: dict[str, Any]) -> None:
+    def flush_for(self, msg: Message) -> None:
         """Flush the runs an event depends on: its table's (both names for a rename), or all for db events."""
-        body = event["message"]
-        if event.get("table") is None:
+        if msg.table_name is None:
             self.flush()
             return
-        names = {event["table"]}
-        if event["event_type"] == EventType.ALTER_TABLE:
-            names |= {body["before"]["table_name"], body["after"]["table_name"]}
+        names = {msg.table_name}
+        if isinstance(msg, AlterTableMessage):
+            names |= {msg.before["table_name"], msg.table["table_name"]}
         for name in names:
             self._flush_table(name)
 
@@ -605,103 +591,143 @@ class PartitionRuns:
         dropped = [part_name for part_name, state in parts.items() if state is None]
         if dropped:
             self.writer.drop_partitions(name, [[v for _, v in parse_partition_name(n)] for n in dropped])
-        kept = [state for state in parts.values() if state is not None]
+        kept = [(state.snapshot, state.change) for state in parts.values() if state is not None]
         if kept:
             self.writer.put_partitions(name, kept, table["sd"].get("location"))
 
 
+@dataclass
+class PartState:
+    """A partition's state at the end of a table's run: its snapshot and its data change since the batch
+    began (composed; None: no data change)."""
+
+    snapshot: Mapping[str, Any]
+    change: DataChange | None
+
+
+def _fold_add(parts: dict[str, PartState | None], msg: Message, meta: DumpMetadata) -> None:
+    assert isinstance(msg, AddPartitionMessage)
+    for name, snapshot, change in zip(msg.partition_names(), msg.partitions, msg.changes(), strict=True):
+        parts[name] = PartState(snapshot, _data(change, meta))
+
+
+def _fold_drop(parts: dict[str, PartState | None], msg: Message, meta: DumpMetadata) -> None:
+    for name in msg.partition_names():
+        parts[name] = None
+
+
+def _fold_write(parts: dict[str, PartState | None], msg: Message, meta: DumpMetadata) -> None:
+    """ALTER_PARTITION (new metadata, maybe data) and partition INSERT (data only): compose onto the run."""
+    assert isinstance(msg, AlterPartitionMessage | InsertMessage)
+    (name,) = msg.partition_names()
+    previous = parts.get(name)
+    snapshot = msg.after if isinstance(msg, AlterPartitionMessage) else msg.partition
+    if isinstance(msg, InsertMessage) and previous is not None:
+        snapshot = previous.snapshot  # an INSERT changes data, not the partition's metadata
+    change = compose(previous.change if previous else None, _data(msg.data, meta))
+    parts[name] = PartState(snapshot or {}, change)
+
+
+_FOLDS: dict[EventType, Callable[[dict[str, PartState | None], Message, DumpMetadata], None]] = {
+    EventType.ADD_PARTITION: _fold_add,
+    EventType.DROP_PARTITION: _fold_drop,
+    EventType.ALTER_PARTITION: _fold_write,
+    EventType.INSERT: _fold_write,
+}
+
+
 # -- event handlers: one per event type (a table of behaviours, not a chain of ifs) ----------------------------
-Handler = Callable[[TargetWriter, dict[str, Any], dict[str, Any], DumpMetadata], None]
+Handler = Callable[[TargetWriter, dict[str, Any], Message, DumpMetadata], None]
 
 
-def _objects_with_files(body: dict[str, Any]) -> list[tuple[str | None, Sequence[str]]]:
-    """(source location, files) of each object whose data an event's pseudo-snapshot names."""
-    if body.get("writes"):  # COMMIT_TXN: each write's files, below its table or partition
-        return list(acid_replay.write_locations(body))
-    files = body.get("files") or []
-    if not files:
-        return []
-    if "partitions" in body and (files[0] is None or isinstance(files[0], list)):  # ADD_PARTITION
-        return [(p["sd"].get("location"), f) for p, f in zip(body["partitions"], files, strict=True) if f]
-    for key in ("after", "partition", "table"):
-        obj = body.get(key)
-        if obj:
-            return [(obj["sd"].get("location"), files)]
-    return []
+def objects_to_copy(msg: Message) -> list[tuple[str | None, Sequence[str]]]:
+    """(source location, files) of each object whose data an event changes: the files a load copies."""
+    if spec_of(msg.kind).transactional:  # COMMIT_TXN: each write's files, below its table or partition
+        return list(acid_replay.write_locations(dict(msg.raw)))
+    return [(obj.location, obj.change.added) for obj in msg.objects() if obj.change.added]
 
 
-def _data(body_files: Any, meta: DumpMetadata) -> Any:
-    return None if meta.metadata_only else body_files
+def _data(change: DataChange | None, meta: DumpMetadata) -> DataChange | None:
+    return None if meta.metadata_only else change
 
 
-def _create_table(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    table = body["table"]
-    files = None if table.get("partition_keys") else _data(body.get("files") or [], meta)
-    w.put_table(table, files, table["sd"].get("location"))
+def _table_change(msg: Message, meta: DumpMetadata) -> DataChange | None:
+    """The data change of a table-level event (None: metadata only, or a partitioned table)."""
+    objects = msg.objects()
+    return _data(objects[0].change, meta) if objects else None
 
 
-def _alter_table(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    before, after = body["before"], body["after"]
-    if before["table_name"] != after["table_name"]:
-        w.rename_table(before["table_name"], after)
-    unpartitioned = not after.get("partition_keys")
-    files = body.get("files") if unpartitioned and (body.get("files") or body.get("is_truncate")) else None
-    w.put_table(after, _data(files, meta) if files is not None else None, after["sd"].get("location"))
+def _create_table(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    table = dict(msg.table or {})
+    w.put_table(table, _table_change(msg, meta), table["sd"].get("location"))
 
 
-def _drop_table(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    w.drop_table(body["table"]["table_name"])
+def _alter_table(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    assert isinstance(msg, AlterTableMessage)
+    after = dict(msg.table)
+    if msg.rename_target is not None:
+        w.rename_table(msg.before["table_name"], after)
+    w.put_table(after, _table_change(msg, meta), after["sd"].get("location"))
 
 
-def _add_partition(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    parts = [(p, _data(f, meta)) for p, f in zip(body["partitions"], body["files"], strict=True)]
-    w.put_partitions(body["table"]["table_name"], parts, body["table"]["sd"].get("location"))
+def _drop_table(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    w.drop_table((msg.table or {})["table_name"])
 
 
-def _alter_partition(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    files = body.get("files") if (body.get("files") or body.get("is_truncate")) else None
+def _add_partition(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    assert isinstance(msg, AddPartitionMessage)
+    parts = [(dict(p), _data(c, meta)) for p, c in zip(msg.partitions, msg.changes(), strict=True)]
+    table = msg.table or {}
+    w.put_partitions(table["table_name"], parts, table["sd"].get("location"))
+
+
+def _alter_partition(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    assert isinstance(msg, AlterPartitionMessage)
+    table = msg.table or {}
     w.put_partitions(
-        body["table"]["table_name"],
-        [(body["after"], _data(files, meta) if files is not None else None)],
-        body["table"]["sd"].get("location"),
+        table["table_name"], [(dict(msg.after), _data(msg.data, meta))], table["sd"].get("location")
     )
 
 
-def _drop_partition(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    w.drop_partitions(body["table"]["table_name"], [p["values"] for p in body["partitions"]])
+def _drop_partition(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    assert isinstance(msg, DropPartitionMessage)
+    w.drop_partitions((msg.table or {})["table_name"], [p["values"] for p in msg.partitions])
 
 
-def _insert(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+def _insert(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    assert isinstance(msg, InsertMessage)
     if meta.metadata_only:
         return
-    table = body["table"]
-    if body.get("partition"):
-        w.set_partition_files(table["table_name"], body["partition"], body["files"])
+    table = msg.table or {}
+    if msg.partition:
+        w.put_partitions(table["table_name"], [(dict(msg.partition), msg.data)])
     else:
-        w.put_table(table, body["files"], table["sd"].get("location"))
+        w.put_table(dict(table), msg.data, table["sd"].get("location"))
 
 
-def _alter_database(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    w.put_database(body["after"], {})
+def _alter_database(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    assert isinstance(msg, DatabaseMessage)
+    w.put_database(dict(msg.database), {})
 
 
-def _drop_database(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+def _drop_database(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
     with contextlib.suppress(NoSuchObjectError):
         w.catalog.drop_database(w.db, cascade=True)
 
 
-def _create_function(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    w.put_function(body["function"])
+def _create_function(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    assert isinstance(msg, FunctionMessage)
+    w.put_function(dict(msg.function))
 
 
-def _drop_function(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    w.drop_function(body["function"]["function_name"])
+def _drop_function(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    assert isinstance(msg, FunctionMessage)
+    w.drop_function(msg.function["function_name"])
 
 
-def _update_column_stats(
-    w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata
-) -> None:
+def _update_column_stats(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
     """Statistics follow their table: a table or partition dropped later in the window is not an error."""
+    body = msg.raw
     stats = [ColumnStat.from_json(doc) for doc in body["stats"]]
     with contextlib.suppress(NoSuchObjectError):
         w.target.stats.update(
@@ -714,14 +740,22 @@ def _update_column_stats(
         )
 
 
-def _delete_column_stats(
-    w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata
-) -> None:
+def _delete_column_stats(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+    body = msg.raw
     for column in body.get("columns") or []:
         with contextlib.suppress(NoSuchObjectError):  # already gone: replaying twice, or dropped since
             w.target.stats.delete(
                 w.db, ev["table"], column, partition_name=body.get("partition"), engine=body.get("engine")
             )
+
+
+def _raw(handler: Callable[[TargetWriter, dict[str, Any], dict[str, Any], DumpMetadata], None]) -> Handler:
+    """A handler of the stored message document (ACID replay's, which read their txn fields as stored)."""
+
+    def apply(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+        handler(w, ev, ev["message"], meta)
+
+    return apply
 
 
 HANDLERS: dict[str, Handler] = {
@@ -740,13 +774,20 @@ HANDLERS: dict[str, Handler] = {
     EventType.UPDATE_PARTITION_COLUMN_STAT: _update_column_stats,
     EventType.DELETE_TABLE_COLUMN_STAT: _delete_column_stats,
     EventType.DELETE_PARTITION_COLUMN_STAT: _delete_column_stats,
-    **acid_replay.HANDLERS,  # OPEN/COMMIT/ABORT_TXN, ALLOC_WRITE_ID, ACID_WRITE
+    **{kind: _raw(handler) for kind, handler in acid_replay.HANDLERS.items()},  # txn events
 }
 # Counted, not applied: the replica database itself is made by the bootstrap.
-NOT_YET_REPLAYED = {EventType.CREATE_DATABASE}
+NOT_YET_REPLAYED = kinds(replayed=False)
 
 
-def apply_event(writer: TargetWriter, event: dict[str, Any], meta: DumpMetadata) -> None:
+def parse_event(event: dict[str, Any]) -> Message:
+    """The typed message of a dumped event (parsed once per event, for every step of its load)."""
+    return parse(event["event_type"], event["message"], event.get("db"), event.get("table"))
+
+
+def apply_event(
+    writer: TargetWriter, event: dict[str, Any], meta: DumpMetadata, msg: Message | None = None
+) -> None:
     kind = event["event_type"]
     handler = HANDLERS.get(kind)
     if handler is None:
@@ -756,4 +797,4 @@ def apply_event(writer: TargetWriter, event: dict[str, Any], meta: DumpMetadata)
             )
         writer.stats.skipped_events[kind] = writer.stats.skipped_events.get(kind, 0) + 1
         return
-    handler(writer, event, event["message"], meta)
+    handler(writer, event, msg if msg is not None else parse_event(event), meta)

@@ -32,6 +32,8 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
+from hmsrepl.metastore.listings import ObjectKey
+from hmsrepl.metastore.messages import DataChange, relative_path
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.protection import LOCAL_PARAMS
 from hmsrepl.replication import iceberg
@@ -48,6 +50,19 @@ from hmsrepl.replication.filecopy import (
 )
 from hmsrepl.replication.leftovers import Retirement
 from hmsrepl.replication.locations import LocationMapper
+from hmsrepl.replication.replica_files import (
+    HeldListing,
+    Published,
+    as_change,
+    drift,
+    mtime_ns,
+    partition_ids,
+    read_record,
+    record,
+    scan,
+    stamp_of,
+    unchanged,
+)
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
@@ -77,6 +92,10 @@ class ReplicationStateError(HmsReplError):
     """The target is not in a state this load can continue from (no bootstrap, gap, other source)."""
 
 
+class ReplicaDriftError(HmsReplError):
+    """A replica file changed behind the load's back and cannot be fetched again from the source."""
+
+
 @dataclass
 class ApplyStats:
     tables: int = 0
@@ -86,6 +105,8 @@ class ApplyStats:
     files_from_cmroot: int = 0
     files_prefetched: int = 0
     files_removed: int = 0
+    files_kept: int = 0  # linked into a new version from the current one, without reading them
+    files_reverified: int = 0  # kept files whose size or modification time differed from the record: read
     skipped_events: dict[str, int] = field(default_factory=dict)
 
 
@@ -196,32 +217,39 @@ class TargetWriter:
             return None
 
     def put_table(
-        self, snapshot: dict[str, Any], files: Sequence[str] | None, source_location: str | None
+        self, snapshot: dict[str, Any], files: DataChange | Sequence[str] | None, source_location: str | None
     ) -> Table:
-        """Create or update a table; ``files`` (unpartitioned tables) become its exact data (None: untouched)."""
+        """Create or update a table; ``files`` (unpartitioned tables: a data change, or the complete listing)
+        becomes its data (None: untouched)."""
         wanted = self.map_table(snapshot)
         current = self.get_table(wanted.table_name)
-        data = None if wanted.partition_keys else files
-        location = self._location_for(
-            current.sd.location if current else None, wanted.sd.location, data, source_location
+        change = None if wanted.partition_keys else as_change(files)
+        key = ObjectKey(current.id) if current is not None and current.id is not None else None
+        location, published = self._location_for(
+            current.sd.location if current else None,
+            wanted.sd.location,
+            change,
+            source_location,
+            key,
+            f"table '{self.db}.{wanted.table_name}'",
         )
         wanted = wanted.model_copy(update={"sd": wanted.sd.model_copy(update={"location": location})})
         wanted = iceberg.localize(wanted, source_location)  # Iceberg metadata naming the copies
-        # The files the new version holds, for the replica's own event (a replica is a source too).
-        applied = (
-            self._applied(data)
-            if data is not None and (current is None or location != current.sd.location)
-            else None
-        )
+        # The files the version holds, for the replica's own event (a replica is a source too): from what the
+        # load verified, so the catalog reads none of them again.
+        applied = published.applied() if published is not None else None
         if current is None:
             self.stats.tables += 1
-            return self.catalog.create_table(wanted, applied_files=applied)
-        comparable = wanted.model_copy(update={"id": current.id, "write_id": current.write_id})
-        if _without_volatile(current) != _without_volatile(comparable):
-            self.catalog.alter_table(
-                self.db, wanted.table_name, comparable, capture_files=True, applied_files=applied
-            )
-        return comparable
+            table = self.catalog.create_table(wanted, applied_files=applied)
+        else:
+            table = wanted.model_copy(update={"id": current.id, "write_id": current.write_id})
+            if _without_volatile(current) != _without_volatile(table):
+                self.catalog.alter_table(
+                    self.db, wanted.table_name, table, capture_files=True, applied_files=applied
+                )
+        if published is not None and table.id is not None:
+            self._record(ObjectKey(table.id), published)
+        return table
 
     def rename_table(self, old_name: str, after: dict[str, Any]) -> None:
         """Rename, moving the data to new version directories under the new name (links, no data copy).
@@ -283,10 +311,12 @@ class TargetWriter:
     def put_partitions(
         self,
         table_name: str,
-        parts: Sequence[tuple[dict[str, Any], Sequence[str] | None]],
+        parts: Sequence[tuple[dict[str, Any], DataChange | Sequence[str] | None]],
         source_table_location: str | None = None,
     ) -> None:
-        """Add or update partitions, data first, then one metadata call for the new and one for the changed."""
+        """Add or update partitions, data first, then one metadata call for the new and one for the changed.
+
+        Each partition's data is a change (or a complete listing; None: metadata only)."""
         if not parts:
             return
         table = self.catalog.get_table(self.db, table_name)
@@ -297,19 +327,22 @@ class TargetWriter:
             make_partition_name(keys, p.values): p
             for p in self.catalog.get_partitions_by_names(self.db, table_name, names)
         }
+        ids = self._partition_ids(table, list(existing)) if existing and self.copy_data else {}
         new_parts: list[Partition] = []
         changed: list[Partition] = []
-        applied: dict[str, list[str] | None] = {}  # what new versions hold, for the replica's own events
+        published: dict[str, Published] = {}  # what new versions hold: the replica's events and record
         for name, (part, snapshot, files) in zip(names, mapped, strict=True):
             current = existing.get(name)
-            location = self._location_for(
+            location, done = self._location_for(
                 current.sd.location if current else None,
                 part.sd.location,
-                files,
+                as_change(files),
                 snapshot.get("sd", {}).get("location"),
+                ObjectKey(table.id or 0, ids[name]) if name in ids else None,
+                f"partition '{self.db}.{table_name}/{name}'",
             )
-            if files is not None and (current is None or location != current.sd.location):
-                applied[name] = self._applied(files)
+            if done is not None:
+                published[name] = done
             part = part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
             if current is None:
                 new_parts.append(part)
@@ -317,26 +350,38 @@ class TargetWriter:
                 part.model_copy(update={"write_id": current.write_id})
             ):
                 changed.append(part)
+
+        def applied(group: list[Partition]) -> list[list[str] | None]:
+            out = []
+            for p in group:
+                done = published.get(make_partition_name(keys, p.values))
+                out.append(done.applied() if done is not None else None)
+            return out
+
         if new_parts:
             self.catalog.add_partitions(
-                self.db,
-                table_name,
-                new_parts,
-                if_not_exists=True,
-                applied_files=[applied.get(make_partition_name(keys, p.values)) for p in new_parts],
+                self.db, table_name, new_parts, if_not_exists=True, applied_files=applied(new_parts)
             )
             self.stats.partitions += len(new_parts)
         if changed:
-            self.catalog.alter_partitions(
-                self.db,
-                table_name,
-                changed,
-                applied_files=[applied.get(make_partition_name(keys, p.values)) for p in changed],
-            )
+            self.catalog.alter_partitions(self.db, table_name, changed, applied_files=applied(changed))
+        if published and table.id is not None:
+            ids.update(self._partition_ids(table, [n for n in published if n not in ids]))
+            for name, done in published.items():
+                if name in ids:
+                    self._record(ObjectKey(table.id, ids[name]), done)
 
-    def set_partition_files(self, table_name: str, snapshot: dict[str, Any], files: Sequence[str]) -> None:
-        """A partition's new data (INSERT): a new version directory, switched to with the partition's snapshot."""
-        self.put_partitions(table_name, [(snapshot, files)])
+    def _partition_ids(self, table: Table, names: list[str]) -> dict[str, int]:
+        if table.id is None or not names:
+            return {}
+        with self.target.events.reader() as conn:
+            return partition_ids(conn, table.id, names)
+
+    def _record(self, key: ObjectKey, published: Published) -> None:
+        """Record what a version holds, in the batch's transaction (a failed batch records nothing)."""
+        if published.replace or published.stamps or published.removed:
+            with self.target.events.transaction() as tx:
+                record(tx.conn, key, published)
 
     def drop_partitions(self, table_name: str, values_list: Sequence[Sequence[str]]) -> None:
         table = self.get_table(table_name)
@@ -363,19 +408,22 @@ class TargetWriter:
         self,
         current: str | None,
         logical: str | None,
-        files: Sequence[str] | None,
+        change: DataChange | None,
         source_location: str | None,
-    ) -> str | None:
-        """The location to record for an object: a new version holding ``files``, or the one it has.
+        key: ObjectKey | None,
+        what: str,
+    ) -> tuple[str | None, Published | None]:
+        """The location to record for an object: a new version with ``change`` applied, or the one it has.
 
-        ``files`` None is a metadata-only change: the object keeps its directory (unless the source moved
+        ``change`` None is a metadata-only change: the object keeps its directory (unless the source moved
         the object elsewhere, then it names the new logical location).
         """
-        if files is not None and logical and self.copy_data:
-            return self.publish_version(current, logical, files, source_location)
+        if change is not None and logical and self.copy_data:
+            published = self.publish_version(current, logical, change, source_location, key, what)
+            return published.location, published
         if current and logical and logical_location(current) == logical.rstrip("/"):
-            return current
-        return logical
+            return current, None
+        return logical, None
 
     def _new_version(self, logical: str, current: str | None) -> str:
         attempt = 0
@@ -386,51 +434,104 @@ class TargetWriter:
             attempt += 1
 
     def publish_version(
-        self, current: str | None, logical: str, files: Sequence[str], source_location: str | None
-    ) -> str:
-        """A directory holding exactly ``files``: ``current`` if it already does, else a new version.
+        self,
+        current: str | None,
+        logical: str,
+        change: DataChange,
+        source_location: str | None,
+        key: ObjectKey | None = None,
+        what: str = "",
+    ) -> Published:
+        """A directory holding the object's listing after ``change``: ``current`` if it already does, else a
+        new version.
 
-        A new version reuses what an interrupted attempt left in it (verified files and staged copies),
-        links files ``current`` already holds with the right checksum, copies the rest (checksum-verified,
-        original location, recorded version, then cmroot), and publishes the copies inside it: nothing a
-        reader can see changes until the caller records the returned location.
+        The listing before the change is the replica's record of the object (``replica_files``; without one,
+        ``current`` is listed and read once). The change's count and digest, when it has them, must match the
+        result (else an event is missing: one-line error, nothing of the batch stays). A new version reuses
+        what an interrupted attempt left in it, links the files ``current`` holds with the right checksum
+        (after a size and modification-time check against the record, no read), copies the rest
+        (checksum-verified, original location, recorded version, then cmroot), and publishes the copies inside
+        it: nothing a reader can see changes until the caller records the returned location.
         """
         fs = filesystem_for(logical)
-        wanted = {relative_target(encoded): encoded for encoded in files}
-        old = {relative_to(s.uri, current): s for s in list_data_files(current)} if current else {}
-        kept = {rel for rel, encoded in wanted.items() if _checksum_matches(fs, old.get(rel), encoded)}
-        if current and len(kept) == len(wanted) == len(old):
-            self._retire_staging_area(logical, current)
-            return current  # already this state (a re-run, or an event that changed no file)
+        held = self._held(current, key)
+        wanted = change.apply(held.files)
+        if not change.complete:  # a complete change is its own listing: only deltas can miss an event
+            change.check(wanted, what or logical)
+        kept = unchanged(held, wanted)
+        stamps: dict[str, int] = {} if held.recorded else held.stamps
+        drifted: set[str] = set()
+        if current and held.recorded and kept:
+            drifted, restamped = drift(current, held, kept)
+            stamps.update(restamped)
+            self.stats.files_reverified += len(restamped) + len(drifted)
+            for rel in sorted(drifted):
+                log.warning("%s: '%s' changed on the replica behind its back; copying it again", what, rel)
+            kept -= drifted
+        removed = set(held.files) - set(wanted)
+        if current and not drifted and len(kept) == len(wanted) == len(held.files):
+            self._retire_staging_area(logical, current)  # already this state (a re-run, or no file changed)
+            return Published(current, wanted, stamps, removed, not held.recorded)
         new = self._new_version(logical, current)
         fs.makedirs(new)
         self._created.append(new)
         present = {relative_to(s.uri, new): s for s in list_data_files(new)}  # an interrupted attempt's
         for rel, status in present.items():
-            if rel not in wanted:
+            if rel not in wanted or rel in kept:
                 fs.delete(status.uri)
         allowed = below_any(source_location, self.source_cmroot)
+        from_event = {relative_target(encoded) for encoded in change.added}
         to_publish = []
         for rel, encoded in wanted.items():
             target_uri = join_uri(new, rel)
-            if _checksum_matches(fs, present.get(rel), encoded):
-                continue
             if rel in kept:
-                link_file(old[rel].uri, target_uri)
+                link_file(join_uri(current or "", rel), target_uri)
                 fault_point()
                 continue
-            self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
+            if rel in present and _checksum_matches(fs, present[rel], encoded):
+                stamps[rel] = mtime_ns(present[rel])
+                continue
+            source = encoded if rel in from_event else self._source_copy(encoded, source_location, what)
+            self._copy_in(source, target_uri, allowed, prefetched_at=join_uri(logical, rel))
             to_publish.append(target_uri)
             fault_point()
         publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
         fault_point()
         if is_local_uri(new):
             self._unsynced_dirs.add(local_path(new))
+            stamps.update((relative_to(uri, new), stamp_of(uri)) for uri in to_publish)
+        else:  # a server-side copy is a new object: every file of the version gets a new stamp
+            stamps.update((relative_to(s.uri, new), mtime_ns(s)) for s in list_data_files(new))
+        self.stats.files_kept += len(kept)
         if current:
             self._retire.append(Retirement(current, frozenset(kept)))
-            self.stats.files_removed += len(set(old) - kept)
+            self.stats.files_removed += len(removed)
         self._retire_staging_area(logical, current)
-        return new
+        return Published(new, wanted, stamps, removed, not held.recorded)
+
+    def _held(self, current: str | None, key: ObjectKey | None) -> HeldListing:
+        """What the object's current version holds: the replica's record, else a listing read once."""
+        if not current:
+            return HeldListing()
+        if key is not None:
+            with self.target.events.reader() as conn:
+                held = read_record(conn, key, current)
+            if held is not None:
+                return held
+        return scan(current, self.target.cm)
+
+    def _source_copy(self, held: str, source_location: str | None, what: str) -> str:
+        """Where the source keeps a file the replica held but lost: its object's location, or cmroot."""
+        entry = EncodedFileUri.decode(held)
+        if not source_location:
+            raise ReplicaDriftError(
+                f"{what}: '{entry.file_name}' changed on the replica and the event names no source location "
+                "to copy it from again; load from a new bootstrap dump"
+            )
+        rel = f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
+        return EncodedFileUri(
+            join_uri(source_location, rel), entry.checksum, self.source_cmroot, entry.subdir
+        ).encode()
 
     def _retire_staging_area(self, logical: str, current: str | None) -> None:
         """A copier working ahead stages files at the logical location: retired with the batch if unnamed."""
@@ -471,10 +572,6 @@ class TargetWriter:
         self.stats.bytes_copied += result.bytes_copied
         self.stats.files_from_cmroot += int(result.from_cmroot)
         self.stats.files_prefetched += int(result.prefetched)
-
-    def _applied(self, files: Sequence[str]) -> list[str] | None:
-        """The files a location was made to hold, for the catalog to log (None: nothing was copied)."""
-        return list(files) if self.copy_data else None
 
     def discard_batch(self) -> None:
         """The batch failed: remove the version directories it made (nothing names them; frees space).
@@ -566,8 +663,7 @@ def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
 
 def relative_target(encoded: str) -> str:
     """Where a file goes below its object's target location: its subdirectory and name, as at the source."""
-    entry = EncodedFileUri.decode(encoded)
-    return f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
+    return relative_path(encoded)
 
 
 def _without_volatile(obj: Table | Partition) -> Any:

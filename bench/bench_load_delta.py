@@ -1,0 +1,171 @@
+"""Load of one incremental event that adds one 4 KB file, by what the target partition already holds.
+
+    python bench/bench_load_delta.py [--repeats 5] [--small 10000] [--big 10] [--big-mib 256] [--backend sqlite]
+
+For a target partition holding 1 small file, ``--small`` small files and ``--big`` files of ``--big-mib`` MiB,
+each repeat appends one 4 KB file on the source (one INSERT event), dumps it, and times ``REPL LOAD`` of that
+one event into two replicas of the same source: one loads the dump as the source captured it (message format
+1 or 2, whatever this tree's capture writes), the other the same dump rewritten to message format 2 (deltas,
+``tests/format2.py``). The baseline, timed in the same run, is ``cp`` of the one new file. Prints median and
+min over the repeats and each median's ratio to the 1-file case (goal: within 2x at every size). Set-up
+(writing the partitions, the bootstrap) is not timed. Replaced versions are retired at once (grace 0), inside
+the timed load, as they would be by the next load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "include"), str(REPO)]
+os.environ["HMSREPL_REPL_RETIRE_GRACE_SECONDS"] = "0"
+
+from hmsrepl.config import MetastoreConfig  # noqa: E402
+from hmsrepl.metastore import Metastore  # noqa: E402
+from hmsrepl.metastore.model import Database  # noqa: E402
+from hmsrepl.replication.engine import ReplicationEngine  # noqa: E402
+from hmsrepl.storage.local import local_path  # noqa: E402
+from tests.backends import temporary_database  # noqa: E402
+from tests.format2 import bootstrap_listings, message_versions, to_format_2  # noqa: E402
+from tests.helpers import make_partition, make_table  # noqa: E402
+
+NEW_FILE_BYTES = 4096
+CHUNK = 8 << 20
+
+
+def open_store(stack: ExitStack, backend: str, root: Path, name: str) -> Metastore:
+    url = stack.enter_context(temporary_database(backend, str(root)))
+    store = Metastore.open(
+        MetastoreConfig(db_url=url, warehouse=str(root / f"{name}_wh"), cmroot=str(root / f"{name}_cm"))
+    )
+    stack.callback(store.close)
+    return store
+
+
+def write_random(path: Path, size: int) -> None:
+    with open(path, "wb") as out:
+        left = size
+        while left:
+            n = min(left, CHUNK)
+            out.write(os.urandom(n))
+            left -= n
+
+
+def bench_case(backend: str, root: Path, label: str, files: int, size: int, repeats: int) -> dict:
+    with ExitStack() as stack:
+        source = open_store(stack, backend, root, "src")
+        target = open_store(stack, backend, root, "dst")
+        engine = ReplicationEngine(str(root / "dumps"), source, target)
+        source.catalog.create_database(Database(name="bench"))
+        table = source.catalog.create_table(make_table("bench", "t", partition_keys=("p",)))
+        [part] = source.catalog.add_partitions("bench", "t", [make_partition(table, "a")])
+        directory = Path(local_path(part.sd.location))
+        directory.mkdir(parents=True, exist_ok=True)
+        for i in range(files):
+            write_random(directory / f"part-{i:05d}.parquet", size)
+        source.catalog.insert("bench", "t", ["a"])
+        boot = engine.execute("REPL DUMP bench").dump_dir
+        engine.execute(f"REPL LOAD as_captured FROM '{boot}'")
+        engine.execute(f"REPL LOAD format_2 FROM '{boot}'")
+        listings = bootstrap_listings(boot, "bench")
+        times: dict[str, list[float]] = {"cp": [], "as captured": [], "format 2": []}
+        formats: set[int] = set()
+        stats = {}
+        refused = ""
+        for r in range(repeats):
+            name = f"new-{r:03d}.parquet"
+            write_random(directory / name, NEW_FILE_BYTES)
+            source.catalog.insert("bench", "t", ["a"], new_files=[f"{part.sd.location}/{name}"])
+            last = engine.execute("REPL STATUS as_captured")
+            dump = engine.execute(f"REPL DUMP bench FROM {last}").dump_dir
+            formats.update(message_versions(dump))
+            converted = dump.rstrip("/") + "-v2"
+            shutil.copytree(local_path(dump), local_path(converted))
+            to_format_2(converted, listings)
+            scratch = root / "cp" / f"{r}"
+            scratch.mkdir(parents=True)
+            t0 = time.perf_counter()
+            subprocess.run(["cp", str(directory / name), str(scratch / name)], check=True)
+            t1 = time.perf_counter()
+            loaded = engine.execute(f"REPL LOAD as_captured FROM '{dump}'")
+            t2 = time.perf_counter()
+            stats["as captured"] = loaded.stats
+            times["cp"].append(t1 - t0)
+            times["as captured"].append(t2 - t1)
+            if refused:
+                continue
+            try:
+                loaded = engine.execute(f"REPL LOAD format_2 FROM '{converted}'")
+            except Exception as exc:  # a tree whose load does not read format 2 yet
+                refused = str(exc).splitlines()[0][:120]
+                del times["format 2"]
+                continue
+            t3 = time.perf_counter()
+            stats["format 2"] = loaded.stats
+            times["format 2"].append(t3 - t2)
+        for db in ("as_captured",) if refused else ("as_captured", "format_2"):
+            [loaded_part] = target.catalog.get_partitions_by_names(db, "t", ["p=a"])
+            held = len(os.listdir(local_path(loaded_part.sd.location)))
+            assert held == files + repeats, (db, held)
+        return {
+            "label": label,
+            "times": times,
+            "formats": sorted(formats),
+            "stats": stats,
+            "refused": refused,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--small", type=int, default=10_000, help="files of the many-small-files case")
+    parser.add_argument("--small-bytes", type=int, default=4096)
+    parser.add_argument("--big", type=int, default=10, help="files of the big-files case")
+    parser.add_argument("--big-mib", type=int, default=256, help="MiB per file of the big-files case")
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "mysql"], default="sqlite")
+    args = parser.parse_args()
+    cases = [
+        ("1 small file", 1, args.small_bytes),
+        (f"{args.small:,} small files", args.small, args.small_bytes),
+        (f"{args.big} x {args.big_mib} MiB", args.big, args.big_mib << 20),
+    ]
+    results = []
+    for label, files, size in cases:
+        with tempfile.TemporaryDirectory(prefix="bench-load-delta-") as tmp:
+            results.append(bench_case(args.backend, Path(tmp), label, files, size, args.repeats))
+    print(
+        f"load of one incremental event adding one {NEW_FILE_BYTES // 1024} KB file, {args.backend}, "
+        f"{args.repeats} repeats; python {sys.version.split()[0]}"
+    )
+    print(f"captured message format(s) in this tree: {results[0]['formats']}")
+    header = f"{'target partition holds':<24} {'what':<22} {'median s':>9} {'min s':>9} {'x 1-file':>9}"
+    print(header)
+    base = {what: statistics.median(t) for what, t in results[0]["times"].items()}
+    for result in results:
+        if result["refused"]:
+            print(f"{result['label']:<24} load, format 2: refused by this tree ({result['refused']})")
+        for what, times in result["times"].items():
+            median = statistics.median(times)
+            ratio = median / base[what]
+            verdict = "" if what == "cp" else ("  PASS" if ratio <= 2 else "  FAIL")
+            shown = "cp (baseline)" if what == "cp" else f"load, {what}"
+            print(
+                f"{result['label']:<24} {shown:<22} {median:>9.4f} {min(times):>9.4f} {ratio:>8.2f}x{verdict}"
+            )
+        for what, stats in result["stats"].items():
+            kept = getattr(stats, "files_kept", "n/a")
+            print(f"{'':<24}   {what}: last load copied {stats.files_copied}, kept {kept}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""The replica's own verified listing of each table and partition, and the data changes a load applies to it.
+
+A load used to learn what a replica object holds by listing its current version directory and reading every
+file again (checksum) to decide which files a new version may keep: one new file into a partition of 10,000
+files cost 10,000 file reads. Instead, a load records what it verified and published, in the replica's own
+``data_files`` table (``metastore.listings``, keyed by the replica's table and partition ids, so renames and
+location flips keep the record), and the next load starts from that record: it applies the event's
+``DataChange`` (a format-2 delta, or the complete listing of a format-1 event) and keeps every file the record
+names with the same checksum. Before trusting a kept file it checks size and modification time against the
+record (one directory listing, no read); a file that changed behind the replica's back is read once and, if
+its content changed, copied again from the source. Without a record (replicas loaded before records existed)
+the current directory is listed and read once, as loads always did, and recorded for the next load.
+``repl verify`` still reads everything.
+
+Memory: a listing is held as dicts keyed by relative path (path -> encoded URI, path -> modification time),
+never one object per file; records are read row by row and written in chunks, so a partition of 1,000,000
+files costs those dicts and nothing of its size more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+
+from sqlalchemy import Connection, select
+
+from hmsrepl.formats.file_uri import SEPARATOR
+from hmsrepl.metastore import listings
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.file_capture import describe_files, list_data_files
+from hmsrepl.metastore.listings import FileRecord, ObjectKey
+from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
+from hmsrepl.metastore.schema import data_files, partitions
+from hmsrepl.storage.base import FileStatus, filesystem_for, relative_to
+from hmsrepl.storage.checksum import checksum_size
+
+# A listing reports modification times as float seconds (about 0.25 us apart at today's epoch); a record
+# written in integer nanoseconds from another listing may differ from it by that rounding, never by more.
+MTIME_SLACK_NS = 1_000
+WRITE_CHUNK = 5_000
+
+
+def mtime_ns(status: FileStatus) -> int:
+    return round(status.mtime * 1e9)
+
+
+def as_change(files: DataChange | Sequence[str] | None) -> DataChange | None:
+    """A data change from what callers pass: a change, a complete listing (bootstraps), or None (no data)."""
+    if files is None or isinstance(files, DataChange):
+        return files
+    return DataChange(tuple(files), complete=True)
+
+
+def compose(first: DataChange | None, then: DataChange | None) -> DataChange | None:
+    """One change with the effect of ``first`` followed by ``then`` (O(files the two name), no listing).
+
+    A load folds an object's successive changes within one batch into one and publishes one version; the
+    result carries ``then``'s count and digest, which describe the listing after both.
+    """
+    if first is None or then is None or then.complete:
+        return then if then is not None else first
+    gone = set(then.removed)
+    added = {relative_path(e): e for e in first.added}
+    for rel in gone:
+        added.pop(rel, None)
+    added.update((relative_path(e), e) for e in then.added)
+    removed = () if first.complete else tuple(dict.fromkeys((*first.removed, *then.removed)))
+    return DataChange(tuple(added.values()), removed, first.complete, then.count, then.digest)
+
+
+@dataclass
+class HeldListing:
+    """What a replica object's current version holds, as the replica verified it."""
+
+    files: dict[str, str] = field(default_factory=dict)  # relative path -> encoded URI (with checksum)
+    stamps: dict[str, int] = field(default_factory=dict)  # relative path -> modification time (ns)
+    recorded: bool = True  # from the record (False: listed and read just now, so nothing to re-check)
+
+
+def read_record(conn: Connection, key: ObjectKey, location: str) -> HeldListing | None:
+    """The recorded listing of a replica object, its files named below ``location`` (None: no record)."""
+    held = HeldListing()
+    rows = conn.execute(
+        select(data_files.c.rel_path, data_files.c.mtime_ns, data_files.c.checksum).where(
+            data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id
+        )
+    )
+    base = location.rstrip("/")
+    for rel, stamp, checksum in rows:  # the encoded form of ``EncodedFileUri``, written out: one per file
+        subdir = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        held.files[rel] = f"{base}/{rel}{SEPARATOR}{checksum}{SEPARATOR}{SEPARATOR}{subdir}"
+        held.stamps[rel] = stamp
+    return held if held.files else None
+
+
+def scan(location: str, cm: ChangeManager) -> HeldListing:
+    """List and read a directory once (the object has no record yet): its files with fresh checksums."""
+    statuses = list_data_files(location)
+    held = HeldListing(recorded=False)
+    for status, encoded in zip(statuses, describe_files(location, cm, statuses), strict=True):
+        rel = relative_to(status.uri, location)
+        held.files[rel] = encoded
+        held.stamps[rel] = mtime_ns(status)
+    return held
+
+
+def unchanged(held: HeldListing, wanted: Mapping[str, str]) -> set[str]:
+    """Paths whose wanted content the held version already has (same checksum)."""
+    out = set()
+    for rel, encoded in wanted.items():
+        have = held.files.get(rel)
+        if have is not None and (have is encoded or checksum_of(have) == checksum_of(encoded)):
+            out.add(rel)
+    return out
+
+
+def drift(location: str, held: HeldListing, kept: set[str]) -> tuple[set[str], dict[str, int]]:
+    """Which ``kept`` files no longer are what the record says, and new stamps of those that still are.
+
+    One listing of the directory; a file whose size or modification time differs from the record is read
+    (checksum) to decide: same content (e.g. touched) keeps it with a new stamp, else it has drifted (as has
+    a file gone missing) and must be copied again.
+    """
+    fs = filesystem_for(location)
+    seen: set[str] = set()
+    drifted: set[str] = set()
+    restamped: dict[str, int] = {}
+    for status in fs.list_files(location):
+        rel = relative_to(status.uri, location)
+        if rel not in kept:
+            continue
+        seen.add(rel)
+        stamp = mtime_ns(status)
+        if abs(stamp - held.stamps[rel]) <= MTIME_SLACK_NS and status.size == _size_of(held.files[rel]):
+            continue
+        checksum = checksum_of(held.files[rel])
+        if status.size == checksum_size(checksum) and fs.checksum(status.uri) == checksum:
+            restamped[rel] = stamp
+        else:
+            drifted.add(rel)
+    drifted |= kept - seen
+    return drifted, restamped
+
+
+def _size_of(encoded: str) -> int:
+    """The size in an encoded URI's checksum token (``crc32c-<hex>-<size>``), without decoding the rest."""
+    return checksum_size(encoded.split(SEPARATOR, 2)[1])
+
+
+def stamp_of(uri: str) -> int:
+    """The modification time of one published file (one stat, or one listing request)."""
+    for status in filesystem_for(uri).list_files(uri):
+        if status.uri.rstrip("/") == uri.rstrip("/"):
+            return mtime_ns(status)
+    raise FileNotFoundError(uri)
+
+
+@dataclass
+class Published:
+    """A version a load made (or kept) for an object, and what its record must become."""
+
+    location: str
+    files: dict[str, str]  # relative path -> encoded URI: everything the version holds
+    stamps: dict[str, int]  # relative path -> modification time of files whose record is new or changed
+    removed: set[str]  # recorded paths the version no longer holds
+    replace: bool  # no record existed: record every file (``stamps`` then covers all of them)
+
+    def applied(self) -> list[str]:
+        """The files the version holds, for the catalog's event of the change."""
+        return list(self.files.values())
+
+    def records(self) -> Iterator[FileRecord]:
+        for rel in self.files if self.replace else self.stamps:
+            checksum = checksum_of(self.files[rel])
+            yield FileRecord(rel, checksum_size(checksum), self.stamps[rel], checksum)
+
+
+def record(conn: Connection, key: ObjectKey, published: Published) -> None:
+    """Write what a version holds into the replica's record of the object (only the difference, usually)."""
+    if published.replace:
+        listings.forget(conn, key)
+    removed: Iterable[str] = () if published.replace else published.removed
+    records = published.records()
+    while True:
+        chunk = list(islice(records, WRITE_CHUNK))
+        if not chunk and not removed:
+            return
+        listings.apply(conn, key, chunk, removed)
+        removed = ()
+        if len(chunk) < WRITE_CHUNK:
+            return
+
+
+def partition_ids(conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
+    """The replica's partition ids of a table's partitions, by Hive partition name."""
+    out: dict[str, int] = {}
+    for start in range(0, len(names), listings.CHUNK):
+        rows = conn.execute(
+            select(partitions.c.part_name, partitions.c.part_id).where(
+                partitions.c.tbl_id == tbl_id,
+                partitions.c.part_name.in_(names[start : start + listings.CHUNK]),
+            )
+        )
+        out.update({name: part_id for name, part_id in rows})
+    return out

@@ -1,0 +1,107 @@
+"""Rewrite a dump's data events from message format 1 (complete listings) into format 2 (deltas).
+
+Loads must apply both formats to the same result. Until every source captures format 2, tests and the load
+benchmark make format-2 dumps from format-1 ones: each data event's listing becomes the difference from the
+object's previous listing (from the bootstrap dump, then from the events before it), with the count and digest
+of the listing after it, exactly as a format-2 capture records them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hmsrepl.formats import listing_digest
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore.event_specs import DATA_KINDS, Scope, parse, spec_of
+from hmsrepl.metastore.messages import (
+    AddPartitionMessage,
+    DataChange,
+    MessageBuilder,
+    checksum_of,
+    partition_key_names,
+    relative_path,
+)
+from hmsrepl.replication.layout import EVENTS_DIR, FILES, METADATA, DumpDir
+
+Key = tuple[str, str | None]  # (table name, partition name or None)
+
+
+def bootstrap_listings(bootstrap_dir: str, db: str) -> dict[Key, dict[str, str]]:
+    """Each object's listing (relative path -> encoded URI) in a bootstrap dump."""
+    dump = DumpDir(bootstrap_dir)
+    out: dict[Key, dict[str, str]] = {}
+    keys: dict[str, list[str]] = {}
+    for relative in sorted(dump.metadata_files(db), key=lambda rel: rel.count("/")):
+        doc = dump.read_json(relative)
+        files = dump.read_files(relative[: -len(METADATA)] + FILES)
+        if "table" in doc:
+            keys[doc["table"]["table_name"]] = partition_key_names(doc["table"])
+            key: Key = (doc["table"]["table_name"], None)
+        elif "partition" in doc:
+            name = relative.split("/")[1]
+            key = (name, make_partition_name(keys[name], doc["partition"]["values"]))
+        else:
+            continue
+        out[key] = {relative_path(f): f for f in files}
+    return out
+
+
+def delta(before: dict[str, str], after: dict[str, str]) -> DataChange:
+    added = tuple(
+        e for rel, e in after.items() if rel not in before or checksum_of(before[rel]) != checksum_of(e)
+    )
+    removed = tuple(rel for rel in before if rel not in after)
+    digest = listing_digest.of((rel, checksum_of(e)) for rel, e in after.items())
+    return DataChange(added, removed, False, len(after), digest)
+
+
+def to_format_2(dump_dir: str, listings: dict[Key, dict[str, str]]) -> int:
+    """Rewrite every data event of an incremental dump in place; ``listings`` is updated as it goes.
+
+    Returns how many events were rewritten.
+    """
+    dump = DumpDir(dump_dir)
+    rewritten = 0
+    for event_id in dump.event_ids():
+        relative = f"{EVENTS_DIR}/{event_id}/{METADATA}"
+        doc = dump.read_json(relative)
+        kind, body = doc["event_type"], doc["message"]
+        msg = parse(kind, body, doc.get("db"), doc.get("table"))
+        table = (msg.table or {}).get("table_name")
+        spec = spec_of(kind)
+        if spec.drops:  # a later object of the same name starts empty
+            names = set(msg.partition_names()) if spec.scope is Scope.PARTITION else None
+            for key in [k for k in listings if k[0] == table and (names is None or k[1] in names)]:
+                del listings[key]
+        if kind not in DATA_KINDS or body.get("v", 1) != 1:
+            continue
+        if msg.rename_target is not None:
+            old = msg.before["table_name"]  # type: ignore[attr-defined]
+            for key in [k for k in listings if k[0] == old]:
+                listings[(msg.rename_target, key[1])] = listings.pop(key)
+        changes: dict[Key, DataChange] = {}
+        for obj in msg.objects():
+            key = (table, obj.partition_name)
+            after = obj.change.apply({})
+            changes[key] = delta({} if spec.structural else listings.get(key, {}), after)
+            listings[key] = after
+        builder = MessageBuilder(dict(body))
+        if isinstance(msg, AddPartitionMessage):
+            new_body = builder.with_partition_data(
+                changes[(table, name)] if old is not None else None
+                for name, old in zip(msg.partition_names(), msg.changes(), strict=True)
+            )
+        else:
+            (change,) = changes.values() if changes else (None,)
+            new_body = builder.with_data(change)
+        doc["message"] = new_body
+        dump.write_json(relative, doc)
+        if dump.fs.exists(dump.path(EVENTS_DIR, str(event_id), FILES)):  # what the load checks beforehand
+            dump.write_files(f"{EVENTS_DIR}/{event_id}/{FILES}", parse(kind, new_body).files())
+        rewritten += 1
+    return rewritten
+
+
+def message_versions(dump_dir: str) -> list[Any]:
+    dump = DumpDir(dump_dir)
+    return [dump.read_json(f"{EVENTS_DIR}/{i}/{METADATA}")["message"].get("v", 1) for i in dump.event_ids()]

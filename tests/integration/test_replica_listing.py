@@ -1,0 +1,172 @@
+"""The replica's own verified listing: a load applies each event's data change to what the replica recorded.
+
+One new file into a partition of many reads none of the files already there; a file changed on the replica
+behind its back is noticed by size and modification time and copied again; a missing event is refused in one
+line before anything changes; and format-1 (complete listings) and format-2 (deltas) dumps load alike.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.messages import ListingMismatchError
+from hmsrepl.metastore.model import Database
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.layout import EVENTS_DIR, METADATA, DumpDir
+from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.verify import capture_state, diff_states, verify
+from hmsrepl.storage.local import LocalFileSystem, local_path
+from tests.format2 import bootstrap_listings, message_versions, to_format_2
+from tests.helpers import make_partition, make_table, write_file
+
+FILES = 40
+
+
+def seed(source: Metastore) -> None:
+    catalog = source.catalog
+    catalog.create_database(Database(name="sales"))
+    orders = catalog.create_table(make_table("sales", "orders", partition_keys=("day",)))
+    [part] = catalog.add_partitions("sales", "orders", [make_partition(orders, "d1")])
+    for i in range(FILES):
+        write_file(part.sd.location, f"part-{i:05d}.parquet", f"rows {i}".encode())
+    catalog.insert("sales", "orders", ["d1"])
+    plain = catalog.create_table(make_table("sales", "plain"))
+    write_file(plain.sd.location, "000000_0", b"a,1\n")
+    catalog.insert("sales", "plain")
+
+
+def append(source: Metastore, name: str, data: bytes, day: str = "d1") -> None:
+    part = source.catalog.get_partition("sales", "orders", [day])
+    new = write_file(part.sd.location, name, data)
+    source.catalog.insert("sales", "orders", [day], new_files=[new])
+
+
+def bootstrap(engine: ReplicationEngine, target_db: str = "sales_dr") -> str:
+    dumped = engine.execute("REPL DUMP sales")
+    engine.execute(f"REPL LOAD {target_db} FROM '{dumped.dump_dir}'")
+    return dumped.dump_dir
+
+
+def replica_file(target: Metastore, name: str, db: str = "sales_dr") -> Path:
+    part = target.catalog.get_partition(db, "orders", ["d1"])
+    return Path(local_path(part.sd.location)) / name
+
+
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every file a local checksum call reads, from the moment the test asks for it."""
+    calls: list[str] = []
+    real = LocalFileSystem.checksum
+
+    def counting(self: LocalFileSystem, uri: str) -> str:
+        calls.append(uri)
+        return real(self, uri)
+
+    monkeypatch.setattr(LocalFileSystem, "checksum", counting)
+    return calls
+
+
+def test_one_new_file_into_a_partition_of_many_reads_no_file_already_there(engine, source, target, hashed):
+    seed(source)
+    bootstrap(engine)
+    append(source, "part-new.parquet", b"new rows")
+    last = engine.execute("REPL STATUS sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    hashed.clear()
+    loaded = engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    target_dir = local_path(target.config.warehouse)
+    assert [uri for uri in hashed if local_path(uri).startswith(target_dir)] == []
+    assert loaded.stats.files_copied == 1 and loaded.stats.files_kept == FILES
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_file_changed_behind_the_replicas_back_is_noticed_and_copied_again(engine, source, target):
+    seed(source)
+    bootstrap(engine)
+    drifted = replica_file(target, "part-00007.parquet")
+    drifted.write_bytes(b"rows X")  # same size, other content: only the modification time tells
+    os.utime(drifted, ns=(drifted.stat().st_atime_ns, drifted.stat().st_mtime_ns + 5_000_000_000))
+    append(source, "part-new.parquet", b"new rows")
+    _, loaded = incremental(engine)
+    assert loaded.stats.files_reverified == 1
+    assert replica_file(target, "part-00007.parquet").read_bytes() == b"rows 7"
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_touched_file_with_the_same_content_is_kept(engine, source, target):
+    seed(source)
+    bootstrap(engine)
+    touched = replica_file(target, "part-00003.parquet")
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 5_000_000_000))
+    append(source, "part-new.parquet", b"new rows")
+    _, loaded = incremental(engine)
+    assert loaded.stats.files_reverified == 1 and loaded.stats.files_copied == 1
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def incremental(engine: ReplicationEngine, db: str = "sales_dr", convert: dict | None = None):
+    last = engine.execute(f"REPL STATUS {db}")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    if convert is not None:
+        to_format_2(dumped.dump_dir, convert)
+    return dumped, engine.execute(f"REPL LOAD {db} FROM '{dumped.dump_dir}'")
+
+
+def test_a_missing_event_is_one_line_naming_the_object_and_changes_nothing(engine, source, target):
+    seed(source)
+    listings = bootstrap_listings(bootstrap(engine), "sales")
+    append(source, "part-a.parquet", b"a rows")
+    append(source, "part-b.parquet", b"b rows")
+    last = engine.execute("REPL STATUS sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last} WITH ('hmsrepl.repl.compact.events'='false')")
+    assert to_format_2(dumped.dump_dir, listings) == 2
+    dump = DumpDir(dumped.dump_dir)
+    first = dump.event_ids()[0]
+    assert dump.read_json(f"{EVENTS_DIR}/{first}/{METADATA}")["event_type"] == "INSERT"
+    shutil.rmtree(local_path(dump.path(EVENTS_DIR, str(first))))  # the event never arrives
+    before = capture_state(target, "sales_dr")
+    with pytest.raises(ListingMismatchError) as failure:
+        engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    message = str(failure.value)
+    assert "\n" not in message and "sales_dr.orders/day=d1" in message and "bootstrap" in message
+    assert diff_states(before, capture_state(target, "sales_dr")) == []
+    assert repl_status(target, "sales_dr") == last
+    assert not replica_file(target, "part-b.parquet").exists()
+
+
+def test_format_1_and_format_2_dumps_load_to_the_same_replica(engine, source, target):
+    seed(source)
+    boot = bootstrap(engine, "sales_v1")
+    engine.execute(f"REPL LOAD sales_v2 FROM '{boot}'")
+    listings = bootstrap_listings(boot, "sales")
+    catalog = source.catalog
+    orders = catalog.get_table("sales", "orders")
+    append(source, "part-new.parquet", b"new rows")
+    [d2] = catalog.add_partitions("sales", "orders", [make_partition(orders, "d2")])
+    write_file(d2.sd.location, "x.parquet", b"d2 rows")
+    catalog.insert("sales", "orders", ["d2"])
+    append(source, "part-more.parquet", b"more", day="d2")
+    d1 = catalog.get_partition("sales", "orders", ["d1"])
+    os.remove(local_path(d1.sd.location) + "/part-00001.parquet")
+    replaced = write_file(d1.sd.location, "part-00002.parquet", b"rows 2, rewritten")
+    catalog.insert("sales", "orders", ["d1"], new_files=[replaced])
+    plain = catalog.get_table("sales", "plain")
+    overwrite = write_file(plain.sd.location, "000001_0", b"b,2\n")
+    catalog.insert("sales", "plain", new_files=[overwrite], replace=True)
+    catalog.drop_partitions("sales", "orders", [["d2"]])
+    last = engine.execute("REPL STATUS sales_v1")
+    v1 = engine.execute(f"REPL DUMP sales FROM {last}").dump_dir
+    v2 = v1.rstrip("/") + "-v2"
+    shutil.copytree(local_path(v1), local_path(v2))
+    assert to_format_2(v2, listings) > 0
+    assert set(message_versions(v1)) == {1} and 2 in message_versions(v2)
+    engine.execute(f"REPL LOAD sales_v1 FROM '{v1}'")
+    engine.execute(f"REPL LOAD sales_v2 FROM '{v2}'")
+    assert verify(source, "sales", target, "sales_v1") == []
+    assert verify(source, "sales", target, "sales_v2") == []
+    assert diff_states(capture_state(target, "sales_v1"), capture_state(target, "sales_v2")) == []
