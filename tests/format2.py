@@ -1,9 +1,9 @@
-"""Rewrite a dump's data events from message format 1 (complete listings) into format 2 (deltas).
+"""Rewrite a dump's data events between message format 1 (complete listings) and format 2 (deltas).
 
-Loads must apply both formats to the same result. Until every source captures format 2, tests and the load
-benchmark make format-2 dumps from format-1 ones: each data event's listing becomes the difference from the
-object's previous listing (from the bootstrap dump, then from the events before it), with the count and digest
-of the listing after it, exactly as a format-2 capture records them.
+Loads must apply both formats to the same result: logs written before format 2 still hold format-1 events.
+Tests and the load benchmark make one format's dump from the other's: each object's listing is followed
+from the bootstrap dump through the events; a format-2 event gets the difference from the object's previous
+listing with the count and digest after it (as a capture records them), a format-1 event the whole listing.
 """
 
 from __future__ import annotations
@@ -56,7 +56,33 @@ def delta(before: dict[str, str], after: dict[str, str]) -> DataChange:
 
 
 def to_format_2(dump_dir: str, listings: dict[Key, dict[str, str]]) -> int:
-    """Rewrite every data event of an incremental dump in place; ``listings`` is updated as it goes.
+    """Rewrite every format-1 data event of an incremental dump as format 2, in place (see ``to_format``)."""
+    return to_format(dump_dir, listings, 2)
+
+
+def to_format_1(dump_dir: str, listings: dict[Key, dict[str, str]]) -> int:
+    """Rewrite every format-2 data event of an incremental dump as format 1, in place (see ``to_format``)."""
+    return to_format(dump_dir, listings, 1)
+
+
+def _format_1_body(body: dict[str, Any], msg: Any, after: dict[Key, dict[str, str]], table: str) -> dict:
+    out = {k: v for k, v in body.items() if k not in ("v", "data")}
+    if isinstance(msg, AddPartitionMessage):
+        out["files"] = [
+            list(after[(table, name)].values()) if change is not None else None
+            for name, change in zip(msg.partition_names(), msg.changes(), strict=True)
+        ]
+        return out
+    (listing,) = after.values() if after else (None,)
+    out["files"] = list(listing.values()) if listing is not None else []
+    if listing is not None and not listing and msg.kind != "INSERT":
+        out["is_truncate"] = True
+    return out
+
+
+def to_format(dump_dir: str, listings: dict[Key, dict[str, str]], version: int) -> int:
+    """Rewrite every data event of an incremental dump that is not in ``version`` in place; ``listings``
+    (each object's listing, from ``bootstrap_listings``) is updated as it goes.
 
     Returns how many events were rewritten.
     """
@@ -73,20 +99,26 @@ def to_format_2(dump_dir: str, listings: dict[Key, dict[str, str]]) -> int:
             names = set(msg.partition_names()) if spec.scope is Scope.PARTITION else None
             for key in [k for k in listings if k[0] == table and (names is None or k[1] in names)]:
                 del listings[key]
-        if kind not in DATA_KINDS or body.get("v", 1) != 1:
+        if kind not in DATA_KINDS:
             continue
         if msg.rename_target is not None:
             old = msg.before["table_name"]  # type: ignore[attr-defined]
             for key in [k for k in listings if k[0] == old]:
                 listings[(msg.rename_target, key[1])] = listings.pop(key)
         changes: dict[Key, DataChange] = {}
+        afters: dict[Key, dict[str, str]] = {}
         for obj in msg.objects():
             key = (table, obj.partition_name)
-            after = obj.change.apply({})
-            changes[key] = delta({} if spec.structural else listings.get(key, {}), after)
-            listings[key] = after
+            previous = {} if spec.structural else listings.get(key, {})
+            after = obj.change.apply(previous)
+            changes[key] = delta(previous, after)
+            listings[key] = afters[key] = after
+        if body.get("v", 1) == version:
+            continue
         builder = MessageBuilder(dict(body))
-        if isinstance(msg, AddPartitionMessage):
+        if version == 1:
+            new_body = _format_1_body(body, msg, afters, table)
+        elif isinstance(msg, AddPartitionMessage):
             new_body = builder.with_partition_data(
                 changes[(table, name)] if old is not None else None
                 for name, old in zip(msg.partition_names(), msg.changes(), strict=True)

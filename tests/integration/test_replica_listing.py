@@ -21,7 +21,7 @@ from hmsrepl.replication.layout import EVENTS_DIR, METADATA, DumpDir
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.storage.local import LocalFileSystem, local_path
-from tests.format2 import bootstrap_listings, message_versions, to_format_2
+from tests.format2 import bootstrap_listings, message_versions, to_format_1, to_format_2
 from tests.helpers import make_partition, make_table, write_file
 
 FILES = 40
@@ -119,12 +119,12 @@ def incremental(engine: ReplicationEngine, db: str = "sales_dr", convert: dict |
 
 def test_a_missing_event_is_one_line_naming_the_object_and_changes_nothing(engine, source, target):
     seed(source)
-    listings = bootstrap_listings(bootstrap(engine), "sales")
+    bootstrap(engine)
     append(source, "part-a.parquet", b"a rows")
     append(source, "part-b.parquet", b"b rows")
     last = engine.execute("REPL STATUS sales_dr")
     dumped = engine.execute(f"REPL DUMP sales FROM {last} WITH ('hmsrepl.repl.compact.events'='false')")
-    assert to_format_2(dumped.dump_dir, listings) == 2
+    assert message_versions(dumped.dump_dir) == [2, 2]  # captured as deltas
     dump = DumpDir(dumped.dump_dir)
     first = dump.event_ids()[0]
     assert dump.read_json(f"{EVENTS_DIR}/{first}/{METADATA}")["event_type"] == "INSERT"
@@ -153,17 +153,19 @@ def test_format_1_and_format_2_dumps_load_to_the_same_replica(engine, source, ta
     append(source, "part-more.parquet", b"more", day="d2")
     d1 = catalog.get_partition("sales", "orders", ["d1"])
     os.remove(local_path(d1.sd.location) + "/part-00001.parquet")
+    os.remove(local_path(d1.sd.location) + "/part-00002.parquet")  # writers replace files, never edit them
     replaced = write_file(d1.sd.location, "part-00002.parquet", b"rows 2, rewritten")
-    catalog.insert("sales", "orders", ["d1"], new_files=[replaced])
+    assert replaced
+    catalog.insert("sales", "orders", ["d1"])  # no files named: the whole partition is looked at
     plain = catalog.get_table("sales", "plain")
     overwrite = write_file(plain.sd.location, "000001_0", b"b,2\n")
     catalog.insert("sales", "plain", new_files=[overwrite], replace=True)
     catalog.drop_partitions("sales", "orders", [["d2"]])
     last = engine.execute("REPL STATUS sales_v1")
-    v1 = engine.execute(f"REPL DUMP sales FROM {last}").dump_dir
-    v2 = v1.rstrip("/") + "-v2"
-    shutil.copytree(local_path(v1), local_path(v2))
-    assert to_format_2(v2, listings) > 0
+    v2 = engine.execute(f"REPL DUMP sales FROM {last}").dump_dir  # as captured: deltas
+    v1 = v2.rstrip("/") + "-v1"
+    shutil.copytree(local_path(v2), local_path(v1))
+    assert to_format_1(v1, listings) > 0  # as a log written before format 2 holds it
     assert set(message_versions(v1)) == {1} and 2 in message_versions(v2)
     engine.execute(f"REPL LOAD sales_v1 FROM '{v1}'")
     engine.execute(f"REPL LOAD sales_v2 FROM '{v2}'")

@@ -17,6 +17,7 @@ import pytest
 from hmsrepl.acid import InsertOnlyWriter
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
@@ -227,19 +228,19 @@ def test_mid_logs_data_events_with_files(stores, tmp_path: Path) -> None:
     dumped = engine.execute(f"REPL DUMP sales FROM {repl_status(mid, 'sales_mid')}")
     engine.execute(f"REPL LOAD sales_mid FROM '{dumped.dump_dir}'")
     # A load publishes new data as a new version of the object (location flip), logged as the ALTER that
-    # switches the location, with the complete listing the version holds.
+    # switches the location, with what changed in the version it holds (format 2: a data change).
     data = {
-        e.table_name: e.body()
+        e.table_name: parse_event(e).objects()[0].change
         for e in mid.events.next_events(before)
-        if e.event_type in (EventType.ALTER_TABLE, EventType.ALTER_PARTITION) and e.body().get("files")
+        if e.event_type in (EventType.ALTER_TABLE, EventType.ALTER_PARTITION) and parse_event(e).objects()
     }
     assert set(data) == {"u", "p"}
-    u_files = sorted(uri.split("#")[0].rsplit("/", 1)[-1] for uri in data["u"]["files"])
-    assert u_files == ["f1", "f2"]
-    assert all(uri.startswith(mid.config.warehouse) for uri in data["u"]["files"])
-    p_body = data["p"]
-    assert [u.split("#")[0].rsplit("/", 1)[-1] for u in p_body["files"]] == ["z"]  # the overwrite's listing
+    assert [uri.split("#")[0].rsplit("/", 1)[-1] for uri in data["u"].added] == ["f2"]  # the append
+    assert data["u"].count == 2 and not data["u"].complete
+    assert all(uri.startswith(mid.config.warehouse) for uri in data["u"].added)
+    assert [u.split("#")[0].rsplit("/", 1)[-1] for u in data["p"].added] == ["z"]  # the overwrite's listing
+    assert data["p"].count == 1 and (data["p"].complete or data["p"].removed)
     # Checksums are the ones the copy verified: equal to the mid's files as they are.
-    for uri in data["u"]["files"] + p_body["files"]:
+    for uri in data["u"].added + data["p"].added:
         path, checksum = uri.split("#")[:2]
         assert filesystem_for(path).checksum(path) == checksum

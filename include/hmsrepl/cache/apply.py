@@ -140,7 +140,12 @@ def event_scope(event: NotificationEvent, message: Message | None = None) -> Sco
 
 
 def empties_data(message: Message) -> bool:
-    """A truncate: the change leaves no file (format 1 logs these with ``is_truncate``), not metadata."""
+    """A truncate: the change leaves no file and the metadata as it was (format 1 flags it ``is_truncate``).
+
+    An ALTER that changes metadata and records an empty object for the first time is no truncate.
+    """
+    if message.raw.get("before") != message.raw.get("after"):
+        return False
     return any(obj.change.complete and not obj.change.added for obj in message.objects())
 
 

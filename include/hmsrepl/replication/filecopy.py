@@ -220,18 +220,25 @@ def available_source(encoded: str, default_cmroot: str = "") -> str | None:
     """
     entry = EncodedFileUri.decode(encoded)
     size = checksum_size(entry.checksum) if entry.checksum else None
-    fs = filesystem_for(entry.file_uri)
-    for status in fs.list_files(entry.file_uri):
-        if status.uri.rstrip("/") == entry.file_uri.rstrip("/") and (size is None or status.size == size):
-            return entry.file_uri
-    if entry.version_id and fs.exists(entry.versioned_uri):
+    if _present(entry.file_uri, size):
+        return entry.file_uri
+    if entry.version_id and filesystem_for(entry.file_uri).exists(entry.versioned_uri):
         return entry.versioned_uri
     cmroot = entry.cmroot or default_cmroot
     if entry.checksum and cmroot:
+        # A pin is a hard link to the warehouse file: a writer that rewrote the file in place changed it too.
         candidate = join_uri(cmroot, f"{entry.file_name}_{entry.checksum}")
-        if filesystem_for(candidate).exists(candidate):
+        if _present(candidate, size):
             return candidate
     return None
+
+
+def _present(uri: str, size: int | None) -> bool:
+    """A file exists at ``uri`` with ``size`` bytes (any size when None): one listing request or stat."""
+    return any(
+        status.uri.rstrip("/") == uri.rstrip("/") and (size is None or status.size == size)
+        for status in filesystem_for(uri).list_files(uri)
+    )
 
 
 def publish(target_uri: str) -> None:
