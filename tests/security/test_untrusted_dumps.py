@@ -323,13 +323,15 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
     secret_sum = checksum_bytes(SECRET)
 
     def insert_files(change: Callable[[list[str]], str]) -> Callable[[Path], None]:
-        """Change the files of the INSERT into 'fresh' (the message and its _files alike)."""
+        """Change the files the INSERT into 'fresh' adds (the message's data change and its _files alike)."""
 
         def edit(d: Path) -> None:
             directory = event_dir(d, "INSERT", 1)
             edit_json(
                 directory / "_metadata",
-                lambda b: b["message"].update(files=[change(parts(b["message"]["files"][0]))]),
+                lambda b: b["message"]["data"].update(
+                    added=[change(parts(b["message"]["data"]["added"][0]))]
+                ),
             )
             edit_files(directory / "_files", lambda lines: [change(parts(lines[0]))])
 

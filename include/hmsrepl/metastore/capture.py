@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection
 
 from hmsrepl.exceptions import InvalidObjectError
+from hmsrepl.formats import listing_digest
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import (
@@ -102,6 +103,8 @@ def capture(
     current = stat_listing(location)
     if applied is not None:
         current = _applied_stats(current, applied)
+    if fresh and not current and not named:  # a new, empty object: nothing to read or record
+        return Captured(DataChange((), (), True, 0, listing_digest.EMPTY))
     wanted = set(named) if named is not None else set()
     missing = sorted(wanted - current.keys())
     if missing:

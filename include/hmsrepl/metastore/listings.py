@@ -177,6 +177,8 @@ def apply(
     """
     upserts = list(upserts)
     gone = {*removed, *(r.rel_path for r in upserts)}
+    if not gone:  # nothing changed: nothing to write (most metadata-only writes)
+        return summary(conn, key)
     table = data_files
     paths = sorted(gone)
     before = summary(conn, key)
