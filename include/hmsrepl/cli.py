@@ -356,6 +356,8 @@ def repl_run(
             + (f"; not replayed yet: {stats.skipped_events}" if stats.skipped_events else ""),
             err=True,
         )
+        for line in result.stale:  # objects whose data the load could not bring up to date
+            click.echo(f"stale: {line}", err=True)
     elif result is not None:
         click.echo(result)
 

@@ -43,7 +43,7 @@ from hmsrepl.metastore.messages import (
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import privileged_call
 from hmsrepl.metastore.statistics import ColumnStat
-from hmsrepl.replication import acid_replay, signing
+from hmsrepl.replication import acid_replay, lost_files, signing
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.dump_validation import (
@@ -104,6 +104,7 @@ class LoadResult:
     last_event_id: int
     events_applied: int = 0
     stats: ApplyStats = field(default_factory=ApplyStats)
+    stale: list[str] = field(default_factory=list)  # one line per object left stale (or no longer stale)
 
 
 def repl_status(target: Metastore, db_name: str) -> int | None:
@@ -121,11 +122,13 @@ def preflight(
     workers: int = 16,
     roots: SourceRoots | None = None,
     dump_uri: str = "",
-) -> None:
+    allow_lost: bool = False,
+) -> list[str]:
     """Refuse to start a load whose files are plainly gone, so a failure never leaves it half applied.
 
     With ``roots``, local source files must also be regular files whose real paths stay below them (no
-    symbolic link out of the source warehouse).
+    symbolic link out of the source warehouse). ``allow_lost``: return the lost files (encoded) instead of
+    refusing (``lost_files``: the load then leaves their objects stale).
     """
     unique = sorted(set(files))
     if roots is not None:
@@ -136,13 +139,15 @@ def preflight(
             raise DumpValidationError(f"dump '{dump_uri}' refused, nothing was applied: {problems[0]}{more}")
     with ThreadPoolExecutor(max_workers=workers) as pool:
         found = list(pool.map(lambda uri: available_source(uri, source_cmroot), unique))
-    lost = [uri.split("#", 1)[0] for uri, where in zip(unique, found, strict=True) if where is None]
-    if lost:
+    lost = [uri for uri, where in zip(unique, found, strict=True) if where is None]
+    if lost and not allow_lost:
         raise FileLostError(
-            f"{len(lost)} file(s) this load needs are gone from the source and its cmroot, e.g. '{lost[0]}'; "
-            "nothing was applied. The source changed or deleted them without the metastore, or cmroot retention "
-            "removed them: run a bootstrap to re-replicate"
+            f"{len(lost)} file(s) this load needs are gone from the source and its cmroot, e.g. "
+            f"'{lost[0].split('#', 1)[0]}'; nothing was applied. The source changed or deleted them without the "
+            "metastore, or cmroot retention removed them: run a bootstrap to re-replicate, or load WITH "
+            f"('{lost_files.SETTING}'='{lost_files.SKIP_OBJECTS}') to apply the rest and mark their objects stale"
         )
+    return lost
 
 
 def _local_problem(encoded: str, roots: SourceRoots) -> str | None:
@@ -208,6 +213,7 @@ class LoadEngine:
         Errors of the environment (database, disk, object store) surface as one ``LoadFailedError`` line
         naming the cause and the fix; what the failed batch made is removed before its transaction ends.
         """
+        lost_mode = lost_files.mode(command.settings)  # a bad setting is refused before anything is read
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
         self.verify_signature(dump)
@@ -216,7 +222,7 @@ class LoadEngine:
             with self._running(target_db):
                 if meta.kind == "bootstrap":
                     return self._bootstrap(dump, meta, target_db, progress)
-                return self._incremental(dump, meta, target_db, progress)
+                return self._incremental(dump, meta, target_db, progress, lost_mode)
         except Exception as exc:
             explained = explain_load_failure(exc, target_db)
             if explained is None:
@@ -451,18 +457,51 @@ class LoadEngine:
 
     # -- incremental ----------------------------------------------------------------------------------------
     def _incremental(
-        self, dump: DumpDir, meta: DumpMetadata, target_db: str, progress: Callable[[int], None] | None
+        self,
+        dump: DumpDir,
+        meta: DumpMetadata,
+        target_db: str,
+        progress: Callable[[int], None] | None,
+        lost_mode: str = lost_files.FAIL,
     ) -> LoadResult:
         db, last = self._check_incremental_target(target_db, meta)
         result = LoadResult(target_db, max(last, meta.last_event_id))
+        pending = [event_id for event_id in dump.event_ids() if event_id > last]
+        lost = lost_files.LostFiles()
         with self.clock.stage("preflight"):  # the whole dump, before the first change
             report = self.validate_incremental(dump, meta, target_db, db, last)
             if not meta.metadata_only:
-                preflight(
-                    report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
+                missing = preflight(
+                    report.pending_files,
+                    self.source_roots.cmroot,
+                    roots=self.source_roots,
+                    dump_uri=dump.uri,
+                    allow_lost=lost_mode == lost_files.SKIP_OBJECTS,
                 )
-        pending = [event_id for event_id in dump.event_ids() if event_id > last]
+                if missing:
+                    lost = lost_files.LostFiles.attribute(missing, self._pending_messages(dump, pending))
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
+        writer.lost = lost
+        try:
+            return self._apply_events(dump, meta, writer, result, last, pending, progress)
+        finally:
+            result.stale = lost.report(target_db)
+
+    @staticmethod
+    def _pending_messages(dump: DumpDir, pending: Sequence[int]) -> Iterator[tuple[int, Message]]:
+        for event_id in pending:
+            yield event_id, parse_event(dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}"))
+
+    def _apply_events(
+        self,
+        dump: DumpDir,
+        meta: DumpMetadata,
+        writer: TargetWriter,
+        result: LoadResult,
+        last: int,
+        pending: Sequence[int],
+        progress: Callable[[int], None] | None,
+    ) -> LoadResult:
         # Events are applied in batches, each one database transaction on the target that also advances
         # repl.last.id: a batch's metadata and the position that records it commit together. Tables the dump
         # bootstraps (REPLACE, renames into the policy) come last, in the transaction of the dump's last

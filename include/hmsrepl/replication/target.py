@@ -50,6 +50,7 @@ from hmsrepl.replication.filecopy import (
 )
 from hmsrepl.replication.leftovers import Retirement
 from hmsrepl.replication.locations import LocationMapper
+from hmsrepl.replication.lost_files import STALE, LostFiles
 from hmsrepl.replication.replica_files import (
     HeldListing,
     Published,
@@ -82,6 +83,7 @@ TARGET_ONLY_PARAMS = (
     SOURCE_DB_LOCATION,
     SOURCE_WAREHOUSE,
     BOOTSTRAP_IN_PROGRESS,
+    STALE,  # the replica's own mark of an object whose data is behind the source (lost_files)
     *LOCAL_PARAMS,  # failover and protection state of one side
 )
 # Values the metastore or engine rewrite on every change; never compared or copied as replicated state.
@@ -133,6 +135,7 @@ class TargetWriter:
         self.version = 0
         self._created: list[str] = []  # version directories made in the current batch (not yet named)
         self._retire: list[Retirement] = []  # directories the current batch stops naming
+        self.lost = LostFiles()  # files this load cannot fetch: their objects' data stays as it is, marked
 
     # -- mapping -------------------------------------------------------------------------------------------
     def map_location(self, source_location: str | None) -> str | None:
@@ -150,7 +153,10 @@ class TargetWriter:
     def map_partition(self, snapshot: dict[str, Any], table_name: str) -> Partition:
         part = Partition.model_validate(snapshot)
         sd = part.sd.model_copy(update={"location": self.map_location(part.sd.location)})
-        return part.model_copy(update={"db_name": self.db, "table_name": table_name, "sd": sd})
+        params = {k: v for k, v in part.parameters.items() if k != STALE}
+        return part.model_copy(
+            update={"db_name": self.db, "table_name": table_name, "sd": sd, "parameters": params}
+        )
 
     # -- database and functions ----------------------------------------------------------------------------
     def put_database(self, snapshot: dict[str, Any], replica_params: dict[str, str]) -> Database:
@@ -224,6 +230,11 @@ class TargetWriter:
         wanted = self.map_table(snapshot)
         current = self.get_table(wanted.table_name)
         change = None if wanted.partition_keys else as_change(files)
+        change, stale = self.lost.decide(
+            current.parameters if current else {}, change, (wanted.table_name, None), self.version
+        )
+        if stale is not None:
+            wanted = wanted.model_copy(update={"parameters": {**wanted.parameters, STALE: stale}})
         key = ObjectKey(current.id) if current is not None and current.id is not None else None
         location, published = self._location_for(
             current.sd.location if current else None,
@@ -333,10 +344,15 @@ class TargetWriter:
         published: dict[str, Published] = {}  # what new versions hold: the replica's events and record
         for name, (part, snapshot, files) in zip(names, mapped, strict=True):
             current = existing.get(name)
+            change, stale = self.lost.decide(
+                current.parameters if current else {}, as_change(files), (table_name, name), self.version
+            )
+            if stale is not None:
+                part = part.model_copy(update={"parameters": {**part.parameters, STALE: stale}})
             location, done = self._location_for(
                 current.sd.location if current else None,
                 part.sd.location,
-                as_change(files),
+                change,
                 snapshot.get("sd", {}).get("location"),
                 ObjectKey(table.id or 0, ids[name]) if name in ids else None,
                 f"partition '{self.db}.{table_name}/{name}'",

@@ -27,6 +27,7 @@ from hmsrepl.replication import iceberg
 from hmsrepl.replication.acid_replay import visible_statuses
 from hmsrepl.replication.filecopy import logical_location
 from hmsrepl.replication.leftovers import find_leftovers
+from hmsrepl.replication.lost_files import FIX, STALE
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.target import TARGET_ONLY_PARAMS, VOLATILE_PARAMS
 from hmsrepl.storage.base import filesystem_for, relative_to
@@ -38,6 +39,7 @@ IGNORED_PARAMS = set(TARGET_ONLY_PARAMS) | set(VOLATILE_PARAMS)
 class ObjectState:
     metadata: dict[str, Any]
     files: dict[str, str] | None
+    stale: str | None = None  # the replica's stale mark (``lost_files``): why it may differ
 
 
 @dataclass
@@ -112,12 +114,14 @@ def capture_state(
         if write_ids is not None:
             metadata["write_ids"] = _write_id_state(write_ids)
         state.tables[table.table_name] = ObjectState(
-            metadata, files(table.sd.location) if not table.partition_keys else None
+            metadata,
+            files(table.sd.location) if not table.partition_keys else None,
+            table.parameters.get(STALE),
         )
         for part in catalog.get_partitions(db_name, table.table_name) if table.partition_keys else []:
             name = make_partition_name(table.partition_key_names, part.values)
             state.partitions[(table.table_name, name)] = ObjectState(
-                _normalise(part, root), files(part.sd.location)
+                _normalise(part, root), files(part.sd.location), part.parameters.get(STALE)
             )
     return state
 
@@ -174,8 +178,9 @@ def diff_states(source: DatabaseState, replica: DatabaseState) -> list[str]:
                     missing = sorted(set(a.files) - set(b.files))
                     extra = sorted(set(b.files) - set(a.files))
                     changed = sorted(k for k in set(a.files) & set(b.files) if a.files[k] != b.files[k])
+                    why = f"; marked stale on the replica ({b.stale}): {FIX}" if b.stale else ""
                     out.append(
-                        f"{kind} {label}: files differ (missing {missing}, extra {extra}, checksum {changed})"
+                        f"{kind} {label}: files differ (missing {missing}, extra {extra}, checksum {changed}){why}"
                     )
             elif left[name] != right[name]:
                 out.append(f"{kind} {label}: definition differs")
