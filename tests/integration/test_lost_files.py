@@ -17,13 +17,13 @@ import pytest
 
 from hmsrepl.exceptions import FileLostError
 from hmsrepl.metastore import Metastore
-from hmsrepl.replication.commands import CommandError
+from hmsrepl.replication.commands import CommandError, parse_command
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.replication.lost_files import STALE
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.storage.local import local_path
-from tests.helpers import side_args, write_file
+from tests.helpers import make_partition, side_args, write_file
 from tests.integration.test_replica_listing import FILES, append, bootstrap, seed
 from tests.servers import REPO
 
@@ -132,3 +132,36 @@ def test_a_lost_file_leaves_its_partition_stale_and_the_rest_replicates(
     assert loaded.stale == ["sales_dr.orders/day=d1: no longer stale (a complete change replaced its data)"]
     assert replica_d1(target) == ({"overwrite.parquet"}, None)
     assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_new_partition_whose_only_file_is_lost_is_created_empty_and_stale(
+    engine: ReplicationEngine, source: Metastore, target: Metastore
+) -> None:
+    seed(source)
+    bootstrap(engine)
+    orders = source.catalog.get_table("sales", "orders")
+    [part] = source.catalog.add_partitions("sales", "orders", [make_partition(orders, "d2")])
+    path = Path(local_path(write_file(part.sd.location, "only.parquet", b"rows of d2")))
+    source.catalog.insert("sales", "orders", ["d2"])
+    for pin in Path(local_path(source.config.cmroot)).rglob("only.parquet_*"):
+        pin.unlink()
+    path.write_bytes(b"rewritten in place, longer than before")
+    dumped = engine.execute(f"REPL DUMP sales FROM {repl_status(target, 'sales_dr')}")
+    # A parallel copier (the Spark load app) plans the lost file only when the load will not skip it.
+    planner = LoadEngine(target, source_roots=engine.load_source_roots)
+    default, skipping = (
+        [
+            task.encoded
+            for task in planner.plan_copies(parse_command(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'{w}"))
+        ]
+        for w in ("", f" {SKIP}")
+    )
+    assert [Path(e.split("#")[0]).name for e in default] == ["only.parquet"] and skipping == []
+    loaded = engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}' {SKIP}")
+    assert [line.split(":")[0] for line in loaded.stale] == ["sales_dr.orders/day=d2"]
+    replica = target.catalog.get_partition("sales_dr", "orders", ["d2"])
+    assert replica.parameters[STALE].endswith(": 1 files lost")
+    location = Path(local_path(replica.sd.location))
+    assert not location.exists() or not any(location.iterdir())
+    [difference] = verify(source, "sales", target, "sales_dr")
+    assert difference.startswith("partition orders/day=d2: files differ (missing ['only.parquet']")

@@ -347,6 +347,11 @@ class LoadEngine:
             for encoded in files:
                 target_uri = join_uri(target_location, relative_target(encoded))
                 tasks[target_uri] = CopyTask(encoded, target_uri, roots, self.source_roots.cmroot)
+        if (
+            lost_files.mode(command.settings) == lost_files.SKIP_OBJECTS
+        ):  # the load leaves their objects stale
+            cmroot = self.source_roots.cmroot
+            return [task for task in tasks.values() if available_source(task.encoded, cmroot) is not None]
         return list(tasks.values())
 
     # -- bootstrap ------------------------------------------------------------------------------------------
