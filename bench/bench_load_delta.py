@@ -5,8 +5,8 @@
 For a target partition holding 1 small file, ``--small`` small files and ``--big`` files of ``--big-mib`` MiB,
 each repeat appends one 4 KB file on the source (one INSERT event), dumps it, and times ``REPL LOAD`` of that
 one event into two replicas of the same source: one loads the dump as the source captured it (message format
-1 or 2, whatever this tree's capture writes), the other the same dump rewritten to message format 2 (deltas,
-``tests/format2.py``). The baseline, timed in the same run, is ``cp`` of the one new file. Prints median and
+2: the event names the one added file), the other the same dump rewritten to message format 1 (the complete
+listing in every data event, as logs written before format 2 hold it; ``tests/format2.py``). The baseline, timed in the same run, is ``cp`` of the one new file. Prints median and
 min over the repeats and each median's ratio to the 1-file case (goal: within 2x at every size). Set-up
 (writing the partitions, the bootstrap) is not timed. Replaced versions are retired at once (grace 0), inside
 the timed load, as they would be by the next load.
@@ -35,7 +35,7 @@ from hmsrepl.metastore.model import Database  # noqa: E402
 from hmsrepl.replication.engine import ReplicationEngine  # noqa: E402
 from hmsrepl.storage.local import local_path  # noqa: E402
 from tests.backends import temporary_database  # noqa: E402
-from tests.format2 import bootstrap_listings, message_versions, to_format_2  # noqa: E402
+from tests.format2 import bootstrap_listings, message_versions, to_format_1  # noqa: E402
 from tests.helpers import make_partition, make_table  # noqa: E402
 
 NEW_FILE_BYTES = 4096
@@ -75,9 +75,9 @@ def bench_case(backend: str, root: Path, label: str, files: int, size: int, repe
         source.catalog.insert("bench", "t", ["a"])
         boot = engine.execute("REPL DUMP bench").dump_dir
         engine.execute(f"REPL LOAD as_captured FROM '{boot}'")
-        engine.execute(f"REPL LOAD format_2 FROM '{boot}'")
+        engine.execute(f"REPL LOAD format_1 FROM '{boot}'")
         listings = bootstrap_listings(boot, "bench")
-        times: dict[str, list[float]] = {"cp": [], "as captured": [], "format 2": []}
+        times: dict[str, list[float]] = {"cp": [], "as captured": [], "format 1": []}
         formats: set[int] = set()
         stats = {}
         refused = ""
@@ -90,7 +90,7 @@ def bench_case(backend: str, root: Path, label: str, files: int, size: int, repe
             formats.update(message_versions(dump))
             converted = dump.rstrip("/") + "-v2"
             shutil.copytree(local_path(dump), local_path(converted))
-            to_format_2(converted, listings)
+            to_format_1(converted, listings)
             scratch = root / "cp" / f"{r}"
             scratch.mkdir(parents=True)
             t0 = time.perf_counter()
@@ -104,15 +104,15 @@ def bench_case(backend: str, root: Path, label: str, files: int, size: int, repe
             if refused:
                 continue
             try:
-                loaded = engine.execute(f"REPL LOAD format_2 FROM '{converted}'")
-            except Exception as exc:  # a tree whose load does not read format 2 yet
+                loaded = engine.execute(f"REPL LOAD format_1 FROM '{converted}'")
+            except Exception as exc:  # a tree whose load does not read this format
                 refused = str(exc).splitlines()[0][:120]
-                del times["format 2"]
+                del times["format 1"]
                 continue
             t3 = time.perf_counter()
-            stats["format 2"] = loaded.stats
-            times["format 2"].append(t3 - t2)
-        for db in ("as_captured",) if refused else ("as_captured", "format_2"):
+            stats["format 1"] = loaded.stats
+            times["format 1"].append(t3 - t2)
+        for db in ("as_captured",) if refused else ("as_captured", "format_1"):
             [loaded_part] = target.catalog.get_partitions_by_names(db, "t", ["p=a"])
             held = len(os.listdir(local_path(loaded_part.sd.location)))
             assert held == files + repeats, (db, held)
@@ -153,7 +153,7 @@ def main() -> None:
     base = {what: statistics.median(t) for what, t in results[0]["times"].items()}
     for result in results:
         if result["refused"]:
-            print(f"{result['label']:<24} load, format 2: refused by this tree ({result['refused']})")
+            print(f"{result['label']:<24} load, format 1: refused by this tree ({result['refused']})")
         for what, times in result["times"].items():
             median = statistics.median(times)
             ratio = median / base[what]
