@@ -15,16 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore.file_capture import is_hidden
+from hmsrepl.metastore.messages import checksum_of, relative_path
 
 
 def applied_checksums(applied: Sequence[str]) -> dict[str, str]:
     """Relative path -> checksum of the encoded files a load made a location hold (hidden entries left out)."""
     out: dict[str, str] = {}
     for text in applied:
-        entry = EncodedFileUri.decode(text)
-        relative = f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
+        relative = relative_path(text)
         if not is_hidden(relative):
-            out[relative] = entry.checksum
+            out[relative] = checksum_of(text)
     return out

@@ -12,10 +12,10 @@ time check of the files it keeps; ``repl verify`` still reads everything).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, delete, insert, select, tuple_, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from hmsrepl.formats import listing_digest
 from hmsrepl.metastore.schema import data_files, data_listings
@@ -23,6 +23,14 @@ from hmsrepl.metastore.schema import data_files, data_listings
 TABLE_LEVEL = 0  # ``part_id`` of a table's own location
 CHUNK = 500
 STREAM_ROWS = 5_000  # rows fetched at a time when a listing is streamed (a 1,000,000-file partition)
+# The columns of a ``FileRecord``, in its field order.
+RECORD_COLUMNS = (
+    data_files.c.rel_path,
+    data_files.c.size,
+    data_files.c.mtime_ns,
+    data_files.c.checksum,
+    data_files.c.version_id,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,16 +66,7 @@ class Summary:
 
 def read(conn: Connection, key: ObjectKey) -> dict[str, FileRecord]:
     """The object's recorded files by relative path (empty: nothing recorded yet)."""
-    rows = conn.execute(
-        select(
-            data_files.c.rel_path,
-            data_files.c.size,
-            data_files.c.mtime_ns,
-            data_files.c.checksum,
-            data_files.c.version_id,
-        ).where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
-    )
-    return {row.rel_path: FileRecord(*row) for row in rows}
+    return {record.rel_path: record for record in stream(conn, key)}
 
 
 def read_paths(conn: Connection, key: ObjectKey, paths: Iterable[str]) -> dict[str, FileRecord]:
@@ -76,13 +75,7 @@ def read_paths(conn: Connection, key: ObjectKey, paths: Iterable[str]) -> dict[s
     out: dict[str, FileRecord] = {}
     for start in range(0, len(wanted), CHUNK):
         rows = conn.execute(
-            select(
-                data_files.c.rel_path,
-                data_files.c.size,
-                data_files.c.mtime_ns,
-                data_files.c.checksum,
-                data_files.c.version_id,
-            ).where(
+            select(*RECORD_COLUMNS).where(
                 data_files.c.tbl_id == key.tbl_id,
                 data_files.c.part_id == key.part_id,
                 data_files.c.rel_path.in_(wanted[start : start + CHUNK]),
@@ -97,13 +90,7 @@ def stream(conn: Connection, key: ObjectKey) -> Iterator[FileRecord]:
     each holds one batch of rows, not the listing (a 1,000,000-file partition). Consume it whole before
     issuing other statements on ``conn`` (some drivers stream over the connection itself)."""
     query = (
-        select(
-            data_files.c.rel_path,
-            data_files.c.size,
-            data_files.c.mtime_ns,
-            data_files.c.checksum,
-            data_files.c.version_id,
-        )
+        select(*RECORD_COLUMNS)
         .where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
         .execution_options(yield_per=STREAM_ROWS)
     )
@@ -154,17 +141,6 @@ def _checksums(conn: Connection, key: ObjectKey, paths: list[str]) -> dict[str, 
             ).all()
         )
     return out
-
-
-def is_recorded(conn: Connection, key: ObjectKey) -> bool:
-    return (
-        conn.execute(
-            select(data_files.c.rel_path)
-            .where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
-            .limit(1)
-        ).first()
-        is not None
-    )
 
 
 def apply(
@@ -239,33 +215,3 @@ def forget_partitions(conn: Connection, tbl_id: int, part_ids: Iterable[int]) ->
             conn.execute(
                 delete(table).where(table.c.tbl_id == tbl_id, table.c.part_id.in_(ids[start : start + CHUNK]))
             )
-
-
-def read_many(conn: Connection, keys: Iterable[ObjectKey]) -> Mapping[ObjectKey, dict[str, FileRecord]]:
-    """Listings of several objects of one table in few queries (a batch of partitions)."""
-    out: dict[ObjectKey, dict[str, FileRecord]] = {}
-    keys = list(keys)
-    for key in keys:
-        out[key] = {}
-    for start in range(0, len(keys), CHUNK):
-        chunk = keys[start : start + CHUNK]
-        rows = conn.execute(
-            select(
-                data_files.c.tbl_id,
-                data_files.c.part_id,
-                data_files.c.rel_path,
-                data_files.c.size,
-                data_files.c.mtime_ns,
-                data_files.c.checksum,
-                data_files.c.version_id,
-            ).where(
-                and_(
-                    tuple_(data_files.c.tbl_id, data_files.c.part_id).in_(
-                        [(k.tbl_id, k.part_id) for k in chunk]
-                    )
-                )
-            )
-        )
-        for row in rows:
-            out[ObjectKey(row.tbl_id, row.part_id)][row.rel_path] = FileRecord(*row[2:])
-    return out
