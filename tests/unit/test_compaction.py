@@ -103,13 +103,36 @@ def test_a_delta_covers_nothing_and_only_a_complete_change_supersedes_it() -> No
     steps.append(ev(4, E.INSERT, "t", effects=frozenset({DATA}), **part))  # overwrite: 1-3 are redundant
     steps.append(ev(5, E.INSERT, "t", effects=frozenset({DELTA}), **part))
     assert compact(steps).skipped == {1, 2, 3}
-    # Metadata still follows "the last snapshot wins": a delta ALTER keeps its metadata until a later ALTER.
+    # An ALTER whose metadata nothing later sets stays, and its delta reads the listing before it: the ALTER
+    # before it stays too, although a later overwrite sets the whole listing.
     alters = [
         ev(1, E.ALTER_PARTITION, "t", effects=frozenset({META, DELTA}), **part),
         ev(2, E.ALTER_PARTITION, "t", effects=frozenset({META, DELTA}), **part),
         ev(3, E.INSERT, "t", effects=frozenset({DATA}), **part),
     ]
-    assert compact(alters).skipped == {1}
+    assert compact(alters).skipped == set()
+    alters.append(ev(4, E.ALTER_PARTITION, "t", effects=frozenset({META, DELTA}), **part))
+    assert compact(alters).skipped == {1, 2}  # 4 sets the metadata again, 3 the listing 4 applies to
+
+
+def test_a_kept_rename_reads_the_listing_so_earlier_overwrites_stay() -> None:
+    """Overwrite, rename, overwrite: the rename checks the listing the first overwrite left behind."""
+    steps = [
+        ev(1, E.INSERT, "t0", effects=frozenset({META, DATA})),
+        ev(2, E.ALTER_TABLE, "t0", new_name="t1", effects=frozenset({META, DELTA})),
+        ev(3, E.INSERT, "t1", effects=frozenset({META, DATA})),
+    ]
+    assert compact(steps).skipped == set()
+    steps.insert(1, ev(9, E.ALTER_TABLE, "t0", effects=frozenset({META, DELTA})))  # before the rename
+    assert compact(steps).skipped == set()
+
+
+def test_an_empty_change_that_carries_the_listing_digest_is_a_delta() -> None:
+    table = {"table_name": "t", "partition_keys": [], "sd": {"location": "/w/t"}}
+    checked = DataChange((), (), False, 1, "0" * 32)
+    body = {"v": 2, "before": table, "after": {**table, "table_name": "u"}, "data": checked.to_json()}
+    assert DELTA in summarize_body(1, E.ALTER_TABLE, "t", body).effects
+    assert DELTA not in summarize_body(1, E.ALTER_TABLE, "t", {"v": 2, "before": table, "after": table}).effects
 
 
 TABLE = {"table_name": "t", "partition_keys": [{"name": "p", "type": "string"}], "sd": {"location": "/w/t"}}

@@ -70,8 +70,13 @@ class EventSummary:
 
 
 def data_effects(change: DataChange | None) -> frozenset[str]:
-    """DATA for a change that sets the whole listing, DELTA for one that changes part of it."""
-    if change is None or change.is_empty:
+    """DATA for a change that sets the whole listing, DELTA for one that changes part of it or checks it.
+
+    A format-2 change that adds and removes nothing still carries the listing's count and digest, which the
+    load checks against the listing it holds (a rename, a metadata-only ALTER): like a delta, it needs every
+    earlier change of its object applied.
+    """
+    if change is None or (change.is_empty and change.count is None and change.digest is None):
         return frozenset()
     return frozenset({DATA if change.complete else DELTA})
 
@@ -271,7 +276,9 @@ def _supersede(steps: Sequence[EventSummary], indices: list[int], plan: Compacti
     """Skip each step whose effects later steps of the same object all set again (the last one wins).
 
     A DELTA needs a later DATA (a complete listing) to be redundant, and covers nothing itself: dropping an
-    earlier change under a later delta would lose what the delta was applied to.
+    earlier change under a later delta would lose what the delta was applied to. A DELTA that stays (a
+    rename, which is never skipped, or a step with effects nothing later sets) reads the listing before it,
+    so no earlier data change is redundant any more.
     """
     covered: set[str] = set()
     for index in reversed(indices):
@@ -280,4 +287,7 @@ def _supersede(steps: Sequence[EventSummary], indices: list[int], plan: Compacti
         needs = {DATA if effect == DELTA else effect for effect in step.effects}
         if not structural and needs and needs <= covered:
             plan.skipped.add(step.event_id)
+            continue
+        if DELTA in step.effects:
+            covered.discard(DATA)
         covered |= step.effects - {DELTA}
