@@ -132,7 +132,9 @@ def test_an_empty_change_that_carries_the_listing_digest_is_a_delta() -> None:
     checked = DataChange((), (), False, 1, "0" * 32)
     body = {"v": 2, "before": table, "after": {**table, "table_name": "u"}, "data": checked.to_json()}
     assert DELTA in summarize_body(1, E.ALTER_TABLE, "t", body).effects
-    assert DELTA not in summarize_body(1, E.ALTER_TABLE, "t", {"v": 2, "before": table, "after": table}).effects
+    assert (
+        DELTA not in summarize_body(1, E.ALTER_TABLE, "t", {"v": 2, "before": table, "after": table}).effects
+    )
 
 
 TABLE = {"table_name": "t", "partition_keys": [{"name": "p", "type": "string"}], "sd": {"location": "/w/t"}}
