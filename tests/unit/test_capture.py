@@ -106,6 +106,14 @@ def test_event_size_does_not_grow_with_the_partition(store: Metastore, tmp_path:
         assert abs(small - large) <= 4  # only the file count's digits differ
 
 
+def test_an_append_stores_under_2_kb_in_the_log(store: Metastore) -> None:
+    """Both events of a Spark append, as the log stores them (snapshots compressed): at most 2 KB."""
+    _, part = _partitioned(store, 40)
+    events = _spark_append(store, part, "part-new.parquet", b"appended rows")
+    assert sum(len(e.message) for e in events) <= 2048
+    assert [e.body()["data"]["count"] for e in events] == [41, 41]  # and readers decode them
+
+
 def test_overwrite_is_a_complete_change_and_recycles_the_others(store: Metastore) -> None:
     _, part = _partitioned(store, 3)
     new = write_file(part.sd.location, "fresh.parquet", b"new data")

@@ -48,7 +48,7 @@ class MetastoreTransaction:
 class EventLog:
     """Appends events inside metastore transactions and serves the notification API's reads."""
 
-    def __init__(self, engine: Engine, *, compress: bool = True, compress_min_bytes: int = 4096) -> None:
+    def __init__(self, engine: Engine, *, compress: bool = True, compress_min_bytes: int = 1024) -> None:
         self.engine = engine
         self.write_engine = writer(engine)
         self.compress = compress
