@@ -151,6 +151,32 @@ def test_renames_into_and_out_of_the_policy(engine, source, target) -> None:
     assert target.get_current_notification_event_id() == before
 
 
+def test_replace_with_limit_bootstraps_a_newly_included_table_renamed_after_the_cut(
+    engine, source, target
+) -> None:
+    """REPLACE ... LIMIT 1 whose newly included table is renamed after the cut: gone from the source's
+    tables now, yet the target never had it; the dump extends to now and bootstraps it under its new name."""
+    source.catalog.create_database(Database(name="sales"))
+    unpartitioned(source, "orders", b"orders rows")
+    unpartitioned(source, "audit", b"audit rows")  # only the new policy includes it
+    load(engine, engine.execute(f"REPL DUMP {OLD}").dump_dir)
+    catalog = source.catalog
+    catalog.drop_table("sales", "orders")
+    audit = catalog.get_table("sales", "audit")
+    catalog.alter_table("sales", "audit", audit.model_copy(update={"table_name": "orders"}))
+
+    dumped = engine.execute(f"REPL DUMP {NEW} REPLACE {OLD} FROM {repl_status(target, 'sales_dr')} LIMIT 1")
+    assert DumpDir(dumped.dump_dir).read_metadata().bootstrapped_tables == ["orders"]
+    assert dumped.last_event_id == source.get_current_notification_event_id()
+    load(engine, dumped.dump_dir)
+    assert target.catalog.get_tables("sales_dr") == ["orders"]
+    assert verify(source, "sales", target, "sales_dr", parse_policy(NEW)) == []
+    copied = target.catalog.get_table("sales_dr", "orders").sd.location
+    assert sorted(os.listdir(copied)) == ["000000_0"]
+    with open(os.path.join(copied, "000000_0"), "rb") as handle:
+        assert handle.read() == b"audit rows"
+
+
 def test_replace_refuses_another_database_and_bootstrap_dumps(engine, source, tmp_path) -> None:
     source.catalog.create_database(Database(name="sales"))
     source.catalog.create_database(Database(name="other"))

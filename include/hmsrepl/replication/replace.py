@@ -18,12 +18,15 @@ Events of diverged names are not written; the names still diverged at the end ar
 Transactional tables are refused here (clear error, no acknowledged dump): their write-id state travels
 only with a bootstrap dump. Reading a table is only possible "now", so a dump that bootstraps tables ends where its reads end: LIMIT and
 TO bound only dumps that bootstrap nothing. Reads and consolidation go in rounds: a table renamed in while
-the dump was reading is read in the next round.
+the dump was reading is read in the next round. A REPLACE dump whose newly included table was renamed away
+after the LIMIT/TO cut extends to now as well: the target never had that table, so its rename cannot be
+replayed (``_diverged_after``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -216,7 +219,7 @@ def bootstrap_in_window(
         listing: list[str] = source.catalog.get_tables(policy.db_name)
     except NoSuchDatabaseError:
         listing = []
-    if not planner.to_read(listing):
+    if not planner.to_read(listing) and not _diverged_after(engine, planner, position):
         return position  # nothing to bootstrap: the window stays as LIMIT/TO cut it
     start = source.get_current_notification_event_id()
     feed(position, start)  # a bootstrap is consistent only as of now: the window extends to the reads
@@ -255,6 +258,27 @@ def bootstrap_in_window(
             if name not in keep:
                 sub.remove_tree(DumpLayout.table_dir(policy.db_name, name))
     return start
+
+
+def _diverged_after(engine: DumpEngine, planner: WindowPlanner, position: int) -> bool:
+    """Whether an event after ``position`` touches a name still diverged there (REPLACE dumps only).
+
+    A table REPLACE newly includes is known to the planner only by the source's tables now: one that existed
+    at ``position`` and was renamed away since is not among them, yet the target never got it. Its later
+    events (the rename) would reach the target as if it followed the table, so such a dump cannot end at
+    ``position``: it extends to now and bootstraps what the rename made of it. Without REPLACE every diverged
+    name came from an event the planner has seen, and reading them already extends the dump.
+    """
+    if planner.replaced is None:
+        return False
+    probe = copy.deepcopy(planner)
+    for event in engine._events(planner.policy, position, engine.source.get_current_notification_event_id()):
+        summary = summarize(event)
+        touched = summary.table is not None and summary.kind not in TXN_KINDS | TABLE_CREATES
+        if touched and probe.diverged(summary.table or ""):
+            return True
+        probe.feed(summary)
+    return False
 
 
 def _dumped_tables(sub: DumpDir, db: str) -> set[str]:
