@@ -96,10 +96,9 @@ def capture(
     ``applied``: a load's published listing (relative path -> checksum), recorded exactly without reading.
     ``named``: relative paths of files the writer says it wrote (each must be listed); with ``only_named``
     they become the whole listing and the other files present are returned as ``excluded`` (to recycle).
-    ``fresh``: a new object (its id may have been used before): nothing recorded counts.
+    ``fresh``: a new object whose caller forgot whatever was recorded under its id (in one statement for
+    all the partitions an ADD_PARTITION makes): nothing recorded is read.
     """
-    if fresh:
-        listings.forget(conn, key)
     current = stat_listing(location)
     if applied is not None:
         current = _applied_stats(current, applied)
@@ -118,7 +117,7 @@ def capture(
     refreshed: list[FileRecord] = []
     survivors = 0
     loc = location or ""
-    for record in listings.stream(conn, key):
+    for record in () if fresh else listings.stream(conn, key):
         rel, known = record.rel_path, (record.size, record.mtime_ns)
         now = current.get(rel)
         if now is None:

@@ -256,6 +256,7 @@ class CatalogService:
                 self.intents.makedirs(tx, [location])
             data = None
             if location and not table.partition_keys:  # partitions carry their own files
+                listings.forget(tx.conn, ObjectKey(tbl_id))
                 data = capture(
                     tx.conn, self.cm, ObjectKey(tbl_id), location, applied=applied, fresh=True
                 ).change
@@ -612,6 +613,7 @@ class CatalogService:
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
             if added:
+                listings.forget_partitions(tx.conn, tbl_id, ids.values())
                 changes = [
                     capture(
                         tx.conn,
