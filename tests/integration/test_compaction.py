@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hmsrepl.metastore import Metastore
@@ -76,6 +76,22 @@ _examples = itertools.count()
     window=ops_strategy(30),
     limit=st.none() | st.integers(1, 15),
     switch=st.booleans(),
+)
+# Overwrite, rename, overwrite: the rename checks the listing the first overwrite left.
+@example(
+    before=[(0, 0, 3, 0), (7, 0, 0, 0)],
+    window=[(7, 0, 0, 0), (2, 0, 0, 0), (7, 0, 0, 0)],
+    limit=None,
+    switch=False,
+)
+# An older table written, renamed and dropped: its rename is written without the skipped write's data.
+@example(before=[(0, 0, 1, 0)], window=[(6, 0, 0, 0), (2, 0, 0, 0), (1, 0, 0, 0)], limit=None, switch=False)
+# REPLACE ... LIMIT 1 whose newly included table is renamed after the cut.
+@example(
+    before=[(4, 0, 0, 0), (2, 0, 0, 0), (5, 0, 0, 0), (0, 0, 0, 0), (0, 0, 0, 0), (1, 0, 0, 0), (0, 2, 7, 5)],
+    window=[(1, 0, 0, 0), (2, 5, 0, 0)],
+    limit=1,
+    switch=True,
 )
 def test_compacted_and_full_dumps_load_to_the_same_target(stores, before, window, limit, switch) -> None:
     """With ``switch`` the replicas start on a narrower policy and the window's first dump REPLACEs it."""

@@ -85,6 +85,17 @@ def test_acid_tables_and_windows_with_a_database_drop_are_barriers() -> None:
     assert compact(dropped_db).skipped == set()
 
 
+def test_renames_of_a_dropped_table_are_written_without_their_data_change() -> None:
+    steps = [
+        ev(1, E.INSERT, "t0", effects=frozenset({META, DELTA})),
+        ev(2, E.ALTER_TABLE, "t0", new_name="t1", effects=frozenset({META, DELTA})),
+        ev(3, E.ALTER_TABLE, "t1", new_name="t2", effects=frozenset({META})),
+        ev(4, E.DROP_TABLE, "t2"),
+    ]
+    plan = compact(steps)
+    assert plan.skipped == {1} and plan.stripped == {2}
+
+
 def test_a_table_is_transactional_for_compaction_as_for_the_metastore() -> None:
     # Table.is_transactional reads 'transactional' trimmed and case-insensitively; compaction must agree.
     table = {"table_name": "t", "parameters": {"transactional": " TRUE "}, "partition_keys": []}

@@ -28,6 +28,8 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 
 MESSAGE_FORMAT_VERSION = 2
+DATA_KEYS = ("files", "is_truncate", "data")
+"""Where a message of either format keeps its data change: without them, an event changes metadata only."""
 
 
 class ListingMismatchError(HmsReplError):

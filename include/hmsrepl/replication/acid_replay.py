@@ -29,6 +29,7 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files, is_hidden
+from hmsrepl.metastore.messages import DATA_KEYS
 from hmsrepl.metastore.transactions import ReplicationSnapshot, ReplicationTxnError
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.layout import DumpDir, DumpLayout, DumpMetadata
@@ -108,8 +109,6 @@ def is_acid_snapshot(table: dict[str, Any] | None) -> bool:
 
 
 Prepare = Callable[[DumpEvent, ReplicationPolicy, Metastore | None], DumpEvent | None]
-DATA_KEYS = ("files", "is_truncate", "data")
-"""Where a message of either format keeps its data change (``messages``): what an ACID table's events lose."""
 
 
 def prepare_for_dump(
@@ -156,7 +155,7 @@ def _without_acid_data(
 ) -> DumpEvent | None:
     if not _carries_acid_data(event):
         return event
-    return event.rewritten({k: v for k, v in event.message.raw.items() if k not in DATA_KEYS})
+    return event.without_data()
 
 
 def _partitions_without_acid_data(

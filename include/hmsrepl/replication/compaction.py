@@ -7,7 +7,8 @@ looked at before anything is written, and an event is skipped when loading the r
 - a table **born and dropped** in the window (CREATE_TABLE ... DROP_TABLE of one table, following it through
   renames): every event of it is skipped, the create and the drop included;
 - a table that existed before the window and is **dropped** in it: everything but its renames and the drop
-  (the target must still rename it, or the drop would not find it under its final name);
+  (the target must still rename it, or the drop would not find it under its final name); the renames are
+  written without their data change, which describes the listing the skipped events left;
 - a partition **added and dropped** in the window: it is taken out of the ADD_PARTITION and DROP_PARTITION
   lists (whole events are skipped when nothing is left) and its events in between are skipped; a partition
   dropped in the window loses its earlier ALTER/INSERT events;
@@ -167,6 +168,7 @@ def summarize_message(event_id: int, table: str | None, message: Message) -> Eve
 class CompactionPlan:
     skipped: set[int] = field(default_factory=set)  # event ids not to write
     trimmed: dict[int, frozenset[str]] = field(default_factory=dict)  # ADD/DROP_PARTITION: names taken out
+    stripped: set[int] = field(default_factory=set)  # written without their data change (metadata only)
 
 
 @dataclass
@@ -221,11 +223,14 @@ def compact(steps: Sequence[EventSummary], *, with_data: bool = True) -> Compact
         if life.born and life.dead:
             plan.skipped.update(steps[i].event_id for i in life.steps)
         elif life.dead:
-            plan.skipped.update(
-                steps[i].event_id
-                for i in life.steps
-                if not steps[i].is_rename and steps[i].kind not in TABLE_DROPS
-            )
+            # Its renames stay, without their data change: the data events before them are skipped, and a
+            # rename's change would be checked against the listing they left.
+            for i in life.steps:
+                step = steps[i]
+                if step.is_rename and step.effects & {DATA, DELTA}:
+                    plan.stripped.add(step.event_id)
+                elif not step.is_rename and step.kind not in TABLE_DROPS:
+                    plan.skipped.add(step.event_id)
         else:
             _compact_partitions(steps, life.steps, plan, with_data)
             if with_data:

@@ -15,7 +15,7 @@ from typing import Any
 
 from hmsrepl.metastore.event_specs import EventSpec, parse_event, spec_of
 from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent, encode_message
-from hmsrepl.metastore.messages import Message
+from hmsrepl.metastore.messages import DATA_KEYS, Message
 
 
 @dataclass(frozen=True)
@@ -50,3 +50,7 @@ class DumpEvent:
             message_format=message_format,
         )
         return DumpEvent.of(event)
+
+    def without_data(self) -> DumpEvent:
+        """The same event without its data change (the load applies its metadata only)."""
+        return self.rewritten({k: v for k, v in self.message.raw.items() if k not in DATA_KEYS})

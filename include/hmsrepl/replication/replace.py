@@ -158,6 +158,7 @@ class WindowPlanner:
             dict(self.actions),
             compacted.skipped if compacted else set(),
             compacted.trimmed if compacted else {},
+            compacted.stripped if compacted else set(),
         )
 
 
@@ -166,6 +167,7 @@ class WindowPlan:
     actions: dict[int, str]
     compacted: set[int]
     trimmed: dict[int, frozenset[str]]
+    stripped: set[int] = field(default_factory=set)
 
     @property
     def skipped_events(self) -> int:
@@ -181,6 +183,8 @@ class WindowPlan:
             assert isinstance(message, AlterTableMessage)
             drop = {"table": message.before, "recycled": [], "renamed_to": message.rename_target}
             return event.rewritten(drop, EventType.DROP_TABLE)
+        if event.event_id in self.stripped:
+            return event.without_data()
         names = self.trimmed.get(event.event_id)
         if names:
             body = dict(message.raw)
