@@ -29,12 +29,12 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files, is_hidden
-from hmsrepl.metastore.messages import DATA_KEYS
+from hmsrepl.metastore.messages import DATA_KEYS, relative_path
 from hmsrepl.metastore.transactions import ReplicationSnapshot, ReplicationTxnError
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.layout import DumpDir, DumpLayout, DumpMetadata
 from hmsrepl.replication.policy import ReplicationPolicy
-from hmsrepl.replication.target import TargetWriter, relative_target
+from hmsrepl.replication.target import TargetWriter
 from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, relative_to
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ def write_locations(body: dict[str, Any]) -> list[tuple[str, list[str]]]:
         if write["files"]:
             first = write["files"][0]
             uri = EncodedFileUri.decode(first).file_uri
-            out.append((uri[: -len(relative_target(first)) - 1], list(write["files"])))
+            out.append((uri[: -len(relative_path(first)) - 1], list(write["files"])))
     return out
 
 
@@ -347,9 +347,9 @@ def _commit_txn(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta:
         files = write["files"] if not meta.metadata_only else []
         _copy_write_dirs(w, location, files)
         recorded = [
-            w.target.cm.encode(join_uri(location, relative_target(encoded)), entry.checksum, entry.subdir)
+            w.target.cm.encode(join_uri(location, relative_path(encoded)), entry.checksum, entry.subdir)
             for encoded in files
-            if not is_hidden(relative_target(encoded))
+            if not is_hidden(relative_path(encoded))
             for entry in [EncodedFileUri.decode(encoded)]
         ]
         txns.add_write_notification(target_txn, write["write_id"], w.db, table.table_name, values, recorded)
@@ -371,7 +371,7 @@ def _copy_write_dirs(w: TargetWriter, location: str, files: list[str]) -> None:
                 f"committed file '{entry.file_uri}' is not inside a write directory (delta_*/base_*); "
                 "it was not written by a transactional writer and cannot be replicated as ACID data"
             )
-        source_location = entry.file_uri[: -len(relative_target(encoded)) - 1]
+        source_location = entry.file_uri[: -len(relative_path(encoded)) - 1]
         _, group = groups.setdefault(top, (join_uri(source_location, top), []))
         group.append(dataclasses.replace(entry, subdir=rest).encode())
     for top, (source_dir, group) in groups.items():

@@ -39,6 +39,7 @@ from hmsrepl.metastore.messages import (
     FunctionMessage,
     InsertMessage,
     Message,
+    relative_path,
 )
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import privileged_call
@@ -84,7 +85,6 @@ from hmsrepl.replication.target import (
     ReplicationStateError,
     TargetWriter,
     refuse_during_bootstrap,
-    relative_target,
 )
 from hmsrepl.storage.base import filesystem_for, join_uri
 from hmsrepl.storage.local import is_local_uri, local_path
@@ -345,7 +345,7 @@ class LoadEngine:
                 continue
             roots = (source_location or "", self.source_roots.cmroot)
             for encoded in files:
-                target_uri = join_uri(target_location, relative_target(encoded))
+                target_uri = join_uri(target_location, relative_path(encoded))
                 tasks[target_uri] = CopyTask(encoded, target_uri, roots, self.source_roots.cmroot)
         if (
             lost_files.mode(command.settings) == lost_files.SKIP_OBJECTS

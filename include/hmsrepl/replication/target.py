@@ -496,7 +496,7 @@ class TargetWriter:
             if rel not in wanted or rel in kept:
                 fs.delete(status.uri)
         allowed = below_any(source_location, self.source_cmroot)
-        from_event = {relative_target(encoded) for encoded in change.added}
+        from_event = {relative_path(encoded) for encoded in change.added}
         to_publish = []
         for rel, encoded in wanted.items():
             target_uri = join_uri(new, rel)
@@ -618,7 +618,7 @@ class TargetWriter:
             return
         fs = filesystem_for(target_location)
         fs.makedirs(target_location)
-        wanted = {relative_target(encoded): encoded for encoded in files}
+        wanted = {relative_path(encoded): encoded for encoded in files}
         present = {relative_to(s.uri, target_location): s for s in list_data_files(target_location)}
         needed = {
             rel: encoded
@@ -675,11 +675,6 @@ def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
     if status is None or not entry.checksum or checksum_size(entry.checksum) != status.size:
         return False
     return fs.checksum(status.uri) == entry.checksum
-
-
-def relative_target(encoded: str) -> str:
-    """Where a file goes below its object's target location: its subdirectory and name, as at the source."""
-    return relative_path(encoded)
 
 
 def _without_volatile(obj: Table | Partition) -> Any:
