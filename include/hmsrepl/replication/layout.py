@@ -147,6 +147,9 @@ def _env_int(name: str, default: int) -> int:
     return value
 
 
+READ_CHUNK = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class DumpLimits:
     """Bounds on what a load reads from a dump, checked before parsing (a dump is untrusted input).
@@ -226,14 +229,23 @@ class DumpDir:
         self.limits = limits or DumpLimits.from_environment()
 
     def _read_bounded(self, uri: str, limit: int, setting: str) -> bytes:
+        """The file's bytes, refused past ``limit``; read in chunks, so memory follows the file, not the limit
+        (one ``read(limit + 1)`` allocates the whole limit up front: 1 GiB for every ``_files``)."""
+        chunks: list[bytes] = []
+        total = 0
         with self.fs.open_read(uri) as stream:
-            data = stream.read(limit + 1)
-        if len(data) > limit:
+            while total <= limit:
+                chunk = stream.read(min(READ_CHUNK, limit + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        if total > limit:
             raise DumpError(
                 f"dump file '{uri}' is larger than {limit} bytes, the most a load reads ({setting}); "
                 "the dump is corrupt or hostile"
             )
-        return data
+        return b"".join(chunks)
 
     def path(self, *parts: str) -> str:
         return join_uri(self.uri, *parts)
