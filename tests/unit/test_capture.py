@@ -298,3 +298,27 @@ def test_a_named_file_outside_the_data_files_is_refused(store: Metastore, name: 
     with pytest.raises(Exception, match="were not found under"):
         store.catalog.insert("sales", "orders", ["1"], new_files=[f"{part.sd.location}/{name}"])
     assert store.events.next_events(before) == []
+
+
+def test_a_bootstrap_dump_lists_the_warehouse_without_reading_recorded_files(
+    store: Metastore, reads: list[str], tmp_path: Path
+) -> None:
+    from hmsrepl.replication.commands import parse_command
+    from hmsrepl.replication.dump import DumpEngine
+    from hmsrepl.replication.layout import DumpDir, DumpLayout
+
+    _, part = _partitioned(store, 30)
+    reads.clear()
+    engine = DumpEngine(store, str(tmp_path / "dumps"))
+    first = engine.dump(parse_command("REPL DUMP sales"))  # type: ignore[arg-type]
+    assert reads == []  # every checksum came from the recorded listing
+    # A file changed behind the metastore's back is read, and the dump names its new content.
+    changed = Path(local_path(part.sd.location)) / "part-00007.parquet"
+    changed.write_bytes(b"rewritten by hand, longer than before")
+    second = engine.dump(parse_command("REPL DUMP sales"))  # type: ignore[arg-type]
+    assert [os.path.basename(uri) for uri in reads] == ["part-00007.parquet"]
+    for dumped, expected in ((first, b"row 7"), (second, changed.read_bytes())):
+        listing = DumpDir(dumped.dump_dir).read_listing(DumpLayout.partition("sales", "orders", "d=1")) or []
+        [entry] = [f for f in listing if relative_path(f) == "part-00007.parquet"]
+        assert checksum_of(entry) == checksum_bytes(expected)
+        assert len(listing) == 30

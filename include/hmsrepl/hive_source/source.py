@@ -81,8 +81,12 @@ class StockSourceConfig:
 class StockCatalog:
     """Catalog reads of the replication source interface, over the stock metastore's Thrift calls."""
 
-    def __init__(self, reader: StockMetastoreReader) -> None:
-        self.reader = reader
+    def __init__(self, reader: StockMetastoreReader, cm: ChangeManager) -> None:
+        self.reader, self.cm = reader, cm
+
+    def describe_data(self, table: Table, partition: Partition | None = None) -> list[str]:
+        """Hive records no checksums: every file is read (a bootstrap copies each byte anyway)."""
+        return describe_files((partition or table).sd.location, self.cm)
 
     def get_database(self, name: str) -> Database:
         try:
@@ -311,7 +315,7 @@ class StockHiveSource:
             cm_on,
         )
         self.cm = ChangeManager(self.config.cmroot, enabled=cm_on)
-        self.catalog = StockCatalog(self.reader)
+        self.catalog = StockCatalog(self.reader, self.cm)
         self.events = StockEventLog(self.reader, StockLookups(self.catalog, self.cm))
         self.txns = StockTxns(self.events)
         self.stats = NoStats()

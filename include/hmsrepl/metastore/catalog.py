@@ -1005,6 +1005,35 @@ class CatalogService:
         return added
 
     # -- recorded listings -----------------------------------------------------------------------------
+    def describe_data(self, table: Table, partition: Partition | None = None) -> list[str]:
+        """Encoded files of a table's (or one of its partitions') location, as a bootstrap dump lists them.
+
+        The checksums come from the recorded listing wherever a file's size and modification time are the
+        recorded ones: a bootstrap dump lists the warehouse, it does not read it again (only files changed
+        behind the metastore's back, or never recorded, are read).
+        """
+        location = (partition or table).sd.location
+        if not location or table.id is None:
+            return describe_files(location, self.cm)
+        with self.events.reader() as conn:
+            part_id: int | None = listings.TABLE_LEVEL
+            if partition is not None:
+                name = make_partition_name(table.partition_key_names, partition.values)
+                part_id = self._part_ids(conn, table.id, [name]).get(name)
+            recorded = (
+                {r.rel_path: r for r in listings.stream(conn, ObjectKey(table.id, part_id))}
+                if part_id is not None
+                else {}
+            )
+
+        def identity(rel: str, now: StatIdentity) -> FileIdentity | None:
+            record = recorded.get(rel)
+            if record is None or (record.size, record.mtime_ns) != now:
+                return None
+            return FileIdentity(record.checksum, record.version_id)
+
+        return describe_known(location, self.cm, identity)
+
     def _part_ids(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for chunk in _chunks(list(names)):

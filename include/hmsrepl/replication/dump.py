@@ -25,7 +25,6 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds
 from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.messages import (
     AddPartitionMessage,
     AlterPartitionMessage,
@@ -202,16 +201,16 @@ class DumpEngine:
         )
 
     def _read_entry(self, table: Table, with_data: bool) -> TableEntry:
-        cm = self.source.cm
         entry = TableEntry(table.model_dump(mode="json"))
         # ACID tables are listed once the dump's txn snapshot is known (_finish_acid_tables): a listing
         # now would include files of open and aborted txns.
         with_data = with_data and not table.is_transactional
+        catalog = self.source.catalog
         if not table.partition_keys:
-            entry.files = describe_files(table.sd.location, cm) if with_data else None
+            entry.files = catalog.describe_data(table) if with_data else None
             return entry
-        for part in self.source.catalog.get_partitions(table.db_name, table.table_name):
-            files = describe_files(part.sd.location, cm) if with_data else None
+        for part in catalog.get_partitions(table.db_name, table.table_name):
+            files = catalog.describe_data(table, part) if with_data else None
             snapshot = part.model_dump(mode="json")
             entry.partitions[entry.partition_name(snapshot)] = (snapshot, files)
         return entry

@@ -41,6 +41,10 @@ class SourceCatalog(Protocol):
 
     def get_function(self, db_name: str, name: str) -> Function: ...
 
+    def describe_data(self, table: Table, partition: Partition | None = None) -> list[str]:
+        """Encoded files (``fileuri#checksum#cmroot#subdir``) of the object's location, for a bootstrap."""
+        ...
+
 
 class SourceEvents(Protocol):
     def next_events(
