@@ -293,25 +293,27 @@ class LocalFileSystem(FileSystem):
 def _walk_regular(directory: str, uri_prefix: str) -> Iterator[FileStatus]:
     """Regular files under ``directory``, never through a symlink: its files by name, then each subdirectory.
 
-    The order is ``os.walk``'s with sorted names, which listings always had.
+    The order is ``os.walk``'s with sorted names, which listings always had. Only the names are held while
+    the directory is walked (a sorted list of ``DirEntry`` keeps every file's cached stat alive: ~0.8 KB a
+    file, most of a 1,000,000-file listing's memory).
     """
     try:
         with os.scandir(directory) as scan:
-            entries = sorted(scan, key=lambda entry: entry.name)
+            names = sorted(entry.name for entry in scan)
     except OSError:  # vanished or unreadable while listing: nothing below it
         return
     subdirs = []
-    for entry in entries:
+    for name in names:
         try:
-            st = entry.stat(follow_symlinks=False)
+            st = os.lstat(os.path.join(directory, name))
         except OSError:
             continue
         if stat.S_ISDIR(st.st_mode):
-            subdirs.append(entry)
+            subdirs.append(name)
         elif stat.S_ISREG(st.st_mode):
-            yield FileStatus(f"{uri_prefix}/{entry.name}", st.st_size, st.st_mtime)
-    for entry in subdirs:
-        yield from _walk_regular(entry.path, f"{uri_prefix}/{entry.name}")
+            yield FileStatus(f"{uri_prefix}/{name}", st.st_size, st.st_mtime)
+    for name in subdirs:
+        yield from _walk_regular(os.path.join(directory, name), f"{uri_prefix}/{name}")
 
 
 def _durable_writes() -> bool:

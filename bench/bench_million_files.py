@@ -1,0 +1,156 @@
+"""One partition of very many files, end to end: capture, bootstrap dump and load, then one append replicated.
+
+    python bench/bench_million_files.py [--files 1000000] [--backend sqlite|postgres]
+
+Each phase runs in its own child process, so the peak RSS printed for it is that phase's own (the goal: under
+1 GB at 1,000,000 files, whatever the phase). The source partition's files are 8 bytes each (the cost under
+test is per file, not per byte). Phases:
+
+- capture: the first INSERT naming no files lists the partition and reads every file (checksums), once;
+- bootstrap dump / load: the dump writes the listing to ``_files``, the load copies and verifies every file;
+- append: one new file, INSERT naming it; the incremental dump and load of that one event (the replica keeps
+  every file it holds: no re-read, one new version directory of hard links).
+
+The tree stays under ``--root`` (default: a temporary directory removed at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "include"), str(REPO)]
+
+from hmsrepl.config import MetastoreConfig  # noqa: E402
+from hmsrepl.metastore import Metastore  # noqa: E402
+from hmsrepl.metastore.model import Database  # noqa: E402
+from hmsrepl.replication.engine import ReplicationEngine  # noqa: E402
+from hmsrepl.storage.local import local_path  # noqa: E402
+from tests.helpers import make_partition, make_table  # noqa: E402
+
+PHASES = (
+    "write",
+    "capture",
+    "bootstrap dump",
+    "bootstrap load",
+    "append",
+    "incremental dump",
+    "incremental load",
+)
+
+
+def open_store(root: Path, name: str, url: str | None) -> Metastore:
+    return Metastore.open(
+        MetastoreConfig(
+            db_url=url or f"sqlite:///{root}/{name}.db",
+            warehouse=str(root / f"{name}_wh"),
+            cmroot=str(root / f"{name}_cm"),
+        )
+    )
+
+
+def run_phase(root: Path, phase: str, files: int, urls: dict[str, str | None]) -> dict[str, float]:
+    """One phase in this process; returns its seconds and this process's peak RSS (MB)."""
+    state_file = root / "state.json"
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    source = open_store(root, "source", urls["source"])
+    target = open_store(root, "target", urls["target"])
+    engine = ReplicationEngine(str(root / "dumps"), source, target)
+    start = time.perf_counter()
+    if phase == "write":
+        source.catalog.create_database(Database(name="big"))
+        table = source.catalog.create_table(make_table("big", "t", partition_keys=("p",)))
+        [part] = source.catalog.add_partitions("big", "t", [make_partition(table, "a")])
+        directory = Path(local_path(part.sd.location))
+        directory.mkdir(parents=True, exist_ok=True)
+        for i in range(files):
+            with open(directory / f"part-{i:07d}.parquet", "wb") as out:
+                out.write(i.to_bytes(8, "big"))
+        state["location"] = part.sd.location
+    elif phase == "capture":
+        source.catalog.insert("big", "t", ["a"])
+    elif phase == "bootstrap dump":
+        state["dump"] = engine.execute("REPL DUMP big").dump_dir
+    elif phase in ("bootstrap load", "incremental load"):
+        engine.execute(f"REPL LOAD big_dr FROM '{state['dump']}'")
+    elif phase == "append":
+        name = "part-appended.parquet"
+        with open(Path(local_path(state["location"])) / name, "wb") as out:
+            out.write(b"one more file")
+        source.catalog.insert("big", "t", ["a"], new_files=[f"{state['location']}/{name}"])
+    elif phase == "incremental dump":
+        last = engine.execute("REPL STATUS big_dr")
+        state["dump"] = engine.execute(f"REPL DUMP big FROM {last}").dump_dir
+    seconds = time.perf_counter() - start
+    source.close()
+    target.close()
+    state_file.write_text(json.dumps(state))
+    return {"seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def check_replica(root: Path, files: int, urls: dict[str, str | None]) -> int:
+    target = open_store(root, "target", urls["target"])
+    try:
+        [part] = target.catalog.get_partitions_by_names("big_dr", "t", ["p=a"])
+        held = sum(1 for _ in Path(local_path(part.sd.location)).iterdir())
+    finally:
+        target.close()
+    if held != files + 1:
+        raise SystemExit(f"the replica's partition holds {held} files, not {files + 1}")
+    return held
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=1_000_000)
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--root", help="keep the tree here (default: a temporary directory)")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.files < 1:
+        raise SystemExit("--files must be at least 1")
+    urls: dict[str, str | None] = {"source": None, "target": None}
+    if args.phase:
+        root = Path(args.root)
+        urls = json.loads((root / "urls.json").read_text())
+        print(json.dumps(run_phase(root, args.phase, args.files, urls)))
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-million-", dir=args.root) as tmp:
+        root = Path(tmp)
+        if args.backend == "postgres":
+            from tests.backends import temporary_database
+
+            with (
+                temporary_database("postgres", str(root)) as src,
+                temporary_database("postgres", str(root)) as dst,
+            ):
+                urls = {"source": src, "target": dst}
+                run_all(root, args.files, urls)
+        else:
+            run_all(root, args.files, urls)
+
+
+def run_all(root: Path, files: int, urls: dict[str, str | None]) -> None:
+    (root / "urls.json").write_text(json.dumps(urls))
+    print(f"{files:,} files in one partition; python {sys.version.split()[0]}; each phase in its own process")
+    print(f"{'phase':<18} {'seconds':>9} {'peak RSS MB':>12}")
+    for phase in PHASES:
+        child = [sys.executable, __file__, "--phase", phase, "--files", str(files), "--root", str(root)]
+        done = subprocess.run(child, check=True, capture_output=True, text=True)
+        figures = json.loads(done.stdout.strip().splitlines()[-1])
+        verdict = "" if phase == "write" else ("  < 1 GB" if figures["rss_mb"] < 1024 else "  OVER 1 GB")
+        print(f"{phase:<18} {figures['seconds']:>9.1f} {figures['rss_mb']:>12.0f}{verdict}", flush=True)
+    print(
+        f"replica partition holds {check_replica(root, files, urls):,} files (source's plus the appended one)"
+    )
+
+
+if __name__ == "__main__":
+    main()
