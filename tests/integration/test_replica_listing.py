@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hmsrepl.metastore import Metastore
+from hmsrepl.metastore import Metastore, listings
 from hmsrepl.metastore.messages import ListingMismatchError
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
@@ -82,6 +82,28 @@ def test_one_new_file_into_a_partition_of_many_reads_no_file_already_there(engin
     target_dir = local_path(target.config.warehouse)
     assert [uri for uri in hashed if local_path(uri).startswith(target_dir)] == []
     assert loaded.stats.files_copied == 1 and loaded.stats.files_kept == FILES
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_loads_record_only_what_changed_in_the_replicas_listing(engine, source, target, monkeypatch):
+    """Each load of one new file writes that file's record, never the kept files' records again (a listing
+    that states times in float seconds must not look changed to a record in nanoseconds)."""
+    written: list[str] = []
+    real = listings.apply
+
+    def counting(conn, key, records, removed=()):  # type: ignore[no-untyped-def]
+        records = list(records)
+        written.extend(r.rel_path for r in records)
+        return real(conn, key, records, removed)
+
+    monkeypatch.setattr(listings, "apply", counting)
+    seed(source)
+    bootstrap(engine)
+    for round_ in range(3):
+        append(source, f"part-new-{round_}.parquet", f"new rows {round_}".encode())
+        written.clear()
+        incremental(engine)
+        assert set(written) == {f"part-new-{round_}.parquet"}, written[:5]
     assert verify(source, "sales", target, "sales_dr") == []
 
 

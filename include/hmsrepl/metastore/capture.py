@@ -51,6 +51,14 @@ from hmsrepl.storage.local import is_local_uri, local_path
 BATCH = 2_000
 #: Modification time of an applied file that is not on disk (recorded as changed: the next write reads it).
 UNKNOWN_MTIME = -1
+#: A listing that reports modification times as float seconds (about 0.25 us apart at today's epoch) may
+#: differ by that rounding from a record written in integer nanoseconds; never by more.
+MTIME_SLACK_NS = 1_000
+
+
+def same_stat(now: StatIdentity, known: StatIdentity) -> bool:
+    """Whether a file's size and modification time are the recorded ones (within the float rounding)."""
+    return now[0] == known[0] and abs(now[1] - known[1]) <= MTIME_SLACK_NS
 
 
 @dataclass
@@ -122,16 +130,16 @@ def capture(
         now = current.get(rel)
         if now is None:
             removed.append(rel)
-            if others.get(rel) == known:
+            if rel in others and same_stat(others[rel], known):
                 out.excluded.append(encode_at(cm, loc, rel, _identity(record)))
                 del others[rel]
             continue
         if applied is not None:
             if record.checksum != applied[rel]:
                 continue  # changed: recorded again below
-            if now != known and now[1] != UNKNOWN_MTIME:  # same content, copied anew: refresh its stat
+            if not same_stat(now, known) and now[1] != UNKNOWN_MTIME:  # same content, copied anew: refresh
                 refreshed.append(FileRecord(rel, *now, record.checksum, record.version_id))
-        elif now != known:
+        elif not same_stat(now, known):
             continue
         survivors += 1
         del current[rel]
@@ -181,7 +189,7 @@ def capture_named(
     before = listings.summary(conn, key)
     known = listings.read_paths(conn, key, stats)
     for rel, record in known.items():
-        if (record.size, record.mtime_ns) == stats[rel]:
+        if same_stat(stats[rel], (record.size, record.mtime_ns)):
             out.named.append(encode_at(cm, location, rel, _identity(record)))
             del stats[rel]
     replaced = len(known) - len(out.named)  # recorded files the writer rewrote

@@ -31,7 +31,7 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.applied_files import applied_checksums
-from hmsrepl.metastore.capture import Captured, capture, capture_named, relative_names
+from hmsrepl.metastore.capture import Captured, capture, capture_named, relative_names, same_stat
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import EventType
@@ -1028,7 +1028,7 @@ class CatalogService:
 
         def identity(rel: str, now: StatIdentity) -> FileIdentity | None:
             record = recorded.get(rel)
-            if record is None or (record.size, record.mtime_ns) != now:
+            if record is None or not same_stat(now, (record.size, record.mtime_ns)):
                 return None
             return FileIdentity(record.checksum, record.version_id)
 
@@ -1216,7 +1216,7 @@ def _lookup(known: dict[str, FileRecord], location: str | None) -> Any:
 
     def identity(rel: str, stat: StatIdentity) -> FileIdentity | None:
         record = known.get(path_key(root + rel.lstrip("/")))
-        if record is None or (record.size, record.mtime_ns) != stat:
+        if record is None or not same_stat(stat, (record.size, record.mtime_ns)):
             return None
         return FileIdentity(record.checksum, record.version_id)
 

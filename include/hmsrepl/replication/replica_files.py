@@ -27,6 +27,7 @@ from sqlalchemy import Connection, select
 
 from hmsrepl.formats.file_uri import SEPARATOR
 from hmsrepl.metastore import listings
+from hmsrepl.metastore.capture import same_stat
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
@@ -35,9 +36,6 @@ from hmsrepl.metastore.schema import data_files, partitions
 from hmsrepl.storage.base import FileStatus, filesystem_for, relative_to
 from hmsrepl.storage.checksum import checksum_size
 
-# A listing reports modification times as float seconds (about 0.25 us apart at today's epoch); a record
-# written in integer nanoseconds from another listing may differ from it by that rounding, never by more.
-MTIME_SLACK_NS = 1_000
 WRITE_CHUNK = 5_000
 
 
@@ -132,7 +130,7 @@ def drift(location: str, held: HeldListing, kept: set[str]) -> tuple[set[str], d
             continue
         seen.add(rel)
         stamp = mtime_ns(status)
-        if abs(stamp - held.stamps[rel]) <= MTIME_SLACK_NS and status.size == _size_of(held.files[rel]):
+        if same_stat((status.size, stamp), (_size_of(held.files[rel]), held.stamps[rel])):
             continue
         checksum = checksum_of(held.files[rel])
         if status.size == checksum_size(checksum) and fs.checksum(status.uri) == checksum:
