@@ -31,12 +31,11 @@ os.environ["HMSREPL_REPL_RETIRE_GRACE_SECONDS"] = "0"
 
 from hmsrepl.config import MetastoreConfig  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
-from hmsrepl.metastore.model import Database  # noqa: E402
 from hmsrepl.replication.engine import ReplicationEngine  # noqa: E402
 from hmsrepl.storage.local import local_path  # noqa: E402
 from tests.backends import temporary_database  # noqa: E402
 from tests.format2 import bootstrap_listings, message_versions, to_format_1  # noqa: E402
-from tests.helpers import make_partition, make_table  # noqa: E402
+from tests.helpers import one_partition_directory  # noqa: E402
 
 NEW_FILE_BYTES = 4096
 CHUNK = 8 << 20
@@ -65,11 +64,7 @@ def bench_case(backend: str, root: Path, label: str, files: int, size: int, repe
         source = open_store(stack, backend, root, "src")
         target = open_store(stack, backend, root, "dst")
         engine = ReplicationEngine(str(root / "dumps"), source, target)
-        source.catalog.create_database(Database(name="bench"))
-        table = source.catalog.create_table(make_table("bench", "t", partition_keys=("p",)))
-        [part] = source.catalog.add_partitions("bench", "t", [make_partition(table, "a")])
-        directory = Path(local_path(part.sd.location))
-        directory.mkdir(parents=True, exist_ok=True)
+        part, directory = one_partition_directory(source, "bench")
         for i in range(files):
             write_random(directory / f"part-{i:05d}.parquet", size)
         source.catalog.insert("bench", "t", ["a"])

@@ -30,10 +30,9 @@ sys.path[:0] = [str(REPO / "include"), str(REPO)]
 
 from hmsrepl.config import MetastoreConfig  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
-from hmsrepl.metastore.model import Database  # noqa: E402
 from hmsrepl.replication.engine import ReplicationEngine  # noqa: E402
 from hmsrepl.storage.local import local_path  # noqa: E402
-from tests.helpers import make_partition, make_table  # noqa: E402
+from tests.helpers import one_partition_directory  # noqa: E402
 
 PHASES = (
     "write",
@@ -65,11 +64,7 @@ def run_phase(root: Path, phase: str, files: int, urls: dict[str, str | None]) -
     engine = ReplicationEngine(str(root / "dumps"), source, target)
     start = time.perf_counter()
     if phase == "write":
-        source.catalog.create_database(Database(name="big"))
-        table = source.catalog.create_table(make_table("big", "t", partition_keys=("p",)))
-        [part] = source.catalog.add_partitions("big", "t", [make_partition(table, "a")])
-        directory = Path(local_path(part.sd.location))
-        directory.mkdir(parents=True, exist_ok=True)
+        part, directory = one_partition_directory(source, "big")
         for i in range(files):
             with open(directory / f"part-{i:07d}.parquet", "wb") as out:
                 out.write(i.to_bytes(8, "big"))

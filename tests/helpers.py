@@ -34,6 +34,16 @@ def create_db_and_table(
     return store.catalog.create_table(make_table(db, table, **kwargs))  # type: ignore[arg-type]
 
 
+def one_partition_directory(store: Metastore, db: str) -> tuple[Partition, Path]:
+    """A database holding table ``t`` partitioned by ``p``, its partition ``p=a`` and that one's directory."""
+    store.catalog.create_database(Database(name=db))
+    table = store.catalog.create_table(make_table(db, "t", partition_keys=("p",)))
+    [part] = store.catalog.add_partitions(db, "t", [make_partition(table, "a")])
+    directory = Path(local_path(part.sd.location or ""))
+    directory.mkdir(parents=True, exist_ok=True)
+    return part, directory
+
+
 def write_file(location: str, name: str, data: bytes) -> str:
     """Write a data file under a stored location; returns the file's URI in the location's spelling."""
     path = Path(local_path(location)) / name
