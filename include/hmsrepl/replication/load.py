@@ -374,6 +374,7 @@ class LoadEngine:
                 preflight(
                     report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
                 )
+            report.pending_files = []  # every file of the dump: not needed past the pre-flight
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
         writer = self._writer(target_db, meta, report.source_db_location, result.stats)
         writer.version = meta.last_event_id
@@ -490,6 +491,7 @@ class LoadEngine:
                 )
                 if missing:
                     lost = lost_files.LostFiles.attribute(missing, self._pending_messages(dump, pending))
+            report.pending_files = []  # every file of the dump: not needed past the pre-flight
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
         writer.lost = lost
         try:
