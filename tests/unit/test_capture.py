@@ -322,3 +322,17 @@ def test_a_bootstrap_dump_lists_the_warehouse_without_reading_recorded_files(
         [entry] = [f for f in listing if relative_path(f) == "part-00007.parquet"]
         assert checksum_of(entry) == checksum_bytes(expected)
         assert len(listing) == 30
+
+
+def test_a_loads_listing_gives_the_same_checksums_as_its_file_list() -> None:
+    from hmsrepl.metastore.applied_files import applied_checksums
+
+    files = {
+        "a.parquet": "/w/t/a.parquet#crc32c-00000001-3#/cm#",
+        "sub/b.parquet": "/w/t/sub/b.parquet#crc32c-00000002-4#/cm#sub",
+        "_SUCCESS": "/w/t/_SUCCESS#crc32c-00000003-0#/cm#",
+    }
+    view = applied_checksums(files)
+    assert dict(view) == dict(applied_checksums(list(files.values())))
+    assert dict(view) == {"a.parquet": "crc32c-00000001-3", "sub/b.parquet": "crc32c-00000002-4"}
+    assert len(view) == 2 and "_SUCCESS" not in view

@@ -13,14 +13,39 @@ version it saw, which only a lookup of the object can tell (one HEAD per file, n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from hmsrepl.metastore.file_capture import is_hidden
 from hmsrepl.metastore.messages import checksum_of, relative_path
 
+AppliedFiles = Sequence[str] | Mapping[str, str]
+"""Encoded files a load made a location hold: a list, or the load's own listing (relative path -> encoded)."""
 
-def applied_checksums(applied: Sequence[str]) -> dict[str, str]:
+
+class ChecksumView(Mapping[str, str]):
+    """Relative path -> checksum over a load's listing, hidden entries left out, computed on access: the
+    listing of a partition of 1,000,000 files is not copied into a second map of paths and checksums."""
+
+    def __init__(self, files: Mapping[str, str]) -> None:
+        self._files = files
+        self._count = sum(1 for rel in files if not is_hidden(rel))
+
+    def __getitem__(self, rel: str) -> str:
+        if is_hidden(rel):
+            raise KeyError(rel)
+        return checksum_of(self._files[rel])
+
+    def __iter__(self) -> Iterator[str]:
+        return (rel for rel in self._files if not is_hidden(rel))
+
+    def __len__(self) -> int:
+        return self._count
+
+
+def applied_checksums(applied: AppliedFiles) -> Mapping[str, str]:
     """Relative path -> checksum of the encoded files a load made a location hold (hidden entries left out)."""
+    if isinstance(applied, Mapping):
+        return ChecksumView(applied)
     out: dict[str, str] = {}
     for text in applied:
         relative = relative_path(text)

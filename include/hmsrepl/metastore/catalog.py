@@ -30,7 +30,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import listings
-from hmsrepl.metastore.applied_files import applied_checksums
+from hmsrepl.metastore.applied_files import AppliedFiles, applied_checksums
 from hmsrepl.metastore.capture import Captured, capture, capture_named, relative_names, same_stat
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
@@ -212,7 +212,7 @@ class CatalogService:
         return Database.model_validate_json(row.doc)
 
     # -- tables ----------------------------------------------------------------------------------------
-    def create_table(self, table: Table, *, applied_files: Sequence[str] | None = None) -> Table:
+    def create_table(self, table: Table, *, applied_files: AppliedFiles | None = None) -> Table:
         """Create a table; the CREATE_TABLE event lists the files already at its location (a complete change).
 
         ``applied_files``: the encoded files a replication load just placed there (see ``applied_files``),
@@ -321,7 +321,7 @@ class CatalogService:
         new_table: Table,
         *,
         capture_files: bool = True,
-        applied_files: Sequence[str] | None = None,
+        applied_files: AppliedFiles | None = None,
     ) -> Table:
         """Change a table; a new db/name is a rename. The ALTER_TABLE event holds both snapshots.
 
@@ -564,7 +564,7 @@ class CatalogService:
         parts: Sequence[Partition],
         *,
         if_not_exists: bool = False,
-        applied_files: Sequence[Sequence[str] | None] | None = None,
+        applied_files: Sequence[AppliedFiles | None] | None = None,
     ) -> list[Partition]:
         """Add many partitions in one transaction with batched inserts and one ADD_PARTITION event.
 
@@ -581,7 +581,7 @@ class CatalogService:
             )
         now = int(time.time())
         prepared: dict[str, Partition] = {}
-        applied: dict[str, Sequence[str]] = {}
+        applied: dict[str, AppliedFiles] = {}
         for part in parts:
             if (part.db_name, part.table_name) != (table.db_name, table.table_name):
                 raise InvalidObjectError(
@@ -798,7 +798,7 @@ class CatalogService:
         new_parts: Sequence[Partition],
         *,
         capture_files: bool = True,
-        applied_files: Sequence[Sequence[str] | None] | None = None,
+        applied_files: Sequence[AppliedFiles | None] | None = None,
     ) -> None:
         """Replace partitions' metadata (values unchanged); one ALTER_PARTITION event per partition.
 
@@ -942,7 +942,7 @@ class CatalogService:
         *,
         new_files: Sequence[str] | None = None,
         replace: bool = False,
-        applied_files: Sequence[str] | None = None,
+        applied_files: AppliedFiles | None = None,
         applied_recycled: Sequence[str] = (),
     ) -> list[str]:
         """Record new data in a table or partition (an INSERT event with files and checksums).

@@ -164,10 +164,6 @@ class Published:
     removed: set[str]  # recorded paths the version no longer holds
     replace: bool  # no record existed: record every file (``stamps`` then covers all of them)
 
-    def applied(self) -> list[str]:
-        """The files the version holds, for the catalog's event of the change."""
-        return list(self.files.values())
-
     def records(self) -> Iterator[FileRecord]:
         for rel in self.files if self.replace else self.stamps:
             checksum = checksum_of(self.files[rel])

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,7 +248,7 @@ class TargetWriter:
         wanted = iceberg.localize(wanted, source_location)  # Iceberg metadata naming the copies
         # The files the version holds, for the replica's own event (a replica is a source too): from what the
         # load verified, so the catalog reads none of them again.
-        applied = published.applied() if published is not None else None
+        applied = published.files if published is not None else None
         if current is None:
             self.stats.tables += 1
             table = self.catalog.create_table(wanted, applied_files=applied)
@@ -367,11 +367,11 @@ class TargetWriter:
             ):
                 changed.append(part)
 
-        def applied(group: list[Partition]) -> list[list[str] | None]:
+        def applied(group: list[Partition]) -> list[Mapping[str, str] | None]:
             out = []
             for p in group:
                 done = published.get(make_partition_name(keys, p.values))
-                out.append(done.applied() if done is not None else None)
+                out.append(done.files if done is not None else None)
             return out
 
         if new_parts:
