@@ -15,7 +15,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, OperationalError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 WRITE_OPTION = "hmsrepl_write"
@@ -98,3 +98,21 @@ def schema_is_current(engine: Engine) -> bool:
     head = ScriptDirectory.from_config(alembic_config(str(engine.url))).get_current_head()
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision() == head
+
+
+#: What the server answers when it chose this transaction as a deadlock's victim (MySQL/MariaDB, PostgreSQL).
+DEADLOCK_CODES = (1213, "40P01")
+
+
+def is_deadlock(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database cancelling a transaction to break a deadlock: the transaction can be
+    run again as it is (the server says so: "try restarting transaction")."""
+    if not isinstance(exc, OperationalError):
+        return False
+    orig = exc.orig
+    code = (
+        getattr(orig, "pgcode", None)
+        or getattr(orig, "sqlstate", None)
+        or (getattr(orig, "args", None) or [None])[0]
+    )
+    return code in DEADLOCK_CODES

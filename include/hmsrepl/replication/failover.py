@@ -19,9 +19,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
 from hmsrepl.exceptions import EventsCleanedUpError, HmsReplError, NoSuchDatabaseError, NoSuchObjectError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.database import is_deadlock
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import (
     FAILBACK_FROM,
@@ -70,6 +73,9 @@ DB_LEVEL_EVENTS = {
 }
 
 
+DEADLOCK_ATTEMPTS = 5
+
+
 class FailoverError(HmsReplError):
     """A failover, promotion or failback cannot proceed; the message says what state things are in."""
 
@@ -77,12 +83,23 @@ class FailoverError(HmsReplError):
 def _set_params(
     store: Metastore, db_name: str, values: dict[str, str] | None = None, *, remove: tuple[str, ...] = ()
 ) -> Database:
-    """Change a database's parameters through the privileged path (it is protected while we do this)."""
-    with privileged("failover"), store.events.transaction():
-        db = store.catalog.lock_database(db_name)
-        params = {k: v for k, v in db.parameters.items() if k not in remove}
-        params.update(values or {})
-        return store.catalog.alter_database(db.name, db.model_copy(update={"parameters": params}))
+    """Change a database's parameters through the privileged path (it is protected while we do this).
+
+    Run again when the database breaks a deadlock by cancelling it (MariaDB can, against a client writing at
+    the moment of the freeze): nothing of it was applied.
+    """
+    for attempt in Retrying(
+        retry=retry_if_exception(is_deadlock),
+        stop=stop_after_attempt(DEADLOCK_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.05, max=1.0),
+        reraise=True,
+    ):
+        with attempt, privileged("failover"), store.events.transaction():
+            db = store.catalog.lock_database(db_name)
+            params = {k: v for k, v in db.parameters.items() if k not in remove}
+            params.update(values or {})
+            return store.catalog.alter_database(db.name, db.model_copy(update={"parameters": params}))
+    raise AssertionError("unreachable: the last attempt re-raises")
 
 
 # -- protection ------------------------------------------------------------------------------------------
