@@ -25,11 +25,11 @@ def test_results_come_in_order_with_at_most_the_window_submitted() -> None:
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         out = []
-        for value in bounded_map(pool, lambda i: i * i, items(), 8):
+        for value in bounded_map(pool, lambda i: i * i, items(), 2):
             taken += 1
             out.append(value)
     assert out == [i * i for i in range(1000)]
-    assert most <= 9  # the window, plus the item drawn before the oldest result is taken
+    assert most <= 9  # the window (4 per worker), plus the item drawn before the oldest result is taken
 
 
 def test_the_first_failure_is_raised() -> None:
@@ -39,4 +39,4 @@ def test_the_first_failure_is_raised() -> None:
         return i
 
     with ThreadPoolExecutor(max_workers=2) as pool, pytest.raises(ValueError, match="three"):
-        list(bounded_map(pool, fail_on_three, range(100), 4))
+        list(bounded_map(pool, fail_on_three, range(100), 1))

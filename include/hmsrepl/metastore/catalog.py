@@ -1020,19 +1020,8 @@ class CatalogService:
             if partition is not None:
                 name = make_partition_name(table.partition_key_names, partition.values)
                 part_id = self._part_ids(conn, table.id, [name]).get(name)
-            recorded = (
-                {r.rel_path: r for r in listings.stream(conn, ObjectKey(table.id, part_id))}
-                if part_id is not None
-                else {}
-            )
-
-        def identity(rel: str, now: StatIdentity) -> FileIdentity | None:
-            record = recorded.get(rel)
-            if record is None or not same_stat(now, (record.size, record.mtime_ns)):
-                return None
-            return FileIdentity(record.checksum, record.version_id)
-
-        return describe_known(location, self.cm, identity)
+            recorded = listings.read(conn, ObjectKey(table.id, part_id)) if part_id is not None else {}
+        return describe_known(location, self.cm, lambda rel, now: _still_recorded(recorded.get(rel), now))
 
     def _part_ids(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -1215,12 +1204,16 @@ def _lookup(known: dict[str, FileRecord], location: str | None) -> Any:
     root = join_uri(location or "", "")
 
     def identity(rel: str, stat: StatIdentity) -> FileIdentity | None:
-        record = known.get(path_key(root + rel.lstrip("/")))
-        if record is None or not same_stat(stat, (record.size, record.mtime_ns)):
-            return None
-        return FileIdentity(record.checksum, record.version_id)
+        return _still_recorded(known.get(path_key(root + rel.lstrip("/"))), stat)
 
     return identity
+
+
+def _still_recorded(record: FileRecord | None, now: StatIdentity) -> FileIdentity | None:
+    """The recorded identity of a file whose size and modification time are still the recorded ones."""
+    if record is None or not same_stat(now, (record.size, record.mtime_ns)):
+        return None
+    return FileIdentity(record.checksum, record.version_id)
 
 
 def _emptied(conn: Connection, key: ObjectKey) -> DataChange:

@@ -19,7 +19,7 @@ import stat
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from hmsrepl.concurrency import WINDOW_PER_WORKER, bounded_map
+from hmsrepl.concurrency import bounded_map
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.storage.base import FileIdentity, FileStatus, FileSystem, base_name, filesystem_for, relative_to
 from hmsrepl.storage.local import is_local_uri, local_path
@@ -108,7 +108,7 @@ def identify_all(fs: FileSystem, uris: Sequence[str]) -> list[FileIdentity]:
     """``fs.identify`` of each URI, in parallel as the store suits."""
     if len(uris) >= PARALLEL_CHECKSUM_THRESHOLD:
         with ThreadPoolExecutor(max_workers=fs.io_parallelism) as pool:
-            return list(bounded_map(pool, fs.identify, uris, fs.io_parallelism * WINDOW_PER_WORKER))
+            return list(bounded_map(pool, fs.identify, uris, fs.io_parallelism))
     return [fs.identify(uri) for uri in uris]
 
 

@@ -88,18 +88,21 @@ def _set_params(
     Run again when the database breaks a deadlock by cancelling it (MariaDB can, against a client writing at
     the moment of the freeze): nothing of it was applied.
     """
-    for attempt in Retrying(
-        retry=retry_if_exception(is_deadlock),
-        stop=stop_after_attempt(DEADLOCK_ATTEMPTS),
-        wait=wait_exponential(multiplier=0.05, max=1.0),
-        reraise=True,
-    ):
-        with attempt, privileged("failover"), store.events.transaction():
+
+    def change() -> Database:
+        with privileged("failover"), store.events.transaction():
             db = store.catalog.lock_database(db_name)
             params = {k: v for k, v in db.parameters.items() if k not in remove}
             params.update(values or {})
             return store.catalog.alter_database(db.name, db.model_copy(update={"parameters": params}))
-    raise AssertionError("unreachable: the last attempt re-raises")
+
+    retrying = Retrying(
+        retry=retry_if_exception(is_deadlock),
+        stop=stop_after_attempt(DEADLOCK_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.05, max=1.0),
+        reraise=True,
+    )
+    return retrying(change)
 
 
 # -- protection ------------------------------------------------------------------------------------------

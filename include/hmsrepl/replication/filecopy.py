@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from hmsrepl.concurrency import WINDOW_PER_WORKER, bounded_map
+from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below
@@ -272,9 +272,7 @@ def publish_all(target_uris: Sequence[str], *, durable: bool = True) -> None:
             publish(uri)
     else:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            for _ in bounded_map(
-                pool, publish, target_uris, threads * WINDOW_PER_WORKER
-            ):  # the first failure raises
+            for _ in bounded_map(pool, publish, target_uris, threads):  # the first failure raises
                 pass
     if durable:
         sync_file_systems(

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.concurrency import WINDOW_PER_WORKER, bounded_map
+from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import (
     FileLostError,
     InvalidOperationError,
@@ -134,16 +134,13 @@ def preflight(
     unique = sorted(set(files))
     if roots is not None:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            checked = bounded_map(
-                pool, lambda uri: _local_problem(uri, roots), unique, workers * WINDOW_PER_WORKER
-            )
+            checked = bounded_map(pool, lambda uri: _local_problem(uri, roots), unique, workers)
             problems = [p for p in checked if p]
         if problems:
             more = f" ({len(problems) - 1} more like it)" if len(problems) > 1 else ""
             raise DumpValidationError(f"dump '{dump_uri}' refused, nothing was applied: {problems[0]}{more}")
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        window = workers * WINDOW_PER_WORKER
-        found = list(bounded_map(pool, lambda uri: available_source(uri, source_cmroot), unique, window))
+        found = list(bounded_map(pool, lambda uri: available_source(uri, source_cmroot), unique, workers))
     lost = [uri for uri, where in zip(unique, found, strict=True) if where is None]
     if lost and not allow_lost:
         raise FileLostError(

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from hmsrepl.concurrency import WINDOW_PER_WORKER, bounded_map
+from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import StorageError
 from hmsrepl.formats.file_uri import split_versioned_reference
 from hmsrepl.storage.checksum import checksum_bytes, parse_checksum_token
@@ -237,7 +237,7 @@ def copy_files(tasks: Iterable[Sequence[str | None]], threads: int = 16) -> list
         return [run(task) for task in work]
     workers = min(threads, len(work))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(bounded_map(pool, run, work, workers * WINDOW_PER_WORKER))
+        return list(bounded_map(pool, run, work, workers))
 
 
 def path_key(uri: str) -> str:
