@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from hmsrepl.config import MetastoreConfig
@@ -96,3 +99,17 @@ def side_args(side: str, store: Metastore) -> list[str]:
         f"--{side}-cmroot",
         config.cmroot,
     ]
+
+
+def repl_run_cli(command: str, target: Metastore, source: Metastore) -> subprocess.CompletedProcess[str]:
+    """``hmsrepl repl run COMMAND`` in a child process against ``target``, with ``source``'s roots."""
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{repo / 'include'}:{repo}"}
+    roots = ["--source-warehouse", str(source.config.warehouse), "--source-cmroot", str(source.config.cmroot)]
+    return subprocess.run(
+        [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command, *side_args("target", target), *roots],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,20 +26,7 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import FAILED, RUNNING, MetricsLog
 from hmsrepl.replication.verify import verify
 from tests.backends import temporary_database
-from tests.helpers import make_partition, make_table, open_sqlite_source, side_args, write_file
-from tests.servers import REPO
-
-
-def _cli(command: str, target: Metastore, source: Metastore) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'include'}:{REPO}"}
-    roots = ["--source-warehouse", str(source.config.warehouse), "--source-cmroot", str(source.config.cmroot)]
-    return subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command, *side_args("target", target), *roots],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+from tests.helpers import make_partition, make_table, open_sqlite_source, repl_run_cli, write_file
 
 
 def _unnamed(root: Path) -> list[str]:
@@ -85,7 +71,7 @@ def test_full_disk_fails_cleanly_frees_space_and_rerun_converges(tmp_path: Path,
     source.catalog.insert("big", "t", ["small"])
     engine = ReplicationEngine(str(tmp_path / "dumps"), source)
     assert (
-        _cli(
+        repl_run_cli(
             f"REPL LOAD big_dr FROM '{engine.execute('REPL DUMP big').dump_dir}'", target, engine.source
         ).returncode
         == 0
@@ -96,7 +82,7 @@ def test_full_disk_fails_cleanly_frees_space_and_rerun_converges(tmp_path: Path,
         write_file(part.sd.location, f"f{i}", os.urandom(512 * 1024))
     source.catalog.insert("big", "t", ["large"])
     dump = engine.execute(f"REPL DUMP big FROM {repl_status(target, 'big_dr')}")
-    failed = _cli(f"REPL LOAD big_dr FROM '{dump.dump_dir}'", target, engine.source)
+    failed = repl_run_cli(f"REPL LOAD big_dr FROM '{dump.dump_dir}'", target, engine.source)
     assert failed.returncode == 1
     lines = failed.stderr.strip().splitlines()
     assert len(lines) == 1, failed.stderr  # one line, no traceback
@@ -107,7 +93,7 @@ def test_full_disk_fails_cleanly_frees_space_and_rerun_converges(tmp_path: Path,
     assert MetricsLog(target.engine).list(limit=1)[0].status == FAILED
     assert target.catalog.get_partition_names("big_dr", "t") == ["p=small"]  # nothing published
     subprocess.run(["mount", "-o", "remount,size=16m", str(small_fs)], check=True)  # space is added
-    assert _cli(f"REPL LOAD big_dr FROM '{dump.dump_dir}'", target, engine.source).returncode == 0
+    assert repl_run_cli(f"REPL LOAD big_dr FROM '{dump.dump_dir}'", target, engine.source).returncode == 0
     assert verify(source, "big", target, "big_dr") == []
     target.close()
     source.close()
@@ -124,7 +110,7 @@ def test_lost_database_connection_fails_cleanly_and_rerun_converges(tmp_path: Pa
             MetastoreConfig(db_url=url, warehouse=str(tmp_path / "dst_wh"), cmroot=str(tmp_path / "dst_cm"))
         )
         assert (
-            _cli(
+            repl_run_cli(
                 f"REPL LOAD pg_dr FROM '{engine.execute('REPL DUMP pg').dump_dir}'", target, engine.source
             ).returncode
             == 0
@@ -156,7 +142,7 @@ def test_lost_database_connection_fails_cleanly_and_rerun_converges(tmp_path: Pa
 
         cutter = threading.Thread(target=cut_connections)
         cutter.start()
-        failed = _cli(f"REPL LOAD pg_dr FROM '{dump.dump_dir}'", target, engine.source)
+        failed = repl_run_cli(f"REPL LOAD pg_dr FROM '{dump.dump_dir}'", target, engine.source)
         stop.set()
         cutter.join()
         admin.dispose()
@@ -165,7 +151,7 @@ def test_lost_database_connection_fails_cleanly_and_rerun_converges(tmp_path: Pa
         assert len(lines) == 1, failed.stderr
         assert "target metastore database failed" in lines[0] and "run the same REPL LOAD again" in lines[0]
         assert _unnamed(warehouse) == []
-        done = _cli(f"REPL LOAD pg_dr FROM '{dump.dump_dir}'", target, engine.source)
+        done = repl_run_cli(f"REPL LOAD pg_dr FROM '{dump.dump_dir}'", target, engine.source)
         assert done.returncode == 0, done.stderr
         assert verify(source, "pg", target, "pg_dr") == []
         statuses = [row.status for row in MetricsLog(target.engine).list(limit=None)]

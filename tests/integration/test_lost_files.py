@@ -8,9 +8,7 @@ complete overwrite at the source brings it back: the mark goes and the replica e
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,9 +21,8 @@ from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.replication.lost_files import STALE
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.storage.local import local_path
-from tests.helpers import make_partition, side_args, write_file
+from tests.helpers import make_partition, repl_run_cli, write_file
 from tests.integration.test_replica_listing import FILES, append, bootstrap, seed
-from tests.servers import REPO
 
 SKIP = "WITH ('hmsrepl.repl.lost.files'='skip-objects')"
 D1 = ("orders", "day=d1")
@@ -55,16 +52,7 @@ def replica_d1(target: Metastore) -> tuple[set[str], str | None]:
 
 
 def load_cli(dump_dir: str, target: Metastore, source: Metastore) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'include'}:{REPO}"}
-    roots = ["--source-warehouse", str(source.config.warehouse), "--source-cmroot", str(source.config.cmroot)]
-    command = f"REPL LOAD sales_dr FROM '{dump_dir}' {SKIP}"
-    return subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command, *side_args("target", target), *roots],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return repl_run_cli(f"REPL LOAD sales_dr FROM '{dump_dir}' {SKIP}", target, source)
 
 
 def test_a_lost_file_leaves_its_partition_stale_and_the_rest_replicates(

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import DatabaseState, capture_state, diff_states
+from tests.helpers import open_store
 from tests.servers import REPO, metastore_server
 
 pytestmark = pytest.mark.spark
@@ -104,13 +104,7 @@ def test_overwrites_without_trash_replicate_at_every_event_id(
     writer_and_source: tuple[Writer, Metastore, str], tmp_path: Path
 ) -> None:
     writer, source, warehouse = writer_and_source
-    target = Metastore.open(
-        MetastoreConfig(
-            db_url=f"sqlite:///{tmp_path}/target.db",
-            warehouse=str(tmp_path / "dst_wh"),
-            cmroot=str(tmp_path / "dst_cm"),
-        )
-    )
+    target = open_store(tmp_path, "target")
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
     writer.sql("CREATE DATABASE nt")
     writer.sql("CREATE TABLE nt.parts (id INT) PARTITIONED BY (p STRING) STORED AS PARQUET")
