@@ -35,7 +35,8 @@ def test_replaced_versions_wait_in_tickets_and_retire_when_due(
     engine.execute(f"REPL LOAD d FROM '{boot.dump_dir}'")
     first_version = target.catalog.get_table("d", "t").sd.location
     _write(location / "b.txt", b"second")
-    source.catalog.insert("d", "t", new_files=[str(location / "b.txt")])
+    # An overwrite takes a new version (a lone added file would be published in place, replacing nothing).
+    source.catalog.insert("d", "t", new_files=[str(location / "b.txt")], replace=True)
     inc = engine.execute(f"REPL DUMP d FROM {boot.last_event_id}")
     started = time.monotonic()
     engine.execute(f"REPL LOAD d FROM '{inc.dump_dir}'")

@@ -46,6 +46,13 @@ def append(source: Metastore, name: str, data: bytes, day: str = "d1") -> None:
     source.catalog.insert("sales", "orders", [day], new_files=[new])
 
 
+def append_two(source: Metastore, day: str = "d1") -> None:
+    """One INSERT of two new files: the load publishes it as a new version of the partition."""
+    part = source.catalog.get_partition("sales", "orders", [day])
+    new = [write_file(part.sd.location, f"part-two-{i}.parquet", f"two {i}".encode()) for i in range(2)]
+    source.catalog.insert("sales", "orders", [day], new_files=new)
+
+
 def bootstrap(engine: ReplicationEngine, target_db: str = "sales_dr") -> str:
     dumped = engine.execute("REPL DUMP sales")
     engine.execute(f"REPL LOAD {target_db} FROM '{dumped.dump_dir}'")
@@ -113,7 +120,7 @@ def test_a_file_changed_behind_the_replicas_back_is_noticed_and_copied_again(eng
     drifted = replica_file(target, "part-00007.parquet")
     drifted.write_bytes(b"rows X")  # same size, other content: only the modification time tells
     os.utime(drifted, ns=(drifted.stat().st_atime_ns, drifted.stat().st_mtime_ns + 5_000_000_000))
-    append(source, "part-new.parquet", b"new rows")
+    append_two(source)  # a new version (one new file alone is added in place, trusting no kept file)
     _, loaded = incremental(engine)
     assert loaded.stats.files_reverified == 1
     assert replica_file(target, "part-00007.parquet").read_bytes() == b"rows 7"
@@ -125,9 +132,9 @@ def test_a_touched_file_with_the_same_content_is_kept(engine, source, target):
     bootstrap(engine)
     touched = replica_file(target, "part-00003.parquet")
     os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 5_000_000_000))
-    append(source, "part-new.parquet", b"new rows")
+    append_two(source)
     _, loaded = incremental(engine)
-    assert loaded.stats.files_reverified == 1 and loaded.stats.files_copied == 1
+    assert loaded.stats.files_reverified == 1 and loaded.stats.files_copied == 2
     assert verify(source, "sales", target, "sales_dr") == []
 
 

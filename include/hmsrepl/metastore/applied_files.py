@@ -14,12 +14,28 @@ version it saw, which only a lookup of the object can tell (one HEAD per file, n
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from hmsrepl.metastore.file_capture import is_hidden
+from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.messages import checksum_of, relative_path
 
-AppliedFiles = Sequence[str] | Mapping[str, str]
-"""Encoded files a load made a location hold: a list, or the load's own listing (relative path -> encoded)."""
+
+@dataclass(frozen=True)
+class AppliedAddition:
+    """Files a load adds to a location it keeps, published by a rename once the load commits.
+
+    The location's other files are untouched, so only these are recorded: the capture costs what was added,
+    not what the object holds. They are still under their staged names while the load's transaction runs,
+    so each comes with the size, modification time (a rename keeps it) and checksum the load verified.
+    """
+
+    added: tuple[FileRecord, ...]
+
+
+AppliedFiles = Sequence[str] | Mapping[str, str] | AppliedAddition
+"""What a load made a location hold: a list of encoded files, the load's own listing (relative path ->
+encoded), or files it adds to what the location already holds."""
 
 
 class ChecksumView(Mapping[str, str]):
@@ -42,7 +58,7 @@ class ChecksumView(Mapping[str, str]):
         return self._count
 
 
-def applied_checksums(applied: AppliedFiles) -> Mapping[str, str]:
+def applied_checksums(applied: Sequence[str] | Mapping[str, str]) -> Mapping[str, str]:
     """Relative path -> checksum of the encoded files a load made a location hold (hidden entries left out)."""
     if isinstance(applied, Mapping):
         return ChecksumView(applied)

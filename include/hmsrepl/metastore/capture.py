@@ -202,6 +202,23 @@ def capture_named(
     return out
 
 
+def capture_addition(
+    conn: Connection, cm: ChangeManager, key: ObjectKey, location: str | None, added: Sequence[FileRecord]
+) -> Captured:
+    """Record files a load adds to a location it keeps, without listing the location (O(files added)).
+
+    The load verified each file's content and checked that the listing they complete is the source's; they
+    are still staged (``applied_files.AppliedAddition``), so they are pinned into cmroot by the load's publish
+    intent once they have their names, not here.
+    """
+    before = listings.summary(conn, key)
+    replaced = len(listings.read_paths(conn, key, [record.rel_path for record in added]))
+    after = listings.apply(conn, key, added)
+    encoded = tuple(encode_at(cm, location or "", record.rel_path, _identity(record)) for record in added)
+    complete = before.count - replaced == 0
+    return Captured(DataChange(encoded, (), complete, after.count, after.digest))
+
+
 def _applied_stats(disk: Mapping[str, StatIdentity], applied: Mapping[str, str]) -> dict[str, StatIdentity]:
     """The applied listing's files with their stat on disk (or the size their checksum records)."""
     return {

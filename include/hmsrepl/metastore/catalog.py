@@ -30,8 +30,15 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import listings
-from hmsrepl.metastore.applied_files import AppliedFiles, applied_checksums
-from hmsrepl.metastore.capture import Captured, capture, capture_named, relative_names, same_stat
+from hmsrepl.metastore.applied_files import AppliedAddition, AppliedFiles, applied_checksums
+from hmsrepl.metastore.capture import (
+    Captured,
+    capture,
+    capture_addition,
+    capture_named,
+    relative_names,
+    same_stat,
+)
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import EventType
@@ -231,7 +238,6 @@ class CatalogService:
             with self.events.reader() as conn:
                 self.locations.check_table(conn, table.qualified_name, location, managed=table.is_managed)
         self.intents.settle([location], f"table '{table.qualified_name}'")
-        applied = applied_checksums(applied_files) if applied_files is not None else None
         with self.events.transaction() as tx:
             db_id = self._db_id(tx.conn, table.db_name)
             exists = tx.conn.execute(
@@ -257,9 +263,7 @@ class CatalogService:
             data = None
             if location and not table.partition_keys:  # partitions carry their own files
                 listings.forget(tx.conn, ObjectKey(tbl_id))
-                data = capture(
-                    tx.conn, self.cm, ObjectKey(tbl_id), location, applied=applied, fresh=True
-                ).change
+                data = self._captured(tx.conn, ObjectKey(tbl_id), location, applied_files, fresh=True)
             tx.emit(
                 EventType.CREATE_TABLE,
                 table.db_name,
@@ -359,12 +363,12 @@ class CatalogService:
                 )
         recycled: list[str] = []
         captured = not new_table.partition_keys and (capture_files or move is not None)
-        applied = applied_checksums(applied_files) if applied_files is not None and not move else None
+        applied = None if move else applied_files
         if move:  # events before the rename name the old paths: keep them in cmroot
             with self.events.reader() as conn:
                 known = self._known_files(conn, old.id or 0, None)
             self.cm.preserve(describe_known(move[0], self.cm, _lookup(known, move[0])))
-        elif captured and applied is None:
+        elif captured and applied_files is None:
             recycled = self.trash.adopt(new_table.sd.location)
         with self.events.transaction() as tx:
             tbl_id, current = self._load_table(tx.conn, db_name, table_name, for_update=True)
@@ -398,7 +402,7 @@ class CatalogService:
             data = None
             if captured:  # a move is captured at the old place; the files it added are named at the new one
                 where = move[0] if move else new_table.sd.location
-                data = capture(tx.conn, self.cm, ObjectKey(tbl_id), where, applied=applied).change
+                data = self._captured(tx.conn, ObjectKey(tbl_id), where, applied)
                 if move:
                     data = _rerooted(data, move[0], move[1])
             body = {"before": _snapshot(current), "after": _snapshot(new_table), "recycled": recycled}
@@ -615,14 +619,9 @@ class CatalogService:
             if added:
                 listings.forget_partitions(tx.conn, tbl_id, ids.values())
                 changes = [
-                    capture(
-                        tx.conn,
-                        self.cm,
-                        ObjectKey(tbl_id, ids[name]),
-                        part.sd.location,
-                        applied=applied_checksums(applied[name]) if name in applied else None,
-                        fresh=True,
-                    ).change
+                    self._captured(
+                        tx.conn, ObjectKey(tbl_id, ids[name]), part.sd.location, applied.get(name), fresh=True
+                    )
                     for name, part in added
                 ]
                 body = {"table": _snapshot(current), "partitions": [_snapshot(part) for _, part in added]}
@@ -841,14 +840,12 @@ class CatalogService:
                 )
                 data = None
                 if capture_files:
-                    given = given_files[name]
-                    data = capture(
+                    data = self._captured(
                         tx.conn,
-                        self.cm,
                         ObjectKey(tbl_id, old_rows[name].part_id),
                         part.sd.location,
-                        applied=applied_checksums(given) if given is not None else None,
-                    ).change
+                        given_files[name],
+                    )
                 body = {
                     "table": _snapshot(current),
                     "before": _snapshot(before),
@@ -1022,6 +1019,21 @@ class CatalogService:
                 part_id = self._part_ids(conn, table.id, [name]).get(name)
             recorded = listings.read(conn, ObjectKey(table.id, part_id)) if part_id is not None else {}
         return describe_known(location, self.cm, lambda rel, now: _still_recorded(recorded.get(rel), now))
+
+    def _captured(
+        self,
+        conn: Connection,
+        key: ObjectKey,
+        location: str | None,
+        applied_files: AppliedFiles | None,
+        *,
+        fresh: bool = False,
+    ) -> DataChange:
+        """The data change a write records for one object: from its location, or from what a load applied."""
+        if isinstance(applied_files, AppliedAddition):
+            return capture_addition(conn, self.cm, key, location, applied_files.added).change
+        applied = applied_checksums(applied_files) if applied_files is not None else None
+        return capture(conn, self.cm, key, location, applied=applied, fresh=fresh).change
 
     def _part_ids(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
         out: dict[str, int] = {}

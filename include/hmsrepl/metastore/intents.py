@@ -5,9 +5,9 @@ cmroot; a create makes its directory after it committed (a failed or killed call
 behind). If the process dies in between, that work would be lost: dropped files would stay in the warehouse
 for good, and a table re-created under the same name would adopt them. So each change inserts one row in
 ``file_intents`` in the same transaction as the change and its event, naming the work (``recycle`` files
-and remove directories, or ``makedirs``). After the commit the request does the work and deletes the row;
-rows a crash left behind are completed by housekeeping (the server's periodic pass, ``Metastore.open`` and
-``hmsrepl intents run``) until they succeed. Every step is idempotent, so doing an intent twice, or in two
+and remove directories, ``makedirs``, or ``publish`` a replication load's staged copies). After the commit
+the request does the work and deletes the row; rows a crash left behind are completed by housekeeping (the
+server's periodic pass, ``Metastore.open`` and ``hmsrepl intents run``) until they succeed. Every step is idempotent, so doing an intent twice, or in two
 processes at once, is harmless: a file already in cmroot is not moved again, a directory already gone is
 not an error.
 
@@ -35,12 +35,16 @@ from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.schema import file_intents
 from hmsrepl.storage.base import filesystem_for, path_key
+from hmsrepl.storage.staging import publish_owed, staging_name
 
 log = logging.getLogger(__name__)
 
 RECYCLE = "recycle"
 MAKEDIRS = "makedirs"
-KINDS = (RECYCLE, MAKEDIRS)
+PUBLISH = "publish"
+KINDS = (RECYCLE, MAKEDIRS, PUBLISH)
+# Kinds whose pending work puts files in, or takes them out of, a location: done before a new object takes it.
+SETTLED_BEFORE_CREATE = (RECYCLE, PUBLISH)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,16 @@ class FileIntents:
         if dirs:
             self._record(tx, MAKEDIRS, {"dirs": dirs})
 
+    def publish(self, tx: MetastoreTransaction, files: Sequence[str]) -> None:
+        """After commit: rename the staged copies of ``files`` (encoded URIs) into place, then pin them.
+
+        A load adding a file to a location it keeps stages the copy there under a hidden name and names it
+        in the same transaction as the metadata: the rename after the commit makes the file appear at once,
+        and a crash in between leaves the rename to housekeeping, never a file readers see before its commit.
+        """
+        if files:
+            self._record(tx, PUBLISH, {"files": list(files)})
+
     def _record(self, tx: MetastoreTransaction, kind: str, payload: dict[str, Any]) -> None:
         now = _now_ms()
         row = {
@@ -144,6 +158,10 @@ class FileIntents:
         if intent.kind == MAKEDIRS:
             for directory in intent.payload.get("dirs", []):
                 filesystem_for(directory).makedirs(directory)
+        elif intent.kind == PUBLISH:
+            files = intent.payload.get("files", [])
+            publish_owed([EncodedFileUri.decode(text).file_uri for text in files])
+            self.cm.pin(files)
         elif intent.kind == RECYCLE:
             files = intent.payload.get("files", [])
             self.cm.recycle(files)
@@ -178,6 +196,15 @@ class FileIntents:
                 )
                 for row in conn.execute(query)
             ]
+
+    def owed_copies(self) -> set[str]:
+        """Path keys of staged copies that committed loads still have to publish: never leftovers to sweep."""
+        return {
+            path_key(staging_name(EncodedFileUri.decode(text).file_uri))
+            for intent in self.pending(committed_only=True)
+            if intent.kind == PUBLISH
+            for text in intent.payload.get("files", [])
+        }
 
     def _claim(self, intent: Intent) -> bool:
         """Take the intent for this process (optimistically: whoever moves ``claimed_at`` first has it)."""
@@ -218,7 +245,7 @@ class FileIntents:
         return IntentRunResult(completed, failed, skipped)
 
     def settle(self, locations: Iterable[str | None], what: str) -> None:
-        """Complete pending recycle intents touching ``locations`` before a new object takes them.
+        """Complete pending recycle and publish intents touching ``locations`` before a new object takes them.
 
         This is what keeps a re-created name from adopting the files of a dropped object whose recycling
         a crash interrupted. Raises InvalidOperationError naming the location and the cause when an intent
@@ -228,7 +255,7 @@ class FileIntents:
         if not keys:
             return
         for intent in self.pending(committed_only=True):
-            if intent.kind != RECYCLE or not _overlaps(intent.paths(), keys):
+            if intent.kind not in SETTLED_BEFORE_CREATE or not _overlaps(intent.paths(), keys):
                 continue
             try:
                 self.complete(intent)

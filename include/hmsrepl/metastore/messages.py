@@ -99,18 +99,26 @@ class DataChange:
 
     def check(self, listing: Mapping[str, str], what: str) -> None:
         """Raise unless ``listing`` (after applying this change) is the one the source recorded."""
-        if self.count is not None and len(listing) != self.count:
+        digest = None
+        if self.digest is not None and (self.count is None or len(listing) == self.count):
+            digest = listing_digest.of((rel, checksum_of(enc)) for rel, enc in listing.items())
+        self.check_summary(len(listing), digest, what)
+
+    def check_summary(self, count: int, digest: str | None, what: str) -> None:
+        """Raise unless a listing of ``count`` files with ``digest`` (None: not computed) is the source's.
+
+        A load that keeps a listing's summary up to date per change checks it without the listing itself.
+        """
+        if self.count is not None and count != self.count:
             raise ListingMismatchError(
-                f"{what}: rebuilt listing has {len(listing)} files, the source recorded {self.count}; an "
+                f"{what}: rebuilt listing has {count} files, the source recorded {self.count}; an "
                 "event is missing or was applied twice: load from a new bootstrap dump"
             )
-        if self.digest is not None:
-            digest = listing_digest.of((rel, checksum_of(enc)) for rel, enc in listing.items())
-            if digest != self.digest:
-                raise ListingMismatchError(
-                    f"{what}: rebuilt listing differs from the source's (digest {digest} != {self.digest}); "
-                    "an event is missing or was applied twice: load from a new bootstrap dump"
-                )
+        if self.digest is not None and digest is not None and digest != self.digest:
+            raise ListingMismatchError(
+                f"{what}: rebuilt listing differs from the source's (digest {digest} != {self.digest}); "
+                "an event is missing or was applied twice: load from a new bootstrap dump"
+            )
 
 
 def _data_v1(body: Mapping[str, Any], always: bool = False) -> DataChange | None:

@@ -1,8 +1,8 @@
 """Copy one file from the source warehouse (or its cmroot copy) to the target, verified by checksum.
 
-The copy is written under a hidden staging name (``.hmsrepl-staging-<name>``: Hive and Spark skip names
-starting with '.'), its checksum computed while writing, and compared before anything is published. Only a
-verified file is renamed into place, so readers never see a partial or wrong file.
+The copy is written under a hidden staging name (``storage.staging``), its checksum computed while writing,
+and compared before anything is published. Only a verified file is renamed into place, so readers never see
+a partial or wrong file.
 
 Loads publish an object's new state as a new *version directory* (``<location>.hmsrepl-v<event id>``, a
 sibling of the object's logical location) that no metadata names until the load's transaction switches the
@@ -26,8 +26,8 @@ from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below
 from hmsrepl.storage.base import copy_file, filesystem_for, join_uri
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
+from hmsrepl.storage.staging import STAGING_PREFIX, publish, staging_name
 
-STAGING_PREFIX = ".hmsrepl-staging-"
 TEMP_PREFIX = ".tmp-"  # local atomic writes (storage.local) before their rename
 # A version directory is the logical location plus this mark and the event id that made it (a counter after
 # a dash when one batch makes two versions of the same object): ``t.hmsrepl-v120``, ``p=a.hmsrepl-v120-1``.
@@ -90,11 +90,6 @@ class CopyResult:
     bytes_copied: int
     from_cmroot: bool
     prefetched: bool = False
-
-
-def staging_name(final_uri: str) -> str:
-    parent, _, name = final_uri.rstrip("/").rpartition("/")
-    return f"{parent}/{STAGING_PREFIX}{name}"
 
 
 def copy_verified(
@@ -240,20 +235,6 @@ def _present(uri: str, size: int | None) -> bool:
         status.uri.rstrip("/") == uri.rstrip("/") and (size is None or status.size == size)
         for status in filesystem_for(uri).list_files(uri)
     )
-
-
-def publish(target_uri: str) -> None:
-    """Rename a verified staged copy into place (replacing an older file of the same name).
-
-    The rename is not synced: call ``publish_all`` to make a batch of them durable with one sync.
-    """
-    staged = staging_name(target_uri)
-    if is_local_uri(target_uri):
-        os.replace(local_path(staged), local_path(target_uri))
-        return
-    fs = filesystem_for(target_uri)
-    fs.delete(target_uri)
-    fs.move(staged, target_uri)
 
 
 def publish_all(target_uris: Sequence[str], *, durable: bool = True) -> None:

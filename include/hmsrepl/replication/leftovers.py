@@ -37,7 +37,7 @@ from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.schema import partitions, tbls
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import is_staging_name
-from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, path_key, relative_to
 from hmsrepl.storage.local import is_local_uri, local_path
 
 log = logging.getLogger(__name__)
@@ -157,8 +157,13 @@ def find_leftovers(
     if fs.exists(tickets):  # awaiting their grace period: retired by a later load, not swept
         named.data.add(tickets.rstrip("/"))
         named.data.update(r.directory.rstrip("/") for _, _, batch in read_tickets(tickets) for r in batch)
+    owed = store.catalog.intents.owed_copies()  # staged copies whose publication a committed load owes
     found = Leftovers()
-    found.files = [status for status in fs.list_files(root) if not named.keeps_file(status.uri)]
+    found.files = [
+        status
+        for status in fs.list_files(root)
+        if not named.keeps_file(status.uri) and path_key(status.uri) not in owed
+    ]
     if is_local_uri(root):  # object stores have no directories of their own
         base = local_path(root).rstrip("/")
         uri_root = root.rstrip("/")

@@ -27,6 +27,7 @@ from sqlalchemy import Connection, select
 
 from hmsrepl.formats.file_uri import SEPARATOR
 from hmsrepl.metastore import listings
+from hmsrepl.metastore.applied_files import AppliedAddition, AppliedFiles
 from hmsrepl.metastore.capture import same_stat
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
@@ -163,6 +164,11 @@ class Published:
     stamps: dict[str, int]  # relative path -> modification time of files whose record is new or changed
     removed: set[str]  # recorded paths the version no longer holds
     replace: bool  # no record existed: record every file (``stamps`` then covers all of them)
+    in_place: bool = False  # ``files`` are only the ones added to ``location``, staged until the commit
+
+    def applied(self) -> AppliedFiles:
+        """What the replica's own event records: the version's whole listing, or only what was added."""
+        return AppliedAddition(tuple(self.records())) if self.in_place else self.files
 
     def records(self) -> Iterator[FileRecord]:
         for rel in self.files if self.replace else self.stamps:

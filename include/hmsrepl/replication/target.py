@@ -15,8 +15,16 @@ new directories are removed before its transaction ends.
 Why not keep unchanged files in place and add only the new ones: a reader lists a location recursively, so
 a file added to a live directory is visible at once, before the metadata commits (and after a kill); an
 overwrite must also hide the old files at the same instant. One directory per version is the only layout
-where the metadata switch alone decides what readers see. The cost is O(files) links per changed object,
-not a data copy (local disks); on S3 each unchanged file costs a server-side copy.
+where the metadata switch alone decides what readers see for any change. Its cost is O(files) links per
+changed object, not a data copy (local disks); on S3 each unchanged file costs a server-side copy.
+
+The exception is the most common change of all, one file added (an append, a streaming micro-batch): one
+rename makes one whole file appear, so a reader sees the listing before the change or after it, never a
+part. Such a file is copied under its hidden staged name into the object's current directory and named in
+a publish intent (``metastore.intents``) in the batch's transaction; the intent renames it after the
+commit, or housekeeping does after a crash. Readers never see it before its metadata; for the moment
+between the commit and the rename they see the state before it. The load then costs what was added,
+whatever the object holds.
 """
 
 from __future__ import annotations
@@ -28,12 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hmsrepl.exceptions import HmsReplError, NoSuchObjectError
+from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
-from hmsrepl.metastore import Metastore
+from hmsrepl.metastore import Metastore, listings
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import ObjectKey
-from hmsrepl.metastore.messages import DataChange, relative_path
+from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.protection import LOCAL_PARAMS
 from hmsrepl.replication import iceberg
@@ -135,6 +144,8 @@ class TargetWriter:
         self.version = 0
         self._created: list[str] = []  # version directories made in the current batch (not yet named)
         self._retire: list[Retirement] = []  # directories the current batch stops naming
+        # Files added in place this batch (final URI -> staged copy), published by a rename at commit.
+        self._in_place: dict[str, str] = {}
         self.lost = LostFiles()  # files this load cannot fetch: their objects' data stays as it is, marked
 
     # -- mapping -------------------------------------------------------------------------------------------
@@ -243,18 +254,23 @@ class TargetWriter:
             source_location,
             key,
             f"table '{self.db}.{wanted.table_name}'",
+            # An Iceberg table's new metadata is read and rewritten for the replica during the batch: it
+            # must be at its name already, so those tables always take a new version.
+            in_place=not iceberg.is_iceberg(wanted),
         )
         wanted = wanted.model_copy(update={"sd": wanted.sd.model_copy(update={"location": location})})
         wanted = iceberg.localize(wanted, source_location)  # Iceberg metadata naming the copies
         # The files the version holds, for the replica's own event (a replica is a source too): from what the
         # load verified, so the catalog reads none of them again.
-        applied = published.files if published is not None else None
+        applied = published.applied() if published is not None else None
         if current is None:
             self.stats.tables += 1
             table = self.catalog.create_table(wanted, applied_files=applied)
         else:
             table = wanted.model_copy(update={"id": current.id, "write_id": current.write_id})
-            if _without_volatile(current) != _without_volatile(table):
+            if (published is not None and published.in_place) or _without_volatile(
+                current
+            ) != _without_volatile(table):
                 self.catalog.alter_table(
                     self.db, wanted.table_name, table, capture_files=True, applied_files=applied
                 )
@@ -362,16 +378,16 @@ class TargetWriter:
             part = part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
             if current is None:
                 new_parts.append(part)
-            elif _without_volatile(current) != _without_volatile(
+            elif (done is not None and done.in_place) or _without_volatile(current) != _without_volatile(
                 part.model_copy(update={"write_id": current.write_id})
             ):
-                changed.append(part)
+                changed.append(part)  # a file added in place changes no metadata, but is the replica's event
 
         def applied(group: list[Partition]) -> list[Mapping[str, str] | None]:
             out = []
             for p in group:
                 done = published.get(make_partition_name(keys, p.values))
-                out.append(done.files if done is not None else None)
+                out.append(done.applied() if done is not None else None)
             return out
 
         if new_parts:
@@ -428,6 +444,8 @@ class TargetWriter:
         source_location: str | None,
         key: ObjectKey | None,
         what: str,
+        *,
+        in_place: bool = True,
     ) -> tuple[str | None, Published | None]:
         """The location to record for an object: a new version with ``change`` applied, or the one it has.
 
@@ -435,7 +453,9 @@ class TargetWriter:
         the object elsewhere, then it names the new logical location).
         """
         if change is not None and logical and self.copy_data:
-            published = self.publish_version(current, logical, change, source_location, key, what)
+            published = self.publish_version(
+                current, logical, change, source_location, key, what, in_place=in_place
+            )
             return published.location, published
         if current and logical and logical_location(current) == logical.rstrip("/"):
             return current, None
@@ -457,6 +477,8 @@ class TargetWriter:
         source_location: str | None,
         key: ObjectKey | None = None,
         what: str = "",
+        *,
+        in_place: bool = True,
     ) -> Published:
         """A directory holding the object's listing after ``change``: ``current`` if it already does, else a
         new version.
@@ -467,8 +489,14 @@ class TargetWriter:
         what an interrupted attempt left in it, links the files ``current`` holds with the right checksum
         (after a size and modification-time check against the record, no read), copies the rest
         (checksum-verified, original location, recorded version, then cmroot), and publishes the copies inside
-        it: nothing a reader can see changes until the caller records the returned location.
+        it: nothing a reader can see changes until the caller records the returned location. A change that
+        adds one file is instead added to ``current`` (``_publish_in_place``) unless ``in_place`` is False.
         """
+        added_in_place = (
+            self._publish_in_place(current, logical, change, source_location, key, what) if in_place else None
+        )
+        if added_in_place is not None:
+            return added_in_place
         fs = filesystem_for(logical)
         held = self._held(current, key)
         wanted = change.apply(held.files)
@@ -477,8 +505,9 @@ class TargetWriter:
         kept = unchanged(held, wanted)
         stamps: dict[str, int] = {} if held.recorded else held.stamps
         drifted: set[str] = set()
+        staged_here = self._staged_below(current)  # added in place earlier in this batch: not there yet
         if current and held.recorded and kept:
-            drifted, restamped = drift(current, held, kept)
+            drifted, restamped = drift(current, held, kept - staged_here.keys())
             stamps.update(restamped)
             self.stats.files_reverified += len(restamped) + len(drifted)
             for rel in sorted(drifted):
@@ -501,7 +530,7 @@ class TargetWriter:
         for rel, encoded in wanted.items():
             target_uri = join_uri(new, rel)
             if rel in kept:
-                link_file(join_uri(current or "", rel), target_uri)
+                link_file(staged_here.get(rel) or join_uri(current or "", rel), target_uri)
                 fault_point()
                 continue
             if rel in present and _checksum_matches(fs, present[rel], encoded):
@@ -524,6 +553,62 @@ class TargetWriter:
             self.stats.files_removed += len(removed)
         self._retire_staging_area(logical, current)
         return Published(new, wanted, stamps, removed, not held.recorded)
+
+    def _publish_in_place(
+        self,
+        current: str | None,
+        logical: str,
+        change: DataChange,
+        source_location: str | None,
+        key: ObjectKey | None,
+        what: str,
+    ) -> Published | None:
+        """A change that adds one file, published in the object's current directory: None if it is not one.
+
+        One rename makes one file appear whole, so a reader listing the directory still sees the listing
+        before the change or the one after it, never a part. The file is copied under its hidden staged name
+        and named in a publish intent in the batch's transaction; the intent renames it once the batch has
+        committed (after a crash, housekeeping does), so readers never see it before its metadata. The kept
+        files are neither listed nor linked and the record is read for the one path and its summary only:
+        the load costs the same whatever the object holds. Everything else (several files, a file replaced
+        or removed, no record yet, object stores where a rename is a copy, an object already changed in
+        place this batch) takes a new version.
+        """
+        if not current or key is None or not is_local_uri(current) or current in self._created:
+            return None
+        if change.complete or change.removed or len(change.added) != 1 or self._staged_below(current):
+            return None
+        if logical_location(current) != logical.rstrip("/"):
+            return None
+        encoded = change.added[0]
+        rel, checksum = relative_path(encoded), checksum_of(encoded)
+        with self.target.events.reader() as conn:
+            before = listings.summary(conn, key)
+            if not checksum or before.count == 0 or listings.read_paths(conn, key, [rel]):
+                return None
+        after = listing_digest.combine(before.digest, [(rel, checksum)])
+        change.check_summary(before.count + 1, after, what or logical)
+        target_uri = join_uri(current, rel)
+        allowed = below_any(source_location, self.source_cmroot)
+        self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
+        fault_point()
+        staged = staging_name(target_uri)
+        subdir = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        final = EncodedFileUri(target_uri, checksum, "", subdir).encode()
+        with self.target.events.transaction() as tx:
+            self.catalog.intents.publish(tx, [final])
+        self._in_place[target_uri] = staged
+        self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # the copy is durable before the commit
+        self.stats.files_kept += before.count
+        self._retire_staging_area(logical, current)
+        return Published(current, {rel: final}, {rel: stamp_of(staged)}, set(), False, in_place=True)
+
+    def _staged_below(self, location: str | None) -> dict[str, str]:
+        """Files this batch added in place below ``location`` (relative path -> staged copy)."""
+        if not location or not self._in_place:
+            return {}
+        root = location.rstrip("/") + "/"
+        return {uri[len(root) :]: staged for uri, staged in self._in_place.items() if uri.startswith(root)}
 
     def _held(self, current: str | None, key: ObjectKey | None) -> HeldListing:
         """What the object's current version holds: the replica's record, else a listing read once."""
@@ -567,6 +652,9 @@ class TargetWriter:
             link_file(status.uri, join_uri(new, rel))
             carried.add(rel)
             fault_point()
+        for rel, staged in self._staged_below(current).items():  # added in place earlier in this batch
+            link_file(staged, join_uri(new, rel))
+            carried.add(rel)
         if is_local_uri(new):
             self._unsynced_dirs.add(local_path(new))
         self._retire.append(Retirement(current, frozenset(carried)))
@@ -598,13 +686,18 @@ class TargetWriter:
         for directory in self._created:
             with contextlib.suppress(Exception):
                 filesystem_for(directory).delete_tree(directory)
+        for staged in self._in_place.values():  # hidden copies in live directories: never published
+            with contextlib.suppress(Exception):
+                filesystem_for(staged).delete(staged)
         self._created.clear()
         self._retire.clear()
+        self._in_place.clear()
 
     def take_retirements(self) -> list[Retirement]:
         """The batch committed: the directories it stopped naming, for retirement after the grace period."""
         out, self._retire = self._retire, []
         self._created.clear()
+        self._in_place.clear()  # their publish intents rename them now that the batch committed
         return out
 
     # -- data: in place (ACID write directories, which belong to one write id) -----------------------------

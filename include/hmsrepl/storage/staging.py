@@ -1,0 +1,57 @@
+"""Staged copies: a file written under a hidden name next to its final place, then renamed into place.
+
+Hive and Spark skip names starting with '.', so a copy under ``.hmsrepl-staging-<name>`` is invisible to
+readers until its rename, and the rename makes the whole file appear at once. Loads stage every copy this
+way; the metastore's file intents (``metastore.intents``) finish a staged copy whose publication a committed
+load still owes, which is why the naming lives here, below both.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+
+from hmsrepl.storage.base import filesystem_for
+from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
+
+log = logging.getLogger(__name__)
+
+STAGING_PREFIX = ".hmsrepl-staging-"
+
+
+def staging_name(final_uri: str) -> str:
+    """Where the copy of ``final_uri`` waits, hidden, until it is published (same directory)."""
+    parent, _, name = final_uri.rstrip("/").rpartition("/")
+    return f"{parent}/{STAGING_PREFIX}{name}"
+
+
+def publish(target_uri: str) -> None:
+    """Rename a verified staged copy into place (replacing an older file of the same name).
+
+    The rename is not synced: ``publish_owed`` and the loads' batch sync make renames durable.
+    """
+    staged = staging_name(target_uri)
+    if is_local_uri(target_uri):
+        os.replace(local_path(staged), local_path(target_uri))
+        return
+    fs = filesystem_for(target_uri)
+    fs.delete(target_uri)
+    fs.move(staged, target_uri)
+
+
+def publish_owed(target_uris: Sequence[str]) -> None:
+    """Publish staged copies a committed change names, idempotently, and make the renames durable.
+
+    Run after the commit, and again after a crash: a copy already in place (no staged name left) is done; a
+    copy with neither name left belongs to an object removed since, and is only reported (``repl verify``
+    names a file its replica records but lacks).
+    """
+    for uri in target_uris:
+        staged = staging_name(uri)
+        fs = filesystem_for(uri)
+        if fs.exists(staged):
+            publish(uri)
+        elif not fs.exists(uri):
+            log.warning("'%s' was to be published but neither it nor its staged copy is there", uri)
+    sync_file_systems(local_path(uri).rsplit("/", 1)[0] or "/" for uri in target_uris if is_local_uri(uri))

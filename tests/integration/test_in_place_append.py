@@ -1,0 +1,138 @@
+"""One new file into a replica object is added in place: copied under a hidden name, renamed after the commit.
+
+A load that adds one file to a table or partition does not make a new version directory (linking every file
+the object keeps): it stages the copy in the object's own directory and names it in a publish intent in the
+batch's transaction; the intent renames it into place once the batch has committed. So the load costs what
+was added, readers never see the file before its metadata, a failed batch leaves nothing behind, and a crash
+between the commit and the rename is finished by housekeeping (``Metastore.open``, ``intents run``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.event_specs import parse_event
+from hmsrepl.metastore.intents import FileIntents
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.filecopy import is_staging_name
+from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.target import TargetWriter
+from hmsrepl.replication.verify import capture_state, diff_states, replica_leftovers, verify
+from hmsrepl.storage.local import local_path
+from tests.integration.test_replica_listing import FILES, append, append_two, bootstrap, incremental, seed
+
+
+def partition_dir(target: Metastore) -> Path:
+    return Path(local_path(target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location or ""))
+
+
+def staged_copies(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if is_staging_name(p.name)]
+
+
+def test_one_new_file_is_added_in_place_and_logged_as_one_file(engine, source, target):
+    seed(source)
+    bootstrap(engine)
+    before = partition_dir(target)
+    versions = sorted(os.listdir(before.parent))
+    append(source, "part-new.parquet", b"new rows")
+    replica_head = target.get_current_notification_event_id()
+    _, loaded = incremental(engine)
+    assert partition_dir(target) == before, "the partition's location moved"
+    assert sorted(os.listdir(before.parent)) == versions, "a new version directory was made"
+    assert loaded.stats.files_copied == 1 and loaded.stats.files_kept == FILES
+    assert (before / "part-new.parquet").read_bytes() == b"new rows"
+    assert staged_copies(before) == [] and target.catalog.intents.pending() == []
+    assert verify(source, "sales", target, "sales_dr") == []
+    # The replica's own event (a replica is a source too) names the one file, with the listing's summary.
+    events = target.get_next_notification(replica_head, 10)
+    data = [obj.change for event in events for obj in parse_event(event).objects()]
+    assert [e.event_type for e in events if e.event_type != "ALTER_DATABASE"] == ["ALTER_PARTITION"]
+    [change] = data
+    assert [os.path.basename(f.split("#")[0]) for f in change.added] == ["part-new.parquet"]
+    assert (change.removed, change.complete, change.count) == ((), False, FILES + 1)
+
+
+def test_several_new_files_still_take_a_new_version(engine, source, target):
+    seed(source)
+    bootstrap(engine)
+    before = partition_dir(target)
+    append_two(source)
+    incremental(engine)
+    assert partition_dir(target) != before
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_load_that_dies_after_its_commit_publishes_the_file_on_restart(engine, source, target, monkeypatch):
+    seed(source)
+    bootstrap(engine)
+    append(source, "part-new.parquet", b"new rows")
+    monkeypatch.setattr(FileIntents, "_after_commit", lambda self, intent: None)  # gone right after commit
+    dumped, _ = incremental(engine)
+    monkeypatch.undo()
+    here = partition_dir(target)
+    assert repl_status(target, "sales_dr") == dumped.last_event_id
+    assert not (here / "part-new.parquet").exists(), "published before its intent ran"
+    assert [p.name for p in staged_copies(here)] == [".hmsrepl-staging-part-new.parquet"]
+    assert replica_leftovers(target, "sales_dr") == [], "a copy a committed load owes is not a leftover"
+    assert target.complete_file_intents(lease_seconds=0).completed == 1  # what a restart does
+    assert (here / "part-new.parquet").read_bytes() == b"new rows" and staged_copies(here) == []
+    assert verify(source, "sales", target, "sales_dr") == []
+    append(source, "part-next.parquet", b"next rows")  # and replication goes on from there
+    incremental(engine)
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_failed_batch_leaves_no_staged_copy_and_changes_nothing(engine, source, target, monkeypatch):
+    seed(source)
+    bootstrap(engine)
+    append(source, "part-new.parquet", b"new rows")
+    last = repl_status(target, "sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    before = capture_state(target, "sales_dr")
+    staged: list[str] = []
+    real = TargetWriter._publish_in_place
+
+    def spy(self: TargetWriter, *args):  # type: ignore[no-untyped-def]
+        published = real(self, *args)
+        staged.extend(published.files if published is not None else ())
+        return published
+
+    def full_disk(self: TargetWriter, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError(28, "No space left on device")  # the batch fails after its file was staged
+
+    monkeypatch.setattr(TargetWriter, "_publish_in_place", spy)
+    monkeypatch.setattr(TargetWriter, "set_last_id", full_disk)
+    with pytest.raises(Exception, match="no space left on the target file system"):
+        engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    assert staged == ["part-new.parquet"], "the batch failed before the file was staged"
+    assert diff_states(before, capture_state(target, "sales_dr")) == []
+    assert repl_status(target, "sales_dr") == last
+    assert staged_copies(Path(local_path(target.config.warehouse))) == []
+    assert target.catalog.intents.pending() == []
+    monkeypatch.undo()
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")  # the cause fixed, it loads
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_reader_between_the_commit_and_the_rename_sees_the_state_before(
+    engine: ReplicationEngine, source: Metastore, target: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(source)
+    bootstrap(engine)
+    append(source, "part-new.parquet", b"new rows")
+    seen: list[list[str]] = []
+    real = FileIntents._after_commit
+
+    def reader_first(self: FileIntents, intent) -> None:  # type: ignore[no-untyped-def]
+        seen.append(sorted(p.name for p in partition_dir(target).iterdir() if not p.name.startswith(".")))
+        real(self, intent)
+
+    monkeypatch.setattr(FileIntents, "_after_commit", reader_first)
+    incremental(engine)
+    assert seen == [[f"part-{i:05d}.parquet" for i in range(FILES)]], "the file was visible before its rename"
+    assert (partition_dir(target) / "part-new.parquet").exists()
