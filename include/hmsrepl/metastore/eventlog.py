@@ -40,9 +40,15 @@ class MetastoreTransaction:
     ) -> None:
         self.events.append(PendingEvent(event_type, db_name, table_name, body))
 
-    def on_commit(self, action: Callable[[], None]) -> None:
-        """Run ``action`` once the transaction has committed (e.g. recycle files it dropped)."""
-        self.after_commit.append(action)
+    def on_commit(self, action: Callable[[], None], *, first: bool = False) -> None:
+        """Run ``action`` once the transaction has committed (e.g. recycle files it dropped).
+
+        ``first``: before the actions registered so far (work that readers of the change are waiting for).
+        """
+        if first:
+            self.after_commit.insert(0, action)
+        else:
+            self.after_commit.append(action)
 
 
 class EventLog:

@@ -105,9 +105,11 @@ class FileIntents:
         and a crash in between leaves the rename to housekeeping, never a file readers see before its commit.
         """
         if files:
-            self._record(tx, PUBLISH, {"files": list(files)})
+            self._record(tx, PUBLISH, {"files": list(files)}, first=True)
 
-    def _record(self, tx: MetastoreTransaction, kind: str, payload: dict[str, Any]) -> None:
+    def _record(
+        self, tx: MetastoreTransaction, kind: str, payload: dict[str, Any], *, first: bool = False
+    ) -> None:
         now = _now_ms()
         row = {
             "kind": kind,
@@ -118,7 +120,7 @@ class FileIntents:
         }
         intent_id = tx.conn.execute(insert(file_intents).values(**row)).inserted_primary_key[0]
         intent = Intent(intent_id, kind, payload, now, now, 0, None)
-        tx.on_commit(lambda: self._after_commit(intent))
+        tx.on_commit(lambda: self._after_commit(intent), first=first)
 
     def _after_commit(self, intent: Intent) -> None:
         """The request's own completion; a failure leaves the row for housekeeping, the change stands."""

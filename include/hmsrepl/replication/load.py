@@ -274,6 +274,7 @@ class LoadEngine:
         with self.clock.stage("apply"), self.target.events.transaction():
             try:
                 yield
+                writer.owe_publishes()
                 fault_point()  # everything staged, nothing committed
             except BaseException:
                 writer.discard_batch()

@@ -144,7 +144,7 @@ class TargetWriter:
         self.version = 0
         self._created: list[str] = []  # version directories made in the current batch (not yet named)
         self._retire: list[Retirement] = []  # directories the current batch stops naming
-        # Files added in place this batch (final URI -> staged copy), published by a rename at commit.
+        # Files added in place this batch (final URI -> encoded), staged until a rename after the commit.
         self._in_place: dict[str, str] = {}
         self.lost = LostFiles()  # files this load cannot fetch: their objects' data stays as it is, marked
 
@@ -567,7 +567,7 @@ class TargetWriter:
 
         One rename makes one file appear whole, so a reader listing the directory still sees the listing
         before the change or the one after it, never a part. The file is copied under its hidden staged name
-        and named in a publish intent in the batch's transaction; the intent renames it once the batch has
+        and named in the batch's publish intent (``owe_publishes``), which renames it once the batch has
         committed (after a crash, housekeeping does), so readers never see it before its metadata. The kept
         files are neither listed nor linked and the record is read for the one path and its summary only:
         the load costs the same whatever the object holds. Everything else (several files, a file replaced
@@ -595,9 +595,7 @@ class TargetWriter:
         staged = staging_name(target_uri)
         subdir = rel.rsplit("/", 1)[0] if "/" in rel else ""
         final = EncodedFileUri(target_uri, checksum, "", subdir).encode()
-        with self.target.events.transaction() as tx:
-            self.catalog.intents.publish(tx, [final])
-        self._in_place[target_uri] = staged
+        self._in_place[target_uri] = final
         self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # the copy is durable before the commit
         self.stats.files_kept += before.count
         self._retire_staging_area(logical, current)
@@ -608,7 +606,18 @@ class TargetWriter:
         if not location or not self._in_place:
             return {}
         root = location.rstrip("/") + "/"
-        return {uri[len(root) :]: staged for uri, staged in self._in_place.items() if uri.startswith(root)}
+        return {uri[len(root) :]: staging_name(uri) for uri in self._in_place if uri.startswith(root)}
+
+    def owe_publishes(self) -> None:
+        """Name the batch's files added in place in one publish intent, in its transaction (call last).
+
+        One intent for the batch: after the commit its files are renamed one after the other, before any
+        other file work of the batch, so readers wait for them as little as possible.
+        """
+        if self._in_place:
+            self.make_durable()
+            with self.target.events.transaction() as tx:
+                self.catalog.intents.publish(tx, list(self._in_place.values()))
 
     def _held(self, current: str | None, key: ObjectKey | None) -> HeldListing:
         """What the object's current version holds: the replica's record, else a listing read once."""
@@ -686,9 +695,9 @@ class TargetWriter:
         for directory in self._created:
             with contextlib.suppress(Exception):
                 filesystem_for(directory).delete_tree(directory)
-        for staged in self._in_place.values():  # hidden copies in live directories: never published
+        for uri in self._in_place:  # hidden copies in live directories: never published
             with contextlib.suppress(Exception):
-                filesystem_for(staged).delete(staged)
+                filesystem_for(uri).delete(staging_name(uri))
         self._created.clear()
         self._retire.clear()
         self._in_place.clear()
@@ -697,7 +706,7 @@ class TargetWriter:
         """The batch committed: the directories it stopped naming, for retirement after the grace period."""
         out, self._retire = self._retire, []
         self._created.clear()
-        self._in_place.clear()  # their publish intents rename them now that the batch committed
+        self._in_place.clear()  # their publish intent renames them now that the batch committed
         return out
 
     # -- data: in place (ACID write directories, which belong to one write id) -----------------------------
