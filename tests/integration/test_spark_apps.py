@@ -116,6 +116,12 @@ def seed(store: Metastore) -> None:
     catalog.create_function(Function(function_name="myudf", db_name="sales", class_name="com.example.Udf"))
 
 
+def rewrite_keeping_stat(path: Path, content: bytes, stat: os.stat_result) -> None:
+    """Change a file's content as only a tamperer would: same size, same modification time."""
+    path.write_bytes(content)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
 def staged_leftovers(store: Metastore) -> list[str]:
     return [str(p) for p in Path(store.config.warehouse).rglob(f"{STAGING}*")]
 
@@ -124,6 +130,13 @@ def staged_leftovers(store: Metastore) -> list[str]:
 def test_bootstrap_and_incremental_through_the_apps(source, target, tmp_path) -> None:
     seed(source)
     dump_root = str(tmp_path / "dumps")
+    # The executors list recorded files with their recorded checksums, reading none of them: a file rewritten
+    # behind the metastore's back with its size and modification time kept is listed as recorded (restored
+    # before the load, which verifies every copy against the dump's checksum).
+    d1_file = Path(local_path(source.catalog.get_partition("sales", "orders", ["d1"]).sd.location or ""))
+    d1_file = d1_file / "part-d1.parquet"
+    original, stat = d1_file.read_bytes(), d1_file.stat()
+    rewrite_keeping_stat(d1_file, b"X" * len(original), stat)
     # Bootstrap dump: every table described on Spark (threshold 1 location).
     dumped = run_app(
         "repl_dump.py",
@@ -135,6 +148,7 @@ def test_bootstrap_and_incremental_through_the_apps(source, target, tmp_path) ->
         "--spark-min-locations",
         "1",
     ).summary
+    rewrite_keeping_stat(d1_file, original, stat)
     assert dumped["kind"] == "bootstrap"
     assert dumped["last_event_id"] == source.get_current_notification_event_id()
     assert (dumped["tables"], dumped["partitions"], dumped["files"]) == (2, 3, 5)

@@ -37,6 +37,7 @@ from hmsrepl.hive_source.messages import TRANSLATORS, HiveEvent, translate
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.events import NotificationEvent
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
+from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.transactions import ReplicationSnapshot
 from hmsrepl.thrift.convert import function_from_thrift
@@ -87,6 +88,12 @@ class StockCatalog:
     def describe_data(self, table: Table, partition: Partition | None = None) -> list[str]:
         """Hive records no checksums: every file is read (a bootstrap copies each byte anyway)."""
         return describe_files((partition or table).sd.location, self.cm)
+
+    def recorded_listings(
+        self, table: Table, partitions: Sequence[Partition] = ()
+    ) -> dict[str, dict[str, FileRecord]]:
+        """None: Hive records no checksums (``describe_data``)."""
+        return {}
 
     def get_database(self, name: str) -> Database:
         try:

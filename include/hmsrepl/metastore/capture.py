@@ -35,6 +35,7 @@ from hmsrepl.formats import listing_digest
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import (
+    KnownIdentity,
     StatIdentity,
     encode_at,
     identify_all,
@@ -200,6 +201,19 @@ def capture_named(
     complete = before.count - replaced == 0
     out.change = DataChange(tuple(out.change.added), (), complete, summary.count, summary.digest)
     return out
+
+
+def still_recorded(record: FileRecord | None, now: StatIdentity) -> FileIdentity | None:
+    """The recorded identity of a file whose size and modification time are still the recorded ones."""
+    if record is None or not same_stat(now, (record.size, record.mtime_ns)):
+        return None
+    return FileIdentity(record.checksum, record.version_id)
+
+
+def recorded_identity(records: Mapping[str, FileRecord]) -> KnownIdentity:
+    """``describe_known``'s question for one location's files (relative path -> record): a file is read
+    only when it is not recorded or its size or modification time changed since."""
+    return lambda rel, now: still_recorded(records.get(rel), now)
 
 
 def capture_addition(

@@ -36,8 +36,9 @@ from hmsrepl.metastore.capture import (
     capture,
     capture_addition,
     capture_named,
+    recorded_identity,
     relative_names,
-    same_stat,
+    still_recorded,
 )
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
@@ -1012,13 +1013,31 @@ class CatalogService:
         location = (partition or table).sd.location
         if not location or table.id is None:
             return describe_files(location, self.cm)
+        recorded = self.recorded_listings(table, [partition] if partition is not None else [])
+        return describe_known(location, self.cm, recorded_identity(recorded.get(location, {})))
+
+    def recorded_listings(
+        self, table: Table, partitions: Sequence[Partition] = ()
+    ) -> dict[str, dict[str, FileRecord]]:
+        """Recorded files (relative path -> record) of the table's own location, or of each partition's.
+
+        What a bootstrap dump needs to list a table without reading the files it recorded (on one process,
+        ``describe_data``; on Spark executors, the listings are shipped with the locations).
+        """
+        if table.id is None:
+            return {}
         with self.events.reader() as conn:
-            part_id: int | None = listings.TABLE_LEVEL
-            if partition is not None:
-                name = make_partition_name(table.partition_key_names, partition.values)
-                part_id = self._part_ids(conn, table.id, [name]).get(name)
-            recorded = listings.read(conn, ObjectKey(table.id, part_id)) if part_id is not None else {}
-        return describe_known(location, self.cm, lambda rel, now: _still_recorded(recorded.get(rel), now))
+            if not partitions:
+                location = table.sd.location
+                return {location: listings.read(conn, ObjectKey(table.id))} if location else {}
+            keys = table.partition_key_names
+            locations = {make_partition_name(keys, p.values): p.sd.location for p in partitions}
+            ids = self._part_ids(conn, table.id, list(locations))
+            return {
+                location: listings.read(conn, ObjectKey(table.id, ids[name]))
+                for name, location in locations.items()
+                if location and name in ids
+            }
 
     def _captured(
         self,
@@ -1216,16 +1235,9 @@ def _lookup(known: dict[str, FileRecord], location: str | None) -> Any:
     root = join_uri(location or "", "")
 
     def identity(rel: str, stat: StatIdentity) -> FileIdentity | None:
-        return _still_recorded(known.get(path_key(root + rel.lstrip("/"))), stat)
+        return still_recorded(known.get(path_key(root + rel.lstrip("/"))), stat)
 
     return identity
-
-
-def _still_recorded(record: FileRecord | None, now: StatIdentity) -> FileIdentity | None:
-    """The recorded identity of a file whose size and modification time are still the recorded ones."""
-    if record is None or not same_stat(now, (record.size, record.mtime_ns)):
-        return None
-    return FileIdentity(record.checksum, record.version_id)
 
 
 def _emptied(conn: Connection, key: ObjectKey) -> DataChange:

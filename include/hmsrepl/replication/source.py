@@ -8,11 +8,12 @@ replication (``--source-db-url thrift://host:port``), not a fork of the engine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.events import NotificationEvent
+from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.transactions import ReplicationSnapshot
 
@@ -43,6 +44,12 @@ class SourceCatalog(Protocol):
 
     def describe_data(self, table: Table, partition: Partition | None = None) -> list[str]:
         """Encoded files (``fileuri#checksum#cmroot#subdir``) of the object's location, for a bootstrap."""
+        ...
+
+    def recorded_listings(
+        self, table: Table, partitions: Sequence[Partition] = ()
+    ) -> Mapping[str, Mapping[str, FileRecord]]:
+        """Recorded files by location and relative path: what a bootstrap on Spark need not read again."""
         ...
 
 

@@ -1,10 +1,12 @@
 """Listing and checksumming on Spark executors: bootstrap dumps (``spark_describe``) and cmroot retention.
 
 A bootstrap dump describes every data file of a database (path, CRC32C checksum, version): for a table of
-thousands of partitions on an object store that is thousands of LIST calls and one HEAD (or a full read)
-per file, the part of a dump that grows with the data. ``spark_describe`` spreads the locations over the
-executors, each running the same ``file_capture.describe_files`` the single-process engine uses, with a
-ChangeManager rebuilt from the cmroot string (it holds no connection, so nothing else needs shipping).
+thousands of partitions on an object store that is thousands of LIST calls, the part of a dump that grows
+with the data. ``spark_describe`` spreads the locations over the executors, each running the same
+``file_capture.describe_known`` the single-process engine uses (``Catalog.describe_data``): each location
+ships with its recorded listing, so a file whose size and modification time are the recorded ones keeps its
+recorded checksum and only new or changed files are read. The ChangeManager is rebuilt from the cmroot
+string (it holds no connection, so nothing else needs shipping).
 
 ``SparkDumpEngine`` prototypes the hook this needs in ``DumpEngine`` (see ``_read_entry``): one describe call
 per table for all its partitions at once. Small tables are described on the driver, so a database of many
@@ -19,13 +21,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from hmsrepl.exceptions import StorageError
+from hmsrepl.metastore.capture import recorded_identity
 from hmsrepl.metastore.change_manager import ChangeManager, CleanupResult
-from hmsrepl.metastore.file_capture import describe_files
+from hmsrepl.metastore.file_capture import describe_known
+from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.replication.dump import DumpEngine, TableEntry
 from hmsrepl.spark.copy import FileFailure, distribute, failure_reason, group_count
 from hmsrepl.storage.base import filesystem_for
@@ -58,24 +62,28 @@ def spark_describe(
     locations: Sequence[str | None],
     cm: ChangeManager,
     *,
+    recorded: Mapping[str, Mapping[str, FileRecord]] | None = None,
     partitions: int | None = None,
     threads: int | None = None,
 ) -> dict[str, list[str]]:
     """Encoded file URIs (``fileuri#checksum#cmroot#subdir[#version]``) of the data files of each location.
 
-    Exactly what ``describe_files(location, cm)`` returns for each, computed on the executors; empty and
+    Exactly what ``describe_files(location, cm)`` returns for each, computed on the executors, reading only
+    the files that ``recorded`` (location -> relative path -> record) has no current record of; empty and
     ``None`` locations are left out (they have no files). Raises SparkListingError naming the locations
     that failed.
     """
     unique = list(dict.fromkeys(location for location in locations if location))
     if not unique:
         return {}
+    known = recorded or {}
+    items = [(location, dict(known.get(location, {}))) for location in unique]
     work = _Describe(cm.cmroot, cm.enabled)
     threads = threads or filesystem_for(unique[0]).io_parallelism
     slots = spark.sparkContext.defaultParallelism * DESCRIBE_GROUPS_PER_CORE
     outcomes = distribute(
         spark,
-        unique,
+        items,
         [LOCATION_COST] * len(unique),
         work,
         partitions or group_count(len(unique), slots),
@@ -98,9 +106,11 @@ class _Describe:
     def __init__(self, cmroot: str, enabled: bool) -> None:
         self.cmroot, self.enabled = cmroot, enabled
 
-    def __call__(self, location: str) -> list[str] | FileFailure:
+    def __call__(self, item: tuple[str, dict[str, FileRecord]]) -> list[str] | FileFailure:
+        location, records = item
         try:
-            return describe_files(location, ChangeManager(self.cmroot, enabled=self.enabled))
+            cm = ChangeManager(self.cmroot, enabled=self.enabled)
+            return describe_known(location, cm, recorded_identity(records))
         except Exception as exc:  # reported with the location on the driver
             return FileFailure(location, failure_reason(exc))
 
@@ -127,25 +137,29 @@ class SparkDumpEngine(DumpEngine):
         self.locations_on_spark = 0
         self.locations_on_driver = 0
 
-    def describe(self, locations: list[str | None]) -> dict[str, list[str]]:
-        """What the proposed ``DumpEngine(describe=...)`` hook would be given: one table's locations."""
+    def describe(
+        self, locations: list[str | None], recorded: Mapping[str, Mapping[str, FileRecord]]
+    ) -> dict[str, list[str]]:
+        """Encoded files of one table's locations, reading only files without a current record."""
         unique = list(dict.fromkeys(location for location in locations if location))
         if len(unique) >= self.min_spark_locations:
             self.locations_on_spark += len(unique)
-            return spark_describe(self.spark(), unique, self.source.cm)
+            return spark_describe(self.spark(), unique, self.source.cm, recorded=recorded)
         self.locations_on_driver += len(unique)
-        return {location: describe_files(location, self.source.cm) for location in unique}
+        return {
+            location: describe_known(location, self.source.cm, recorded_identity(recorded.get(location, {})))
+            for location in unique
+        }
 
     def _read_entry(self, table: Table, with_data: bool) -> TableEntry:
         """``DumpEngine._read_entry`` with one describe call per table instead of one per location."""
         entry = TableEntry(table.model_dump(mode="json"))
-        parts = (
-            self.source.catalog.get_partitions(table.db_name, table.table_name)
-            if table.partition_keys
-            else []
-        )
+        # As in DumpEngine: ACID tables are listed once the dump's txn snapshot is known.
+        with_data = with_data and not table.is_transactional
+        catalog = self.source.catalog
+        parts = catalog.get_partitions(table.db_name, table.table_name) if table.partition_keys else []
         locations = [p.sd.location for p in parts] if table.partition_keys else [table.sd.location]
-        described = self.describe(locations) if with_data else {}
+        described = self.describe(locations, catalog.recorded_listings(table, parts)) if with_data else {}
 
         def files(location: str | None) -> list[str] | None:
             return described.get(location or "", []) if with_data else None
