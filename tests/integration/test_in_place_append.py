@@ -136,3 +136,20 @@ def test_a_reader_between_the_commit_and_the_rename_sees_the_state_before(
     incremental(engine)
     assert seen == [[f"part-{i:05d}.parquet" for i in range(FILES)]], "the file was visible before its rename"
     assert (partition_dir(target) / "part-new.parquet").exists()
+
+
+@pytest.mark.parametrize("tamper", ["stray file written", "file deleted"])
+def test_files_added_or_removed_behind_the_replicas_back_take_a_new_version(engine, source, target, tamper):
+    """A writer refused by the replica's metastore may still have left its file (or removed one): the next
+    load of the object does not add to that directory but makes a version holding exactly the listing."""
+    seed(source)
+    bootstrap(engine)
+    before = partition_dir(target)
+    if tamper == "stray file written":
+        (before / "part-stray.parquet").write_bytes(b"refused write")
+    else:
+        (before / "part-00003.parquet").unlink()
+    append(source, "part-new.parquet", b"new rows")
+    incremental(engine)
+    assert partition_dir(target) != before
+    assert verify(source, "sales", target, "sales_dr") == []

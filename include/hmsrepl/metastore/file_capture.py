@@ -104,6 +104,24 @@ def _local_stats(directory: str, prefix: str) -> Iterator[tuple[str, StatIdentit
         yield from _local_stats(os.path.join(directory, name), f"{prefix}{name}/")
 
 
+def count_local_data_files(directory: str) -> int:
+    """How many data files ``_local_stats`` would list below a local directory, by names and entry types
+    alone (no stat per file): a cheap check that nothing was added or removed since a count was taken."""
+    count = 0
+    try:
+        with os.scandir(directory) as scan:
+            for entry in scan:
+                if entry.name.startswith(("_", ".")):
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    count += 1
+                elif entry.is_dir(follow_symlinks=False):
+                    count += count_local_data_files(entry.path)
+    except OSError:  # vanished or unreadable: nothing below it
+        return count
+    return count
+
+
 def identify_all(fs: FileSystem, uris: Sequence[str]) -> list[FileIdentity]:
     """``fs.identify`` of each URI, in parallel as the store suits."""
     if len(uris) >= PARALLEL_CHECKSUM_THRESHOLD:

@@ -40,7 +40,7 @@ from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore, listings
-from hmsrepl.metastore.file_capture import describe_files, list_data_files
+from hmsrepl.metastore.file_capture import count_local_data_files, describe_files, list_data_files
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.model import Database, Function, Partition, Table
@@ -572,10 +572,11 @@ class TargetWriter:
         before the change or the one after it, never a part. The file is copied under its hidden staged name
         and named in the batch's publish intent (``owe_publishes``), which renames it once the batch has
         committed (after a crash, housekeeping does), so readers never see it before its metadata. The kept
-        files are neither listed nor linked and the record is read for the one path and its summary only:
-        the load costs the same whatever the object holds. Everything else (several files, a file replaced
-        or removed, no record yet, object stores where a rename is a copy, an object already changed in
-        place this batch) takes a new version.
+        files are neither read nor linked, only counted by name (a file added or removed behind the replica's
+        back takes a new version, which holds exactly the listing), and the record is read for the one path
+        and its summary only: the load costs about the same whatever the object holds. Everything else
+        (several files, a file replaced or removed, no record yet, object stores where a rename is a copy,
+        an object already changed in place this batch) takes a new version.
         """
         if not current or key is None or not is_local_uri(current) or current in self._created:
             return None
@@ -589,6 +590,10 @@ class TargetWriter:
             before = listings.summary(conn, key)
             if not checksum or before.count == 0 or listings.read_paths(conn, key, [rel]):
                 return None
+        if count_local_data_files(local_path(current)) != before.count:
+            return (
+                None  # files added or removed behind the replica's back: a new version holds just the listing
+            )
         after = listing_digest.combine(before.digest, [(rel, checksum)])
         change.check_summary(before.count + 1, after, what or logical)
         target_uri = join_uri(current, rel)
