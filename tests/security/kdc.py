@@ -123,9 +123,45 @@ def _write_configs(root: Path, port: int) -> dict[str, str]:
     }
 
 
+def tcp_listeners(port: int) -> int:
+    """How many sockets listen on TCP ``port`` on this machine (``/proc/net/tcp``, IPv4 and IPv6)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                count += 1
+    return count
+
+
 @contextmanager
-def running_kdc(root: Path) -> Iterator[Kdc]:
-    """Create a realm under ``root``, serve it with ``krb5kdc -n`` on a free loopback port, stop it after."""
+def running_kdc(root: Path, attempts: int = 5) -> Iterator[Kdc]:
+    """Create a realm under ``root``, serve it with ``krb5kdc -n`` on a free loopback port, stop it after.
+
+    krb5kdc binds with address reuse, so two KDCs started at once (one per test worker) can end up on the
+    same port, and a client then reaches either: its tickets fail with "Decrypt integrity check failed". A
+    KDC that finds another listener on its port is stopped and started again on a new one.
+    """
+    for attempt in range(attempts):
+        with _kdc_process(root / f"try{attempt}" if attempt else root) as (server, alone):
+            if alone or attempt == attempts - 1:
+                yield server
+                return
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+@contextmanager
+def _kdc_process(root: Path) -> Iterator[tuple[Kdc, bool]]:
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = _write_configs(root, port)
@@ -152,12 +188,15 @@ def running_kdc(root: Path) -> Iterator[Kdc]:
                 )
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    pass
+                if "commencing operation" in _read(root / "kdc.log"):  # not merely another KDC's port
                     break
+                raise OSError("not serving yet")
             except OSError:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"krb5kdc did not listen on {port} within 20 s") from None
                 time.sleep(0.1)
-        yield Kdc(root, port, env=env)
+        yield Kdc(root, port, env=env), tcp_listeners(port) == 1
     finally:
         stop_process(proc)
         log.close()
