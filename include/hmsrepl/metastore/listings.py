@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from hmsrepl.formats import listing_digest
 from hmsrepl.metastore.schema import data_files, data_listings
@@ -197,9 +197,16 @@ def replace_all(conn: Connection, key: ObjectKey, records: Iterable[FileRecord])
     return apply(conn, key, records)
 
 
+# Built once: every table a load creates forgets its listing (SQLAlchemy builds a statement in ~40 us).
+_FORGET = tuple(
+    delete(table).where(table.c.tbl_id == bindparam("tbl_id"), table.c.part_id == bindparam("part_id"))
+    for table in (data_files, data_listings)
+)
+
+
 def forget(conn: Connection, key: ObjectKey) -> None:
-    for table in (data_files, data_listings):
-        conn.execute(delete(table).where(table.c.tbl_id == key.tbl_id, table.c.part_id == key.part_id))
+    for statement in _FORGET:
+        conn.execute(statement, {"tbl_id": key.tbl_id, "part_id": key.part_id})
 
 
 def forget_table(conn: Connection, tbl_id: int) -> None:

@@ -294,6 +294,10 @@ def _roots(uris: Iterable[str], setting: str) -> list[Location]:
     return out
 
 
+# Built once: read for every managed table created (SQLAlchemy builds a statement in ~40 us).
+_DATABASES = select(dbs.c.name, dbs.c.doc)
+
+
 def find_occupants(
     conn: Connection,
     loc: Location,
@@ -324,7 +328,7 @@ def find_occupants(
         if other is not None and other.overlaps(loc):
             out.append(Occupant(kind, name, other, other.is_within(loc)))
 
-    for row in conn.execute(select(dbs.c.name, dbs.c.doc)):
+    for row in conn.execute(_DATABASES):
         if row.name != skip_db:
             consider("database", row.name, Database.model_validate_json(row.doc).location_uri)
 

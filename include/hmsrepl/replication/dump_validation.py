@@ -316,6 +316,43 @@ class TargetPlace:
         self.canonical_cmroot = canonical_uri(self.cmroot) if self.cmroot else ""
 
 
+#: Bytes of event JSON whose checked documents a validation keeps for the load's apply (about 5x that in
+#: memory once parsed): ~11,000 events of a metadata-only dump. Events past it are read again when applied.
+KEEP_EVENT_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class PendingEvents:
+    """The events a load will apply, in order, and the documents validation read for them.
+
+    The apply takes each event's document from here instead of reading and parsing its ``_metadata`` again:
+    it then applies exactly the document that was checked, even if the dump directory changes meanwhile.
+    Documents are kept up to ``budget`` bytes of JSON (memory stays bounded for any dump size); an event
+    past it is read again from the dump.
+    """
+
+    ids: list[int] = field(default_factory=list)
+    documents: dict[int, dict[str, Any]] = field(default_factory=dict)
+    budget: int = KEEP_EVENT_BYTES
+
+    def keep(self, event_id: int, document: dict[str, Any], size: int) -> None:
+        """Keep a checked document while the budget lasts (the apply reads the others again)."""
+        if size <= self.budget:
+            self.budget -= size
+            self.documents[event_id] = document
+
+    def document(self, dump: DumpDir, event_id: int) -> dict[str, Any]:
+        """The event's document: the one validation kept, else read from the dump."""
+        kept = self.documents.get(event_id)
+        return kept if kept is not None else dump.read_json(DumpLayout.event(event_id))
+
+    def take(self, dump: DumpDir, event_id: int) -> dict[str, Any]:
+        """The event's document, no longer kept here (the apply needs each one once)."""
+        document = self.document(dump, event_id)
+        self.documents.pop(event_id, None)
+        return document
+
+
 @dataclass
 class ValidationReport:
     """What the walk saw: counted for messages and tests."""
@@ -325,6 +362,7 @@ class ValidationReport:
     events: int = 0
     source_db_location: str = ""
     pending_files: list[str] = field(default_factory=list)  # every file entry of what will be applied
+    pending_events: PendingEvents = field(default_factory=PendingEvents)  # incremental: what will be applied
 
 
 class DumpValidator:
@@ -348,6 +386,10 @@ class DumpValidator:
         self.place: TargetPlace | None = None
         self.known_event_types = known_event_types
         self.report = ValidationReport()
+        # Locations that passed ``_location``: events repeat their table's snapshot (every partition event of
+        # a table names its location), and the check depends only on its arguments and the target place.
+        # ``place`` is set once (None until the source database location is known): part of the key.
+        self._passed: set[tuple[str, str, str | None, bool]] = set()
 
     def fail(self, where: str, what: str) -> DumpValidationError:
         return DumpValidationError(f"dump '{self.dump.uri}' refused, nothing was applied: {where}: {what}")
@@ -402,6 +444,7 @@ class DumpValidator:
         for event_id in ids:
             if event_id > last_applied:
                 self._event(event_id)
+                self.report.pending_events.ids.append(event_id)
         if meta.last_event_id > last_applied and meta.bootstrapped_tables:
             sub = self.dump.bootstrap_part()
             for name in meta.bootstrapped_tables:
@@ -440,10 +483,18 @@ class DumpValidator:
 
     # -- documents ------------------------------------------------------------------------------------------
     def _read(self, relative: str, dump: DumpDir | None = None, prefix: str = "") -> dict[str, Any]:
-        body = (dump or self.dump).read_json(relative)  # bounded in size and depth (DumpDir.limits)
+        return self._read_sized(relative, dump, prefix)[0]
+
+    def _read_sized(
+        self, relative: str, dump: DumpDir | None = None, prefix: str = ""
+    ) -> tuple[dict[str, Any], int]:
+        """A JSON object and its size in bytes (events are kept for the apply, counted in bytes)."""
+        body, size = (dump or self.dump).read_json_sized(
+            relative
+        )  # bounded in size and depth (DumpDir.limits)
         if not isinstance(body, dict):
             raise self.fail(prefix + relative, "is not a JSON object")
-        return body
+        return body, size
 
     def _files(self, relative: str, dump: DumpDir | None = None) -> list[str]:
         return (dump or self.dump).read_files(relative)  # bounded in size (DumpDir.limits)
@@ -494,7 +545,7 @@ class DumpValidator:
 
     def _event(self, event_id: int) -> None:
         where = DumpLayout.event(event_id)
-        doc = self._read(where)
+        doc, size = self._read_sized(where)
         kind = doc.get("event_type")
         if doc.get("event_id") != event_id:
             raise self.fail(where, f"holds event {show(doc.get('event_id'))}, not {event_id}")
@@ -524,6 +575,7 @@ class DumpValidator:
         files_at = DumpLayout.event_files(event_id)
         for encoded in self._files(files_at):
             self._entry(encoded, None, files_at)
+        self.report.pending_events.keep(event_id, doc, size)
 
     def _changes(self, kind: str, body: dict[str, Any], where: str) -> None:
         """A format-2 message's data changes: files added below their own object, removed paths below it."""
@@ -710,7 +762,17 @@ class DumpValidator:
         return location  # type: ignore[no-any-return]
 
     def _location(self, location: str, where: str, *, kind: str, table_location: str | None = None) -> None:
-        """A source location: normalised, below the source roots; mapped, strictly below the target warehouse."""
+        """A source location: normalised, below the source roots; mapped, strictly below the target warehouse.
+
+        Checked once per validation for the same arguments and target place (a refusal stops the walk)."""
+        key = (location, kind, table_location, self.place is not None)
+        if key not in self._passed:
+            self._check_location(location, where, kind=kind, table_location=table_location)
+            self._passed.add(key)
+
+    def _check_location(
+        self, location: str, where: str, *, kind: str, table_location: str | None = None
+    ) -> None:
         try:
             canonical = canonical_uri(location, self.limits.max_location_chars)
         except InvalidPathError as exc:

@@ -266,12 +266,16 @@ class DumpDir:
         self._write(relative, json.dumps(body, separators=(",", ":"), sort_keys=True).encode())
 
     def read_json(self, relative: str) -> dict[str, Any]:
+        return self.read_json_sized(relative)[0]
+
+    def read_json_sized(self, relative: str) -> tuple[dict[str, Any], int]:
+        """The document and its size in bytes (what a reader keeping documents counts against its budget)."""
         uri = self.path(relative)
         limit = self.limits.max_json_depth
+        data = b""
         try:
-            body = json.loads(
-                self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
-            )
+            data = self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
+            body = json.loads(data)
         except DumpError:
             raise
         except (OSError, HmsReplError) as exc:
@@ -286,7 +290,7 @@ class DumpDir:
             raise DumpError(
                 f"dump file '{uri}' nests JSON deeper than {limit} levels (HMSREPL_DUMP_MAX_JSON_DEPTH)"
             )
-        return body  # type: ignore[no-any-return]
+        return body, len(data)
 
     def write_files(self, relative: str, encoded: list[str]) -> None:
         self._write(relative, "".join(f"{line}\n" for line in encoded).encode())

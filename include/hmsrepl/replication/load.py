@@ -51,6 +51,7 @@ from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.dump_validation import (
     DumpValidationError,
     DumpValidator,
+    PendingEvents,
     SourceRoots,
     TargetPlace,
     ValidationReport,
@@ -59,7 +60,6 @@ from hmsrepl.replication.dump_validation import (
 from hmsrepl.replication.failures import explain_load_failure, fault_point
 from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.layout import (
-    EVENTS_DIR,
     FILES,
     FUNCTIONS_DIR,
     METADATA,
@@ -333,11 +333,9 @@ class LoadEngine:
         else:
             db, last = self._check_incremental_target(target_db, meta)
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
-            self.validate_incremental(dump, meta, target_db, db, last)
-            for event_id in dump.event_ids():
-                if event_id > last:
-                    event = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
-                    objects.extend(objects_to_copy(parse_event(event)))
+            pending = self.validate_incremental(dump, meta, target_db, db, last).pending_events
+            for event_id in pending.ids:
+                objects.extend(objects_to_copy(parse_event(pending.take(dump, event_id))))
             if last < meta.last_event_id:  # tables bootstrapped inside the incremental dump
                 objects.extend(bootstrap_part_objects(dump, meta))
         writer = self._writer(target_db, meta, source_db_location, ApplyStats())
@@ -475,10 +473,10 @@ class LoadEngine:
     ) -> LoadResult:
         db, last = self._check_incremental_target(target_db, meta)
         result = LoadResult(target_db, max(last, meta.last_event_id))
-        pending = [event_id for event_id in dump.event_ids() if event_id > last]
         lost = lost_files.LostFiles()
         with self.clock.stage("preflight"):  # the whole dump, before the first change
             report = self.validate_incremental(dump, meta, target_db, db, last)
+            pending = report.pending_events
             if not meta.metadata_only:
                 missing = preflight(
                     report.pending_files,
@@ -498,9 +496,9 @@ class LoadEngine:
             result.stale = lost.report(target_db)
 
     @staticmethod
-    def _pending_messages(dump: DumpDir, pending: Sequence[int]) -> Iterator[tuple[int, Message]]:
-        for event_id in pending:
-            yield event_id, parse_event(dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}"))
+    def _pending_messages(dump: DumpDir, pending: PendingEvents) -> Iterator[tuple[int, Message]]:
+        for event_id in pending.ids:
+            yield event_id, parse_event(pending.document(dump, event_id))
 
     def _apply_events(
         self,
@@ -509,7 +507,7 @@ class LoadEngine:
         writer: TargetWriter,
         result: LoadResult,
         last: int,
-        pending: Sequence[int],
+        pending: PendingEvents,
         progress: Callable[[int], None] | None,
     ) -> LoadResult:
         # Events are applied in batches, each one database transaction on the target that also advances
@@ -519,11 +517,9 @@ class LoadEngine:
         # interrupted load always gets to them, and never replays an event it applied.
         part = has_bootstrap_part(meta)
         cap = meta.last_event_id - 1 if part else meta.last_event_id
-        for start in range(0, len(pending), BATCH_EVENTS):
-            read = [
-                dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
-                for event_id in pending[start : start + BATCH_EVENTS]
-            ]
+        ids = pending.ids
+        for start in range(0, len(ids), BATCH_EVENTS):
+            read = [pending.take(dump, event_id) for event_id in ids[start : start + BATCH_EVENTS]]
             for batch in split_before_reuse([(event, parse_event(event)) for event in read]):
                 with self._batch(writer):
                     position = writer.locked_last_id()  # another load may have got further meanwhile
@@ -539,7 +535,7 @@ class LoadEngine:
                             apply_event(writer, event, meta, msg)
                         result.events_applied += 1
                     runs.flush()
-                    if part and batch[-1][0]["event_id"] == pending[-1]:
+                    if part and batch[-1][0]["event_id"] == ids[-1]:
                         # The dump's bootstrapped tables commit with its last events: a position between
                         # them would make a re-run replay events already applied (a txn's commit twice).
                         writer.version = meta.last_event_id
