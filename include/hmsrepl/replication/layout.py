@@ -37,7 +37,7 @@ from typing import Any
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
 
 FORMAT_VERSION = 1
 DUMP_METADATA = "_dumpmetadata"
@@ -330,8 +330,8 @@ class DumpDir:
         key = signing.signing_key()
         if key is not None:
             signing.sign(self, key)
-        if self.local:
-            os.sync()  # everything written so far is on disk before the dump is declared complete
+        if self.local:  # everything written so far is on disk before the dump is declared complete: one
+            sync_file_systems([local_path(self.uri)])  # syncfs of the dump's file system, not every disk's
         self.fs.write_bytes(self.path(ACK), b"")
 
     def require_complete(self) -> DumpMetadata:
