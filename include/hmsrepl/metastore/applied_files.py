@@ -33,9 +33,12 @@ class AppliedAddition:
     added: tuple[FileRecord, ...]
 
 
-AppliedFiles = Sequence[str] | Mapping[str, str] | AppliedAddition
-"""What a load made a location hold: a list of encoded files, the load's own listing (relative path ->
-encoded), or files it adds to what the location already holds."""
+AppliedListing = Sequence[str] | Mapping[str, str]
+"""A location's whole listing as a load made it: encoded files, or the load's own listing (relative path ->
+encoded)."""
+
+AppliedFiles = AppliedListing | AppliedAddition
+"""What a load made a location hold: its whole listing, or files it adds to what the location holds."""
 
 
 class ChecksumView(Mapping[str, str]):
@@ -58,7 +61,7 @@ class ChecksumView(Mapping[str, str]):
         return self._count
 
 
-def applied_checksums(applied: Sequence[str] | Mapping[str, str]) -> Mapping[str, str]:
+def applied_checksums(applied: AppliedListing) -> Mapping[str, str]:
     """Relative path -> checksum of the encoded files a load made a location hold (hidden entries left out)."""
     if isinstance(applied, Mapping):
         return ChecksumView(applied)

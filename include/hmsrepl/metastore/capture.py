@@ -35,8 +35,8 @@ from hmsrepl.formats import listing_digest
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import (
-    KnownIdentity,
     StatIdentity,
+    describe_known,
     encode_at,
     identify_all,
     is_hidden,
@@ -210,10 +210,12 @@ def still_recorded(record: FileRecord | None, now: StatIdentity) -> FileIdentity
     return FileIdentity(record.checksum, record.version_id)
 
 
-def recorded_identity(records: Mapping[str, FileRecord]) -> KnownIdentity:
-    """``describe_known``'s question for one location's files (relative path -> record): a file is read
+def describe_recorded(
+    location: str | None, cm: ChangeManager, records: Mapping[str, FileRecord]
+) -> list[str]:
+    """``describe_files`` of a location whose files are recorded (relative path -> record): a file is read
     only when it is not recorded or its size or modification time changed since."""
-    return lambda rel, now: still_recorded(records.get(rel), now)
+    return describe_known(location, cm, lambda rel, now: still_recorded(records.get(rel), now))
 
 
 def capture_addition(
@@ -225,11 +227,9 @@ def capture_addition(
     are still staged (``applied_files.AppliedAddition``), so they are pinned into cmroot by the load's publish
     intent once they have their names, not here.
     """
-    before = listings.summary(conn, key)
-    replaced = len(listings.read_paths(conn, key, [record.rel_path for record in added]))
     after = listings.apply(conn, key, added)
     encoded = tuple(encode_at(cm, location or "", record.rel_path, _identity(record)) for record in added)
-    complete = before.count - replaced == 0
+    complete = after.count == len(added)  # nothing recorded before survives: the change is the listing
     return Captured(DataChange(encoded, (), complete, after.count, after.digest))
 
 

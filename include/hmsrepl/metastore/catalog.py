@@ -30,13 +30,13 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import listings
-from hmsrepl.metastore.applied_files import AppliedAddition, AppliedFiles, applied_checksums
+from hmsrepl.metastore.applied_files import AppliedAddition, AppliedFiles, AppliedListing, applied_checksums
 from hmsrepl.metastore.capture import (
     Captured,
     capture,
     capture_addition,
     capture_named,
-    recorded_identity,
+    describe_recorded,
     relative_names,
     still_recorded,
 )
@@ -949,7 +949,7 @@ class CatalogService:
         *,
         new_files: Sequence[str] | None = None,
         replace: bool = False,
-        applied_files: AppliedFiles | None = None,
+        applied_files: AppliedListing | None = None,
         applied_recycled: Sequence[str] = (),
     ) -> list[str]:
         """Record new data in a table or partition (an INSERT event with files and checksums).
@@ -1023,7 +1023,7 @@ class CatalogService:
         if not location or table.id is None:
             return describe_files(location, self.cm)
         recorded = self.recorded_listings(table, [partition] if partition is not None else [])
-        return describe_known(location, self.cm, recorded_identity(recorded.get(location, {})))
+        return describe_recorded(location, self.cm, recorded.get(location, {}))
 
     def recorded_listings(
         self, table: Table, partitions: Sequence[Partition] = ()

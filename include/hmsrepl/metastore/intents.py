@@ -7,9 +7,9 @@ for good, and a table re-created under the same name would adopt them. So each c
 ``file_intents`` in the same transaction as the change and its event, naming the work (``recycle`` files
 and remove directories, ``makedirs``, or ``publish`` a replication load's staged copies). After the commit
 the request does the work and deletes the row; rows a crash left behind are completed by housekeeping (the
-server's periodic pass, ``Metastore.open`` and ``hmsrepl intents run``) until they succeed. Every step is idempotent, so doing an intent twice, or in two
-processes at once, is harmless: a file already in cmroot is not moved again, a directory already gone is
-not an error.
+server's periodic pass, ``Metastore.open`` and ``hmsrepl intents run``) until they succeed. Every step is
+idempotent, so doing an intent twice, or in two processes at once, is harmless: a file already in cmroot is
+not moved again, a directory already gone is not an error.
 
 No resurrection: before a table, partition or database takes a location, the pending intents whose files or
 directories lie under (or above) it are completed first; if one cannot be completed the create is refused,

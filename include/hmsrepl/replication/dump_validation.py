@@ -489,9 +489,8 @@ class DumpValidator:
         self, relative: str, dump: DumpDir | None = None, prefix: str = ""
     ) -> tuple[dict[str, Any], int]:
         """A JSON object and its size in bytes (events are kept for the apply, counted in bytes)."""
-        body, size = (dump or self.dump).read_json_sized(
-            relative
-        )  # bounded in size and depth (DumpDir.limits)
+        # Bounded in size and depth (DumpDir.limits).
+        body, size = (dump or self.dump).read_json_sized(relative)
         if not isinstance(body, dict):
             raise self.fail(prefix + relative, "is not a JSON object")
         return body, size

@@ -25,8 +25,8 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below
 from hmsrepl.storage.base import copy_file, filesystem_for, join_uri
 from hmsrepl.storage.checksum import checksum_size
-from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
-from hmsrepl.storage.staging import STAGING_PREFIX, publish, staging_name
+from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.staging import STAGING_PREFIX, publish, staging_name, sync_parents
 
 TEMP_PREFIX = ".tmp-"  # local atomic writes (storage.local) before their rename
 # A version directory is the logical location plus this mark and the event id that made it (a counter after
@@ -256,9 +256,7 @@ def publish_all(target_uris: Sequence[str], *, durable: bool = True) -> None:
             for _ in bounded_map(pool, publish, target_uris, threads):  # the first failure raises
                 pass
     if durable:
-        sync_file_systems(
-            local_path(uri).rsplit("/", 1)[0] or "/" for uri in target_uris if is_local_uri(uri)
-        )
+        sync_parents(target_uris)
 
 
 def remove_staging_leftovers(directory: str, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]

@@ -40,7 +40,7 @@ from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore, listings
-from hmsrepl.metastore.file_capture import count_local_data_files, describe_files, list_data_files
+from hmsrepl.metastore.file_capture import count_local_data_files, describe_files, encode_at, list_data_files
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.model import Database, Function, Partition, Table
@@ -73,7 +73,7 @@ from hmsrepl.replication.replica_files import (
     stamp_of,
     unchanged,
 )
-from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
 
@@ -270,9 +270,8 @@ class TargetWriter:
             table = self.catalog.create_table(wanted, applied_files=applied)
         else:
             table = wanted.model_copy(update={"id": current.id, "write_id": current.write_id})
-            if (published is not None and published.in_place) or _without_volatile(
-                current
-            ) != _without_volatile(table):
+            added_in_place = published is not None and published.in_place  # no metadata change, an event
+            if added_in_place or _without_volatile(current) != _without_volatile(table):
                 self.catalog.alter_table(
                     self.db, wanted.table_name, table, capture_files=True, applied_files=applied
                 )
@@ -413,7 +412,12 @@ class TargetWriter:
             return partition_ids(conn, table.id, names)
 
     def _record(self, key: ObjectKey, published: Published) -> None:
-        """Record what a version holds, in the batch's transaction (a failed batch records nothing)."""
+        """Record what a version holds, in the batch's transaction (a failed batch records nothing).
+
+        Files added in place are already recorded: the catalog's call that logs them (``capture_addition``,
+        always made for them) writes exactly these records."""
+        if published.in_place:
+            return
         if published.replace or published.stamps or published.removed:
             with self.target.events.transaction() as tx:
                 record(tx.conn, key, published)
@@ -590,10 +594,9 @@ class TargetWriter:
             before = listings.summary(conn, key)
             if not checksum or before.count == 0 or listings.read_paths(conn, key, [rel]):
                 return None
+        # Files added or removed behind the replica's back: a new version holds exactly the listing.
         if count_local_data_files(local_path(current)) != before.count:
-            return (
-                None  # files added or removed behind the replica's back: a new version holds just the listing
-            )
+            return None
         after = listing_digest.combine(before.digest, [(rel, checksum)])
         change.check_summary(before.count + 1, after, what or logical)
         target_uri = join_uri(current, rel)
@@ -601,8 +604,7 @@ class TargetWriter:
         self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
         fault_point()
         staged = staging_name(target_uri)
-        subdir = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        final = EncodedFileUri(target_uri, checksum, "", subdir).encode()
+        final = encode_at(self.target.cm, current, rel, FileIdentity(checksum))
         self._in_place[target_uri] = final
         self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # the copy is durable before the commit
         self.stats.files_kept += before.count

@@ -26,9 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from hmsrepl.exceptions import StorageError
-from hmsrepl.metastore.capture import recorded_identity
+from hmsrepl.metastore.capture import describe_recorded
 from hmsrepl.metastore.change_manager import ChangeManager, CleanupResult
-from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.replication.dump import DumpEngine, TableEntry
 from hmsrepl.spark.copy import FileFailure, distribute, failure_reason, group_count
@@ -110,7 +109,7 @@ class _Describe:
         location, records = item
         try:
             cm = ChangeManager(self.cmroot, enabled=self.enabled)
-            return describe_known(location, cm, recorded_identity(records))
+            return describe_recorded(location, cm, records)
         except Exception as exc:  # reported with the location on the driver
             return FileFailure(location, failure_reason(exc))
 
@@ -147,7 +146,7 @@ class SparkDumpEngine(DumpEngine):
             return spark_describe(self.spark(), unique, self.source.cm, recorded=recorded)
         self.locations_on_driver += len(unique)
         return {
-            location: describe_known(location, self.source.cm, recorded_identity(recorded.get(location, {})))
+            location: describe_recorded(location, self.source.cm, recorded.get(location, {}))
             for location in unique
         }
 

@@ -54,4 +54,9 @@ def publish_owed(target_uris: Sequence[str]) -> None:
             publish(uri)
         elif not fs.exists(uri):
             log.warning("'%s' was to be published but neither it nor its staged copy is there", uri)
-    sync_file_systems(local_path(uri).rsplit("/", 1)[0] or "/" for uri in target_uris if is_local_uri(uri))
+    sync_parents(target_uris)
+
+
+def sync_parents(uris: Sequence[str]) -> None:
+    """Make renames into the local directories holding ``uris`` durable: one ``syncfs`` per file system."""
+    sync_file_systems(local_path(uri).rsplit("/", 1)[0] or "/" for uri in uris if is_local_uri(uri))
