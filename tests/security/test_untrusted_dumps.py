@@ -598,3 +598,49 @@ def test_external_tables_load_only_from_configured_external_roots(scene: Scene) 
     loaded = scene.target.catalog.get_table("sales_dr", "ext_events")
     assert loaded.sd.location.startswith(scene.target.config.warehouse)  # under <warehouse>/_external/
     assert verify(scene.source, "sales", scene.target, "sales_dr") == []
+
+
+def test_a_tampered_one_file_append_into_a_replica_partition_writes_nothing(scene: Scene) -> None:
+    """A one-file append is added in place, into the replica partition's live directory: a dump that makes
+    the added file's path escape that directory is refused before anything is staged there."""
+    first = scene.engine.execute("REPL DUMP sales")
+    assert scene.cli_load(first.dump_dir).returncode == 0
+    catalog = scene.source.catalog
+    d1 = catalog.get_partition("sales", "orders", ["d1"])
+    added = write_file(d1.sd.location, "part-d1-more.parquet", b"more rows of d1")
+    catalog.insert("sales", "orders", ["d1"], new_files=[added])
+    dumped = scene.engine.execute(f"REPL DUMP sales FROM {first.last_event_id}")
+    secret_sum = checksum_bytes(SECRET)
+
+    def appended(change: Callable[[list[str]], str]) -> Callable[[Path], None]:
+        def edit(d: Path) -> None:
+            directory = event_dir(d, "INSERT")
+            edit_json(
+                directory / "_metadata",
+                lambda b: b["message"]["data"].update(
+                    added=[change(parts(b["message"]["data"]["added"][0]))]
+                ),
+            )
+            edit_files(directory / "_files", lambda lines: [change(parts(lines[0]))])
+
+        return edit
+
+    attacks = {
+        "a subdirectory climbing out of the partition": (
+            appended(lambda p: f"{p[0]}#{p[1]}#{p[2]}#../../../../victim"),
+            "subdir '../../../../victim' has a '..' segment",
+        ),
+        "'..' in the appended file's uri": (
+            appended(
+                lambda p: f"{p[0].rsplit('/', 1)[0]}/../../../../victim/secret.txt#{secret_sum}#{p[2]}#"
+            ),
+            "has a '..' path segment",
+        ),
+    }
+    for edit, expected in attacks.values():
+        scene.assert_refused(scene.tampered(dumped.dump_dir, edit), "INSERT", expected)
+    before = scene.target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location
+    done = scene.cli_load(dumped.dump_dir)
+    assert done.returncode == 0, done.stderr
+    assert scene.target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location == before  # in place
+    assert verify(scene.source, "sales", scene.target, "sales_dr") == []
