@@ -12,6 +12,11 @@ import pytest
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from tests.backends import BACKENDS, temporary_database
+
+# One definition of the session's KDC for every test directory: a session fixture imported into two modules is
+# two fixtures, two KDCs in one worker, and the second one's KRB5_CONFIG would send the first one's clients to
+# a realm with other keys ("Decrypt integrity check failed").
+from tests.security.kdc import kdc  # noqa: F401 - a fixture
 from tests.servers import RunningMetastore, metastore_server
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -11,12 +11,12 @@ import pytest
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
-from tests.security.kdc import REALM, SERVICE_PRINCIPAL, Kdc, kdc, kerberos_settings  # noqa: F401
+from tests.security.kdc import REALM, SERVICE_PRINCIPAL, Kdc, kerberos_settings
 from tests.servers import RunningMetastore, metastore_server
 
 
 @pytest.fixture(scope="module")
-def kerberized(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMetastore]:  # noqa: F811
+def kerberized(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMetastore]:
     root = tmp_path_factory.mktemp("kerberized-metastore")
     with metastore_server(root, f"sqlite:///{root}/metastore.db", **kerberos_settings(kdc)) as server:
         yield server
@@ -41,7 +41,7 @@ def _hook(monkeypatch: pytest.MonkeyPatch, name: str, value: str):  # type: igno
 
 
 def test_keytab_login_reads_the_notification_log(
-    kdc: Kdc,  # noqa: F811
+    kdc: Kdc,
     kerberized: RunningMetastore,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -72,7 +72,7 @@ def test_keytab_login_reads_the_notification_log(
 
 
 def test_the_hook_is_its_principal_not_its_login(
-    kdc: Kdc,  # noqa: F811
+    kdc: Kdc,
     kerberized: RunningMetastore,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -94,7 +94,7 @@ def test_the_hook_is_its_principal_not_its_login(
         claiming.current_event_id()
 
 
-def test_password_login(kdc: Kdc, kerberized: RunningMetastore, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_password_login(kdc: Kdc, kerberized: RunningMetastore, monkeypatch: pytest.MonkeyPatch) -> None:
     from hmsrepl_airflow.hooks import MetastoreHookError
 
     kdc.kadmin(f"addprinc -pw correct-horse carol@{REALM}")
@@ -119,7 +119,7 @@ def test_password_login(kdc: Kdc, kerberized: RunningMetastore, monkeypatch: pyt
 
 
 def test_incomplete_or_wrong_kerberos_settings_are_named(
-    kdc: Kdc,  # noqa: F811
+    kdc: Kdc,
     kerberized: RunningMetastore,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

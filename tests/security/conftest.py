@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.kdc import Kdc, kdc, kerberos_settings  # noqa: F401 - kdc is a fixture
+from tests.security.kdc import Kdc, kerberos_settings
 from tests.servers import RunningMetastore, metastore_server
 
 
 @pytest.fixture
-def kerberos_metastore(kdc: Kdc, tmp_path: Path) -> Iterator[RunningMetastore]:  # noqa: F811
+def kerberos_metastore(kdc: Kdc, tmp_path: Path) -> Iterator[RunningMetastore]:
     """``hmsrepl metastore serve`` with HMSREPL_THRIFT_AUTH=kerberos, on SQLite."""
     with metastore_server(tmp_path, f"sqlite:///{tmp_path}/metastore.db", **kerberos_settings(kdc)) as server:
         yield server
