@@ -21,7 +21,8 @@ from hmsrepl.metastore.messages import (
     partition_key_names,
     relative_path,
 )
-from hmsrepl.replication.layout import EVENTS_DIR, FILES, METADATA, DumpDir
+from hmsrepl.replication.layout import FILES, METADATA, DumpDir
+from tests.dump_events import read_events, rewrite_events
 
 Key = tuple[str, str | None]  # (table name, partition name or None)
 
@@ -86,11 +87,10 @@ def to_format(dump_dir: str, listings: dict[Key, dict[str, str]], version: int) 
 
     Returns how many events were rewritten.
     """
-    dump = DumpDir(dump_dir)
     rewritten = 0
-    for event_id in dump.event_ids():
-        relative = f"{EVENTS_DIR}/{event_id}/{METADATA}"
-        doc = dump.read_json(relative)
+
+    def rewrite(doc: dict[str, Any]) -> dict[str, Any]:
+        nonlocal rewritten
         kind, body = doc["event_type"], doc["message"]
         msg = parse(kind, body, doc.get("db"), doc.get("table"))
         table = (msg.table or {}).get("table_name")
@@ -100,7 +100,7 @@ def to_format(dump_dir: str, listings: dict[Key, dict[str, str]], version: int) 
             for key in [k for k in listings if k[0] == table and (names is None or k[1] in names)]:
                 del listings[key]
         if kind not in DATA_KINDS:
-            continue
+            return doc
         if msg.rename_target is not None:
             old = msg.before["table_name"]  # type: ignore[attr-defined]
             for key in [k for k in listings if k[0] == old]:
@@ -114,7 +114,7 @@ def to_format(dump_dir: str, listings: dict[Key, dict[str, str]], version: int) 
             changes[key] = delta(previous, after)
             listings[key] = afters[key] = after
         if body.get("v", 1) == version:
-            continue
+            return doc
         builder = MessageBuilder(dict(body))
         if version == 1:
             new_body = _format_1_body(body, msg, afters, table)
@@ -127,13 +127,14 @@ def to_format(dump_dir: str, listings: dict[Key, dict[str, str]], version: int) 
             (change,) = changes.values() if changes else (None,)
             new_body = builder.with_data(change)
         doc["message"] = new_body
-        dump.write_json(relative, doc)
-        if dump.fs.exists(dump.path(EVENTS_DIR, str(event_id), FILES)):  # what the load checks beforehand
-            dump.write_files(f"{EVENTS_DIR}/{event_id}/{FILES}", parse(kind, new_body).files())
+        if doc["files"]:  # what the load checks beforehand
+            doc["files"] = parse(kind, new_body).files()
         rewritten += 1
+        return doc
+
+    rewrite_events(dump_dir, rewrite)
     return rewritten
 
 
 def message_versions(dump_dir: str) -> list[Any]:
-    dump = DumpDir(dump_dir)
-    return [dump.read_json(f"{EVENTS_DIR}/{i}/{METADATA}")["message"].get("v", 1) for i in dump.event_ids()]
+    return [doc["message"].get("v", 1) for doc in read_events(dump_dir)]

@@ -30,12 +30,12 @@ from hmsrepl.metastore.transactions import ReplicationTxnError
 from hmsrepl.replication.commands import parse_command
 from hmsrepl.replication.dump import DumpEngine
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.layout import EVENTS_DIR, METADATA, DumpDir
 from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
 from tests.backends import temporary_database
+from tests.dump_events import edit_event, read_events, rewrite_events
 from tests.helpers import make_partition, make_table, write_file
 
 ACID = {"transactional": "true", "transactional_properties": "insert_only"}
@@ -282,12 +282,8 @@ def test_commit_of_an_unknown_txn_fails_clearly_and_leaves_the_replica_unchanged
     write(source, "orders", b"x")
     last = engine.execute("REPL STATUS sales_dr")
     dumped = engine.execute(f"REPL DUMP sales FROM {last}")
-    dump = DumpDir(dumped.dump_dir)
-    for event_id in dump.event_ids():  # a corrupt dump: the commit names a txn the replica never saw
-        doc = dump.read_json(f"{EVENTS_DIR}/{event_id}/{METADATA}")
-        if doc["event_type"] == "COMMIT_TXN":
-            doc["message"]["txn_id"] = 987654
-            dump.write_json(f"{EVENTS_DIR}/{event_id}/{METADATA}", doc)
+    # a corrupt dump: the commit names a txn the replica never saw
+    edit_event(dumped.dump_dir, "COMMIT_TXN", lambda doc: doc["message"].update(txn_id=987654))
     before = _state_of(target)
     with pytest.raises(ReplicationTxnError, match=r"source txn 987654.*no open target txn.*run a bootstrap"):
         engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
@@ -315,8 +311,7 @@ def test_dump_filters_commit_writes_to_the_policy(engine, source, tmp_path):
     txn = TwoTableTxn(source, b"y")
     txn.commit()
     dumped = engine.execute(f"REPL DUMP sales.['orders'] FROM {last}")
-    dump = DumpDir(dumped.dump_dir)
-    bodies = [dump.read_json(f"{EVENTS_DIR}/{e}/{METADATA}") for e in dump.event_ids()]
+    bodies = read_events(dumped.dump_dir)
     kinds = [b["event_type"] for b in bodies]
     assert kinds.count("OPEN_TXN") == 1 and kinds.count("COMMIT_TXN") == 1
     assert all(b["table"] in (None, "orders") for b in bodies)
@@ -347,17 +342,15 @@ def test_rerun_after_a_failed_load_opens_and_commits_each_txn_once(engine, sourc
     TwoTableTxn(source, b"both").commit()
     last = engine.execute("REPL STATUS sales_dr")
     dumped = engine.execute(f"REPL DUMP sales FROM {last}")
-    dump = DumpDir(dumped.dump_dir)
-    [*_, final] = [e for e in dump.event_ids()]
-    good = dump.read_json(f"{EVENTS_DIR}/{final}/{METADATA}")
+    [*_, good] = read_events(dumped.dump_dir)
     assert good["event_type"] == "COMMIT_TXN"
-    dump.write_json(
-        f"{EVENTS_DIR}/{final}/{METADATA}", {**good, "message": {**good["message"], "txn_id": 424242}}
-    )
+    final = good["event_id"]
+    bad = {**good, "message": {**good["message"], "txn_id": 424242}}
+    rewrite_events(dumped.dump_dir, lambda doc: bad if doc["event_id"] == final else doc)
     with pytest.raises(ReplicationTxnError, match="424242"):  # fails after the first txn's files were copied
         engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
     assert repl_status(target, "sales_dr") == last
-    dump.write_json(f"{EVENTS_DIR}/{final}/{METADATA}", good)  # repaired: run the load again
+    rewrite_events(dumped.dump_dir, lambda doc: good if doc["event_id"] == final else doc)  # repaired: re-run
     engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
     assert snapshot(target, "sales_dr") == snapshot(source, "sales")
     assert target.txns.repl_txn_map("sales_dr") == {}

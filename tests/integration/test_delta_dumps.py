@@ -34,6 +34,7 @@ from hmsrepl.metastore.model import Database
 from hmsrepl.replication.commands import DumpCommand, parse_command
 from hmsrepl.replication.dump import DumpEngine
 from hmsrepl.replication.layout import DumpDir, DumpLayout
+from tests.dump_events import read_events
 from tests.helpers import make_partition, make_table, open_store, write_file
 
 TABLES = ("t", "u")
@@ -141,14 +142,12 @@ def test_incremental_delta_dumps_from_any_boundary_rebuild_each_listing(
     while position < current:
         settings = "" if compacting else " WITH ('hmsrepl.repl.compact.events'='false')"
         dumped = engine.dump(dump_command(f"REPL DUMP {db} FROM {position} LIMIT {limit}{settings}"))
-        dump = DumpDir(dumped.dump_dir)
-        for event_id in dump.event_ids():
-            doc = dump.read_json(DumpLayout.event(event_id))
+        for doc in read_events(dumped.dump_dir):
             message = parse(doc["event_type"], doc["message"], doc["db"], doc["table"])
-            assert dump.read_files(DumpLayout.event_files(event_id)) == message.files()
+            assert doc["files"] == message.files()
             for obj in message.objects():
                 replica[doc["table"]] = obj.change.apply(replica[doc["table"]])
-                obj.change.check(replica[doc["table"]], f"{doc['table']} at event {event_id}")
+                obj.change.check(replica[doc["table"]], f"{doc['table']} at event {doc['event_id']}")
         assert dumped.last_event_id > position
         position = dumped.last_event_id
         assert replica == writer.at[position]

@@ -16,11 +16,12 @@ from hmsrepl.metastore.model import Database
 from hmsrepl.replication.commands import CommandError, DumpCommand, parse_command, parse_policy
 from hmsrepl.replication.dump import DumpEngine
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.layout import EVENTS_DIR, METADATA, DumpDir
+from hmsrepl.replication.layout import DumpDir
 from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replace import PolicyChangeError
 from hmsrepl.replication.verify import capture_state, diff_states, verify
+from tests.dump_events import read_events
 from tests.helpers import make_partition, make_table, write_file
 
 OLD = "sales.['orders', 'plain']"
@@ -46,8 +47,7 @@ def load(engine: ReplicationEngine, dump_dir: str):
 
 
 def dumped_event_tables(dump_dir: str) -> set[str]:
-    dump = DumpDir(dump_dir)
-    return {dump.read_json(f"{EVENTS_DIR}/{i}/{METADATA}")["table"] for i in dump.event_ids()}
+    return {doc["table"] for doc in read_events(dump_dir)}
 
 
 def test_replace_bootstraps_new_tables_drops_old_ones_and_the_next_incremental_follows(
@@ -136,8 +136,7 @@ def test_renames_into_and_out_of_the_policy(engine, source, target) -> None:
     dumped = engine.execute(f"REPL DUMP {policy} FROM {repl_status(target, 'sales_dr')} LIMIT 1")
     meta = DumpDir(dumped.dump_dir).read_metadata()
     assert meta.bootstrapped_tables == ["t2"] and dumped.last_event_id == current
-    dump = DumpDir(dumped.dump_dir)
-    written = [dump.read_json(f"{EVENTS_DIR}/{i}/{METADATA}") for i in dump.event_ids()]
+    written = read_events(dumped.dump_dir)
     assert [(e["event_type"], e["table"]) for e in written] == [("DROP_TABLE", "t1")]  # the rename out
     load(engine, dumped.dump_dir)
     assert target.catalog.get_tables("sales_dr") == ["t2"]

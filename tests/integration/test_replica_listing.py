@@ -17,10 +17,10 @@ from hmsrepl.metastore import Metastore, listings
 from hmsrepl.metastore.messages import ListingMismatchError
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.layout import EVENTS_DIR, METADATA, DumpDir
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.storage.local import LocalFileSystem, local_path
+from tests.dump_events import read_events, rewrite_events, to_layout_format_1
 from tests.format2 import bootstrap_listings, message_versions, to_format_1, to_format_2
 from tests.helpers import make_partition, make_table, write_file
 
@@ -154,10 +154,9 @@ def test_a_missing_event_is_one_line_naming_the_object_and_changes_nothing(engin
     last = engine.execute("REPL STATUS sales_dr")
     dumped = engine.execute(f"REPL DUMP sales FROM {last} WITH ('hmsrepl.repl.compact.events'='false')")
     assert message_versions(dumped.dump_dir) == [2, 2]  # captured as deltas
-    dump = DumpDir(dumped.dump_dir)
-    first = dump.event_ids()[0]
-    assert dump.read_json(f"{EVENTS_DIR}/{first}/{METADATA}")["event_type"] == "INSERT"
-    shutil.rmtree(local_path(dump.path(EVENTS_DIR, str(first))))  # the event never arrives
+    first = read_events(dumped.dump_dir)[0]["event_id"]
+    assert read_events(dumped.dump_dir)[0]["event_type"] == "INSERT"
+    rewrite_events(dumped.dump_dir, lambda doc: None if doc["event_id"] == first else doc)  # never arrives
     before = capture_state(target, "sales_dr")
     with pytest.raises(ListingMismatchError) as failure:
         engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
@@ -195,6 +194,10 @@ def test_format_1_and_format_2_dumps_load_to_the_same_replica(engine, source, ta
     v1 = v2.rstrip("/") + "-v1"
     shutil.copytree(local_path(v2), local_path(v1))
     assert to_format_1(v1, listings) > 0  # as a log written before format 2 holds it
+    to_layout_format_1(v1)  # and as a dump written before event segments: a directory per event
+    assert (Path(local_path(v1)) / "events").is_dir() and not list(
+        Path(local_path(v1)).glob("events/*/_events")
+    )
     assert set(message_versions(v1)) == {1} and 2 in message_versions(v2)
     engine.execute(f"REPL LOAD sales_v1 FROM '{v1}'")
     engine.execute(f"REPL LOAD sales_v2 FROM '{v2}'")

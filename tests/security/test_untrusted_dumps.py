@@ -39,6 +39,7 @@ from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
+from tests.dump_events import edit_event
 from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, write_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,12 +178,11 @@ def parts(encoded: str) -> list[str]:
     return [*encoded.split("#"), "", "", ""][:4]
 
 
-def event_dir(dump: Path, event_type: str, nth: int = 0) -> Path:
-    found = []
-    for directory in sorted((dump / "events").iterdir(), key=lambda p: int(p.name)):
-        if json.loads((directory / "_metadata").read_text())["event_type"] == event_type:
-            found.append(directory)
-    return found[nth]
+def tamper_added(doc: dict[str, Any], change: Callable[[list[str]], str]) -> None:
+    """Change the one file a data event adds: in its message's data change and in its files alike."""
+    data = doc["message"]["data"]
+    data.update(added=[change(parts(data["added"][0]))])
+    doc["files"] = [change(parts(doc["files"][0]))]
 
 
 # -- bootstrap dumps --------------------------------------------------------------------------------------------
@@ -326,14 +326,7 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
         """Change the files the INSERT into 'fresh' adds (the message's data change and its _files alike)."""
 
         def edit(d: Path) -> None:
-            directory = event_dir(d, "INSERT", 1)
-            edit_json(
-                directory / "_metadata",
-                lambda b: b["message"]["data"].update(
-                    added=[change(parts(b["message"]["data"]["added"][0]))]
-                ),
-            )
-            edit_files(directory / "_files", lambda lines: [change(parts(lines[0]))])
+            edit_event(d, "INSERT", lambda doc: tamper_added(doc, change), 1)
 
         return edit
 
@@ -342,7 +335,7 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
             part = body["message"]["partitions"][0]
             part["sd"]["location"] = part["sd"]["location"].rsplit("/", 1)[0] + "/../../../victim"
 
-        edit_json(event_dir(d, "ADD_PARTITION") / "_metadata", change)
+        edit_event(d, "ADD_PARTITION", change)
 
     attacks = {
         "partition location '<table>/../../../victim'": (partition_location, ("ADD_PARTITION", "'..'")),
@@ -356,15 +349,17 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
         ),
         "empty checksum in an event": (insert_files(lambda p: f"{p[0]}##{p[2]}#"), ("checksum ''",)),
         "table created at '/'": (
-            lambda d: edit_json(
-                event_dir(d, "CREATE_TABLE") / "_metadata",
+            lambda d: edit_event(
+                d,
+                "CREATE_TABLE",
                 lambda b: b["message"]["table"]["sd"].update(location="/"),
             ),
             ("CREATE_TABLE", "location '/'"),
         ),
         "table created at the replica database's own directory": (
-            lambda d: edit_json(
-                event_dir(d, "CREATE_TABLE") / "_metadata",
+            lambda d: edit_event(
+                d,
+                "CREATE_TABLE",
                 lambda b: b["message"]["table"]["sd"].update(
                     location=b["message"]["table"]["sd"]["location"].rsplit("/", 1)[0]
                 ),
@@ -372,22 +367,19 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
             ("target database's own directory",),
         ),
         "an ADD_PARTITION without its partitions (would fail half-way)": (
-            lambda d: edit_json(
-                event_dir(d, "ADD_PARTITION") / "_metadata", lambda b: b["message"].pop("partitions")
-            ),
+            lambda d: edit_event(d, "ADD_PARTITION", lambda b: b["message"].pop("partitions")),
             ("ADD_PARTITION", "no valid 'partitions'"),
         ),
         "a table snapshot the catalog model rejects": (
-            lambda d: edit_json(
-                event_dir(d, "CREATE_TABLE") / "_metadata",
+            lambda d: edit_event(
+                d,
+                "CREATE_TABLE",
                 lambda b: b["message"]["table"]["sd"].update(cols="not a list"),
             ),
             ("malformed table snapshot: sd.cols",),
         ),
         "an event type no load knows": (
-            lambda d: edit_json(
-                event_dir(d, "CREATE_TABLE") / "_metadata", lambda b: b.update(event_type="RM_RF")
-            ),
+            lambda d: edit_event(d, "CREATE_TABLE", lambda b: b.update(event_type="RM_RF")),
             ("event type 'RM_RF'",),
         ),
     }
@@ -614,14 +606,7 @@ def test_a_tampered_one_file_append_into_a_replica_partition_writes_nothing(scen
 
     def appended(change: Callable[[list[str]], str]) -> Callable[[Path], None]:
         def edit(d: Path) -> None:
-            directory = event_dir(d, "INSERT")
-            edit_json(
-                directory / "_metadata",
-                lambda b: b["message"]["data"].update(
-                    added=[change(parts(b["message"]["data"]["added"][0]))]
-                ),
-            )
-            edit_files(directory / "_files", lambda lines: [change(parts(lines[0]))])
+            edit_event(d, "INSERT", lambda doc: tamper_added(doc, change))
 
         return edit
 

@@ -16,7 +16,7 @@ from hmsrepl.replication.acid_replay import prepare_for_dump
 from hmsrepl.replication.commands import parse_policy
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.dump_validation import DumpValidationError, DumpValidator, SourceRoots
-from hmsrepl.replication.layout import DumpDir, DumpLayout, DumpMetadata
+from hmsrepl.replication.layout import DumpDir, DumpMetadata, encode_event
 from hmsrepl.replication.replace import WindowPlan
 from tests.helpers import make_partition, make_table
 
@@ -98,7 +98,7 @@ def validate(tmp_path: Path, edit: Callable[[dict[str, Any], str], None]) -> int
     edit(body, location)
     dump = DumpDir(str(tmp_path / "dump"))
     doc = {"event_id": 1, "event_time": 0, "event_type": "INSERT", "db": "db", "table": "t", "message": body}
-    dump.write_json(DumpLayout.event(1), doc)
+    dump.write_segment(1, [encode_event(doc, [])])
     meta = DumpMetadata("incremental", "db", "db", 0, 1, 1, event_count=1)
     roots = SourceRoots(f"{root}/wh", f"{root}/cm")
     report = DumpValidator(dump, meta, roots, lambda _: None, {"INSERT"}).validate_incremental(0, "")

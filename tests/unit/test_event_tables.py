@@ -65,6 +65,7 @@ def test_layout_builds_and_reads_back_every_place() -> None:
     for path, entry in places.items():
         assert DumpLayout.entry(path) == entry
     assert DumpLayout.files_of(DumpLayout.partition("db", "t", "a=1")) == "db/t/a=1/_files"
+    assert DumpLayout.segment(7) == "events/7/_events"
     assert DumpLayout.event(7) == "events/7/_metadata" and DumpLayout.event_files(7) == "events/7/_files"
     assert DumpLayout.entry("db/_functions/_metadata").kind == ""
     assert DumpLayout.entry("db/t/_files").kind == ""

@@ -1,12 +1,22 @@
-"""Validation hands the load the event documents it checked (``dump_validation.PendingEvents``)."""
+"""Validation hands the load the event documents it checked (``dump_validation.PendingEvents``), and the
+dump's event segments hold every event once, in order (``layout.SegmentWriter``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from hmsrepl.replication.dump_validation import DumpValidator, PendingEvents, SourceRoots
-from hmsrepl.replication.layout import DumpDir, DumpLayout, DumpMetadata
+import pytest
+
+from hmsrepl.replication.dump_validation import DumpValidationError, DumpValidator, PendingEvents, SourceRoots
+from hmsrepl.replication.layout import (
+    SEGMENT_EVENTS,
+    DumpDir,
+    DumpLayout,
+    DumpMetadata,
+    SegmentWriter,
+    encode_event,
+)
 
 
 def event(event_id: int, db: str = "db") -> dict[str, Any]:
@@ -14,34 +24,61 @@ def event(event_id: int, db: str = "db") -> dict[str, Any]:
     return {"event_id": event_id, "event_time": 0, "event_type": "DROP_DATABASE", "db": db, "message": body}
 
 
-def validated(tmp_path: Path, count: int, last_applied: int = 0) -> tuple[DumpDir, PendingEvents]:
-    dump = DumpDir(str(tmp_path / "dump"))
-    for event_id in range(1, count + 1):
-        dump.write_json(DumpLayout.event(event_id), event(event_id))
+def write_events(dump: DumpDir, documents: list[dict[str, Any]]) -> None:
+    segments = SegmentWriter(dump.write_segment)
+    for document in documents:
+        segments.add(document["event_id"], document, [])
+    segments.flush()
+
+
+def validate(dump: DumpDir, count: int, last_applied: int = 0) -> PendingEvents:
     meta = DumpMetadata("incremental", "db", "db", 0, count, count, event_count=count)
-    roots = SourceRoots(f"{tmp_path}/wh", f"{tmp_path}/cm")
+    roots = SourceRoots(f"{dump.uri}/wh", f"{dump.uri}/cm")
     validator = DumpValidator(dump, meta, roots, lambda _: None, {"DROP_DATABASE"})
-    return dump, validator.validate_incremental(last_applied, "").pending_events
+    return validator.validate_incremental(last_applied, "").pending_events
 
 
 def test_the_load_gets_the_documents_validation_checked_not_what_the_directory_holds_later(
     tmp_path: Path,
 ) -> None:
-    dump, pending = validated(tmp_path, 3, last_applied=1)
+    dump = DumpDir(str(tmp_path / "dump"))
+    write_events(dump, [event(i) for i in range(1, 4)])
+    pending = validate(dump, 3, last_applied=1)
     assert pending.ids == [2, 3]
-    dump.write_json(DumpLayout.event(2), event(2, db="changed after the check"))
+    write_events(dump, [event(1), event(2, db="changed after the check"), event(3)])
     assert pending.document(dump, 2)["db"] == "db"
     assert pending.take(dump, 2)["db"] == "db"
     assert 2 not in pending.documents  # taken once: no longer held
 
 
-def test_documents_past_the_budget_are_read_again(tmp_path: Path) -> None:
+def test_documents_past_the_budget_are_read_again_from_their_segment(tmp_path: Path) -> None:
     dump = DumpDir(str(tmp_path / "dump"))
-    dump.write_json(DumpLayout.event(1), event(1))
-    size = dump.read_json_sized(DumpLayout.event(1))[1]
+    size = len(encode_event(event(1), []))
     pending = PendingEvents(ids=[1, 2], budget=size)
-    pending.keep(1, event(1, db="kept"), size)
-    pending.keep(2, event(2, db="kept"), size)  # over the budget: not kept
+    segment = DumpLayout.segment(1)
+    pending.keep(1, event(1, db="kept"), size, segment)
+    pending.keep(2, event(2, db="kept"), size, segment)  # over the budget: not kept
     assert pending.documents.keys() == {1}
-    dump.write_json(DumpLayout.event(2), event(2, db="read"))
+    write_events(dump, [event(1, db="read"), event(2, db="read")])
     assert [pending.take(dump, i)["db"] for i in pending.ids] == ["kept", "read"]
+
+
+def test_events_are_written_a_thousand_a_segment_and_read_back_in_order(tmp_path: Path) -> None:
+    dump = DumpDir(str(tmp_path / "dump"))
+    count = 2 * SEGMENT_EVENTS + 5
+    write_events(dump, [event(i) for i in range(10, 10 + count)])
+    segments = dump.event_segments(2)
+    assert [first for first, _ in segments] == [10, 10 + SEGMENT_EVENTS, 10 + 2 * SEGMENT_EVENTS]
+    pending = validate(dump, 10 + count)
+    assert pending.ids == list(range(10, 10 + count))
+
+
+def test_events_out_of_order_or_repeated_are_refused(tmp_path: Path) -> None:
+    dump = DumpDir(str(tmp_path / "dump"))
+    dump.write_segment(1, [encode_event(event(i), []) for i in (1, 3, 2)])
+    with pytest.raises(DumpValidationError, match=r"events/1/_events line 3: holds event 2 out of order"):
+        validate(dump, 3)
+    dump.write_segment(1, [encode_event(event(1), [])])
+    dump.write_segment(5, [encode_event(event(1), [])])  # the same event again in a later segment
+    with pytest.raises(DumpValidationError, match="out of order"):
+        validate(dump, 3)

@@ -34,6 +34,7 @@ class MetastoreTransaction:
     events: list[PendingEvent] = field(default_factory=list)
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     event_ids: list[int] = field(default_factory=list)
+    shared: dict[str, Any] = field(default_factory=dict)  # what components gather per transaction
 
     def emit(
         self, event_type: EventType, db_name: str | None, table_name: str | None, body: dict[str, Any]
@@ -61,6 +62,10 @@ class EventLog:
         self.compress_min_bytes = compress_min_bytes
         self._local = threading.local()
 
+    def current_transaction(self) -> MetastoreTransaction | None:
+        """This thread's open transaction, if any (``transaction`` joins it)."""
+        return getattr(self._local, "tx", None)
+
     @contextmanager
     def transaction(self) -> Iterator[MetastoreTransaction]:
         """A metastore write: changes made on ``tx.conn`` and events emitted commit together, or neither.
@@ -69,7 +74,7 @@ class EventLog:
         one transaction (a replication load applying a batch of events) commits them, and their events,
         at once. Reads through ``reader()`` then see the batch's own writes.
         """
-        outer: MetastoreTransaction | None = getattr(self._local, "tx", None)
+        outer = self.current_transaction()
         if outer is not None:
             yield outer
             return

@@ -119,15 +119,20 @@ class FileIntents:
             "attempts": 0,
         }
         intent_id = tx.conn.execute(insert(file_intents).values(**row)).inserted_primary_key[0]
-        intent = Intent(intent_id, kind, payload, now, now, 0, None)
-        tx.on_commit(lambda: self._after_commit(intent), first=first)
+        # One completion per transaction and position: a load batch creating hundreds of objects then
+        # deletes their rows in one statement instead of one transaction each.
+        key = "file_intents_first" if first else "file_intents"
+        group: list[Intent] | None = tx.shared.get(key)
+        if group is None:
+            group = tx.shared[key] = []
+            tx.on_commit(lambda: self._after_commit(group), first=first)
+        group.append(Intent(intent_id, kind, payload, now, now, 0, None))
 
-    def _after_commit(self, intent: Intent) -> None:
+    def _after_commit(self, intents: list[Intent]) -> None:
         """The request's own completion; a failure leaves the row for housekeeping, the change stands."""
         fault_point("after_commit_before_intent")
-        try:
-            self.complete(intent)
-        except Exception as exc:  # the metadata change committed: report, retry later, do not fail the call
+        for intent, exc in self.complete_all(intents):
+            # the metadata change committed: report, retry later, do not fail the call
             log.warning(
                 "file work of intent %s (%s) failed, housekeeping will retry it: %s",
                 intent.id,
@@ -138,23 +143,39 @@ class FileIntents:
     # -- completing ------------------------------------------------------------------------------------
     def complete(self, intent: Intent) -> None:
         """Do the intent's work and delete its row; on failure record the error and re-raise."""
-        try:
-            self._perform(intent)
-        except Exception as exc:
-            with self.events.transaction() as tx:
-                tx.conn.execute(
-                    update(file_intents)
-                    .where(file_intents.c.id == intent.id)
-                    .values(
-                        attempts=file_intents.c.attempts + 1, last_error=f"{type(exc).__name__}: {exc}"[:4000]
+        for _, exc in self.complete_all([intent]):
+            raise exc
+
+    def complete_all(self, intents: Sequence[Intent]) -> list[tuple[Intent, Exception]]:
+        """Do each intent's work, in order, and delete the rows of those done in one statement.
+
+        A failure is recorded on its row (kept for housekeeping) and returned; the others go on.
+        """
+        done: list[int] = []
+        failed: list[tuple[Intent, Exception]] = []
+        for intent in intents:
+            try:
+                self._perform(intent)
+            except Exception as exc:
+                with self.events.transaction() as tx:
+                    tx.conn.execute(
+                        update(file_intents)
+                        .where(file_intents.c.id == intent.id)
+                        .values(
+                            attempts=file_intents.c.attempts + 1,
+                            last_error=f"{type(exc).__name__}: {exc}"[:4000],
+                        )
                     )
-                )
-            raise
+                failed.append((intent, exc))
+            else:
+                done.append(intent.id)
         fault_point("intent_before_delete_row")
         # Joins the caller's transaction if one is open (a create settling a drop inside a load batch): a
-        # rollback then brings the row back, and the work, being idempotent, is simply done again.
-        with self.events.transaction() as tx:
-            tx.conn.execute(delete(file_intents).where(file_intents.c.id == intent.id))
+        # rollback then brings the rows back, and the work, being idempotent, is simply done again.
+        if done:
+            with self.events.transaction() as tx:
+                tx.conn.execute(delete(file_intents).where(file_intents.c.id.in_(done)))
+        return failed
 
     def _perform(self, intent: Intent) -> None:
         if intent.kind == MAKEDIRS:
@@ -246,6 +267,20 @@ class FileIntents:
             )
         return IntentRunResult(completed, failed, skipped)
 
+    def _settle_candidates(self) -> list[Intent]:
+        """Committed intents a new object may have to wait for; read once per open transaction.
+
+        A load batch creates hundreds of objects in one transaction: one read serves them all (what other
+        writers commit meanwhile is as unseen as it would be a moment after a fresh read).
+        """
+        tx = self.events.current_transaction()
+        if tx is not None and "settle_candidates" in tx.shared:
+            return tx.shared["settle_candidates"]
+        candidates = [i for i in self.pending(committed_only=True) if i.kind in SETTLED_BEFORE_CREATE]
+        if tx is not None:
+            tx.shared["settle_candidates"] = candidates
+        return candidates
+
     def settle(self, locations: Iterable[str | None], what: str) -> None:
         """Complete pending recycle and publish intents touching ``locations`` before a new object takes them.
 
@@ -256,11 +291,13 @@ class FileIntents:
         keys = {path_key(loc).rstrip("/") for loc in locations if loc}
         if not keys:
             return
-        for intent in self.pending(committed_only=True):
-            if intent.kind not in SETTLED_BEFORE_CREATE or not _overlaps(intent.paths(), keys):
+        candidates = self._settle_candidates()
+        for intent in list(candidates):
+            if not _overlaps(intent.paths(), keys):
                 continue
             try:
                 self.complete(intent)
+                candidates.remove(intent)
             except Exception as exc:
                 raise InvalidOperationError(
                     f"{what} cannot be created yet: its location still holds files of a dropped object whose "

@@ -27,7 +27,7 @@ import os
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, Connection, make_url, or_, select
+from sqlalchemy import ColumnElement, Connection, bindparam, make_url, or_, select
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import InvalidObjectError, MetastoreError
@@ -294,8 +294,42 @@ def _roots(uris: Iterable[str], setting: str) -> list[Location]:
     return out
 
 
-# Built once: read for every managed table created (SQLAlchemy builds a statement in ~40 us).
+def _overlapping(column: ColumnElement[str]) -> ColumnElement[bool]:
+    """Stored locations inside one of two spellings of a path (LIKE) or equal to one of its ancestors' (IN)."""
+    return or_(
+        column.like(bindparam("inside_a"), escape="/"),
+        column.like(bindparam("inside_b"), escape="/"),
+        column.in_(bindparam("above", expanding=True)),
+    )
+
+
+# Built once, with bound parameters: they run for every managed table created (SQLAlchemy spends ~40 us
+# building a statement and more compiling one whose shape is new).
 _DATABASES = select(dbs.c.name, dbs.c.doc)
+_TABLES = (
+    select(tbls.c.tbl_id, tbls.c.tbl_name, tbls.c.location, dbs.c.name.label("db_name"))
+    .join(dbs, dbs.c.db_id == tbls.c.db_id)
+    .where(
+        _overlapping(tbls.c.location),
+        tbls.c.tbl_id != bindparam("skip_tbl"),
+        dbs.c.name != bindparam("skip_db"),
+    )
+)
+_PARTITIONS = (
+    select(partitions.c.tbl_id, partitions.c.part_name, partitions.c.location, tbls.c.tbl_name, dbs.c.name)
+    .join(tbls, tbls.c.tbl_id == partitions.c.tbl_id)
+    .join(dbs, dbs.c.db_id == tbls.c.db_id)
+    .where(
+        _overlapping(partitions.c.location),
+        tbls.c.tbl_id != bindparam("skip_tbl"),
+        dbs.c.name != bindparam("skip_db"),
+    )
+)
+
+
+def _like_inside(path: str) -> str:
+    """A LIKE pattern (escape character ``/``) matching any text containing ``path``."""
+    return "%" + path.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
 
 
 def find_occupants(
@@ -317,10 +351,17 @@ def find_occupants(
     partitions out (``with_partitions=False``): a partition inside its own table's directory overlaps another
     object only if its table does, and one outside it was compared with everything when it was added.
     """
-    paths = {loc.path, *([str(loc)] if loc.scheme != "file" else [])}
+    paths = [loc.path, *([str(loc)] if loc.scheme != "file" else [])]
     ancestors = (
         {spelling for ancestor in loc.ancestors() for spelling in ancestor.spellings()} if above else set()
     )
+    params = {
+        "inside_a": _like_inside(paths[0]),
+        "inside_b": _like_inside(paths[-1]),
+        "above": sorted(ancestors),
+        "skip_tbl": -1 if skip_table_id is None else skip_table_id,  # ids are positive, names never empty
+        "skip_db": "" if skip_db is None else skip_db,
+    }
     out: list[Occupant] = []
 
     def consider(kind: str, name: str, stored: str | None) -> None:
@@ -331,38 +372,12 @@ def find_occupants(
     for row in conn.execute(_DATABASES):
         if row.name != skip_db:
             consider("database", row.name, Database.model_validate_json(row.doc).location_uri)
-
-    def matching(column: ColumnElement[str]) -> ColumnElement[bool]:
-        inside = [column.contains(path, autoescape=True) for path in paths]
-        return or_(*inside, column.in_(sorted(ancestors))) if ancestors else or_(*inside)
-
-    tables = (
-        select(tbls.c.tbl_id, tbls.c.tbl_name, tbls.c.location, dbs.c.name.label("db_name"))
-        .join(dbs, dbs.c.db_id == tbls.c.db_id)
-        .where(matching(tbls.c.location))
-    )
-    if skip_table_id is not None:
-        tables = tables.where(tbls.c.tbl_id != skip_table_id)
-    if skip_db is not None:
-        tables = tables.where(dbs.c.name != skip_db)
-    for row in conn.execute(tables):
+    for row in conn.execute(_TABLES, params):
         consider("table", f"{row.db_name}.{row.tbl_name}", row.location)
     if not with_partitions:
         return out
-    parts = (
-        select(
-            partitions.c.tbl_id, partitions.c.part_name, partitions.c.location, tbls.c.tbl_name, dbs.c.name
-        )
-        .join(tbls, tbls.c.tbl_id == partitions.c.tbl_id)
-        .join(dbs, dbs.c.db_id == tbls.c.db_id)
-        .where(matching(partitions.c.location))
-    )
-    if skip_table_id is not None:
-        parts = parts.where(partitions.c.tbl_id != skip_table_id)
-    if skip_db is not None:
-        parts = parts.where(dbs.c.name != skip_db)
     skip_tbl, skip_names = skip_partitions or (None, ())
-    for row in conn.execute(parts):
+    for row in conn.execute(_PARTITIONS, params):
         if not (row.tbl_id == skip_tbl and row.part_name in skip_names):
             consider("partition", f"{row.name}.{row.tbl_name}/{row.part_name}", row.location)
     return out

@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ from hmsrepl.replication.layout import (
     DumpDir,
     DumpLayout,
     DumpMetadata,
+    SegmentWriter,
 )
 from hmsrepl.replication.metrics import StageClock, referenced_bytes
 from hmsrepl.replication.policy import ReplicationPolicy
@@ -349,18 +350,22 @@ class DumpEngine:
             last = bootstrap_in_window(self, dump, planner, last, with_data=with_data, external=external)
             plan = planner.plan(compacting=compacting, with_data=with_data)
         count = files = size = 0
-        # Writing many small files is bound by file-system calls, which threads overlap; order does not
-        # matter because nothing reads the dump before its acknowledgement.
+        # Segments are written on threads while the next ones are gathered (an object store's latency
+        # overlaps); order does not matter because nothing reads the dump before its acknowledgement.
         with self.clock.stage("write"), ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            futures = []
+            futures: list[Future[None]] = []
+            segments = SegmentWriter(
+                lambda first, lines: futures.append(pool.submit(dump.write_segment, first, lines))
+            )
             for event in self._events(policy, command.from_event_id, last, with_markers=True):
                 written = plan.rewrite(event)
                 if written is not None:
-                    futures.append(pool.submit(self._write_event, dump, written, with_data))
-                    count += 1
+                    listed = written.message.files() if with_data else []
+                    segments.add(written.event_id, event_document(written), listed)
+                    count, files, size = count + 1, files + len(listed), size + referenced_bytes(listed)
+            segments.flush()
             for future in futures:
-                listed = future.result()
-                files, size = files + len(listed), size + referenced_bytes(listed)
+                future.result()
         with self.clock.stage("acknowledge"):
             meta = self._metadata(command, "incremental", command.from_event_id, max(upto, last), last, count)
             meta.skipped_events = plan.skipped_events
@@ -375,27 +380,18 @@ class DumpEngine:
             dump.uri, last, events=count, tables=tables, partitions=partitions, files=files, bytes=size
         )
 
-    @staticmethod
-    def _write_event(dump: DumpDir, event: DumpEvent, with_data: bool) -> list[str]:
-        """Write one event's message as it is, and beside it the files it adds (none when metadata-only)."""
-        row = event.event
-        dump.write_json(
-            DumpLayout.event(row.event_id),
-            {
-                "event_id": row.event_id,
-                "event_time": row.event_time,
-                "event_type": row.event_type,
-                "db": row.db_name,
-                "table": row.table_name,
-                "message": event.message.raw,
-            },
-        )
-        if not with_data:
-            return []
-        files = event.message.files()
-        if files:
-            dump.write_files(DumpLayout.event_files(row.event_id), files)
-        return files
+
+def event_document(event: DumpEvent) -> dict[str, object]:
+    """What a dump keeps of one event: its row and its message as the log stored it."""
+    row = event.event
+    return {
+        "event_id": row.event_id,
+        "event_time": row.event_time,
+        "event_type": row.event_type,
+        "db": row.db_name,
+        "table": row.table_name,
+        "message": event.message.raw,
+    }
 
 
 # -- consolidation: each event type's effect on the dumped objects ---------------------------------------------

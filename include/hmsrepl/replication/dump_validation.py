@@ -56,11 +56,13 @@ from hmsrepl.replication.layout import (
     DATABASE,
     EVENTS_DIR,
     FILES,
+    FORMAT_VERSION,
     FUNCTION,
     FUNCTIONS_DIR,
     METADATA,
     TABLE,
     DumpDir,
+    DumpedEvent,
     DumpError,
     DumpLayout,
     DumpLimits,
@@ -325,26 +327,37 @@ KEEP_EVENT_BYTES = 16 * 1024 * 1024
 class PendingEvents:
     """The events a load will apply, in order, and the documents validation read for them.
 
-    The apply takes each event's document from here instead of reading and parsing its ``_metadata`` again:
-    it then applies exactly the document that was checked, even if the dump directory changes meanwhile.
-    Documents are kept up to ``budget`` bytes of JSON (memory stays bounded for any dump size); an event
-    past it is read again from the dump.
+    The apply takes each event's document from here instead of reading and parsing it again: it then
+    applies exactly the document that was checked, even if the dump directory changes meanwhile. Documents
+    are kept up to ``budget`` bytes of JSON (memory stays bounded for any dump size); an event past it is
+    read again from its segment (``segments``), a segment at a time.
     """
 
     ids: list[int] = field(default_factory=list)
     documents: dict[int, dict[str, Any]] = field(default_factory=dict)
+    segments: dict[int, str] = field(default_factory=dict)  # event id -> its segment, for events not kept
+    layout_format: int = FORMAT_VERSION
     budget: int = KEEP_EVENT_BYTES
+    _reread: tuple[str, dict[int, dict[str, Any]]] = ("", {})  # the segment read again last, by event id
 
-    def keep(self, event_id: int, document: dict[str, Any], size: int) -> None:
+    def keep(self, event_id: int, document: dict[str, Any], size: int, segment: str) -> None:
         """Keep a checked document while the budget lasts (the apply reads the others again)."""
         if size <= self.budget:
             self.budget -= size
             self.documents[event_id] = document
+        else:
+            self.segments[event_id] = segment
 
     def document(self, dump: DumpDir, event_id: int) -> dict[str, Any]:
-        """The event's document: the one validation kept, else read from the dump."""
+        """The event's document: the one validation kept, else read again from its segment."""
         kept = self.documents.get(event_id)
-        return kept if kept is not None else dump.read_json(DumpLayout.event(event_id))
+        if kept is not None:
+            return kept
+        segment = self.segments[event_id]
+        if self._reread[0] != segment:
+            events = dump.read_segment(segment, self.layout_format)
+            self._reread = (segment, {e.document["event_id"]: e.document for e in events})
+        return self._reread[1][event_id]
 
     def take(self, dump: DumpDir, event_id: int) -> dict[str, Any]:
         """The event's document, no longer kept here (the apply needs each one once)."""
@@ -434,17 +447,23 @@ class DumpValidator:
         if source_db_location:
             self._location(source_db_location, "the replica's recorded source database location", kind="db")
         self.place = self._place_for(source_db_location)
-        ids = self.dump.event_ids()
-        if len(ids) > self.limits.max_events:
-            raise self.fail(
-                EVENTS_DIR,
-                f"holds {len(ids)} events, more than {self.limits.max_events} "
-                "(HMSREPL_DUMP_MAX_EVENTS); dump with a LIMIT",
-            )
-        for event_id in ids:
-            if event_id > last_applied:
-                self._event(event_id)
-                self.report.pending_events.ids.append(event_id)
+        pending = self.report.pending_events
+        pending.layout_format = meta.format
+        previous = seen = 0  # event ids ascend through the segments and within each
+        for first, segment in self.dump.event_segments(meta.format):
+            for event in self.dump.read_segment(segment, meta.format):
+                event_id = self._event_id(event, first, previous)
+                previous, seen = event_id, seen + 1
+                if seen > self.limits.max_events:
+                    raise self.fail(
+                        EVENTS_DIR,
+                        f"holds more than {self.limits.max_events} events (HMSREPL_DUMP_MAX_EVENTS); "
+                        "dump with a LIMIT",
+                    )
+                if event_id > last_applied:
+                    self._event(event)
+                    pending.ids.append(event_id)
+                    pending.keep(event_id, event.document, event.size, segment)
         if meta.last_event_id > last_applied and meta.bootstrapped_tables:
             sub = self.dump.bootstrap_part()
             for name in meta.bootstrapped_tables:
@@ -542,12 +561,23 @@ class DumpValidator:
                 location = self._partition(part, keys, table_location, where)
                 self._object_files(files, location, shown + files_at)
 
-    def _event(self, event_id: int) -> None:
-        where = DumpLayout.event(event_id)
-        doc, size = self._read_sized(where)
+    def _event_id(self, event: DumpedEvent, first: int, previous: int) -> int:
+        """The event's id, which must follow ``previous`` and lie in its segment (starting at ``first``)."""
+        doc = event.document
+        if not isinstance(doc, dict):
+            raise self.fail(event.where, "is not a JSON object")
+        event_id = doc.get("event_id")
+        if not isinstance(event_id, int) or isinstance(event_id, bool):
+            raise self.fail(event.where, f"holds event id {show(event_id)}, not an integer")
+        if event_id <= previous or event_id < first or (self.meta.format < 2 and event_id != first):
+            raise self.fail(
+                event.where, f"holds event {event_id} out of order (after {previous}, from {first})"
+            )
+        return event_id
+
+    def _event(self, event: DumpedEvent) -> None:
+        where, doc = event.where, event.document
         kind = doc.get("event_type")
-        if doc.get("event_id") != event_id:
-            raise self.fail(where, f"holds event {show(doc.get('event_id'))}, not {event_id}")
         if kind not in self.known_event_types:
             raise self.fail(where, f"event type {show(kind)} is not one a load can apply")
         body = doc.get("message")
@@ -571,10 +601,10 @@ class DumpValidator:
         self._message(body, where)
         if version >= 2:
             self._changes(kind, body, where)
-        files_at = DumpLayout.event_files(event_id)
-        for encoded in self._files(files_at):
-            self._entry(encoded, None, files_at)
-        self.report.pending_events.keep(event_id, doc, size)
+        if not isinstance(event.files, list):
+            raise self.fail(where, "files is not a list")
+        for encoded in event.files:
+            self._entry(encoded, None, f"{where} files")
 
     def _changes(self, kind: str, body: dict[str, Any], where: str) -> None:
         """A format-2 message's data changes: files added below their own object, removed paths below it."""

@@ -13,17 +13,23 @@
     <dump>/<db>/<table>/<k=v/...>/_metadata  each partition, under its Hive partition name
     <dump>/<db>/<table>/<k=v/...>/_files
     incremental:
-    <dump>/events/<event id>/_metadata       the event with its own object snapshot
-    <dump>/events/<event id>/_files          the files that event needs (pseudo-snapshot)
+    <dump>/events/<first event id>/_events   a segment: up to SEGMENT_EVENTS consecutive events of the dump, one
+                                             JSON document a line in event id order, each the event with its
+                                             own object snapshot and the files it needs (pseudo-snapshot)
     <dump>/_bootstrap/<db>/<table>/...       tables bootstrapped inside the incremental dump (newly included
                                              by REPLACE, renamed into the policy), as of the dump's last event
                                              id, laid out as in a bootstrap dump; _dumpmetadata lists them in
                                              ``bootstrapped_tables`` (a listed table absent here is dropped)
 
 ``_files`` hold ``fileuri#checksum#cmroot#subdir`` lines: indirections to the source's files, never copies.
-A bootstrap's ``_files`` is the object's full listing as of the dump's last event id; an event's ``_files``
-lists the files that event adds (``Message.files``: a format-1 event's listing, a format-2 delta's ``added``),
-and its ``_metadata`` holds the message as the log stored it. ``DumpLayout`` builds every one of these paths.
+A bootstrap's ``_files`` is the object's full listing as of the dump's last event id; an event's ``files``
+list the files that event adds (``Message.files``: a format-1 message's listing, a format-2 delta's
+``added``), and its ``message`` is the message as the log stored it. ``DumpLayout`` builds every one of these
+paths.
+
+Events come in segments because a file and a directory per event bound a dump by file-system calls (half a
+millisecond each on a busy disk): a segment holds a thousand events. Dumps of layout format 1 (one
+``events/<event id>/_metadata`` and ``_files`` per event) still load: ``DumpDir.read_segment`` reads both.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,13 +45,17 @@ from hmsrepl.exceptions import HmsReplError
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
 from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)  # format 1: a directory per event (events/<event id>/_metadata and _files)
 DUMP_METADATA = "_dumpmetadata"
 ACK = "_finished_dump"
 SIGNATURE = "_signature"
 METADATA = "_metadata"
 FILES = "_files"
 EVENTS_DIR = "events"
+SEGMENT = "_events"
+SEGMENT_EVENTS = 1000  # events of one segment at most
+SEGMENT_BYTES = 8 * 1024 * 1024  # a segment is closed once it holds this much (one event may exceed it)
 FUNCTIONS_DIR = "_functions"
 BOOTSTRAP_DIR = "_bootstrap"
 ACID_STATE = "_acid_state"
@@ -107,16 +117,19 @@ class DumpLayout:
         return metadata[: -len(METADATA)] + name
 
     @staticmethod
-    def event_dir(event_id: int) -> str:
-        return f"{EVENTS_DIR}/{event_id}"
+    def segment(first_event_id: int) -> str:
+        """The segment of events starting at ``first_event_id``."""
+        return f"{EVENTS_DIR}/{first_event_id}/{SEGMENT}"
 
-    @classmethod
-    def event(cls, event_id: int) -> str:
-        return f"{cls.event_dir(event_id)}/{METADATA}"
+    @staticmethod
+    def event(event_id: int) -> str:
+        """Layout format 1: one event's ``_metadata``."""
+        return f"{EVENTS_DIR}/{event_id}/{METADATA}"
 
-    @classmethod
-    def event_files(cls, event_id: int) -> str:
-        return f"{cls.event_dir(event_id)}/{FILES}"
+    @staticmethod
+    def event_files(event_id: int) -> str:
+        """Layout format 1: the files of one event."""
+        return f"{EVENTS_DIR}/{event_id}/{FILES}"
 
     @staticmethod
     def entry(metadata: str) -> DumpEntry:
@@ -135,6 +148,50 @@ class DumpLayout:
 
 class DumpError(HmsReplError):
     """A dump directory is missing, incomplete or malformed."""
+
+
+@dataclass(frozen=True)
+class DumpedEvent:
+    """One event as a dump holds it: its document (the message as logged), the files it needs, and where."""
+
+    where: str  # the segment and line (format 1: the event's _metadata), for messages
+    document: Any  # a dict when well formed; validation refuses anything else
+    files: Any  # a list of encoded file entries when well formed
+    size: int  # bytes of its JSON, counted against a reader's budget
+
+
+def encode_event(document: dict[str, Any], files: list[str]) -> bytes:
+    """One segment line: the event's document with its files (none: no ``files`` key)."""
+    body = {**document, "files": files} if files else document
+    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
+class SegmentWriter:
+    """Groups a dump's events, given in event id order, into segments, and hands each full one to ``write``.
+
+    ``write(first_event_id, lines)`` stores one segment (``DumpDir.write_segment``, possibly on a thread).
+    """
+
+    def __init__(self, write: Callable[[int, list[bytes]], object]) -> None:
+        self.write = write
+        self.first: int | None = None
+        self.lines: list[bytes] = []
+        self.size = 0
+
+    def add(self, event_id: int, document: dict[str, Any], files: list[str]) -> None:
+        if self.first is None:
+            self.first = event_id
+        line = encode_event(document, files)
+        self.lines.append(line)
+        self.size += len(line)
+        if len(self.lines) >= SEGMENT_EVENTS or self.size >= SEGMENT_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is gathered as one segment (called once more after the last event)."""
+        if self.first is not None:
+            self.write(self.first, self.lines)
+        self.first, self.lines, self.size = None, [], 0
 
 
 def _env_int(name: str, default: int) -> int:
@@ -158,10 +215,10 @@ class DumpLimits:
     with their file lists is a few MB) while keeping a hostile dump from exhausting the loader.
     """
 
-    max_metadata_bytes: int = 256 * 1024 * 1024  # one _metadata / _dumpmetadata / _acid_state
+    max_metadata_bytes: int = 256 * 1024 * 1024  # one _metadata / _dumpmetadata / _acid_state / _events
     max_files_bytes: int = 1024 * 1024 * 1024  # one _files
     max_json_depth: int = 64
-    max_events: int = 1_000_000  # event directories of one incremental dump
+    max_events: int = 1_000_000  # events of one incremental dump
     max_name_chars: int = 128  # database, table, function, partition key names
     max_value_chars: int = 1024  # one partition value
     max_location_chars: int = 4096
@@ -271,26 +328,30 @@ class DumpDir:
     def read_json_sized(self, relative: str) -> tuple[dict[str, Any], int]:
         """The document and its size in bytes (what a reader keeping documents counts against its budget)."""
         uri = self.path(relative)
-        limit = self.limits.max_json_depth
-        data = b""
         try:
             data = self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
-            body = json.loads(data)
         except DumpError:
             raise
         except (OSError, HmsReplError) as exc:
             raise DumpError(
                 f"dump file '{uri}' is missing or unreadable; the dump is incomplete: {exc}"
             ) from exc
+        return self._parse_json(data, uri), len(data)
+
+    def _parse_json(self, data: bytes, where: str) -> Any:
+        """One JSON document, refused when corrupt or nested deeper than the limit."""
+        limit = self.limits.max_json_depth
+        try:
+            body = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise DumpError(f"dump file '{uri}' is not valid JSON (corrupt dump): {exc}") from exc
+            raise DumpError(f"dump file '{where}' is not valid JSON (corrupt dump): {exc}") from exc
         except RecursionError:
             body = None
         if body is None or json_depth(body, limit) > limit:
             raise DumpError(
-                f"dump file '{uri}' nests JSON deeper than {limit} levels (HMSREPL_DUMP_MAX_JSON_DEPTH)"
+                f"dump file '{where}' nests JSON deeper than {limit} levels (HMSREPL_DUMP_MAX_JSON_DEPTH)"
             )
-        return body, len(data)
+        return body
 
     def write_files(self, relative: str, encoded: list[str]) -> None:
         self._write(relative, "".join(f"{line}\n" for line in encoded).encode())
@@ -315,9 +376,10 @@ class DumpDir:
         if not self.fs.exists(self.path(DUMP_METADATA)):
             raise DumpError(f"'{self.uri}' is not a dump directory (no {DUMP_METADATA}); check the path")
         body = self.read_json(DUMP_METADATA)
-        if not isinstance(body, dict) or body.get("format") != FORMAT_VERSION:
+        if not isinstance(body, dict) or body.get("format") not in READABLE_FORMATS:
             found = body.get("format") if isinstance(body, dict) else None
-            raise DumpError(f"dump '{self.uri}' has format {found}, this version reads {FORMAT_VERSION}")
+            readable = " and ".join(map(str, READABLE_FORMATS))
+            raise DumpError(f"dump '{self.uri}' has format {found}, this version reads {readable}")
         try:
             return DumpMetadata(**body)
         except TypeError as exc:
@@ -345,20 +407,47 @@ class DumpDir:
 
     def metadata_files(self, relative: str) -> Iterator[str]:
         """Relative paths of every ``_metadata`` below ``relative``, sorted."""
-        root = self.path(relative)
-        names = [relative_to(status.uri, self.uri) for status in self.fs.list_files(root)]
-        yield from sorted(name for name in names if name.rsplit("/", 1)[-1] == METADATA)
+        yield from sorted(name for name in self.files_below(relative) if name.rsplit("/", 1)[-1] == METADATA)
 
-    def event_ids(self) -> list[int]:
-        ids = set()
-        for relative in self.metadata_files(EVENTS_DIR):  # events/<id>/_metadata (DumpLayout.event)
-            name = relative.split("/")[1]
-            if not name.isdigit() or relative.count("/") != 2:
+    def event_segments(self, layout_format: int) -> list[tuple[int, str]]:
+        """Each segment's first event id and path, in event id order (format 1: each event's ``_metadata``)."""
+        segments = []
+        for relative in self.files_below(EVENTS_DIR):
+            parts = relative.split("/")
+            wanted = SEGMENT if layout_format >= 2 else METADATA
+            if len(parts) == 3 and parts[2] == FILES and layout_format < 2:
+                continue
+            if len(parts) != 3 or not parts[1].isdigit() or parts[2] != wanted:
                 raise DumpError(
-                    f"dump '{self.uri}' has '{relative}', which is not events/<event id>/{METADATA}"
+                    f"dump '{self.uri}' has '{relative}', which is not {EVENTS_DIR}/<event id>/{wanted}"
                 )
-            ids.add(int(name))
-        return sorted(ids)
+            segments.append((int(parts[1]), relative))
+        return sorted(segments)
+
+    def files_below(self, relative: str) -> list[str]:
+        """Relative paths of every file below ``relative``."""
+        return [relative_to(status.uri, self.uri) for status in self.fs.list_files(self.path(relative))]
+
+    def read_segment(self, relative: str, layout_format: int) -> list[DumpedEvent]:
+        """The events of one segment (format 1: the one event at ``relative`` with its ``_files``)."""
+        if layout_format < 2:
+            document, size = self.read_json_sized(relative)
+            files = self.read_files(DumpLayout.files_of(relative))
+            return [DumpedEvent(relative, document, files, size)]
+        uri = self.path(relative)
+        data = self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
+        events = []
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if line:
+                where = f"{relative} line {number}"
+                document = self._parse_json(line, f"{uri} line {number}")
+                files = document.pop("files", []) if isinstance(document, dict) else []
+                events.append(DumpedEvent(where, document, files, len(line)))
+        return events
+
+    def write_segment(self, first_event_id: int, lines: list[bytes]) -> None:
+        """One segment of encoded events (``encode_event``), starting at ``first_event_id``."""
+        self._write(DumpLayout.segment(first_event_id), b"".join(line + b"\n" for line in lines))
 
     def remove_tree(self, relative: str) -> None:
         self.fs.delete_tree(self.path(relative))
