@@ -77,6 +77,7 @@ DEFAULT_DB = "default"
 _DB_ID = select(dbs.c.db_id).where(dbs.c.name == bindparam("db_name"))
 _DB_DOC = select(dbs.c.doc).where(dbs.c.name == bindparam("db_name"))
 _DB_DOC_FOR_UPDATE = _DB_DOC.with_for_update()
+_INSERT_TABLE = insert(tbls)  # built once: a load creates tables by the hundred
 _TABLE_ID = select(tbls.c.tbl_id).where(
     tbls.c.db_id == bindparam("db_id"), tbls.c.tbl_name == bindparam("name")
 )
@@ -262,14 +263,15 @@ class CatalogService:
                     f"table '{table.qualified_name}' already exists; drop it or use another name"
                 )
             tbl_id = tx.conn.execute(
-                insert(tbls).values(
-                    db_id=db_id,
-                    tbl_name=table.table_name,
-                    tbl_type=str(table.table_type),
-                    location=location,
-                    doc=table.model_dump_json(exclude={"id", "write_id"}),
-                    write_id=0,
-                )
+                _INSERT_TABLE,
+                {
+                    "db_id": db_id,
+                    "tbl_name": table.table_name,
+                    "tbl_type": str(table.table_type),
+                    "location": location,
+                    "doc": table.model_dump_json(exclude={"id", "write_id"}),
+                    "write_id": 0,
+                },
             ).inserted_primary_key[0]
             table = table.model_copy(update={"id": tbl_id})
             if location and table.is_managed:  # made after commit: a failed create leaves no directory

@@ -45,6 +45,7 @@ PUBLISH = "publish"
 KINDS = (RECYCLE, MAKEDIRS, PUBLISH)
 # Kinds whose pending work puts files in, or takes them out of, a location: done before a new object takes it.
 SETTLED_BEFORE_CREATE = (RECYCLE, PUBLISH)
+_INSERT_INTENT = insert(file_intents)  # built once: a load records intents by the hundred
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class FileIntents:
             "claimed_at": now,
             "attempts": 0,
         }
-        intent_id = tx.conn.execute(insert(file_intents).values(**row)).inserted_primary_key[0]
+        intent_id = tx.conn.execute(_INSERT_INTENT, row).inserted_primary_key[0]
         # One completion per transaction and position: a load batch creating hundreds of objects then
         # deletes their rows in one statement instead of one transaction each.
         key = "file_intents_first" if first else "file_intents"

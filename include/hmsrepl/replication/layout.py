@@ -347,7 +347,8 @@ class DumpDir:
             raise DumpError(f"dump file '{where}' is not valid JSON (corrupt dump): {exc}") from exc
         except RecursionError:
             body = None
-        if body is None or json_depth(body, limit) > limit:
+        # No container nests deeper than the document has openers: most documents need no walk.
+        if body is None or (data.count(b"{") + data.count(b"[") > limit and json_depth(body, limit) > limit):
             raise DumpError(
                 f"dump file '{where}' nests JSON deeper than {limit} levels (HMSREPL_DUMP_MAX_JSON_DEPTH)"
             )
