@@ -76,7 +76,9 @@ DEFAULT_DB = "default"
 # SQLite then takes to answer it (a built statement keeps its cache key).
 _DB_ID = select(dbs.c.db_id).where(dbs.c.name == bindparam("db_name"))
 _DB_DOC = select(dbs.c.doc).where(dbs.c.name == bindparam("db_name"))
-_DB_DOC_FOR_UPDATE = _DB_DOC.with_for_update()
+# Locked by primary key only: a lock taken through the unique name index first holds that index entry while
+# it waits for the row, which MariaDB turns into a deadlock with a writer holding the row (the locker loses).
+_DB_DOC_FOR_UPDATE = select(dbs.c.doc).where(dbs.c.db_id == bindparam("db_id")).with_for_update()
 _INSERT_TABLE = insert(tbls)  # built once: a load creates tables by the hundred
 _TABLE_ID = select(tbls.c.tbl_id).where(
     tbls.c.db_id == bindparam("db_id"), tbls.c.tbl_name == bindparam("name")
@@ -230,7 +232,11 @@ class CatalogService:
         return db_id
 
     def _load_db(self, conn: Connection, name: str, *, for_update: bool = False) -> Database:
-        row = conn.execute(_DB_DOC_FOR_UPDATE if for_update else _DB_DOC, {"db_name": name}).first()
+        if for_update:
+            db_id = self._db_id(conn, name)
+            row = conn.execute(_DB_DOC_FOR_UPDATE, {"db_id": db_id}).first()
+        else:
+            row = conn.execute(_DB_DOC, {"db_name": name}).first()
         if row is None:
             raise NoSuchDatabaseError(name)
         return Database.model_validate_json(row.doc)

@@ -157,19 +157,34 @@ class TargetWriter:
         mapped = self.mapper.map(logical_location(source_location) if source_location else source_location)
         return logical_location(mapped) if mapped else mapped
 
+    # The mapped snapshots are validated once, as the target's (model copies cost as much as a validation).
     def map_table(self, snapshot: dict[str, Any]) -> Table:
-        table = Table.model_validate(snapshot)
-        sd = table.sd.model_copy(update={"location": self.map_location(table.sd.location)})
-        params = {k: v for k, v in table.parameters.items() if k not in TARGET_ONLY_PARAMS}
-        return table.model_copy(update={"db_name": self.db, "sd": sd, "id": None, "parameters": params})
+        params = snapshot.get("parameters") or {}
+        return Table.model_validate(
+            {
+                **snapshot,
+                "db_name": self.db,
+                "sd": self._mapped_sd(snapshot),
+                "id": None,
+                "parameters": {k: v for k, v in params.items() if k not in TARGET_ONLY_PARAMS},
+            }
+        )
 
     def map_partition(self, snapshot: dict[str, Any], table_name: str) -> Partition:
-        part = Partition.model_validate(snapshot)
-        sd = part.sd.model_copy(update={"location": self.map_location(part.sd.location)})
-        params = {k: v for k, v in part.parameters.items() if k != STALE}
-        return part.model_copy(
-            update={"db_name": self.db, "table_name": table_name, "sd": sd, "parameters": params}
+        params = snapshot.get("parameters") or {}
+        return Partition.model_validate(
+            {
+                **snapshot,
+                "db_name": self.db,
+                "table_name": table_name,
+                "sd": self._mapped_sd(snapshot),
+                "parameters": {k: v for k, v in params.items() if k != STALE},
+            }
         )
+
+    def _mapped_sd(self, snapshot: dict[str, Any]) -> dict[str, Any]:
+        sd = snapshot.get("sd") or {}
+        return {**sd, "location": self.map_location(sd.get("location"))}
 
     # -- database and functions ----------------------------------------------------------------------------
     def put_database(self, snapshot: dict[str, Any], replica_params: dict[str, str]) -> Database:
