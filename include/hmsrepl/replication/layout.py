@@ -126,10 +126,10 @@ class DumpLayout:
         """Layout format 1: one event's ``_metadata``."""
         return f"{EVENTS_DIR}/{event_id}/{METADATA}"
 
-    @staticmethod
-    def event_files(event_id: int) -> str:
+    @classmethod
+    def event_files(cls, event_id: int) -> str:
         """Layout format 1: the files of one event."""
-        return f"{EVENTS_DIR}/{event_id}/{FILES}"
+        return cls.files_of(cls.event(event_id))
 
     @staticmethod
     def entry(metadata: str) -> DumpEntry:
