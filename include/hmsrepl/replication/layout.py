@@ -436,7 +436,12 @@ class DumpDir:
             files = self.read_files(DumpLayout.files_of(relative))
             return [DumpedEvent(relative, document, files, size)]
         uri = self.path(relative)
-        data = self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
+        try:
+            data = self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
+        except DumpError:
+            raise
+        except (OSError, HmsReplError) as exc:
+            raise DumpError(f"dump file '{uri}' is unreadable; the dump is incomplete: {exc}") from exc
         events = []
         for number, line in enumerate(data.split(b"\n"), start=1):
             if line:
