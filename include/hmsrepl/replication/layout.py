@@ -328,15 +328,19 @@ class DumpDir:
     def read_json_sized(self, relative: str) -> tuple[dict[str, Any], int]:
         """The document and its size in bytes (what a reader keeping documents counts against its budget)."""
         uri = self.path(relative)
+        data = self._read_document(uri)
+        return self._parse_json(data, uri), len(data)
+
+    def _read_document(self, uri: str) -> bytes:
+        """A ``_metadata``-sized file's bytes: bounded, and missing or unreadable as a one-line dump error."""
         try:
-            data = self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
+            return self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
         except DumpError:
             raise
         except (OSError, HmsReplError) as exc:
             raise DumpError(
                 f"dump file '{uri}' is missing or unreadable; the dump is incomplete: {exc}"
             ) from exc
-        return self._parse_json(data, uri), len(data)
 
     def _parse_json(self, data: bytes, where: str) -> Any:
         """One JSON document, refused when corrupt or nested deeper than the limit."""
@@ -436,12 +440,7 @@ class DumpDir:
             files = self.read_files(DumpLayout.files_of(relative))
             return [DumpedEvent(relative, document, files, size)]
         uri = self.path(relative)
-        try:
-            data = self._read_bounded(uri, self.limits.max_metadata_bytes, "HMSREPL_DUMP_MAX_METADATA_BYTES")
-        except DumpError:
-            raise
-        except (OSError, HmsReplError) as exc:
-            raise DumpError(f"dump file '{uri}' is unreadable; the dump is incomplete: {exc}") from exc
+        data = self._read_document(uri)
         events = []
         for number, line in enumerate(data.split(b"\n"), start=1):
             if line:
