@@ -337,6 +337,13 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
 
         edit_event(d, "ADD_PARTITION", change)
 
+    def repeated_event(d: Path) -> None:
+        [segment] = sorted((d / "events").glob("*/_events"))
+        first_line = segment.read_bytes().split(b"\n")[0]
+        later = d / "events" / str(dumped.last_event_id + 1)
+        later.mkdir()
+        (later / "_events").write_bytes(first_line + b"\n")
+
     attacks = {
         "partition location '<table>/../../../victim'": (partition_location, ("ADD_PARTITION", "'..'")),
         "'..' in an event's file uri": (
@@ -381,6 +388,11 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
         "an event type no load knows": (
             lambda d: edit_event(d, "CREATE_TABLE", lambda b: b.update(event_type="RM_RF")),
             ("event type 'RM_RF'",),
+        ),
+        "an event replayed again in a later segment": (repeated_event, ("out of order",)),
+        "a file among the segments that is not a segment": (
+            lambda d: write_file(str(d / "events" / "1"), "_metadata", b"{}"),
+            ("'events/1/_metadata', which is not events/<event id>/_events",),
         ),
     }
     for _name, (edit, expected) in attacks.items():
