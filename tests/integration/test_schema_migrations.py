@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import insert
 
 from hmsrepl.config import MetastoreConfig
+from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import make_engine, schema_is_current, upgrade_schema
 from hmsrepl.metastore.model import Database
@@ -46,6 +48,44 @@ def test_upgrade_keeps_data_and_ids_are_never_reused(db_url: str, tmp_path: Path
     again = store.catalog.create_table(make_table("kept", "t"))
     assert again.id != first_id  # a re-created table is told apart by its id
     store.close()
+
+
+def test_locations_stored_before_their_keys_still_guard_their_directories(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Tables stored before location keys existed get theirs on upgrade: a new table inside one of their
+    directories, or holding one, is refused as it would be for a table created today."""
+    upgrade_schema(db_url, "0007")
+    config = MetastoreConfig(db_url=db_url, warehouse=str(tmp_path / "wh"), cmroot=str(tmp_path / "cm"))
+    kept = tmp_path / "wh" / "kept.db" / "t"
+    engine = make_engine(db_url)
+    table = make_table("kept", "t")
+    with engine.begin() as conn:
+        db_id = conn.execute(
+            insert(dbs).values(name="kept", doc=Database(name="kept").model_dump_json(), create_time=0)
+        ).inserted_primary_key[0]
+        conn.execute(
+            insert(tbls).values(
+                db_id=db_id,
+                tbl_name="t",
+                tbl_type=str(table.table_type),
+                location=f"file://{kept}/",  # another spelling of the same directory
+                doc=table.model_dump_json(exclude={"id", "write_id"}),
+                write_id=0,
+            )
+        )
+    engine.dispose()
+    upgrade_schema(db_url)
+    store = Metastore(config)
+    try:
+        store.catalog.create_database(Database(name="other"))
+        for location, relation in ((kept / "inner", "lies inside"), (kept.parent, "holds"), (kept, "is")):
+            table = make_table("other", "x")
+            table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": str(location)})})
+            with pytest.raises(InvalidObjectError, match=f"{relation} the location of table 'kept.t'"):
+                store.catalog.create_table(table)
+    finally:
+        store.close()
 
 
 def test_migrated_schema_equals_the_model(db_url: str) -> None:

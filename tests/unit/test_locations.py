@@ -10,10 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hmsrepl.metastore.locations import (
+    LOCATION_KEY_CHARS,
     BadLocationError,
     Location,
     canonical,
     is_within,
+    key_of,
+    key_range_end,
     normalise,
     safe_join,
 )
@@ -111,3 +114,36 @@ def test_schemes_and_buckets_never_contain_each_other() -> None:
     assert not is_within("s3://a/wh/t", "/wh")
     assert is_within("s3a://a/wh/t", "s3://a/wh")
     assert not is_within("hdfs://nn/wh/t", "hdfs://other/wh")
+
+
+# Segments with characters that sort around '/' (ASCII '.', '0') and outside the BMP, long enough to be cut.
+key_segment = st.text(
+    alphabet="a./0-~\u00e9\ud7ff\ue000\U0001f600\U0010ffff", min_size=1, max_size=200
+).filter(lambda s: s not in (".", "..") and "/" not in s)
+key_locations = st.builds(
+    lambda scheme, parts: Location(scheme, "" if scheme == "file" else "bucket", "/" + "/".join(parts)),
+    st.sampled_from(["file", "s3"]),
+    st.lists(key_segment, min_size=0, max_size=6),
+)
+
+
+@given(key_locations, key_locations)
+def test_a_location_inside_another_has_its_key_in_the_others_range(root: Location, other: Location) -> None:
+    """The overlap checks look candidates up by key: whatever lies inside ``root`` must be in its range and
+    ``root`` among the keys of its ancestors, even when keys are cut to their stored length."""
+    start = key_of(root)
+    assert len(start) <= LOCATION_KEY_CHARS
+    start.encode()  # every key can be stored (no surrogate)
+    for child in (other, Location(root.scheme, root.authority, root.path.rstrip("/") + other.path)):
+        if child.is_within(root):
+            assert start <= key_of(child) < key_range_end(start)
+            if child != root:
+                assert start in {key_of(ancestor) for ancestor in child.ancestors()}
+
+
+def test_the_end_of_a_key_range_skips_surrogates_and_the_last_code_point() -> None:
+    assert key_range_end("/a/") == "/a0"
+    assert key_range_end("/a\ud7ff") == "/a\ue000"
+    assert key_range_end("/a\U0010ffff") == "/b"
+    assert key_of(Location("s3", "bucket", "/")) == "s3://bucket/"
+    assert key_of(Location("file", "", "/")) == "/"

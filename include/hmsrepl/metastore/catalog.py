@@ -47,6 +47,7 @@ from hmsrepl.metastore.file_capture import StatIdentity, describe_files, describ
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.location_policy import LocationPolicy
+from hmsrepl.metastore.locations import location_key
 from hmsrepl.metastore.messages import DataChange, MessageBuilder
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
@@ -275,6 +276,7 @@ class CatalogService:
                     "tbl_name": table.table_name,
                     "tbl_type": str(table.table_type),
                     "location": location,
+                    "location_key": location_key(location),
                     "doc": table.model_dump_json(exclude={"id", "write_id"}),
                     "write_id": 0,
                 },
@@ -397,6 +399,7 @@ class CatalogService:
             values: dict[str, Any] = {
                 "tbl_name": new_table.table_name,
                 "location": new_table.sd.location,
+                "location_key": location_key(new_table.sd.location),
                 "tbl_type": str(new_table.table_type),
                 "doc": new_table.model_dump_json(exclude={"id", "write_id"}),
             }
@@ -688,6 +691,7 @@ class CatalogService:
                         "tbl_id": tbl_id,
                         "part_name": name,
                         "location": part.sd.location,
+                        "location_key": location_key(part.sd.location),
                         "doc": part.model_dump_json(exclude={"write_id"}),
                         "write_id": part.write_id,
                     }
@@ -1087,17 +1091,16 @@ class CatalogService:
         self, conn: Connection, tbl_id: int, part_ids: Iterable[int] | None
     ) -> dict[str, FileRecord]:
         """Recorded files of a table's objects (``None``: all of them) by absolute path key: the checksums a
-        drop or truncate reuses for files it recycles instead of reading them again."""
+        drop or truncate reuses for files it recycles instead of reading them again. Only the named objects'
+        rows are read: dropping one partition of a large table costs that partition."""
         roots: dict[int, str] = {}
-        table_location = conn.execute(select(tbls.c.location).where(tbls.c.tbl_id == tbl_id)).scalar()
-        if table_location:
-            roots[listings.TABLE_LEVEL] = table_location
-        query = select(partitions.c.part_id, partitions.c.location).where(partitions.c.tbl_id == tbl_id)
-        wanted = None if part_ids is None else set(part_ids)
-        for part_id, location in conn.execute(query):
-            if location and (wanted is None or part_id in wanted):
-                roots[part_id] = location
-        rows = select(
+        wanted = None if part_ids is None else sorted(set(part_ids))
+        if wanted is None or listings.TABLE_LEVEL in wanted:
+            table_location = conn.execute(select(tbls.c.location).where(tbls.c.tbl_id == tbl_id)).scalar()
+            if table_location:
+                roots[listings.TABLE_LEVEL] = table_location
+        locations = select(partitions.c.part_id, partitions.c.location).where(partitions.c.tbl_id == tbl_id)
+        files = select(
             data_files.c.part_id,
             data_files.c.rel_path,
             data_files.c.size,
@@ -1105,11 +1108,23 @@ class CatalogService:
             data_files.c.checksum,
             data_files.c.version_id,
         ).where(data_files.c.tbl_id == tbl_id)
+        if wanted is None:
+            batches = [(locations, files)]
+        else:
+            batches = [
+                (
+                    locations.where(partitions.c.part_id.in_(chunk)),
+                    files.where(data_files.c.part_id.in_(chunk)),
+                )
+                for chunk in _chunks(wanted)
+            ]
         out: dict[str, FileRecord] = {}
-        for row in conn.execute(rows):
-            root = roots.get(row.part_id)
-            if root is not None:
-                out[path_key(join_uri(root, row.rel_path))] = FileRecord(*row[1:])
+        for located, recorded in batches:
+            roots.update((part_id, location) for part_id, location in conn.execute(located) if location)
+            for row in conn.execute(recorded):
+                root = roots.get(row.part_id)
+                if root is not None:
+                    out[path_key(join_uri(root, row.rel_path))] = FileRecord(*row[1:])
         return out
 
     # -- functions -------------------------------------------------------------------------------------
@@ -1216,10 +1231,10 @@ def _bulk_update_partitions(conn: Connection, updates: list[dict[str, Any]]) -> 
     stmt = (
         update(partitions)
         .where(partitions.c.part_id == bindparam("b_part_id"))
-        .values(doc=bindparam("b_doc"), location=bindparam("b_location"))
+        .values(doc=bindparam("b_doc"), location=bindparam("b_location"), location_key=bindparam("b_key"))
     )
     for chunk in _chunks(updates):
-        conn.execute(stmt, list(chunk))
+        conn.execute(stmt, [{**row, "b_key": location_key(row["b_location"])} for row in chunk])
 
 
 def _check_name(name: str, kind: str) -> None:

@@ -27,11 +27,19 @@ import os
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, Connection, bindparam, make_url, or_, select
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, make_url, or_, select
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import InvalidObjectError, MetastoreError
-from hmsrepl.metastore.locations import BadLocationError, Location, canonical, canonical_or_none, within_any
+from hmsrepl.metastore.locations import (
+    BadLocationError,
+    Location,
+    canonical,
+    canonical_or_none,
+    key_of,
+    key_range_end,
+    within_any,
+)
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 
@@ -294,12 +302,12 @@ def _roots(uris: Iterable[str], setting: str) -> list[Location]:
     return out
 
 
-def _overlapping(column: ColumnElement[str]) -> ColumnElement[bool]:
-    """Stored locations inside one of two spellings of a path (LIKE) or equal to one of its ancestors' (IN)."""
+def _overlapping(key: ColumnElement[str]) -> ColumnElement[bool]:
+    """Stored locations inside a path (a range of lookup keys) or equal to one of its ancestors (``IN``):
+    both answered from the key's index."""
     return or_(
-        column.like(bindparam("inside_a"), escape="/"),
-        column.like(bindparam("inside_b"), escape="/"),
-        column.in_(bindparam("above", expanding=True)),
+        and_(key >= bindparam("inside_from"), key < bindparam("inside_to")),
+        key.in_(bindparam("above", expanding=True)),
     )
 
 
@@ -310,7 +318,7 @@ _TABLES = (
     select(tbls.c.tbl_id, tbls.c.tbl_name, tbls.c.location, dbs.c.name.label("db_name"))
     .join(dbs, dbs.c.db_id == tbls.c.db_id)
     .where(
-        _overlapping(tbls.c.location),
+        _overlapping(tbls.c.location_key),
         tbls.c.tbl_id != bindparam("skip_tbl"),
         dbs.c.name != bindparam("skip_db"),
     )
@@ -320,16 +328,11 @@ _PARTITIONS = (
     .join(tbls, tbls.c.tbl_id == partitions.c.tbl_id)
     .join(dbs, dbs.c.db_id == tbls.c.db_id)
     .where(
-        _overlapping(partitions.c.location),
+        _overlapping(partitions.c.location_key),
         tbls.c.tbl_id != bindparam("skip_tbl"),
         dbs.c.name != bindparam("skip_db"),
     )
 )
-
-
-def _like_inside(path: str) -> str:
-    """A LIKE pattern (escape character ``/``) matching any text containing ``path``."""
-    return "%" + path.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
 
 
 def find_occupants(
@@ -345,20 +348,17 @@ def find_occupants(
     """Databases, tables and partitions whose location overlaps ``loc`` (inside or equal; above it too when
     ``above``).
 
-    Candidates come from the stored strings (``LIKE`` on the path for those inside, ``IN`` over the usual
-    spellings of every ancestor for those above); each is then compared in canonical form. Each query is a
-    scan of its table (about 1 us per row on SQLite here), so creating a table or database leaves the
-    partitions out (``with_partitions=False``): a partition inside its own table's directory overlaps another
-    object only if its table does, and one outside it was compared with everything when it was added.
+    Candidates come from the indexed lookup keys stored beside each location (``locations.key_of``): those
+    inside are one key range, those above are equal to one of the ancestors' keys. Each is then compared in
+    canonical form. Databases are few and read whole. Creating a table or database leaves the partitions out
+    (``with_partitions=False``): a partition inside its own table's directory overlaps another object only if
+    its table does, and one outside it was compared with everything when it was added.
     """
-    paths = [loc.path, *([str(loc)] if loc.scheme != "file" else [])]
-    ancestors = (
-        {spelling for ancestor in loc.ancestors() for spelling in ancestor.spellings()} if above else set()
-    )
+    inside = key_of(loc)
     params = {
-        "inside_a": _like_inside(paths[0]),
-        "inside_b": _like_inside(paths[-1]),
-        "above": sorted(ancestors),
+        "inside_from": inside,
+        "inside_to": key_range_end(inside),
+        "above": sorted({key_of(ancestor) for ancestor in loc.ancestors()}) if above else [],
         "skip_tbl": -1 if skip_table_id is None else skip_table_id,  # ids are positive, names never empty
         "skip_db": "" if skip_db is None else skip_db,
     }

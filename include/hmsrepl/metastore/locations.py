@@ -73,15 +73,6 @@ class Location:
             out.append(Location(self.scheme, self.authority, path))
         return out
 
-    def spellings(self) -> list[str]:
-        """Ways a client may have stored this location (for database look-ups of stored strings)."""
-        if self.scheme == "file":
-            bare = [self.path] if self.path == "/" else [self.path, self.path + "/"]
-            return [prefix + p for p in bare for prefix in ("", "file:", "file://", "file://localhost")]
-        schemes = S3_ALIASES if self.scheme == "s3" else (self.scheme,)
-        base = [f"{s}://{self.authority}{'' if self.path == '/' else self.path}" for s in schemes]
-        return [spelling for b in base for spelling in (b, b + "/")]
-
 
 def check_characters(uri: str) -> None:
     """Refuse NUL and control characters: they cut paths short in C calls or hide what a log shows."""
@@ -175,6 +166,39 @@ def canonical_or_none(uri: str | None) -> Location | None:
         return canonical(uri)
     except BadLocationError:
         return None
+
+
+#: Characters of a location's lookup key that are stored and indexed: a B-tree entry must stay under
+#: PostgreSQL's ~2,700 bytes and MariaDB's 3,072 at four bytes a character. A longer key is cut: the cut key
+#: still starts with every prefix up to this length, so it remains a candidate that the exact check sorts out.
+LOCATION_KEY_CHARS = 600
+
+
+def key_of(location: Location) -> str:
+    """The lookup key of a canonical location: its string form with one trailing ``/``, cut to
+    ``LOCATION_KEY_CHARS``. Every location inside ``location`` has a key starting with this key, and keys
+    sort by code point on the column's binary collation, so "inside" is one index range and "above" a few
+    equality look-ups."""
+    text = str(location)
+    return (text if text.endswith("/") else text + "/")[:LOCATION_KEY_CHARS]
+
+
+def location_key(uri: str | None) -> str | None:
+    """The lookup key stored beside a location (``None`` for none or an unusable one: it overlaps nothing)."""
+    loc = canonical_or_none(uri)
+    return None if loc is None else key_of(loc)
+
+
+def key_range_end(key: str) -> str:
+    """The smallest string above every string that starts with ``key`` (code point order)."""
+    while key:
+        last = ord(key[-1]) + 1
+        if 0xD800 <= last <= 0xDFFF:  # surrogates are not characters: no stored key holds one
+            last = 0xE000
+        if last <= 0x10FFFF:
+            return key[:-1] + chr(last)
+        key = key[:-1]
+    raise ValueError("a key made only of U+10FFFF has no end")
 
 
 def is_within(uri: str, root: str) -> bool:

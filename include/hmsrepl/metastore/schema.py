@@ -22,6 +22,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
+from hmsrepl.metastore.locations import LOCATION_KEY_CHARS
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -37,6 +39,15 @@ LongText = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 NAME = 128
 TABLE_NAME = 256
 PART_NAME = 700
+# A location's lookup key (``locations.key_of``), compared by code point: "inside a directory" is a range of
+# keys, which only a binary collation keeps contiguous (PostgreSQL's default collation sorts '/' by locale).
+LocationKey = (
+    String(LOCATION_KEY_CHARS)
+    .with_variant(String(LOCATION_KEY_CHARS, collation="C"), "postgresql")
+    .with_variant(
+        mysql.VARCHAR(LOCATION_KEY_CHARS, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+)
 
 dbs = Table(
     "dbs",
@@ -56,9 +67,11 @@ tbls = Table(
     Column("tbl_name", String(TABLE_NAME), nullable=False),
     Column("tbl_type", String(32), nullable=False),
     Column("location", Text),
+    Column("location_key", LocationKey),  # where the location lies, for overlap checks by index
     Column("doc", LongText, nullable=False),
     Column("write_id", BigInteger, nullable=False, default=0),
     UniqueConstraint("db_id", "tbl_name"),
+    Index(None, "location_key"),
     sqlite_autoincrement=True,  # ids never reused: a re-created object gets a new id
 )
 
@@ -69,9 +82,11 @@ partitions = Table(
     Column("tbl_id", BigInteger, ForeignKey("tbls.tbl_id"), nullable=False),
     Column("part_name", String(PART_NAME), nullable=False),
     Column("location", Text),
+    Column("location_key", LocationKey),  # where the location lies, for overlap checks by index
     Column("doc", LongText, nullable=False),
     Column("write_id", BigInteger, nullable=False, default=0),
     UniqueConstraint("tbl_id", "part_name"),
+    Index(None, "location_key"),
     sqlite_autoincrement=True,  # ids never reused: a re-created object gets a new id
 )
 
