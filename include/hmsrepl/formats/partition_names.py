@@ -11,13 +11,15 @@ from collections.abc import Sequence
 
 # Characters Hive's FileUtils escapes in path names (control characters are escaped too).
 _ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
+# One translation table (C speed): a load names every partition it applies, thousands a second.
+_ESCAPES = {code: f"%{code:02X}" for code in [*map(ord, _ESCAPED), *range(0x20)]}
 DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 
 
 def escape_path_name(value: str) -> str:
     if value == "":
         return DEFAULT_PARTITION_NAME
-    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED or ord(ch) < 0x20 else ch for ch in value)
+    return value.translate(_ESCAPES)
 
 
 def unescape_path_name(text: str) -> str:

@@ -12,7 +12,7 @@ and a new object never adopts the files of a dropped one of the same name.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, delete, insert, select, update
@@ -47,7 +47,7 @@ from hmsrepl.metastore.file_capture import StatIdentity, describe_files, describ
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.location_policy import LocationPolicy
-from hmsrepl.metastore.locations import location_key
+from hmsrepl.metastore.locations import canonical_or_none, location_key
 from hmsrepl.metastore.messages import DataChange, MessageBuilder
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
@@ -258,9 +258,12 @@ class CatalogService:
             table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
         table = table.model_copy(update={"create_time": table.create_time or int(time.time()), "write_id": 0})
         location = table.sd.location
+        key = None
         if location:
             with self.events.reader() as conn:
-                self.locations.check_table(conn, table.qualified_name, location, managed=table.is_managed)
+                key = self.locations.check_table(
+                    conn, table.qualified_name, location, managed=table.is_managed
+                )
         self.intents.settle([location], f"table '{table.qualified_name}'")
         with self.events.transaction() as tx:
             db_id = self._db_id(tx.conn, table.db_name)
@@ -276,7 +279,7 @@ class CatalogService:
                     "tbl_name": table.table_name,
                     "tbl_type": str(table.table_type),
                     "location": location,
-                    "location_key": location_key(location),
+                    "location_key": key,
                     "doc": table.model_dump_json(exclude={"id", "write_id"}),
                     "write_id": 0,
                 },
@@ -454,7 +457,12 @@ class CatalogService:
                 }
             )
             updates.append(
-                {"b_part_id": row.part_id, "b_doc": part.model_dump_json(), "b_location": location}
+                {
+                    "b_part_id": row.part_id,
+                    "b_doc": part.model_dump_json(),
+                    "b_location": location,
+                    "b_key": location_key(location),
+                }
             )
         _bulk_update_partitions(conn, updates)
 
@@ -621,7 +629,7 @@ class CatalogService:
             prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
             if applied_files is not None and applied_files[len(prepared) - 1] is not None:
                 applied[name] = applied_files[len(prepared) - 1] or []
-        self._check_partition_locations(table, prepared)
+        keys = self._check_partition_locations(table, prepared)
         self.intents.settle(
             [part.sd.location for part in prepared.values()], f"a partition of '{table.qualified_name}'"
         )
@@ -634,7 +642,7 @@ class CatalogService:
                     + (f" (and {len(existing) - 1} more)" if len(existing) > 1 else "")
                 )
             added = [(name, part) for name, part in prepared.items() if name not in existing]
-            ids = self._insert_partitions(tx.conn, tbl_id, added)
+            ids = self._insert_partitions(tx.conn, tbl_id, added, keys)
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
             if added:
@@ -654,17 +662,21 @@ class CatalogService:
                 )
         return [part for _, part in added]
 
-    def _check_partition_locations(self, table: Table, parts: dict[str, Partition]) -> None:
+    def _check_partition_locations(self, table: Table, parts: dict[str, Partition]) -> dict[str, str | None]:
+        """Refuse partition locations that are not their own; returns each one's lookup key by name."""
+        table_location = canonical_or_none(table.sd.location)
         with self.events.reader() as conn:
-            for name, part in parts.items():
-                self.locations.check_partition(
+            return {
+                name: self.locations.check_partition(
                     conn,
                     f"{table.qualified_name}/{name}",
                     part.sd.location,
                     managed=table.is_managed,
-                    table_location=table.sd.location,
+                    table_location=table_location,
                     table_id=table.id,
                 )
+                for name, part in parts.items()
+            }
 
     def _existing_names(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -679,9 +691,13 @@ class CatalogService:
         return found
 
     def _insert_partitions(
-        self, conn: Connection, tbl_id: int, added: Sequence[tuple[str, Partition]]
+        self,
+        conn: Connection,
+        tbl_id: int,
+        added: Sequence[tuple[str, Partition]],
+        keys: Mapping[str, str | None],
     ) -> dict[str, int]:
-        """Insert partitions with their key values; returns their ids by name."""
+        """Insert partitions with their key values; returns their ids by name (``keys``: location keys)."""
         out: dict[str, int] = {}
         for chunk in _chunks(added):
             conn.execute(
@@ -691,7 +707,7 @@ class CatalogService:
                         "tbl_id": tbl_id,
                         "part_name": name,
                         "location": part.sd.location,
-                        "location_key": location_key(part.sd.location),
+                        "location_key": keys[name],
                         "doc": part.model_dump_json(exclude={"write_id"}),
                         "write_id": part.write_id,
                     }
@@ -829,7 +845,7 @@ class CatalogService:
         table = self.get_table(db_name, table_name)
         names = [_partition_name(table, part.values) for part in new_parts]
         applied = list(applied_files) if applied_files is not None else [None] * len(new_parts)
-        self._check_partition_locations(table, dict(zip(names, new_parts, strict=True)))
+        keys = self._check_partition_locations(table, dict(zip(names, new_parts, strict=True)))
         adopted = {
             name: self.trash.adopt(part.sd.location) if capture_files and given is None else []
             for name, part, given in zip(names, new_parts, applied, strict=True)
@@ -858,6 +874,7 @@ class CatalogService:
                         "b_part_id": old_rows[name].part_id,
                         "b_doc": part.model_dump_json(),
                         "b_location": part.sd.location,
+                        "b_key": keys[name],
                     }
                 )
                 data = None
@@ -1224,6 +1241,8 @@ def _partition_name(table: Table, values: Sequence[str]) -> str:
 
 
 def _bulk_update_partitions(conn: Connection, updates: list[dict[str, Any]]) -> None:
+    """Rewrite partitions' documents and locations: rows of ``b_part_id``, ``b_doc``, ``b_location`` and
+    ``b_key`` (the location's lookup key)."""
     from sqlalchemy import bindparam
 
     if not updates:
@@ -1234,7 +1253,7 @@ def _bulk_update_partitions(conn: Connection, updates: list[dict[str, Any]]) -> 
         .values(doc=bindparam("b_doc"), location=bindparam("b_location"), location_key=bindparam("b_key"))
     )
     for chunk in _chunks(updates):
-        conn.execute(stmt, [{**row, "b_key": location_key(row["b_location"])} for row in chunk])
+        conn.execute(stmt, list(chunk))
 
 
 def _check_name(name: str, kind: str) -> None:

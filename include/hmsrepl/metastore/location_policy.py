@@ -119,14 +119,17 @@ class LocationPolicy:
 
     def check_table(
         self, conn: Connection, name: str, uri: str | None, *, managed: bool, table_id: int | None = None
-    ) -> None:
+    ) -> str | None:
+        """Refuse a table location that is not the table's own; returns the location's lookup key (to store
+        beside it: the location is resolved once)."""
         what = f"table '{name}'"
         if not uri:
-            return  # views have no location
+            return None  # views have no location
         loc = self._usable(what, uri)
         self._check_object(
             conn, what, uri, loc, managed=managed, skip_table_id=table_id, with_partitions=False
         )
+        return key_of(loc)
 
     def check_partition(
         self,
@@ -135,25 +138,25 @@ class LocationPolicy:
         uri: str | None,
         *,
         managed: bool,
-        table_location: str | None,
+        table_location: Location | None,
         table_id: int | None,
-    ) -> None:
+    ) -> str | None:
+        """As ``check_table`` for a partition of a table at ``table_location`` (canonical, resolved once for
+        a batch of partitions)."""
         what = f"partition '{name}'"
         if not uri:
-            return
+            return None
         loc = self._usable(what, uri)
-        inside_table = (table_loc := canonical_or_none(table_location)) is not None and loc.is_within(
-            table_loc
-        )
-        if inside_table and loc != table_loc:
+        if table_location is not None and loc.is_within(table_location) and loc != table_location:
             # Below its own table, which was checked: only the roots and protected paths can still differ
             # (a table root may itself sit above them only if it was created before this policy).
             self._check_protected(what, uri, loc)
             self._check_in_roots(
                 what, uri, loc, self._managed if managed else self._external, _setting(managed)
             )
-            return
-        self._check_object(conn, what, uri, loc, managed=managed, skip_table_id=table_id)
+        else:
+            self._check_object(conn, what, uri, loc, managed=managed, skip_table_id=table_id)
+        return key_of(loc)
 
     def _check_object(
         self,
