@@ -18,27 +18,33 @@ from hmsrepl.metastore.schema import dbs, metadata, tbls
 from tests.helpers import make_table
 
 
-def test_upgrade_keeps_data_and_ids_are_never_reused(db_url: str, tmp_path: Path) -> None:
-    upgrade_schema(db_url, "0001")
-    config = MetastoreConfig(db_url=db_url, warehouse=str(tmp_path / "wh"), cmroot=str(tmp_path / "cm"))
-    # Rows as a metastore of revision 0001 wrote them (today's catalog also writes tables added since).
+def _store_old_table(db_url: str, location: str | None) -> int:
+    """Database ``kept`` and table ``kept.t`` as an older revision's metastore wrote them (only the columns it
+    had: today's catalog also writes columns and tables added since); returns the table's id."""
     engine = make_engine(db_url)
     table = make_table("kept", "t")
     with engine.begin() as conn:
         db_id = conn.execute(
             insert(dbs).values(name="kept", doc=Database(name="kept").model_dump_json(), create_time=0)
         ).inserted_primary_key[0]
-        first_id = conn.execute(
+        tbl_id = conn.execute(
             insert(tbls).values(
                 db_id=db_id,
                 tbl_name="t",
                 tbl_type=str(table.table_type),
-                location=None,
+                location=location,
                 doc=table.model_dump_json(exclude={"id", "write_id"}),
                 write_id=0,
             )
         ).inserted_primary_key[0]
     engine.dispose()
+    return int(tbl_id)
+
+
+def test_upgrade_keeps_data_and_ids_are_never_reused(db_url: str, tmp_path: Path) -> None:
+    upgrade_schema(db_url, "0001")
+    config = MetastoreConfig(db_url=db_url, warehouse=str(tmp_path / "wh"), cmroot=str(tmp_path / "cm"))
+    first_id = _store_old_table(db_url, None)
     assert not schema_is_current(make_engine(db_url))
     upgrade_schema(db_url)
     store = Metastore(config)
@@ -58,23 +64,7 @@ def test_locations_stored_before_their_keys_still_guard_their_directories(
     upgrade_schema(db_url, "0007")
     config = MetastoreConfig(db_url=db_url, warehouse=str(tmp_path / "wh"), cmroot=str(tmp_path / "cm"))
     kept = tmp_path / "wh" / "kept.db" / "t"
-    engine = make_engine(db_url)
-    table = make_table("kept", "t")
-    with engine.begin() as conn:
-        db_id = conn.execute(
-            insert(dbs).values(name="kept", doc=Database(name="kept").model_dump_json(), create_time=0)
-        ).inserted_primary_key[0]
-        conn.execute(
-            insert(tbls).values(
-                db_id=db_id,
-                tbl_name="t",
-                tbl_type=str(table.table_type),
-                location=f"file://{kept}/",  # another spelling of the same directory
-                doc=table.model_dump_json(exclude={"id", "write_id"}),
-                write_id=0,
-            )
-        )
-    engine.dispose()
+    _store_old_table(db_url, f"file://{kept}/")  # another spelling of the same directory
     upgrade_schema(db_url)
     store = Metastore(config)
     try:
