@@ -215,6 +215,27 @@ def test_managed_table_elsewhere_is_refused_and_a_drop_touches_nothing(
     assert _guarded(world) == before
 
 
+def test_locations_longer_than_their_stored_keys_are_still_told_apart(
+    client: Hive2Client, world: dict[str, Path]
+) -> None:
+    """Overlap candidates are found by a lookup key cut to 600 characters: a victim table deeper than that is
+    still guarded from a table above or inside it, and a sibling sharing the cut key is told apart exactly."""
+    client.create_database(_db("deep", "")) if "deep" not in client.get_all_databases() else None
+    stem = world["victim_db"] / ("d" * 230) / ("e" * 230)
+    if "long" not in client.get_all_tables("victim"):
+        client.create_table(_table("victim", "long", str(stem / ("f" * 230))))
+    victim = Path(client.get_table("victim", "long").sd.location.removeprefix("file:"))
+    assert len(str(victim)) > 600
+    (victim / "000000_0").write_bytes(os.urandom(32))
+    before = _guarded(world)
+    for location in (stem, victim, victim / "inner"):
+        _refused(client.create_table, _table("deep", "grab", str(location)), fragments=("victim.long",))
+    # Same first 600 characters, another directory: allowed, and its drop removes only its own.
+    client.create_table(_table("deep", "beside", str(stem / ("f" * 229 + "g"))))
+    client.drop_table("deep", "beside", True)
+    assert _guarded(world) == before
+
+
 def test_external_table_on_a_foreign_directory_is_refused(
     server: RunningMetastore, client: Hive2Client, world: dict[str, Path]
 ) -> None:
