@@ -51,6 +51,7 @@ class EventSpec:
     data: bool = False  # may carry a data change (``Message.objects``)
     replayed: bool = True  # a load applies it (CREATE_DATABASE: the bootstrap makes the replica database)
     db_wide: bool = False  # has no table: dumps write it for the database, loads flush every table's run
+    floats: bool = False  # its message may hold doubles, NaN included (``json_text.dumps_sorted``)
 
 
 E = EventType
@@ -76,10 +77,10 @@ SPECS: dict[EventType, EventSpec] = {
         EventSpec(E.ABORT_TXN, TxnMessage, Scope.TXN, transactional=True),
         EventSpec(E.ALLOC_WRITE_ID, TxnMessage, Scope.TXN, transactional=True),
         EventSpec(E.ACID_WRITE, TxnMessage, Scope.TXN, transactional=True),
-        EventSpec(E.UPDATE_TABLE_COLUMN_STAT, ColumnStatMessage, Scope.STATS),
-        EventSpec(E.UPDATE_PARTITION_COLUMN_STAT, ColumnStatMessage, Scope.STATS),
-        EventSpec(E.DELETE_TABLE_COLUMN_STAT, ColumnStatMessage, Scope.STATS),
-        EventSpec(E.DELETE_PARTITION_COLUMN_STAT, ColumnStatMessage, Scope.STATS),
+        EventSpec(E.UPDATE_TABLE_COLUMN_STAT, ColumnStatMessage, Scope.STATS, floats=True),
+        EventSpec(E.UPDATE_PARTITION_COLUMN_STAT, ColumnStatMessage, Scope.STATS, floats=True),
+        EventSpec(E.DELETE_TABLE_COLUMN_STAT, ColumnStatMessage, Scope.STATS, floats=True),
+        EventSpec(E.DELETE_PARTITION_COLUMN_STAT, ColumnStatMessage, Scope.STATS, floats=True),
     )
 }
 

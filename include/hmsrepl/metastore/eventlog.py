@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from hmsrepl.exceptions import EventsCleanedUpError
 from hmsrepl.metastore.database import writer
+from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent, encode_message
 from hmsrepl.metastore.protection import check_writable
 from hmsrepl.metastore.schema import notification_log, notification_sequence
@@ -110,7 +111,10 @@ class EventLog:
         rows = []
         for offset, event in enumerate(events):
             text, message_format = encode_message(
-                event.body, compress=self.compress, compress_min_bytes=self.compress_min_bytes
+                event.body,
+                compress=self.compress,
+                compress_min_bytes=self.compress_min_bytes,
+                exact_floats=SPECS[event.event_type].floats,
             )
             rows.append(
                 {

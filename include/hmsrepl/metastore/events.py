@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import base64
 import gzip
-import json
+import zlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from hmsrepl.formats.json_text import dumps_sorted, loads
 
 JSON_FORMAT = "json-1"
 GZIP_JSON_FORMAT = "gzip(json-1)"
@@ -42,21 +44,34 @@ class EventType(StrEnum):
     DELETE_PARTITION_COLUMN_STAT = "DELETE_PARTITION_COLUMN_STAT"
 
 
-def encode_message(body: dict[str, Any], *, compress: bool, compress_min_bytes: int) -> tuple[str, str]:
-    """Return (stored text, message_format)."""
-    text = json.dumps(body, separators=(",", ":"), sort_keys=True)
-    if compress and len(text) >= compress_min_bytes:
-        packed = base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=5)).decode("ascii")
+def encode_message(
+    body: dict[str, Any], *, compress: bool, compress_min_bytes: int, exact_floats: bool = False
+) -> tuple[str, str]:
+    """Return (stored text, message_format); ``exact_floats``: the body may hold NaN (``EventSpec.floats``)."""
+    data = dumps_sorted(body, exact_floats=exact_floats)
+    if compress and len(data) >= compress_min_bytes:
+        packed = base64.b64encode(gzip.compress(data, compresslevel=5)).decode("ascii")
         return packed, GZIP_JSON_FORMAT
-    return text, JSON_FORMAT
+    return data.decode("utf-8"), JSON_FORMAT
 
 
 def decode_message(text: str, message_format: str) -> dict[str, Any]:
     if message_format == GZIP_JSON_FORMAT:
-        return json.loads(gzip.decompress(base64.b64decode(text)))
+        return loads(_gunzip(base64.b64decode(text)))
     if message_format == JSON_FORMAT:
-        return json.loads(text)
+        return loads(text)
     raise ValueError(f"unknown notification message format '{message_format}'")
+
+
+def _gunzip(data: bytes) -> bytes:
+    """One gzip member, inflated by zlib directly (``gzip.decompress`` costs twice as much per message);
+    anything else (several members, trailing bytes) goes through ``gzip.decompress``."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(data)
+    except zlib.error:
+        return gzip.decompress(data)  # raises the usual error for a broken message
+    return out if inflater.eof and not inflater.unused_data else gzip.decompress(data)
 
 
 @dataclass(frozen=True)

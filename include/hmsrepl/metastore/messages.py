@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from hmsrepl.exceptions import HmsReplError
@@ -191,7 +192,17 @@ class Message:
         return [f for obj in self.objects() for f in obj.change.added]
 
     def _partition_name(self, snapshot: Mapping[str, Any]) -> str:
-        return make_partition_name(partition_key_names(self.table or {}), snapshot["values"])
+        return make_partition_name(self._key_names, snapshot["values"])
+
+    @cached_property
+    def _key_names(self) -> list[str]:
+        return partition_key_names(self.table or {})
+
+    @cached_property
+    def _partitions_named(self) -> tuple[str, ...]:
+        """The names of ``raw["partitions"]``, made once: a dump, its validation and a load each ask for them
+        several times (escaping is the costly part of a metadata replay's partition events)."""
+        return tuple(self._partition_name(p) for p in self.raw["partitions"])
 
 
 class DatabaseMessage(Message):
@@ -257,13 +268,15 @@ class AddPartitionMessage(Message):
 
     def objects(self) -> list[ObjectData]:
         return [
-            ObjectData(part, self._partition_name(part), change)
-            for part, change in zip(self.partitions, self.changes(), strict=True)
+            ObjectData(part, name, change)
+            for part, name, change in zip(
+                self.partitions, self._partitions_named, self.changes(), strict=True
+            )
             if change is not None
         ]
 
     def partition_names(self) -> tuple[str, ...]:
-        return tuple(self._partition_name(p) for p in self.partitions)
+        return self._partitions_named
 
 
 class DropPartitionMessage(Message):
@@ -272,7 +285,7 @@ class DropPartitionMessage(Message):
         return list(self.raw["partitions"])
 
     def partition_names(self) -> tuple[str, ...]:
-        return tuple(self._partition_name(p) for p in self.partitions)
+        return self._partitions_named
 
 
 class AlterPartitionMessage(Message):
@@ -286,11 +299,14 @@ class AlterPartitionMessage(Message):
 
     def objects(self) -> list[ObjectData]:
         change = self.data
-        after = self.after
-        return [ObjectData(after, self._partition_name(after), change)] if change is not None else []
+        return [ObjectData(self.after, self._name, change)] if change is not None else []
 
     def partition_names(self) -> tuple[str, ...]:
-        return (self._partition_name(self.after),)
+        return (self._name,)
+
+    @cached_property
+    def _name(self) -> str:
+        return self._partition_name(self.after)
 
 
 class InsertMessage(Message):

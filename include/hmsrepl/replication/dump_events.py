@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hmsrepl.metastore.event_specs import EventSpec, parse_event, spec_of
+from hmsrepl.metastore.event_specs import EventSpec, parse, parse_event, spec_of
 from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent, encode_message
 from hmsrepl.metastore.messages import DATA_KEYS, Message
 
@@ -41,15 +41,17 @@ class DumpEvent:
 
     def rewritten(self, body: Mapping[str, Any], kind: EventType | None = None) -> DumpEvent:
         """The same event saying ``body`` (and, for a rename out of the policy, being a ``kind``)."""
-        text, message_format = encode_message(dict(body), compress=False, compress_min_bytes=0)
+        kind = kind or self.kind
+        body = dict(body)
+        text, message_format = encode_message(
+            body, compress=False, compress_min_bytes=0, exact_floats=spec_of(kind).floats
+        )
         assert message_format == JSON_FORMAT
         event = dataclasses.replace(
-            self.event,
-            event_type=str(kind or self.event.event_type),
-            message=text,
-            message_format=message_format,
+            self.event, event_type=str(kind), message=text, message_format=message_format
         )
-        return DumpEvent.of(event)
+        # Parsed from the body itself: decoding the text just written would give the same message.
+        return DumpEvent(event, parse(kind, body, event.db_name, event.table_name))
 
     def without_data(self) -> DumpEvent:
         """The same event without its data change (the load applies its metadata only)."""

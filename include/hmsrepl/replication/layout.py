@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hmsrepl.exceptions import HmsReplError
+from hmsrepl.formats.json_text import dumps_sorted, loads
+from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
 from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
 
@@ -163,7 +165,8 @@ class DumpedEvent:
 def encode_event(document: dict[str, Any], files: list[str]) -> bytes:
     """One segment line: the event's document with its files (none: no ``files`` key)."""
     body = {**document, "files": files} if files else document
-    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    spec = SPECS.get(document.get("event_type"))  # type: ignore[arg-type]
+    return dumps_sorted(body, exact_floats=spec is None or spec.floats)
 
 
 class SegmentWriter:
@@ -346,7 +349,7 @@ class DumpDir:
         """One JSON document, refused when corrupt or nested deeper than the limit."""
         limit = self.limits.max_json_depth
         try:
-            body = json.loads(data)
+            body = loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise DumpError(f"dump file '{where}' is not valid JSON (corrupt dump): {exc}") from exc
         except RecursionError:
