@@ -303,6 +303,13 @@ class CatalogService:
         with self.events.reader() as conn:
             return self._load_table(conn, db_name.lower(), table_name.lower())[1]
 
+    def find_table(self, db_name: str, table_name: str) -> Table | None:
+        """The table, or None when it or its database does not exist: one query, where ``get_table`` needs a
+        second to say which is missing (a load asks this of every table it creates)."""
+        with self.events.reader() as conn:
+            row = conn.execute(_TABLE_ROW, {"db_name": db_name.lower(), "name": table_name.lower()}).first()
+        return _table_from_row(row) if row is not None else None
+
     def get_table_objects(self, db_name: str, table_names: Sequence[str]) -> list[Table]:
         """Tables by name in one query per chunk; unknown names are skipped (Hive's get_table_objects_by_name)."""
         db_name = db_name.lower()

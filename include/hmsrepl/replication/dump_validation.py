@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.json_text import dumps_sorted
 from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.paths import (
     CONTROL_CHARACTERS,
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
 
 #: Names the dump layout uses for itself below a database directory: a table cannot be called so.
 RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, ACID_STATE})
+TABLES_REMEMBERED = 256  # distinct table snapshots a validation remembers as checked (then starts over)
 Fields = dict[str, type | tuple[type, ...]]
 E = EventType
 #: What each event type's message must hold for its handler (checked before the load, not found missing half-way).
@@ -403,6 +405,8 @@ class DumpValidator:
         # a table names its location), and the check depends only on its arguments and the target place.
         # ``place`` is set once (None until the source database location is known): part of the key.
         self._passed: set[tuple[str, str, str | None, bool]] = set()
+        # Table snapshots that passed ``_table``, by content: every partition event repeats its table's.
+        self._tables_passed: dict[tuple[bytes, bool], tuple[str | None, list[str]]] = {}
 
     def fail(self, where: str, what: str) -> DumpValidationError:
         return DumpValidationError(f"dump '{self.dump.uri}' refused, nothing was applied: {where}: {what}")
@@ -621,7 +625,10 @@ class DumpValidator:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self.fail(where, f"data change does not match the message's objects: {exc}") from None
         for obj in objects:
-            self._object_files(list(obj.change.added), self._canonical_location_of(dict(obj.snapshot)), where)
+            if obj.change.added:  # the location only matters to files (a metadata-only change has none)
+                self._object_files(
+                    list(obj.change.added), self._canonical_location_of(dict(obj.snapshot)), where
+                )
             for removed in obj.change.removed:
                 try:
                     check_relative_path(removed, "removed file")
@@ -745,6 +752,18 @@ class DumpValidator:
         return location
 
     def _table(self, table: dict[str, Any], where: str) -> tuple[str | None, list[str]]:
+        """A table snapshot's checks, made once per content and target place (``_check_table``)."""
+        key = (dumps_sorted(table), self.place is not None)
+        passed = self._tables_passed.get(key)
+        if passed is None:
+            passed = self._check_table(table, where)
+            if len(self._tables_passed) >= TABLES_REMEMBERED:  # bounded: a dump may hold millions of tables
+                self._tables_passed.clear()
+            self._tables_passed[key] = passed
+        self.report.objects += 1
+        return passed
+
+    def _check_table(self, table: dict[str, Any], where: str) -> tuple[str | None, list[str]]:
         name = self._name("table", table.get("table_name"), where)
         where = f"{where} table '{name}'"
         self._model(Table, table, where)
@@ -755,7 +774,6 @@ class DumpValidator:
         location = self._location_of(table, where)
         if location is not None:
             self._location(location, where, kind="table")
-        self.report.objects += 1
         return (canonical_uri(location) if location else None), key_names
 
     def _partition(self, part: Any, keys: list[str], table_location: str | None, where: str) -> str | None:

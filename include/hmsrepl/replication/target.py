@@ -245,10 +245,7 @@ class TargetWriter:
 
     # -- tables ----------------------------------------------------------------------------------------
     def get_table(self, name: str) -> Table | None:
-        try:
-            return self.catalog.get_table(self.db, name)
-        except NoSuchObjectError:
-            return None
+        return self.catalog.find_table(self.db, name)
 
     def put_table(
         self, snapshot: dict[str, Any], files: DataChange | Sequence[str] | None, source_location: str | None
