@@ -81,8 +81,12 @@ _DB_DOC = select(dbs.c.doc).where(dbs.c.name == bindparam("db_name"))
 # it waits for the row, which MariaDB turns into a deadlock with a writer holding the row (the locker loses).
 _DB_DOC_FOR_UPDATE = select(dbs.c.doc).where(dbs.c.db_id == bindparam("db_id")).with_for_update()
 _INSERT_TABLE = insert(tbls)  # built once: a load creates tables by the hundred
-_TABLE_ID = select(tbls.c.tbl_id).where(
-    tbls.c.db_id == bindparam("db_id"), tbls.c.tbl_name == bindparam("name")
+# A database's id and whether it holds a table of that name, in one statement (every created table asks).
+_DB_ID_AND_TABLE = (
+    select(dbs.c.db_id, tbls.c.tbl_id)
+    .select_from(dbs)
+    .outerjoin(tbls, and_(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name == bindparam("name")))
+    .where(dbs.c.name == bindparam("db_name"))
 )
 _TABLE_ROW = (
     select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id)
@@ -266,9 +270,13 @@ class CatalogService:
                 )
         self.intents.settle([location], f"table '{table.qualified_name}'")
         with self.events.transaction() as tx:
-            db_id = self._db_id(tx.conn, table.db_name)
-            exists = tx.conn.execute(_TABLE_ID, {"db_id": db_id, "name": table.table_name}).first()
-            if exists:
+            found = tx.conn.execute(
+                _DB_ID_AND_TABLE, {"db_name": table.db_name, "name": table.table_name}
+            ).first()
+            if found is None:
+                raise NoSuchDatabaseError(table.db_name)
+            db_id = found.db_id
+            if found.tbl_id is not None:
                 raise AlreadyExistsError(
                     f"table '{table.qualified_name}' already exists; drop it or use another name"
                 )

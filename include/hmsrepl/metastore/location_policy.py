@@ -31,6 +31,7 @@ from sqlalchemy import ColumnElement, Connection, and_, bindparam, make_url, or_
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import InvalidObjectError, MetastoreError
+from hmsrepl.formats.json_text import loads
 from hmsrepl.metastore.locations import (
     BadLocationError,
     Location,
@@ -40,7 +41,6 @@ from hmsrepl.metastore.locations import (
     key_range_end,
     within_any,
 )
-from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 
 log = logging.getLogger(__name__)
@@ -374,7 +374,7 @@ def find_occupants(
 
     for row in conn.execute(_DATABASES):
         if row.name != skip_db:
-            consider("database", row.name, Database.model_validate_json(row.doc).location_uri)
+            consider("database", row.name, loads(row.doc).get("location_uri"))  # stored by the catalog
     for row in conn.execute(_TABLES, params):
         consider("table", f"{row.db_name}.{row.tbl_name}", row.location)
     if not with_partitions:
