@@ -13,6 +13,7 @@ MySQL ``max_execution_time``, SQLite a progress handler), so a pathological filt
 
 from __future__ import annotations
 
+import functools
 import operator
 import time
 from collections.abc import Callable, Iterator
@@ -53,7 +54,13 @@ NUMBER: /-?\d+(\.\d+)?/
 %ignore WS
 """
 
-_PARSER = Lark(GRAMMAR, parser="lalr")
+
+@functools.cache
+def _parser() -> Lark:
+    """Built on first use (~30 ms): every process that imports the catalog would pay it, most never filter."""
+    return Lark(GRAMMAR, parser="lalr")
+
+
 _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!=", "<>": "<>"}
 INTEGRAL_TYPES = {"tinyint", "smallint", "int", "integer", "bigint"}
 
@@ -117,7 +124,7 @@ def parse_filter(text: str) -> Comparison | BoolOp:
             "(HMSREPL_FILTER_MAX_CHARS); use a shorter filter, e.g. ranges instead of lists of values"
         )
     try:
-        tree = _PARSER.parse(text)
+        tree = _parser().parse(text)
     except UnexpectedInput as exc:
         raise InvalidObjectError(
             f"cannot parse partition filter '{_shortened(text)}' at column {exc.column}: expected comparisons "
