@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -19,6 +20,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import decode_message, encode_message
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.statistics import ColumnStat
+from tests.conftest import make_config
 from tests.helpers import make_table
 
 
@@ -112,3 +114,22 @@ def test_a_dump_segment_line_keeps_nan_bounds() -> None:
     doc = {"event_type": "UPDATE_TABLE_COLUMN_STAT", "message": {"stats": [{"data": {"lowValue": math.nan}}]}}
     line = encode_event(doc, [])
     assert math.isnan(loads(line)["message"]["stats"][0]["data"]["lowValue"])
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_non_ascii_snapshots_are_logged_and_read_back_on_every_backend(
+    backend: str, db_url: str, tmp_path: Path, compress: bool
+) -> None:
+    """Messages are UTF-8 JSON now (they were ASCII with escapes): each backend's message column keeps them."""
+    store = Metastore.open(make_config(db_url, tmp_path, compress_events=compress, compress_min_bytes=1))
+    try:
+        store.catalog.create_database(Database(name="u"))
+        before = store.get_current_notification_event_id()
+        table = make_table("u", "t").model_copy(
+            update={"parameters": {"comment": "crème brûlée \U0001f600 日本"}}
+        )
+        store.catalog.create_table(table)
+        (event,) = store.events.next_events(before, 10)
+        assert event.body()["table"]["parameters"]["comment"] == "crème brûlée \U0001f600 日本"
+    finally:
+        store.close()
