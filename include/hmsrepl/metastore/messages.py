@@ -198,12 +198,6 @@ class Message:
     def _key_names(self) -> list[str]:
         return partition_key_names(self.table or {})
 
-    @cached_property
-    def _partitions_named(self) -> tuple[str, ...]:
-        """The names of ``raw["partitions"]``, made once: a dump, its validation and a load each ask for them
-        several times (escaping is the costly part of a metadata replay's partition events)."""
-        return tuple(self._partition_name(p) for p in self.raw["partitions"])
-
 
 class DatabaseMessage(Message):
     @property
@@ -255,11 +249,24 @@ class AlterTableMessage(Message):
         return [ObjectData(self.raw["after"], None, change)] if change is not None else []
 
 
-class AddPartitionMessage(Message):
+class PartitionListMessage(Message):
+    """An event naming a list of partitions (added or dropped)."""
+
     @property
     def partitions(self) -> list[Mapping[str, Any]]:
         return list(self.raw["partitions"])
 
+    @cached_property
+    def _names(self) -> tuple[str, ...]:
+        """Made once: a dump, its validation and a load each ask for them several times (escaping is the
+        costly part of a metadata replay's partition events)."""
+        return tuple(self._partition_name(p) for p in self.raw["partitions"])
+
+    def partition_names(self) -> tuple[str, ...]:
+        return self._names
+
+
+class AddPartitionMessage(PartitionListMessage):
     def changes(self) -> list[DataChange | None]:
         """One change per partition (None: an ACID partition, whose files come with its writes)."""
         if self.version >= 2:
@@ -269,23 +276,13 @@ class AddPartitionMessage(Message):
     def objects(self) -> list[ObjectData]:
         return [
             ObjectData(part, name, change)
-            for part, name, change in zip(
-                self.partitions, self._partitions_named, self.changes(), strict=True
-            )
+            for part, name, change in zip(self.partitions, self._names, self.changes(), strict=True)
             if change is not None
         ]
 
-    def partition_names(self) -> tuple[str, ...]:
-        return self._partitions_named
 
-
-class DropPartitionMessage(Message):
-    @property
-    def partitions(self) -> list[Mapping[str, Any]]:
-        return list(self.raw["partitions"])
-
-    def partition_names(self) -> tuple[str, ...]:
-        return self._partitions_named
+class DropPartitionMessage(PartitionListMessage):
+    pass
 
 
 class AlterPartitionMessage(Message):
