@@ -390,6 +390,19 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
             ("event type 'RM_RF'",),
         ),
         "an event replayed again in a later segment": (repeated_event, ("out of order",)),
+        # Validation remembers table snapshots that passed by content: the same table's snapshot, pointed
+        # elsewhere in one event, is new content and checked again.
+        "an ADD_PARTITION whose table snapshot sits at '/'": (
+            lambda d: edit_event(
+                d, "ADD_PARTITION", lambda b: b["message"]["table"]["sd"].update(location="/")
+            ),
+            ("ADD_PARTITION", "location '/'"),
+        ),
+        # Integers beyond 64 bits are read as floats (formats.json_text): refused where an id is wanted.
+        "an event id beyond 64 bits": (
+            lambda d: edit_event(d, "INSERT", lambda b: b.update(event_id=2**70)),
+            ("holds event id", "not an integer"),
+        ),
         "a file among the segments that is not a segment": (
             lambda d: write_file(str(d / "events" / "1"), "_metadata", b"{}"),
             ("'events/1/_metadata', which is not events/<event id>/_events",),
