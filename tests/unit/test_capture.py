@@ -114,16 +114,21 @@ def test_an_append_stores_under_2_kb_in_the_log(store: Metastore) -> None:
     assert [e.body()["data"]["count"] for e in events] == [41, 41]  # and readers decode them
 
 
-def test_overwrite_is_a_complete_change_and_recycles_the_others(store: Metastore) -> None:
+def test_overwrite_is_a_complete_change_and_recycles_the_others(store: Metastore, reads: list[str]) -> None:
+    """The files an overwrite leaves out are recycled with the checksums recorded for them, unread."""
     _, part = _partitioned(store, 3)
     new = write_file(part.sd.location, "fresh.parquet", b"new data")
     before = store.get_current_notification_event_id()
+    reads.clear()
     store.catalog.insert("sales", "orders", ["1"], new_files=[new], replace=True)
     [event] = store.events.next_events(before)
     change = _change(event)
     assert change.complete and change.removed == () and change.count == 1
     assert [relative_path(f) for f in change.added] == ["fresh.parquet"]
-    assert len(event.body()["recycled"]) == 3
+    assert sorted((relative_path(f), checksum_of(f)) for f in event.body()["recycled"]) == [
+        (f"part-{i:05d}.parquet", checksum_bytes(f"row {i}".encode())) for i in range(3)
+    ]
+    assert [uri.rsplit("/", 1)[1] for uri in reads] == ["fresh.parquet"]
     assert _disk_digest(part.sd.location) == (1, change.digest)
 
 
@@ -133,9 +138,12 @@ def test_a_partial_overwrite_logs_the_removed_paths(store: Metastore) -> None:
     kept = f"{part.sd.location}/part-00001.parquet"
     before = store.get_current_notification_event_id()
     store.catalog.insert("sales", "orders", ["1"], new_files=[kept], replace=True)
-    change = _change(store.events.next_events(before)[0])
+    [event] = store.events.next_events(before)
+    change = _change(event)
     assert (change.added, change.complete, change.count) == ((), False, 1)
     assert sorted(change.removed) == ["part-00000.parquet", "part-00002.parquet"]
+    [named] = event.body()["new_files"]  # the kept file, named with the checksum recorded for it
+    assert (relative_path(named), checksum_of(named)) == ("part-00001.parquet", checksum_bytes(b"row 1"))
 
 
 def test_truncate_is_a_complete_empty_change_and_forgets_the_files(store: Metastore) -> None:

@@ -124,28 +124,36 @@ def capture(
     out = Captured(DataChange())
     removed: list[str] = []
     refreshed: list[FileRecord] = []
+    kept_named: list[str] = []  # unchanged files the writer named: their recorded identity is read after
+    kept_excluded: list[str] = []  # unchanged files an overwrite leaves out (to recycle): likewise
     survivors = 0
     loc = location or ""
-    for record in () if fresh else listings.stream(conn, key):
-        rel, known = record.rel_path, (record.size, record.mtime_ns)
+    # A load compares checksums and may refresh a record; a write compares sizes and times only.
+    columns = listings.RECORD_COLUMNS if applied is not None else listings.STAT_COLUMNS
+    for row in () if fresh else listings.stream_rows(conn, key, columns):
+        rel, known = row[0], (row[1], row[2])
         now = current.get(rel)
         if now is None:
             removed.append(rel)
             if rel in others and same_stat(others[rel], known):
-                out.excluded.append(encode_at(cm, loc, rel, _identity(record)))
+                kept_excluded.append(rel)
                 del others[rel]
             continue
         if applied is not None:
-            if record.checksum != applied[rel]:
+            if row[3] != applied[rel]:
                 continue  # changed: recorded again below
             if not same_stat(now, known) and now[1] != UNKNOWN_MTIME:  # same content, copied anew: refresh
-                refreshed.append(FileRecord(rel, *now, record.checksum, record.version_id))
-        elif not same_stat(now, known):
+                refreshed.append(FileRecord(rel, *now, row[3], row[4]))
+        elif now != known and not same_stat(now, known):
             continue
         survivors += 1
         del current[rel]
         if rel in wanted:
-            out.named.append(encode_at(cm, loc, rel, _identity(record)))
+            kept_named.append(rel)
+    if kept_named or kept_excluded:
+        records = listings.read_paths(conn, key, [*kept_named, *kept_excluded])
+        out.named.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_named)
+        out.excluded.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_excluded)
     summary = _record_new(conn, cm, key, loc, current, applied, wanted, removed, refreshed, out)
     complete = survivors == 0
     out.change = DataChange(

@@ -12,10 +12,11 @@ time check of the files it keeps; ``repl verify`` still reads everything).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Row, bindparam, delete, insert, select, update
 
 from hmsrepl.formats import listing_digest
 from hmsrepl.metastore.schema import data_files, data_listings
@@ -31,6 +32,8 @@ RECORD_COLUMNS = (
     data_files.c.checksum,
     data_files.c.version_id,
 )
+#: The columns a write compares with its listing (relative path, size, modification time).
+STAT_COLUMNS = RECORD_COLUMNS[:3]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +92,23 @@ def stream(conn: Connection, key: ObjectKey) -> Iterator[FileRecord]:
     """The object's recorded files, fetched a batch at a time: a caller that keeps only what it needs of
     each holds one batch of rows, not the listing (a 1,000,000-file partition). Consume it whole before
     issuing other statements on ``conn`` (some drivers stream over the connection itself)."""
+    for row in stream_rows(conn, key, RECORD_COLUMNS):
+        yield FileRecord(*row)
+
+
+def stream_rows(
+    conn: Connection, key: ObjectKey, columns: Sequence[ColumnElement[Any]]
+) -> Iterator[Row[Any]]:
+    """``stream`` of some of the record's columns, as rows: a write compares every recorded file with the
+    listing, and building a ``FileRecord`` and reading the checksum of each would cost about as much as the
+    rest of that comparison (10,000 files)."""
     query = (
-        select(*RECORD_COLUMNS)
+        select(*columns)
         .where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
         .execution_options(yield_per=STREAM_ROWS)
     )
     for rows in conn.execute(query).partitions():
-        for row in rows:
-            yield FileRecord(*row)
+        yield from rows
 
 
 def summary(conn: Connection, key: ObjectKey) -> Summary:
