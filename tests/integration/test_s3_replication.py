@@ -14,11 +14,13 @@ import pytest
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage import filesystem_for
+from hmsrepl.storage.s3 import S3FileSystem
 from tests.helpers import make_partition, make_table
 from tests.s3server import create_bucket, new_bucket_name
 
@@ -128,3 +130,108 @@ def test_file_overwritten_and_deleted_after_its_event_replays_that_version(
     replica = target.catalog.get_table("sales_dr", "t")
     assert read(f"{replica.sd.location}/data.csv") == b"version of the event"
     assert loaded.stats.files_from_cmroot == (0 if versioned else 1)
+
+
+KEPT = 30
+
+
+def _keys(s3_client: Any, bucket: str, prefix: str = "warehouse/") -> set[str]:
+    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return {obj["Key"] for page in pages for obj in page.get("Contents", [])}
+
+
+@pytest.fixture
+def s3_pair(stores: Any, s3_client: Any) -> tuple[Metastore, Metastore, ReplicationEngine, str]:
+    """A source and its replica, both on S3, with one partition of ``KEPT`` files replicated."""
+    src_bucket = create_bucket(s3_client, new_bucket_name("src"), versioned=True)
+    dst_bucket = create_bucket(s3_client, new_bucket_name("dst"), versioned=True)
+    source = stores("source", f"s3://{src_bucket}/warehouse", f"s3://{src_bucket}/cmroot")
+    target = stores("target", f"s3://{dst_bucket}/warehouse", f"s3://{dst_bucket}/cmroot")
+    engine = ReplicationEngine(f"s3://{src_bucket}/repl", source, target)
+    source.catalog.create_database(Database(name="sales"))
+    orders = source.catalog.create_table(make_table("sales", "orders", partition_keys=("day",)))
+    [part] = source.catalog.add_partitions("sales", "orders", [make_partition(orders, "d1")])
+    for i in range(KEPT):
+        put(f"{part.sd.location}/part-{i:05d}.parquet", f"rows {i}".encode())
+    source.catalog.insert("sales", "orders", ["d1"])
+    dumped = engine.execute("REPL DUMP sales")
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    return source, target, engine, dst_bucket
+
+
+def _append(source: Metastore, name: str, data: bytes) -> None:
+    part = source.catalog.get_partition("sales", "orders", ["d1"])
+    source.catalog.insert("sales", "orders", ["d1"], new_files=[put(f"{part.sd.location}/{name}", data)])
+
+
+def _incremental(engine: ReplicationEngine) -> Any:
+    last = engine.execute("REPL STATUS sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    return engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+
+
+def _replica_location(target: Metastore) -> str:
+    return target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location or ""
+
+
+def test_one_new_file_into_an_s3_replica_copies_that_file_only(s3_pair: Any, s3_client: Any) -> None:
+    """An append to a partition on an S3 replica adds one object to the partition's prefix: the files it
+    keeps are not copied to a new version, and no staged object is left."""
+    source, target, engine, dst_bucket = s3_pair
+    location = _replica_location(target)
+    before = _keys(s3_client, dst_bucket)
+    _append(source, "part-new.parquet", b"new rows")
+    loaded = _incremental(engine)
+    assert _replica_location(target) == location, "the partition's location moved"
+    assert (loaded.stats.files_copied, loaded.stats.files_kept) == (1, KEPT)
+    added = _keys(s3_client, dst_bucket) - before
+    assert [key.rsplit("/", 1)[1] for key in added] == ["part-new.parquet"]
+    assert before <= _keys(s3_client, dst_bucket)
+    assert read(f"{location}/part-new.parquet") == b"new rows"
+    assert target.catalog.intents.pending() == []
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_an_s3_load_that_dies_after_its_commit_publishes_the_file_on_restart(
+    s3_pair: Any, s3_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Housekeeping publishes the staged object; one that dies between the copy and the staged object's
+    delete is run again without ever deleting the published file (readers may already list it)."""
+    source, target, engine, dst_bucket = s3_pair
+    location = _replica_location(target)
+    final, staged = f"{location}/part-new.parquet", f"{location}/.hmsrepl-staging-part-new.parquet"
+    _append(source, "part-new.parquet", b"new rows")
+    monkeypatch.setattr(FileIntents, "_after_commit", lambda self, intents: None)  # gone right after commit
+    _incremental(engine)
+    monkeypatch.undo()
+    names = {key.rsplit("/", 1)[1] for key in _keys(s3_client, dst_bucket)}
+    assert "part-new.parquet" not in names and ".hmsrepl-staging-part-new.parquet" in names
+    real_delete = S3FileSystem.delete
+    deleted: list[str] = []
+
+    def dies_before_removing_the_staged_copy(self: S3FileSystem, uri: str) -> None:
+        raise OSError("killed")
+
+    def spy(self: S3FileSystem, uri: str) -> None:
+        deleted.append(uri)
+        real_delete(self, uri)
+
+    monkeypatch.setattr(S3FileSystem, "delete", dies_before_removing_the_staged_copy)
+    assert target.complete_file_intents(lease_seconds=0).failed == 1
+    assert read(final) == b"new rows"  # published: readers list it from here on
+    monkeypatch.setattr(S3FileSystem, "delete", spy)
+    assert target.complete_file_intents(lease_seconds=0).completed == 1
+    assert deleted == [staged], "the published file was deleted and copied again"
+    assert read(final) == b"new rows" and target.catalog.intents.pending() == []
+    monkeypatch.undo()
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_an_object_written_behind_an_s3_replicas_back_takes_a_new_version(s3_pair: Any) -> None:
+    source, target, engine, _ = s3_pair
+    location = _replica_location(target)
+    put(f"{location}/part-stray.parquet", b"refused write")
+    _append(source, "part-new.parquet", b"new rows")
+    _incremental(engine)
+    assert _replica_location(target) != location
+    assert verify(source, "sales", target, "sales_dr") == []

@@ -104,6 +104,16 @@ def _local_stats(directory: str, prefix: str) -> Iterator[tuple[str, StatIdentit
         yield from _local_stats(os.path.join(directory, name), f"{prefix}{name}/")
 
 
+def count_data_files(location: str) -> int:
+    """How many data files ``list_data_files`` would return, holding none of them: on a local disk by names
+    and entry types alone (no stat per file), on an object store from the listing pages (1,000 keys a
+    request). A cheap check that nothing was added or removed since a count was taken."""
+    if is_local_uri(location):
+        return count_local_data_files(local_path(location))
+    fs = filesystem_for(location)
+    return sum(1 for status in fs.list_files(location) if not is_hidden(_relative(status.uri, location)))
+
+
 def count_local_data_files(directory: str) -> int:
     """How many data files ``_local_stats`` would list below a local directory, by names and entry types
     alone (no stat per file): a cheap check that nothing was added or removed since a count was taken."""

@@ -23,8 +23,9 @@ rename makes one whole file appear, so a reader sees the listing before the chan
 part. Such a file is copied under its hidden staged name into the object's current directory and named in
 a publish intent (``metastore.intents``) in the batch's transaction; the intent renames it after the
 commit, or housekeeping does after a crash. Readers never see it before its metadata; for the moment
-between the commit and the rename they see the state before it. The load then costs what was added,
-whatever the object holds.
+between the commit and the rename they see the state before it. On an object store the "rename" is a
+server-side copy of that one file onto its key (which S3 replaces whole) and a delete of the staged one. The
+load then costs what was added, whatever the object holds: one file copied, not every file it keeps.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore, listings
-from hmsrepl.metastore.file_capture import count_local_data_files, describe_files, encode_at, list_data_files
+from hmsrepl.metastore.file_capture import count_data_files, describe_files, encode_at, list_data_files
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.model import Database, Function, Partition, Table
@@ -590,11 +591,12 @@ class TargetWriter:
         committed (after a crash, housekeeping does), so readers never see it before its metadata. The kept
         files are neither read nor linked, only counted by name (a file added or removed behind the replica's
         back takes a new version, which holds exactly the listing), and the record is read for the one path
-        and its summary only: the load costs about the same whatever the object holds. Everything else
-        (several files, a file replaced or removed, no record yet, object stores where a rename is a copy,
-        an object already changed in place this batch) takes a new version.
+        and its summary only: the load costs about the same whatever the object holds (on an object store
+        the count lists the object's keys, 1,000 a request, and nothing is copied but the new file).
+        Everything else (several files, a file replaced or removed, no record yet, an object already changed
+        in place this batch) takes a new version.
         """
-        if not current or key is None or not is_local_uri(current) or current in self._created:
+        if not current or key is None or current in self._created:
             return None
         if change.complete or change.removed or len(change.added) != 1 or self._staged_below(current):
             return None
@@ -607,7 +609,7 @@ class TargetWriter:
             if not checksum or before.count == 0 or listings.read_paths(conn, key, [rel]):
                 return None
         # Files added or removed behind the replica's back: a new version holds exactly the listing.
-        if count_local_data_files(local_path(current)) != before.count:
+        if count_data_files(current) != before.count:
             return None
         after = listing_digest.combine(before.digest, [(rel, checksum)])
         change.check_summary(before.count + 1, after, what or logical)
@@ -618,7 +620,8 @@ class TargetWriter:
         staged = staging_name(target_uri)
         final = encode_at(self.target.cm, current, rel, FileIdentity(checksum))
         self._in_place[target_uri] = final
-        self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # the copy is durable before the commit
+        if is_local_uri(staged):
+            self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # durable before the commit
         self.stats.files_kept += before.count
         self._retire_staging_area(logical, current)
         return Published(current, {rel: final}, {rel: stamp_of(staged)}, set(), False, in_place=True)
