@@ -102,18 +102,27 @@ def test_replication_on_s3(stores: Any, s3_client: Any, tmp_path: Path, layout: 
     assert repl_status(target, "sales_dr") == source.get_current_notification_event_id()
 
 
+def two_clusters(
+    stores: Any, s3_client: Any, *, source_versioned: bool = True
+) -> tuple[Metastore, Metastore, ReplicationEngine, str]:
+    """A source and a replica, each with its warehouse and cmroot in a bucket of its own (the replica's
+    versioned), the dumps in the source's bucket, and database ``sales`` on the source; and the replica's
+    bucket."""
+    src_bucket = create_bucket(s3_client, new_bucket_name("src"), versioned=source_versioned)
+    dst_bucket = create_bucket(s3_client, new_bucket_name("dst"), versioned=True)
+    source = stores("source", f"s3://{src_bucket}/warehouse", f"s3://{src_bucket}/cmroot")
+    target = stores("target", f"s3://{dst_bucket}/warehouse", f"s3://{dst_bucket}/cmroot")
+    source.catalog.create_database(Database(name="sales"))
+    return source, target, ReplicationEngine(f"s3://{src_bucket}/repl", source, target), dst_bucket
+
+
 @pytest.mark.parametrize("versioned", [True, False])
 def test_file_overwritten_and_deleted_after_its_event_replays_that_version(
     stores: Any, s3_client: Any, versioned: bool
 ) -> None:
     """Bypassing the metastore, a file is overwritten and then deleted after its INSERT event; the load
     restores the event's version: from the bucket's version history, or without versioning from cmroot."""
-    src_bucket = create_bucket(s3_client, new_bucket_name("src"), versioned=versioned)
-    dst_bucket = create_bucket(s3_client, new_bucket_name("dst"), versioned=True)
-    source = stores("source", f"s3://{src_bucket}/warehouse", f"s3://{src_bucket}/cmroot")
-    target = stores("target", f"s3://{dst_bucket}/warehouse", f"s3://{dst_bucket}/cmroot")
-    engine = ReplicationEngine(f"s3://{src_bucket}/repl", source, target)
-    source.catalog.create_database(Database(name="sales"))
+    source, target, engine, _ = two_clusters(stores, s3_client, source_versioned=versioned)
     table = source.catalog.create_table(make_table("sales", "t"))
     dumped = engine.execute("REPL DUMP sales")
     engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
@@ -143,12 +152,7 @@ def _keys(s3_client: Any, bucket: str, prefix: str = "warehouse/") -> set[str]:
 @pytest.fixture
 def s3_pair(stores: Any, s3_client: Any) -> tuple[Metastore, Metastore, ReplicationEngine, str]:
     """A source and its replica, both on S3, with one partition of ``KEPT`` files replicated."""
-    src_bucket = create_bucket(s3_client, new_bucket_name("src"), versioned=True)
-    dst_bucket = create_bucket(s3_client, new_bucket_name("dst"), versioned=True)
-    source = stores("source", f"s3://{src_bucket}/warehouse", f"s3://{src_bucket}/cmroot")
-    target = stores("target", f"s3://{dst_bucket}/warehouse", f"s3://{dst_bucket}/cmroot")
-    engine = ReplicationEngine(f"s3://{src_bucket}/repl", source, target)
-    source.catalog.create_database(Database(name="sales"))
+    source, target, engine, dst_bucket = two_clusters(stores, s3_client)
     orders = source.catalog.create_table(make_table("sales", "orders", partition_keys=("day",)))
     [part] = source.catalog.add_partitions("sales", "orders", [make_partition(orders, "d1")])
     for i in range(KEPT):
