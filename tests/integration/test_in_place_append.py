@@ -23,6 +23,7 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.target import TargetWriter
 from hmsrepl.replication.verify import capture_state, diff_states, replica_leftovers, verify
 from hmsrepl.storage.local import local_path
+from tests.helpers import write_file
 from tests.integration.test_replica_listing import FILES, append, append_two, bootstrap, incremental, seed
 
 
@@ -64,6 +65,88 @@ def test_several_new_files_still_take_a_new_version(engine, source, target):
     append_two(source)
     incremental(engine)
     assert partition_dir(target) != before
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def published_in_order(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The names each batch's publish intent renames, in the order it renames them."""
+    seen: list[list[str]] = []
+    real = FileIntents.publish
+
+    def spy(self: FileIntents, tx, files) -> None:  # type: ignore[no-untyped-def]
+        seen.append([f.split("#", 1)[0].rsplit("/", 1)[1] for f in files])
+        real(self, tx, files)
+
+    monkeypatch.setattr(FileIntents, "publish", spy)
+    return seen
+
+
+def test_appends_one_file_at_a_time_in_one_batch_are_added_in_place_in_their_order(
+    engine, source, target, monkeypatch
+):
+    """Three appends between two loads (a streaming writer): no new version, the files renamed in the
+    order they were written, so a reader only ever sees a listing the source had."""
+    seed(source)
+    bootstrap(engine)
+    before = partition_dir(target)
+    versions = sorted(os.listdir(before.parent))
+    for name in ("part-c.parquet", "part-a.parquet", "part-b.parquet"):
+        append(source, name, name.encode())
+    order = published_in_order(monkeypatch)
+    _, loaded = incremental(engine)
+    assert partition_dir(target) == before and sorted(os.listdir(before.parent)) == versions
+    assert order == [["part-c.parquet", "part-a.parquet", "part-b.parquet"]]
+    assert loaded.stats.files_copied == 3
+    assert staged_copies(before) == [] and target.catalog.intents.pending() == []
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_appends_to_an_unpartitioned_table_in_one_batch_are_added_in_place(
+    engine, source, target, monkeypatch
+):
+    seed(source)
+    bootstrap(engine)
+    location = lambda: target.catalog.get_table("sales_dr", "plain").sd.location  # noqa: E731
+    before = location()
+    plain = source.catalog.get_table("sales", "plain").sd.location
+    for name in ("000001_0", "000002_0"):
+        source.catalog.insert("sales", "plain", new_files=[write_file(plain, name, name.encode())])
+    order = published_in_order(monkeypatch)
+    incremental(engine)
+    assert location() == before
+    assert order == [["000001_0", "000002_0"]]
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_step_of_several_files_in_the_run_takes_a_new_version(engine, source, target):
+    seed(source)
+    bootstrap(engine)
+    before = partition_dir(target)
+    append(source, "part-new.parquet", b"new rows")
+    append_two(source)  # two files of one INSERT must appear at once
+    append(source, "part-last.parquet", b"last rows")
+    incremental(engine)
+    assert partition_dir(target) != before
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_load_of_several_appends_that_dies_after_its_commit_publishes_them_on_restart(
+    engine, source, target, monkeypatch
+):
+    seed(source)
+    bootstrap(engine)
+    append(source, "part-new.parquet", b"new rows")
+    append(source, "part-next.parquet", b"next rows")
+    monkeypatch.setattr(FileIntents, "_after_commit", lambda self, intent: None)  # gone right after commit
+    incremental(engine)
+    monkeypatch.undo()
+    here = partition_dir(target)
+    assert sorted(p.name for p in staged_copies(here)) == [
+        ".hmsrepl-staging-part-new.parquet",
+        ".hmsrepl-staging-part-next.parquet",
+    ]
+    assert target.complete_file_intents(lease_seconds=0).completed == 1
+    assert staged_copies(here) == [] and (here / "part-next.parquet").read_bytes() == b"next rows"
     assert verify(source, "sales", target, "sales_dr") == []
 
 

@@ -51,21 +51,41 @@ def as_change(files: DataChange | Sequence[str] | None) -> DataChange | None:
     return DataChange(tuple(files), complete=True)
 
 
+@dataclass(frozen=True)
+class AddedOneByOne(DataChange):
+    """A composed change each of whose steps added one new file and removed nothing, ``added`` in step order.
+
+    Publishing its files one after the other shows readers only listings the source had, one per step (an
+    append, a streaming micro-batch), so a load may add them in place (``TargetWriter``); one step that adds
+    several files must appear at once and takes a new version.
+    """
+
+
+def adds_one_file(change: DataChange | None) -> bool:
+    """The change adds exactly one file and removes nothing (one step of ``AddedOneByOne``)."""
+    return change is not None and len(change.added) == 1 and not change.removed and not change.complete
+
+
 def compose(first: DataChange | None, then: DataChange | None) -> DataChange | None:
     """One change with the effect of ``first`` followed by ``then`` (O(files the two name), no listing).
 
     A load folds an object's successive changes within one batch into one and publishes one version; the
-    result carries ``then``'s count and digest, which describe the listing after both.
+    result carries ``then``'s count and digest, which describe the listing after both. Successive one-file
+    additions of new paths compose into ``AddedOneByOne``; an empty step keeps what ``first`` was.
     """
     if first is None or then is None or then.complete:
         return then if then is not None else first
     gone = set(then.removed)
     added = {relative_path(e): e for e in first.added}
+    one_by_one = (isinstance(first, AddedOneByOne) or adds_one_file(first)) and (
+        then.is_empty or (adds_one_file(then) and relative_path(then.added[0]) not in added)
+    )
     for rel in gone:
         added.pop(rel, None)
     added.update((relative_path(e), e) for e in then.added)
     removed = () if first.complete else tuple(dict.fromkeys((*first.removed, *then.removed)))
-    return DataChange(tuple(added.values()), removed, first.complete, then.count, then.digest)
+    kind = AddedOneByOne if one_by_one and len(added) > 1 else DataChange
+    return kind(tuple(added.values()), removed, first.complete, then.count, then.digest)
 
 
 @dataclass

@@ -23,9 +23,12 @@ rename makes one whole file appear, so a reader sees the listing before the chan
 part. Such a file is copied under its hidden staged name into the object's current directory and named in
 a publish intent (``metastore.intents``) in the batch's transaction; the intent renames it after the
 commit, or housekeeping does after a crash. Readers never see it before its metadata; for the moment
-between the commit and the rename they see the state before it. On an object store the "rename" is a
-server-side copy of that one file onto its key (which S3 replaces whole) and a delete of the staged one. The
-load then costs what was added, whatever the object holds: one file copied, not every file it keeps.
+between the commit and the rename they see the state before it. Several such appends to one object in a
+batch are renamed in the order they were written, so a reader sees the listing as of one of them, each a
+listing the source had (one append of several files must appear at once and takes a new version). On an
+object store the "rename" is a server-side copy of the one file onto its key (which S3 replaces whole) and
+a delete of the staged one. The load then costs what was added, whatever the object holds: the new files
+copied, not every file it keeps.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from hmsrepl.replication.leftovers import Retirement
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.lost_files import STALE, LostFiles
 from hmsrepl.replication.replica_files import (
+    AddedOneByOne,
     HeldListing,
     Published,
     as_change,
@@ -147,6 +151,8 @@ class TargetWriter:
         self._retire: list[Retirement] = []  # directories the current batch stops naming
         # Files added in place this batch (final URI -> encoded), staged until a rename after the commit.
         self._in_place: dict[str, str] = {}
+        # The relative paths added in place this batch, by the location of the object they were added to.
+        self._added_in_place: dict[str, set[str]] = {}
         # Tables whose only data change in the batch may be added in place (set by the load per batch).
         self.in_place_tables: frozenset[str] = frozenset()
         self.lost = LostFiles()  # files this load cannot fetch: their objects' data stays as it is, marked
@@ -583,48 +589,64 @@ class TargetWriter:
         key: ObjectKey | None,
         what: str,
     ) -> Published | None:
-        """A change that adds one file, published in the object's current directory: None if it is not one.
+        """A change that adds files one by one, published in the object's current directory: None if it is
+        not one.
 
-        One rename makes one file appear whole, so a reader listing the directory still sees the listing
-        before the change or the one after it, never a part. The file is copied under its hidden staged name
-        and named in the batch's publish intent (``owe_publishes``), which renames it once the batch has
-        committed (after a crash, housekeeping does), so readers never see it before its metadata. The kept
-        files are neither read nor linked, only counted by name (a file added or removed behind the replica's
-        back takes a new version, which holds exactly the listing), and the record is read for the one path
-        and its summary only: the load costs about the same whatever the object holds (on an object store
-        the count lists the object's keys, 1,000 a request, and nothing is copied but the new file).
-        Everything else (several files, a file replaced or removed, no record yet, an object already changed
-        in place this batch) takes a new version.
+        One rename makes one file appear whole, so a reader listing the directory sees the listing before
+        the change or after it, never a part of a step. A change of one file qualifies, and so does a batch's
+        run of them on one object (``AddedOneByOne``, or an object already added to in place this batch):
+        the files are renamed in step order, so a reader sees the listing as of one step or another, each a
+        listing the source had. The files are copied under their hidden staged names and named in the
+        batch's publish intent (``owe_publishes``), which renames them once the batch has committed (after a
+        crash, housekeeping does), so readers never see one before its metadata. The kept files are neither
+        read nor linked, only counted by name (a file added or removed behind the replica's back takes a new
+        version, which holds exactly the listing), and the record is read for the new paths and its summary
+        only: the load costs what was added whatever the object holds (on an object store the count lists
+        the object's keys, 1,000 a request, and nothing is copied but the new files). Everything else (a step
+        of several files, a file replaced or removed, no record yet) takes a new version.
         """
         if not current or key is None or current in self._created:
             return None
-        if change.complete or change.removed or len(change.added) != 1 or self._staged_below(current):
+        if change.complete or change.removed or not change.added:
+            return None
+        if len(change.added) > 1 and not isinstance(change, AddedOneByOne):
+            return None
+        earlier = self._added_in_place.get(current, set())
+        if set(self._staged_below(current)) != earlier:  # another object's staged copies below this one
             return None
         if logical_location(current) != logical.rstrip("/"):
             return None
-        encoded = change.added[0]
-        rel, checksum = relative_path(encoded), checksum_of(encoded)
+        new = {relative_path(encoded): encoded for encoded in change.added}
+        checksums = {rel: checksum_of(encoded) for rel, encoded in new.items()}
+        if not all(checksums.values()) or new.keys() & earlier:
+            return None
         with self.target.events.reader() as conn:
             before = listings.summary(conn, key)
-            if not checksum or before.count == 0 or listings.read_paths(conn, key, [rel]):
+            if before.count == 0 or listings.read_paths(conn, key, new):
                 return None
         # Files added or removed behind the replica's back: a new version holds exactly the listing.
-        if count_data_files(current) != before.count:
+        if count_data_files(current) + len(earlier) != before.count:
             return None
-        after = listing_digest.combine(before.digest, [(rel, checksum)])
-        change.check_summary(before.count + 1, after, what or logical)
-        target_uri = join_uri(current, rel)
+        after = listing_digest.combine(before.digest, checksums.items())
+        change.check_summary(before.count + len(new), after, what or logical)
         allowed = below_any(source_location, self.source_cmroot)
-        self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
-        fault_point()
-        staged = staging_name(target_uri)
-        final = encode_at(self.target.cm, current, rel, FileIdentity(checksum))
-        self._in_place[target_uri] = final
-        if is_local_uri(staged):
-            self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # durable before the commit
+        files: dict[str, str] = {}
+        stamps: dict[str, int] = {}
+        for rel, encoded in new.items():  # in step order: the publish intent renames them in this order
+            target_uri = join_uri(current, rel)
+            self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
+            fault_point()
+            staged = staging_name(target_uri)
+            files[rel] = self._in_place[target_uri] = encode_at(
+                self.target.cm, current, rel, FileIdentity(checksums[rel])
+            )
+            stamps[rel] = stamp_of(staged)
+            if is_local_uri(staged):
+                self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # durable before the commit
+        self._added_in_place.setdefault(current, set()).update(new)
         self.stats.files_kept += before.count
         self._retire_staging_area(logical, current)
-        return Published(current, {rel: final}, {rel: stamp_of(staged)}, set(), False, in_place=True)
+        return Published(current, files, stamps, set(), False, in_place=True)
 
     def _staged_below(self, location: str | None) -> dict[str, str]:
         """Files this batch added in place below ``location`` (relative path -> staged copy)."""
@@ -726,12 +748,14 @@ class TargetWriter:
         self._created.clear()
         self._retire.clear()
         self._in_place.clear()
+        self._added_in_place.clear()
 
     def take_retirements(self) -> list[Retirement]:
         """The batch committed: the directories it stopped naming, for retirement after the grace period."""
         out, self._retire = self._retire, []
         self._created.clear()
         self._in_place.clear()  # their publish intent renames them now that the batch committed
+        self._added_in_place.clear()
         return out
 
     # -- data: in place (ACID write directories, which belong to one write id) -----------------------------
