@@ -1,13 +1,15 @@
 """Load of one incremental event that adds one 4 KB file, by what the target partition already holds.
 
     python bench/bench_load_delta.py [--repeats 5] [--small 10000] [--big 10] [--big-mib 256] [--backend sqlite]
+                                     [--appends 1]
 
 For a target partition holding 1 small file, ``--small`` small files and ``--big`` files of ``--big-mib`` MiB,
 each repeat appends one 4 KB file on the source (one INSERT event), dumps it, and times ``REPL LOAD`` of that
 one event into two replicas of the same source: one loads the dump as the source captured it (message format
 2: the event names the one added file), the other the same dump rewritten to message format 1 (the complete
 listing in every data event, as logs written before format 2 hold it; ``tests/format2.py``). The baseline, timed in the same run, is ``cp`` of the one new file. Prints median and
-min over the repeats and each median's ratio to the 1-file case (goal: within 2x at every size). Set-up
+min over the repeats and each median's ratio to the 1-file case (goal: within 2x at every size). With
+``--appends N`` each load takes N such events (a streaming writer's appends between two loads). Set-up
 (writing the partitions, the bootstrap) is not timed. Replaced versions are retired at once (grace 0), inside
 the timed load, as they would be by the next load.
 """
@@ -59,7 +61,9 @@ def write_random(path: Path, size: int) -> None:
             left -= n
 
 
-def bench_case(backend: str, root: Path, label: str, files: int, size: int, repeats: int) -> dict:
+def bench_case(
+    backend: str, root: Path, label: str, files: int, size: int, repeats: int, appends: int = 1
+) -> dict:
     with ExitStack() as stack:
         source = open_store(stack, backend, root, "src")
         target = open_store(stack, backend, root, "dst")
@@ -77,9 +81,10 @@ def bench_case(backend: str, root: Path, label: str, files: int, size: int, repe
         stats = {}
         refused = ""
         for r in range(repeats):
-            name = f"new-{r:03d}.parquet"
-            write_random(directory / name, NEW_FILE_BYTES)
-            source.catalog.insert("bench", "t", ["a"], new_files=[f"{part.sd.location}/{name}"])
+            names = [f"new-{r:03d}-{i:03d}.parquet" for i in range(appends)]
+            for name in names:  # one INSERT each: a streaming writer's appends between two loads
+                write_random(directory / name, NEW_FILE_BYTES)
+                source.catalog.insert("bench", "t", ["a"], new_files=[f"{part.sd.location}/{name}"])
             last = engine.execute("REPL STATUS as_captured")
             dump = engine.execute(f"REPL DUMP bench FROM {last}").dump_dir
             formats.update(message_versions(dump))
@@ -89,7 +94,7 @@ def bench_case(backend: str, root: Path, label: str, files: int, size: int, repe
             scratch = root / "cp" / f"{r}"
             scratch.mkdir(parents=True)
             t0 = time.perf_counter()
-            subprocess.run(["cp", str(directory / name), str(scratch / name)], check=True)
+            subprocess.run(["cp", *(str(directory / name) for name in names), str(scratch)], check=True)
             t1 = time.perf_counter()
             loaded = engine.execute(f"REPL LOAD as_captured FROM '{dump}'")
             t2 = time.perf_counter()
@@ -110,7 +115,7 @@ def bench_case(backend: str, root: Path, label: str, files: int, size: int, repe
         for db in ("as_captured",) if refused else ("as_captured", "format_1"):
             [loaded_part] = target.catalog.get_partitions_by_names(db, "t", ["p=a"])
             held = len(os.listdir(local_path(loaded_part.sd.location)))
-            assert held == files + repeats, (db, held)
+            assert held == files + repeats * appends, (db, held)
         return {
             "label": label,
             "times": times,
@@ -128,6 +133,7 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=10, help="files of the big-files case")
     parser.add_argument("--big-mib", type=int, default=256, help="MiB per file of the big-files case")
     parser.add_argument("--backend", choices=["sqlite", "postgres", "mysql"], default="sqlite")
+    parser.add_argument("--appends", type=int, default=1, help="one-file INSERTs per load (default 1)")
     args = parser.parse_args()
     cases = [
         ("1 small file", 1, args.small_bytes),
@@ -137,9 +143,12 @@ def main() -> None:
     results = []
     for label, files, size in cases:
         with tempfile.TemporaryDirectory(prefix="bench-load-delta-") as tmp:
-            results.append(bench_case(args.backend, Path(tmp), label, files, size, args.repeats))
+            results.append(
+                bench_case(args.backend, Path(tmp), label, files, size, args.repeats, args.appends)
+            )
     print(
-        f"load of one incremental event adding one {NEW_FILE_BYTES // 1024} KB file, {args.backend}, "
+        f"load of {args.appends} incremental event(s) each adding one {NEW_FILE_BYTES // 1024} KB file, "
+        f"{args.backend}, "
         f"{args.repeats} repeats; python {sys.version.split()[0]}"
     )
     print(f"captured message format(s) in this tree: {results[0]['formats']}")
