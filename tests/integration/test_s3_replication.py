@@ -239,3 +239,18 @@ def test_an_object_written_behind_an_s3_replicas_back_takes_a_new_version(s3_pai
     _incremental(engine)
     assert _replica_location(target) != location
     assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_appends_between_two_loads_into_an_s3_replica_copy_only_the_new_objects(
+    s3_pair: Any, s3_client: Any
+) -> None:
+    source, target, engine, dst_bucket = s3_pair
+    location = _replica_location(target)
+    before = _keys(s3_client, dst_bucket)
+    for name in ("part-x.parquet", "part-y.parquet"):
+        _append(source, name, name.encode())
+    loaded = _incremental(engine)
+    assert _replica_location(target) == location and loaded.stats.files_copied == 2
+    added = sorted(key.rsplit("/", 1)[1] for key in _keys(s3_client, dst_bucket) - before)
+    assert added == ["part-x.parquet", "part-y.parquet"]
+    assert verify(source, "sales", target, "sales_dr") == []
