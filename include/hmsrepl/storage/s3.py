@@ -340,10 +340,9 @@ class S3FileSystem(FileSystem):
                 args["VersionId"] = version
             else:
                 args["IfMatch"] = head["ETag"]
-            try:
-                response = self._call("get_object", uri, **args)
-            except ClientError as exc:
-                raise StorageError(f"'{uri}' changed or vanished while being checksummed; retry") from exc
+            response = self._get_sized(
+                uri, args, f"'{uri}' changed or vanished while being checksummed; retry"
+            )
             with ResumingBody(self, uri, args, response) as body:
                 token = checksum_stream(body)
         return FileIdentity(token, version)
@@ -353,11 +352,33 @@ class S3FileSystem(FileSystem):
         args: dict[str, Any] = {"Bucket": bucket, "Key": key}
         if version:
             args["VersionId"] = version
-        try:
-            response = self._call("get_object", uri, **args)
-        except ClientError as exc:
-            raise StorageError(f"cannot read '{uri}': no such object (or version)") from exc
+        response = self._get_sized(uri, args, f"cannot read '{uri}': no such object (or version)")
         return cast(BinaryIO, ResumingBody(self, uri, args, response))
+
+    def _get_sized(self, uri: str, args: dict[str, Any], missing: str) -> dict[str, Any]:
+        """GetObject for a streamed read, asked again while the answer comes without its Content-Length.
+
+        S3 always sends it; an answer without it had its headers cut (``http.client`` ends the headers at
+        the connection's end without complaint), and its body could not be told from an empty object's.
+        ``missing``: the error when the object (or version) is not there.
+        """
+        for _ in range(STREAM_ATTEMPTS):
+            try:
+                response = self._call("get_object", uri, **args)
+            except ClientError as exc:
+                raise StorageError(missing) from exc
+            except ValueError:  # a header cut inside its value (a date, a number) does not parse
+                log.info("S3 answer for '%s' was cut in its headers; asking again", uri)
+                continue
+            if response.get("ContentLength") is not None:
+                return response
+            log.info("S3 answer for '%s' came without its size (cut in its headers); asking again", uri)
+            with contextlib.suppress(Exception):
+                response["Body"].close()
+        raise StorageError(
+            f"reading '{uri}' failed: {STREAM_ATTEMPTS} answers came without their size; the store or the "
+            "network keeps cutting the connection: retry later"
+        )
 
     # -- writes ----------------------------------------------------------------------------------------
     def _plain_target(self, uri: str) -> tuple[str, str]:
@@ -648,9 +669,10 @@ class ResumingBody(io.RawIOBase):
         super().__init__()
         self._fs, self._uri = fs, uri
         self._body: Any = response["Body"]
-        self._size = int(response.get("ContentLength") or 0)
+        self._size = int(response["ContentLength"])  # ``S3FileSystem._get_sized``: always there
         self._offset = 0
         self._retries = 0
+        self._total: int | None = None  # the object's size by a re-request, until its body confirms it
         pin = {k: v for k, v in args.items() if k in ("Bucket", "Key")}
         version = args.get("VersionId") or _real_version(response.get("VersionId"))
         if version:
@@ -681,13 +703,22 @@ class ResumingBody(io.RawIOBase):
     def readall(self) -> bytes:
         """The rest of the object in one buffer (``RawIOBase`` would read it 8 KiB at a time)."""
         out = bytearray(max(self._size - self._offset, 0))
-        view, done = memoryview(out), 0
-        while done < len(out):
-            count = self.readinto(view[done:])
-            if not count:
-                break
-            done += count
-        return bytes(out[:done])
+        done = 0
+        while True:
+            while done < len(out):
+                view = memoryview(out)
+                try:
+                    count = self.readinto(view[done:])
+                finally:
+                    view.release()
+                if not count:
+                    return bytes(out[:done])
+                done += count
+            if self._offset >= self._size:
+                return bytes(out)
+            out.extend(
+                bytes(self._size - self._offset)
+            )  # the first answer's size was cut short (``_reopen``)
 
     def _read_retrying(self, view: memoryview) -> int:
         """The read after a failed one: ranged re-requests with backoff, a bounded number of times."""
@@ -721,6 +752,8 @@ class ResumingBody(io.RawIOBase):
         if not count:  # the stream ended before Content-Length without saying so
             self._discard()
             raise http.client.IncompleteRead(b"", self._size - self._offset)
+        if self._total is not None:  # this answer's headers were whole (its body came): its size holds
+            self._size, self._total = self._total, None
         return int(count)
 
     def _reopen(self) -> None:
@@ -737,7 +770,13 @@ class ResumingBody(io.RawIOBase):
             ) from exc
         except BotoCoreError as exc:
             raise StorageError(f"S3 get_object on '{self._uri}' failed: {exc}") from exc
+        except ValueError as exc:  # cut inside a header's value: ask again, as for a cut body
+            raise http.client.IncompleteRead(b"", self._size - self._offset) from exc
         self._body = response["Body"]
+        # ``http.client`` ends headers where the connection ends, so the first answer's Content-Length may
+        # have been cut to a prefix of its digits (its body then is empty: that is why this re-request).
+        # The object's size is the total of this answer's Content-Range, once its body shows it was whole.
+        self._total = _range_total(response.get("ContentRange"))
 
     def _discard(self) -> None:
         body, self._body = self._body, None
@@ -748,6 +787,12 @@ class ResumingBody(io.RawIOBase):
         if self._body is not None:
             self._discard()
         super().close()
+
+
+def _range_total(content_range: str | None) -> int | None:
+    """The object's size from a ranged answer's ``Content-Range`` (``bytes 100-199/1000``), if it says."""
+    total = (content_range or "").rpartition("/")[2]
+    return int(total) if total.isdigit() else None
 
 
 def _read_full(stream: BinaryIO, size: int) -> bytes:
