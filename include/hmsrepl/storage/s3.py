@@ -716,9 +716,8 @@ class ResumingBody(io.RawIOBase):
                 done += count
             if self._offset >= self._size:
                 return bytes(out)
-            out.extend(
-                bytes(self._size - self._offset)
-            )  # the first answer's size was cut short (``_reopen``)
+            # The size grew: the first answer's was cut short with its headers (``_reopen``).
+            out.extend(bytes(self._size - self._offset))
 
     def _read_retrying(self, view: memoryview) -> int:
         """The read after a failed one: ranged re-requests with backoff, a bounded number of times."""
