@@ -144,7 +144,7 @@ def capture(
                 continue  # changed: recorded again below
             if not same_stat(now, known) and now[1] != UNKNOWN_MTIME:  # same content, copied anew: refresh
                 refreshed.append(FileRecord(rel, *now, row[3], row[4]))
-        elif now != known and not same_stat(now, known):
+        elif now != known and not same_stat(now, known):  # an exact match, the usual case, needs no call
             continue
         survivors += 1
         del current[rel]

@@ -35,10 +35,13 @@ def is_hidden(relative_path: str) -> bool:
 
 
 def list_data_files(location: str | None) -> list[FileStatus]:
-    if not location:
-        return []
+    return list(_data_files(location)) if location else []
+
+
+def _data_files(location: str) -> Iterator[FileStatus]:
+    """The data files below ``location`` as the store lists them, hidden entries left out."""
     fs = filesystem_for(location)
-    return [status for status in fs.list_files(location) if not is_hidden(_relative(status.uri, location))]
+    return (status for status in fs.list_files(location) if not is_hidden(_relative(status.uri, location)))
 
 
 def _relative(uri: str, location: str) -> str:
@@ -110,8 +113,7 @@ def count_data_files(location: str) -> int:
     request). A cheap check that nothing was added or removed since a count was taken."""
     if is_local_uri(location):
         return count_local_data_files(local_path(location))
-    fs = filesystem_for(location)
-    return sum(1 for status in fs.list_files(location) if not is_hidden(_relative(status.uri, location)))
+    return sum(1 for _ in _data_files(location))
 
 
 def count_local_data_files(directory: str) -> int:

@@ -376,7 +376,7 @@ class S3FileSystem(FileSystem):
             with contextlib.suppress(Exception):
                 response["Body"].close()
         raise StorageError(
-            f"reading '{uri}' failed: {STREAM_ATTEMPTS} answers came without their size; the store or the "
+            f"reading '{uri}' failed: {STREAM_ATTEMPTS} answers came cut in their headers; the store or the "
             "network keeps cutting the connection: retry later"
         )
 
