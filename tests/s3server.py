@@ -177,7 +177,13 @@ REQUEST_METHODS = (b"GET ", b"HEAD ", b"PUT ", b"POST ", b"DELETE ")
 
 @contextmanager
 def faulty_proxy(
-    upstream: str, *, seed: int, reset_rate: float = 0.05, cut_rate: float = 0.35, max_cut: int = 256 * 1024
+    upstream: str,
+    *,
+    seed: int,
+    reset_rate: float = 0.05,
+    cut_rate: float = 0.35,
+    max_cut: int = 256 * 1024,
+    cut_heads: bool = False,
 ) -> Iterator[FaultyProxy]:
     """A TCP proxy on loopback that breaks connections at random, the way networks and stores do.
 
@@ -185,7 +191,8 @@ def faulty_proxy(
     ``reset_rate`` the client's connection is reset (RST) before anything is forwarded (botocore retries
     the request); and the answer to an object GET (not a listing) is, with ``cut_rate``, cut after a random
     number of bytes up to ``max_cut`` (headers included), by a close (a truncated body) or a reset, half of
-    each. Only object GETs are cut: answers to writes cannot be cut without making their retries act twice.
+    each. Only object GETs are cut (and object HEADs, with ``cut_heads``): answers to writes cannot be cut
+    without making their retries act twice.
     """
     import random as _random
     import socket
@@ -260,8 +267,9 @@ def faulty_proxy(
                         reset(client)
                         break
                     path = line.split(b" ")[1] if b" " in line else b""
+                    readers = (b"GET ", b"HEAD ") if cut_heads else (b"GET ",)
                     object_get = (
-                        line.startswith(b"GET ") and b"list-type" not in path and path.count(b"/") >= 2
+                        line.startswith(readers) and b"list-type" not in path and path.count(b"/") >= 2
                     )
                     plan.update(cut=cut_at if object_get and roll_cut < cut_rate else None, sent=0, rst=rst)
                 upstream_sock.sendall(data)

@@ -108,6 +108,39 @@ def test_an_answer_cut_in_its_headers_is_asked_again_not_read_as_empty(s3_env: A
     assert proxy.cuts >= 1, f"no answer was cut: {proxy}"
 
 
+def test_head_answers_cut_in_their_headers_never_give_a_wrong_identity(s3_env: Any, s3_client: Any) -> None:
+    """A HEAD answer cut in its headers lacks the headers after the cut and has its last one shortened:
+    without care it records a file with no version (or a shortened one), or a checksum of a shortened size.
+    Identities read through a network that cuts HEAD answers equal those read directly."""
+    name = create_bucket(s3_client, new_bucket_name("cuthead"), versioned=True)
+    direct = S3FileSystem(endpoint_url=s3_env.endpoint_url)
+    uris = []
+    for i in range(8):
+        uri = f"s3://{name}/obj-{i}"
+        data = payload(1000 + 37 * i, 200 + i)
+        if i % 2:
+            direct.write_bytes(uri, data)  # with a stored full-object CRC32C: the checksum comes from HEAD
+        else:
+            s3_client.put_object(Bucket=name, Key=f"obj-{i}", Body=data)  # without: read and hashed
+        uris.append(uri)
+    expected = {uri: direct.identify(uri) for uri in uris}
+    assert all(identity.version_id for identity in expected.values())
+    seed = random.randrange(1 << 30)
+    print(f"faulty proxy seed {seed}")
+    # Cuts within the first 600 bytes of HEAD and GET answers: a HEAD answer is about 500 bytes long.
+    with faulty_proxy(
+        s3_env.endpoint_url, seed=seed, reset_rate=0.0, cut_rate=0.3, max_cut=600, cut_heads=True
+    ) as proxy:
+        through = S3FileSystem(endpoint_url=proxy.endpoint_url)
+        for _ in range(4):
+            for uri in uris:
+                assert through.identify(uri) == expected[uri], uri
+                assert through.exists(uri)
+            if proxy.cuts >= 20:
+                break
+    assert proxy.cuts >= 20, f"too few answers were cut to test anything: {proxy}"
+
+
 def test_an_object_replaced_while_being_read_fails_instead_of_mixing_versions(
     s3_env: Any, s3_client: Any
 ) -> None:

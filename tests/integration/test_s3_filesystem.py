@@ -135,7 +135,12 @@ def test_checksum_uses_the_stored_crc32c_without_download(
     with counting(fs.client) as calls:
         token = fs.checksum(f"s3://{s3_bucket}/t/with-crc")
     assert token == crc_token(data)
-    assert calls == Counter({"HeadObject": 1})  # no GetObject: nothing was downloaded
+    # No GetObject: nothing was downloaded. An answer without a version id asks once per bucket whether
+    # the bucket keeps versions (then every whole answer would carry one).
+    assert calls == Counter({"HeadObject": 1, "GetBucketVersioning": 1})
+    with counting(fs.client) as calls:
+        assert fs.checksum(f"s3://{s3_bucket}/t/with-crc") == token
+    assert calls == Counter({"HeadObject": 1})
 
 
 def test_checksum_streams_objects_without_a_full_object_crc32c(
@@ -169,7 +174,8 @@ def test_checksum_streams_objects_without_a_full_object_crc32c(
     for key, data in (("t/crc32", small), ("t/composite", b"".join(parts))):
         with counting(fs.client) as calls:
             assert fs.checksum(f"s3://{s3_bucket}/{key}") == crc_token(data)
-        assert calls == Counter({"HeadObject": 1, "GetObject": 1})
+        # (and the bucket's versioning, asked once: this unversioned bucket's answers carry no version id)
+        assert calls - Counter({"GetBucketVersioning": 1}) == Counter({"HeadObject": 1, "GetObject": 1})
 
 
 def test_write_bytes_and_write_stream_store_a_full_object_crc32c(s3_env: S3Server, s3_client: Any) -> None:
@@ -303,7 +309,7 @@ def test_client_retries_throttling_with_botocores_adaptive_mode(
     with throttling_proxy(s3_env.endpoint_url, throttled_requests=2) as proxy:
         throttled = S3FileSystem(endpoint_url=proxy.endpoint_url)
         assert throttled.checksum(f"s3://{s3_bucket}/f") == crc_token(b"payload")
-    assert proxy.throttled == 2 and proxy.forwarded == 1
+    assert proxy.throttled == 2 and proxy.forwarded == 2  # HeadObject, and GetBucketVersioning once
     monkeypatch.setenv("AWS_RETRY_MODE", "standard")  # the user's AWS configuration wins
     assert S3FileSystem().client.meta.config.retries["mode"] == "standard"
 

@@ -40,6 +40,11 @@ How S3 differs from a file system, and what this module does about it:
   a ranged GET from the offset already read, pinned to the same object (its VersionId, or its ETag with
   ``If-Match`` in unversioned buckets, so a key overwritten meanwhile fails instead of mixing two objects),
   with bounded attempts and exponential backoff per read (``STREAM_ATTEMPTS``).
+- *Answers cut in their headers* arrive without complaint (``http.client`` ends the headers where the
+  connection ends): a GetObject answer without its size is asked again (``_get_sized``), and a HeadObject
+  answer is asked again while it may be cut (a header S3 always sends is missing, no version id in a
+  versioned bucket, or its last header is one read here) until two doubted answers agree (``_head_doubt``),
+  so a recorded identity never carries a shortened size, ETag or version id.
 - *Processes*: boto3 clients are thread-safe but must not cross a fork. Each process (a Spark executor's
   Python worker included) creates its own client on first use; instances pickle without their client.
 """
@@ -52,7 +57,7 @@ import io
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO, cast
 
@@ -161,6 +166,46 @@ def stored_token(head: dict[str, Any]) -> str | None:
         return None
 
 
+#: The HEAD answer's headers this module reads: none of them may be the answer's last header unconfirmed.
+USED_HEAD_HEADERS = frozenset(
+    {
+        "content-length",
+        "etag",
+        "last-modified",
+        "x-amz-version-id",
+        "x-amz-checksum-crc32c",
+        "x-amz-checksum-type",
+    }
+)
+
+
+def _head_facts(head: dict[str, Any]) -> tuple[Any, ...]:
+    """What this module reads from a HEAD answer: two answers alike in these describe the same object."""
+    return tuple(
+        head.get(name)
+        for name in ("ContentLength", "ETag", "LastModified", "VersionId", "ChecksumCRC32C", "ChecksumType")
+    )
+
+
+def _head_doubt(head: dict[str, Any], versioned: Callable[[], bool]) -> str | None:
+    """Why a HEAD answer may have been cut in its headers, or None when nothing suggests it.
+
+    ``http.client`` ends an answer's headers where the connection ends, without complaint: an answer cut in
+    its headers arrives with the headers after the cut missing and the last one silently shortened. So an
+    answer is doubted when a header S3 always sends is missing, when its version id is missing in a
+    versioned bucket, or when its last header is one that is read here (it may be shortened). A shortened
+    date does not parse at all (botocore raises ValueError) and a shortened CRC32C does not decode.
+    """
+    if head.get("ContentLength") is None or head.get("LastModified") is None or not head.get("ETag"):
+        return "its size, time or ETag is missing"
+    if not head.get("VersionId") and versioned():
+        return "its version id is missing"
+    last = next(reversed(head.get("ResponseMetadata", {}).get("HTTPHeaders") or {"": ""}))
+    if last in USED_HEAD_HEADERS:
+        return f"it ends with {last}, which may be shortened"
+    return None
+
+
 def _user_sets_retries(session: botocore.session.Session) -> bool:
     if os.environ.get("AWS_RETRY_MODE") or os.environ.get("AWS_MAX_ATTEMPTS"):
         return True
@@ -199,6 +244,7 @@ class S3FileSystem(FileSystem):
         self.max_pool_connections = max_pool_connections
         self._client: tuple[int, Any] | None = None
         self._lock = threading.Lock()
+        self._versioning: dict[str, bool] = {}  # bucket -> whether HEAD answers there carry a version id
 
     # -- client per process ----------------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -250,22 +296,58 @@ class S3FileSystem(FileSystem):
             raise StorageError(f"S3 {operation} on '{uri}' failed: {exc}") from exc
 
     def _head(self, uri: str) -> dict[str, Any] | None:
+        """HeadObject, asked again while its answer may be cut in its headers (``_head_doubt``) until two
+        doubted answers agree."""
         bucket, key, version = parse_s3_uri(uri)
         if not key:
             return None
         args: dict[str, Any] = {"Bucket": bucket, "Key": key, "ChecksumMode": "ENABLED"}
         if version:
             args["VersionId"] = version
-        try:
-            return self.client.head_object(**args)
-        except ClientError as exc:
-            if _is_not_found(exc):
-                return None
-            if version and _code(exc) in ("400", "InvalidArgument", "BadRequest"):
-                return None  # S3 answers a malformed version id with 400: no such version either
-            raise StorageError(f"S3 head_object on '{uri}' failed: {_code(exc)}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"S3 head_object on '{uri}' failed: {exc}") from exc
+        confirmed: tuple[Any, ...] | None = None  # the previous doubted answer's facts
+        for _ in range(STREAM_ATTEMPTS):
+            try:
+                head = self.client.head_object(**args)
+            except ClientError as exc:
+                if _is_not_found(exc):
+                    return None
+                if version and _code(exc) in ("400", "InvalidArgument", "BadRequest"):
+                    return None  # S3 answers a malformed version id with 400: no such version either
+                raise StorageError(f"S3 head_object on '{uri}' failed: {_code(exc)}: {exc}") from exc
+            except ValueError:  # a header cut inside its value (a date, a number) does not parse
+                log.info("S3 HEAD answer for '%s' was cut in its headers; asking again", uri)
+                continue
+            except BotoCoreError as exc:
+                raise StorageError(f"S3 head_object on '{uri}' failed: {exc}") from exc
+            doubt = _head_doubt(head, lambda: self._versioned(bucket))
+            if doubt is None:
+                return head
+            facts = _head_facts(head)
+            if facts == confirmed and None not in facts[:3]:
+                return head  # two answers alike: the store answers this way (e.g. no id for a null version)
+            confirmed = facts
+            log.info(
+                "S3 HEAD answer for '%s' may have been cut in its headers (%s); asking again", uri, doubt
+            )
+        raise StorageError(
+            f"S3 head_object on '{uri}' failed: {STREAM_ATTEMPTS} answers came cut in their headers; the "
+            "store or the network keeps cutting the connection: retry later"
+        )
+
+    def _versioned(self, bucket: str) -> bool:
+        """Whether ``bucket`` has (or had) versioning on, so that every HEAD answer names a version.
+
+        Asked once per bucket and process, and only when an answer came without a version id. Without the permission to ask (``s3:GetBucketVersioning``) the
+        bucket counts as unversioned: a HEAD answer cut before its version id is then not recognised.
+        """
+        known = self._versioning.get(bucket)
+        if known is None:
+            try:
+                status = self.client.get_bucket_versioning(Bucket=bucket).get("Status")
+            except (ClientError, BotoCoreError, ValueError):
+                status = None
+            known = self._versioning[bucket] = status in ("Enabled", "Suspended")
+        return known
 
     def _require_head(self, uri: str) -> dict[str, Any]:
         head = self._head(uri)
