@@ -59,7 +59,9 @@ def stat_listing(location: str | None) -> dict[str, StatIdentity]:
     if not location:
         return {}
     if is_local_uri(location):
-        return dict(_local_stats(local_path(location), ""))
+        out_local: dict[str, StatIdentity] = {}
+        _local_stats(local_path(location), "", out_local)
+        return out_local
     fs = filesystem_for(location)
     out: dict[str, StatIdentity] = {}
     for status in fs.list_files(location):
@@ -69,13 +71,15 @@ def stat_listing(location: str | None) -> dict[str, StatIdentity]:
     return out
 
 
-def _local_stats(directory: str, prefix: str) -> Iterator[tuple[str, StatIdentity]]:
-    """Regular data files below a local directory, with the rules of ``LocalFileSystem.list_files``.
+def _local_stats(directory: str, prefix: str, out: dict[str, StatIdentity]) -> None:
+    """Regular data files below a local directory into ``out``, with the rules of ``LocalFileSystem.list_files``.
 
     Only real directories are entered and only regular files listed (no symlinks, FIFOs or devices); the
     root itself is followed. Unlike ``list_files`` nothing is sorted and no directory entry is kept past its
     own step (a sorted listing holds every entry of a directory at once: about 1 KB per file), hidden
     entries are skipped with their whole subtree, and the modification time is the exact ``st_mtime_ns``.
+    The loop fills a dict instead of yielding: it runs once per file of the partition at every write, and
+    a generator's step per file cost a quarter of it (10,000 files).
     """
     if not prefix:
         try:
@@ -85,26 +89,28 @@ def _local_stats(directory: str, prefix: str) -> Iterator[tuple[str, StatIdentit
         if not stat.S_ISDIR(st.st_mode):
             name = os.path.basename(directory)
             if stat.S_ISREG(st.st_mode) and not is_hidden(name):
-                yield name, (st.st_size, st.st_mtime_ns)
+                out[name] = (st.st_size, st.st_mtime_ns)
             return
     subdirs: list[str] = []
+    is_regular, is_directory = stat.S_ISREG, stat.S_ISDIR
     try:
         with os.scandir(directory) as scan:
             for entry in scan:
-                if entry.name.startswith(("_", ".")):
+                name = entry.name
+                if name.startswith(("_", ".")):
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode):
-                    yield prefix + entry.name, (st.st_size, st.st_mtime_ns)
-                elif stat.S_ISDIR(st.st_mode):
-                    subdirs.append(entry.name)
+                if is_regular(st.st_mode):
+                    out[prefix + name] = (st.st_size, st.st_mtime_ns)
+                elif is_directory(st.st_mode):
+                    subdirs.append(name)
     except OSError:  # vanished or unreadable while listing: nothing below it
         return
     for name in subdirs:
-        yield from _local_stats(os.path.join(directory, name), f"{prefix}{name}/")
+        _local_stats(os.path.join(directory, name), f"{prefix}{name}/", out)
 
 
 def count_data_files(location: str) -> int:
