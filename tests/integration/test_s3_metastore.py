@@ -214,3 +214,34 @@ def test_without_versioning_the_overwritten_file_replays_from_cmroot(
     store.cm.cleanup(retention_seconds=60, now=time.time() + 3600)  # retention passed
     with pytest.raises(FileLostError, match=r"f\.parquet.*bootstrap"):
         store.cm.resolve(first)
+
+
+def test_a_same_size_overwrite_within_the_same_second_is_captured(
+    open_store: Any, s3_client: Any, versioned_bucket: str
+) -> None:
+    """S3 reports modification times in whole seconds: an object overwritten by as many bytes within the
+    second the metastore recorded it has the recorded size and time. Its ETag differs, and so does what the
+    next write records and logs."""
+    bucket = versioned_bucket
+    store = open_store(f"s3://{bucket}/warehouse", f"s3://{bucket}/cmroot")
+    table = create_db_and_table(store, partition_keys=("p",))
+    [part] = store.catalog.add_partitions("sales", "orders", [make_partition(table, "1")])
+    key = f"{s3_key(part.sd.location)}/part-0.parquet"
+    first, second = b"rows of the first write", b"ROWS OF THE NEXT WRITE!"
+    assert len(first) == len(second)
+    for _ in range(20):  # both writes and the first capture within one second of S3's clock
+        s3_client.put_object(Bucket=bucket, Key=key, Body=first)
+        store.catalog.insert("sales", "orders", ["1"])
+        s3_client.put_object(Bucket=bucket, Key=key, Body=second)
+        versions = s3_client.list_object_versions(Bucket=bucket, Prefix=key)["Versions"][:2]
+        if versions[0]["LastModified"] == versions[1]["LastModified"]:
+            break
+    else:
+        pytest.skip("S3's clock turned its second between the two writes every time")
+    before = store.get_current_notification_event_id()
+    store.catalog.insert("sales", "orders", ["1"])
+    [event] = store.events.next_events(before)
+    [added] = [EncodedFileUri.decode(text) for text in event.body()["data"]["added"]]
+    assert added.checksum == crc_token(second)
+    assert added.version_id == versions[0]["VersionId"]
+    assert read(store.cm.resolve(event.body()["data"]["added"][0])) == second

@@ -12,11 +12,13 @@ import pytest
 
 from hmsrepl.formats import listing_digest
 from hmsrepl.metastore import Metastore, listings
+from hmsrepl.metastore.capture import same_stat
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import NotificationEvent
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.storage.base import FileStatus
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import LocalFileSystem, local_path
 from tests.conftest import make_config
@@ -344,3 +346,23 @@ def test_a_loads_listing_gives_the_same_checksums_as_its_file_list() -> None:
     assert dict(view) == dict(applied_checksums(list(files.values())))
     assert dict(view) == {"a.parquet": "crc32c-00000001-3", "sub/b.parquet": "crc32c-00000002-4"}
     assert len(view) == 2 and "_SUCCESS" not in view
+
+
+def test_object_store_stamps_tell_writes_of_one_second_apart() -> None:
+    """S3 reports whole seconds: two writes of one size within a second differ by their ETags only."""
+    second = 1_764_000_000.0
+    first = FileStatus("s3://b/t/f", 10, second, '"0cc175b9c0f1b6a831c399e269772661"')
+    again = FileStatus("s3://b/t/f", 10, second, '"0cc175b9c0f1b6a831c399e269772661"')
+    other = FileStatus("s3://b/t/f", 10, second, '"92eb5ffee6ae2fec3ad71c777531578f"')
+    assert first.stamp == again.stamp
+    assert not same_stat((10, other.stamp), (10, first.stamp))
+    assert int(first.stamp) // 1_000_000_000 == int(second)  # still the modification time's second
+    # A file system's stamp is its modification time.
+    assert FileStatus("/w/t/f", 10, 1.5).stamp == 1_500_000_000
+    # A record made before stamps carried the ETag (the whole second) matches that second's stamp, and only
+    # that second's: an overwrite made since is in a later second.
+    old_record = (10, int(second) * 1_000_000_000)
+    assert same_stat((10, first.stamp), old_record)
+    later = FileStatus("s3://b/t/f", 10, second + 1, '"0cc175b9c0f1b6a831c399e269772661"')
+    assert not same_stat((10, later.stamp), old_record)
+    assert not same_stat((11, first.stamp), old_record)

@@ -55,11 +55,21 @@ UNKNOWN_MTIME = -1
 #: A listing that reports modification times as float seconds (about 0.25 us apart at today's epoch) may
 #: differ by that rounding from a record written in integer nanoseconds; never by more.
 MTIME_SLACK_NS = 1_000
+SECOND_NS = 1_000_000_000
 
 
 def same_stat(now: StatIdentity, known: StatIdentity) -> bool:
-    """Whether a file's size and modification time are the recorded ones (within the float rounding)."""
-    return now[0] == known[0] and abs(now[1] - known[1]) <= MTIME_SLACK_NS
+    """Whether a file's size and stamp (``FileStatus.stamp``) are the recorded ones (within the float
+    rounding).
+
+    A record of an object-store file made before stamps carried the ETag holds the whole second alone; it
+    still matches a stamp of that second. It cannot hide an overwrite: one made since is in a later second.
+    """
+    if now[0] != known[0]:
+        return False
+    if abs(now[1] - known[1]) <= MTIME_SLACK_NS:
+        return True
+    return known[1] > 0 and known[1] % SECOND_NS == 0 and now[1] // SECOND_NS == known[1] // SECOND_NS
 
 
 @dataclass

@@ -48,11 +48,6 @@ def _relative(uri: str, location: str) -> str:
     return relative_to(uri, location) if uri.rstrip("/") != location.rstrip("/") else base_name(uri)
 
 
-def mtime_ns(mtime: float) -> int:
-    """A listing's modification time as integer nanoseconds (the same file always maps to the same value)."""
-    return round(mtime * 1_000_000_000)
-
-
 def stat_listing(location: str | None) -> dict[str, StatIdentity]:
     """Data files below ``location`` by relative path, with size and modification time: one listing, no
     reads, one small tuple per file (a 1,000,000-file partition fits in a few hundred MB)."""
@@ -67,7 +62,7 @@ def stat_listing(location: str | None) -> dict[str, StatIdentity]:
     for status in fs.list_files(location):
         rel = _relative(status.uri, location)
         if not is_hidden(rel):
-            out[rel] = (status.size, mtime_ns(status.mtime))
+            out[rel] = (status.size, status.stamp)
     return out
 
 

@@ -34,14 +34,10 @@ from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.schema import data_files, partitions
-from hmsrepl.storage.base import FileStatus, filesystem_for, relative_to
+from hmsrepl.storage.base import filesystem_for, relative_to
 from hmsrepl.storage.checksum import checksum_size
 
 WRITE_CHUNK = 5_000
-
-
-def mtime_ns(status: FileStatus) -> int:
-    return round(status.mtime * 1e9)
 
 
 def as_change(files: DataChange | Sequence[str] | None) -> DataChange | None:
@@ -120,7 +116,7 @@ def scan(location: str, cm: ChangeManager) -> HeldListing:
     for status, encoded in zip(statuses, describe_files(location, cm, statuses), strict=True):
         rel = relative_to(status.uri, location)
         held.files[rel] = encoded
-        held.stamps[rel] = mtime_ns(status)
+        held.stamps[rel] = status.stamp
     return held
 
 
@@ -150,7 +146,7 @@ def drift(location: str, held: HeldListing, kept: set[str]) -> tuple[set[str], d
         if rel not in kept:
             continue
         seen.add(rel)
-        stamp = mtime_ns(status)
+        stamp = status.stamp
         if same_stat((status.size, stamp), (_size_of(held.files[rel]), held.stamps[rel])):
             continue
         checksum = checksum_of(held.files[rel])
@@ -171,7 +167,7 @@ def stamp_of(uri: str) -> int:
     """The modification time of one published file (one stat, or one listing request)."""
     for status in filesystem_for(uri).list_files(uri):
         if status.uri.rstrip("/") == uri.rstrip("/"):
-            return mtime_ns(status)
+            return status.stamp
     raise FileNotFoundError(uri)
 
 

@@ -70,7 +70,6 @@ from hmsrepl.replication.replica_files import (
     Published,
     as_change,
     drift,
-    mtime_ns,
     partition_ids,
     read_record,
     record,
@@ -560,7 +559,7 @@ class TargetWriter:
                 fault_point()
                 continue
             if rel in present and _checksum_matches(fs, present[rel], encoded):
-                stamps[rel] = mtime_ns(present[rel])
+                stamps[rel] = present[rel].stamp
                 continue
             source = encoded if rel in from_event else self._source_copy(encoded, source_location, what)
             self._copy_in(source, target_uri, allowed, prefetched_at=join_uri(logical, rel))
@@ -572,7 +571,7 @@ class TargetWriter:
             self._unsynced_dirs.add(local_path(new))
             stamps.update((relative_to(uri, new), stamp_of(uri)) for uri in to_publish)
         else:  # a server-side copy is a new object: every file of the version gets a new stamp
-            stamps.update((relative_to(s.uri, new), mtime_ns(s)) for s in list_data_files(new))
+            stamps.update((relative_to(s.uri, new), s.stamp) for s in list_data_files(new))
         self.stats.files_kept += len(kept)
         if current:
             self._retire.append(Retirement(current, frozenset(kept)))

@@ -18,6 +18,7 @@ each process.
 from __future__ import annotations
 
 import abc
+import hashlib
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,13 +33,37 @@ from hmsrepl.storage.checksum import checksum_bytes, parse_checksum_token
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
 
+#: Distinct entity-tag marks a stamp can carry in its sub-second nanoseconds, 2,000 ns apart (more than the
+#: 1,000 ns two spellings of one modification time may differ by, see ``metastore.capture.same_stat``).
+ETAG_MARKS = 500_000
+ETAG_MARK_STEP_NS = 2_000
+
+
 @dataclass(frozen=True)
 class FileStatus:
-    """One file found by a listing; ``uri`` keeps the scheme form of the listed root."""
+    """One file found by a listing; ``uri`` keeps the scheme form of the listed root.
+
+    ``etag``: an object store's entity tag (None on file systems), which changes with every write.
+    """
 
     uri: str
     size: int
     mtime: float
+    etag: str | None = None
+
+    @property
+    def stamp(self) -> int:
+        """What tells this file's write from another one at the same path of the same size, without reading it.
+
+        The modification time in nanoseconds; on an object store, plus a mark of the ETag in the sub-second
+        nanoseconds: S3 reports whole seconds, so an object overwritten by as many bytes within the second
+        it was recorded in would otherwise look unchanged. Stamps are compared for equality only.
+        """
+        stamp = round(self.mtime * 1_000_000_000)
+        if self.etag:
+            digest = hashlib.blake2b(self.etag.encode(), digest_size=8).digest()
+            stamp += int.from_bytes(digest, "big") % ETAG_MARKS * ETAG_MARK_STEP_NS
+        return stamp
 
 
 @dataclass(frozen=True)

@@ -372,14 +372,19 @@ class S3FileSystem(FileSystem):
                         continue
                     found = True
                     yield FileStatus(
-                        f"{root}/{name[len(prefix) :]}", int(obj["Size"]), obj["LastModified"].timestamp()
+                        f"{root}/{name[len(prefix) :]}",
+                        int(obj["Size"]),
+                        obj["LastModified"].timestamp(),
+                        obj.get("ETag"),
                     )
         except ClientError as exc:
             raise StorageError(f"cannot list '{uri}': {_code(exc)}: {exc}") from exc
         if not found and key.strip("/"):
             head = self._head(f"s3://{bucket}/{key.rstrip('/')}")
             if head is not None:
-                yield FileStatus(root, int(head["ContentLength"]), head["LastModified"].timestamp())
+                yield FileStatus(
+                    root, int(head["ContentLength"]), head["LastModified"].timestamp(), head.get("ETag")
+                )
 
     def exists(self, uri: str) -> bool:
         bucket, key, version = parse_s3_uri(uri)
