@@ -337,15 +337,18 @@ class S3FileSystem(FileSystem):
     def _versioned(self, bucket: str) -> bool:
         """Whether ``bucket`` has (or had) versioning on, so that every HEAD answer names a version.
 
-        Asked once per bucket and process, and only when an answer came without a version id. Without the permission to ask (``s3:GetBucketVersioning``) the
-        bucket counts as unversioned: a HEAD answer cut before its version id is then not recognised.
+        Asked once per bucket and process, and only when an answer came without a version id. Without the
+        permission to ask (``s3:GetBucketVersioning``) the bucket counts as unversioned: a HEAD answer cut
+        before its version id is then not recognised. An answer lost on the way is not remembered.
         """
         known = self._versioning.get(bucket)
         if known is None:
             try:
                 status = self.client.get_bucket_versioning(Bucket=bucket).get("Status")
-            except (ClientError, BotoCoreError, ValueError):
+            except ClientError:
                 status = None
+            except (BotoCoreError, ValueError):
+                return False
             known = self._versioning[bucket] = status in ("Enabled", "Suspended")
         return known
 
