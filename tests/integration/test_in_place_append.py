@@ -23,7 +23,7 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.target import TargetWriter
 from hmsrepl.replication.verify import capture_state, diff_states, replica_leftovers, verify
 from hmsrepl.storage.local import local_path
-from tests.helpers import write_file
+from tests.helpers import make_partition, write_file
 from tests.integration.test_replica_listing import FILES, append, append_two, bootstrap, incremental, seed
 
 
@@ -235,4 +235,90 @@ def test_files_added_or_removed_behind_the_replicas_back_take_a_new_version(engi
     append(source, "part-new.parquet", b"new rows")
     incremental(engine)
     assert partition_dir(target) != before
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def seed_two_days(source: Metastore) -> None:
+    """``seed`` and a second partition ``d2`` holding files too (yesterday's and today's hour, say)."""
+    seed(source)
+    orders = source.catalog.get_table("sales", "orders")
+    [part] = source.catalog.add_partitions("sales", "orders", [make_partition(orders, "d2")])
+    for i in range(5):
+        write_file(part.sd.location or "", f"part-{i:05d}.parquet", f"d2 rows {i}".encode())
+    source.catalog.insert("sales", "orders", ["d2"])
+
+
+def day_dir(target: Metastore, day: str) -> Path:
+    return Path(local_path(target.catalog.get_partition("sales_dr", "orders", [day]).sd.location or ""))
+
+
+def test_appends_to_two_partitions_in_one_batch_are_added_in_place_in_the_order_written(
+    engine, source, target, monkeypatch
+):
+    """A batch that appends to one partition, then to the next (a writer crossing into the next hour): both
+    are added in place, their files renamed after the commit in the order the source wrote them, so a reader
+    sees the source's states one after the other."""
+    seed_two_days(source)
+    bootstrap(engine)
+    before = {day: day_dir(target, day) for day in ("d1", "d2")}
+    for day, name in (("d1", "a1.parquet"), ("d1", "a2.parquet"), ("d2", "b1.parquet"), ("d2", "b2.parquet")):
+        append(source, name, name.encode(), day=day)
+    order = published_in_order(monkeypatch)
+    _, loaded = incremental(engine)
+    assert {day: day_dir(target, day) for day in before} == before, "a partition took a new version"
+    assert order == [["a1.parquet", "a2.parquet", "b1.parquet", "b2.parquet"]]
+    assert loaded.stats.files_copied == 4
+    assert all(staged_copies(d) == [] for d in before.values()) and target.catalog.intents.pending() == []
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_appends_to_two_partitions_in_turns_take_new_versions(engine, source, target):
+    """A B A: renamed partition by partition, a reader would see A's second file before B's file, an order
+    the source never had; both partitions take new versions instead."""
+    seed_two_days(source)
+    bootstrap(engine)
+    before = {day: day_dir(target, day) for day in ("d1", "d2")}
+    for day, name in (("d1", "a1.parquet"), ("d2", "b1.parquet"), ("d1", "a2.parquet")):
+        append(source, name, name.encode(), day=day)
+    incremental(engine)
+    assert all(day_dir(target, day) != before[day] for day in before)
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_when_one_partition_cannot_be_added_in_place_neither_is(engine, source, target):
+    """d2 holds a file written behind the replica's back, so it takes a new version (switched at the
+    commit); d1's append, written first, must then not appear after it: it takes a new version too."""
+    seed_two_days(source)
+    bootstrap(engine)
+    before = {day: day_dir(target, day) for day in ("d1", "d2")}
+    (before["d2"] / "part-stray.parquet").write_bytes(b"refused write")
+    append(source, "a1.parquet", b"a1", day="d1")
+    append(source, "b1.parquet", b"b1", day="d2")
+    incremental(engine)
+    assert all(day_dir(target, day) != before[day] for day in before)
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_load_of_appends_to_two_partitions_that_dies_after_its_commit_publishes_them_on_restart(
+    engine, source, target, monkeypatch
+):
+    seed_two_days(source)
+    bootstrap(engine)
+    append(source, "a1.parquet", b"a1", day="d1")
+    append(source, "b1.parquet", b"b1", day="d2")
+    monkeypatch.setattr(FileIntents, "_after_commit", lambda self, intent: None)  # gone right after commit
+    incremental(engine)
+    monkeypatch.undo()
+    dirs = {day: day_dir(target, day) for day in ("d1", "d2")}
+    assert [p.name for d in dirs.values() for p in staged_copies(d)] == [
+        ".hmsrepl-staging-a1.parquet",
+        ".hmsrepl-staging-b1.parquet",
+    ]
+    assert target.complete_file_intents(lease_seconds=0).completed == 1  # what a restart does
+    assert all(staged_copies(d) == [] for d in dirs.values())
+    assert verify(source, "sales", target, "sales_dr") == []
+    append(source, "a2.parquet", b"a2", day="d1")  # and replication goes on from there, in place again
+    append(source, "b2.parquet", b"b2", day="d2")
+    incremental(engine)
+    assert {day: day_dir(target, day) for day in dirs} == dirs
     assert verify(source, "sales", target, "sales_dr") == []

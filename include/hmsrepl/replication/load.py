@@ -75,7 +75,7 @@ from hmsrepl.replication.replace import (
     bootstrap_part_objects,
     has_bootstrap_part,
 )
-from hmsrepl.replication.replica_files import compose
+from hmsrepl.replication.replica_files import adds_one_file, compose
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
@@ -526,7 +526,7 @@ class LoadEngine:
                     batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
                     if not batch:
                         continue
-                    writer.in_place_tables = changed_once(msg for _, msg in batch)
+                    writer.in_place_tables = in_place_tables(msg for _, msg in batch)
                     runs = PartitionRuns(writer, meta)
                     for event, msg in batch:
                         writer.version = event["event_id"]  # names the version directories it makes
@@ -558,19 +558,51 @@ class LoadEngine:
         return result
 
 
-def changed_once(messages: Iterable[Message]) -> frozenset[str]:
-    """Tables whose data only one object (the table or one partition) changes in a batch.
+def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
+    """Tables whose data changes in a batch may be added in place (``TargetWriter._publish_in_place``).
 
-    Only their changes may be added in place (``TargetWriter._publish_in_place``): a file renamed into one
-    object after the commit while another object of the same table switched at the commit would show the
-    table's readers a state the source never had. A table with one changed object shows them its state
-    before the batch, then after it.
+    Files added in place appear after the batch's commit, renamed one by one in the order they were
+    published, while objects given new versions switch at the commit: a table's readers must still see
+    only states its source had. So a table qualifies when its data changes in one object only (readers see
+    it before the batch, then after), or when several of its partitions change and every event of the batch
+    on the table is a partition write adding one file (or none), each partition's events come in one run
+    (A A B B, not A B A) and the batch has no database-level event (which would split the table's run in
+    two): its partitions are then published, and their files renamed, in the order the source wrote them,
+    provided every one of them can be added in place (``TargetWriter.put_partitions`` checks them together).
     """
-    objects: dict[str, set[str | None]] = {}
+    changed: dict[str, set[str | None]] = {}
+    appends: dict[str, bool] = {}  # table -> every event on it is a one-file partition write, in runs
+    runs: dict[str, list[str]] = {}  # table -> its partitions in the order their runs of events began
+    database_level = False
     for msg in messages:
         for obj in msg.objects():
-            objects.setdefault(str(obj.snapshot.get("table_name")), set()).add(obj.partition_name)
-    return frozenset(table for table, changed in objects.items() if len(changed) == 1)
+            changed.setdefault(str(obj.snapshot.get("table_name")), set()).add(obj.partition_name)
+        if msg.table_name is None:
+            database_level = True
+            continue
+        names = {msg.table_name, msg.rename_target} - {None}
+        append = _one_file_partition_write(msg)
+        for name in names:
+            appends[str(name)] = appends.get(str(name), True) and append
+        if append:
+            (part,) = msg.partition_names()
+            order = runs.setdefault(msg.table_name, [])
+            if order and order[-1] != part and part in order:
+                appends[msg.table_name] = False  # a partition's second run: A B A
+            elif not order or order[-1] != part:
+                order.append(part)
+    return frozenset(
+        table
+        for table, objects in changed.items()
+        if len(objects) == 1 or (not database_level and appends.get(table, False))
+    )
+
+
+def _one_file_partition_write(msg: Message) -> bool:
+    """An ALTER_PARTITION or partition INSERT whose data change adds one file and removes none, or is none."""
+    if not isinstance(msg, AlterPartitionMessage | InsertMessage) or not msg.partition_names():
+        return False
+    return all(adds_one_file(obj.change) or obj.change.is_empty for obj in msg.objects())
 
 
 def split_before_reuse(

@@ -34,6 +34,7 @@ copied, not every file it keeps.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -152,6 +153,8 @@ class TargetWriter:
         self._in_place: dict[str, str] = {}
         # The relative paths added in place this batch, by the location of the object they were added to.
         self._added_in_place: dict[str, set[str]] = {}
+        # Plans of in-place additions checked together for a table's partitions, by current location.
+        self._planned: dict[str, tuple[dict[str, str], dict[str, str], listings.Summary]] = {}
         # Tables whose only data change in the batch may be added in place (set by the load per batch).
         self.in_place_tables: frozenset[str] = frozenset()
         self.lost = LostFiles()  # files this load cannot fetch: their objects' data stays as it is, marked
@@ -377,6 +380,7 @@ class TargetWriter:
         new_parts: list[Partition] = []
         changed: list[Partition] = []
         published: dict[str, Published] = {}  # what new versions hold: the replica's events and record
+        decided: list[_PartitionWrite] = []
         for name, (part, snapshot, files) in zip(names, mapped, strict=True):
             current = existing.get(name)
             change, stale = self.lost.decide(
@@ -384,14 +388,28 @@ class TargetWriter:
             )
             if stale is not None:
                 part = part.model_copy(update={"parameters": {**part.parameters, STALE: stale}})
+            decided.append(
+                _PartitionWrite(
+                    name,
+                    part,
+                    current,
+                    change,
+                    snapshot.get("sd", {}).get("location"),
+                    ObjectKey(table.id or 0, ids[name]) if name in ids else None,
+                    f"partition '{self.db}.{table_name}/{name}'",
+                )
+            )
+        in_place = table_name in self.in_place_tables and self._all_in_place(decided)
+        for write in decided:
+            name, part, current = write.name, write.part, write.current
             location, done = self._location_for(
                 current.sd.location if current else None,
                 part.sd.location,
-                change,
-                snapshot.get("sd", {}).get("location"),
-                ObjectKey(table.id or 0, ids[name]) if name in ids else None,
-                f"partition '{self.db}.{table_name}/{name}'",
-                in_place=table_name in self.in_place_tables,
+                write.change,
+                write.source_location,
+                write.key,
+                write.what,
+                in_place=in_place,
             )
             if done is not None:
                 published[name] = done
@@ -428,6 +446,35 @@ class TargetWriter:
             return {}
         with self.target.events.reader() as conn:
             return partition_ids(conn, table.id, names)
+
+    def _all_in_place(self, writes: Sequence[_PartitionWrite]) -> bool:
+        """Whether a table's partition writes may be added in place: one data change always may (it
+        decides alone), several only if every one of them can be (``LoadEngine``'s ``in_place_tables``).
+
+        Files added in place appear after the batch's commit; an object given a new version switches at
+        the commit. Were some partitions of a table added in place and others not, a reader could see a
+        later partition's new files without an earlier one's. Each plan is kept for the publish that
+        follows, so the two cannot disagree; nested partition directories are not added together in place
+        (one's staged copies would lie below the other).
+        """
+        if not self.copy_data:
+            return True
+        writes = [w for w in writes if w.change is not None and w.part.sd.location]
+        if len(writes) <= 1:
+            return True
+        locations = sorted((w.current.sd.location or "").rstrip("/") + "/" for w in writes if w.current)
+        if len(locations) != len(writes) or any(b.startswith(a) for a, b in itertools.pairwise(locations)):
+            return False
+        plans = {}
+        for write in writes:
+            assert write.current is not None and write.change is not None
+            current, logical = write.current.sd.location, write.part.sd.location or ""
+            plan = self._in_place_plan(current, logical, write.change, write.key, write.what)
+            if plan is None:
+                return False
+            plans[current or ""] = plan
+        self._planned.update(plans)
+        return True
 
     def _record(self, key: ObjectKey, published: Published) -> None:
         """Record what a version holds, in the batch's transaction (a failed batch records nothing).
@@ -604,6 +651,38 @@ class TargetWriter:
         the object's keys, 1,000 a request, and nothing is copied but the new files). Everything else (a step
         of several files, a file replaced or removed, no record yet) takes a new version.
         """
+        plan = self._planned.pop(current or "", None) or self._in_place_plan(
+            current, logical, change, key, what
+        )
+        if plan is None:
+            return None
+        assert current is not None
+        new, checksums, before = plan
+        allowed = below_any(source_location, self.source_cmroot)
+        files: dict[str, str] = {}
+        stamps: dict[str, int] = {}
+        for rel, encoded in new.items():  # in step order: the publish intent renames them in this order
+            target_uri = join_uri(current, rel)
+            self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
+            fault_point()
+            staged = staging_name(target_uri)
+            files[rel] = self._in_place[target_uri] = encode_at(
+                self.target.cm, current, rel, FileIdentity(checksums[rel])
+            )
+            stamps[rel] = stamp_of(staged)
+            if is_local_uri(staged):
+                self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # durable before the commit
+        self._added_in_place.setdefault(current, set()).update(new)
+        self.stats.files_kept += before.count
+        self._retire_staging_area(logical, current)
+        return Published(current, files, stamps, set(), False, in_place=True)
+
+    def _in_place_plan(
+        self, current: str | None, logical: str, change: DataChange, key: ObjectKey | None, what: str
+    ) -> tuple[dict[str, str], dict[str, str], listings.Summary] | None:
+        """Whether ``change`` can be added in place to ``current`` (``_publish_in_place``), and if so its new
+        files (relative path -> encoded URI, in step order), their checksums and the record's summary before.
+        Reads the record's summary and the new paths, and counts the directory's data files by name."""
         if not current or key is None or current in self._created:
             return None
         if change.complete or change.removed or not change.added:
@@ -628,24 +707,7 @@ class TargetWriter:
             return None
         after = listing_digest.combine(before.digest, checksums.items())
         change.check_summary(before.count + len(new), after, what or logical)
-        allowed = below_any(source_location, self.source_cmroot)
-        files: dict[str, str] = {}
-        stamps: dict[str, int] = {}
-        for rel, encoded in new.items():  # in step order: the publish intent renames them in this order
-            target_uri = join_uri(current, rel)
-            self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
-            fault_point()
-            staged = staging_name(target_uri)
-            files[rel] = self._in_place[target_uri] = encode_at(
-                self.target.cm, current, rel, FileIdentity(checksums[rel])
-            )
-            stamps[rel] = stamp_of(staged)
-            if is_local_uri(staged):
-                self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # durable before the commit
-        self._added_in_place.setdefault(current, set()).update(new)
-        self.stats.files_kept += before.count
-        self._retire_staging_area(logical, current)
-        return Published(current, files, stamps, set(), False, in_place=True)
+        return new, checksums, before
 
     def _staged_below(self, location: str | None) -> dict[str, str]:
         """Files this batch added in place below ``location`` (relative path -> staged copy)."""
@@ -748,6 +810,7 @@ class TargetWriter:
         self._retire.clear()
         self._in_place.clear()
         self._added_in_place.clear()
+        self._planned.clear()
 
     def take_retirements(self) -> list[Retirement]:
         """The batch committed: the directories it stopped naming, for retirement after the grace period."""
@@ -755,6 +818,7 @@ class TargetWriter:
         self._created.clear()
         self._in_place.clear()  # their publish intent renames them now that the batch committed
         self._added_in_place.clear()
+        self._planned.clear()
         return out
 
     # -- data: in place (ACID write directories, which belong to one write id) -----------------------------
@@ -830,3 +894,16 @@ def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
 def _without_volatile(obj: Table | Partition) -> Any:
     params = {k: v for k, v in obj.parameters.items() if k not in VOLATILE_PARAMS}
     return obj.model_copy(update={"parameters": params, "create_time": 0, "last_access_time": 0})
+
+
+@dataclass(frozen=True)
+class _PartitionWrite:
+    """One partition of a ``put_partitions`` call, with its data change decided (``LostFiles.decide``)."""
+
+    name: str
+    part: Partition
+    current: Partition | None
+    change: DataChange | None
+    source_location: str | None
+    key: ObjectKey | None
+    what: str
