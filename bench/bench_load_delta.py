@@ -1,7 +1,7 @@
 """Load of one incremental event that adds one 4 KB file, by what the target partition already holds.
 
     python bench/bench_load_delta.py [--repeats 5] [--small 10000] [--big 10] [--big-mib 256] [--backend sqlite]
-                                     [--appends 1]
+                                     [--appends 1] [--partitions 1]
 
 For a target partition holding 1 small file, ``--small`` small files and ``--big`` files of ``--big-mib`` MiB,
 each repeat appends one 4 KB file on the source (one INSERT event), dumps it, and times ``REPL LOAD`` of that
@@ -9,7 +9,9 @@ one event into two replicas of the same source: one loads the dump as the source
 2: the event names the one added file), the other the same dump rewritten to message format 1 (the complete
 listing in every data event, as logs written before format 2 hold it; ``tests/format2.py``). The baseline, timed in the same run, is ``cp`` of the one new file. Prints median and
 min over the repeats and each median's ratio to the 1-file case (goal: within 2x at every size). With
-``--appends N`` each load takes N such events (a streaming writer's appends between two loads). Set-up
+``--appends N`` each load takes N such events (a streaming writer's appends between two loads); with
+``--partitions K`` the table has K such partitions and each load's appends go to them in turn, a run of
+N/K appends each (a writer crossing into the next hour's partition). Set-up
 (writing the partitions, the bootstrap) is not timed. Replaced versions are retired at once (grace 0), inside
 the timed load, as they would be by the next load.
 """
@@ -37,7 +39,7 @@ from hmsrepl.replication.engine import ReplicationEngine  # noqa: E402
 from hmsrepl.storage.local import local_path  # noqa: E402
 from tests.backends import temporary_database  # noqa: E402
 from tests.format2 import bootstrap_listings, message_versions, to_format_1  # noqa: E402
-from tests.helpers import one_partition_directory  # noqa: E402
+from tests.helpers import make_partition, one_partition_directory  # noqa: E402
 
 NEW_FILE_BYTES = 4096
 CHUNK = 8 << 20
@@ -62,16 +64,32 @@ def write_random(path: Path, size: int) -> None:
 
 
 def bench_case(
-    backend: str, root: Path, label: str, files: int, size: int, repeats: int, appends: int = 1
+    backend: str,
+    root: Path,
+    label: str,
+    files: int,
+    size: int,
+    repeats: int,
+    appends: int = 1,
+    partitions: int = 1,
 ) -> dict:
     with ExitStack() as stack:
         source = open_store(stack, backend, root, "src")
         target = open_store(stack, backend, root, "dst")
         engine = ReplicationEngine(str(root / "dumps"), source, target)
-        part, directory = one_partition_directory(source, "bench")
-        for i in range(files):
-            write_random(directory / f"part-{i:05d}.parquet", size)
-        source.catalog.insert("bench", "t", ["a"])
+        first, _ = one_partition_directory(source, "bench")
+        table = source.catalog.get_table("bench", "t")
+        values = [chr(ord("a") + k) for k in range(partitions)]
+        parts = [
+            first,
+            *source.catalog.add_partitions("bench", "t", [make_partition(table, v) for v in values[1:]]),
+        ]
+        directories = {v: Path(local_path(p.sd.location or "")) for v, p in zip(values, parts, strict=True)}
+        for value, directory in directories.items():
+            directory.mkdir(parents=True, exist_ok=True)
+            for i in range(files):
+                write_random(directory / f"part-{i:05d}.parquet", size)
+            source.catalog.insert("bench", "t", [value])
         boot = engine.execute("REPL DUMP bench").dump_dir
         engine.execute(f"REPL LOAD as_captured FROM '{boot}'")
         engine.execute(f"REPL LOAD format_1 FROM '{boot}'")
@@ -82,9 +100,14 @@ def bench_case(
         refused = ""
         for r in range(repeats):
             names = [f"new-{r:03d}-{i:03d}.parquet" for i in range(appends)]
-            for name in names:  # one INSERT each: a streaming writer's appends between two loads
-                write_random(directory / name, NEW_FILE_BYTES)
-                source.catalog.insert("bench", "t", ["a"], new_files=[f"{part.sd.location}/{name}"])
+            written = []
+            for i, name in enumerate(
+                names
+            ):  # one INSERT each: a streaming writer's appends between two loads
+                value = values[i * partitions // appends]  # a run of appends per partition, in turn
+                write_random(directories[value] / name, NEW_FILE_BYTES)
+                written.append(str(directories[value] / name))
+                source.catalog.insert("bench", "t", [value], new_files=[written[-1]])
             last = engine.execute("REPL STATUS as_captured")
             dump = engine.execute(f"REPL DUMP bench FROM {last}").dump_dir
             formats.update(message_versions(dump))
@@ -94,7 +117,7 @@ def bench_case(
             scratch = root / "cp" / f"{r}"
             scratch.mkdir(parents=True)
             t0 = time.perf_counter()
-            subprocess.run(["cp", *(str(directory / name) for name in names), str(scratch)], check=True)
+            subprocess.run(["cp", *written, str(scratch)], check=True)
             t1 = time.perf_counter()
             loaded = engine.execute(f"REPL LOAD as_captured FROM '{dump}'")
             t2 = time.perf_counter()
@@ -113,9 +136,9 @@ def bench_case(
             stats["format 1"] = loaded.stats
             times["format 1"].append(t3 - t2)
         for db in ("as_captured",) if refused else ("as_captured", "format_1"):
-            [loaded_part] = target.catalog.get_partitions_by_names(db, "t", ["p=a"])
-            held = len(os.listdir(local_path(loaded_part.sd.location)))
-            assert held == files + repeats * appends, (db, held)
+            loaded_parts = target.catalog.get_partitions_by_names(db, "t", [f"p={v}" for v in values])
+            held = sum(len(os.listdir(local_path(p.sd.location))) for p in loaded_parts)
+            assert held == partitions * files + repeats * appends, (db, held)
         return {
             "label": label,
             "times": times,
@@ -134,6 +157,7 @@ def main() -> None:
     parser.add_argument("--big-mib", type=int, default=256, help="MiB per file of the big-files case")
     parser.add_argument("--backend", choices=["sqlite", "postgres", "mysql"], default="sqlite")
     parser.add_argument("--appends", type=int, default=1, help="one-file INSERTs per load (default 1)")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions the appends go to, in turn")
     args = parser.parse_args()
     cases = [
         ("1 small file", 1, args.small_bytes),
@@ -144,10 +168,13 @@ def main() -> None:
     for label, files, size in cases:
         with tempfile.TemporaryDirectory(prefix="bench-load-delta-") as tmp:
             results.append(
-                bench_case(args.backend, Path(tmp), label, files, size, args.repeats, args.appends)
+                bench_case(
+                    args.backend, Path(tmp), label, files, size, args.repeats, args.appends, args.partitions
+                )
             )
     print(
-        f"load of {args.appends} incremental event(s) each adding one {NEW_FILE_BYTES // 1024} KB file, "
+        f"load of {args.appends} incremental event(s) each adding one {NEW_FILE_BYTES // 1024} KB file "
+        f"to {args.partitions} partition(s) in turn, "
         f"{args.backend}, "
         f"{args.repeats} repeats; python {sys.version.split()[0]}"
     )
