@@ -254,3 +254,31 @@ def test_appends_between_two_loads_into_an_s3_replica_copy_only_the_new_objects(
     added = sorted(key.rsplit("/", 1)[1] for key in _keys(s3_client, dst_bucket) - before)
     assert added == ["part-x.parquet", "part-y.parquet"]
     assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_appends_to_two_partitions_of_an_s3_replica_copy_only_the_new_objects(
+    s3_pair: Any, s3_client: Any
+) -> None:
+    """One partition's appends, then the next one's, in one load: both get their new objects in place (the
+    partitions' prefixes are not copied to new versions), in the order the source wrote them."""
+    source, target, engine, dst_bucket = s3_pair
+    orders = source.catalog.get_table("sales", "orders")
+    [d2] = source.catalog.add_partitions("sales", "orders", [make_partition(orders, "d2")])
+    put(f"{d2.sd.location}/part-00000.parquet", b"d2 rows")
+    source.catalog.insert("sales", "orders", ["d2"])
+    _incremental(engine)
+    locations = {
+        day: target.catalog.get_partition("sales_dr", "orders", [day]).sd.location for day in ("d1", "d2")
+    }
+    before = _keys(s3_client, dst_bucket)
+    _append(source, "part-x.parquet", b"x")
+    source.catalog.insert(
+        "sales", "orders", ["d2"], new_files=[put(f"{d2.sd.location}/part-y.parquet", b"y")]
+    )
+    loaded = _incremental(engine)
+    after = {day: target.catalog.get_partition("sales_dr", "orders", [day]).sd.location for day in locations}
+    assert after == locations and loaded.stats.files_copied == 2
+    added = sorted(key.rsplit("/", 1)[1] for key in _keys(s3_client, dst_bucket) - before)
+    assert added == ["part-x.parquet", "part-y.parquet"]
+    assert target.catalog.intents.pending() == []
+    assert verify(source, "sales", target, "sales_dr") == []
