@@ -1,7 +1,7 @@
 """Load of one incremental event that adds one 4 KB file, by what the target partition already holds.
 
     python bench/bench_load_delta.py [--repeats 5] [--small 10000] [--big 10] [--big-mib 256] [--backend sqlite]
-                                     [--appends 1] [--partitions 1]
+                                     [--appends 1] [--partitions 1] [--interleave]
 
 For a target partition holding 1 small file, ``--small`` small files and ``--big`` files of ``--big-mib`` MiB,
 each repeat appends one 4 KB file on the source (one INSERT event), dumps it, and times ``REPL LOAD`` of that
@@ -11,7 +11,8 @@ listing in every data event, as logs written before format 2 hold it; ``tests/fo
 min over the repeats and each median's ratio to the 1-file case (goal: within 2x at every size). With
 ``--appends N`` each load takes N such events (a streaming writer's appends between two loads); with
 ``--partitions K`` the table has K such partitions and each load's appends go to them in turn, a run of
-N/K appends each (a writer crossing into the next hour's partition). Set-up
+N/K appends each (a writer crossing into the next hour's partition), or with ``--interleave`` one append
+each in turn (a streaming job writing a file per partition per micro-batch). Set-up
 (writing the partitions, the bootstrap) is not timed. Replaced versions are retired at once (grace 0), inside
 the timed load, as they would be by the next load.
 """
@@ -72,6 +73,7 @@ def bench_case(
     repeats: int,
     appends: int = 1,
     partitions: int = 1,
+    interleave: bool = False,
 ) -> dict:
     with ExitStack() as stack:
         source = open_store(stack, backend, root, "src")
@@ -104,7 +106,8 @@ def bench_case(
             for i, name in enumerate(
                 names
             ):  # one INSERT each: a streaming writer's appends between two loads
-                value = values[i * partitions // appends]  # a run of appends per partition, in turn
+                # A run of appends per partition, in turn; or one append per partition, in turn.
+                value = values[i % partitions] if interleave else values[i * partitions // appends]
                 write_random(directories[value] / name, NEW_FILE_BYTES)
                 written.append(str(directories[value] / name))
                 source.catalog.insert("bench", "t", [value], new_files=[written[-1]])
@@ -158,6 +161,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgres", "mysql"], default="sqlite")
     parser.add_argument("--appends", type=int, default=1, help="one-file INSERTs per load (default 1)")
     parser.add_argument("--partitions", type=int, default=1, help="partitions the appends go to, in turn")
+    parser.add_argument("--interleave", action="store_true", help="one append per partition in turn")
     args = parser.parse_args()
     cases = [
         ("1 small file", 1, args.small_bytes),
@@ -169,12 +173,20 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-load-delta-") as tmp:
             results.append(
                 bench_case(
-                    args.backend, Path(tmp), label, files, size, args.repeats, args.appends, args.partitions
+                    args.backend,
+                    Path(tmp),
+                    label,
+                    files,
+                    size,
+                    args.repeats,
+                    args.appends,
+                    args.partitions,
+                    args.interleave,
                 )
             )
     print(
         f"load of {args.appends} incremental event(s) each adding one {NEW_FILE_BYTES // 1024} KB file "
-        f"to {args.partitions} partition(s) in turn, "
+        f"to {args.partitions} partition(s) in turn{' (interleaved)' if args.interleave else ''}, "
         f"{args.backend}, "
         f"{args.repeats} repeats; python {sys.version.split()[0]}"
     )

@@ -272,16 +272,22 @@ def test_appends_to_two_partitions_in_one_batch_are_added_in_place_in_the_order_
     assert verify(source, "sales", target, "sales_dr") == []
 
 
-def test_appends_to_two_partitions_in_turns_take_new_versions(engine, source, target):
-    """A B A: renamed partition by partition, a reader would see A's second file before B's file, an order
-    the source never had; both partitions take new versions instead."""
+def test_appends_to_two_partitions_in_turns_are_renamed_in_the_order_written(
+    engine, source, target, monkeypatch
+):
+    """A B A B (a streaming job writing one file per partition per micro-batch): renamed partition by
+    partition, a reader would see A's second file before B's first, an order the source never had. The
+    files are renamed in the order the source wrote them, across the partitions."""
     seed_two_days(source)
     bootstrap(engine)
     before = {day: day_dir(target, day) for day in ("d1", "d2")}
-    for day, name in (("d1", "a1.parquet"), ("d2", "b1.parquet"), ("d1", "a2.parquet")):
+    writes = (("d1", "a1.parquet"), ("d2", "b1.parquet"), ("d1", "a2.parquet"), ("d2", "b2.parquet"))
+    for day, name in writes:
         append(source, name, name.encode(), day=day)
+    order = published_in_order(monkeypatch)
     incremental(engine)
-    assert all(day_dir(target, day) != before[day] for day in before)
+    assert {day: day_dir(target, day) for day in before} == before, "a partition took a new version"
+    assert order == [[name for _, name in writes]]
     assert verify(source, "sales", target, "sales_dr") == []
 
 

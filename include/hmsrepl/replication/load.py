@@ -527,6 +527,7 @@ class LoadEngine:
                     if not batch:
                         continue
                     writer.in_place_tables = in_place_tables(msg for _, msg in batch)
+                    writer.written_at = written_at(batch)
                     runs = PartitionRuns(writer, meta)
                     for event, msg in batch:
                         writer.version = event["event_id"]  # names the version directories it makes
@@ -561,18 +562,17 @@ class LoadEngine:
 def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
     """Tables whose data changes in a batch may be added in place (``TargetWriter._publish_in_place``).
 
-    Files added in place appear after the batch's commit, renamed one by one in the order they were
-    published, while objects given new versions switch at the commit: a table's readers must still see
-    only states its source had. So a table qualifies when its data changes in one object only (readers see
-    it before the batch, then after), or when several of its partitions change and every event of the batch
-    on the table is a partition write adding one file (or none), each partition's events come in one run
-    (A A B B, not A B A) and the batch has no database-level event (which would split the table's run in
-    two): its partitions are then published, and their files renamed, in the order the source wrote them,
-    provided every one of them can be added in place (``TargetWriter.put_partitions`` checks them together).
+    Files added in place appear after the batch's commit, renamed one by one in the order the source wrote
+    them (``written_at``), while objects given new versions switch at the commit: a table's readers must
+    still see only states its source had. So a table qualifies when its data changes in one object only
+    (readers see it before the batch, then after), or when several of its partitions change, every event of
+    the batch on the table is a partition write adding one file (or none), and the batch has no
+    database-level event (which would split the table's run in two): its files are then renamed in the
+    source's order, across its partitions (A B A as well as A A B), provided every one of those partitions
+    can be added in place (``TargetWriter.put_partitions`` checks them together).
     """
     changed: dict[str, set[str | None]] = {}
-    appends: dict[str, bool] = {}  # table -> every event on it is a one-file partition write, in runs
-    runs: dict[str, list[str]] = {}  # table -> its partitions in the order their runs of events began
+    appends: dict[str, bool] = {}  # table -> every event on it is a one-file partition write
     database_level = False
     for msg in messages:
         for obj in msg.objects():
@@ -580,22 +580,24 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
         if msg.table_name is None:
             database_level = True
             continue
-        names = {msg.table_name, msg.rename_target} - {None}
         append = _one_file_partition_write(msg)
-        for name in names:
+        for name in {msg.table_name, msg.rename_target} - {None}:
             appends[str(name)] = appends.get(str(name), True) and append
-        if append:
-            (part,) = msg.partition_names()
-            order = runs.setdefault(msg.table_name, [])
-            if order and order[-1] != part and part in order:
-                appends[msg.table_name] = False  # a partition's second run: A B A
-            elif not order or order[-1] != part:
-                order.append(part)
     return frozenset(
         table
         for table, objects in changed.items()
         if len(objects) == 1 or (not database_level and appends.get(table, False))
     )
+
+
+def written_at(events: Iterable[tuple[dict[str, Any], Message]]) -> dict[str, int]:
+    """The event that wrote each file a one-file append of the batch adds (encoded URI -> event id)."""
+    return {
+        obj.change.added[0]: int(event["event_id"])
+        for event, msg in events
+        for obj in msg.objects()
+        if adds_one_file(obj.change)
+    }
 
 
 def _one_file_partition_write(msg: Message) -> bool:

@@ -155,8 +155,12 @@ class TargetWriter:
         self._added_in_place: dict[str, set[str]] = {}
         # Plans of in-place additions checked together for a table's partitions, by current location.
         self._planned: dict[str, tuple[dict[str, str], dict[str, str], listings.Summary]] = {}
-        # Tables whose only data change in the batch may be added in place (set by the load per batch).
+        # Tables whose data changes in the batch may be added in place (set by the load per batch).
         self.in_place_tables: frozenset[str] = frozenset()
+        # The event that wrote each file a one-file append of the batch adds (encoded source URI -> event
+        # id; set by the load per batch): files added in place are renamed in this order.
+        self.written_at: Mapping[str, int] = {}
+        self._rename_order: dict[str, int] = {}  # final URI of a file added in place -> its event id
         self.lost = LostFiles()  # files this load cannot fetch: their objects' data stays as it is, marked
 
     # -- mapping -------------------------------------------------------------------------------------------
@@ -669,6 +673,7 @@ class TargetWriter:
             files[rel] = self._in_place[target_uri] = encode_at(
                 self.target.cm, current, rel, FileIdentity(checksums[rel])
             )
+            self._rename_order[target_uri] = self.written_at.get(encoded, self.version)
             stamps[rel] = stamp_of(staged)
             if is_local_uri(staged):
                 self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # durable before the commit
@@ -720,12 +725,15 @@ class TargetWriter:
         """Name the batch's files added in place in one publish intent, in its transaction (call last).
 
         One intent for the batch: after the commit its files are renamed one after the other, before any
-        other file work of the batch, so readers wait for them as little as possible.
+        other file work of the batch, so readers wait for them as little as possible. They are renamed in the
+        order the source wrote them (``written_at``; a stable sort keeps one event's files in step order),
+        across the partitions of a table too, so a reader sees the source's states one after the other.
         """
         if self._in_place:
             self.make_durable()
+            order = sorted(self._in_place, key=lambda uri: self._rename_order.get(uri, 0))
             with self.target.events.transaction() as tx:
-                self.catalog.intents.publish(tx, list(self._in_place.values()))
+                self.catalog.intents.publish(tx, [self._in_place[uri] for uri in order])
 
     def _held(self, current: str | None, key: ObjectKey | None) -> HeldListing:
         """What the object's current version holds: the replica's record, else a listing read once."""
@@ -809,6 +817,7 @@ class TargetWriter:
         self._created.clear()
         self._retire.clear()
         self._in_place.clear()
+        self._rename_order.clear()
         self._added_in_place.clear()
         self._planned.clear()
 
@@ -817,6 +826,7 @@ class TargetWriter:
         out, self._retire = self._retire, []
         self._created.clear()
         self._in_place.clear()  # their publish intent renames them now that the batch committed
+        self._rename_order.clear()
         self._added_in_place.clear()
         self._planned.clear()
         return out
