@@ -384,25 +384,7 @@ class TargetWriter:
         new_parts: list[Partition] = []
         changed: list[Partition] = []
         published: dict[str, Published] = {}  # what new versions hold: the replica's events and record
-        decided: list[_PartitionWrite] = []
-        for name, (part, snapshot, files) in zip(names, mapped, strict=True):
-            current = existing.get(name)
-            change, stale = self.lost.decide(
-                current.parameters if current else {}, as_change(files), (table_name, name), self.version
-            )
-            if stale is not None:
-                part = part.model_copy(update={"parameters": {**part.parameters, STALE: stale}})
-            decided.append(
-                _PartitionWrite(
-                    name,
-                    part,
-                    current,
-                    change,
-                    snapshot.get("sd", {}).get("location"),
-                    ObjectKey(table.id or 0, ids[name]) if name in ids else None,
-                    f"partition '{self.db}.{table_name}/{name}'",
-                )
-            )
+        decided = self._decide(table, table_name, list(zip(names, mapped, strict=True)), existing, ids)
         in_place = table_name in self.in_place_tables and self._all_in_place(decided)
         for write in decided:
             name, part, current = write.name, write.part, write.current
@@ -450,6 +432,37 @@ class TargetWriter:
             return {}
         with self.target.events.reader() as conn:
             return partition_ids(conn, table.id, names)
+
+    def _decide(
+        self,
+        table: Table,
+        table_name: str,
+        named: list[tuple[str, tuple[Partition, dict[str, Any], DataChange | Sequence[str] | None]]],
+        existing: Mapping[str, Partition],
+        ids: Mapping[str, int],
+    ) -> list[_PartitionWrite]:
+        """Each partition's write with its data change decided (``LostFiles.decide``: an object whose files
+        this load cannot fetch keeps its data, marked stale), before any is published."""
+        decided = []
+        for name, (part, snapshot, files) in named:
+            current = existing.get(name)
+            change, stale = self.lost.decide(
+                current.parameters if current else {}, as_change(files), (table_name, name), self.version
+            )
+            if stale is not None:
+                part = part.model_copy(update={"parameters": {**part.parameters, STALE: stale}})
+            decided.append(
+                _PartitionWrite(
+                    name,
+                    part,
+                    current,
+                    change,
+                    snapshot.get("sd", {}).get("location"),
+                    ObjectKey(table.id or 0, ids[name]) if name in ids else None,
+                    f"partition '{self.db}.{table_name}/{name}'",
+                )
+            )
+        return decided
 
     def _all_in_place(self, writes: Sequence[_PartitionWrite]) -> bool:
         """Whether a table's partition writes may be added in place: one data change always may (it
