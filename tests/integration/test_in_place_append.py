@@ -328,3 +328,20 @@ def test_a_load_of_appends_to_two_partitions_that_dies_after_its_commit_publishe
     incremental(engine)
     assert {day: day_dir(target, day) for day in dirs} == dirs
     assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_file_touched_on_the_source_does_not_stop_the_next_append_going_in_place(engine, source, target):
+    """A touched file (new time, same bytes) is not logged again, so the replica neither copies it nor takes
+    a new version for it."""
+    seed(source)
+    bootstrap(engine)
+    before = partition_dir(target)
+    part = source.catalog.get_partition("sales", "orders", ["d1"])
+    os.utime(
+        Path(local_path(part.sd.location or "")) / "part-00003.parquet", ns=(0, 1_000_000_000_000_000_000)
+    )
+    source.catalog.alter_partitions("sales", "orders", [part])  # a full capture (e.g. a statistics update)
+    append(source, "part-new.parquet", b"new rows")
+    _, loaded = incremental(engine)
+    assert partition_dir(target) == before and loaded.stats.files_copied == 1
+    assert verify(source, "sales", target, "sales_dr") == []

@@ -228,6 +228,34 @@ def test_a_rewritten_file_is_read_again_and_logged_as_added(store: Metastore, re
     assert change.removed == () and change.count == 3
 
 
+@pytest.mark.parametrize("how", ["touched", "copied over itself"])
+def test_a_file_with_a_new_time_but_the_same_bytes_is_read_once_and_not_logged(
+    store: Metastore, reads: list[str], how: str
+) -> None:
+    """Its record takes the new time (the next write does not read it again); the event logs nothing, so a
+    replica keeps its copy as it is instead of taking the file again."""
+    _, part = _partitioned(store, 3)
+    path = Path(local_path(part.sd.location or "")) / "part-00001.parquet"
+    if how == "touched":
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 5_000_000_000))
+    else:
+        copy = path.with_name(".copy")
+        copy.write_bytes(path.read_bytes())
+        os.replace(copy, path)
+    digest = _disk_digest(part.sd.location or "")
+    reads.clear()
+    before = store.get_current_notification_event_id()
+    store.catalog.alter_partitions("sales", "orders", [part])
+    [event] = store.events.next_events(before)
+    change = _change(event)
+    assert [os.path.basename(uri) for uri in reads] == ["part-00001.parquet"]
+    assert change.is_empty and (change.count, change.digest) == digest
+    reads.clear()
+    store.catalog.alter_partitions("sales", "orders", [part])
+    assert reads == []
+    # A rewrite with other bytes is still logged (test_a_rewritten_file_is_read_again_and_logged_as_added).
+
+
 def test_recorded_file_is_pinned_and_survives_deletion_by_the_writer(store: Metastore) -> None:
     """A writer without Hadoop trash deletes files the metastore recorded: the cmroot pin still serves."""
     _, part = _partitioned(store, 0)

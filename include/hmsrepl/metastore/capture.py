@@ -3,7 +3,8 @@
 A write lists its object's location (sizes and modification times only, no reads) and compares that with
 the listing the metastore recorded last time (``metastore.listings``). A file whose size and modification
 time are unchanged keeps its recorded checksum; only new or changed files are identified (read, or one HEAD
-on S3), pinned (``ChangeManager.pin``) and recorded. The diff is written back in the write's transaction and
+on S3), pinned (``ChangeManager.pin``) and recorded (a changed file whose checksum is the recorded one, touched
+or copied over itself, is recorded with its new size and time but not logged: its content is not new). The diff is written back in the write's transaction and
 becomes the event's ``DataChange``: the files added or changed, the paths removed, and the new listing's
 count and digest, updated from the previous ones (``listings.apply``). So an append of one file to a
 partition of 10,000 reads one file and logs one file, and the second event of Spark's alter_partition +
@@ -136,6 +137,7 @@ def capture(
     refreshed: list[FileRecord] = []
     kept_named: list[str] = []  # unchanged files the writer named: their recorded identity is read after
     kept_excluded: list[str] = []  # unchanged files an overwrite leaves out (to recycle): likewise
+    restamp: set[str] = set()  # recorded files whose size or time changed (a write mode only)
     survivors = 0
     loc = location or ""
     # A load compares checksums and may refresh a record; a write compares sizes and times only.
@@ -155,6 +157,7 @@ def capture(
             if not same_stat(now, known) and now[1] != UNKNOWN_MTIME:  # same content, copied anew: refresh
                 refreshed.append(FileRecord(rel, *now, row[3], row[4]))
         elif now != known and not same_stat(now, known):  # an exact match, the usual case, needs no call
+            restamp.add(rel)  # read below: logged only if its content changed
             continue
         survivors += 1
         del current[rel]
@@ -164,8 +167,10 @@ def capture(
         records = listings.read_paths(conn, key, [*kept_named, *kept_excluded])
         out.named.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_named)
         out.excluded.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_excluded)
-    summary = _record_new(conn, cm, key, loc, current, applied, wanted, removed, refreshed, out)
-    complete = survivors == 0
+    summary, unchanged = _record_new(
+        conn, cm, key, loc, current, applied, wanted, removed, refreshed, restamp, out
+    )
+    complete = survivors + unchanged == 0
     out.change = DataChange(
         tuple(out.change.added), () if complete else tuple(removed), complete, summary.count, summary.digest
     )
@@ -215,8 +220,9 @@ def capture_named(
     if not stats:  # nothing new: an empty change, nothing written
         out.change = DataChange((), (), before.count == 0, before.count, before.digest)
         return out
-    summary = _record_new(conn, cm, key, location, stats, None, set(named), [], [], out)
-    complete = before.count - replaced == 0
+    rewritten = known.keys() & stats.keys()
+    summary, unchanged = _record_new(conn, cm, key, location, stats, None, set(named), [], [], rewritten, out)
+    complete = before.count - replaced + unchanged == 0
     out.change = DataChange(tuple(out.change.added), (), complete, summary.count, summary.digest)
     return out
 
@@ -270,12 +276,16 @@ def _record_new(
     wanted: Collection[str],
     removed: list[str],
     refreshed: list[FileRecord],
+    restamp: Collection[str],
     out: Captured,
-) -> Summary:
+) -> tuple[Summary, int]:
     """Identify, pin and record the new or changed files a batch at a time; the first batch also writes
-    the removals. Returns the listing's summary after the change."""
+    the removals. Returns the listing's summary after the change, and how many files of ``restamp`` (a
+    new size or time) kept their recorded checksum: those are recorded anew but not logged (touched, or
+    rewritten with the same bytes), so the event carries only files whose content is new."""
     rels = sorted(fresh)
     added: list[str] = []
+    unchanged = 0
     summary = None
     for start in range(0, max(len(rels), 1), BATCH):
         batch = rels[start : start + BATCH]
@@ -290,7 +300,14 @@ def _record_new(
             encode_at(cm, location, rel, identity) for rel, identity in zip(batch, identities, strict=True)
         ]
         cm.pin(encoded)
-        added.extend(encoded)
+        known = listings.read_paths(conn, key, [rel for rel in batch if rel in restamp]) if restamp else {}
+        same = {
+            rel
+            for rel, identity in zip(batch, identities, strict=True)
+            if rel in known and known[rel].checksum == identity.checksum
+        }
+        unchanged += len(same)
+        added.extend(uri for rel, uri in zip(batch, encoded, strict=True) if rel not in same)
         out.named.extend(uri for rel, uri in zip(batch, encoded, strict=True) if rel in wanted)
         first = start == 0
         summary = listings.apply(
@@ -298,7 +315,7 @@ def _record_new(
         )
     out.change = DataChange(tuple(added))
     assert summary is not None
-    return summary
+    return summary, unchanged
 
 
 def _identity(record: FileRecord) -> FileIdentity:
