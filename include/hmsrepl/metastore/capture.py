@@ -5,10 +5,11 @@ the listing the metastore recorded last time (``metastore.listings``). A file wh
 time are unchanged keeps its recorded checksum; only new or changed files are identified (read, or one HEAD
 on S3), pinned (``ChangeManager.pin``) and recorded (a changed file whose checksum is the recorded one,
 touched or copied over itself, is recorded with its new size and time but not logged: its content is not
-new). The diff is written back in the write's transaction and becomes the event's ``DataChange``: the files added or changed, the paths removed, and the new listing's
-count and digest, updated from the previous ones (``listings.apply``). So an append of one file to a
-partition of 10,000 reads one file and logs one file, and the second event of Spark's alter_partition +
-fire_listener_event pair finds nothing changed and logs an empty change.
+new). The diff is written back in the write's transaction and becomes the event's ``DataChange``: the
+files added or changed, the paths removed, and the new listing's count and digest, updated from the
+previous ones (``listings.apply``). So an append of one file to a partition of 10,000 reads one file and
+logs one file, and the second event of Spark's alter_partition + fire_listener_event pair finds nothing
+changed and logs an empty change.
 
 Callers run ``capture`` inside the write's transaction after locking the table's row: two writers of one
 table are serialised from listing to recording, so neither records a listing older than the other's.
