@@ -345,3 +345,17 @@ def test_a_file_touched_on_the_source_does_not_stop_the_next_append_going_in_pla
     _, loaded = incremental(engine)
     assert partition_dir(target) == before and loaded.stats.files_copied == 1
     assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_an_append_in_a_batch_that_drops_another_partition_takes_a_new_version(engine, source, target):
+    """The drop shows at the commit, the file renamed in place only after it: a reader would see d2 gone
+    and d1 without its new file, a state the source never had (it appended first). d1 takes a new version,
+    switched at the same commit."""
+    seed_two_days(source)
+    bootstrap(engine)
+    before = day_dir(target, "d1")
+    append(source, "a1.parquet", b"a1", day="d1")
+    source.catalog.drop_partitions("sales", "orders", [["d2"]])
+    incremental(engine)
+    assert day_dir(target, "d1") != before
+    assert verify(source, "sales", target, "sales_dr") == []

@@ -179,6 +179,11 @@ class Message:
         """The new table name of a rename (None: not a rename)."""
         return None
 
+    @property
+    def renames(self) -> bool:
+        """The event gives its table or partition another name (one name leaves the table, another comes)."""
+        return self.rename_target is not None
+
     def objects(self) -> list[ObjectData]:
         """Each object whose data the event changes, with the change."""
         return []
@@ -289,6 +294,11 @@ class AlterPartitionMessage(Message):
     @property
     def after(self) -> Mapping[str, Any]:
         return self.raw["after"]
+
+    @property
+    def renames(self) -> bool:
+        before = self.raw.get("before") or {}
+        return "values" in before and before["values"] != self.after.get("values")
 
     @property
     def data(self) -> DataChange | None:

@@ -564,8 +564,9 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
 
     Files added in place appear after the batch's commit, renamed one by one in the order the source wrote
     them (``written_at``), while objects given new versions switch at the commit: a table's readers must
-    still see only states its source had. So a table qualifies when its data changes in one object only
-    (readers see it before the batch, then after), or when several of its partitions change, every event of
+    still see only states its source had. So a table qualifies when no event of the batch adds, drops or
+    renames one of its partitions or the table (those show at the commit), and its data changes in one
+    object only (readers see it before the batch, then after), or several of its partitions change, every event of
     the batch on the table is a partition write adding one file (or none), and the batch has no
     database-level event (which would split the table's run in two): its files are then renamed in the
     source's order, across its partitions (A B A as well as A A B), provided every one of those partitions
@@ -573,6 +574,7 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
     """
     changed: dict[str, set[str | None]] = {}
     appends: dict[str, bool] = {}  # table -> every event on it is a one-file partition write
+    reshaped: set[str] = set()  # tables whose partitions (or the table itself) come or go in the batch
     database_level = False
     for msg in messages:
         for obj in msg.objects():
@@ -580,14 +582,24 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
         if msg.table_name is None:
             database_level = True
             continue
+        names = {str(name) for name in (msg.table_name, msg.rename_target) if name is not None}
+        if _reshapes(msg):
+            reshaped |= names
         append = _one_file_partition_write(msg)
-        for name in {msg.table_name, msg.rename_target} - {None}:
-            appends[str(name)] = appends.get(str(name), True) and append
+        for name in names:
+            appends[name] = appends.get(name, True) and append
     return frozenset(
         table
         for table, objects in changed.items()
-        if len(objects) == 1 or (not database_level and appends.get(table, False))
+        if table not in reshaped and (len(objects) == 1 or (not database_level and appends.get(table, False)))
     )
+
+
+def _reshapes(msg: Message) -> bool:
+    """The event adds, drops or renames a partition, or drops or renames the table: it shows at the commit,
+    so files renamed into the table after the commit (written before it, maybe) would show out of order."""
+    spec = spec_of(msg.kind)
+    return spec.structural or spec.drops or msg.renames
 
 
 def written_at(events: Iterable[tuple[dict[str, Any], Message]]) -> dict[str, int]:
