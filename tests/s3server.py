@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -371,3 +372,18 @@ def s3_bucket(s3_client: Any) -> str:
 def versioned_bucket(s3_client: Any) -> str:
     """A fresh bucket with versioning on."""
     return create_bucket(s3_client, new_bucket_name("versioned"), versioned=True)
+
+
+@contextmanager
+def counting(client: Any) -> Iterator[Counter[str]]:
+    """Count the S3 operations a client sends (botocore's own event hook: real requests, nothing faked)."""
+    calls: Counter[str] = Counter()
+
+    def record(model: Any, **_: Any) -> None:
+        calls[model.name] += 1
+
+    client.meta.events.register("before-call.s3.*", record)
+    try:
+        yield calls
+    finally:
+        client.meta.events.unregister("before-call.s3.*", record)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import io
 import pickle
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -26,7 +24,7 @@ from hmsrepl.storage.s3 import S3FileSystem, default_s3_filesystem
 
 pytest.register_assert_rewrite("tests.s3server")  # it is a plugin (fixtures) as well as a helper module
 
-from tests.s3server import S3Server, create_bucket, new_bucket_name, throttling_proxy  # noqa: E402
+from tests.s3server import S3Server, counting, create_bucket, new_bucket_name, throttling_proxy  # noqa: E402
 
 MiB = 1024 * 1024
 
@@ -34,21 +32,6 @@ MiB = 1024 * 1024
 def crc_token(data: bytes) -> str:
     """The expected token, computed here independently of hmsrepl.storage.checksum."""
     return f"crc32c-{int.from_bytes(google_crc32c.Checksum(data).digest(), 'big'):08x}-{len(data)}"
-
-
-@contextlib.contextmanager
-def counting(client: Any) -> Iterator[Counter[str]]:
-    """Count the S3 operations a client sends (botocore's own event hook: real requests, nothing faked)."""
-    calls: Counter[str] = Counter()
-
-    def record(model: Any, **_: Any) -> None:
-        calls[model.name] += 1
-
-    client.meta.events.register("before-call.s3.*", record)
-    try:
-        yield calls
-    finally:
-        client.meta.events.unregister("before-call.s3.*", record)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from hmsrepl.formats.file_uri import EncodedFileUri, split_versioned_reference
 from hmsrepl.metastore import Metastore
 from hmsrepl.storage import copy_file, filesystem_for
 from tests.helpers import create_db_and_table, make_partition, write_file
-from tests.s3server import create_bucket, new_bucket_name
+from tests.s3server import counting, create_bucket, new_bucket_name
 
 
 def crc_token(data: bytes) -> str:
@@ -245,3 +245,26 @@ def test_a_same_size_overwrite_within_the_same_second_is_captured(
     assert added.checksum == crc_token(second)
     assert added.version_id == versions[0]["VersionId"]
     assert read(store.cm.resolve(event.body()["data"]["added"][0])) == second
+
+
+def test_the_insert_after_an_alter_heads_the_named_file_instead_of_listing_the_partition(
+    open_store: Any, s3_client: Any, versioned_bucket: str
+) -> None:
+    """Spark's append is alter_partition (a listing of the partition) then fire_listener_event naming the
+    new file: the second call asks S3 about that one file, whatever the partition holds."""
+    bucket = versioned_bucket
+    store = open_store(f"s3://{bucket}/warehouse", f"s3://{bucket}/cmroot")
+    table = create_db_and_table(store, partition_keys=("p",))
+    [part] = store.catalog.add_partitions("sales", "orders", [make_partition(table, "1")])
+    prefix = s3_key(part.sd.location)
+    for i in range(1_001):  # more than one listing page
+        s3_client.put_object(Bucket=bucket, Key=f"{prefix}/part-{i:05d}.parquet", Body=b"%d" % i)
+    store.catalog.insert("sales", "orders", ["1"])
+    s3_client.put_object(Bucket=bucket, Key=f"{prefix}/part-new.parquet", Body=b"new rows")
+    store.catalog.alter_partitions("sales", "orders", [part])
+    before = store.get_current_notification_event_id()
+    with counting(filesystem_for(part.sd.location).client) as calls:
+        store.catalog.insert("sales", "orders", ["1"], new_files=[f"{part.sd.location}/part-new.parquet"])
+    [event] = store.events.next_events(before)
+    assert event.body()["data"]["added"] == []  # recorded by the alter: nothing new
+    assert "ListObjectsV2" not in calls and calls["HeadObject"] == 1, calls

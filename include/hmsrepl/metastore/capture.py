@@ -193,20 +193,12 @@ def capture_named(
     named files and reading their records tells that nothing changed, without listing a partition of 10,000
     files again. What else changed at the location (files removed by hand) is left to the next full capture
     (any ALTER or overwrite), which logs it then; the count and digest are the recorded listing's, so a
-    reader applying the changes in order still holds exactly what the metastore recorded. Object stores
-    have no cheap per-file stat here: they take the full capture.
+    reader applying the changes in order still holds exactly what the metastore recorded. On an object
+    store each named file costs one HEAD, whatever the partition holds.
     """
-    if not location or not is_local_uri(location):
+    if not location:
         return capture(conn, cm, key, location, named=named)
-    stats: dict[str, StatIdentity] = {}
-    root = local_path(location)
-    for rel in named:
-        try:
-            st = os.stat(os.path.join(root, rel), follow_symlinks=False)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            stats[rel] = (st.st_size, st.st_mtime_ns)
+    stats = _named_stats(location, named)
     missing = sorted(set(named) - stats.keys())
     if missing:
         raise InvalidObjectError(f"files {missing[:3]} were not found under '{location}'; write them first")
@@ -226,6 +218,28 @@ def capture_named(
     complete = before.count - replaced + unchanged == 0
     out.change = DataChange(tuple(out.change.added), (), complete, summary.count, summary.digest)
     return out
+
+
+def _named_stats(location: str, named: Collection[str]) -> dict[str, StatIdentity]:
+    """Size and stamp of each named file that is there: one ``stat`` each on a file system, one HEAD each on
+    an object store (never a listing of the location)."""
+    stats: dict[str, StatIdentity] = {}
+    if is_local_uri(location):
+        root = local_path(location)
+        for rel in named:
+            try:
+                st = os.stat(os.path.join(root, rel), follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                stats[rel] = (st.st_size, st.st_mtime_ns)
+        return stats
+    fs = filesystem_for(location)
+    for rel in named:
+        found = fs.status(f"{location.rstrip('/')}/{rel}")
+        if found is not None:
+            stats[rel] = (found.size, found.stamp)
+    return stats
 
 
 def still_recorded(record: FileRecord | None, now: StatIdentity) -> FileIdentity | None:

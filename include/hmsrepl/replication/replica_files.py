@@ -164,11 +164,11 @@ def _size_of(encoded: str) -> int:
 
 
 def stamp_of(uri: str) -> int:
-    """The modification time of one published file (one stat, or one listing request)."""
-    for status in filesystem_for(uri).list_files(uri):
-        if status.uri.rstrip("/") == uri.rstrip("/"):
-            return status.stamp
-    raise FileNotFoundError(uri)
+    """The stamp (``FileStatus.stamp``) of one published file: one stat, or one HEAD."""
+    status = filesystem_for(uri).status(uri)
+    if status is None:
+        raise FileNotFoundError(uri)
+    return status.stamp
 
 
 @dataclass

@@ -92,6 +92,13 @@ class FileSystem(abc.ABC):
     def list_files(self, uri: str) -> Iterator[FileStatus]:
         """Yield every file below ``uri`` recursively (hidden ``_``/``.`` entries included); none if absent."""
 
+    def status(self, uri: str) -> FileStatus | None:
+        """One file's size, time and entity tag, or None when no file is there (a stat; one HEAD on S3)."""
+        for found in self.list_files(uri):
+            if found.uri.rstrip("/") == uri.rstrip("/"):
+                return found
+        return None
+
     @abc.abstractmethod
     def exists(self, uri: str) -> bool: ...
 

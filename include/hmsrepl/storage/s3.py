@@ -389,6 +389,13 @@ class S3FileSystem(FileSystem):
                     root, int(head["ContentLength"]), head["LastModified"].timestamp(), head.get("ETag")
                 )
 
+    def status(self, uri: str) -> FileStatus | None:
+        """One HEAD (a listing would first ask for keys below ``uri/``)."""
+        head = self._head(uri)
+        if head is None:
+            return None
+        return FileStatus(uri, int(head["ContentLength"]), head["LastModified"].timestamp(), head.get("ETag"))
+
     def exists(self, uri: str) -> bool:
         bucket, key, version = parse_s3_uri(uri)
         if not key.strip("/"):
