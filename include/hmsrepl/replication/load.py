@@ -565,10 +565,10 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
     Files added in place appear after the batch's commit, renamed one by one in the order the source wrote
     them (``written_at``), while objects given new versions switch at the commit: a table's readers must
     still see only states its source had. So a table qualifies when no event of the batch adds, drops or
-    renames one of its partitions or the table (those show at the commit), and its data changes in one
-    object only (readers see it before the batch, then after), or several of its partitions change, every event of
-    the batch on the table is a partition write adding one file (or none), and the batch has no
-    database-level event (which would split the table's run in two): its files are then renamed in the
+    renames one of its partitions or the table (those show at the commit), and either its data changes in
+    one object only (readers see it before the batch, then after), or several of its partitions change,
+    every event of the batch on the table is a partition write adding one file (or none), and the batch has
+    no database-level event (which would split the table's run in two): its files are then renamed in the
     source's order, across its partitions (A B A as well as A A B), provided every one of those partitions
     can be added in place (``TargetWriter.put_partitions`` checks them together).
     """

@@ -149,8 +149,9 @@ class TargetWriter:
         self.version = 0
         self._created: list[str] = []  # version directories made in the current batch (not yet named)
         self._retire: list[Retirement] = []  # directories the current batch stops naming
-        # Files added in place this batch (final URI -> encoded), staged until a rename after the commit.
-        self._in_place: dict[str, str] = {}
+        # Files added in place this batch (final URI -> the event that wrote it, encoded), staged until a
+        # rename after the commit, which goes in event order.
+        self._in_place: dict[str, tuple[int, str]] = {}
         # The relative paths added in place this batch, by the location of the object they were added to.
         self._added_in_place: dict[str, set[str]] = {}
         # Plans of in-place additions checked together for a table's partitions, by current location.
@@ -160,7 +161,6 @@ class TargetWriter:
         # The event that wrote each file a one-file append of the batch adds (encoded source URI -> event
         # id; set by the load per batch): files added in place are renamed in this order.
         self.written_at: Mapping[str, int] = {}
-        self._rename_order: dict[str, int] = {}  # final URI of a file added in place -> its event id
         self.lost = LostFiles()  # files this load cannot fetch: their objects' data stays as it is, marked
 
     # -- mapping -------------------------------------------------------------------------------------------
@@ -683,10 +683,8 @@ class TargetWriter:
             self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
             fault_point()
             staged = staging_name(target_uri)
-            files[rel] = self._in_place[target_uri] = encode_at(
-                self.target.cm, current, rel, FileIdentity(checksums[rel])
-            )
-            self._rename_order[target_uri] = self.written_at.get(encoded, self.version)
+            files[rel] = encode_at(self.target.cm, current, rel, FileIdentity(checksums[rel]))
+            self._in_place[target_uri] = (self.written_at.get(encoded, self.version), files[rel])
             stamps[rel] = stamp_of(staged)
             if is_local_uri(staged):
                 self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # durable before the commit
@@ -744,9 +742,9 @@ class TargetWriter:
         """
         if self._in_place:
             self.make_durable()
-            order = sorted(self._in_place, key=lambda uri: self._rename_order.get(uri, 0))
+            order = sorted(self._in_place.values(), key=lambda written: written[0])  # stable
             with self.target.events.transaction() as tx:
-                self.catalog.intents.publish(tx, [self._in_place[uri] for uri in order])
+                self.catalog.intents.publish(tx, [encoded for _, encoded in order])
 
     def _held(self, current: str | None, key: ObjectKey | None) -> HeldListing:
         """What the object's current version holds: the replica's record, else a listing read once."""
@@ -827,22 +825,21 @@ class TargetWriter:
         for uri in self._in_place:  # hidden copies in live directories: never published
             with contextlib.suppress(Exception):
                 filesystem_for(uri).delete(staging_name(uri))
-        self._created.clear()
         self._retire.clear()
-        self._in_place.clear()
-        self._rename_order.clear()
-        self._added_in_place.clear()
-        self._planned.clear()
+        self._forget_batch_files()
 
     def take_retirements(self) -> list[Retirement]:
         """The batch committed: the directories it stopped naming, for retirement after the grace period."""
         out, self._retire = self._retire, []
+        self._forget_batch_files()  # the publish intent renames the files added in place now
+        return out
+
+    def _forget_batch_files(self) -> None:
+        """The batch ended (committed or failed): what it made and added in place is no longer its own."""
         self._created.clear()
-        self._in_place.clear()  # their publish intent renames them now that the batch committed
-        self._rename_order.clear()
+        self._in_place.clear()
         self._added_in_place.clear()
         self._planned.clear()
-        return out
 
     # -- data: in place (ACID write directories, which belong to one write id) -----------------------------
     def reconcile(self, target_location: str, files: Sequence[str], source_location: str | None) -> None:

@@ -52,6 +52,7 @@ How S3 differs from a file system, and what this module does about it:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.client
 import io
 import logging
@@ -383,11 +384,9 @@ class S3FileSystem(FileSystem):
         except ClientError as exc:
             raise StorageError(f"cannot list '{uri}': {_code(exc)}: {exc}") from exc
         if not found and key.strip("/"):
-            head = self._head(f"s3://{bucket}/{key.rstrip('/')}")
-            if head is not None:
-                yield FileStatus(
-                    root, int(head["ContentLength"]), head["LastModified"].timestamp(), head.get("ETag")
-                )
+            found = self.status(f"s3://{bucket}/{key.rstrip('/')}")
+            if found is not None:
+                yield dataclasses.replace(found, uri=root)
 
     def status(self, uri: str) -> FileStatus | None:
         """One HEAD (a listing would first ask for keys below ``uri/``)."""
