@@ -654,3 +654,51 @@ def test_a_tampered_one_file_append_into_a_replica_partition_writes_nothing(scen
     assert done.returncode == 0, done.stderr
     assert scene.target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location == before  # in place
     assert verify(scene.source, "sales", scene.target, "sales_dr") == []
+
+
+def test_a_tampered_append_to_the_second_of_two_partitions_writes_nothing_into_either(scene: Scene) -> None:
+    """Appends to two partitions of a table are added in place together, or not at all: a dump whose second
+    append is tampered with is refused before the first partition's file is staged in its live directory."""
+    first = scene.engine.execute("REPL DUMP sales")
+    assert scene.cli_load(first.dump_dir).returncode == 0
+    catalog = scene.source.catalog
+    for day in ("d1", "d2"):
+        part = catalog.get_partition("sales", "orders", [day])
+        added = write_file(part.sd.location, f"part-{day}-more.parquet", f"more rows of {day}".encode())
+        catalog.insert("sales", "orders", [day], new_files=[added])
+    dumped = scene.engine.execute(f"REPL DUMP sales FROM {first.last_event_id}")
+
+    def second(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+        def edit(d: Path) -> None:
+            edit_event(d, "INSERT", change, nth=1)
+
+        return edit
+
+    def climbing(doc: dict[str, Any]) -> None:
+        tamper_added(doc, lambda p: f"{p[0]}#{p[1]}#{p[2]}#../../../../victim")
+
+    def one_more_file(doc: dict[str, Any]) -> None:
+        doc["message"]["data"]["count"] += 1
+
+    scene.assert_refused(scene.tampered(dumped.dump_dir, second(climbing)), "has a '..' segment")
+    # A count that does not add up is found by the load itself (not by the dump's validation): it fails
+    # before staging anything, leaving only its running mark, which the next load sweeps.
+    files, catalog = scene.files(), scene.catalog()
+    failed = scene.cli_load(scene.tampered(dumped.dump_dir, second(one_more_file)))
+    assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
+    [line] = failed.stderr.strip().splitlines()
+    assert "d2" in line and "event is missing" in line, line
+    running_marks = "/.hmsrepl-loads/"
+    assert {k: v for k, v in scene.files().items() if running_marks not in f"/{k}"} == files
+    assert scene.catalog() == catalog and repl_status(scene.target, "sales_dr") == first.last_event_id
+    before = {
+        day: scene.target.catalog.get_partition("sales_dr", "orders", [day]).sd.location
+        for day in ("d1", "d2")
+    }
+    done = scene.cli_load(dumped.dump_dir)
+    assert done.returncode == 0, done.stderr
+    after = {
+        day: scene.target.catalog.get_partition("sales_dr", "orders", [day]).sd.location for day in before
+    }
+    assert after == before  # both in place
+    assert verify(scene.source, "sales", scene.target, "sales_dr") == []
