@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.capture import CLOCK_TICK_NS
 from hmsrepl.metastore.model import Database, FieldSchema, Partition, StorageDescriptor, Table
 from hmsrepl.storage.local import local_path
 
@@ -53,6 +55,13 @@ def write_file(location: str, name: str, data: bytes) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return f"{location.rstrip('/')}/{name}"
+
+
+def settle() -> None:
+    """Wait one clock tick, so the files just written are older than it when the metastore lists them, as
+    a real writer's files are by its metastore call (``capture.settled``): a capture then trusts their
+    size and time instead of reading them again at the next write."""
+    time.sleep(CLOCK_TICK_NS / 1e9)
 
 
 def events_of(store: Metastore, after: int = 0) -> list[tuple[str, str | None, str | None]]:

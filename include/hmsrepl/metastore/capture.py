@@ -18,6 +18,10 @@ A replication load passes the listing it published (``applied``: relative path -
 that listing is recorded exactly, nothing is read (files are only listed for their sizes and modification
 times), and the event carries its diff from the previous record like any write.
 
+A local file whose modification time is within one clock tick of its listing is recorded without its time
+(``settled``): a rewrite of the same size in that tick would keep size and time, so the next write reads
+it once more instead of trusting them. Object stores need no such care: their stamps carry the ETag.
+
 Memory: the location's listing is one ``(size, mtime_ns)`` tuple per file, the recorded rows are streamed
 and the new files are identified and recorded a batch at a time, so a 1,000,000-file partition is captured
 in a few hundred MB; only its event (a first capture lists every file) is as large as the listing.
@@ -27,6 +31,8 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
+import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -52,12 +58,30 @@ from hmsrepl.storage.local import is_local_uri, local_path
 
 #: New files identified, pinned and recorded per round (bounds what a huge first capture holds at once).
 BATCH = 2_000
-#: Modification time of an applied file that is not on disk (recorded as changed: the next write reads it).
+#: Modification time recorded for a file the next write must read again: an applied file that is not on
+#: disk, or a local file written within a clock tick of its listing (``settled``).
 UNKNOWN_MTIME = -1
 #: A listing that reports modification times as float seconds (about 0.25 us apart at today's epoch) may
 #: differ by that rounding from a record written in integer nanoseconds; never by more.
 MTIME_SLACK_NS = 1_000
 SECOND_NS = 1_000_000_000
+#: Linux's clock id of the coarse real-time clock (which Python's ``time`` module does not name).
+LINUX_REALTIME_COARSE = 5
+
+
+def _clock_tick_ns() -> int:
+    """How far a file's modification time may lag the write it stamps on this machine: the kernel stamps
+    writes with its coarse clock, which advances once a tick (1-10 ms); twice its step, at least 10 ms."""
+    coarse = getattr(time, "CLOCK_REALTIME_COARSE", LINUX_REALTIME_COARSE if sys.platform == "linux" else None)
+    try:
+        step = time.clock_getres(coarse) if coarse is not None else 0.01
+    except OSError:  # no coarse clock to ask: the slowest common tick
+        step = 0.01
+    return max(2 * int(step * SECOND_NS), 10_000_000)
+
+
+#: See ``_clock_tick_ns``.
+CLOCK_TICK_NS = _clock_tick_ns()
 
 
 def same_stat(now: StatIdentity, known: StatIdentity) -> bool:
@@ -72,6 +96,24 @@ def same_stat(now: StatIdentity, known: StatIdentity) -> bool:
     if abs(now[1] - known[1]) <= MTIME_SLACK_NS:
         return True
     return known[1] > 0 and known[1] % SECOND_NS == 0 and now[1] // SECOND_NS == known[1] // SECOND_NS
+
+
+def settled(stamp_ns: int, listed_at_ns: int) -> bool:
+    """Whether any later rewrite of a file listed with modification time ``stamp_ns`` at ``listed_at_ns``
+    would show a later time. A file written within one clock tick of its listing is not: a rewrite of the
+    same size in that tick keeps both size and time, and a record of them could never see it (the racy-
+    clean problem of every stat cache). Whole-second times come from a file system that keeps seconds only.
+    """
+    grain = SECOND_NS if stamp_ns % SECOND_NS == 0 else CLOCK_TICK_NS
+    return stamp_ns + grain <= listed_at_ns
+
+
+def _settle(stats: Mapping[str, StatIdentity], listed_at_ns: int) -> dict[str, StatIdentity]:
+    """The stats to record for new or changed local files: an unsettled file's time is recorded as
+    ``UNKNOWN_MTIME``, so the next write reads it once more (a file just written, one read)."""
+    return {
+        rel: now if settled(now[1], listed_at_ns) else (now[0], UNKNOWN_MTIME) for rel, now in stats.items()
+    }
 
 
 @dataclass
@@ -120,6 +162,7 @@ def capture(
     ``fresh``: a new object whose caller forgot whatever was recorded under its id (in one statement for
     all the partitions an ADD_PARTITION makes): nothing recorded is read.
     """
+    listed_at = time.time_ns()
     current = stat_listing(location)
     if applied is not None:
         current = _applied_stats(current, applied)
@@ -168,6 +211,8 @@ def capture(
         records = listings.read_paths(conn, key, [*kept_named, *kept_excluded])
         out.named.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_named)
         out.excluded.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_excluded)
+    if applied is None and is_local_uri(loc):
+        current = _settle(current, listed_at)
     summary, unchanged = _record_new(
         conn, cm, key, loc, current, applied, wanted, removed, refreshed, restamp, out
     )
@@ -198,6 +243,7 @@ def capture_named(
     """
     if not location:
         return capture(conn, cm, key, location, named=named)
+    listed_at = time.time_ns()
     stats = _named_stats(location, named)
     missing = sorted(set(named) - stats.keys())
     if missing:
@@ -214,6 +260,8 @@ def capture_named(
         out.change = DataChange((), (), before.count == 0, before.count, before.digest)
         return out
     rewritten = known.keys() & stats.keys()
+    if is_local_uri(location):
+        stats = _settle(stats, listed_at)
     summary, unchanged = _record_new(conn, cm, key, location, stats, None, set(named), [], [], rewritten, out)
     complete = before.count - replaced + unchanged == 0
     out.change = DataChange(tuple(out.change.added), (), complete, summary.count, summary.digest)
