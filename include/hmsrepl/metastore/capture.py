@@ -72,7 +72,9 @@ LINUX_REALTIME_COARSE = 5
 def _clock_tick_ns() -> int:
     """How far a file's modification time may lag the write it stamps on this machine: the kernel stamps
     writes with its coarse clock, which advances once a tick (1-10 ms); twice its step, at least 10 ms."""
-    coarse = getattr(time, "CLOCK_REALTIME_COARSE", LINUX_REALTIME_COARSE if sys.platform == "linux" else None)
+    coarse = getattr(
+        time, "CLOCK_REALTIME_COARSE", LINUX_REALTIME_COARSE if sys.platform == "linux" else None
+    )
     try:
         step = time.clock_getres(coarse) if coarse is not None else 0.01
     except OSError:  # no coarse clock to ask: the slowest common tick
