@@ -347,15 +347,61 @@ def test_a_file_touched_on_the_source_does_not_stop_the_next_append_going_in_pla
     assert verify(source, "sales", target, "sales_dr") == []
 
 
-def test_an_append_in_a_batch_that_drops_another_partition_takes_a_new_version(engine, source, target):
-    """The drop shows at the commit, the file renamed in place only after it: a reader would see d2 gone
-    and d1 without its new file, a state the source never had (it appended first). d1 takes a new version,
-    switched at the same commit."""
+def test_an_append_and_a_drop_of_another_partition_commit_apart_and_the_append_goes_in_place(
+    engine, source, target, monkeypatch
+):
+    """The drop shows at its commit, a file added in place only after it: in one transaction a reader would
+    see d2 gone and d1 without its new file, a state the source never had (it appended first). The load
+    commits the append first, in place, then the drop."""
     seed_two_days(source)
     bootstrap(engine)
     before = day_dir(target, "d1")
     append(source, "a1.parquet", b"a1", day="d1")
     source.catalog.drop_partitions("sales", "orders", [["d2"]])
+    seen = states_at_commits(target, monkeypatch)
     incremental(engine)
-    assert day_dir(target, "d1") != before
+    assert day_dir(target, "d1") == before, "d1 took a new version"
+    assert seen == [(["d1", "d2"], [])]  # the append's commit, d2 still there
     assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_an_hour_rollover_in_one_load_appends_in_place_to_the_hour_it_leaves(
+    engine, source, target, monkeypatch
+):
+    """Appends to d1, d3 added with its first file, then appends to both (late rows for d1): d1 keeps its
+    directory and takes its files in place; d3 appears at its own commit, after d1's earlier file."""
+    seed(source)
+    bootstrap(engine)
+    before = day_dir(target, "d1")
+    append(source, "a1.parquet", b"a1")
+    orders = source.catalog.get_table("sales", "orders")
+    write_file(f"{(orders.sd.location or '').rstrip('/')}/day=d3", "c0.parquet", b"c0")  # Spark: data first
+    source.catalog.add_partitions("sales", "orders", [make_partition(orders, "d3")])
+    append(source, "a2.parquet", b"a2")
+    append(source, "c1.parquet", b"c1", day="d3")
+    seen = states_at_commits(target, monkeypatch)
+    order = published_in_order(monkeypatch)
+    _, loaded = incremental(engine)
+    assert day_dir(target, "d1") == before, "the hour left behind took a new version"
+    assert order == [["a1.parquet"], ["a2.parquet", "c1.parquet"]]
+    # a1's commit, d3's (a1 renamed before it), a2's and c1's (a2 still staged)
+    assert seen == [(["d1"], []), (["d1", "d3"], ["a1.parquet"]), (["d1", "d3"], ["a1.parquet"])]
+    assert loaded.stats.files_copied == 4
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def states_at_commits(
+    target: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[list[str], list[str]]]:
+    """What a reader of the replica sees at each commit that leaves file work behind, before that work:
+    the partitions, and the files appended to d1 (``a*``) that are in place."""
+    seen: list[tuple[list[str], list[str]]] = []
+    real = FileIntents._after_commit
+
+    def spy(self: FileIntents, intents) -> None:  # type: ignore[no-untyped-def]
+        names = sorted(p.values[0] for p in target.catalog.get_partitions("sales_dr", "orders"))
+        seen.append((names, sorted(p.name for p in day_dir(target, "d1").glob("a*"))))
+        real(self, intents)
+
+    monkeypatch.setattr(FileIntents, "_after_commit", spy)
+    return seen

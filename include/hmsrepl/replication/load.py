@@ -520,7 +520,7 @@ class LoadEngine:
         ids = pending.ids
         for start in range(0, len(ids), BATCH_EVENTS):
             read = [pending.take(dump, event_id) for event_id in ids[start : start + BATCH_EVENTS]]
-            for batch in split_before_reuse([(event, parse_event(event)) for event in read]):
+            for batch in load_batches([(event, parse_event(event)) for event in read]):
                 with self._batch(writer):
                     position = writer.locked_last_id()  # another load may have got further meanwhile
                     batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
@@ -570,7 +570,9 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
     every event of the batch on the table is a partition write adding one file (or none), and the batch has
     no database-level event (which would split the table's run in two): its files are then renamed in the
     source's order, across its partitions (A B A as well as A A B), provided every one of those partitions
-    can be added in place (``TargetWriter.put_partitions`` checks them together).
+    can be added in place (``TargetWriter.put_partitions`` checks them together). ``load_batches`` keeps a
+    table's appends and its reshapes in separate batches, so the usual reshape (an hour rollover, a rolling
+    window's drop) costs an extra commit, not new versions.
     """
     changed: dict[str, set[str | None]] = {}
     appends: dict[str, bool] = {}  # table -> every event on it is a one-file partition write
@@ -619,9 +621,47 @@ def _one_file_partition_write(msg: Message) -> bool:
     return all(adds_one_file(obj.change) or obj.change.is_empty for obj in msg.objects())
 
 
-def split_before_reuse(
-    events: list[tuple[dict[str, Any], Message]],
-) -> list[list[tuple[dict[str, Any], Message]]]:
+EventBatch = list[tuple[dict[str, Any], Message]]
+
+
+def load_batches(events: EventBatch) -> Iterator[EventBatch]:
+    """The transactions a run of events is applied in: cut where a drop's name is reused
+    (``split_before_reuse``) and between a table's appends and a change to its shape
+    (``split_appends_from_reshapes``)."""
+    for reused in split_before_reuse(events):
+        yield from split_appends_from_reshapes(reused)
+
+
+def split_appends_from_reshapes(events: EventBatch) -> list[EventBatch]:
+    """Cut a batch between a table's one-file appends and an event that adds, drops or renames one of its
+    partitions or the table, in either order.
+
+    Files added in place appear after their batch's commit, a reshape at it; in one batch the appends'
+    partitions would take new versions instead (``in_place_tables``), copying or linking every file they
+    keep. Cut, each part commits on its own and its appends go in place: readers see the source's states in
+    its order, at the cost of one more transaction. The usual case is an hour rollover (appends to hour h,
+    hour h+1 added, appends to both), once an hour per table, or a rolling window dropping its oldest day.
+    """
+    out: list[EventBatch] = [[]]
+    appended: set[str] = set()  # tables with a one-file append in the current part
+    reshaped: set[str] = set()  # tables with a partition (or the table) added, dropped or renamed in it
+    for event, msg in events:
+        names = {str(name) for name in (msg.table_name, msg.rename_target) if name is not None}
+        reshapes = _reshapes(msg)
+        appends = not reshapes and any(adds_one_file(obj.change) for obj in msg.objects())
+        if out[-1] and names & (appended if reshapes else reshaped if appends else set()):
+            out.append([])
+            appended.clear()
+            reshaped.clear()
+        out[-1].append((event, msg))
+        if reshapes:
+            reshaped |= names
+        elif appends:
+            appended |= names
+    return [batch for batch in out if batch]
+
+
+def split_before_reuse(events: EventBatch) -> list[EventBatch]:
     """Cut a batch where a table or partition dropped in it gets data at its name again.
 
     A drop removes the target's files only once its transaction commits; in a batch that later creates,
@@ -629,7 +669,7 @@ def split_before_reuse(
     directory). Each cut commits the drop first; readers still see only states the source had. Partitions
     count by name: dropping one partition and adding another (a rolling window) needs no cut.
     """
-    out: list[list[tuple[dict[str, Any], Message]]] = [[]]
+    out: list[EventBatch] = [[]]
     dropped_tables: set[str] = set()
     dropped_parts: set[tuple[str, str]] = set()
     for event, msg in events:
