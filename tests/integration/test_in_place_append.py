@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hmsrepl.acid import InsertOnlyWriter, visible_files
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.intents import FileIntents
@@ -23,7 +24,7 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.target import TargetWriter
 from hmsrepl.replication.verify import capture_state, diff_states, replica_leftovers, verify
 from hmsrepl.storage.local import local_path
-from tests.helpers import make_partition, write_file
+from tests.helpers import make_partition, make_table, write_file
 from tests.integration.test_replica_listing import FILES, append, append_two, bootstrap, incremental, seed
 
 
@@ -405,3 +406,23 @@ def states_at_commits(
 
     monkeypatch.setattr(FileIntents, "_after_commit", spy)
     return seen
+
+
+def test_an_acid_transaction_between_two_partitions_appends_leaves_them_in_place(engine, source, target):
+    """Transactions of an ACID table in the same database (events without a table of their own) do not
+    touch a plain table's partitions: appends to two of them around an ACID write still go in place."""
+    seed_two_days(source)
+    source.catalog.create_table(
+        make_table("sales", "ledger", transactional="true", transactional_properties="insert_only")
+    )
+    bootstrap(engine)
+    before = {day: day_dir(target, day) for day in ("d1", "d2")}
+    append(source, "a1.parquet", b"a1", day="d1")
+    writer = InsertOnlyWriter(source, "sales", "ledger", None, heartbeat=False).begin()
+    write_file(writer.target_uri, "part-0.txt", b"ledger rows")
+    writer.commit()
+    append(source, "b1.parquet", b"b1", day="d2")
+    incremental(engine)
+    assert {day: day_dir(target, day) for day in before} == before, "a partition took a new version"
+    assert visible_files(target, "sales_dr", "ledger", None) != []
+    assert verify(source, "sales", target, "sales_dr") == []

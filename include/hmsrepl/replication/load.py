@@ -568,7 +568,8 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
     renames one of its partitions or the table (those show at the commit), and either its data changes in
     one object only (readers see it before the batch, then after), or several of its partitions change,
     every event of the batch on the table is a partition write adding one file (or none), and the batch has
-    no database-level event (which would split the table's run in two): its files are then renamed in the
+    no database event (which would split the table's run in two; a transaction's events touch ACID tables
+    only, which never take files in place, and split no other table's run): its files are then renamed in the
     source's order, across its partitions (A B A as well as A A B), provided every one of those partitions
     can be added in place (``TargetWriter.put_partitions`` checks them together). ``load_batches`` keeps a
     table's appends and its reshapes in separate batches, so the usual reshape (an hour rollover, a rolling
@@ -582,7 +583,7 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
         for obj in msg.objects():
             changed.setdefault(str(obj.snapshot.get("table_name")), set()).add(obj.partition_name)
         if msg.table_name is None:
-            database_level = True
+            database_level = database_level or spec_of(msg.kind).scope is not Scope.TXN
             continue
         names = {str(name) for name in (msg.table_name, msg.rename_target) if name is not None}
         if _reshapes(msg):
@@ -717,7 +718,14 @@ class PartitionRuns:
         return True
 
     def flush_for(self, msg: Message) -> None:
-        """Flush the runs an event depends on: its table's (both names for a rename), or all for db events."""
+        """Flush the runs an event depends on: its table's (both names for a rename), every transactional
+        table's for a transaction's event (it writes ACID tables only), all for database events."""
+        if msg.table_name is None and spec_of(msg.kind).scope is Scope.TXN:
+            for name in [
+                name for name, table in self.tables.items() if acid_replay.is_acid_snapshot(dict(table))
+            ]:
+                self._flush_table(name)
+            return
         if msg.table_name is None:
             self.flush()
             return
