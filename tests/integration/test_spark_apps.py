@@ -27,7 +27,7 @@ from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.spark.copy import MAX_GROUP_ITEMS, balance, group_count
 from hmsrepl.storage.local import local_path
-from tests.helpers import make_partition, make_table, open_store, side_args, write_file
+from tests.helpers import make_partition, make_table, open_store, settle, side_args, write_file
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "spark_apps"
@@ -108,6 +108,7 @@ def seed(store: Metastore) -> None:
         [part] = catalog.add_partitions("sales", "orders", [make_partition(orders, day)])
         write_file(part.sd.location, f"part-{day}.parquet", f"rows of {day}".encode())
         write_file(part.sd.location, "_SUCCESS", b"")  # hidden: not data, not replicated
+        settle()  # recorded with their times (trusted by the dump below)
         catalog.insert("sales", "orders", [day])
     plain = catalog.create_table(make_table("sales", "plain"))
     write_file(plain.sd.location, "000000_0", b"a,1\nb,2\n")
