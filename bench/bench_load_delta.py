@@ -1,7 +1,7 @@
 """Load of one incremental event that adds one 4 KB file, by what the target partition already holds.
 
     python bench/bench_load_delta.py [--repeats 5] [--small 10000] [--big 10] [--big-mib 256] [--backend sqlite]
-                                     [--appends 1] [--partitions 1] [--interleave]
+                                     [--appends 1] [--partitions 1] [--interleave] [--rollover]
 
 For a target partition holding 1 small file, ``--small`` small files and ``--big`` files of ``--big-mib`` MiB,
 each repeat appends one 4 KB file on the source (one INSERT event), dumps it, and times ``REPL LOAD`` of that
@@ -12,7 +12,9 @@ min over the repeats and each median's ratio to the 1-file case (goal: within 2x
 ``--appends N`` each load takes N such events (a streaming writer's appends between two loads); with
 ``--partitions K`` the table has K such partitions and each load's appends go to them in turn, a run of
 N/K appends each (a writer crossing into the next hour's partition), or with ``--interleave`` one append
-each in turn (a streaming job writing a file per partition per micro-batch). Set-up
+each in turn (a streaming job writing a file per partition per micro-batch). With ``--rollover`` each load's
+appends are followed by a new partition holding one file (the writer crossing into the next hour; the
+partition it leaves must not take a new version for it). Set-up
 (writing the partitions, the bootstrap) is not timed. Replaced versions are retired at once (grace 0), inside
 the timed load, as they would be by the next load.
 """
@@ -74,6 +76,7 @@ def bench_case(
     appends: int = 1,
     partitions: int = 1,
     interleave: bool = False,
+    rollover: bool = False,
 ) -> dict:
     with ExitStack() as stack:
         source = open_store(stack, backend, root, "src")
@@ -111,6 +114,12 @@ def bench_case(
                 write_random(directories[value] / name, NEW_FILE_BYTES)
                 written.append(str(directories[value] / name))
                 source.catalog.insert("bench", "t", [value], new_files=[written[-1]])
+            if rollover:  # the next hour: its first file written, then its partition added (Spark's order)
+                hour = f"h{r:03d}"
+                directory = Path(local_path(table.sd.location or "")) / f"p={hour}"
+                directory.mkdir(parents=True)
+                write_random(directory / "part-00000.parquet", NEW_FILE_BYTES)
+                source.catalog.add_partitions("bench", "t", [make_partition(table, hour)])
             last = engine.execute("REPL STATUS as_captured")
             dump = engine.execute(f"REPL DUMP bench FROM {last}").dump_dir
             formats.update(message_versions(dump))
@@ -162,6 +171,7 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=1, help="one-file INSERTs per load (default 1)")
     parser.add_argument("--partitions", type=int, default=1, help="partitions the appends go to, in turn")
     parser.add_argument("--interleave", action="store_true", help="one append per partition in turn")
+    parser.add_argument("--rollover", action="store_true", help="a new partition after each load's appends")
     args = parser.parse_args()
     cases = [
         ("1 small file", 1, args.small_bytes),
@@ -182,11 +192,13 @@ def main() -> None:
                     args.appends,
                     args.partitions,
                     args.interleave,
+                    args.rollover,
                 )
             )
     print(
         f"load of {args.appends} incremental event(s) each adding one {NEW_FILE_BYTES // 1024} KB file "
-        f"to {args.partitions} partition(s) in turn{' (interleaved)' if args.interleave else ''}, "
+        f"to {args.partitions} partition(s) in turn{' (interleaved)' if args.interleave else ''}"
+        f"{', then a new partition' if args.rollover else ''}, "
         f"{args.backend}, "
         f"{args.repeats} repeats; python {sys.version.split()[0]}"
     )
