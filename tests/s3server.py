@@ -174,6 +174,15 @@ class FaultyProxy:
 
 
 REQUEST_METHODS = (b"GET ", b"HEAD ", b"PUT ", b"POST ", b"DELETE ")
+_DENIED_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+    b"<Message>Access Denied</Message></Error>"
+)
+ACCESS_DENIED = (
+    b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\n"
+    + f"Content-Length: {len(_DENIED_BODY)}\r\n\r\n".encode()
+    + _DENIED_BODY
+)
 
 
 @contextmanager
@@ -185,6 +194,7 @@ def faulty_proxy(
     cut_rate: float = 0.35,
     max_cut: int = 256 * 1024,
     cut_heads: bool = False,
+    deny_versioning: bool = False,
 ) -> Iterator[FaultyProxy]:
     """A TCP proxy on loopback that breaks connections at random, the way networks and stores do.
 
@@ -193,7 +203,8 @@ def faulty_proxy(
     the request); and the answer to an object GET (not a listing) is, with ``cut_rate``, cut after a random
     number of bytes up to ``max_cut`` (headers included), by a close (a truncated body) or a reset, half of
     each. Only object GETs are cut (and object HEADs, with ``cut_heads``): answers to writes cannot be cut
-    without making their retries act twice.
+    without making their retries act twice. With ``deny_versioning`` it answers GetBucketVersioning itself
+    with S3's 403 AccessDenied, as for credentials without ``s3:GetBucketVersioning``.
     """
     import random as _random
     import socket
@@ -268,6 +279,9 @@ def faulty_proxy(
                         reset(client)
                         break
                     path = line.split(b" ")[1] if b" " in line else b""
+                    if deny_versioning and line.startswith(b"GET ") and b"?versioning" in path:
+                        client.sendall(ACCESS_DENIED)
+                        continue
                     readers = (b"GET ", b"HEAD ") if cut_heads else (b"GET ",)
                     object_get = (
                         line.startswith(readers) and b"list-type" not in path and path.count(b"/") >= 2

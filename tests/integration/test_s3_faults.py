@@ -24,9 +24,9 @@ from hmsrepl.storage import filesystem_for
 from hmsrepl.storage.base import copy_file, register_filesystem, unregister_filesystem
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
-from hmsrepl.storage.s3 import ResumingBody, S3FileSystem
+from hmsrepl.storage.s3 import ResumingBody, S3FileSystem, _head_doubt
 from tests.helpers import make_partition, make_table
-from tests.s3server import FaultyProxy, create_bucket, faulty_proxy, new_bucket_name
+from tests.s3server import FaultyProxy, counting, create_bucket, faulty_proxy, new_bucket_name
 
 SIZES = (0, 1, 1000, 64 * 1024, 300_000, 1 << 20, 3 * (1 << 20) + 17)
 
@@ -108,10 +108,14 @@ def test_an_answer_cut_in_its_headers_is_asked_again_not_read_as_empty(s3_env: A
     assert proxy.cuts >= 1, f"no answer was cut: {proxy}"
 
 
-def test_head_answers_cut_in_their_headers_never_give_a_wrong_identity(s3_env: Any, s3_client: Any) -> None:
+@pytest.mark.parametrize("versioning", ["readable", "denied"])
+def test_head_answers_cut_in_their_headers_never_give_a_wrong_identity(
+    s3_env: Any, s3_client: Any, versioning: str
+) -> None:
     """A HEAD answer cut in its headers lacks the headers after the cut and has its last one shortened:
     without care it records a file with no version (or a shortened one), or a checksum of a shortened size.
-    Identities read through a network that cuts HEAD answers equal those read directly."""
+    Identities read through a network that cuts HEAD answers equal those read directly, also with
+    credentials that may not ask whether the bucket is versioned."""
     name = create_bucket(s3_client, new_bucket_name("cuthead"), versioned=True)
     direct = S3FileSystem(endpoint_url=s3_env.endpoint_url)
     uris = []
@@ -129,7 +133,13 @@ def test_head_answers_cut_in_their_headers_never_give_a_wrong_identity(s3_env: A
     print(f"faulty proxy seed {seed}")
     # Cuts within the first 600 bytes of HEAD and GET answers: a HEAD answer is about 500 bytes long.
     with faulty_proxy(
-        s3_env.endpoint_url, seed=seed, reset_rate=0.0, cut_rate=0.3, max_cut=600, cut_heads=True
+        s3_env.endpoint_url,
+        seed=seed,
+        reset_rate=0.0,
+        cut_rate=0.3,
+        max_cut=600,
+        cut_heads=True,
+        deny_versioning=versioning == "denied",
     ) as proxy:
         through = S3FileSystem(endpoint_url=proxy.endpoint_url)
         for _ in range(4):
@@ -139,6 +149,36 @@ def test_head_answers_cut_in_their_headers_never_give_a_wrong_identity(s3_env: A
             if proxy.cuts >= 20:
                 break
     assert proxy.cuts >= 20, f"too few answers were cut to test anything: {proxy}"
+
+
+def test_without_leave_to_ask_about_versioning_an_answer_cut_before_its_version_id_is_doubted(
+    s3_env: Any, s3_client: Any
+) -> None:
+    """AWS orders a HEAD answer's headers ... ETag, x-amz-server-side-encryption, x-amz-version-id ...: cut
+    between the two, the answer ends in a whole header this code does not read and only the bucket's
+    versioning tells that an id is missing. Credentials that may not ask (403 AccessDenied, answered by the
+    proxy as S3 would) must not make it count as unversioned; an unversioned bucket then costs a second
+    HEAD per object (two answers alike), and identities stay right."""
+    versioned = create_bucket(s3_client, new_bucket_name("denied"), versioned=True)
+    plain = create_bucket(s3_client, new_bucket_name("denied"), versioned=False)
+    cut = {
+        "ContentLength": 10,
+        "LastModified": "2026-11-26T00:00:00Z",
+        "ETag": '"0123"',
+        "ResponseMetadata": {
+            "HTTPHeaders": {"last-modified": "x", "etag": '"0123"', "x-amz-server-side-encryption": "AES256"}
+        },
+    }
+    with faulty_proxy(
+        s3_env.endpoint_url, seed=0, reset_rate=0.0, cut_rate=0.0, deny_versioning=True
+    ) as proxy:
+        through = S3FileSystem(endpoint_url=proxy.endpoint_url)
+        assert _head_doubt(cut, lambda: through._versioned(versioned)) == "its version id is missing"
+        s3_client.put_object(Bucket=plain, Key="k", Body=b"plain rows")
+        with counting(through.client) as calls:
+            identity = through.identify(f"s3://{plain}/k")
+        assert identity == S3FileSystem(endpoint_url=s3_env.endpoint_url).identify(f"s3://{plain}/k")
+        assert identity.version_id is None and calls["HeadObject"] == 2
 
 
 def test_an_object_replaced_while_being_read_fails_instead_of_mixing_versions(

@@ -339,18 +339,25 @@ class S3FileSystem(FileSystem):
         """Whether ``bucket`` has (or had) versioning on, so that every HEAD answer names a version.
 
         Asked once per bucket and process, and only when an answer came without a version id. Without the
-        permission to ask (``s3:GetBucketVersioning``) the bucket counts as unversioned: a HEAD answer cut
-        before its version id is then not recognised. An answer lost on the way is not remembered.
+        permission to ask (``s3:GetBucketVersioning``) the bucket may be versioned: every answer without a
+        version id is then asked again until two agree (one more HEAD per object in an unversioned bucket),
+        rather than trusting an answer cut before its version id. An answer lost on the way counts the same
+        and is not remembered.
         """
         known = self._versioning.get(bucket)
         if known is None:
             try:
                 status = self.client.get_bucket_versioning(Bucket=bucket).get("Status")
-            except ClientError:
-                status = None
+            except ClientError as exc:
+                log.info(
+                    "cannot tell whether bucket '%s' is versioned (%s): HEAD answers are confirmed",
+                    bucket,
+                    _code(exc),
+                )
+                status = "Unknown"
             except (BotoCoreError, ValueError):
-                return False
-            known = self._versioning[bucket] = status in ("Enabled", "Suspended")
+                return True
+            known = self._versioning[bucket] = status in ("Enabled", "Suspended", "Unknown")
         return known
 
     def _require_head(self, uri: str) -> dict[str, Any]:
