@@ -426,3 +426,25 @@ def test_an_acid_transaction_between_two_partitions_appends_leaves_them_in_place
     assert {day: day_dir(target, day) for day in before} == before, "a partition took a new version"
     assert visible_files(target, "sales_dr", "ledger", None) != []
     assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_appends_to_two_partitions_around_a_database_change_go_in_place_in_batches_of_their_own(
+    engine, source, target, monkeypatch
+):
+    """A database event shows at its commit (a replica's own log holds one per load, read by the next
+    replica in a chain): the appends before it commit first, those after it next, all in place."""
+    seed_two_days(source)
+    bootstrap(engine)
+    before = {day: day_dir(target, day) for day in ("d1", "d2")}
+    append(source, "a1.parquet", b"a1", day="d1")
+    append(source, "b1.parquet", b"b1", day="d2")
+    sales = source.catalog.get_database("sales")
+    source.catalog.alter_database("sales", sales.model_copy(update={"parameters": {"owner_team": "ops"}}))
+    append(source, "a2.parquet", b"a2", day="d1")
+    append(source, "b2.parquet", b"b2", day="d2")
+    order = published_in_order(monkeypatch)
+    incremental(engine)
+    assert {day: day_dir(target, day) for day in before} == before, "a partition took a new version"
+    assert order == [["a1.parquet", "b1.parquet"], ["a2.parquet", "b2.parquet"]]
+    assert target.catalog.get_database("sales_dr").parameters.get("owner_team") == "ops"
+    assert verify(source, "sales", target, "sales_dr") == []

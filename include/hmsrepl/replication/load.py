@@ -627,7 +627,7 @@ EventBatch = list[tuple[dict[str, Any], Message]]
 
 def load_batches(events: EventBatch) -> Iterator[EventBatch]:
     """The transactions a run of events is applied in: cut where a drop's name is reused
-    (``split_before_reuse``) and between a table's appends and a change to its shape
+    (``split_before_reuse``) and between a table's appends and a change to its shape or a database event
     (``split_appends_from_reshapes``)."""
     for reused in split_before_reuse(events):
         yield from split_appends_from_reshapes(reused)
@@ -635,26 +635,35 @@ def load_batches(events: EventBatch) -> Iterator[EventBatch]:
 
 def split_appends_from_reshapes(events: EventBatch) -> list[EventBatch]:
     """Cut a batch between a table's one-file appends and an event that adds, drops or renames one of its
-    partitions or the table, in either order.
+    partitions or the table, or a database event, in either order.
 
     Files added in place appear after their batch's commit, a reshape at it; in one batch the appends'
     partitions would take new versions instead (``in_place_tables``), copying or linking every file they
     keep. Cut, each part commits on its own and its appends go in place: readers see the source's states in
-    its order, at the cost of one more transaction. The usual case is an hour rollover (appends to hour h,
-    hour h+1 added, appends to both), once an hour per table, or a rolling window dropping its oldest day.
+    its order, at the cost of one more transaction. The usual cases are an hour rollover (appends to hour h,
+    hour h+1 added, appends to both), once an hour per table, a rolling window dropping its oldest day, and
+    a replica's own log read by the next replica in a chain (an ALTER_DATABASE, the position, per load).
     """
     out: list[EventBatch] = [[]]
     appended: set[str] = set()  # tables with a one-file append in the current part
     reshaped: set[str] = set()  # tables with a partition (or the table) added, dropped or renamed in it
+    database_event = False  # the current part holds a database event (it reshapes every table's order)
     for event, msg in events:
         names = {str(name) for name in (msg.table_name, msg.rename_target) if name is not None}
-        reshapes = _reshapes(msg)
+        database = msg.table_name is None and spec_of(msg.kind).scope is Scope.DATABASE
+        reshapes = database or _reshapes(msg)
         appends = not reshapes and any(adds_one_file(obj.change) for obj in msg.objects())
-        if out[-1] and names & (appended if reshapes else reshaped if appends else set()):
+        if reshapes:
+            clash = bool(appended) if database else bool(names & appended)
+        else:
+            clash = appends and (database_event or bool(names & reshaped))
+        if out[-1] and clash:
             out.append([])
             appended.clear()
             reshaped.clear()
+            database_event = False
         out[-1].append((event, msg))
+        database_event = database_event or database
         if reshapes:
             reshaped |= names
         elif appends:
