@@ -375,6 +375,7 @@ def _record_new(
         added.extend(uri for rel, uri in zip(batch, encoded, strict=True) if rel not in same)
         out.named.extend(uri for rel, uri in zip(batch, encoded, strict=True) if rel in wanted)
         first = start == 0
+        records = [r for r in records if known.get(r.rel_path) != r]  # read again, still as recorded
         summary = listings.apply(
             conn, key, [*records, *(refreshed if first else ())], removed if first else ()
         )
