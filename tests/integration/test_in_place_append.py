@@ -18,6 +18,7 @@ from hmsrepl.acid import InsertOnlyWriter, visible_files
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.intents import FileIntents
+from hmsrepl.metastore.model import Function
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.filecopy import is_staging_name
 from hmsrepl.replication.load import repl_status
@@ -408,7 +409,9 @@ def states_at_commits(
     return seen
 
 
-def test_an_acid_transaction_between_two_partitions_appends_leaves_them_in_place(engine, source, target):
+def test_an_acid_transaction_between_two_partitions_appends_leaves_them_in_place(
+    engine, source, target, monkeypatch
+):
     """Transactions of an ACID table in the same database (events without a table of their own) do not
     touch a plain table's partitions: appends to two of them around an ACID write still go in place."""
     seed_two_days(source)
@@ -422,8 +425,10 @@ def test_an_acid_transaction_between_two_partitions_appends_leaves_them_in_place
     write_file(writer.target_uri, "part-0.txt", b"ledger rows")
     writer.commit()
     append(source, "b1.parquet", b"b1", day="d2")
+    order = published_in_order(monkeypatch)
     incremental(engine)
     assert {day: day_dir(target, day) for day in before} == before, "a partition took a new version"
+    assert order == [["a1.parquet", "b1.parquet"]]  # one batch: the transaction cut nothing
     assert visible_files(target, "sales_dr", "ledger", None) != []
     assert verify(source, "sales", target, "sales_dr") == []
 
@@ -447,4 +452,23 @@ def test_appends_to_two_partitions_around_a_database_change_go_in_place_in_batch
     assert {day: day_dir(target, day) for day in before} == before, "a partition took a new version"
     assert order == [["a1.parquet", "b1.parquet"], ["a2.parquet", "b2.parquet"]]
     assert target.catalog.get_database("sales_dr").parameters.get("owner_team") == "ops"
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_function_created_between_two_partitions_appends_leaves_them_in_place(
+    engine, source, target, monkeypatch
+):
+    """A function touches no table: it neither splits the table's run nor cuts the batch; the appends go in
+    place together."""
+    seed_two_days(source)
+    bootstrap(engine)
+    before = {day: day_dir(target, day) for day in ("d1", "d2")}
+    append(source, "a1.parquet", b"a1", day="d1")
+    source.catalog.create_function(Function(function_name="f", db_name="sales", class_name="com.example.F"))
+    append(source, "b1.parquet", b"b1", day="d2")
+    order = published_in_order(monkeypatch)
+    incremental(engine)
+    assert {day: day_dir(target, day) for day in before} == before, "a partition took a new version"
+    assert order == [["a1.parquet", "b1.parquet"]]
+    assert target.catalog.get_function("sales_dr", "f").class_name == "com.example.F"
     assert verify(source, "sales", target, "sales_dr") == []

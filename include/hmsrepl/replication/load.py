@@ -568,8 +568,7 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
     renames one of its partitions or the table (those show at the commit), and either its data changes in
     one object only (readers see it before the batch, then after), or several of its partitions change,
     every event of the batch on the table is a partition write adding one file (or none), and the batch has
-    no database event (which would split the table's run in two; a transaction's events touch ACID tables
-    only, which never take files in place, and split no other table's run): its files are then renamed in the
+    no database event (``database_event``, which would split the table's run in two): its files are then renamed in the
     source's order, across its partitions (A B A as well as A A B), provided every one of those partitions
     can be added in place (``TargetWriter.put_partitions`` checks them together). ``load_batches`` keeps a
     table's appends and its reshapes in separate batches, so the usual reshape (an hour rollover, a rolling
@@ -583,7 +582,7 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
         for obj in msg.objects():
             changed.setdefault(str(obj.snapshot.get("table_name")), set()).add(obj.partition_name)
         if msg.table_name is None:
-            database_level = database_level or spec_of(msg.kind).scope is not Scope.TXN
+            database_level = database_level or database_event(msg)
             continue
         names = {str(name) for name in (msg.table_name, msg.rename_target) if name is not None}
         if _reshapes(msg):
@@ -596,6 +595,13 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
         for table, objects in changed.items()
         if table not in reshaped and (len(objects) == 1 or (not database_level and appends.get(table, False)))
     )
+
+
+def database_event(msg: Message) -> bool:
+    """An event without a table that every table's run must be applied before (a database's creation,
+    change or drop). A transaction's events write ACID tables only (``PartitionRuns.flush_for``) and a
+    function's touch no table: neither orders a plain table's writes."""
+    return msg.table_name is None and spec_of(msg.kind).scope not in (Scope.TXN, Scope.FUNCTION)
 
 
 def _reshapes(msg: Message) -> bool:
@@ -647,23 +653,23 @@ def split_appends_from_reshapes(events: EventBatch) -> list[EventBatch]:
     out: list[EventBatch] = [[]]
     appended: set[str] = set()  # tables with a one-file append in the current part
     reshaped: set[str] = set()  # tables with a partition (or the table) added, dropped or renamed in it
-    database_event = False  # the current part holds a database event (it reshapes every table's order)
+    database_seen = False  # the current part holds a database event (it reshapes every table's order)
     for event, msg in events:
         names = {str(name) for name in (msg.table_name, msg.rename_target) if name is not None}
-        database = msg.table_name is None and spec_of(msg.kind).scope is Scope.DATABASE
+        database = database_event(msg)
         reshapes = database or _reshapes(msg)
         appends = not reshapes and any(adds_one_file(obj.change) for obj in msg.objects())
         if reshapes:
             clash = bool(appended) if database else bool(names & appended)
         else:
-            clash = appends and (database_event or bool(names & reshaped))
+            clash = appends and (database_seen or bool(names & reshaped))
         if out[-1] and clash:
             out.append([])
             appended.clear()
             reshaped.clear()
-            database_event = False
+            database_seen = False
         out[-1].append((event, msg))
-        database_event = database_event or database
+        database_seen = database_seen or database
         if reshapes:
             reshaped |= names
         elif appends:
@@ -727,16 +733,17 @@ class PartitionRuns:
         return True
 
     def flush_for(self, msg: Message) -> None:
-        """Flush the runs an event depends on: its table's (both names for a rename), every transactional
-        table's for a transaction's event (it writes ACID tables only), all for database events."""
-        if msg.table_name is None and spec_of(msg.kind).scope is Scope.TXN:
-            for name in [
-                name for name, table in self.tables.items() if acid_replay.is_acid_snapshot(dict(table))
-            ]:
-                self._flush_table(name)
-            return
+        """Flush the runs an event depends on: its table's (both names for a rename), all for a database
+        event, every transactional table's for a transaction's event (it writes ACID tables only), none for
+        a function's."""
         if msg.table_name is None:
-            self.flush()
+            if database_event(msg):
+                self.flush()
+            elif spec_of(msg.kind).scope is Scope.TXN:
+                for name in [
+                    n for n, table in self.tables.items() if acid_replay.is_acid_snapshot(dict(table))
+                ]:
+                    self._flush_table(name)
             return
         names = {msg.table_name}
         if isinstance(msg, AlterTableMessage):
