@@ -2,6 +2,7 @@
 
     python bench/bench_load_delta.py [--repeats 5] [--small 10000] [--big 10] [--big-mib 256] [--backend sqlite]
                                      [--appends 1] [--partitions 1] [--interleave] [--rollover]
+                                     [--files-per-append 1]
 
 For a target partition holding 1 small file, ``--small`` small files and ``--big`` files of ``--big-mib`` MiB,
 each repeat appends one 4 KB file on the source (one INSERT event), dumps it, and times ``REPL LOAD`` of that
@@ -14,7 +15,8 @@ min over the repeats and each median's ratio to the 1-file case (goal: within 2x
 N/K appends each (a writer crossing into the next hour's partition), or with ``--interleave`` one append
 each in turn (a streaming job writing a file per partition per micro-batch). With ``--rollover`` each load's
 appends are followed by a new partition holding one file (the writer crossing into the next hour; the
-partition it leaves must not take a new version for it). Set-up
+partition it leaves must not take a new version for it). ``--files-per-append K`` makes each INSERT name K
+new files (a Spark append of K tasks: they must appear at once, so the partition takes a new version). Set-up
 (writing the partitions, the bootstrap) is not timed. Replaced versions are retired at once (grace 0), inside
 the timed load, as they would be by the next load.
 """
@@ -77,6 +79,7 @@ def bench_case(
     partitions: int = 1,
     interleave: bool = False,
     rollover: bool = False,
+    files_per_append: int = 1,
 ) -> dict:
     with ExitStack() as stack:
         source = open_store(stack, backend, root, "src")
@@ -111,9 +114,11 @@ def bench_case(
             ):  # one INSERT each: a streaming writer's appends between two loads
                 # A run of appends per partition, in turn; or one append per partition, in turn.
                 value = values[i % partitions] if interleave else values[i * partitions // appends]
-                write_random(directories[value] / name, NEW_FILE_BYTES)
-                written.append(str(directories[value] / name))
-                source.catalog.insert("bench", "t", [value], new_files=[written[-1]])
+                step = [directories[value] / f"{name}.{k}" for k in range(files_per_append)]
+                for path in step:
+                    write_random(path, NEW_FILE_BYTES)
+                written.extend(str(path) for path in step)
+                source.catalog.insert("bench", "t", [value], new_files=[str(path) for path in step])
             if rollover:  # the next hour: its first file written, then its partition added (Spark's order)
                 hour = f"h{r:03d}"
                 directory = Path(local_path(table.sd.location or "")) / f"p={hour}"
@@ -150,7 +155,7 @@ def bench_case(
         for db in ("as_captured",) if refused else ("as_captured", "format_1"):
             loaded_parts = target.catalog.get_partitions_by_names(db, "t", [f"p={v}" for v in values])
             held = sum(len(os.listdir(local_path(p.sd.location))) for p in loaded_parts)
-            assert held == partitions * files + repeats * appends, (db, held)
+            assert held == partitions * files + repeats * appends * files_per_append, (db, held)
         return {
             "label": label,
             "times": times,
@@ -172,6 +177,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1, help="partitions the appends go to, in turn")
     parser.add_argument("--interleave", action="store_true", help="one append per partition in turn")
     parser.add_argument("--rollover", action="store_true", help="a new partition after each load's appends")
+    parser.add_argument("--files-per-append", type=int, default=1, help="new files each INSERT names")
     args = parser.parse_args()
     cases = [
         ("1 small file", 1, args.small_bytes),
@@ -193,10 +199,12 @@ def main() -> None:
                     args.partitions,
                     args.interleave,
                     args.rollover,
+                    args.files_per_append,
                 )
             )
     print(
-        f"load of {args.appends} incremental event(s) each adding one {NEW_FILE_BYTES // 1024} KB file "
+        f"load of {args.appends} incremental event(s) each adding {args.files_per_append} "
+        f"{NEW_FILE_BYTES // 1024} KB file(s) "
         f"to {args.partitions} partition(s) in turn{' (interleaved)' if args.interleave else ''}"
         f"{', then a new partition' if args.rollover else ''}, "
         f"{args.backend}, "
