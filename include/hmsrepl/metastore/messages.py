@@ -184,6 +184,11 @@ class Message:
         """The event gives its table or partition another name (one name leaves the table, another comes)."""
         return self.rename_target is not None
 
+    @property
+    def table_names(self) -> set[str]:
+        """The tables the event names: its own and, for a rename, the new name (none for a database's)."""
+        return {str(name) for name in (self.table_name, self.rename_target) if name is not None}
+
     def objects(self) -> list[ObjectData]:
         """Each object whose data the event changes, with the change."""
         return []

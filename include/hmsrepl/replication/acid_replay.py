@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hmsrepl.acid.directories import base_dir_name, visible_directories
@@ -102,7 +102,7 @@ def wait_for_open_txns(
     return pending
 
 
-def is_acid_snapshot(table: dict[str, Any] | None) -> bool:
+def is_acid_snapshot(table: Mapping[str, Any] | None) -> bool:
     """Whether a table snapshot (an event's or a dump's JSON) is a transactional table."""
     params = (table or {}).get("parameters") or {}
     return str(params.get("transactional", "")).strip().lower() == "true"
@@ -147,7 +147,7 @@ def _commit_for_policy(
 
 
 def _carries_acid_data(event: DumpEvent) -> bool:
-    return is_acid_snapshot(event.message.table) and any(key in event.message.raw for key in DATA_KEYS)  # type: ignore[arg-type]
+    return is_acid_snapshot(event.message.table) and any(key in event.message.raw for key in DATA_KEYS)
 
 
 def _without_acid_data(

@@ -160,7 +160,7 @@ def summarize_message(event_id: int, table: str | None, message: Message) -> Eve
         new_name=message.rename_target,
         partitions=message.partition_names(),
         effects=EFFECTS[kind](message),
-        transactional=is_acid_snapshot(message.table),  # type: ignore[arg-type]
+        transactional=is_acid_snapshot(message.table),
     )
 
 

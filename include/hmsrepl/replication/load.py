@@ -584,7 +584,7 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
         if msg.table_name is None:
             database_level = database_level or database_event(msg)
             continue
-        names = {str(name) for name in (msg.table_name, msg.rename_target) if name is not None}
+        names = msg.table_names
         if _reshapes(msg):
             reshaped |= names
         append = _one_file_partition_write(msg)
@@ -655,7 +655,7 @@ def split_appends_from_reshapes(events: EventBatch) -> list[EventBatch]:
     reshaped: set[str] = set()  # tables with a partition (or the table) added, dropped or renamed in it
     database_seen = False  # the current part holds a database event (it reshapes every table's order)
     for event, msg in events:
-        names = {str(name) for name in (msg.table_name, msg.rename_target) if name is not None}
+        names = msg.table_names
         database = database_event(msg)
         reshapes = database or _reshapes(msg)
         appends = not reshapes and any(adds_one_file(obj.change) for obj in msg.objects())
@@ -740,9 +740,7 @@ class PartitionRuns:
             if database_event(msg):
                 self.flush()
             elif spec_of(msg.kind).scope is Scope.TXN:
-                for name in [
-                    n for n, table in self.tables.items() if acid_replay.is_acid_snapshot(dict(table))
-                ]:
+                for name in [n for n, table in self.tables.items() if acid_replay.is_acid_snapshot(table)]:
                     self._flush_table(name)
             return
         names = {msg.table_name}

@@ -345,19 +345,22 @@ class S3FileSystem(FileSystem):
         and is not remembered.
         """
         known = self._versioning.get(bucket)
-        if known is None:
-            try:
-                status = self.client.get_bucket_versioning(Bucket=bucket).get("Status")
-            except ClientError as exc:
-                log.info(
-                    "cannot tell whether bucket '%s' is versioned (%s): HEAD answers are confirmed",
-                    bucket,
-                    _code(exc),
-                )
-                status = "Unknown"
-            except (BotoCoreError, ValueError):
-                return True
-            known = self._versioning[bucket] = status in ("Enabled", "Suspended", "Unknown")
+        if known is not None:
+            return known
+        try:
+            status = self.client.get_bucket_versioning(Bucket=bucket).get("Status")
+        except ClientError as exc:
+            log.info(
+                "cannot tell whether bucket '%s' is versioned (%s): HEAD answers are confirmed",
+                bucket,
+                _code(exc),
+            )
+            known = True
+        except (BotoCoreError, ValueError):
+            return True
+        else:
+            known = status in ("Enabled", "Suspended")
+        self._versioning[bucket] = known
         return known
 
     def _require_head(self, uri: str) -> dict[str, Any]:
