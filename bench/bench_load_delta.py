@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,19 +69,21 @@ def write_random(path: Path, size: int) -> None:
             left -= n
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What the source writes between two loads (see the module's options)."""
+
+    appends: int = 1
+    partitions: int = 1
+    interleave: bool = False
+    rollover: bool = False
+    files_per_append: int = 1
+
+
 def bench_case(
-    backend: str,
-    root: Path,
-    label: str,
-    files: int,
-    size: int,
-    repeats: int,
-    appends: int = 1,
-    partitions: int = 1,
-    interleave: bool = False,
-    rollover: bool = False,
-    files_per_append: int = 1,
+    backend: str, root: Path, label: str, files: int, size: int, repeats: int, work: Workload
 ) -> dict:
+    appends, partitions = work.appends, work.partitions
     with ExitStack() as stack:
         source = open_store(stack, backend, root, "src")
         target = open_store(stack, backend, root, "dst")
@@ -109,17 +112,18 @@ def bench_case(
         for r in range(repeats):
             names = [f"new-{r:03d}-{i:03d}.parquet" for i in range(appends)]
             written = []
-            for i, name in enumerate(
-                names
-            ):  # one INSERT each: a streaming writer's appends between two loads
-                # A run of appends per partition, in turn; or one append per partition, in turn.
-                value = values[i % partitions] if interleave else values[i * partitions // appends]
-                step = [directories[value] / f"{name}.{k}" for k in range(files_per_append)]
+            # One INSERT each (a streaming writer's appends between two loads): a run of appends per
+            # partition, in turn; or one append per partition, in turn.
+            for i, name in enumerate(names):
+                value = values[i % partitions] if work.interleave else values[i * partitions // appends]
+                step = [directories[value] / f"{name}.{k}" for k in range(work.files_per_append)]
                 for path in step:
                     write_random(path, NEW_FILE_BYTES)
                 written.extend(str(path) for path in step)
                 source.catalog.insert("bench", "t", [value], new_files=[str(path) for path in step])
-            if rollover:  # the next hour: its first file written, then its partition added (Spark's order)
+            if (
+                work.rollover
+            ):  # the next hour: its first file written, then its partition added (Spark's order)
                 hour = f"h{r:03d}"
                 directory = Path(local_path(table.sd.location or "")) / f"p={hour}"
                 directory.mkdir(parents=True)
@@ -155,7 +159,7 @@ def bench_case(
         for db in ("as_captured",) if refused else ("as_captured", "format_1"):
             loaded_parts = target.catalog.get_partitions_by_names(db, "t", [f"p={v}" for v in values])
             held = sum(len(os.listdir(local_path(p.sd.location))) for p in loaded_parts)
-            assert held == partitions * files + repeats * appends * files_per_append, (db, held)
+            assert held == partitions * files + repeats * appends * work.files_per_append, (db, held)
         return {
             "label": label,
             "times": times,
@@ -179,6 +183,7 @@ def main() -> None:
     parser.add_argument("--rollover", action="store_true", help="a new partition after each load's appends")
     parser.add_argument("--files-per-append", type=int, default=1, help="new files each INSERT names")
     args = parser.parse_args()
+    work = Workload(args.appends, args.partitions, args.interleave, args.rollover, args.files_per_append)
     cases = [
         ("1 small file", 1, args.small_bytes),
         (f"{args.small:,} small files", args.small, args.small_bytes),
@@ -187,21 +192,7 @@ def main() -> None:
     results = []
     for label, files, size in cases:
         with tempfile.TemporaryDirectory(prefix="bench-load-delta-") as tmp:
-            results.append(
-                bench_case(
-                    args.backend,
-                    Path(tmp),
-                    label,
-                    files,
-                    size,
-                    args.repeats,
-                    args.appends,
-                    args.partitions,
-                    args.interleave,
-                    args.rollover,
-                    args.files_per_append,
-                )
-            )
+            results.append(bench_case(args.backend, Path(tmp), label, files, size, args.repeats, work))
     print(
         f"load of {args.appends} incremental event(s) each adding {args.files_per_append} "
         f"{NEW_FILE_BYTES // 1024} KB file(s) "
