@@ -702,3 +702,56 @@ def test_a_tampered_append_to_the_second_of_two_partitions_writes_nothing_into_e
     }
     assert after == before  # both in place
     assert verify(scene.source, "sales", scene.target, "sales_dr") == []
+
+
+def test_a_tampered_append_after_an_hour_rollover_leaves_the_replica_at_the_source_state_before_it(
+    scene: Scene,
+) -> None:
+    """An hour rollover commits in parts (appends to d1, then d3 added, then d3's append): a dump whose
+    last append is tampered with fails in its own part. The parts before it stay, each a state the source
+    had; nothing else changes (every other file hashed the same) and the untampered dump then completes."""
+    first = scene.engine.execute("REPL DUMP sales")
+    assert scene.cli_load(first.dump_dir).returncode == 0
+    catalog = scene.source.catalog
+    d1 = catalog.get_partition("sales", "orders", ["d1"])
+    write_file(d1.sd.location, "a1.parquet", b"late rows of d1")
+    catalog.insert("sales", "orders", ["d1"], new_files=[f"{d1.sd.location}/a1.parquet"])
+    orders = catalog.get_table("sales", "orders")
+    write_file(f"{(orders.sd.location or '').rstrip('/')}/day=d3", "c0.parquet", b"first rows of d3")
+    catalog.add_partitions("sales", "orders", [make_partition(orders, "d3")])
+    d3 = catalog.get_partition("sales", "orders", ["d3"])
+    write_file(d3.sd.location, "c1.parquet", b"more rows of d3")
+    catalog.insert("sales", "orders", ["d3"], new_files=[f"{d3.sd.location}/c1.parquet"])
+    [added_d3] = [
+        e.event_id
+        for e in scene.source.events.next_events(first.last_event_id)
+        if e.event_type == "ADD_PARTITION"
+    ]
+    dumped = scene.engine.execute(f"REPL DUMP sales FROM {first.last_event_id}")
+
+    def one_more_file(doc: dict[str, Any]) -> None:
+        doc["message"]["data"]["count"] += 1
+
+    replica_d1 = scene.target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location
+    files = scene.files()
+    failed = scene.cli_load(
+        scene.tampered(dumped.dump_dir, lambda d: edit_event(d, "INSERT", one_more_file, nth=1))
+    )
+    assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
+    [line] = failed.stderr.strip().splitlines()
+    assert "d3" in line and "event is missing" in line, line
+    assert repl_status(scene.target, "sales_dr") == added_d3  # the source's state before the tampered event
+    after = scene.files()
+    running_marks = "/.hmsrepl-loads/"
+    changed = {k for k in after.keys() | files.keys() if after.get(k) != files.get(k)}
+    # The two files the committed parts added, and the replica's cmroot pins of them (name_checksum).
+    added = {k.rsplit("/", 1)[1].split("_crc32c-")[0] for k in changed if running_marks not in f"/{k}"}
+    assert added == {"a1.parquet", "c0.parquet"}
+    assert len([k for k in changed if running_marks not in f"/{k}"]) == 4
+    assert all(k in after for k in changed)  # nothing removed, nothing overwritten
+    assert not [k for k in after if ".hmsrepl-staging-" in k]
+    assert scene.target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location == replica_d1
+    done = scene.cli_load(dumped.dump_dir)
+    assert done.returncode == 0, done.stderr
+    assert scene.target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location == replica_d1
+    assert verify(scene.source, "sales", scene.target, "sales_dr") == []
