@@ -5,26 +5,39 @@ from __future__ import annotations
 import os
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
 from hmsrepl.exceptions import StorageError
+from hmsrepl.metastore.file_capture import stat_listing
 from hmsrepl.storage.local import LocalFileSystem
 
 
-def test_listing_skips_special_files_and_never_follows_links(tmp_path) -> None:
+def _hostile_location(tmp_path: Path) -> Path:
+    """A location holding two data files (one in a partition subdirectory, two levels deep), hidden files
+    and subtrees, a FIFO, a socket's place, and links to a device, a foreign file and a foreign directory."""
     outside = tmp_path / "outside"
     (outside / "d").mkdir(parents=True)
     (outside / "secret").write_bytes(b"foreign")
     (outside / "d" / "inner").write_bytes(b"foreign too")
     location = tmp_path / "t"
-    (location / "p=k%3Av").mkdir(parents=True)
+    (location / "p=k%3Av" / "q=1").mkdir(parents=True)
+    (location / "_temporary" / "0").mkdir(parents=True)
+    (location / "_temporary" / "0" / "part-0").write_bytes(b"uncommitted")
+    (location / "_SUCCESS").write_bytes(b"")
+    (location / ".b.crc").write_bytes(b"crc")
     (location / "b").write_bytes(b"bb")
-    (location / "p=k%3Av" / "a").write_bytes(b"a")
+    (location / "p=k%3Av" / "q=1" / "a").write_bytes(b"a")
     os.mkfifo(location / "fifo")
     (location / "zero").symlink_to("/dev/zero")
     (location / "stolen").symlink_to(outside / "secret")
     (location / "dir_link").symlink_to(outside / "d", target_is_directory=True)
+    return location
+
+
+def test_listing_skips_special_files_and_never_follows_links(tmp_path: Path) -> None:
+    location = _hostile_location(tmp_path)
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(location / "sock"))
     try:
@@ -33,7 +46,34 @@ def test_listing_skips_special_files_and_never_follows_links(tmp_path) -> None:
         assert time.monotonic() - start < 5
     finally:
         sock.close()
-    assert listed == [f"file:{location}/b", f"file:{location}/p=k%3Av/a"]  # files first, then subdirectories
+    # files first, then subdirectories; the file system lists hidden entries (callers filter them)
+    assert [uri for uri in listed if "/_" not in uri and "/." not in uri] == [
+        f"file:{location}/b",
+        f"file:{location}/p=k%3Av/q=1/a",
+    ]
+
+
+def test_a_writes_listing_takes_the_same_files_and_keeps_no_descriptor_open(tmp_path: Path) -> None:
+    """The capture's own listing (by directory descriptors, not paths) follows the same rules, hidden
+    entries and subtrees left out, exact nanosecond times, and the root followed when it is a link."""
+    location = _hostile_location(tmp_path)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(location / "sock"))
+    link = tmp_path / "location_link"
+    link.symlink_to(location, target_is_directory=True)
+    open_before = len(os.listdir("/proc/self/fd"))
+    try:
+        for root in (location, link):
+            listed = stat_listing(f"file:{root}")
+            assert listed == {
+                "b": (2, (location / "b").stat().st_mtime_ns),
+                "p=k%3Av/q=1/a": (1, (location / "p=k%3Av" / "q=1" / "a").stat().st_mtime_ns),
+            }
+        assert len(os.listdir("/proc/self/fd")) == open_before
+    finally:
+        sock.close()
+    assert stat_listing(f"file:{location}/b") == {"b": (2, (location / "b").stat().st_mtime_ns)}
+    assert stat_listing(f"file:{location}/nothing-here") == {}
 
 
 @pytest.mark.parametrize("name", ["fifo", "zero", "stolen"])
