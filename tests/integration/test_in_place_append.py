@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hmsrepl.acid import InsertOnlyWriter, visible_files
-from hmsrepl.metastore import Metastore
+from hmsrepl.metastore import Metastore, capture
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.model import Function
@@ -60,14 +60,40 @@ def test_one_new_file_is_added_in_place_and_logged_as_one_file(engine, source, t
     assert (change.removed, change.complete, change.count) == ((), False, FILES + 1)
 
 
-def test_several_new_files_still_take_a_new_version(engine, source, target):
+def test_several_new_files_still_take_a_new_version(engine, source, target, monkeypatch):
+    """The new version links the kept files (same identity), so the replica records and logs only the
+    change: its listing is not listed again, and its event names the two files with the source's summary."""
     seed(source)
     bootstrap(engine)
     before = partition_dir(target)
     append_two(source)
+    source_change = parse_event(source.get_next_notification(0, 1000)[-1]).objects()[0].change
+    listed: list[str] = []
+    real = capture.stat_listing
+    monkeypatch.setattr(capture, "stat_listing", lambda location: listed.append(location) or real(location))
+    replica_head = target.get_current_notification_event_id()
     incremental(engine)
-    assert partition_dir(target) != before
+    after = partition_dir(target)
+    assert after != before
     assert verify(source, "sales", target, "sales_dr") == []
+    assert [loc for loc in listed if local_path(loc) == str(after)] == [], "the new version was listed"
+    events = target.get_next_notification(replica_head, 10)
+    [change] = [obj.change for event in events for obj in parse_event(event).objects()]
+    assert sorted(os.path.basename(f.split("#")[0]) for f in change.added) == [
+        "part-two-0.parquet",
+        "part-two-1.parquet",
+    ]
+    assert (change.removed, change.complete) == ((), False)
+    assert (change.count, change.digest) == (FILES + 2, source_change.digest)
+    # The record still describes every file of the new version as it is on disk (links keep the identity).
+    table = target.catalog.get_table("sales_dr", "orders")
+    part = target.catalog.get_partition("sales_dr", "orders", ["d1"])
+    [record] = target.catalog.recorded_listings(table, [part]).values()
+    on_disk = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in after.iterdir()}
+    assert record.keys() == on_disk.keys()
+    assert [
+        rel for rel, r in record.items() if not capture.same_stat(on_disk[rel], (r.size, r.mtime_ns))
+    ] == []
 
 
 def published_in_order(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:

@@ -22,23 +22,28 @@ from hmsrepl.metastore.messages import checksum_of, relative_path
 
 
 @dataclass(frozen=True)
-class AppliedAddition:
-    """Files a load adds to a location it keeps, published by a rename once the load commits.
+class AppliedDelta:
+    """What a load changed in a location whose record it kept: the records of its new or changed files and
+    the recorded paths it no longer holds.
 
-    The location's other files are untouched, so only these are recorded: the capture costs what was added,
-    not what the object holds. They are still under their staged names while the load's transaction runs,
-    so each comes with the size, modification time (a rename keeps it) and checksum the load verified.
+    The location's other files are the recorded ones (a new version links them: same inode, so the same
+    size and modification time; files added in place leave them untouched), so only the change is recorded:
+    the capture costs what changed, not what the object holds. Each record comes with the size, modification
+    time and checksum the load verified. ``staged``: files added in place, still under their staged names
+    while the load's transaction runs (a rename keeps the time); their publish intent pins them.
     """
 
-    added: tuple[FileRecord, ...]
+    records: tuple[FileRecord, ...]
+    removed: tuple[str, ...] = ()
+    staged: bool = False
 
 
 AppliedListing = Sequence[str] | Mapping[str, str]
 """A location's whole listing as a load made it: encoded files, or the load's own listing (relative path ->
 encoded)."""
 
-AppliedFiles = AppliedListing | AppliedAddition
-"""What a load made a location hold: its whole listing, or files it adds to what the location holds."""
+AppliedFiles = AppliedListing | AppliedDelta
+"""What a load made a location hold: its whole listing, or its change to the recorded one."""
 
 
 class ChecksumView(Mapping[str, str]):

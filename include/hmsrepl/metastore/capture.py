@@ -41,6 +41,7 @@ from sqlalchemy import Connection
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.formats import listing_digest
 from hmsrepl.metastore import listings
+from hmsrepl.metastore.applied_files import AppliedDelta
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import (
     StatIdentity,
@@ -307,19 +308,29 @@ def describe_recorded(
     return describe_known(location, cm, lambda rel, now: still_recorded(records.get(rel), now))
 
 
-def capture_addition(
-    conn: Connection, cm: ChangeManager, key: ObjectKey, location: str | None, added: Sequence[FileRecord]
+def capture_delta(
+    conn: Connection, cm: ChangeManager, key: ObjectKey, location: str | None, delta: AppliedDelta
 ) -> Captured:
-    """Record files a load adds to a location it keeps, without listing the location (O(files added)).
+    """Record a load's change to a location whose record it kept, without listing the location: the
+    records of ``delta`` (read back for their paths only) and its removals, O(files changed).
 
-    The load verified each file's content and checked that the listing they complete is the source's; they
-    are still staged (``applied_files.AppliedAddition``), so they are pinned into cmroot by the load's publish
-    intent once they have their names, not here.
+    Logged as added are the records whose checksum is new (a file copied again with the same content is
+    recorded, not logged), in path order. Staged files (added in place) are pinned into cmroot by the load's
+    publish intent once they have their names; the others are pinned here, as ``capture`` pins.
     """
-    after = listings.apply(conn, key, added)
-    encoded = tuple(encode_at(cm, location or "", record.rel_path, _identity(record)) for record in added)
-    complete = after.count == len(added)  # nothing recorded before survives: the change is the listing
-    return Captured(DataChange(encoded, (), complete, after.count, after.digest))
+    loc = location or ""
+    records = sorted(delta.records, key=lambda record: record.rel_path)
+    known = listings.read_paths(conn, key, [record.rel_path for record in records])
+    new = [r for r in records if r.rel_path not in known or known[r.rel_path].checksum != r.checksum]
+    changed = [r for r in records if known.get(r.rel_path) != r]
+    after = listings.apply(conn, key, changed, delta.removed)
+    encoded = tuple(encode_at(cm, loc, record.rel_path, _identity(record)) for record in new)
+    if not delta.staged:
+        cm.pin(encoded)
+    complete = after.count == len(new)  # nothing recorded before survives: the change is the listing
+    return Captured(
+        DataChange(encoded, () if complete else tuple(delta.removed), complete, after.count, after.digest)
+    )
 
 
 def _applied_stats(disk: Mapping[str, StatIdentity], applied: Mapping[str, str]) -> dict[str, StatIdentity]:

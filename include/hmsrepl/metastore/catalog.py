@@ -30,11 +30,11 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import listings
-from hmsrepl.metastore.applied_files import AppliedAddition, AppliedFiles, AppliedListing, applied_checksums
+from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, AppliedListing, applied_checksums
 from hmsrepl.metastore.capture import (
     Captured,
     capture,
-    capture_addition,
+    capture_delta,
     capture_named,
     describe_recorded,
     relative_names,
@@ -1102,8 +1102,8 @@ class CatalogService:
         fresh: bool = False,
     ) -> DataChange:
         """The data change a write records for one object: from its location, or from what a load applied."""
-        if isinstance(applied_files, AppliedAddition):
-            return capture_addition(conn, self.cm, key, location, applied_files.added).change
+        if isinstance(applied_files, AppliedDelta):
+            return capture_delta(conn, self.cm, key, location, applied_files).change
         applied = applied_checksums(applied_files) if applied_files is not None else None
         return capture(conn, self.cm, key, location, applied=applied, fresh=fresh).change
 

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, select
 
 from hmsrepl.formats.file_uri import SEPARATOR
 from hmsrepl.metastore import listings
-from hmsrepl.metastore.applied_files import AppliedAddition, AppliedFiles
+from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles
 from hmsrepl.metastore.capture import same_stat
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
@@ -36,6 +36,7 @@ from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.schema import data_files, partitions
 from hmsrepl.storage.base import filesystem_for, relative_to
 from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.local import is_local_uri
 
 WRITE_CHUNK = 5_000
 
@@ -183,8 +184,15 @@ class Published:
     in_place: bool = False  # ``files`` are only the ones added to ``location``, staged until the commit
 
     def applied(self) -> AppliedFiles:
-        """What the replica's own event records: the version's whole listing, or only what was added."""
-        return AppliedAddition(tuple(self.records())) if self.in_place else self.files
+        """What the replica's own event records: only what changed where the record was kept and the files
+        kept their identity (added in place, or linked into a new version on a local disk), else the whole
+        listing (no record yet; an object store, whose copies are new objects with new stamps and versions,
+        each looked up)."""
+        if self.in_place:
+            return AppliedDelta(tuple(self.records()), staged=True)
+        if not self.replace and is_local_uri(self.location):
+            return AppliedDelta(tuple(self.records()), tuple(sorted(self.removed)))
+        return self.files
 
     def records(self) -> Iterator[FileRecord]:
         for rel in self.files if self.replace else self.stamps:

@@ -496,7 +496,7 @@ class TargetWriter:
     def _record(self, key: ObjectKey, published: Published) -> None:
         """Record what a version holds, in the batch's transaction (a failed batch records nothing).
 
-        Files added in place are already recorded: the catalog's call that logs them (``capture_addition``,
+        Files added in place are already recorded: the catalog's call that logs them (``capture_delta``,
         always made for them) writes exactly these records."""
         if published.in_place:
             return
