@@ -186,11 +186,13 @@ class Published:
     def applied(self) -> AppliedFiles:
         """What the replica's own event records: only what changed where the record was kept and the files
         kept their identity (added in place, or linked into a new version on a local disk), else the whole
-        listing (no record yet; an object store, whose copies are new objects with new stamps and versions,
-        each looked up)."""
+        listing, which the catalog records a batch at a time: no record yet, a version mostly new (a new
+        object, a bootstrap: the change is the listing), or an object store (whose copies are new objects
+        with new stamps and versions, each looked up)."""
         if self.in_place:
             return AppliedDelta(tuple(self.records()), staged=True)
-        if not self.replace and is_local_uri(self.location):
+        mostly_kept = 2 * (len(self.stamps) + len(self.removed)) < len(self.files)
+        if not self.replace and mostly_kept and is_local_uri(self.location):
             return AppliedDelta(tuple(self.records()), tuple(sorted(self.removed)))
         return self.files
 
