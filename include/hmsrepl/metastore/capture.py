@@ -16,7 +16,9 @@ table are serialised from listing to recording, so neither records a listing old
 
 A replication load passes the listing it published (``applied``: relative path -> checksum it verified):
 that listing is recorded exactly, nothing is read (files are only listed for their sizes and modification
-times), and the event carries its diff from the previous record like any write.
+times), and the event carries its diff from the previous record like any write. Where the load kept the
+record and changed less than half of it on a local disk (a new version linking the kept files, or files added
+in place), it passes only that change (``applied_files.AppliedDelta``, ``capture_delta``): nothing is listed.
 
 A local file whose modification time is within one clock tick of its listing is recorded without its time
 (``settled``): a rewrite of the same size in that tick would keep size and time, so the next write reads
