@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hmsrepl.acid import InsertOnlyWriter, visible_files
-from hmsrepl.metastore import Metastore, capture
+from hmsrepl.metastore import Metastore, capture, listings
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.model import Function
@@ -62,7 +62,8 @@ def test_one_new_file_is_added_in_place_and_logged_as_one_file(engine, source, t
 
 def test_several_new_files_still_take_a_new_version(engine, source, target, monkeypatch):
     """The new version links the kept files (same identity), so the replica records and logs only the
-    change: its listing is not listed again, and its event names the two files with the source's summary."""
+    change: its listing is not listed again, the two records are written once, and its event names the two
+    files with the source's summary."""
     seed(source)
     bootstrap(engine)
     before = partition_dir(target)
@@ -71,8 +72,18 @@ def test_several_new_files_still_take_a_new_version(engine, source, target, monk
     listed: list[str] = []
     real = capture.stat_listing
     monkeypatch.setattr(capture, "stat_listing", lambda location: listed.append(location) or real(location))
+    written: list[str] = []
+    real_apply = listings.apply
+
+    def recording(conn, key, records, removed=()):  # type: ignore[no-untyped-def]
+        records = list(records)
+        written.extend(r.rel_path for r in records)
+        return real_apply(conn, key, records, removed)
+
+    monkeypatch.setattr(listings, "apply", recording)
     replica_head = target.get_current_notification_event_id()
     incremental(engine)
+    assert sorted(written) == ["part-two-0.parquet", "part-two-1.parquet"]
     after = partition_dir(target)
     assert after != before
     assert verify(source, "sales", target, "sales_dr") == []

@@ -183,18 +183,23 @@ class Published:
     replace: bool  # no record existed: record every file (``stamps`` then covers all of them)
     in_place: bool = False  # ``files`` are only the ones added to ``location``, staged until the commit
 
-    def applied(self) -> AppliedFiles:
-        """What the replica's own event records: only what changed where the record was kept and the files
-        kept their identity (added in place, or linked into a new version on a local disk), else the whole
-        listing, which the catalog records a batch at a time: no record yet, a version mostly new (a new
-        object, a bootstrap: the change is the listing), or an object store (whose copies are new objects
-        with new stamps and versions, each looked up)."""
+    @property
+    def as_delta(self) -> bool:
+        """Whether the catalog records the version from its change alone: where the record was kept and the
+        files kept their identity (added in place, or linked into a new version on a local disk). Otherwise
+        it takes the whole listing and records it a batch at a time: no record yet, a version mostly new (a
+        new object, a bootstrap: the change is the listing), or an object store (whose copies are new
+        objects with new stamps and versions, each looked up)."""
         if self.in_place:
-            return AppliedDelta(tuple(self.records()), staged=True)
+            return True
         mostly_kept = 2 * (len(self.stamps) + len(self.removed)) < len(self.files)
-        if not self.replace and mostly_kept and is_local_uri(self.location):
-            return AppliedDelta(tuple(self.records()), tuple(sorted(self.removed)))
-        return self.files
+        return not self.replace and mostly_kept and is_local_uri(self.location)
+
+    def applied(self) -> AppliedFiles:
+        """What the replica's own event records: the version's change (``as_delta``) or its whole listing."""
+        if not self.as_delta:
+            return self.files
+        return AppliedDelta(tuple(self.records()), tuple(sorted(self.removed)), staged=self.in_place)
 
     def records(self) -> Iterator[FileRecord]:
         for rel in self.files if self.replace else self.stamps:

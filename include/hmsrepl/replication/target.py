@@ -293,15 +293,17 @@ class TargetWriter:
         if current is None:
             self.stats.tables += 1
             table = self.catalog.create_table(wanted, applied_files=applied)
+            logged = True
         else:
             table = wanted.model_copy(update={"id": current.id, "write_id": current.write_id})
             added_in_place = published is not None and published.in_place  # no metadata change, an event
-            if added_in_place or _without_volatile(current) != _without_volatile(table):
+            logged = added_in_place or _without_volatile(current) != _without_volatile(table)
+            if logged:
                 self.catalog.alter_table(
                     self.db, wanted.table_name, table, capture_files=True, applied_files=applied
                 )
         if published is not None and table.id is not None:
-            self._record(ObjectKey(table.id), published)
+            self._record(ObjectKey(table.id), published, logged=logged and not table.partition_keys)
         return table
 
     def rename_table(self, old_name: str, after: dict[str, Any]) -> None:
@@ -423,9 +425,10 @@ class TargetWriter:
             self.catalog.alter_partitions(self.db, table_name, changed, applied_files=applied(changed))
         if published and table.id is not None:
             ids.update(self._partition_ids(table, [n for n in published if n not in ids]))
+            logged = {make_partition_name(keys, p.values) for p in (*new_parts, *changed)}
             for name, done in published.items():
                 if name in ids:
-                    self._record(ObjectKey(table.id, ids[name]), done)
+                    self._record(ObjectKey(table.id, ids[name]), done, logged=name in logged)
 
     def _partition_ids(self, table: Table, names: list[str]) -> dict[str, int]:
         if table.id is None or not names:
@@ -493,12 +496,13 @@ class TargetWriter:
         self._planned.update(plans)
         return True
 
-    def _record(self, key: ObjectKey, published: Published) -> None:
+    def _record(self, key: ObjectKey, published: Published, *, logged: bool) -> None:
         """Record what a version holds, in the batch's transaction (a failed batch records nothing).
 
-        Files added in place are already recorded: the catalog's call that logs them (``capture_delta``,
-        always made for them) writes exactly these records."""
-        if published.in_place:
+        A version the catalog's call ``logged`` from its change alone (``Published.as_delta``: files added in
+        place, for which the call is always made, or a local version keeping most of its files) is recorded
+        already: that call (``capture_delta``) wrote exactly these records."""
+        if logged and published.as_delta:
             return
         if published.replace or published.stamps or published.removed:
             with self.target.events.transaction() as tx:
