@@ -121,9 +121,8 @@ def bench_case(
                     write_random(path, NEW_FILE_BYTES)
                 written.extend(str(path) for path in step)
                 source.catalog.insert("bench", "t", [value], new_files=[str(path) for path in step])
-            if (
-                work.rollover
-            ):  # the next hour: its first file written, then its partition added (Spark's order)
+            # The next hour: its first file written, then its partition added (Spark's order).
+            if work.rollover:
                 hour = f"h{r:03d}"
                 directory = Path(local_path(table.sd.location or "")) / f"p={hour}"
                 directory.mkdir(parents=True)
