@@ -250,8 +250,9 @@ def test_a_same_size_overwrite_within_the_same_second_is_captured(
 def test_the_insert_after_an_alter_heads_the_named_file_instead_of_listing_the_partition(
     open_store: Any, s3_client: Any, versioned_bucket: str
 ) -> None:
-    """Spark's append is alter_partition (a listing of the partition) then fire_listener_event naming the
-    new file: the second call asks S3 about that one file, whatever the partition holds."""
+    """An append whose alter comes first and lists (as Spark's Hive client alters a table before its INSERT),
+    then fire_listener_event naming the new file: the second call asks S3 about that one file, whatever the
+    partition holds."""
     bucket = versioned_bucket
     store = open_store(f"s3://{bucket}/warehouse", f"s3://{bucket}/cmroot")
     table = create_db_and_table(store, partition_keys=("p",))

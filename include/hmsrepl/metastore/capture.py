@@ -8,8 +8,10 @@ touched or copied over itself, is recorded with its new size and time but not lo
 new). The diff is written back in the write's transaction and becomes the event's ``DataChange``: the
 files added or changed, the paths removed, and the new listing's count and digest, updated from the
 previous ones (``listings.apply``). So an append of one file to a partition of 10,000 reads one file and
-logs one file, and the second event of Spark's alter_partition + fire_listener_event pair finds nothing
-changed and logs an empty change.
+logs one file. Spark's Hive client fires the INSERT naming the new files first, then alters the partition:
+the INSERT reads the named files only, and the alter, declared by it, lists nothing (``declared_change``);
+a listing reconciliation compares the location with the record later, once for many appends, and logs what
+no writer named.
 
 Callers run ``capture`` inside the write's transaction after locking the table's row: two writers of one
 table are serialised from listing to recording, so neither records a listing older than the other's.
@@ -231,6 +233,7 @@ def capture(
             encode_at(cm, loc, rel, identity)
             for rel, identity in zip(rels, _identify(loc, rels), strict=True)
         )
+    listings.mark_listed(conn, key)
     return out
 
 
@@ -239,12 +242,14 @@ def capture_named(
 ) -> Captured:
     """Record the files a writer names as added (an INSERT that replaces nothing), looking at those only.
 
-    Spark's fire_listener_event follows the alter_partition that already recorded its files: stating the
-    named files and reading their records tells that nothing changed, without listing a partition of 10,000
-    files again. What else changed at the location (files removed by hand) is left to the next full capture
-    (any ALTER or overwrite), which logs it then; the count and digest are the recorded listing's, so a
-    reader applying the changes in order still holds exactly what the metastore recorded. On an object
-    store each named file costs one HEAD, whatever the partition holds.
+    Spark's Hive client fires the INSERT of an append to a partition before it alters the partition (and
+    after it alters a table): stating the named files and reading their records finds the new ones (or
+    tells that an earlier alter recorded them), without listing a partition of 10,000 files. What else
+    changed at the location (files dropped or removed by hand) is left to the next full capture, which logs
+    it then: the listing reconciliation this marks the object for (``listings.mark_unlisted``), or any
+    earlier ALTER that lists or overwrite. The count and digest are the recorded listing's, so a reader
+    applying the changes in order still holds exactly what the metastore recorded. On an object store each
+    named file costs one HEAD, whatever the partition holds.
     """
     if not location:
         return capture(conn, cm, key, location, named=named)
@@ -262,7 +267,7 @@ def capture_named(
             del stats[rel]
     replaced = len(known) - len(out.named)  # recorded files the writer rewrote
     if not stats:  # nothing new: an empty change, nothing written
-        out.change = DataChange((), (), before.count == 0, before.count, before.digest)
+        out.change = _no_change(before)
         return out
     rewritten = known.keys() & stats.keys()
     if is_local_uri(location):
@@ -270,7 +275,23 @@ def capture_named(
     summary, unchanged = _record_new(conn, cm, key, location, stats, None, set(named), [], [], rewritten, out)
     complete = before.count - replaced + unchanged == 0
     out.change = DataChange(tuple(out.change.added), (), complete, summary.count, summary.digest)
+    listings.mark_unlisted(conn, key, listed_at)  # what the writer did not name waits for a listing
     return out
+
+
+def declared_change(conn: Connection, key: ObjectKey) -> DataChange:
+    """The change a client's write logs when its INSERT already recorded its files (Hive's loadPartition
+    fires the INSERT, then alters the partition): none, and nothing listed.
+
+    The location is not listed again: what the writer did not name (a file dropped there by hand) is
+    found by the listing reconciliation (``CatalogService.reconcile_listing``), which the INSERT's
+    ``mark_unlisted`` scheduled, and logged in an event of its own.
+    """
+    return _no_change(listings.summary(conn, key))
+
+
+def _no_change(recorded: listings.Summary) -> DataChange:
+    return DataChange((), (), recorded.count == 0, recorded.count, recorded.digest)
 
 
 def _named_stats(location: str, named: Collection[str]) -> dict[str, StatIdentity]:

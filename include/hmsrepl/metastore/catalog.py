@@ -36,6 +36,7 @@ from hmsrepl.metastore.capture import (
     capture,
     capture_delta,
     capture_named,
+    declared_change,
     describe_recorded,
     relative_names,
     still_recorded,
@@ -52,7 +53,7 @@ from hmsrepl.metastore.messages import DataChange, MessageBuilder
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
 from hmsrepl.metastore.patterns import matches
-from hmsrepl.metastore.protection import check_params
+from hmsrepl.metastore.protection import check_params, refusal
 from hmsrepl.metastore.schema import (
     data_files,
     dbs,
@@ -851,10 +852,13 @@ class CatalogService:
         *,
         capture_files: bool = True,
         applied_files: Sequence[AppliedFiles | None] | None = None,
+        declared: bool = False,
     ) -> None:
         """Replace partitions' metadata (values unchanged); one ALTER_PARTITION event per partition.
 
-        ``applied_files`` (one entry per partition, None: list it): as in ``create_table``.
+        ``applied_files`` (one entry per partition, None: list it): as in ``create_table``. ``declared``:
+        the client's INSERT just recorded the new files of these partitions (Hive's loadPartition fires it
+        before this alter), so a partition that stays where it is is not listed (``capture.declared_change``).
         """
         self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
@@ -893,13 +897,12 @@ class CatalogService:
                     }
                 )
                 data = None
-                if capture_files:
-                    data = self._captured(
-                        tx.conn,
-                        ObjectKey(tbl_id, old_rows[name].part_id),
-                        part.sd.location,
-                        given_files[name],
-                    )
+                key = ObjectKey(tbl_id, old_rows[name].part_id)
+                stays = part.sd.location == before.sd.location
+                if capture_files and declared and given_files[name] is None and stays:
+                    data = declared_change(tx.conn, key)
+                elif capture_files:
+                    data = self._captured(tx.conn, key, part.sd.location, given_files[name])
                 body = {
                     "table": _snapshot(current),
                     "before": _snapshot(before),
@@ -1054,6 +1057,48 @@ class CatalogService:
             )
             self.intents.recycle(tx, got.excluded)
         return added
+
+    def reconcile_listing(self, key: ObjectKey) -> bool:
+        """List an object that declared writes left unlisted and log what no writer named.
+
+        Spark names the files of an append in its INSERT and the alter that follows lists nothing, so a
+        file dropped or removed by hand beside it would wait for the next overwrite. This compares the
+        recorded listing with the whole location, once for all the appends since the object was marked
+        (``listings.mark_unlisted``), and logs the difference in an ALTER_PARTITION (or ALTER_TABLE) event
+        whose metadata is unchanged; when the writers told everything, nothing is logged. The table's row is
+        locked as by any write. Returns whether an event was logged.
+        """
+        with self.events.transaction() as tx:
+            row = tx.conn.execute(
+                select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id)
+                .where(tbls.c.tbl_id == key.tbl_id)
+                .with_for_update()
+            ).first()
+            if row is None or listings.unlisted_since(tx.conn, key) is None:
+                return False  # dropped, or listed by a write in the meantime
+            table = _table_from_row(row)
+            if refusal(table.db_name, self.get_database(table.db_name).parameters):
+                listings.mark_listed(tx.conn, key)  # a protected replica's listing is its loads' business
+                return False
+            partition = None
+            if key.part_id != listings.TABLE_LEVEL:
+                found = tx.conn.execute(
+                    select(partitions.c.doc, partitions.c.write_id).where(partitions.c.part_id == key.part_id)
+                ).first()
+                if found is None:
+                    return False
+                partition = _partition_from_row(found)
+            location = (partition.sd if partition is not None else table.sd).location
+            change = capture(tx.conn, self.cm, key, location).change
+            if change.is_empty:
+                return False
+            before = _snapshot(partition if partition is not None else table)
+            body: dict[str, Any] = {"before": before, "after": before, "recycled": []}
+            kind = EventType.ALTER_TABLE
+            if partition is not None:
+                body, kind = {"table": _snapshot(table), **body}, EventType.ALTER_PARTITION
+            tx.emit(kind, table.db_name, table.table_name, MessageBuilder(body).with_data(change))
+        return True
 
     # -- recorded listings -----------------------------------------------------------------------------
     def describe_data(self, table: Table, partition: Partition | None = None) -> list[str]:

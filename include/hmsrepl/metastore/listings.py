@@ -140,6 +140,52 @@ def _store_summary(conn: Connection, key: ObjectKey, value: Summary) -> None:
         )
 
 
+def mark_unlisted(conn: Connection, key: ObjectKey, at_ns: int) -> None:
+    """A declared write recorded files at ``at_ns`` without listing the location (kept if already earlier)."""
+    conn.execute(
+        update(data_listings)
+        .where(
+            data_listings.c.tbl_id == key.tbl_id,
+            data_listings.c.part_id == key.part_id,
+            data_listings.c.unlisted_since.is_(None),
+        )
+        .values(unlisted_since=at_ns)
+    )
+
+
+def mark_listed(conn: Connection, key: ObjectKey) -> None:
+    """The recorded listing was just compared with the whole location: nothing is left to reconcile."""
+    conn.execute(
+        update(data_listings)
+        .where(
+            data_listings.c.tbl_id == key.tbl_id,
+            data_listings.c.part_id == key.part_id,
+            data_listings.c.unlisted_since.is_not(None),
+        )
+        .values(unlisted_since=None)
+    )
+
+
+def unlisted_since(conn: Connection, key: ObjectKey) -> int | None:
+    """When a declared write last left the object's listing unchecked (None: it was listed since)."""
+    return conn.execute(
+        select(data_listings.c.unlisted_since).where(
+            data_listings.c.tbl_id == key.tbl_id, data_listings.c.part_id == key.part_id
+        )
+    ).scalar()
+
+
+def due_unlisted(conn: Connection, before_ns: int, limit: int) -> list[ObjectKey]:
+    """Objects whose declared writes before ``before_ns`` no listing has checked yet, oldest first."""
+    rows = conn.execute(
+        select(data_listings.c.tbl_id, data_listings.c.part_id)
+        .where(data_listings.c.unlisted_since.is_not(None), data_listings.c.unlisted_since <= before_ns)
+        .order_by(data_listings.c.unlisted_since)
+        .limit(limit)
+    )
+    return [ObjectKey(row.tbl_id, row.part_id) for row in rows]
+
+
 def _checksums(conn: Connection, key: ObjectKey, paths: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for start in range(0, len(paths), CHUNK):

@@ -310,7 +310,10 @@ data_files = Table(
 
 # Per recorded table or partition: how many files ``data_files`` holds for it and their listing digest
 # (``formats.listing_digest``). A write updates both from its diff, so the count and digest its event carries
-# cost O(files added + removed), never a pass over the whole listing.
+# cost O(files added + removed), never a pass over the whole listing. ``unlisted_since`` (ns since the epoch):
+# a declared write (an INSERT naming its files) recorded files without listing the location; the listing
+# reconciliation (``CatalogService.reconcile_listing``) lists it later and clears it. NULL: the recorded
+# listing was last compared with the whole location.
 data_listings = Table(
     "data_listings",
     metadata,
@@ -318,5 +321,7 @@ data_listings = Table(
     Column("part_id", BigInteger, nullable=False),
     Column("file_count", BigInteger, nullable=False),
     Column("digest", String(32), nullable=False),
+    Column("unlisted_since", BigInteger),
     PrimaryKeyConstraint("tbl_id", "part_id"),
+    Index(None, "unlisted_since"),
 )

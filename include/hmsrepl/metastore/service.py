@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
+from dataclasses import astuple
 
 from sqlalchemy import Engine
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import AccessDeniedError, AlreadyExistsError, NoSuchDatabaseError
+from hmsrepl.metastore import listings
 from hmsrepl.metastore.catalog import DEFAULT_DB, CatalogService
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.database import make_engine, upgrade_schema
@@ -27,6 +30,8 @@ from hmsrepl.metastore.statistics import StatisticsService
 from hmsrepl.metastore.transactions import TransactionService
 
 log = logging.getLogger(__name__)
+
+RECONCILE_BATCH = 200  # objects one housekeeping pass lists at most (tens of ms each at 10,000 files)
 
 
 class Metastore:
@@ -121,6 +126,24 @@ class Metastore:
         """
         lease = self.config.intent_lease_seconds if lease_seconds is None else lease_seconds
         return self.catalog.intents.run_pending(lease)
+
+    def reconcile_listings(self, settle_seconds: float = 1.0, limit: int = RECONCILE_BATCH) -> int:
+        """List the objects declared writes left unlisted for ``settle_seconds`` or more, oldest first, and
+        log what no writer named (``CatalogService.reconcile_listing``); returns the events logged.
+
+        Housekeeping calls this: one listing per object per pass, whatever number of appends marked it.
+        One object failing (its location unreadable) is logged and left marked; the others go on.
+        """
+        before_ns = time.time_ns() - int(settle_seconds * 1e9)
+        with self.events.reader() as conn:
+            due = listings.due_unlisted(conn, before_ns, limit)
+        logged = 0
+        for key in due:
+            try:
+                logged += self.catalog.reconcile_listing(key)
+            except Exception:  # one bad location must not stop the others
+                log.exception("reconciling the listing of table id %s, partition id %s failed", *astuple(key))
+        return logged
 
     def cleanup_cmroot(self, now: float | None = None) -> int:
         return self.cm.cleanup(self.config.cm_retention_seconds, now).deleted

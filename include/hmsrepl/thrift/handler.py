@@ -278,6 +278,7 @@ class MetastoreHandler:
         """Called by the server in a connection's thread before its first call (threads may be reused)."""
         self._local.peer = peer
         self._local.user = peer.user or ""
+        self._local.declared = None
 
     @property
     def peer(self) -> Peer | None:
@@ -598,8 +599,13 @@ class MetastoreHandler:
         self.alter_partitions(db_name, tbl_name, [new_part])
 
     def alter_partitions(self, db_name: str, tbl_name: str, new_parts: list[Any]) -> None:
+        """An alter of the one partition this connection's last INSERT recorded is declared by it: Hive's
+        loadPartition fires the INSERT naming the new files, then alters the partition, which then lists
+        nothing (``CatalogService.alter_partitions``, ``declared``)."""
         models = [convert.partition_from_thrift(p, db_name, tbl_name) for p in new_parts or []]
-        self.catalog.alter_partitions(db_name, tbl_name, models)
+        declared, self._local.declared = getattr(self._local, "declared", None), None
+        written = [(db_name.lower(), tbl_name.lower(), tuple(m.values)) for m in models]
+        self.catalog.alter_partitions(db_name, tbl_name, models, declared=written == [declared])
 
     def alter_partition_with_environment_context(
         self, db_name: str, tbl_name: str, new_part: Any, environment_context: Any
@@ -767,11 +773,14 @@ class MetastoreHandler:
         return hms.NotificationEventsCountResponse(eventsCount=count)
 
     def fire_listener_event(self, rqst: Any) -> Any:
-        """An INSERT notification from a client that wrote files itself (Spark, after alter_partition).
+        """An INSERT notification from a client that wrote files itself (Spark's Hive client, with
+        ``hive.metastore.dml.events``).
 
-        The metastore records the named files, reading only those it has not recorded yet: after Spark's
-        alter_partition of the same append they are recorded, so the INSERT logs an empty change and names
-        the files with their recorded checksums (``CatalogService.insert``).
+        The metastore records the named files, reading only those it has not recorded yet
+        (``CatalogService.insert``). Into a partition, Hive fires it before the alter_partition of the same
+        append, which is then declared by it (``alter_partitions``); into a table, after the alter_table that
+        listed the table, so the INSERT logs an empty change and names the files with their recorded
+        checksums.
         """
         insert = rqst.data.insertData if rqst.data is not None else None
         if insert is None:
@@ -781,6 +790,7 @@ class MetastoreHandler:
         if hive3 or not files:  # a Hive 3 client: its field 2 is the list of files
             files = list(insert.filesAddedChecksum or []) or files
         before = self.store.get_current_notification_event_id()
+        self._local.declared = None
         try:
             self.catalog.insert(
                 rqst.dbName, rqst.tableName, rqst.partitionVals or None, new_files=files or None
@@ -789,6 +799,8 @@ class MetastoreHandler:
             # Spark's Hive client reports an overwrite into a new partition before it adds the partition;
             # the ADD_PARTITION that follows lists the files, so there is nothing to log yet.
             return hms.FireEventResponse(eventIds=[])
+        if rqst.partitionVals:  # the alter_partition Hive sends next changes no data of its own
+            self._local.declared = (rqst.dbName.lower(), rqst.tableName.lower(), tuple(rqst.partitionVals))
         events = self.store.events.next_events(before, db_name=rqst.dbName, table_name=rqst.tableName)
         return hms.FireEventResponse(eventIds=[e.event_id for e in events if e.event_type == "INSERT"][-1:])
 

@@ -5,8 +5,9 @@ so the accept loop never blocks on a slow client. Each accepted connection is fi
 server's security (``thrift.auth``: TLS, Kerberos SASL) in its own thread; a refused client is logged and
 closed while others are served. The C-accelerated binary protocol of thriftpy2 keeps large partition lists
 cheap to encode. A housekeeping thread aborts timed-out transactions, releases abandoned locks, completes
-file work left pending by a crash (``metastore.intents``) and applies event and cmroot retention. With ``cache_enabled``, a metadata cache answers reads; its updater thread starts
-with the server (prewarming in the background, while reads go to the database) and stops with it.
+file work left pending by a crash (``metastore.intents``), lists the objects that declared writes left
+unlisted (``Metastore.reconcile_listings``) and applies event and cmroot retention. With ``cache_enabled``,
+a metadata cache answers reads; its updater thread starts with the server (prewarming in the background, while reads go to the database) and stops with it.
 
 Every connection is bounded (``hmsrepl.bounds``): at most ``thrift_max_workers`` are served at once (more
 wait in the listen backlog), a request larger than ``thrift_max_message_bytes`` is refused as it is read
@@ -478,6 +479,7 @@ class MetastoreServer:
                 self.store.locks.release_timed_out()
                 self.store.cleanup_events()
                 self.store.complete_file_intents()
+                self.store.reconcile_listings()
                 self.store.cleanup_cmroot()
             except Exception:  # housekeeping must outlive a database hiccup
                 log.exception("metastore housekeeping failed; retrying in %s s", interval_seconds)

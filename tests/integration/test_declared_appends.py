@@ -1,0 +1,230 @@
+"""An append a client declares (its INSERT names the new files) costs what it added, and what nobody named is
+still logged, later, by the listing reconciliation.
+
+Hive's loadPartition (Spark's Hive client with ``hive.metastore.dml.events``) fires the INSERT naming the new
+files, then alters the partition. The INSERT reads those files only; the alter that follows lists nothing.
+A file dropped into the partition by hand is therefore not in either event: the reconciliation lists the
+partition once, logs it in an ALTER_PARTITION of its own, and the changes replayed in order rebuild exactly
+what is on disk. The client is hmsclient's generated Hive 2.x client on a real server process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import google_crc32c
+import pytest
+
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.event_specs import parse_event
+from hmsrepl.metastore.messages import DataChange
+from hmsrepl.storage.local import local_path
+from hmsrepl.thrift.server import MetastoreServer
+from tests.servers import Hive2Client, RunningMetastore, metastore_server
+
+DB = "sales"
+TABLE = "orders"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[RunningMetastore, Hive2Client, Metastore]]:
+    with metastore_server(tmp_path, f"sqlite:///{tmp_path / 'hms.db'}") as server:
+        client = Hive2Client(server.port, timeout_ms=60_000, user="hive")
+        store = Metastore(server.config)
+        try:
+            yield server, client, store
+        finally:
+            client.close()
+            store.close()
+
+
+def _hive() -> Any:
+    from hmsclient.genthrift.hive_metastore import ttypes
+
+    return ttypes
+
+
+def _create_partition(client: Hive2Client, warehouse: str, files: int) -> Any:
+    """Table sales.orders partitioned by d, partition d=1 holding ``files`` files written before it was added."""
+    hive = _hive()
+    client.create_database(hive.Database(name=DB, description="", locationUri=f"{warehouse}/{DB}.db"))
+    sd = hive.StorageDescriptor(
+        cols=[hive.FieldSchema("id", "bigint", None)],
+        inputFormat="org.apache.hadoop.mapred.TextInputFormat",
+        outputFormat="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+        compressed=False,
+        numBuckets=-1,
+        serdeInfo=hive.SerDeInfo(None, "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe", {}),
+        bucketCols=[],
+        sortCols=[],
+        parameters={},
+    )
+    client.create_table(
+        hive.Table(
+            tableName=TABLE,
+            dbName=DB,
+            owner="hive",
+            sd=sd,
+            partitionKeys=[hive.FieldSchema("d", "string", None)],
+            parameters={},
+            tableType="MANAGED_TABLE",
+        )
+    )
+    location = f"{warehouse}/{DB}.db/{TABLE}/d=1"
+    for i in range(files):
+        _write(location, f"part-{i:05d}.txt")
+    part_sd = hive.StorageDescriptor(**{**sd.__dict__, "location": location})
+    client.add_partition(hive.Partition(values=["1"], dbName=DB, tableName=TABLE, sd=part_sd, parameters={}))
+    return client.get_partition(DB, TABLE, ["1"])
+
+
+def _write(location: str, name: str) -> str:
+    path = Path(local_path(location), name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(os.urandom(64) + name.encode())
+    return f"{location}/{name}"
+
+
+def _fire_insert(client: Hive2Client, values: list[str], files: list[str]) -> None:
+    hive = _hive()
+    client.fire_listener_event(
+        hive.FireEventRequest(
+            successful=True,
+            data=hive.FireEventRequestData(insertData=hive.InsertEventRequestData(filesAdded=files)),
+            dbName=DB,
+            tableName=TABLE,
+            partitionVals=values,
+        )
+    )
+
+
+def _disk(location: str) -> dict[str, str]:
+    """CRC32C+size of every data file below ``location``, computed here, by local path."""
+    root = Path(local_path(location))
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.name.startswith((".", "_")):
+            data = path.read_bytes()
+            out[str(path)] = f"crc32c-{google_crc32c.value(data):08x}-{len(data)}"
+    return out
+
+
+def _files(encoded: list[str]) -> dict[str, str]:
+    entries = [EncodedFileUri.decode(text) for text in encoded]
+    return {local_path(entry.file_uri): entry.checksum for entry in entries}
+
+
+def _change(event: Any) -> DataChange:
+    [obj] = parse_event(event).objects()
+    return obj.change
+
+
+def _replayed(store: Metastore) -> dict[str, str]:
+    """Partition d=1's listing rebuilt from every event's change, in log order."""
+    held: dict[str, str] = {}
+    for event in store.get_next_notification(0):
+        for obj in parse_event(event).objects() if event.table_name == TABLE else ():
+            if obj.partition_name == "d=1":
+                held = obj.change.apply(held)
+                obj.change.check(held, f"event {event.event_id}")
+    return _files(list(held.values()))
+
+
+def test_a_declared_append_logs_its_file_and_the_reconciliation_logs_what_nobody_named(served) -> None:
+    server, client, store = served
+    part = _create_partition(client, server.warehouse, files=20)
+    location = part.sd.location
+    foreign = _write(location, "dropped-by-hand.txt")  # no client names this one
+    before = store.get_current_notification_event_id()
+
+    new = _write(location, "part-new.txt")
+    _fire_insert(client, ["1"], [new])  # Hive's order: the INSERT first, then the alter
+    client.alter_partition(DB, TABLE, client.get_partition(DB, TABLE, ["1"]))
+
+    insert, alter = store.get_next_notification(before)
+    assert (insert.event_type, alter.event_type) == ("INSERT", "ALTER_PARTITION")
+    assert _files(list(_change(insert).added)) == {local_path(new): _disk(location)[local_path(new)]}
+    assert _change(alter).is_empty  # declared by the INSERT: the partition was not listed again
+    assert local_path(foreign) not in _replayed(store)
+
+    # The reconciliation lists the partition once and logs the file nobody named, metadata unchanged.
+    assert store.reconcile_listings(settle_seconds=0) == 1
+    [found] = store.get_next_notification(alter.event_id)
+    assert found.event_type == "ALTER_PARTITION"
+    assert found.body()["before"] == found.body()["after"]
+    assert _files(list(_change(found).added)) == {local_path(foreign): _disk(location)[local_path(foreign)]}
+    assert _replayed(store) == _disk(location)
+    assert store.reconcile_listings(settle_seconds=0) == 0  # nothing is due any more
+    assert store.get_current_notification_event_id() == found.event_id
+
+
+def test_an_alter_the_last_insert_did_not_declare_still_lists_the_partition(served) -> None:
+    """Only the alter right after an INSERT of the same partition on the same connection skips its listing:
+    a second alter, an alter after an INSERT into another partition and an alter that moves the partition
+    all list it, and each logs the file dropped by hand before it."""
+    server, client, store = served
+    hive = _hive()
+    part = _create_partition(client, server.warehouse, files=3)
+    location = part.sd.location
+    other_location = f"{server.warehouse}/{DB}.db/{TABLE}/d=2"
+    other = hive.Partition(
+        values=["2"],
+        dbName=DB,
+        tableName=TABLE,
+        sd=hive.StorageDescriptor(**{**part.sd.__dict__}),
+        parameters={},
+    )
+    other.sd.location = other_location
+    client.add_partition(other)
+
+    def alter_logs(dropped: str, partition: Any) -> bool:
+        before = store.get_current_notification_event_id()
+        client.alter_partition(DB, TABLE, partition)
+        [event] = store.get_next_notification(before)
+        return local_path(dropped) in _files(list(_change(event).added))
+
+    _fire_insert(client, ["1"], [_write(location, "declared.txt")])
+    client.alter_partition(DB, TABLE, client.get_partition(DB, TABLE, ["1"]))  # declared: consumed here
+    assert alter_logs(_write(location, "by-hand-1.txt"), client.get_partition(DB, TABLE, ["1"]))
+
+    _fire_insert(client, ["2"], [_write(other_location, "declared.txt")])
+    assert alter_logs(_write(location, "by-hand-2.txt"), client.get_partition(DB, TABLE, ["1"]))
+
+    _fire_insert(client, ["1"], [_write(location, "declared-2.txt")])
+    moved = client.get_partition(DB, TABLE, ["1"])
+    moved.sd.location = f"{server.warehouse}/{DB}.db/{TABLE}/d=1-moved"
+    kept = _write(moved.sd.location, "kept.txt")
+    assert alter_logs(kept, moved)
+
+
+def test_the_servers_housekeeping_reconciles_declared_appends(tmp_path: Path, served) -> None:
+    """No operator step: the server's housekeeping thread lists what declared writes left unlisted."""
+    server, client, store = served
+    part = _create_partition(client, server.warehouse, files=2)
+    foreign = _write(part.sd.location, "dropped-by-hand.txt")
+    _fire_insert(client, ["1"], [_write(part.sd.location, "part-new.txt")])
+    client.alter_partition(DB, TABLE, client.get_partition(DB, TABLE, ["1"]))
+    last = store.get_current_notification_event_id()
+
+    housekeeper = MetastoreServer(Metastore(server.config), port=0)
+    thread = threading.Thread(target=housekeeper.housekeeping, args=(0.2,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while store.get_current_notification_event_id() == last and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        housekeeper.stop()
+        thread.join(10)
+        housekeeper.store.close()
+    [found] = store.get_next_notification(last)
+    assert _files(list(_change(found).added)) == {
+        local_path(foreign): _disk(part.sd.location)[local_path(foreign)]
+    }
+    assert _replayed(store) == _disk(part.sd.location)
