@@ -91,14 +91,14 @@ def _write(location: str, name: str) -> str:
     return f"{location}/{name}"
 
 
-def _fire_insert(client: Hive2Client, values: list[str], files: list[str]) -> None:
+def _fire_insert(client: Hive2Client, values: list[str] | None, files: list[str], table: str = TABLE) -> None:
     hive = _hive()
     client.fire_listener_event(
         hive.FireEventRequest(
             successful=True,
             data=hive.FireEventRequestData(insertData=hive.InsertEventRequestData(filesAdded=files)),
             dbName=DB,
-            tableName=TABLE,
+            tableName=table,
             partitionVals=values,
         )
     )
@@ -125,12 +125,12 @@ def _change(event: Any) -> DataChange:
     return obj.change
 
 
-def _replayed(store: Metastore) -> dict[str, str]:
-    """Partition d=1's listing rebuilt from every event's change, in log order."""
+def _replayed(store: Metastore, table: str = TABLE, partition: str | None = "d=1") -> dict[str, str]:
+    """A partition's (or a table's own) listing rebuilt from every event's change, in log order."""
     held: dict[str, str] = {}
     for event in store.get_next_notification(0):
-        for obj in parse_event(event).objects() if event.table_name == TABLE else ():
-            if obj.partition_name == "d=1":
+        for obj in parse_event(event).objects() if event.table_name == table else ():
+            if obj.partition_name == partition:
                 held = obj.change.apply(held)
                 obj.change.check(held, f"event {event.event_id}")
     return _files(list(held.values()))
@@ -228,3 +228,42 @@ def test_the_servers_housekeeping_reconciles_declared_appends(tmp_path: Path, se
         local_path(foreign): _disk(part.sd.location)[local_path(foreign)]
     }
     assert _replayed(store) == _disk(part.sd.location)
+
+
+def test_a_table_append_from_a_client_that_declares_its_files_lists_nothing(served) -> None:
+    """Hive's loadTable alters the table, then fires the INSERT naming the new file. Once the connection has
+    named files in an INSERT, its alters of a table list nothing: the INSERT after records the file, and the
+    reconciliation logs the file dropped by hand."""
+    server, client, store = served
+    _create_partition(client, server.warehouse, files=0)  # the database
+    table = client.get_table(DB, TABLE)
+    table.tableName, table.partitionKeys = "notes", []
+    location = f"{server.warehouse}/{DB}.db/notes"
+    table.sd.location = location
+    for i in range(5):
+        _write(location, f"part-{i}.txt")
+    client.create_table(table)
+
+    def append(name: str) -> tuple[Any, Any]:
+        new = _write(location, name)
+        before = store.get_current_notification_event_id()
+        client.alter_table(DB, "notes", client.get_table(DB, "notes"))
+        _fire_insert(client, None, [new], table="notes")
+        alter, insert = store.get_next_notification(before)
+        assert (alter.event_type, insert.event_type) == ("ALTER_TABLE", "INSERT")
+        return alter, insert
+
+    alter, insert = append("first.txt")  # the connection has named nothing yet: the alter lists
+    assert list(_files(list(_change(alter).added))) == [local_path(f"{location}/first.txt")]
+    assert _change(insert).is_empty
+    foreign = _write(location, "dropped-by-hand.txt")
+    alter, insert = append("second.txt")
+    assert _change(alter).is_empty
+    assert list(_files(list(_change(insert).added))) == [local_path(f"{location}/second.txt")]
+    assert local_path(foreign) not in _replayed(store, "notes", None)
+
+    assert store.reconcile_listings(settle_seconds=0) == 1
+    [found] = store.get_next_notification(insert.event_id)
+    assert found.event_type == "ALTER_TABLE" and found.body()["before"] == found.body()["after"]
+    assert list(_files(list(_change(found).added))) == [local_path(foreign)]
+    assert _replayed(store, "notes", None) == _disk(location)

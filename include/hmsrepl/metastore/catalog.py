@@ -365,11 +365,15 @@ class CatalogService:
         *,
         capture_files: bool = True,
         applied_files: AppliedFiles | None = None,
+        declared: bool = False,
     ) -> Table:
         """Change a table; a new db/name is a rename. The ALTER_TABLE event holds both snapshots.
 
         A managed table whose data sits at its default location moves with a rename, as in Hive, and its
-        partitions' locations under it follow. ``applied_files``: as in ``create_table``.
+        partitions' locations under it follow. ``applied_files``: as in ``create_table``. ``declared``: the
+        client names the files it writes in INSERTs (Hive's loadTable alters the table, then fires the
+        INSERT), so a table that stays where it is is not listed; it is marked for the listing
+        reconciliation in case no INSERT follows (``capture.declared_change``).
         """
         db_name, table_name = db_name.lower(), table_name.lower()
         self._check_writable(db_name)
@@ -440,7 +444,11 @@ class CatalogService:
                 self._rewrite_partitions_for_rename(tx.conn, tbl_id, new_table, move)
                 _rename_write_ids(tx.conn, (db_name, table_name), (new_table.db_name, new_table.table_name))
             data = None
-            if captured:  # a move is captured at the old place; the files it added are named at the new one
+            stays = not renamed and new_table.sd.location == old.sd.location
+            if captured and declared and applied is None and stays:
+                data = declared_change(tx.conn, ObjectKey(tbl_id))
+                listings.mark_unlisted(tx.conn, ObjectKey(tbl_id), time.time_ns())
+            elif captured:  # a move is captured at the old place; the files it added are named at the new one
                 where = move[0] if move else new_table.sd.location
                 data = self._captured(tx.conn, ObjectKey(tbl_id), where, applied)
                 if move:

@@ -141,16 +141,13 @@ def _store_summary(conn: Connection, key: ObjectKey, value: Summary) -> None:
 
 
 def mark_unlisted(conn: Connection, key: ObjectKey, at_ns: int) -> None:
-    """A declared write recorded files at ``at_ns`` without listing the location (kept if already earlier)."""
-    conn.execute(
-        update(data_listings)
-        .where(
-            data_listings.c.tbl_id == key.tbl_id,
-            data_listings.c.part_id == key.part_id,
-            data_listings.c.unlisted_since.is_(None),
-        )
-        .values(unlisted_since=at_ns)
-    )
+    """A declared write changed the object at ``at_ns`` without listing its location (an earlier mark stays)."""
+    where = (data_listings.c.tbl_id == key.tbl_id, data_listings.c.part_id == key.part_id)
+    row = conn.execute(select(data_listings.c.unlisted_since).where(*where)).first()
+    if row is None:  # nothing recorded yet (an empty table): the mark needs the listing's row
+        _store_summary(conn, key, summary(conn, key))
+    if row is None or row.unlisted_since is None:
+        conn.execute(update(data_listings).where(*where).values(unlisted_since=at_ns))
 
 
 def mark_listed(conn: Connection, key: ObjectKey) -> None:

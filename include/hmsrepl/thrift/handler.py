@@ -279,6 +279,7 @@ class MetastoreHandler:
         self._local.peer = peer
         self._local.user = peer.user or ""
         self._local.declared = None
+        self._local.declares = False
 
     @property
     def peer(self) -> Peer | None:
@@ -421,7 +422,11 @@ class MetastoreHandler:
         return hms.GetTableResult(table=table)
 
     def alter_table(self, dbname: str, tbl_name: str, new_tbl: Any) -> None:
-        self.catalog.alter_table(dbname, tbl_name, convert.table_from_thrift(new_tbl))
+        """A client that names its files in INSERTs on this connection declares its table writes: Hive's
+        loadTable alters the table, then fires the INSERT naming the new files, so the alter lists nothing
+        (``CatalogService.alter_table``, ``declared``)."""
+        declares = getattr(self._local, "declares", False)
+        self.catalog.alter_table(dbname, tbl_name, convert.table_from_thrift(new_tbl), declared=declares)
 
     def alter_table_with_environment_context(
         self, dbname: str, tbl_name: str, new_tbl: Any, environment_context: Any
@@ -799,6 +804,7 @@ class MetastoreHandler:
             # Spark's Hive client reports an overwrite into a new partition before it adds the partition;
             # the ADD_PARTITION that follows lists the files, so there is nothing to log yet.
             return hms.FireEventResponse(eventIds=[])
+        self._local.declares = True
         if rqst.partitionVals:  # the alter_partition Hive sends next changes no data of its own
             self._local.declared = (rqst.dbName.lower(), rqst.tableName.lower(), tuple(rqst.partitionVals))
         events = self.store.events.next_events(before, db_name=rqst.dbName, table_name=rqst.tableName)
