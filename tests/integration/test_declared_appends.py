@@ -26,6 +26,7 @@ from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.messages import DataChange
 from hmsrepl.storage.local import local_path
 from hmsrepl.thrift.server import MetastoreServer
+from tests.helpers import create_db_and_table, make_partition, make_table
 from tests.servers import Hive2Client, RunningMetastore, metastore_server
 
 DB = "sales"
@@ -267,3 +268,26 @@ def test_a_table_append_from_a_client_that_declares_its_files_lists_nothing(serv
     assert found.event_type == "ALTER_TABLE" and found.body()["before"] == found.body()["after"]
     assert list(_files(list(_change(found).added))) == [local_path(foreign)]
     assert _replayed(store, "notes", None) == _disk(location)
+
+
+def test_declared_writes_are_reconciled_on_every_database(metastore: Metastore) -> None:
+    """The marks and the reconciliation on SQLite, PostgreSQL and MariaDB, in process: an empty table altered
+    by a declaring client (no listing recorded yet, so the mark makes the row), files dropped in it and
+    removed from a partition by hand; one pass logs each object's difference once, a second logs nothing."""
+    table = create_db_and_table(metastore, partition_keys=("d",))
+    [part] = metastore.catalog.add_partitions(DB, TABLE, [make_partition(table, "1")])
+    kept, gone = _write(part.sd.location, "kept.txt"), _write(part.sd.location, "gone.txt")
+    metastore.catalog.insert(DB, TABLE, ["1"], new_files=[kept, gone])
+    Path(local_path(gone)).unlink()
+    notes = metastore.catalog.create_table(make_table(DB, "notes"))
+    metastore.catalog.alter_table(DB, "notes", notes, declared=True)
+    dropped = _write(notes.sd.location, "dropped.txt")
+    last = metastore.get_current_notification_event_id()
+
+    assert metastore.reconcile_listings(settle_seconds=0) == 2
+    events = {e.table_name: _change(e) for e in metastore.get_next_notification(last)}
+    assert list(_files(list(events["notes"].added))) == [local_path(dropped)]
+    assert events[TABLE].removed == ("gone.txt",) and not events[TABLE].added
+    assert _replayed(metastore) == _disk(part.sd.location)
+    assert _replayed(metastore, "notes", None) == _disk(notes.sd.location)
+    assert metastore.reconcile_listings(settle_seconds=0) == 0

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, bindparam, delete, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Row, bindparam, delete, func, insert, select, update
 
 from hmsrepl.formats import listing_digest
 from hmsrepl.metastore.schema import data_files, data_listings
@@ -143,11 +143,12 @@ def _store_summary(conn: Connection, key: ObjectKey, value: Summary) -> None:
 def mark_unlisted(conn: Connection, key: ObjectKey, at_ns: int) -> None:
     """A declared write changed the object at ``at_ns`` without listing its location (an earlier mark stays)."""
     where = (data_listings.c.tbl_id == key.tbl_id, data_listings.c.part_id == key.part_id)
-    row = conn.execute(select(data_listings.c.unlisted_since).where(*where)).first()
-    if row is None:  # nothing recorded yet (an empty table): the mark needs the listing's row
+    mark = update(data_listings).where(*where).values(
+        unlisted_since=func.coalesce(data_listings.c.unlisted_since, at_ns)
+    )
+    if not conn.execute(mark).rowcount:  # nothing recorded yet (an empty table): the mark needs the row
         _store_summary(conn, key, summary(conn, key))
-    if row is None or row.unlisted_since is None:
-        conn.execute(update(data_listings).where(*where).values(unlisted_since=at_ns))
+        conn.execute(mark)
 
 
 def mark_listed(conn: Connection, key: ObjectKey) -> None:
@@ -218,12 +219,13 @@ def apply(
         before.count - len(old) + len(upserts),
         listing_digest.combine(before.digest, [(r.rel_path, r.checksum) for r in upserts], old.items()),
     )
-    for start in range(0, len(paths), CHUNK):
+    recorded = sorted(old)  # paths not recorded have no row to delete (an append's new files)
+    for start in range(0, len(recorded), CHUNK):
         conn.execute(
             delete(table).where(
                 table.c.tbl_id == key.tbl_id,
                 table.c.part_id == key.part_id,
-                table.c.rel_path.in_(paths[start : start + CHUNK]),
+                table.c.rel_path.in_(recorded[start : start + CHUNK]),
             )
         )
     if upserts:
