@@ -291,3 +291,32 @@ def test_declared_writes_are_reconciled_on_every_database(metastore: Metastore) 
     assert _replayed(metastore) == _disk(part.sd.location)
     assert _replayed(metastore, "notes", None) == _disk(notes.sd.location)
     assert metastore.reconcile_listings(settle_seconds=0) == 0
+
+
+def test_interleaved_pairs_of_a_dynamic_partition_load_are_each_declared(served) -> None:
+    """Hive loads dynamic partitions in a thread pool over one connection: the INSERTs of two partitions can
+    come before either alter. Each alter takes its own partition's declaration and lists nothing."""
+    server, client, store = served
+    hive = _hive()
+    part = _create_partition(client, server.warehouse, files=2)
+    second_location = f"{server.warehouse}/{DB}.db/{TABLE}/d=2"
+    second = hive.Partition(
+        values=["2"], dbName=DB, tableName=TABLE, sd=hive.StorageDescriptor(**part.sd.__dict__), parameters={}
+    )
+    second.sd.location = second_location
+    _write(second_location, "part-0.txt")
+    client.add_partition(second)
+    dropped = [_write(part.sd.location, "by-hand.txt"), _write(second_location, "by-hand.txt")]
+    before = store.get_current_notification_event_id()
+
+    _fire_insert(client, ["1"], [_write(part.sd.location, "new.txt")])
+    _fire_insert(client, ["2"], [_write(second_location, "new.txt")])
+    client.alter_partition(DB, TABLE, client.get_partition(DB, TABLE, ["1"]))
+    client.alter_partition(DB, TABLE, client.get_partition(DB, TABLE, ["2"]))
+
+    events = store.get_next_notification(before)
+    assert [e.event_type for e in events] == ["INSERT", "INSERT", "ALTER_PARTITION", "ALTER_PARTITION"]
+    assert all(_change(e).is_empty for e in events[2:])
+    logged = {path for e in events for path in _files(list(_change(e).added))}
+    assert not logged & {local_path(path) for path in dropped}
+    assert store.reconcile_listings(settle_seconds=0) == 2

@@ -143,8 +143,10 @@ def _store_summary(conn: Connection, key: ObjectKey, value: Summary) -> None:
 def mark_unlisted(conn: Connection, key: ObjectKey, at_ns: int) -> None:
     """A declared write changed the object at ``at_ns`` without listing its location (an earlier mark stays)."""
     where = (data_listings.c.tbl_id == key.tbl_id, data_listings.c.part_id == key.part_id)
-    mark = update(data_listings).where(*where).values(
-        unlisted_since=func.coalesce(data_listings.c.unlisted_since, at_ns)
+    mark = (
+        update(data_listings)
+        .where(*where)
+        .values(unlisted_since=func.coalesce(data_listings.c.unlisted_since, at_ns))
     )
     if not conn.execute(mark).rowcount:  # nothing recorded yet (an empty table): the mark needs the row
         _store_summary(conn, key, summary(conn, key))

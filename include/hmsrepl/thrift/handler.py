@@ -164,6 +164,9 @@ class ErrorMappingDispatcher:
 
 
 CACHE_METRICS_KEY = "hmsrepl.cache.metrics"
+# Partitions a connection's INSERTs declared and no alter took yet (a dynamic-partition load's, at most the
+# partitions it writes at once); beyond this the oldest is forgotten and its alter lists it.
+MAX_DECLARED = 1024
 # The server's own protocol (binary), so kept encodings can be sent as they are.
 _ENCODER = TCyBinaryProtocolFactory()
 
@@ -278,7 +281,7 @@ class MetastoreHandler:
         """Called by the server in a connection's thread before its first call (threads may be reused)."""
         self._local.peer = peer
         self._local.user = peer.user or ""
-        self._local.declared = None
+        self._local.declared = {}
         self._local.declares = False
 
     @property
@@ -604,13 +607,25 @@ class MetastoreHandler:
         self.alter_partitions(db_name, tbl_name, [new_part])
 
     def alter_partitions(self, db_name: str, tbl_name: str, new_parts: list[Any]) -> None:
-        """An alter of the one partition this connection's last INSERT recorded is declared by it: Hive's
-        loadPartition fires the INSERT naming the new files, then alters the partition, which then lists
-        nothing (``CatalogService.alter_partitions``, ``declared``)."""
+        """An alter of partitions this connection's INSERTs recorded since their last alter is declared by
+        them: Hive's loadPartition fires the INSERT naming the new files, then alters the partition, which
+        then lists nothing (``CatalogService.alter_partitions``, ``declared``). A dynamic-partition load
+        interleaves several partitions' pairs on one connection; each alter takes its own INSERT's
+        declaration."""
         models = [convert.partition_from_thrift(p, db_name, tbl_name) for p in new_parts or []]
-        declared, self._local.declared = getattr(self._local, "declared", None), None
+        pending = self._declared()
         written = [(db_name.lower(), tbl_name.lower(), tuple(m.values)) for m in models]
-        self.catalog.alter_partitions(db_name, tbl_name, models, declared=written == [declared])
+        declared = bool(written) and all(key in pending for key in written)
+        for key in written:
+            pending.pop(key, None)
+        self.catalog.alter_partitions(db_name, tbl_name, models, declared=declared)
+
+    def _declared(self) -> dict[tuple[str, str, tuple[str, ...]], None]:
+        """This connection's partitions whose INSERT came and whose alter has not, oldest first."""
+        pending = getattr(self._local, "declared", None)
+        if pending is None:
+            pending = self._local.declared = {}
+        return pending
 
     def alter_partition_with_environment_context(
         self, db_name: str, tbl_name: str, new_part: Any, environment_context: Any
@@ -795,7 +810,9 @@ class MetastoreHandler:
         if hive3 or not files:  # a Hive 3 client: its field 2 is the list of files
             files = list(insert.filesAddedChecksum or []) or files
         before = self.store.get_current_notification_event_id()
-        self._local.declared = None
+        pending = self._declared()
+        key = (rqst.dbName.lower(), rqst.tableName.lower(), tuple(rqst.partitionVals or ()))
+        pending.pop(key, None)
         try:
             self.catalog.insert(
                 rqst.dbName, rqst.tableName, rqst.partitionVals or None, new_files=files or None
@@ -806,7 +823,9 @@ class MetastoreHandler:
             return hms.FireEventResponse(eventIds=[])
         self._local.declares = True
         if rqst.partitionVals:  # the alter_partition Hive sends next changes no data of its own
-            self._local.declared = (rqst.dbName.lower(), rqst.tableName.lower(), tuple(rqst.partitionVals))
+            pending[key] = None
+            while len(pending) > MAX_DECLARED:
+                pending.pop(next(iter(pending)))
         events = self.store.events.next_events(before, db_name=rqst.dbName, table_name=rqst.tableName)
         return hms.FireEventResponse(eventIds=[e.event_id for e in events if e.event_type == "INSERT"][-1:])
 
