@@ -8,7 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+import google_crc32c
+
 from hmsrepl.config import MetastoreConfig
+from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.capture import CLOCK_TICK_NS
 from hmsrepl.metastore.model import Database, FieldSchema, Partition, StorageDescriptor, Table
@@ -122,3 +125,21 @@ def repl_run_cli(command: str, target: Metastore, source: Metastore) -> subproce
         text=True,
         timeout=300,
     )
+
+
+def disk_files(location: str) -> dict[str, str]:
+    """Data files below a location with CRC32C+size computed here, keyed by local path."""
+    root = Path(local_path(location))
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and not any(part.startswith(("_", ".")) for part in rel.split("/")):
+            data = path.read_bytes()
+            out[str(path)] = f"crc32c-{google_crc32c.value(data):08x}-{len(data)}"
+    return out
+
+
+def event_files(encoded: list[str]) -> dict[str, str]:
+    """Encoded files as local path -> checksum, to compare with ``disk_files``."""
+    entries = [EncodedFileUri.decode(e) for e in encoded]
+    return {local_path(e.file_uri): e.checksum for e in entries}

@@ -17,16 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import google_crc32c
 import pytest
 
-from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.messages import DataChange
 from hmsrepl.storage.local import local_path
 from hmsrepl.thrift.server import MetastoreServer
-from tests.helpers import create_db_and_table, make_partition, make_table
+from tests.helpers import create_db_and_table, disk_files, event_files, make_partition, make_table
 from tests.servers import Hive2Client, RunningMetastore, metastore_server
 
 DB = "sales"
@@ -105,22 +103,6 @@ def _fire_insert(client: Hive2Client, values: list[str] | None, files: list[str]
     )
 
 
-def _disk(location: str) -> dict[str, str]:
-    """CRC32C+size of every data file below ``location``, computed here, by local path."""
-    root = Path(local_path(location))
-    out = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.name.startswith((".", "_")):
-            data = path.read_bytes()
-            out[str(path)] = f"crc32c-{google_crc32c.value(data):08x}-{len(data)}"
-    return out
-
-
-def _files(encoded: list[str]) -> dict[str, str]:
-    entries = [EncodedFileUri.decode(text) for text in encoded]
-    return {local_path(entry.file_uri): entry.checksum for entry in entries}
-
-
 def _change(event: Any) -> DataChange:
     [obj] = parse_event(event).objects()
     return obj.change
@@ -134,7 +116,7 @@ def _replayed(store: Metastore, table: str = TABLE, partition: str | None = "d=1
             if obj.partition_name == partition:
                 held = obj.change.apply(held)
                 obj.change.check(held, f"event {event.event_id}")
-    return _files(list(held.values()))
+    return event_files(list(held.values()))
 
 
 def test_a_declared_append_logs_its_file_and_the_reconciliation_logs_what_nobody_named(served) -> None:
@@ -150,7 +132,9 @@ def test_a_declared_append_logs_its_file_and_the_reconciliation_logs_what_nobody
 
     insert, alter = store.get_next_notification(before)
     assert (insert.event_type, alter.event_type) == ("INSERT", "ALTER_PARTITION")
-    assert _files(list(_change(insert).added)) == {local_path(new): _disk(location)[local_path(new)]}
+    assert event_files(list(_change(insert).added)) == {
+        local_path(new): disk_files(location)[local_path(new)]
+    }
     assert _change(alter).is_empty  # declared by the INSERT: the partition was not listed again
     assert local_path(foreign) not in _replayed(store)
 
@@ -159,8 +143,10 @@ def test_a_declared_append_logs_its_file_and_the_reconciliation_logs_what_nobody
     [found] = store.get_next_notification(alter.event_id)
     assert found.event_type == "ALTER_PARTITION"
     assert found.body()["before"] == found.body()["after"]
-    assert _files(list(_change(found).added)) == {local_path(foreign): _disk(location)[local_path(foreign)]}
-    assert _replayed(store) == _disk(location)
+    assert event_files(list(_change(found).added)) == {
+        local_path(foreign): disk_files(location)[local_path(foreign)]
+    }
+    assert _replayed(store) == disk_files(location)
     assert store.reconcile_listings(settle_seconds=0) == 0  # nothing is due any more
     assert store.get_current_notification_event_id() == found.event_id
 
@@ -188,7 +174,7 @@ def test_an_alter_the_last_insert_did_not_declare_still_lists_the_partition(serv
         before = store.get_current_notification_event_id()
         client.alter_partition(DB, TABLE, partition)
         [event] = store.get_next_notification(before)
-        return local_path(dropped) in _files(list(_change(event).added))
+        return local_path(dropped) in event_files(list(_change(event).added))
 
     _fire_insert(client, ["1"], [_write(location, "declared.txt")])
     client.alter_partition(DB, TABLE, client.get_partition(DB, TABLE, ["1"]))  # declared: consumed here
@@ -225,10 +211,10 @@ def test_the_servers_housekeeping_reconciles_declared_appends(tmp_path: Path, se
         thread.join(10)
         housekeeper.store.close()
     [found] = store.get_next_notification(last)
-    assert _files(list(_change(found).added)) == {
-        local_path(foreign): _disk(part.sd.location)[local_path(foreign)]
+    assert event_files(list(_change(found).added)) == {
+        local_path(foreign): disk_files(part.sd.location)[local_path(foreign)]
     }
-    assert _replayed(store) == _disk(part.sd.location)
+    assert _replayed(store) == disk_files(part.sd.location)
 
 
 def test_a_table_append_from_a_client_that_declares_its_files_lists_nothing(served) -> None:
@@ -255,19 +241,19 @@ def test_a_table_append_from_a_client_that_declares_its_files_lists_nothing(serv
         return alter, insert
 
     alter, insert = append("first.txt")  # the connection has named nothing yet: the alter lists
-    assert list(_files(list(_change(alter).added))) == [local_path(f"{location}/first.txt")]
+    assert list(event_files(list(_change(alter).added))) == [local_path(f"{location}/first.txt")]
     assert _change(insert).is_empty
     foreign = _write(location, "dropped-by-hand.txt")
     alter, insert = append("second.txt")
     assert _change(alter).is_empty
-    assert list(_files(list(_change(insert).added))) == [local_path(f"{location}/second.txt")]
+    assert list(event_files(list(_change(insert).added))) == [local_path(f"{location}/second.txt")]
     assert local_path(foreign) not in _replayed(store, "notes", None)
 
     assert store.reconcile_listings(settle_seconds=0) == 1
     [found] = store.get_next_notification(insert.event_id)
     assert found.event_type == "ALTER_TABLE" and found.body()["before"] == found.body()["after"]
-    assert list(_files(list(_change(found).added))) == [local_path(foreign)]
-    assert _replayed(store, "notes", None) == _disk(location)
+    assert list(event_files(list(_change(found).added))) == [local_path(foreign)]
+    assert _replayed(store, "notes", None) == disk_files(location)
 
 
 def test_declared_writes_are_reconciled_on_every_database(metastore: Metastore) -> None:
@@ -286,10 +272,10 @@ def test_declared_writes_are_reconciled_on_every_database(metastore: Metastore) 
 
     assert metastore.reconcile_listings(settle_seconds=0) == 2
     events = {e.table_name: _change(e) for e in metastore.get_next_notification(last)}
-    assert list(_files(list(events["notes"].added))) == [local_path(dropped)]
+    assert list(event_files(list(events["notes"].added))) == [local_path(dropped)]
     assert events[TABLE].removed == ("gone.txt",) and not events[TABLE].added
-    assert _replayed(metastore) == _disk(part.sd.location)
-    assert _replayed(metastore, "notes", None) == _disk(notes.sd.location)
+    assert _replayed(metastore) == disk_files(part.sd.location)
+    assert _replayed(metastore, "notes", None) == disk_files(notes.sd.location)
     assert metastore.reconcile_listings(settle_seconds=0) == 0
 
 
@@ -317,6 +303,6 @@ def test_interleaved_pairs_of_a_dynamic_partition_load_are_each_declared(served)
     events = store.get_next_notification(before)
     assert [e.event_type for e in events] == ["INSERT", "INSERT", "ALTER_PARTITION", "ALTER_PARTITION"]
     assert all(_change(e).is_empty for e in events[2:])
-    logged = {path for e in events for path in _files(list(_change(e).added))}
+    logged = {path for e in events for path in event_files(list(_change(e).added))}
     assert not logged & {local_path(path) for path in dropped}
     assert store.reconcile_listings(settle_seconds=0) == 2

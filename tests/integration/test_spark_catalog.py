@@ -18,25 +18,9 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.messages import DataChange
 from hmsrepl.storage.local import local_path
+from tests.helpers import disk_files, event_files
 
 pytestmark = pytest.mark.spark
-
-
-def disk_files(location: str) -> dict[str, str]:
-    """Data files below a location with CRC32C+size computed here, keyed by local path."""
-    root = Path(local_path(location))
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_file() and not any(part.startswith(("_", ".")) for part in rel.split("/")):
-            data = path.read_bytes()
-            out[str(path)] = f"crc32c-{google_crc32c.value(data):08x}-{len(data)}"
-    return out
-
-
-def event_files(encoded: list[str]) -> dict[str, str]:
-    entries = [EncodedFileUri.decode(e) for e in encoded]
-    return {local_path(e.file_uri): e.checksum for e in entries}
 
 
 def change(event) -> DataChange:
