@@ -272,7 +272,9 @@ def capture_named(
     rewritten = known.keys() & stats.keys()
     if is_local_uri(location):
         stats = _settle(stats, listed_at)
-    summary, unchanged = _record_new(conn, cm, key, location, stats, None, set(named), [], [], rewritten, out)
+    summary, unchanged = _record_new(
+        conn, cm, key, location, stats, None, set(named), [], [], rewritten, out, before
+    )
     complete = before.count - replaced + unchanged == 0
     out.change = DataChange(tuple(out.change.added), (), complete, summary.count, summary.digest)
     listings.mark_unlisted(conn, key, listed_at)  # what the writer did not name waits for a listing
@@ -290,7 +292,7 @@ def declared_change(conn: Connection, key: ObjectKey) -> DataChange:
     return _no_change(listings.summary(conn, key))
 
 
-def _no_change(recorded: listings.Summary) -> DataChange:
+def _no_change(recorded: Summary) -> DataChange:
     return DataChange((), (), recorded.count == 0, recorded.count, recorded.digest)
 
 
@@ -377,15 +379,17 @@ def _record_new(
     refreshed: list[FileRecord],
     restamp: Collection[str],
     out: Captured,
+    before: Summary | None = None,
 ) -> tuple[Summary, int]:
     """Identify, pin and record the new or changed files a batch at a time; the first batch also writes
     the removals. Returns the listing's summary after the change, and how many files of ``restamp`` (a
     new size or time) kept their recorded checksum: those are recorded anew but not logged (touched, or
-    rewritten with the same bytes), so the event carries only files whose content is new."""
+    rewritten with the same bytes), so the event carries only files whose content is new. ``before``: the
+    recorded summary, when the caller read it already."""
     rels = sorted(fresh)
     added: list[str] = []
     unchanged = 0
-    summary = None
+    summary = before
     for start in range(0, max(len(rels), 1), BATCH):
         batch = rels[start : start + BATCH]
         identities = _applied_identities(location, batch, applied) if applied is not None else None
@@ -411,7 +415,7 @@ def _record_new(
         first = start == 0
         records = [r for r in records if known.get(r.rel_path) != r]  # read again, still as recorded
         summary = listings.apply(
-            conn, key, [*records, *(refreshed if first else ())], removed if first else ()
+            conn, key, [*records, *(refreshed if first else ())], removed if first else (), before=summary
         )
     out.change = DataChange(tuple(added))
     assert summary is not None

@@ -1023,7 +1023,13 @@ class CatalogService:
         """
         self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
-        partition = self.get_partition(db_name, table_name, partition_values) if partition_values else None
+        partition = None
+        if partition_values:  # the table is read already: only the partition's row
+            name = _partition_name(table, partition_values)
+            found = self.get_partitions_by_names(db_name, table_name, [name])
+            if not found:
+                raise NoSuchPartitionError(table.db_name, table.table_name, name)
+            partition = found[0]
         if table.partition_keys and partition is None:
             raise InvalidObjectError(
                 f"table '{table.qualified_name}' is partitioned; name the partition written"

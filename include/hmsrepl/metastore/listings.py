@@ -202,20 +202,27 @@ def _checksums(conn: Connection, key: ObjectKey, paths: list[str]) -> dict[str, 
 
 
 def apply(
-    conn: Connection, key: ObjectKey, upserts: Iterable[FileRecord], removed: Iterable[str] = ()
+    conn: Connection,
+    key: ObjectKey,
+    upserts: Iterable[FileRecord],
+    removed: Iterable[str] = (),
+    *,
+    before: Summary | None = None,
 ) -> Summary:
     """Write a diff: ``upserts`` replace or add records, ``removed`` paths go (O(diff) statements' rows).
 
     The listing's count and digest are updated from the diff alone (the replaced records' checksums are
-    read back, O(diff) rows) and returned: what the write's event carries.
+    read back, O(diff) rows) and returned: what the write's event carries. ``before``: the summary the
+    caller read in this transaction (or the previous batch's result), not read again.
     """
     upserts = list(upserts)
     gone = {*removed, *(r.rel_path for r in upserts)}
     if not gone:  # nothing changed: nothing to write (most metadata-only writes)
-        return summary(conn, key)
+        return before if before is not None else summary(conn, key)
     table = data_files
     paths = sorted(gone)
-    before = summary(conn, key)
+    if before is None:
+        before = summary(conn, key)
     old = _checksums(conn, key, paths)
     after = Summary(
         before.count - len(old) + len(upserts),
