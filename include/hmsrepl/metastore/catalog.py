@@ -1012,8 +1012,9 @@ class CatalogService:
         The event's ``data`` is the diff from the recorded listing (files added or changed, paths removed,
         the listing's count and digest after the change: a reader applying it holds exactly this listing,
         never a mix of old and new data); ``new_files`` what the writer added (``new_files`` argument: those
-        files, which must exist; else the files the diff found new). A client that already told the
-        metastore of its files (Spark's alter_partition before fire_listener_event) logs an empty change.
+        files, which must exist; else the files the diff found new). A client whose alter already listed
+        its files (an alter_table before the INSERT, from a connection that had not named files yet) logs an
+        empty change; into a partition, Spark's INSERT comes first and records the files itself.
         With ``replace`` (INSERT OVERWRITE) every other data file leaves the listing and is recycled into
         cmroot after commit. Returns the encoded URIs of the new files.
 
