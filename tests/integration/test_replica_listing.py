@@ -98,10 +98,10 @@ def test_loads_record_only_what_changed_in_the_replicas_listing(engine, source, 
     written: list[str] = []
     real = listings.apply
 
-    def counting(conn, key, records, removed=()):  # type: ignore[no-untyped-def]
+    def counting(conn, key, records, removed=(), **kwargs):  # type: ignore[no-untyped-def]
         records = list(records)
         written.extend(r.rel_path for r in records)
-        return real(conn, key, records, removed)
+        return real(conn, key, records, removed, **kwargs)
 
     monkeypatch.setattr(listings, "apply", counting)
     seed(source)
