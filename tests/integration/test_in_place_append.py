@@ -75,10 +75,10 @@ def test_several_new_files_still_take_a_new_version(engine, source, target, monk
     written: list[str] = []
     real_apply = listings.apply
 
-    def recording(conn, key, records, removed=()):  # type: ignore[no-untyped-def]
+    def recording(conn, key, records, removed=(), **kwargs):  # type: ignore[no-untyped-def]
         records = list(records)
         written.extend(r.rel_path for r in records)
-        return real_apply(conn, key, records, removed)
+        return real_apply(conn, key, records, removed, **kwargs)
 
     monkeypatch.setattr(listings, "apply", recording)
     replica_head = target.get_current_notification_event_id()
