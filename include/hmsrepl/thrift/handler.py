@@ -798,9 +798,10 @@ class MetastoreHandler:
 
         The metastore records the named files, reading only those it has not recorded yet
         (``CatalogService.insert``). Into a partition, Hive fires it before the alter_partition of the same
-        append, which is then declared by it (``alter_partitions``); into a table, after the alter_table that
-        listed the table, so the INSERT logs an empty change and names the files with their recorded
-        checksums.
+        append, which is then declared by it (``alter_partitions``). Into a table, after the alter_table: on a
+        connection's first append that alter listed the table, so the INSERT logs an empty change and names
+        the files with their recorded checksums; from then on the connection declares its alters
+        (``alter_table``) and the INSERT records the files.
         """
         insert = rqst.data.insertData if rqst.data is not None else None
         if insert is None:
