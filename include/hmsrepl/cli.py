@@ -638,6 +638,22 @@ def intents_run(ctx: click.Context, lease_seconds: float) -> None:
         raise SystemExit(1)
 
 
+@metastore.command("reconcile")
+@click.option(
+    "--settle-seconds", type=float, default=1.0, show_default=True, help="Skip objects marked this recently."
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=200, show_default=True, help="Objects, oldest first."
+)
+@click.pass_context
+@_friendly_errors
+def metastore_reconcile(ctx: click.Context, settle_seconds: float, limit: int) -> None:
+    """List the tables and partitions declared appends left unlisted and log what no writer named (what a
+    serving metastore's housekeeping does every pass; for a metastore used in process only)."""
+    logged = _store(ctx).reconcile_listings(settle_seconds, limit)
+    click.echo(f"listing reconciliation: {logged} events logged")
+
+
 @main.group()
 def txns() -> None:
     """Transaction housekeeping."""

@@ -11,6 +11,8 @@ what is on disk. The client is hmsclient's generated Hive 2.x client on a real s
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ from hmsrepl.metastore.messages import DataChange
 from hmsrepl.storage.local import local_path
 from hmsrepl.thrift.server import MetastoreServer
 from tests.helpers import create_db_and_table, disk_files, event_files, make_partition, make_table
-from tests.servers import Hive2Client, RunningMetastore, metastore_server
+from tests.servers import REPO, Hive2Client, RunningMetastore, metastore_server
 
 DB = "sales"
 TABLE = "orders"
@@ -306,3 +308,30 @@ def test_interleaved_pairs_of_a_dynamic_partition_load_are_each_declared(served)
     logged = {path for e in events for path in event_files(list(_change(e).added))}
     assert not logged & {local_path(path) for path in dropped}
     assert store.reconcile_listings(settle_seconds=0) == 2
+
+
+def test_the_reconcile_command_lists_what_a_metastore_used_in_process_left_marked(
+    sqlite_metastore: Metastore,
+) -> None:
+    """Without a serving metastore's housekeeping, an operator (or a scheduled task) runs the same pass."""
+    store = sqlite_metastore
+    table = create_db_and_table(store, partition_keys=("d",))
+    [part] = store.catalog.add_partitions(DB, TABLE, [make_partition(table, "1")])
+    store.catalog.insert(DB, TABLE, ["1"], new_files=[_write(part.sd.location, "named.txt")])
+    dropped = _write(part.sd.location, "by-hand.txt")
+    last = store.get_current_notification_event_id()
+    config = store.config
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO)]),
+        "HMSREPL_DB_URL": config.db_url,
+        "HMSREPL_WAREHOUSE": config.warehouse,
+        "HMSREPL_CMROOT": config.cmroot,
+    }
+    command = [sys.executable, "-m", "hmsrepl.cli", "metastore", "reconcile", "--settle-seconds", "0"]
+    ran = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    assert "listing reconciliation: 1 events logged" in ran.stdout
+    [found] = store.get_next_notification(last)
+    assert list(event_files(list(_change(found).added))) == [local_path(dropped)]
+    again = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    assert "0 events logged" in again.stdout
