@@ -19,6 +19,7 @@ from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import display_url, make_engine, schema_is_current, upgrade_schema
+from hmsrepl.metastore.service import RECONCILE_BATCH
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -643,7 +644,11 @@ def intents_run(ctx: click.Context, lease_seconds: float) -> None:
     "--settle-seconds", type=float, default=1.0, show_default=True, help="Skip objects marked this recently."
 )
 @click.option(
-    "--limit", type=click.IntRange(min=1), default=200, show_default=True, help="Objects, oldest first."
+    "--limit",
+    type=click.IntRange(min=1),
+    default=RECONCILE_BATCH,
+    show_default=True,
+    help="Objects, oldest first.",
 )
 @click.pass_context
 @_friendly_errors

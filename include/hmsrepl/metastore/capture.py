@@ -233,7 +233,8 @@ def capture(
             encode_at(cm, loc, rel, identity)
             for rel, identity in zip(rels, _identify(loc, rels), strict=True)
         )
-    listings.mark_listed(conn, key)
+    if applied is None and not fresh:  # only a write's listing can clear a declared write's mark
+        listings.mark_listed(conn, key)
     return out
 
 

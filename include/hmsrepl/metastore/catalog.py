@@ -757,9 +757,12 @@ class CatalogService:
         return out
 
     def get_partition(self, db_name: str, table_name: str, values: Sequence[str]) -> Partition:
-        table = self.get_table(db_name, table_name)
+        return self._partition_of(self.get_table(db_name, table_name), values)
+
+    def _partition_of(self, table: Table, values: Sequence[str]) -> Partition:
+        """A partition of a table the caller read already (its row only)."""
         name = _partition_name(table, values)
-        found = self.get_partitions_by_names(db_name, table_name, [name])
+        found = self.get_partitions_by_names(table.db_name, table.table_name, [name])
         if not found:
             raise NoSuchPartitionError(table.db_name, table.table_name, name)
         return found[0]
@@ -1024,13 +1027,7 @@ class CatalogService:
         """
         self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
-        partition = None
-        if partition_values:  # the table is read already: only the partition's row
-            name = _partition_name(table, partition_values)
-            found = self.get_partitions_by_names(db_name, table_name, [name])
-            if not found:
-                raise NoSuchPartitionError(table.db_name, table.table_name, name)
-            partition = found[0]
+        partition = self._partition_of(table, partition_values) if partition_values else None
         if table.partition_keys and partition is None:
             raise InvalidObjectError(
                 f"table '{table.qualified_name}' is partitioned; name the partition written"
@@ -1092,7 +1089,7 @@ class CatalogService:
             if row is None or listings.unlisted_since(tx.conn, key) is None:
                 return False  # dropped, or listed by a write in the meantime
             table = _table_from_row(row)
-            if refusal(table.db_name, self.get_database(table.db_name).parameters):
+            if refusal(table.db_name, self._load_db(tx.conn, table.db_name).parameters):
                 listings.mark_listed(tx.conn, key)  # a protected replica's listing is its loads' business
                 return False
             partition = None
