@@ -7,12 +7,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.formats.file_uri import EncodedFileUri
-from hmsrepl.metastore import Metastore
+from hmsrepl.metastore import Metastore, listings
 from hmsrepl.metastore.capture import CLOCK_TICK_NS
 from hmsrepl.metastore.model import Database, FieldSchema, Partition, StorageDescriptor, Table
 from hmsrepl.storage.local import local_path
@@ -143,3 +144,18 @@ def event_files(encoded: list[str]) -> dict[str, str]:
     """Encoded files as local path -> checksum, to compare with ``disk_files``."""
     entries = [EncodedFileUri.decode(e) for e in encoded]
     return {local_path(e.file_uri): e.checksum for e in entries}
+
+
+def record_listing_writes(monkeypatch: Any) -> list[str]:
+    """The relative path of every record ``listings.apply`` writes from now on, in order (a load that
+    records only its change writes the new files' records, never the kept ones again)."""
+    written: list[str] = []
+    real = listings.apply
+
+    def recording(conn, key, records, removed=(), **kwargs):  # type: ignore[no-untyped-def]
+        records = list(records)
+        written.extend(r.rel_path for r in records)
+        return real(conn, key, records, removed, **kwargs)
+
+    monkeypatch.setattr(listings, "apply", recording)
+    return written

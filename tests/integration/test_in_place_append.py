@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hmsrepl.acid import InsertOnlyWriter, visible_files
-from hmsrepl.metastore import Metastore, capture, listings
+from hmsrepl.metastore import Metastore, capture
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.model import Function
@@ -25,7 +25,7 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.target import TargetWriter
 from hmsrepl.replication.verify import capture_state, diff_states, replica_leftovers, verify
 from hmsrepl.storage.local import local_path
-from tests.helpers import make_partition, make_table, write_file
+from tests.helpers import make_partition, make_table, record_listing_writes, write_file
 from tests.integration.test_replica_listing import FILES, append, append_two, bootstrap, incremental, seed
 
 
@@ -72,15 +72,7 @@ def test_several_new_files_still_take_a_new_version(engine, source, target, monk
     listed: list[str] = []
     real = capture.stat_listing
     monkeypatch.setattr(capture, "stat_listing", lambda location: listed.append(location) or real(location))
-    written: list[str] = []
-    real_apply = listings.apply
-
-    def recording(conn, key, records, removed=(), **kwargs):  # type: ignore[no-untyped-def]
-        records = list(records)
-        written.extend(r.rel_path for r in records)
-        return real_apply(conn, key, records, removed, **kwargs)
-
-    monkeypatch.setattr(listings, "apply", recording)
+    written = record_listing_writes(monkeypatch)
     replica_head = target.get_current_notification_event_id()
     incremental(engine)
     assert sorted(written) == ["part-two-0.parquet", "part-two-1.parquet"]

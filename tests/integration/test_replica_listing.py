@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hmsrepl.metastore import Metastore, listings
+from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.messages import ListingMismatchError
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
@@ -22,7 +22,7 @@ from hmsrepl.replication.verify import capture_state, diff_states, verify
 from hmsrepl.storage.local import LocalFileSystem, local_path
 from tests.dump_events import read_events, rewrite_events, to_layout_format_1
 from tests.format2 import bootstrap_listings, message_versions, to_format_1, to_format_2
-from tests.helpers import make_partition, make_table, write_file
+from tests.helpers import make_partition, make_table, record_listing_writes, write_file
 
 FILES = 40
 
@@ -95,15 +95,7 @@ def test_one_new_file_into_a_partition_of_many_reads_no_file_already_there(engin
 def test_loads_record_only_what_changed_in_the_replicas_listing(engine, source, target, monkeypatch):
     """Each load of one new file writes that file's record, never the kept files' records again (a listing
     that states times in float seconds must not look changed to a record in nanoseconds)."""
-    written: list[str] = []
-    real = listings.apply
-
-    def counting(conn, key, records, removed=(), **kwargs):  # type: ignore[no-untyped-def]
-        records = list(records)
-        written.extend(r.rel_path for r in records)
-        return real(conn, key, records, removed, **kwargs)
-
-    monkeypatch.setattr(listings, "apply", counting)
+    written = record_listing_writes(monkeypatch)
     seed(source)
     bootstrap(engine)
     for round_ in range(3):
