@@ -335,3 +335,29 @@ def test_the_reconcile_command_lists_what_a_metastore_used_in_process_left_marke
     assert list(event_files(list(_change(found).added))) == [local_path(dropped)]
     again = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     assert "0 events logged" in again.stdout
+
+
+def test_a_declaration_does_not_let_an_alter_move_a_partition_into_another_tables_files(served) -> None:
+    """A hostile client declares a partition with an INSERT, then alters it onto another table's directory:
+    the declaration only spares a partition that stays where it is a listing, so the location is checked as
+    for any alter and refused; the other table's files and the log stay as they were."""
+    server, client, store = served
+    part = _create_partition(client, server.warehouse, files=2)
+    table = client.get_table(DB, TABLE)
+    table.tableName, table.partitionKeys = "victim", []
+    victim = f"{server.warehouse}/{DB}.db/victim"
+    table.sd.location = victim
+    for i in range(3):
+        _write(victim, f"secret-{i}.txt")
+    client.create_table(table)
+    untouched = disk_files(victim)
+    _fire_insert(client, ["1"], [_write(part.sd.location, "declared.txt")])
+    last = store.get_current_notification_event_id()
+
+    moved = client.get_partition(DB, TABLE, ["1"])
+    moved.sd.location = victim
+    with pytest.raises(_hive().MetaException, match="victim"):
+        client.alter_partition(DB, TABLE, moved)
+    assert disk_files(victim) == untouched
+    assert store.get_current_notification_event_id() == last
+    assert store.catalog.get_partition(DB, TABLE, ["1"]).sd.location == part.sd.location
