@@ -85,6 +85,18 @@ def _create_partition(client: Hive2Client, warehouse: str, files: int) -> Any:
     return client.get_partition(DB, TABLE, ["1"])
 
 
+def _create_table(client: Hive2Client, warehouse: str, name: str, files: list[str]) -> str:
+    """An unpartitioned table shaped like sales.orders, holding ``files`` written before it was created;
+    returns its location."""
+    table = client.get_table(DB, TABLE)
+    table.tableName, table.partitionKeys = name, []
+    table.sd.location = f"{warehouse}/{DB}.db/{name}"
+    for file in files:
+        _write(table.sd.location, file)
+    client.create_table(table)
+    return table.sd.location
+
+
 def _write(location: str, name: str) -> str:
     path = Path(local_path(location), name)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -225,13 +237,7 @@ def test_a_table_append_from_a_client_that_declares_its_files_lists_nothing(serv
     reconciliation logs the file dropped by hand."""
     server, client, store = served
     _create_partition(client, server.warehouse, files=0)  # the database
-    table = client.get_table(DB, TABLE)
-    table.tableName, table.partitionKeys = "notes", []
-    location = f"{server.warehouse}/{DB}.db/notes"
-    table.sd.location = location
-    for i in range(5):
-        _write(location, f"part-{i}.txt")
-    client.create_table(table)
+    location = _create_table(client, server.warehouse, "notes", [f"part-{i}.txt" for i in range(5)])
 
     def append(name: str) -> tuple[Any, Any]:
         new = _write(location, name)
@@ -343,13 +349,7 @@ def test_a_declaration_does_not_let_an_alter_move_a_partition_into_another_table
     for any alter and refused; the other table's files and the log stay as they were."""
     server, client, store = served
     part = _create_partition(client, server.warehouse, files=2)
-    table = client.get_table(DB, TABLE)
-    table.tableName, table.partitionKeys = "victim", []
-    victim = f"{server.warehouse}/{DB}.db/victim"
-    table.sd.location = victim
-    for i in range(3):
-        _write(victim, f"secret-{i}.txt")
-    client.create_table(table)
+    victim = _create_table(client, server.warehouse, "victim", [f"secret-{i}.txt" for i in range(3)])
     untouched = disk_files(victim)
     _fire_insert(client, ["1"], [_write(part.sd.location, "declared.txt")])
     last = store.get_current_notification_event_id()
