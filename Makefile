@@ -4,14 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PGBIN ?= $(shell ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-PG_PORT ?= 55432
-PG_DIR := $(CURDIR)/var/throwaway-pg
+DB_SERVERS := tests/db_servers.sh
 # Two workers, one test file each at a time (files share servers and fixtures): the suite takes ~12 min on
 # 2 cores instead of ~20. Override with PYTEST_ARGS= for one process.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: help setup krb5-packages check-java demo test lint format bench db-up db-down clean ui-check test-airflow \
+.PHONY: help setup krb5-packages db-packages check-java demo test lint format bench db-up db-down clean ui-check test-airflow \
 	ui-browser ui-connection-check
 
 help:  ## list targets
@@ -24,7 +22,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
-setup: krb5-packages $(STAMP) check-java  ## create .venv with every requirement
+setup: krb5-packages db-packages $(STAMP) check-java  ## .venv with every requirement, and the test database servers
+
+db-packages:  ## Debian's PostgreSQL and MariaDB servers, for the tests' throwaway servers (as root, when missing)
+	@$(DB_SERVERS) install
 
 # The gssapi package has no Linux wheels: it builds with gcc against libkrb5-dev (and Python's headers).
 KRB5_DEBS := krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc python3-dev
@@ -41,7 +42,7 @@ check-java:  ## Spark needs Java 17 or newer
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	  [ "$${v:-0}" -ge 17 ] || { echo "Java $$v found; Spark 4 needs Java 17+"; exit 1; }
 
-demo: setup  ## run the main job end to end on the embedded defaults (SQLite, local dirs, local Spark)
+demo: krb5-packages $(STAMP) check-java  ## run the main job end to end on the embedded defaults (SQLite, local dirs, local Spark)
 	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/hmsrepl demo
 
 lint: $(STAMP)  ## ruff lint and format check
@@ -52,14 +53,8 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: setup lint  ## the whole test suite (PostgreSQL and MariaDB from HMSREPL_TEST_*_URL or 127.0.0.1)
-	@if ! $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', 5432), 2)" 2>/dev/null \
-	    && [ -z "$$HMSREPL_TEST_POSTGRES_URL" ]; then \
-	  echo "no PostgreSQL on 127.0.0.1:5432: starting a throwaway one (make db-up)"; $(MAKE) db-up; \
-	  export HMSREPL_TEST_POSTGRES_URL=postgresql+psycopg://postgres@127.0.0.1:$(PG_PORT)/postgres; \
-	fi; \
-	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
-	[ -f $(PG_DIR)/data/postmaster.pid ] && $(MAKE) db-down; exit $$rc
+test: setup lint  ## the whole test suite, on throwaway PostgreSQL and MariaDB servers unless HMSREPL_TEST_*_URL name others
+	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(DB_SERVERS) run -- $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-airflow: setup  ## the Airflow layer alone: DAG integrity, hook, bootstrap/incremental/cm_cleanup runs (dag.test)
 	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m pytest tests/airflow $(PYTEST_ARGS)
@@ -88,17 +83,11 @@ ui-check: setup $(UI_STAMP) ui-browser  ## Airflow UI in headless Chromium: conn
 ui-connection-check: setup $(UI_STAMP) ui-browser  ## only the metastore connection form and its Test button (api-server alone)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/ui/check_airflow_ui.py --connection-form-only
 
-db-up:  ## start a throwaway PostgreSQL on 127.0.0.1:$(PG_PORT) from Debian's binaries
-	@[ -n "$(PGBIN)" ] || { echo "PostgreSQL binaries not found: apt-get install postgresql"; exit 1; }
-	mkdir -p $(PG_DIR)
-	if [ "$$(id -u)" = 0 ]; then chown postgres $(PG_DIR); RUN="runuser -u postgres --"; else RUN=""; fi; \
-	  [ -f $(PG_DIR)/data/PG_VERSION ] || $$RUN $(PGBIN)/initdb -q -D $(PG_DIR)/data -A trust -U postgres; \
-	  $$RUN $(PGBIN)/pg_ctl -D $(PG_DIR)/data -l $(PG_DIR)/log -w \
-	    -o "-p $(PG_PORT) -c listen_addresses=127.0.0.1 -k $(PG_DIR)" start
+db-up:  ## start the throwaway PostgreSQL and MariaDB (prints the HMSREPL_TEST_*_URL exports for a shell)
+	@$(DB_SERVERS) up
 
-db-down:  ## stop the throwaway PostgreSQL
-	if [ "$$(id -u)" = 0 ]; then RUN="runuser -u postgres --"; else RUN=""; fi; \
-	  $$RUN $(PGBIN)/pg_ctl -D $(PG_DIR)/data -m fast -w stop || true
+db-down:  ## stop them
+	@$(DB_SERVERS) down
 
 clean:
 	rm -rf var spark-warehouse metastore_db derby.log
