@@ -3,7 +3,8 @@
 The source's cmroot keeps dropped and overwritten files so that events not replicated yet stay replayable;
 keep its retention well above the longest replication lag you accept. Each side runs
 ``spark_apps/cm_cleanup.py --side source|target`` (cmroot from the side's metastore connection, extra
-``cmroot``, else ``HMSREPL_SOURCE_CMROOT`` / ``HMSREPL_TARGET_CMROOT``); deletes run on Spark only when there are many. ``prune_dumps`` removes dump
+``cmroot``, else ``HMSREPL_SOURCE_CMROOT`` / ``HMSREPL_TARGET_CMROOT``) as a plain Python process: no JVM
+unless enough files expired that the deletes run on Spark (the Spark connection's master). ``prune_dumps`` removes dump
 directories under ``HMSREPL_DUMP_ROOT`` older than ``HMSREPL_DUMP_RETENTION_SECONDS`` (7 days), except one
 a replica's bootstrap load must still finish (no JVM: it only lists and deletes metadata files).
 """
@@ -19,7 +20,6 @@ from hmsrepl_airflow.settings import (
     CM_CLEANUP_SCHEDULE_ENV,
     DEFAULT_CM_CLEANUP_SCHEDULE,
     SOURCE_CONN_ID,
-    SPARK_CONF,
     SPARK_CONN_ID,
     TARGET_CONN_ID,
     default_args,
@@ -44,7 +44,6 @@ with DAG(
             side=side,
             metastore_conn_id=metastore_conn_id,
             conn_id=SPARK_CONN_ID,
-            conf=SPARK_CONF,
             name=f"hmsrepl-cm-cleanup-{side}",
             doc_md=f"Deletes {side} cmroot files older than HMSREPL_CM_RETENTION_SECONDS.",
         )

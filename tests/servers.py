@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +17,7 @@ from hmsrepl.thrift.process import free_port, metastore_process, stop_process
 
 REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["REPO", "RunningMetastore", "free_port", "metastore_server", "stop_process"]
+__all__ = ["REPO", "RunningMetastore", "answering", "free_port", "metastore_server", "stop_process"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +77,29 @@ class Hive2Client:
 
     def close(self) -> None:
         self.transport.close()
+
+
+@contextmanager
+def answering(banner: bytes) -> Iterator[int]:
+    """A loopback server that answers every connection with ``banner`` (another protocol's reply)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    conn.settimeout(5)
+                    with contextlib.suppress(OSError):
+                        conn.recv(4096)
+                        conn.sendall(banner)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() (close alone does not)
+        server.close()
+        thread.join(5)

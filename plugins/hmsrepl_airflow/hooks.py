@@ -37,6 +37,16 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from hmsrepl_airflow.hook_errors import (
+    MetastoreAuthError,
+    MetastoreConfigError,
+    MetastoreHookError,
+    MetastoreProtocolError,
+    kdc_unreachable,
+    not_thrift,
+    unknown_host,
+)
+
 if TYPE_CHECKING:
     from hmsrepl.metastore.events import NotificationEvent
 
@@ -50,12 +60,13 @@ COUNT_PAGE = 1000
 TIMEOUT_MS = 60_000
 
 
-class MetastoreHookError(Exception):
-    """The metastore of a connection could not answer; the message says which one and what to check."""
-
-
-class MetastoreConfigError(MetastoreHookError):
-    """The connection itself is missing or incomplete: retrying cannot help, the operator must fix it."""
+__all__ = [
+    "MetastoreAuthError",
+    "MetastoreConfigError",
+    "MetastoreHookError",
+    "MetastoreNotificationHook",
+    "MetastoreProtocolError",
+]
 
 
 class MetastoreNotificationHook(BaseHook):
@@ -205,6 +216,11 @@ class MetastoreNotificationHook(BaseHook):
         except MetastoreHookError:
             raise
         except Exception as exc:  # thriftpy2 raises TTransportException wrapping the socket error
+            if unknown_host(exc):
+                raise MetastoreConfigError(
+                    f"the host of connection '{self.metastore_conn_id}', '{host}', does not resolve "
+                    f"({_reason(exc.__context__ or exc)}); set the connection's host to the metastore's Thrift host"
+                ) from exc
             raise MetastoreHookError(
                 f"cannot reach the metastore of connection '{self.metastore_conn_id}' at thrift://{host}:{port}: "
                 f"{_reason(exc)}; check the connection's host and port and that the metastore server is running"
@@ -213,12 +229,18 @@ class MetastoreNotificationHook(BaseHook):
             client.set_ugi(user, [])
         except hms.MetaException as exc:  # Kerberos: the principal may not act as that user
             client.close()
-            raise MetastoreConfigError(
+            raise MetastoreAuthError(
                 f"metastore of connection '{self.metastore_conn_id}' at thrift://{host}:{port} refused set_ugi "
                 f"for user '{user}': {_reason(exc)}"
             ) from exc
         except Exception as exc:  # e.g. a server that accepts connections but never answers (TIMEOUT_MS)
             client.close()
+            if not_thrift(exc):
+                raise MetastoreProtocolError(
+                    f"what answers at thrift://{host}:{port} (connection '{self.metastore_conn_id}') does not speak "
+                    f"the Hive Metastore Thrift protocol ({_reason(exc)}); set the connection's port to the "
+                    f"metastore's Thrift port ({DEFAULT_PORT} by default)"
+                ) from exc
             raise MetastoreHookError(
                 f"metastore of connection '{self.metastore_conn_id}' at thrift://{host}:{port} did not answer "
                 f"set_ugi for user '{user}': {_reason(exc)}; check that the metastore server is running and "
@@ -249,7 +271,8 @@ class MetastoreNotificationHook(BaseHook):
                 qop=security["qop"],
             )
         except (gssapi.exceptions.GSSError, SaslError) as exc:
-            raise MetastoreHookError(
+            error = MetastoreHookError if kdc_unreachable(exc) else MetastoreAuthError
+            raise error(
                 f"connection '{self.metastore_conn_id}' could not authenticate to thrift://{host}:{port} as "
                 f"{security.get('principal')}: {_reason(exc)}; check the keytab or password, the principal, "
                 "extra 'service_principal' and that the KDC is reachable"
@@ -265,11 +288,13 @@ class MetastoreNotificationHook(BaseHook):
                 return getattr(client, method)(*args)
             except TApplicationException as exc:
                 message = _reason(exc)
-                if "may not" in message or "admin" in message.lower():
+                refused_user = "may not" in message or "admin" in message.lower()
+                if refused_user:
                     message += (
                         f"; give connection '{self.metastore_conn_id}' an admin user (HMSREPL_ADMIN_USERS)"
                     )
-                raise MetastoreHookError(
+                error = MetastoreAuthError if refused_user else MetastoreHookError
+                raise error(
                     f"metastore of connection '{self.metastore_conn_id}' refused {what}: {message}"
                 ) from exc
             except (TTransportException, OSError) as exc:

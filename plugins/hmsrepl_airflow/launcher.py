@@ -1,6 +1,6 @@
-"""Run the replication application for one task: on Spark when the work pays for a JVM, else as Python.
+"""Run an application for one task: on Spark when the work pays for a JVM, else as Python.
 
-``spark_apps/repl_sync.py`` is the same program either way. Submitted with spark-submit it gets the Spark
+``spark_apps/repl_sync.py`` (and ``cm_cleanup.py``) is the same program either way. Submitted with spark-submit it gets the Spark
 connection's cluster and resources; run as a plain Python process it starts no JVM at all unless a load
 copies enough files to want Spark (then a client-mode session on the same master). Its exit code says
 whether a failure is worth retrying (``spark_apps.common``: 1 outage, 2 bad options, 3 bad configuration or
@@ -27,12 +27,13 @@ PERMANENT_EXIT_CODES = frozenset({2, 3})
 
 @dataclass(frozen=True)
 class AppRun:
-    """One run of ``repl_sync.py``: its arguments, its environment (settings and secrets: never arguments,
-    which ``ps`` shows to everyone) and where it runs."""
+    """One run of an application (``repl_sync.py`` unless named): its arguments, its environment (settings
+    and secrets: never arguments, which ``ps`` shows to everyone) and where it runs."""
 
     args: Sequence[str]
     on_spark: bool
     name: str = "hmsrepl-replication"
+    application: str = "repl_sync.py"
     spark_conn_id: str = SPARK_CONN_ID
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -70,7 +71,7 @@ def _spark_submit(run: AppRun, log: logging.Logger) -> None:
         conf=SPARK_CONF, conn_id=run.spark_conn_id, name=run.name, application_args=list(run.args)
     )
     try:
-        hook.submit(spark_app("repl_sync.py"), env=dict(run.env))  # client mode: the driver's environment
+        hook.submit(spark_app(run.application), env=dict(run.env))  # client mode: the driver's environment
     except AirflowException as exc:
         process = getattr(hook, "_submit_sp", None)
         code = process.returncode if process is not None and process.returncode is not None else 1
@@ -79,7 +80,7 @@ def _spark_submit(run: AppRun, log: logging.Logger) -> None:
 
 def _python(run: AppRun, log: logging.Logger) -> None:
     """The application as a child Python process, its output streamed into the task log."""
-    command = [sys.executable, spark_app("repl_sync.py"), *run.args, "--master", _spark_master(run)]
+    command = [sys.executable, spark_app(run.application), *run.args, "--master", _spark_master(run)]
     log.info("running without spark-submit (small work): %s", " ".join(command[1:]))
     tail: list[str] = []
     with subprocess.Popen(
@@ -91,7 +92,7 @@ def _python(run: AppRun, log: logging.Logger) -> None:
             tail = [*tail[-199:], line]
         code = process.wait()
     if code != 0:
-        raise failure(code, tail, "repl_sync.py")
+        raise failure(code, tail, run.application)
 
 
 def _spark_master(run: AppRun) -> str:

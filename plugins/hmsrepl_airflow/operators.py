@@ -14,7 +14,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator, Variable
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
@@ -28,6 +27,7 @@ from hmsrepl_airflow.settings import (
     REPLICAS_ASSET_ALIAS,
     REPLICATIONS_ENV,
     SOURCE_CONN_ID,
+    SPARK_CONN_ID,
     TARGET_CONN_ID,
     batch_limit,
     configuration_problems,
@@ -420,14 +420,31 @@ class PruneDumpsOperator(BaseOperator):
         return {"removed": len(result.removed), "bytes_removed": result.bytes_removed}
 
 
-class CmrootCleanupOperator(SparkSubmitOperator):
+class CmrootCleanupOperator(BaseOperator):
     """``spark_apps/cm_cleanup.py`` for one side, its cmroot from that side's metastore connection (extra
-    ``cmroot``, as the replication applications get it), else the application's ``HMSREPL_<SIDE>_CMROOT``."""
+    ``cmroot``, as the replication applications get it), else the application's ``HMSREPL_<SIDE>_CMROOT``.
 
-    def __init__(self, *, side: str, metastore_conn_id: str, **kwargs: Any) -> None:
-        super().__init__(application=spark_app("cm_cleanup.py"), application_args=["--side", side], **kwargs)
+    It runs as a plain Python process in the worker, as a small replication does (``launcher``): the
+    application lists cmroot and deletes on driver threads, and starts a Spark session on the Spark
+    connection's master only when at least ``--spark-min-files`` files expired. A daily cleanup that deletes
+    a few files therefore starts no JVM (spark-submit alone costs ~20 s).
+    """
+
+    def __init__(
+        self,
+        *,
+        side: str,
+        metastore_conn_id: str,
+        conn_id: str = SPARK_CONN_ID,
+        name: str = "hmsrepl-cm-cleanup",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
         self.side = side
         self.metastore_conn_id = metastore_conn_id
+        self.conn_id = conn_id
+        self.name = name
+        self.application = spark_app("cm_cleanup.py")
 
     def cleanup_args(self) -> list[str]:
         """``--side <side>``, plus ``--cmroot`` when the connection names it (a path, not a secret)."""
@@ -439,8 +456,14 @@ class CmrootCleanupOperator(SparkSubmitOperator):
         return ["--side", self.side, *(["--cmroot", cmroot] if cmroot else [])]
 
     def execute(self, context: Any) -> None:
-        self.application_args = self.cleanup_args()
-        super().execute(context)
+        run = AppRun(
+            self.cleanup_args(),
+            on_spark=False,
+            name=self.name,
+            spark_conn_id=self.conn_id,
+            application="cm_cleanup.py",
+        )
+        run_app(run, self.log)
 
 
 def _side(side: str, conn_id: str) -> Any:

@@ -253,6 +253,12 @@ def test_cm_cleanup_dag_deletes_expired_files_on_both_sides(
         os.utime(path, (weeks_ago, weeks_ago))
     monkeypatch.setenv("HMSREPL_DUMP_ROOT", str(dumps))
     monkeypatch.delenv("HMSREPL_TARGET_DB_URL", raising=False)
+    from hmsrepl_airflow import launcher
+
+    def no_spark_submit(*args: object) -> None:
+        raise AssertionError("a cleanup of two files started spark-submit")
+
+    monkeypatch.setattr(launcher, "_spark_submit", no_spark_submit)  # a few files: a plain Python process
     state, tasks = run_dag(dagbag, "hmsrepl_cm_cleanup", {})
     assert state == "success" and set(tasks.values()) == {"success"}
     assert [p.exists() for p in expired] == [False, False]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from tests.airflow.conftest import metastore_connection
-from tests.servers import RunningMetastore, free_port
+from tests.servers import RunningMetastore, answering, free_port
 
 CONN = "hmsrepl_test_metastore"
 
@@ -56,11 +58,43 @@ def test_reads_repl_last_id_of_replicas_only(hook, target_store: Metastore) -> N
 def test_non_admin_user_is_told_what_to_change(
     target_metastore: RunningMetastore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hmsrepl_airflow.hooks import MetastoreHookError, MetastoreNotificationHook
+    from hmsrepl_airflow.hooks import MetastoreAuthError, MetastoreNotificationHook
 
     monkeypatch.setenv("AIRFLOW_CONN_HMSREPL_MALLORY", metastore_connection(target_metastore.port, "mallory"))
-    with pytest.raises(MetastoreHookError, match=r"(?s)hmsrepl_mallory.*mallory.*HMSREPL_ADMIN_USERS"):
+    # A user the notification API does not serve stays refused: no retry (MetastoreAuthError is a config error).
+    with pytest.raises(MetastoreAuthError, match=r"(?s)hmsrepl_mallory.*mallory.*HMSREPL_ADMIN_USERS"):
         MetastoreNotificationHook("hmsrepl_mallory").current_event_id()
+
+
+def test_unknown_host_fails_for_good_naming_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreNotificationHook
+
+    conn = json.dumps({"conn_type": "generic", "host": "metastore.invalid", "port": 9083, "login": "hive"})
+    monkeypatch.setenv("AIRFLOW_CONN_HMSREPL_NOHOST", conn)
+    with pytest.raises(
+        MetastoreConfigError,
+        match=r"host of connection 'hmsrepl_nohost', 'metastore\.invalid', does not resolve",
+    ):
+        MetastoreNotificationHook("hmsrepl_nohost").current_event_id()
+
+
+@pytest.mark.parametrize(
+    "banner",
+    [b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", b"SSH-2.0-OpenSSH_9.2\r\n"],
+    ids=["http", "ssh"],
+)
+def test_a_port_that_does_not_speak_thrift_fails_for_good(
+    banner: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hmsrepl_airflow.hooks import MetastoreNotificationHook, MetastoreProtocolError
+
+    with answering(banner) as port:
+        monkeypatch.setenv("AIRFLOW_CONN_HMSREPL_WRONG_PORT", metastore_connection(port))
+        with pytest.raises(
+            MetastoreProtocolError,
+            match=f"thrift://127.0.0.1:{port} .* does not speak the Hive Metastore Thrift protocol",
+        ):
+            MetastoreNotificationHook("hmsrepl_wrong_port").current_event_id()
 
 
 def test_unreachable_metastore_names_connection_and_address(monkeypatch: pytest.MonkeyPatch) -> None:

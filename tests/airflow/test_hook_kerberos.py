@@ -76,26 +76,26 @@ def test_the_hook_is_its_principal_not_its_login(
     kerberized: RunningMetastore,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreHookError
+    from hmsrepl_airflow.hooks import MetastoreAuthError
 
     keytab = str(kdc.keytabs["alice"])  # type: ignore[attr-defined]
     alice = {"auth": "kerberos", "principal": f"alice@{REALM}", "keytab": keytab}
     hook = _hook(
         monkeypatch, "krb_alice", _connection(kerberized, service_principal=SERVICE_PRINCIPAL, **alice)
     )
-    with pytest.raises(MetastoreHookError, match="user 'alice' may not read the notification log"):
+    with pytest.raises(MetastoreAuthError, match="user 'alice' may not read the notification log"):
         hook.current_event_id()
     claiming = _hook(
         monkeypatch,
         "krb_claims_hive",
         _connection(kerberized, "hive", service_principal=SERVICE_PRINCIPAL, **alice),
     )
-    with pytest.raises(MetastoreConfigError, match=r"refused set_ugi for user 'hive'.*may not act as 'hive'"):
+    with pytest.raises(MetastoreAuthError, match=r"refused set_ugi for user 'hive'.*may not act as 'hive'"):
         claiming.current_event_id()
 
 
 def test_password_login(kdc: Kdc, kerberized: RunningMetastore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hmsrepl_airflow.hooks import MetastoreHookError
+    from hmsrepl_airflow.hooks import MetastoreAuthError
 
     kdc.kadmin(f"addprinc -pw correct-horse carol@{REALM}")
     good = _connection(
@@ -105,7 +105,7 @@ def test_password_login(kdc: Kdc, kerberized: RunningMetastore, monkeypatch: pyt
         principal=f"carol@{REALM}",
         service_principal=SERVICE_PRINCIPAL,
     )
-    with pytest.raises(MetastoreHookError, match="user 'carol' may not read"):  # authenticated as carol
+    with pytest.raises(MetastoreAuthError, match="user 'carol' may not read"):  # authenticated as carol
         _hook(monkeypatch, "krb_carol", good).current_event_id()
     bad = _connection(
         kerberized,
@@ -114,7 +114,7 @@ def test_password_login(kdc: Kdc, kerberized: RunningMetastore, monkeypatch: pyt
         principal=f"carol@{REALM}",
         service_principal=SERVICE_PRINCIPAL,
     )
-    with pytest.raises(MetastoreHookError, match=r"could not authenticate .* as carol@HMSREPL\.TEST"):
+    with pytest.raises(MetastoreAuthError, match=r"could not authenticate .* as carol@HMSREPL\.TEST"):
         _hook(monkeypatch, "krb_carol_bad", bad).current_event_id()
 
 
@@ -123,7 +123,7 @@ def test_incomplete_or_wrong_kerberos_settings_are_named(
     kerberized: RunningMetastore,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreHookError
+    from hmsrepl_airflow.hooks import MetastoreAuthError, MetastoreConfigError, MetastoreHookError
 
     with pytest.raises(MetastoreConfigError, match="lacks a principal"):
         _hook(monkeypatch, "krb_none", _connection(kerberized, auth="kerberos")).current_event_id()
@@ -132,7 +132,7 @@ def test_incomplete_or_wrong_kerberos_settings_are_named(
     wrong_keytab = str(kdc.keytabs["alice"])  # type: ignore[attr-defined]
     conn = _connection(kerberized, auth="kerberos", principal=f"hive@{REALM}", keytab=wrong_keytab)
     with pytest.raises(
-        MetastoreHookError, match=r"could not authenticate to thrift://127\.0\.0\.1:\d+ as hive@"
+        MetastoreAuthError, match=r"could not authenticate to thrift://127\.0\.0\.1:\d+ as hive@"
     ):
         _hook(monkeypatch, "krb_wrong_keytab", conn).current_event_id()
     # Without Kerberos the hook's plain client is refused by the Kerberos-enabled server.

@@ -4,7 +4,8 @@
 scheduler, dag-processor, LocalExecutor) with the repository's DAGs and plugins, and runs are triggered
 through the REST API the UI uses. Two replications, one of them never bootstrapped: the healthy one
 advances and its replica's Asset triggers a downstream DAG, the broken one fails once without retries.
-With the source metastore down, the tasks are retried (an outage), then fail.
+With the source metastore down, the tasks are retried (an outage), then fail. A connection that is wrong
+(unknown host, a port that does not speak Thrift, a user the notification API refuses) fails at its first try.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tests.airflow.alert_recorder import ALERTS_ENV, CALLBACK, recorded
 from tests.airflow.conftest import metastore_connection
 from tests.airflow_local import AirflowApi, LocalAirflow, wait_for
 from tests.helpers import make_table, write_file
-from tests.servers import REPO, RunningMetastore, metastore_server
+from tests.servers import REPO, RunningMetastore, answering, metastore_server
 
 RUN_TIMEOUT = 240.0
 
@@ -46,6 +47,25 @@ with DAG(
 ):
     EmptyOperator(task_id="read_fresh_replica")
 """
+
+#: One check task per class of mistake, each on a connection wrong in that way, each allowed one retry.
+FAIL_FAST_DAG = """
+from datetime import UTC, datetime, timedelta
+
+from airflow.sdk import DAG
+from hmsrepl_airflow.operators import ReplicationCheckOperator
+
+with DAG(dag_id="fail_fast", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC), catchup=False):
+    for mistake in {mistakes!r}:
+        ReplicationCheckOperator(
+            task_id=mistake,
+            replications=[{{"policy": "{db}", "target_db": "{replica}"}}],
+            source_conn_id="ff_" + mistake,
+            retries=1,
+            retry_delay=timedelta(seconds=1),
+        )
+"""
+FAIL_FAST_MISTAKES = ("unknown_host", "not_thrift", "not_admin")
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +98,17 @@ def scenario(
         for dag_file in (REPO / "dags").glob("*.py"):
             (dags / dag_file.name).symlink_to(dag_file)
         (dags / "replica_consumer.py").write_text(textwrap.dedent(CONSUMER_DAG.format(replica=replica)))
+        fail_fast = FAIL_FAST_DAG.format(mistakes=FAIL_FAST_MISTAKES, db=db, replica=replica)
+        (dags / "fail_fast.py").write_text(textwrap.dedent(fail_fast))
+        http_port = stack.enter_context(answering(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+        unknown_host = json.dumps({"conn_type": "generic", "host": "metastore.invalid", "port": 9083})
         env = {
             "AIRFLOW_CONN_HMSREPL_SOURCE_METASTORE": metastore_connection(source_server.port),
             "AIRFLOW_CONN_HMSREPL_TARGET_METASTORE": metastore_connection(target_metastore.port),
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+            "AIRFLOW_CONN_FF_UNKNOWN_HOST": unknown_host,
+            "AIRFLOW_CONN_FF_NOT_THRIFT": metastore_connection(http_port),
+            "AIRFLOW_CONN_FF_NOT_ADMIN": metastore_connection(source_server.port, "mallory"),
             "HMSREPL_TASK_RETRIES": "1",
             "HMSREPL_TASK_RETRY_DELAY_SECONDS": "1",
             "HMSREPL_DUMP_ROOT": str(dumps),
@@ -103,7 +130,7 @@ def scenario(
         api = AirflowApi(airflow)
         wait_for("the Airflow api-server and scheduler", api.healthy, RUN_TIMEOUT)
         api.login()
-        wanted = {"hmsrepl_incremental", "replica_consumer"}
+        wanted = {"hmsrepl_incremental", "replica_consumer", "fail_fast"}
         wait_for("the DAGs to be parsed", lambda: wanted <= api.dag_ids(), RUN_TIMEOUT, interval=2)
         api.call("PATCH", "/dags/replica_consumer", json={"is_paused": False})
         yield {
@@ -172,6 +199,20 @@ def test_a_run_past_the_freshness_deadline_raises_airflows_deadline_alert(scenar
     alert = wait_for("Airflow's deadline alert to reach the notifier", dagrun_alert, RUN_TIMEOUT, interval=2)
     assert alert["dag_id"] == "hmsrepl_incremental" and alert["deadline_seconds"] == 1
     assert alert["message"].startswith("freshness deadline missed: run ")
+
+
+def test_a_wrong_connection_fails_at_its_first_try(scenario: dict[str, Any]) -> None:
+    """Unknown host, a port answering HTTP, a user the notification API refuses: retries cannot fix any of
+    them, so each task fails at try 1 although it has a retry (the outage below is retried)."""
+    api: AirflowApi = scenario["api"]
+    run_id = api.trigger("fail_fast")
+    final = api.wait_run("fail_fast", run_id, RUN_TIMEOUT)
+
+    tis = {ti["task_id"]: ti for ti in api.task_instances("fail_fast", run_id)}
+    assert final["state"] == "failed"
+    assert {name: (ti["state"], ti["try_number"]) for name, ti in tis.items()} == {
+        mistake: ("failed", 1) for mistake in FAIL_FAST_MISTAKES
+    }
 
 
 def test_unreachable_source_is_retried_then_fails(scenario: dict[str, Any]) -> None:
