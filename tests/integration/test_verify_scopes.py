@@ -17,6 +17,7 @@ from hmsrepl.cli import main
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Table, TableType
+from hmsrepl.metastore.protection import privileged
 from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.replica_scope import METADATA_ONLY, POLICY
@@ -120,6 +121,14 @@ def test_policy_replica_verifies_with_its_recorded_policy(engine, source, target
     assert planted.stdout.splitlines() == [
         "table e2: files differ (missing [], extra ['planted.csv'], checksum [])"
     ]
+
+
+def test_a_table_outside_the_policy_on_the_replica_is_a_difference(engine, source, target) -> None:
+    _replicate(engine, "sales.'e.*'")
+    with privileged("a test plants a table the policy does not replicate"):
+        target.catalog.create_table(make_table("sales_dr", "m1"))
+    planted = _verify_cli(source, target)
+    assert planted.exit_code == 1 and planted.stdout.splitlines() == ["table m1 exists only on the replica"]
 
 
 @pytest.mark.parametrize(
