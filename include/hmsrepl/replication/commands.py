@@ -4,6 +4,12 @@
     REPL LOAD [<dbname>] FROM '<dir>' [WITH ('k'='v', ...)]
     REPL STATUS <dbname>
 
+A policy is a database name and up to two table filters, include then exclude, each either Hive 4's form, one
+quoted regex (``sales.'t1|t2'``, ``sales.'(t1*)|t2'.'t100'``), or a list of quoted regexes
+(``sales.['t1', 't2'].['t3']``; a table matches a list when it matches one of its regexes; ``sales.[]``
+replicates functions only). Unquoted table filters (``sales.t1``, ``sales.[t1|t2]``) and empty regexes are
+refused with Hive's message for them (error 20021), naming the quoted form to write instead.
+
 Keywords are case-insensitive; a trailing ';' is allowed. Errors point at the column that did not parse.
 """
 
@@ -16,7 +22,7 @@ from lark import Lark, Token, Transformer, UnexpectedEOF, UnexpectedInput
 from lark.exceptions import VisitError
 
 from hmsrepl.exceptions import HmsReplError
-from hmsrepl.replication.policy import ReplicationPolicy
+from hmsrepl.replication.policy import ReplicationPolicy, quote_pattern
 
 GRAMMAR = r"""
 start: _REPL (dump | load | status) ";"?
@@ -27,8 +33,11 @@ to_id: _TO INT
 limit: _LIMIT INT
 load: _LOAD NAME? _FROM STRING with_clause?
 status: _STATUS NAME
-policy: NAME ("." pattern_list ("." pattern_list)?)?
+policy: NAME ("." _filter ("." _filter)?)?
+_filter: pattern_list | regex | unquoted
 pattern_list: "[" (STRING ("," STRING)*)? "]"
+regex: STRING
+unquoted: NAME | "[" BARE ("," BARE)* "]"
 with_clause: _WITH "(" pair ("," pair)* ")"
 pair: STRING "=" STRING
 
@@ -44,11 +53,12 @@ _WITH.2: /with\b/i
 NAME: /[A-Za-z_][A-Za-z0-9_]*/
 INT: /[0-9]+/
 STRING: /'(\\.|[^'\\])*'/ | /"(\\.|[^"\\])*"/
+BARE: /[^'"\s,\]][^'",]*?(?=\s*(,|\](\s|\.|;|$)))/
 %import common.WS
 %ignore WS
 """
 
-_PARSER = Lark(GRAMMAR, parser="lalr")
+_PARSER = Lark(GRAMMAR, parser="lalr", start=["start", "policy"])
 
 
 class CommandError(HmsReplError):
@@ -84,6 +94,40 @@ class StatusCommand:
 Command = DumpCommand | LoadCommand | StatusCommand
 
 
+#: Hive's message for a table filter that is not a quoted regex (ErrorMsg.REPL_INVALID_DB_OR_TABLE_PATTERN).
+HIVE_PATTERN_ERROR = (
+    "Invalid pattern for the DB or table name in the replication policy. "
+    "It should be a valid regex enclosed within single or double quotes (Hive error 20021)"
+)
+
+
+@dataclass(frozen=True)
+class TableFilter:
+    """One table filter of a policy as written: its regexes, its text, and whether it was quoted."""
+
+    patterns: tuple[str, ...]
+    shown: str
+    quoted: bool = True
+
+    @property
+    def suggested(self) -> str:
+        """How to write it: as written when quoted, else Hive's form, one quoted regex."""
+        return self.shown if self.quoted else quote_pattern("|".join(self.patterns))
+
+
+def check_filters(db_name: str, filters: list[TableFilter]) -> None:
+    """Refuse, as Hive does, unquoted filters and empty regexes; the message names the policy to write."""
+    written = ".".join([db_name, *(f.shown for f in filters)])
+    if not all(f.quoted for f in filters):
+        fix = ".".join([db_name, *(f.suggested for f in filters)])
+        raise CommandError(f"policy '{written}': {HIVE_PATTERN_ERROR}; write {fix}")
+    if any("" in f.patterns for f in filters):
+        raise CommandError(
+            f"policy '{written}': {HIVE_PATTERN_ERROR}; an empty regex matches no table: write "
+            f"{db_name} for every table or {db_name}.[] for its functions only"
+        )
+
+
 def _unquote(token: Token | str) -> str:
     body = str(token)[1:-1]
     return body.encode("latin-1", "backslashreplace").decode("unicode_escape")
@@ -93,15 +137,24 @@ class _Build(Transformer):
     def start(self, items: list[Any]) -> Command:
         return items[0]
 
-    def pattern_list(self, items: list[Token]) -> tuple[str, ...]:
-        return tuple(_unquote(t) for t in items)
+    def pattern_list(self, items: list[Token]) -> TableFilter:
+        return TableFilter(tuple(_unquote(t) for t in items), f"[{', '.join(str(t) for t in items)}]")
+
+    def regex(self, items: list[Token]) -> TableFilter:
+        return TableFilter((_unquote(items[0]),), str(items[0]))
+
+    def unquoted(self, items: list[Token]) -> TableFilter:
+        words = [str(t).strip() for t in items]
+        shown = words[0] if items[0].type == "NAME" else f"[{', '.join(words)}]"
+        return TableFilter(tuple(words), shown, quoted=False)
 
     def policy(self, items: list[Any]) -> ReplicationPolicy:
-        name = str(items[0])
-        include = items[1] if len(items) > 1 else None
-        if include is not None and len(include) == 1 and include[0] in (".*", ".*?"):
-            include = None if len(items) < 3 else include
-        exclude = items[2] if len(items) > 2 else ()
+        name, filters = str(items[0]), items[1:]
+        check_filters(name, filters)
+        include = filters[0].patterns if filters else None
+        if include in ((".*",), (".*?",)):  # every table: one policy, whichever way it is written
+            include = None
+        exclude = filters[1].patterns if len(filters) > 1 else ()
         try:
             return ReplicationPolicy(name, include, exclude)
         except ValueError as exc:
@@ -147,33 +200,41 @@ class _Build(Transformer):
         return StatusCommand(str(items[0]).lower())
 
 
-def parse_command(text: str) -> Command:
+POLICY_FORMS = "<db>, <db>.'<include regex>'[.'<exclude regex>'] or <db>.['<regex>', ...][.['<regex>', ...]]"
+COMMAND_FORMS = (
+    "REPL DUMP <policy> [REPLACE <policy>] [FROM n [TO m] [LIMIT k]] [WITH (...)], "
+    "REPL LOAD [db] FROM '<dir>' [WITH (...)] or REPL STATUS <db>"
+)
+
+
+def _parse(text: str, start: str, what: str, expected: str) -> Any:
+    """The built object of ``text`` from grammar rule ``start``; errors say where, and what was expected."""
     try:
-        tree = _PARSER.parse(text.strip())
+        tree = _PARSER.parse(text.strip(), start=start)
     except UnexpectedInput as exc:
         ended = isinstance(exc, UnexpectedEOF) or getattr(getattr(exc, "token", None), "type", "") == "$END"
         where = "it ends early" if ended else f"at column {exc.column}"
-        raise CommandError(
-            f"cannot parse REPL command ({where}): {text.strip()!r}; expected "
-            "REPL DUMP <policy> [REPLACE <policy>] [FROM n [TO m] [LIMIT k]] [WITH (...)], "
-            "REPL LOAD [db] FROM '<dir>' [WITH (...)] or REPL STATUS <db>"
-        ) from exc
+        raise CommandError(f"cannot parse {what} ({where}): {text.strip()!r}; expected {expected}") from exc
     try:
-        command = _Build().transform(tree)
+        return _Build().transform(tree)
     except VisitError as exc:  # an error raised while building (bad regex): report it, not lark's wrapper
         if isinstance(exc.orig_exc, CommandError):
             raise exc.orig_exc from None
         raise
+
+
+def parse_command(text: str) -> Command:
+    command = _parse(text, "start", "REPL command", COMMAND_FORMS)
     if isinstance(command, DumpCommand):
         check_dump_command(command)
     return command
 
 
 def parse_policy(text: str) -> ReplicationPolicy:
-    """A policy from its textual form (``ReplicationPolicy.to_text()``, as dumps record it)."""
-    command = parse_command(f"REPL DUMP {text}")
-    assert isinstance(command, DumpCommand)
-    return command.policy
+    """A policy from its textual form: Hive's (``db.'inc'.'exc'``), the list form, or ``to_text()``'s."""
+    policy = _parse(text, "policy", "replication policy", POLICY_FORMS)
+    assert isinstance(policy, ReplicationPolicy)
+    return policy
 
 
 def check_dump_command(command: DumpCommand) -> None:

@@ -47,6 +47,7 @@ from hmsrepl.replication.leftovers import cleanup_database
 from hmsrepl.replication.load import LoadEngine, LoadResult
 from hmsrepl.replication.metrics import MetricsLog, StageClock
 from hmsrepl.replication.policy import ReplicationPolicy
+from hmsrepl.replication.replica_scope import SCOPE_PARAMS
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
@@ -62,7 +63,14 @@ log = logging.getLogger(__name__)
 # (its protection was set there), so a failback that is run again does not take its own writes for
 # divergent changes.
 
-REPLICA_STATE = (REPLICA_OF, REPL_LAST_ID, SOURCE_DB_LOCATION, SOURCE_WAREHOUSE, BOOTSTRAP_IN_PROGRESS)
+REPLICA_STATE = (
+    REPLICA_OF,
+    REPL_LAST_ID,
+    SOURCE_DB_LOCATION,
+    SOURCE_WAREHOUSE,
+    BOOTSTRAP_IN_PROGRESS,
+    *SCOPE_PARAMS,
+)
 DB_LEVEL_EVENTS = {
     "CREATE_DATABASE",
     "ALTER_DATABASE",

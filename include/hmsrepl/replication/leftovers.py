@@ -143,17 +143,24 @@ class Leftovers:
 
 
 def find_leftovers(
-    store: Metastore, root: str, *, keep_root: bool = True, spare: str | None = None
+    store: Metastore,
+    root: str,
+    *,
+    keep_root: bool = True,
+    spare: str | None = None,
+    tickets: str | None = None,
 ) -> Leftovers:
     """Files and directories under ``root`` that no metadata names (``root`` too unless ``keep_root``).
 
     ``spare``: a directory below ``root`` left out (a load's running marks, removed by the load last).
+    ``tickets``: the retirement tickets whose directories are left out (default: ``root``'s own; a sweep of
+    a replica's external root passes its database's).
     """
     fs = filesystem_for(root)
     named = named_locations(store, root)
     if spare:
         named.data.add(spare.rstrip("/"))
-    tickets = join_uri(root, RETIRING_DIR)
+    tickets = tickets or join_uri(root, RETIRING_DIR)
     if fs.exists(tickets):  # awaiting their grace period: retired by a later load, not swept
         named.data.add(tickets.rstrip("/"))
         named.data.update(r.directory.rstrip("/") for _, _, batch in read_tickets(tickets) for r in batch)

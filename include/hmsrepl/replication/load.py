@@ -76,6 +76,7 @@ from hmsrepl.replication.replace import (
     has_bootstrap_part,
 )
 from hmsrepl.replication.replica_files import adds_one_file, compose
+from hmsrepl.replication.replica_scope import ReplicaScope
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
@@ -300,6 +301,7 @@ class LoadEngine:
             source_cmroot=self.source_roots.cmroot,
             copy_data=not meta.metadata_only,
             stats=stats,
+            scope=ReplicaScope.of_dump(meta),
         )
 
     # -- copy planning (for parallel copiers such as the Spark load app) -----------------------------------------

@@ -74,10 +74,10 @@ class ReplicationPolicy:
     def to_text(self) -> str:
         if self.include is None and not self.exclude:
             return self.db_name
-        include = ", ".join(_quote(p) for p in (self.include if self.include is not None else (".*",)))
+        include = ", ".join(quote_pattern(p) for p in (self.include if self.include is not None else (".*",)))
         text = f"{self.db_name}.[{include}]"
         if self.exclude:
-            text += ".[" + ", ".join(_quote(p) for p in self.exclude) + "]"
+            text += ".[" + ", ".join(quote_pattern(p) for p in self.exclude) + "]"
         return text
 
 
@@ -132,5 +132,6 @@ def _compile(pattern: str) -> Any:
     return regex.compile(pattern, regex.IGNORECASE | regex.VERSION0)
 
 
-def _quote(pattern: str) -> str:
+def quote_pattern(pattern: str) -> str:
+    """A regex as a quoted string of the REPL grammar (backslashes and quotes escaped)."""
     return "'" + pattern.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -78,6 +78,7 @@ from hmsrepl.replication.replica_files import (
     stamp_of,
     unchanged,
 )
+from hmsrepl.replication.replica_scope import SCOPE_PARAMS, ReplicaScope
 from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
@@ -98,6 +99,7 @@ TARGET_ONLY_PARAMS = (
     SOURCE_WAREHOUSE,
     BOOTSTRAP_IN_PROGRESS,
     STALE,  # the replica's own mark of an object whose data is behind the source (lost_files)
+    *SCOPE_PARAMS,  # the policy and data mode the replica was loaded with (replica_scope)
     *LOCAL_PARAMS,  # failover and protection state of one side
 )
 # Values the metastore or engine rewrite on every change; never compared or copied as replicated state.
@@ -136,6 +138,7 @@ class TargetWriter:
         source_cmroot: str,
         copy_data: bool = True,
         stats: ApplyStats | None = None,
+        scope: ReplicaScope | None = None,
     ) -> None:
         self.target = target
         self.catalog = target.catalog
@@ -144,6 +147,7 @@ class TargetWriter:
         self.source_cmroot = source_cmroot.rstrip("/")
         self.copy_data = copy_data
         self.stats = stats or ApplyStats()
+        self.scope = scope  # recorded with each position (None: leave the recorded scope as it is)
         self._unsynced_dirs: set[str] = set()  # local directories with renames not yet made durable
         # The event being applied names the version directories it makes (set by the load per event).
         self.version = 0
@@ -232,13 +236,16 @@ class TargetWriter:
     def set_last_id(self, event_id: int, *, bootstrap_done: bool = False) -> None:
         """Advance ``repl.last.id``; the files published for the work it records are made durable first.
 
-        ``bootstrap_done`` also lifts the bootstrap-in-progress mark, in the same change.
+        ``bootstrap_done`` also lifts the bootstrap-in-progress mark, in the same change; the load's scope
+        (policy, metadata-only) is recorded with the position.
         """
         self.make_durable()
         db = self.catalog.get_database(self.db)
         params = {**db.parameters, REPL_LAST_ID: str(event_id)}
         if bootstrap_done:
             params.pop(BOOTSTRAP_IN_PROGRESS, None)
+        if self.scope is not None:
+            params = self.scope.record(params, bootstrap=bootstrap_done)
         if params != db.parameters:
             self.catalog.alter_database(self.db, db.model_copy(update={"parameters": params}))
 

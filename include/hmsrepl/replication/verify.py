@@ -9,8 +9,12 @@ Parameters the metastore or the replica itself own (``repl.*``, replica markers,
 are left out. Locations are compared without the version marks of the replica's directories
 (``t.hmsrepl-v12`` is ``t``): files are compared relative to each object's own location, so the name of the
 directory a load published a version in is not a difference. Leftovers are: anything under the replica
-database's directory that no table or partition names (old versions, staged copies, dropped objects'
+database's directory, or among the entries a replica owns outside it (its external tables' directories,
+``replica_dirs``), that no table or partition names (old versions, staged copies, dropped objects'
 directories) is reported.
+
+A table-level policy replica is compared with the policy's tables of the source (and every table of the
+replica: one outside the policy is a difference); a metadata-only replica is compared without data files.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.replication import iceberg
 from hmsrepl.replication.acid_replay import visible_statuses
 from hmsrepl.replication.filecopy import logical_location
-from hmsrepl.replication.leftovers import find_leftovers
+from hmsrepl.replication.leftovers import Retirer, find_leftovers
 from hmsrepl.replication.lost_files import FIX, STALE
 from hmsrepl.replication.policy import ReplicationPolicy
+from hmsrepl.replication.replica_dirs import external_dirs
 from hmsrepl.replication.target import TARGET_ONLY_PARAMS, VOLATILE_PARAMS
 from hmsrepl.storage.base import filesystem_for, relative_to
 
@@ -193,9 +198,15 @@ def verify(
     target: Metastore,
     target_db: str,
     policy: ReplicationPolicy | None = None,
+    *,
+    metadata_only: bool = False,
 ) -> list[str]:
+    """Every difference between ``source_db`` (its tables in ``policy``) and its replica, and the replica's
+    leftovers; ``metadata_only``: data files are not compared (a replica of metadata-only dumps)."""
+    with_files = not metadata_only
     differences = diff_states(
-        capture_state(source, source_db, policy), capture_state(target, target_db, policy)
+        capture_state(source, source_db, policy, with_files=with_files),
+        capture_state(target, target_db, with_files=with_files),
     )
     return differences + [
         f"leftover on the replica: {entry}" for entry in replica_leftovers(target, target_db)
@@ -203,9 +214,14 @@ def verify(
 
 
 def replica_leftovers(target: Metastore, target_db: str) -> list[str]:
-    """What lies under the replica database's directory without metadata naming it (relative paths)."""
+    """What the replica owns without metadata naming it: relative paths under its database's directory,
+    full URIs elsewhere (its external tables' directories)."""
     db = target.catalog.get_database(target_db)
     root = db.location_uri or target.catalog.default_db_location(target_db)
-    if not filesystem_for(root).exists(root):
-        return []
-    return find_leftovers(target, root).describe(root)
+    found = find_leftovers(target, root).describe(root) if filesystem_for(root).exists(root) else []
+    tickets = Retirer(target, target_db).tickets  # directories awaiting retirement are not leftovers
+    for owned in external_dirs(target, target_db):
+        if filesystem_for(owned.root).exists(owned.root):
+            entries = find_leftovers(target, owned.root, tickets=tickets).describe(owned.root)
+            found += [f"{owned.root.rstrip('/')}/{entry}" for entry in entries if owned.owns(entry)]
+    return found
