@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from hmsrepl.metastore.protection import privileged
 from hmsrepl.replication import load as load_module
 from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.leftovers import RETIRE_GRACE_ENV, cleanup_database
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.locations import EXTERNAL_DIR, EXTERNAL_ROOT, legacy_external_root
 from hmsrepl.replication.replica_layout import ExternalRootConflictError, owned_external_root
@@ -323,3 +325,51 @@ def test_a_replica_whose_directory_holds_another_replicas_shared_layout_data_is_
     load(engine, A)  # A moves out of the shared layout
     load(engine, first)
     assert verify(source, DB, target, first) == []
+
+
+def test_cleanup_sweeps_the_replicas_own_external_directory_only(
+    engine: ReplicationEngine, source: Metastore, target: Metastore, tmp_path: Path
+) -> None:
+    """``repl cleanup`` removes what no metadata names below the replica's external root too, and nothing
+    of another replica's."""
+    seed(source, tmp_path)
+    load(engine, A)
+    load(engine, B)
+    own = Path(owned_external_root(target, A) or "")
+    d0 = Path(target.catalog.get_partition(A, "e1", ["0"]).sd.location)
+    stray = [own / "stray.parquet", d0.parent / "d=9.hmsrepl-v3" / "f.parquet", d0 / ".hmsrepl-staging-x"]
+    for path in stray:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"left behind")
+    b_files = named_hashes(target, B)
+    a_files = named_hashes(target, A)
+    assert cleanup_database(target, A) == len(stray)
+    assert not any(path.exists() for path in stray)
+    assert not (d0.parent / "d=9.hmsrepl-v3").exists()
+    assert named_hashes(target, A) == {p: h for p, h in a_files.items() if Path(p) not in stray}
+    assert named_hashes(target, B) == b_files
+    assert verify(source, DB, target, A) == []
+
+
+def test_cleanup_leaves_external_versions_awaiting_their_grace_period(
+    engine: ReplicationEngine,
+    source: Metastore,
+    target: Metastore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A replaced external version readers may still list waits in its ticket; a sweep leaves it alone."""
+    monkeypatch.setenv(RETIRE_GRACE_ENV, "3600")
+    seed(source, tmp_path)
+    load(engine, A)
+    old = target.catalog.get_table(A, "e2").sd.location
+    change_source(source, tmp_path)  # e2 overwritten: a new version, the old one retired after the grace
+    load(engine, A)
+    assert target.catalog.get_table(A, "e2").sd.location != old
+    cleanup_database(target, A)
+    assert contents(old) == ((("000000_0", b"a,1\n"),))
+    monkeypatch.setenv(RETIRE_GRACE_ENV, "0")
+    monkeypatch.setattr(time, "time", lambda: 10_000_000_000.0)  # long past every ticket's due time
+    cleanup_database(target, A)
+    assert not Path(old).exists()
+    assert verify(source, DB, target, A) == []
