@@ -169,4 +169,8 @@ def move_to_own_root(writer: TargetWriter) -> int:
 
 
 def _relocated(location: str | None, warehouse: str, root: str) -> str | None:
-    return relocated_legacy(logical_location(location), warehouse, root) if location else None
+    """Where a location of the shared layout moves; None if it stays (already below the own root, e.g. made
+    by a failback's load, or not of the shared layout)."""
+    if not location or is_below(logical_location(location), root):
+        return None
+    return relocated_legacy(logical_location(location), warehouse, root)
