@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from hmsrepl.cli import main
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
@@ -34,7 +36,7 @@ from hmsrepl.replication.locations import EXTERNAL_DIR, EXTERNAL_ROOT, legacy_ex
 from hmsrepl.replication.replica_layout import ExternalRootConflictError, owned_external_root
 from hmsrepl.replication.verify import capture_state, verify
 from hmsrepl.storage.base import filesystem_for, relative_to
-from tests.helpers import make_partition, make_table, settle, write_file
+from tests.helpers import make_partition, make_table, settle, side_args, write_file
 
 DB, A, B = "extdb", "extdb_dr", "extdb_dr2"
 
@@ -321,7 +323,16 @@ def test_a_replica_whose_directory_holds_another_replicas_shared_layout_data_is_
     before = tree_hashes(Path(target.config.warehouse))
     with pytest.raises(ExternalRootConflictError, match=f"load '{A}' first"):
         load(engine, first)
+    dumped = engine.execute(f"REPL DUMP {DB}")
+    roots = ["--source-warehouse", source.config.warehouse, "--source-cmroot", source.config.cmroot]
+    roots += ["--source-external-roots", str(tmp_path / "ext")]
+    command = f"REPL LOAD {first} FROM '{dumped.dump_dir}'"
+    refused = CliRunner().invoke(main, ["repl", "run", command, *side_args("target", target), *roots])
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert f"replica '{first}'" in refused.output and f"load '{A}' first" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1
     assert tree_hashes(Path(target.config.warehouse)) == before
+    assert first not in target.catalog.get_databases()
     load(engine, A)  # A moves out of the shared layout
     load(engine, first)
     assert verify(source, DB, target, first) == []
