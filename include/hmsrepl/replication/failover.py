@@ -45,6 +45,7 @@ from hmsrepl.replication.engine import ReplicationEngine, recorded_load
 from hmsrepl.replication.layout import FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.leftovers import cleanup_database
 from hmsrepl.replication.load import LoadEngine, LoadResult
+from hmsrepl.replication.locations import EXTERNAL_ROOT
 from hmsrepl.replication.metrics import MetricsLog, StageClock
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replica_scope import SCOPE_PARAMS
@@ -453,6 +454,7 @@ def _load_changed(
             SOURCE_DB_LOCATION: source_db.get("location_uri") or "",
             SOURCE_WAREHOUSE: meta.source_warehouse,
             BOOTSTRAP_IN_PROGRESS: dump.uri,
+            EXTERNAL_ROOT: writer.mapper.external_root,
         },
     )
     dumped: set[str] = set()

@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import or_, select
 
-from hmsrepl.exceptions import NoSuchDatabaseError
+from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.schema import partitions, tbls
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import is_staging_name
+from hmsrepl.replication.locations import EXTERNAL_ROOT, legacy_external_root
 from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, path_key, relative_to
 from hmsrepl.storage.local import is_local_uri, local_path
 
@@ -192,13 +193,14 @@ def remove_leftovers(
     recycle_except: frozenset[str] | None = None,
     keep_root: bool = True,
     spare: str | None = None,
+    tickets: str | None = None,
 ) -> int:
     """Remove what no metadata names under ``root``; returns how many files were removed.
 
     ``recycle_except``: recycle the removed data files into the store's cmroot first, except those at these
     relative paths (their content lives on in a newer version); None removes without recycling.
     """
-    found = find_leftovers(store, root, keep_root=keep_root, spare=spare)
+    found = find_leftovers(store, root, keep_root=keep_root, spare=spare, tickets=tickets)
     fs = filesystem_for(root)
     if recycle_except is not None:
         replaced = [
@@ -226,20 +228,38 @@ def locked_cleanup(
     *,
     keep_root: bool = False,
     spare: str | None = None,
+    sweep: bool = False,
 ) -> int:
-    """``remove_leftovers`` for each (root, recycle_except) under the database's row lock (see module doc)."""
+    """``remove_leftovers`` for each (root, recycle_except) under the database's row lock (see module doc).
+
+    ``sweep``: the roots are the replica's own directories, swept whole: directories awaiting retirement in
+    the database's tickets are left alone in each of them (a retirement carries out its own ticket).
+    """
     removed = 0
     try:
         with store.events.transaction():
             db = store.catalog.lock_database(db_name)
             db_root = (db.location_uri or store.catalog.default_db_location(db_name)).rstrip("/")
+            # Empty parents go up to the replica's own directories (the shared tree of older replicas,
+            # whose directories a move retires, up to its top).
+            own_roots = [
+                db_root,
+                db.parameters.get(EXTERNAL_ROOT, "").rstrip("/"),
+                legacy_external_root(store.config.warehouse),
+            ]
             for root, recycle_except in roots:
                 if filesystem_for(root).exists(root):
                     removed += remove_leftovers(
-                        store, root, recycle_except=recycle_except, keep_root=keep_root, spare=spare
+                        store,
+                        root,
+                        recycle_except=recycle_except,
+                        keep_root=keep_root,
+                        spare=spare,
+                        tickets=tickets_dir(store, db_name) if sweep else None,
                     )
-                if not keep_root:
-                    _prune_empty_parents(store, root, db_root)
+                stop = next((r for r in own_roots if r and root.rstrip("/").startswith(r + "/")), None)
+                if not keep_root and stop:
+                    _prune_empty_parents(store, root, stop)
     except NoSuchDatabaseError:
         pass  # dropped meanwhile: its directory went with it
     return removed
@@ -287,8 +307,25 @@ def cleanup_database(store: Metastore, db_name: str) -> int:
     Retirements of earlier loads that are due are carried out first (recycling what they replaced).
     """
     Retirer(store, db_name).run_tickets()
-    location = store.catalog.get_database(db_name).location_uri or store.catalog.default_db_location(db_name)
-    return locked_cleanup(store, db_name, [(location, None)], keep_root=True)
+    roots = [(root, None) for root in own_directories(store, db_name)]
+    return locked_cleanup(store, db_name, roots, keep_root=True, sweep=True)
+
+
+def own_directories(store: Metastore, db_name: str) -> list[str]:
+    """The directories whose whole content belongs to the replica database: its own, and its external root
+    when it records one (``replica_layout``); a sweep of the replica covers both."""
+    try:
+        db = store.catalog.get_database(db_name)
+    except NoSuchObjectError:
+        return [store.catalog.default_db_location(db_name)]
+    own = [db.location_uri or store.catalog.default_db_location(db_name)]
+    external = db.parameters.get(EXTERNAL_ROOT)
+    return [*own, external] if external else own
+
+
+def tickets_dir(store: Metastore, db_name: str) -> str:
+    """Where a replica database's retirement tickets wait (see ``RETIRING_DIR``)."""
+    return join_uri(store.catalog.default_db_location(db_name), RETIRING_DIR)
 
 
 class Retirer:
@@ -301,7 +338,7 @@ class Retirer:
 
     @property
     def tickets(self) -> str:
-        return join_uri(self.store.catalog.default_db_location(self.db), RETIRING_DIR)
+        return tickets_dir(self.store, self.db)
 
     def schedule(self, retirements: list[Retirement]) -> None:
         if retirements:

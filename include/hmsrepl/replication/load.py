@@ -67,7 +67,7 @@ from hmsrepl.replication.layout import (
     DumpError,
     DumpMetadata,
 )
-from hmsrepl.replication.leftovers import Retirer, locked_cleanup
+from hmsrepl.replication.leftovers import Retirer, locked_cleanup, own_directories
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.replace import (
@@ -76,6 +76,13 @@ from hmsrepl.replication.replace import (
     has_bootstrap_part,
 )
 from hmsrepl.replication.replica_files import adds_one_file, compose
+from hmsrepl.replication.replica_layout import (
+    EXTERNAL_ROOT,
+    check_before_load,
+    external_root_for,
+    move_to_own_root,
+    needs_move,
+)
 from hmsrepl.replication.replica_scope import ReplicaScope
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
@@ -186,7 +193,13 @@ class LoadEngine:
 
         def place(source_db_location: str) -> TargetPlace:
             db_location = self.target.catalog.default_db_location(target_db)
-            mapper = LocationMapper(roots.warehouse, source_db_location, config.warehouse, db_location)
+            mapper = LocationMapper(
+                roots.warehouse,
+                source_db_location,
+                config.warehouse,
+                db_location,
+                external_root_for(self.target, target_db),
+            )
             return TargetPlace(config.warehouse, db_location, mapper, cmroot=config.cmroot)
 
         return DumpValidator(dump, meta, roots, place, HANDLERS.keys() | NOT_YET_REPLAYED)
@@ -221,6 +234,7 @@ class LoadEngine:
         meta = dump.require_complete()
         self.verify_signature(dump)
         target_db = (command.target_db or meta.db_name).lower()
+        check_before_load(self.target, target_db)  # before anything is written, the running mark too
         try:
             with self._running(target_db):
                 if meta.kind == "bootstrap":
@@ -260,7 +274,8 @@ class LoadEngine:
         self.retirer.defer()  # the rest waits for its grace period in tickets, not in this process
         if earlier:
             # The marks go last: a sweep killed half way is done again by the next load.
-            removed = locked_cleanup(self.target, target_db, [(root, None)], keep_root=True, spare=marks)
+            swept = [(directory, None) for directory in own_directories(self.target, target_db)]
+            removed = locked_cleanup(self.target, target_db, swept, keep_root=True, spare=marks, sweep=True)
             log.info("removed %d files an interrupted load of '%s' left behind", removed, target_db)
             for uri in earlier:
                 fs.delete(uri)
@@ -293,6 +308,7 @@ class LoadEngine:
             source_db_location=source_db_location,
             target_warehouse=warehouse,
             target_db_location=self.target.catalog.default_db_location(target_db),
+            external_root=external_root_for(self.target, target_db),
         )
         return TargetWriter(
             self.target,
@@ -383,6 +399,7 @@ class LoadEngine:
                 SOURCE_DB_LOCATION: report.source_db_location,
                 SOURCE_WAREHOUSE: self.source_roots.warehouse,
                 BOOTSTRAP_IN_PROGRESS: dump.uri,
+                EXTERNAL_ROOT: writer.mapper.external_root,
             },
         )
         dumped_tables: set[str] = set()
@@ -492,6 +509,10 @@ class LoadEngine:
             report.pending_files = []  # every file of the dump: not needed past the pre-flight
         writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
         writer.lost = lost
+        if needs_move(self.target, target_db):  # a replica of the shared layout: its own directory first
+            writer.version = last
+            with self._batch(writer):
+                move_to_own_root(writer)
         try:
             return self._apply_events(dump, meta, writer, result, last, pending, progress)
         finally:

@@ -78,6 +78,7 @@ from hmsrepl.replication.replica_files import (
     stamp_of,
     unchanged,
 )
+from hmsrepl.replication.replica_layout import EXTERNAL_ROOT, is_below
 from hmsrepl.replication.replica_scope import SCOPE_PARAMS, ReplicaScope
 from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
@@ -100,6 +101,7 @@ TARGET_ONLY_PARAMS = (
     BOOTSTRAP_IN_PROGRESS,
     STALE,  # the replica's own mark of an object whose data is behind the source (lost_files)
     *SCOPE_PARAMS,  # the policy and data mode the replica was loaded with (replica_scope)
+    EXTERNAL_ROOT,  # the replica's own external directory (a source's, in a chain, is not this one's)
     *LOCAL_PARAMS,  # failover and protection state of one side
 )
 # Values the metastore or engine rewrite on every change; never compared or copied as replicated state.
@@ -358,16 +360,27 @@ class TargetWriter:
         table = self.get_table(name)
         if table is None:
             return
-        if table.is_managed:
-            below = (table.sd.location or "").rstrip("/") + "/"
-            if table.partition_keys:  # those below the table's directory are retired with it
-                for part in self.catalog.get_partitions(self.db, name):
-                    if part.sd.location and not (table.sd.location and part.sd.location.startswith(below)):
-                        self._retire.append(Retirement(part.sd.location))
-            if table.sd.location:
-                self._retire.append(Retirement(table.sd.location))
+        below = (table.sd.location or "").rstrip("/") + "/"
+        if table.partition_keys:  # those below the table's directory are retired with it
+            for part in self.catalog.get_partitions(self.db, name):
+                if self._owns(table, part.sd.location) and not (
+                    table.sd.location and part.sd.location.startswith(below)
+                ):
+                    self._retire.append(Retirement(part.sd.location))
+        if self._owns(table, table.sd.location):
+            self._retire.append(Retirement(table.sd.location))
         with contextlib.suppress(NoSuchObjectError):
             self.catalog.drop_table(self.db, name, delete_data=False)
+
+    def _owns(self, table: Table, location: str | None) -> bool:
+        """A dropped object's directory is the replica's to retire: a managed table's, or an external one's
+        that lies in the replica's own directories (the database's, or its external root; never the shared
+        layout of older replicas, nor a location kept as the source's, which other databases may list)."""
+        if not location:
+            return False
+        return table.is_managed or any(
+            is_below(location, root) for root in (self.mapper.target_db_location, self.mapper.external_root)
+        )
 
     # -- partitions --------------------------------------------------------------------------------------
     def put_partitions(
@@ -527,12 +540,11 @@ class TargetWriter:
         }
         remaining = [list(v) for v, n in zip(values_list, names, strict=True) if n in found]
         if remaining:
-            if table.is_managed:
-                self._retire.extend(
-                    Retirement(found[n].sd.location or "")
-                    for n in names
-                    if n in found and found[n].sd.location
-                )
+            self._retire.extend(
+                Retirement(found[n].sd.location or "")
+                for n in names
+                if n in found and self._owns(table, found[n].sd.location)
+            )
             self.catalog.drop_partitions(self.db, table_name, remaining, delete_data=False)
 
     # -- data: location flips ------------------------------------------------------------------------------
@@ -786,8 +798,31 @@ class TargetWriter:
         if logical.rstrip("/") != (current or "").rstrip("/") and filesystem_for(logical).exists(logical):
             self._retire.append(Retirement(logical, recycle=False))
 
-    def _relink(self, current: str, logical: str) -> str:
-        """A new version at ``logical`` with the same files as ``current`` (a rename): links only."""
+    def relink(self, current: str, logical: str, key: ObjectKey | None) -> str:
+        """A new version at ``logical`` holding exactly the files the replica's record of ``key`` lists (all
+        of ``current``'s without a record; ``copy_data`` False: ``logical`` itself, nothing linked)."""
+        if not self.copy_data:
+            return logical
+        recorded = None
+        if key is not None:
+            with self.target.events.reader() as conn:
+                held = read_record(conn, key, current)
+            recorded = set(held.files) if held is not None else None
+        return self._relink(current, logical, recorded)
+
+    def retire(self, retirement: Retirement) -> None:
+        """Retire a directory once the batch commits (and its readers' grace period has passed)."""
+        self._retire.append(retirement)
+
+    def partition_ids(self, table: Table, names: list[str]) -> dict[str, int]:
+        """The replica's partition ids of a table's partitions, by Hive partition name."""
+        return self._partition_ids(table, names)
+
+    def _relink(self, current: str, logical: str, only: set[str] | None = None) -> str:
+        """A new version at ``logical`` with the same files as ``current`` (a rename): links only.
+
+        ``only``: the relative paths to carry (a file beside them that the replica's record does not list,
+        such as one another replica added to a directory of the shared layout, is left behind)."""
         new = self._new_version(logical, current)
         fs = filesystem_for(new)
         fs.delete_tree(new)  # whatever an interrupted attempt left: links are cheap to make again
@@ -796,6 +831,8 @@ class TargetWriter:
         carried = set()
         for status in list_data_files(current):
             rel = relative_to(status.uri, current)
+            if only is not None and rel not in only:
+                continue
             link_file(status.uri, join_uri(new, rel))
             carried.add(rel)
             fault_point()
