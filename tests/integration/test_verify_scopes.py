@@ -194,6 +194,19 @@ def test_leftovers_under_the_external_directories_are_reported(engine, source, t
     assert cli.exit_code == 1 and f"leftover on the replica: {dropped}/" in cli.stdout
 
 
+def test_a_dropped_tables_directory_in_the_replicas_own_external_root_is_a_leftover(
+    engine, source, target
+) -> None:
+    from hmsrepl.replication.replica_layout import owned_external_root
+
+    _replicate(engine, "sales")
+    own = owned_external_root(target, "sales_dr")
+    assert own is not None and _replica_dir(target, "e2").is_relative_to(local_path(own))
+    gone = _replica_dir(target, "e2").parent / "e9"  # no object of the replica is named e9
+    write_file(str(gone), "a.csv", b"rows of a dropped table")
+    assert verify(source, "sales", target, "sales_dr") == [f"leftover on the replica: {gone}/"]
+
+
 def test_directories_awaiting_retirement_are_not_leftovers(engine, source, target, monkeypatch) -> None:
     monkeypatch.setenv("HMSREPL_REPL_RETIRE_GRACE_SECONDS", "3600")
     _replicate(engine, "sales")

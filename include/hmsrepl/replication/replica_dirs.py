@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.filecopy import logical_location
+from hmsrepl.replication.replica_layout import is_below as _below
+from hmsrepl.replication.replica_layout import owned_external_root
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,9 @@ def external_dirs(store: Metastore, db_name: str) -> list[OwnedDirectory]:
                 for p in catalog.get_partitions(db_name, table.table_name)
                 if not _below(logical_location(p.sd.location or ""), table_root)
             ]
-    return merge(_family(loc) for loc in locations if loc and not _below(logical_location(loc), db_root))
+    families = [_family(loc) for loc in locations if loc and not _below(logical_location(loc), db_root)]
+    own_root = owned_external_root(store, db_name)  # everything below it is this replica's, named or not
+    return merge([*families, *([OwnedDirectory(own_root)] if own_root else [])])
 
 
 def merge(dirs: Iterable[OwnedDirectory]) -> list[OwnedDirectory]:
@@ -76,8 +80,3 @@ def _family(location: str) -> OwnedDirectory:
     """The parent of an object's logical location, owning the entries of the object's logical name."""
     parent, _, name = logical_location(location).rpartition("/")
     return OwnedDirectory(parent, frozenset({name}))
-
-
-def _below(location: str, root: str) -> bool:
-    location, root = location.rstrip("/"), root.rstrip("/")
-    return location == root or location.startswith(root + "/")
