@@ -10,7 +10,8 @@ are left out. Locations are compared without the version marks of the replica's 
 (``t.hmsrepl-v12`` is ``t``): files are compared relative to each object's own location, so the name of the
 directory a load published a version in is not a difference. Leftovers are: anything under the replica
 database's directory that no table or partition names (old versions, staged copies, dropped objects'
-directories) is reported.
+directories) is reported, and so is every location the source's metadata names that does not exist on the
+source (``named_locations``): a replica equal to a broken source is not a healthy pair.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from hmsrepl.replication.acid_replay import visible_statuses
 from hmsrepl.replication.filecopy import logical_location
 from hmsrepl.replication.leftovers import find_leftovers
 from hmsrepl.replication.lost_files import FIX, STALE
+from hmsrepl.replication.named_locations import missing_locations
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.target import TARGET_ONLY_PARAMS, VOLATILE_PARAMS
 from hmsrepl.storage.base import filesystem_for, relative_to
@@ -197,9 +199,12 @@ def verify(
     differences = diff_states(
         capture_state(source, source_db, policy), capture_state(target, target_db, policy)
     )
-    return differences + [
-        f"leftover on the replica: {entry}" for entry in replica_leftovers(target, target_db)
-    ]
+    broken = [f"missing on the source: {line}" for line in missing_locations(source, source_db, policy)]
+    return (
+        differences
+        + broken
+        + [f"leftover on the replica: {entry}" for entry in replica_leftovers(target, target_db)]
+    )
 
 
 def replica_leftovers(target: Metastore, target_db: str) -> list[str]:
