@@ -18,7 +18,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.database import display_url, make_engine, schema_is_current, upgrade_schema
+from hmsrepl.metastore.database import (
+    display_url,
+    make_engine,
+    missing_sqlite_file,
+    schema_is_current,
+    upgrade_schema,
+)
 from hmsrepl.metastore.service import RECONCILE_BATCH
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,7 +61,7 @@ def main(ctx: click.Context, db_url: str | None, warehouse: str | None, cmroot: 
 
 def _open_checked(config: MetastoreConfig, label: str = "metastore") -> Metastore:
     """Open an existing metastore; a missing or old schema is an operator error, not a traceback."""
-    if not schema_is_current(make_engine(config.db_url)):
+    if missing_sqlite_file(config.db_url) or not schema_is_current(make_engine(config.db_url)):
         raise click.ClickException(
             f"the {label} schema at {display_url(config.db_url)} is missing or old; "
             "run 'hmsrepl schema upgrade' first"

@@ -141,6 +141,15 @@ def test_no_command_writes_into_the_working_directory(tmp_path: Path) -> None:
     }
     for what, done in refused.items():
         assert_one_line_refusal(done.stderr, done.returncode, what, "HMSREPL_")
+    # Commands that use an existing metastore do not create one (nor its directory) where there is none.
+    for args in (
+        ["events", "current-id"],
+        ["txns", "show"],
+        ["intents", "list"],
+        ["repl", "metrics", "--target-db-url", "sqlite:///var/replica.db"],
+    ):
+        done = _cli(cwd, *args)
+        assert_one_line_refusal(done.stderr, done.returncode, "schema upgrade")
     # With every root configured, a replication round writes only into the configured places.
     dumped = _cli(cwd, "repl", "run", "REPL DUMP sales", *side_args("source", source), *dumps)
     assert dumped.returncode == 0, dumped.stderr
