@@ -144,3 +144,16 @@ def test_the_servers_housekeeping_retires_what_is_due(replaced: Replaced) -> Non
         thread.join(10)
         housekeeper.store.close()
     _assert_retired(replaced)
+
+
+def test_housekeeping_finds_exactly_the_replica_databases(metastore: Metastore) -> None:
+    """The pass reads only databases marked as replicas, on every backend (a text match, then the JSON)."""
+    from hmsrepl.metastore.protection import REPLICA_OF, privileged
+    from hmsrepl.replication.leftovers import replica_databases
+
+    metastore.catalog.create_database(Database(name="plain"))
+    metastore.catalog.create_database(Database(name="mention", description=f"not a {REPLICA_OF} at all"))
+    with privileged("replication load"):  # as a bootstrap load creates them
+        metastore.catalog.create_database(Database(name="dr_b", parameters={REPLICA_OF: "b"}))
+        metastore.catalog.create_database(Database(name="dr_a", parameters={REPLICA_OF: "a"}))
+    assert replica_databases(metastore) == ["dr_a", "dr_b"]
