@@ -18,7 +18,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.database import display_url, make_engine, schema_is_current, upgrade_schema
+from hmsrepl.metastore.database import (
+    display_url,
+    make_engine,
+    missing_sqlite_file,
+    schema_is_current,
+    upgrade_schema,
+)
 from hmsrepl.metastore.service import RECONCILE_BATCH
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,7 +61,7 @@ def main(ctx: click.Context, db_url: str | None, warehouse: str | None, cmroot: 
 
 def _open_checked(config: MetastoreConfig, label: str = "metastore") -> Metastore:
     """Open an existing metastore; a missing or old schema is an operator error, not a traceback."""
-    if not schema_is_current(make_engine(config.db_url)):
+    if missing_sqlite_file(config.db_url) or not schema_is_current(make_engine(config.db_url)):
         raise click.ClickException(
             f"the {label} schema at {display_url(config.db_url)} is missing or old; "
             "run 'hmsrepl schema upgrade' first"
@@ -254,10 +260,45 @@ def load_source_roots(values: dict[str, Any], external: str | None) -> Any:
     return SourceRoots.from_settings(warehouse, cmroot, external)
 
 
-def _side_store(prefix: str, values: dict[str, Any]) -> Metastore | None:
+def required_load_source_roots(values: dict[str, Any], external: str | None) -> Any:
+    """The source roots of a CLI load, required: never a default relative to the working directory (the
+    refusal names the missing variables). A stock Hive Metastore source (thrift://) tells its own."""
+    from hmsrepl.replication.dump_validation import SourceRoots
+
+    warehouse, cmroot = values.get("source_warehouse"), values.get("source_cmroot")
+    if (not warehouse or not cmroot) and (values.get("source_db_url") or "").startswith("thrift://"):
+        stock = _repl_source(values)
+        try:
+            warehouse, cmroot = warehouse or stock.config.warehouse, cmroot or stock.config.cmroot
+        finally:
+            stock.close()
+    return SourceRoots.from_settings(warehouse, cmroot, external)
+
+
+def _missing_roots(prefix: str, values: dict[str, Any]) -> list[str]:
+    """The side's unset warehouse/cmroot settings, as 'HMSREPL_<SIDE>_X (--<side>-x)'."""
+    return [
+        f"HMSREPL_{prefix.upper()}_{name.upper()} (--{prefix}-{name})"
+        for name in ("warehouse", "cmroot")
+        if not values.get(f"{prefix}_{name}")
+    ]
+
+
+def _side_store(prefix: str, values: dict[str, Any], *, roots_for: str | None = None) -> Metastore | None:
+    """The side's metastore (None without its database URL).
+
+    ``roots_for`` names the work that writes files on that side (a load, a dump's file references, a
+    cleanup): it then needs the side's warehouse and cmroot, and is refused when either is unset rather
+    than given the embedded defaults under the working directory. Without it, the store is only read.
+    """
     url = values.get(f"{prefix}_db_url")
     if not url:
         return None
+    missing = _missing_roots(prefix, values)
+    if roots_for and missing:
+        raise click.ClickException(
+            f"{roots_for} needs the {prefix} metastore's roots: set {' and '.join(missing)}"
+        )
     config = MetastoreConfig(
         db_url=url,
         **{k: v for k in ("warehouse", "cmroot") if (v := values.get(f"{prefix}_{k}"))},
@@ -265,15 +306,28 @@ def _side_store(prefix: str, values: dict[str, Any]) -> Metastore | None:
     return _open_checked(config, f"{prefix} metastore")
 
 
-def _repl_source(values: dict[str, Any]) -> Any:
+def _repl_source(values: dict[str, Any], *, roots_for: str | None = None) -> Any:
     """The source of a dump or verify: an hmsrepl metastore (a database URL) or a stock Hive Metastore
-    (``thrift://host:port``, read through its notification log; see ``hive_source``)."""
+    (``thrift://host:port``, read through its notification log; see ``hive_source``), which knows its own
+    roots."""
     url = values.get("source_db_url") or ""
     if not url.startswith("thrift://"):
-        return _side_store("source", values)
+        return _side_store("source", values, roots_for=roots_for)
     from hmsrepl.hive_source.source import StockHiveSource
 
     return StockHiveSource(url, warehouse=values.get("source_warehouse"), cmroot=values.get("source_cmroot"))
+
+
+def _retire_due(
+    store: Metastore | None, db_name: str, values: dict[str, Any], prefix: str = "target"
+) -> None:
+    """Carry out the replica's due retirements when a command touches it, so replaced versions do not wait
+    for the next load; only with the side's roots configured (retiring recycles into its cmroot)."""
+    if store is None or _missing_roots(prefix, values):
+        return
+    from hmsrepl.replication.leftovers import retire_due
+
+    retire_due(store, db_name)
 
 
 @main.group()
@@ -328,21 +382,32 @@ def repl_run(
     STATUS prints the last replicated event id (nothing if the database is not a replica). Each dump and
     load is recorded in the replication metrics ('hmsrepl repl metrics').
     """
+    from hmsrepl.replication.commands import DumpCommand, LoadCommand, StatusCommand, parse_command
     from hmsrepl.replication.dump import DumpResult
     from hmsrepl.replication.engine import ReplicationEngine
     from hmsrepl.replication.load import LoadResult
 
-    engine = ReplicationEngine(
-        dump_root,
-        _repl_source(sides),
-        _side_store("target", sides),
-        source_roots=load_source_roots(sides, source_external_roots),
-    )
+    parsed = parse_command(command)
+    if isinstance(parsed, LoadCommand):  # the source is only its roots: not opened
+        engine = ReplicationEngine(
+            dump_root,
+            target=_side_store("target", sides, roots_for="REPL LOAD"),
+            source_roots=required_load_source_roots(sides, source_external_roots),
+        )
+    else:
+        dumping = isinstance(parsed, DumpCommand)
+        engine = ReplicationEngine(
+            dump_root,
+            _repl_source(sides, roots_for="REPL DUMP") if dumping else None,
+            _side_store("target", sides),
+        )
+    if isinstance(parsed, StatusCommand):
+        _retire_due(engine.target, parsed.db_name, sides)
     bar = TerminalProgress(command.split()[1].lower() if len(command.split()) > 1 else "repl")
     if progress is None:
         progress = sys.stderr.isatty()
     try:
-        result = engine.execute(command, bar if progress else None)
+        result = engine.execute(parsed, bar if progress else None)
     finally:
         bar.close()
     if isinstance(result, DumpResult):
@@ -484,6 +549,7 @@ def repl_verify(
     if source is None or target is None:
         raise click.ClickException("verify needs both --source-db-url and --target-db-url")
     params = target.catalog.get_database(target_db).parameters
+    _retire_due(target, target_db, sides)
     scope = verify_scope(params, source_db, target_db, policy, metadata_only)
     click.echo(f"verifying {target_db} against {source_db}: {scope.describe()}", err=True)
     differences = verify(
@@ -501,8 +567,8 @@ def repl_verify(
     click.echo(f"{target_db} equals {source_db}: {compared}")
 
 
-def _one_store(values: dict[str, Any], side: str = "target") -> Metastore:
-    store = _side_store(side, values)
+def _one_store(values: dict[str, Any], side: str = "target", *, roots_for: str | None = None) -> Metastore:
+    store = _side_store(side, values, roots_for=roots_for)
     if store is None:
         raise click.ClickException(f"this command needs the {side} metastore (--{side}-db-url)")
     return store
@@ -537,7 +603,11 @@ def repl_failover(source_db: str, target_db: str, policy: str | None, dump_root:
     from hmsrepl.replication.engine import ReplicationEngine
     from hmsrepl.replication.failover import planned_failover
 
-    engine = ReplicationEngine(dump_root, _one_store(sides, "source"), _one_store(sides, "target"))
+    engine = ReplicationEngine(
+        dump_root,
+        _one_store(sides, "source", roots_for="failover"),
+        _one_store(sides, "target", roots_for="failover"),
+    )
     click.echo(json.dumps(planned_failover(engine, source_db, target_db, policy).to_json(), sort_keys=True))
 
 
@@ -571,7 +641,11 @@ def repl_failback(new_db: str, old_db: str, discard_divergent: bool, dump_root: 
     from hmsrepl.replication.engine import ReplicationEngine
     from hmsrepl.replication.failover import failback
 
-    engine = ReplicationEngine(dump_root, _one_store(sides, "source"), _one_store(sides, "target"))
+    engine = ReplicationEngine(
+        dump_root,
+        _one_store(sides, "source", roots_for="failback"),
+        _one_store(sides, "target", roots_for="failback"),
+    )
     result = failback(engine, new_db, old_db, discard_divergent=discard_divergent)
     click.echo(json.dumps(result.to_json(), sort_keys=True))
 
@@ -586,7 +660,9 @@ def repl_lag(policy: str, target_db: str, **sides: Any) -> None:
     """Replication lag of TARGET_DB behind POLICY's database: events and seconds, as JSON."""
     from hmsrepl.replication.failover import replica_lag
 
-    lag = replica_lag(_one_store(sides, "source"), policy, _one_store(sides), target_db)
+    target = _one_store(sides)
+    _retire_due(target, target_db, sides)
+    lag = replica_lag(_one_store(sides, "source"), policy, target, target_db)
     click.echo(json.dumps(lag.to_json(), sort_keys=True))
 
 
@@ -602,11 +678,10 @@ def repl_cleanup(target_db: str, **sides: Any) -> None:
     """
     from hmsrepl.replication.leftovers import cleanup_database
 
-    target = _side_store("target", sides)
+    target = _side_store("target", sides, roots_for="cleanup")
     if target is None:
         raise click.ClickException("cleanup needs --target-db-url")
-    removed = cleanup_database(target, target_db)
-    click.echo(f"removed {removed} files no metadata of {target_db} names")
+    click.echo(cleanup_database(target, target_db).describe(target_db))
 
 
 @main.group()

@@ -8,16 +8,19 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import update
 
+from hmsrepl.cli import main
 from hmsrepl.exceptions import InvalidObjectError, InvalidOperationError, MetastoreError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Partition
 from hmsrepl.metastore.schema import dbs, tbls
 from hmsrepl.replication.filecopy import logical_location
+from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
 from tests.conftest import make_config
-from tests.helpers import create_db_and_table, make_partition, make_table, write_file
+from tests.helpers import create_db_and_table, make_partition, make_table, side_args, write_file
 
 
 def _tree(path: str | Path) -> dict[str, str]:
@@ -69,6 +72,23 @@ def test_rename_of_an_empty_partitioned_table_moves_its_partitions(metastore: Me
     part = metastore.catalog.get_partition("sales", "p1", ["1"])
     assert part.sd.location.endswith("/sales.db/p1/d=1")
     assert os.path.isdir(local_path(metastore.catalog.get_table("sales", "p1").sd.location))
+
+
+def test_rename_moves_every_partition_directory_empty_ones_included(metastore: Metastore) -> None:
+    table = create_db_and_table(metastore, "sales", "p0", partition_keys=("d",))
+    empty, full = metastore.catalog.add_partitions(
+        "sales", "p0", [make_partition(table, "empty"), make_partition(table, "full")]
+    )
+    write_file(full.sd.location, "part-0.parquet", b"rows")
+    metastore.catalog.insert("sales", "p0", ["full"])
+    metastore.catalog.alter_table("sales", "p0", table.model_copy(update={"table_name": "p1"}))
+    for values, files in ((["empty"], []), (["full"], ["part-0.parquet"])):
+        moved = metastore.catalog.get_partition("sales", "p1", values)
+        assert moved.sd.location.endswith(f"/sales.db/p1/d={values[0]}")
+        assert os.path.isdir(local_path(moved.sd.location)), moved.sd.location
+        assert sorted(os.listdir(local_path(moved.sd.location))) == files
+    assert not os.path.exists(local_path(table.sd.location))
+    assert not os.path.exists(local_path(empty.sd.location))
 
 
 def test_drop_database_recycles_loose_files_instead_of_deleting(metastore: Metastore) -> None:
@@ -186,6 +206,59 @@ def test_rename_of_an_empty_table_stays_readable_on_the_replica(
         # the replica names a version directory of x1 (location flip); readers list it, so it must exist
         assert logical_location(location).endswith(f"/{db}.db/x1"), (db, location)
         assert os.path.isdir(local_path(location)), (db, location)
+
+
+def test_rename_of_a_table_with_an_empty_partition_keeps_it_on_source_and_replica(
+    engine, source: Metastore, target: Metastore
+) -> None:
+    source.catalog.create_database(Database(name="sales"))
+    p0 = source.catalog.create_table(make_table("sales", "p0", partition_keys=("d",)))
+    _, full = source.catalog.add_partitions(
+        "sales", "p0", [make_partition(p0, "empty"), make_partition(p0, "full")]
+    )
+    write_file(full.sd.location, "part-0.parquet", b"rows")
+    source.catalog.insert("sales", "p0", ["full"])
+    dumped = engine.execute("REPL DUMP sales")
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    source.catalog.alter_table("sales", "p0", p0.model_copy(update={"table_name": "p1"}))
+    last = engine.execute("REPL STATUS sales_dr")
+    dumped = engine.execute(f"REPL DUMP sales FROM {last}")
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    for store, db in ((source, "sales"), (target, "sales_dr")):
+        for values in (["empty"], ["full"]):
+            location = store.catalog.get_partition(db, "p1", values).sd.location
+            assert logical_location(location).endswith(f"/{db}.db/p1/d={values[0]}"), (db, location)
+            assert os.path.isdir(local_path(location)), (db, location)
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_verify_reports_each_location_missing_on_the_source(
+    engine, source: Metastore, target: Metastore
+) -> None:
+    """A replica equal to a source that lost directories is no healthy pair: one line per missing location."""
+    source.catalog.create_database(Database(name="sales"))
+    p0 = source.catalog.create_table(make_table("sales", "p0", partition_keys=("d",)))
+    first, second, kept = source.catalog.add_partitions(
+        "sales", "p0", [make_partition(p0, v) for v in ("a", "b", "c")]
+    )
+    flat = source.catalog.create_table(make_table("sales", "flat"))
+    dumped = engine.execute("REPL DUMP sales")
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    assert verify(source, "sales", target, "sales_dr") == []
+    for gone in (first, second, flat):
+        os.rmdir(local_path(gone.sd.location))
+    runner = CliRunner()
+    done = runner.invoke(
+        main,
+        ["repl", "verify", "sales", "sales_dr", *side_args("source", source), *side_args("target", target)],
+    )
+    assert done.exit_code == 1, done.output
+    assert done.output.splitlines() == [
+        f"missing on the source: table flat: location '{flat.sd.location}' does not exist",
+        f"missing on the source: partition p0/d=a: location '{first.sd.location}' does not exist",
+        f"missing on the source: partition p0/d=b: location '{second.sd.location}' does not exist",
+    ]
+    assert os.path.isdir(local_path(kept.sd.location))
 
 
 def test_unusable_roots_stop_the_metastore_with_one_line(tmp_path) -> None:

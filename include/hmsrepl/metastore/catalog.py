@@ -51,6 +51,7 @@ from hmsrepl.metastore.location_policy import LocationPolicy
 from hmsrepl.metastore.locations import canonical_or_none, location_key
 from hmsrepl.metastore.messages import DataChange, MessageBuilder
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
+from hmsrepl.metastore.moves import move_directory
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
 from hmsrepl.metastore.patterns import matches
 from hmsrepl.metastore.protection import check_params, refusal
@@ -66,7 +67,7 @@ from hmsrepl.metastore.schema import (
     txn_write_notifications,
 )
 from hmsrepl.metastore.trash import TrashAdopter
-from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, path_key
+from hmsrepl.storage.base import FileIdentity, join_uri, path_key
 
 BATCH = 500
 # Builds a caller's object straight from a stored partition document and its write id, skipping the model.
@@ -440,8 +441,9 @@ class CatalogService:
                         f"cannot rename to '{new_table.qualified_name}': that table exists"
                     )
             tx.conn.execute(update(tbls).where(tbls.c.tbl_id == tbl_id).values(**values))
+            moved_partitions: list[str] = []
             if renamed:
-                self._rewrite_partitions_for_rename(tx.conn, tbl_id, new_table, move)
+                moved_partitions = self._rewrite_partitions_for_rename(tx.conn, tbl_id, new_table, move)
                 _rename_write_ids(tx.conn, (db_name, table_name), (new_table.db_name, new_table.table_name))
             data = None
             stays = not renamed and new_table.sd.location == old.sd.location
@@ -458,21 +460,24 @@ class CatalogService:
             if move:
                 source, target = move
                 # Inside the transaction: if the move fails, the rename rolls back with it.
-                _move_directory(source, target)
+                move_directory(source, target, moved_partitions)
         return new_table
 
     def _rewrite_partitions_for_rename(
         self, conn: Connection, tbl_id: int, table: Table, move: tuple[str, str] | None
-    ) -> None:
+    ) -> list[str]:
+        """Name the renamed table in its partitions; returns the new locations of those the move carries."""
         rows = conn.execute(
             select(partitions.c.part_id, partitions.c.doc).where(partitions.c.tbl_id == tbl_id)
         ).all()
         updates = []
+        moved = []
         for row in rows:
             part = Partition.model_validate_json(row.doc)
             location = part.sd.location
             if move and location and location.startswith(move[0].rstrip("/") + "/"):
                 location = move[1].rstrip("/") + location[len(move[0].rstrip("/")) :]
+                moved.append(location)
             part = part.model_copy(
                 update={
                     "db_name": table.db_name,
@@ -489,6 +494,7 @@ class CatalogService:
                 }
             )
         _bulk_update_partitions(conn, updates)
+        return moved
 
     def truncate_table(
         self, db_name: str, table_name: str, partition_names: Sequence[str] | None = None
@@ -1383,11 +1389,3 @@ def _rename_write_ids(conn: Connection, old: tuple[str, str], new: tuple[str, st
             .where(table.c.db_name == old[0], table.c.tbl_name == old[1])
             .values(db_name=new[0], tbl_name=new[1])
         )
-
-
-def _move_directory(source: str, target: str) -> None:
-    fs = filesystem_for(source)
-    fs.makedirs(target)  # an empty table's directory moves too: readers of the renamed table list it
-    for status in list(fs.list_files(source)):
-        fs.move(status.uri, target.rstrip("/") + status.uri[len(source.rstrip("/")) :])
-    fs.delete_tree(source)

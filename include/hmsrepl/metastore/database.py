@@ -39,6 +39,15 @@ def display_url(db_url: str) -> str:
     return url.set(query=hidden).render_as_string(hide_password=True)
 
 
+def missing_sqlite_file(db_url: str) -> bool:
+    """Whether the URL names a SQLite file that does not exist: opening it would create the file (and its
+    directory), so commands that only use an existing metastore ask this first."""
+    url = make_url(db_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return False
+    return not Path(url.database).exists()
+
+
 def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
     """Create an engine with per-backend settings the metastore relies on."""
     url = make_url(db_url)

@@ -38,7 +38,7 @@ from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.transactions import ReplicationSnapshot
 from hmsrepl.replication import acid_replay
 from hmsrepl.replication.column_stats import dump_column_stats
-from hmsrepl.replication.commands import DumpCommand, check_dump_command
+from hmsrepl.replication.commands import CommandError, DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.layout import (
@@ -335,6 +335,7 @@ class DumpEngine:
         policy = command.policy
         assert command.from_event_id is not None
         current = self.source.get_current_notification_event_id()
+        check_window_start(command, current)
         upto = min(command.to_event_id, current) if command.to_event_id is not None else current
         with_data = command.settings.get(METADATA_ONLY, "false").lower() != "true"
         external = command.settings.get(INCLUDE_EXTERNAL, "true").lower() == "true"
@@ -378,6 +379,21 @@ class DumpEngine:
             files, size = files + more_files, size + more_bytes
         return DumpResult(
             dump.uri, last, events=count, tables=tables, partitions=partitions, files=files, bytes=size
+        )
+
+
+def check_window_start(command: DumpCommand, current: int) -> None:
+    """Refuse an incremental dump starting past the source's newest event.
+
+    Such a FROM cannot come from this source's log (a typo, or a replica's ``repl.last.id`` taken from
+    another source or from before the source was rebuilt): dumping nothing and printing the log's end
+    would hide that and move the caller's position backwards.
+    """
+    start = command.from_event_id
+    if start is not None and start > current:
+        raise CommandError(
+            f"REPL DUMP {command.policy.db_name} FROM {start}: the source's notification log ends at event "
+            f"{current}; dump FROM an id at most {current} (the replica's repl.last.id), or bootstrap the replica"
         )
 
 

@@ -257,12 +257,23 @@ class SourceRoots:
     def from_settings(
         cls, warehouse: str | None, cmroot: str | None, external: str | Iterable[str] | None = None
     ) -> SourceRoots:
-        """From option values; refuses, naming the settings, when the warehouse or cmroot is missing."""
-        if not warehouse or not cmroot:
+        """From option values; refuses, naming the missing settings, when the warehouse or cmroot is missing.
+
+        There is no default: one relative to the working directory would make a load check a dump against
+        roots the source never had (and refuse it with advice about external roots instead).
+        """
+        missing = [
+            f"{env} ({option})"
+            for value, env, option in (
+                (warehouse, SOURCE_WAREHOUSE_ENV, "--source-warehouse"),
+                (cmroot, SOURCE_CMROOT_ENV, "--source-cmroot"),
+            )
+            if not value
+        ]
+        if missing:
             raise DumpValidationError(
-                "REPL LOAD checks every path of a dump against the source's roots from its own configuration, "
-                f"never the dump's: set {SOURCE_WAREHOUSE_ENV} and {SOURCE_CMROOT_ENV} (--source-warehouse, "
-                f"--source-cmroot), and {SOURCE_EXTERNAL_ROOTS_ENV} for external tables"
+                f"the source roots are not configured: set {' and '.join(missing)}; REPL LOAD checks every "
+                "path of a dump against the source's roots from its own configuration, never the dump's"
             )
         if isinstance(external, str) or external is None:
             external = [part.strip() for part in (external or "").split(",")]

@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import or_, select
 
-from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchObjectError
+from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchObjectError, StorageError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files
-from hmsrepl.metastore.schema import partitions, tbls
+from hmsrepl.metastore.protection import REPLICA_OF
+from hmsrepl.metastore.schema import dbs, partitions, tbls
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import is_staging_name
 from hmsrepl.replication.locations import EXTERNAL_ROOT, legacy_external_root
@@ -292,6 +293,10 @@ def read_tickets(directory: str) -> list[tuple[str, float, list[Retirement]]]:
                 for r in doc["retirements"]
             ]
             out.append((status.uri, float(doc["due"]), batch))
+        except (FileNotFoundError, StorageError):  # carried out by another process since the listing?
+            if fs.exists(status.uri):
+                raise
+            continue
         except (ValueError, KeyError, TypeError):
             log.warning("ignoring unreadable retirement ticket '%s'", status.uri)
     return out
@@ -301,14 +306,52 @@ def _dumps(doc: dict[str, object]) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def cleanup_database(store: Metastore, db_name: str) -> int:
+@dataclass(frozen=True)
+class Retired:
+    """What carrying out due retirement tickets did: version directories retired and their files removed."""
+
+    directories: int = 0
+    files: int = 0
+
+    def __add__(self, other: Retired) -> Retired:
+        return Retired(self.directories + other.directories, self.files + other.files)
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    """What ``repl cleanup`` did: due retirements, then the sweep of what no metadata names."""
+
+    retired: Retired
+    swept_files: int
+
+    def describe(self, db_name: str) -> str:
+        return (
+            f"retired {self.retired.directories} replaced version directories ({self.retired.files} files); "
+            f"removed {self.swept_files} other files no metadata of {db_name} names"
+        )
+
+
+def replica_root(store: Metastore, db_name: str) -> str:
+    """The replica database's directory: its recorded location, else where a load would create it.
+
+    The recorded location, not the configured warehouse: a command run with another (or no) warehouse
+    setting still finds the tickets and marks of the loads that wrote there.
+    """
+    try:
+        location = store.catalog.get_database(db_name).location_uri
+    except NoSuchDatabaseError:
+        location = None
+    return location or store.catalog.default_db_location(db_name)
+
+
+def cleanup_database(store: Metastore, db_name: str) -> CleanupResult:
     """Remove everything under a replica database's directory that no metadata names (``repl cleanup``).
 
     Retirements of earlier loads that are due are carried out first (recycling what they replaced).
     """
-    Retirer(store, db_name).run_tickets()
+    retired = Retirer(store, db_name).run_tickets()
     roots = [(root, None) for root in own_directories(store, db_name)]
-    return locked_cleanup(store, db_name, roots, keep_root=True, sweep=True)
+    return CleanupResult(retired, locked_cleanup(store, db_name, roots, keep_root=True, sweep=True))
 
 
 def own_directories(store: Metastore, db_name: str) -> list[str]:
@@ -325,7 +368,40 @@ def own_directories(store: Metastore, db_name: str) -> list[str]:
 
 def tickets_dir(store: Metastore, db_name: str) -> str:
     """Where a replica database's retirement tickets wait (see ``RETIRING_DIR``)."""
-    return join_uri(store.catalog.default_db_location(db_name), RETIRING_DIR)
+    return join_uri(replica_root(store, db_name), RETIRING_DIR)
+
+
+def retire_due(store: Metastore, db_name: str) -> Retired:
+    """Carry out the due retirements of one replica database; a failure is logged, never raised.
+
+    Run by commands that touch a replica (status, verify, lag, ...) so replaced versions do not wait for
+    the next load once their readers' grace period has passed; those commands' own work must not fail
+    because a directory could not be removed (the next pass retries).
+    """
+    try:
+        return Retirer(store, db_name).run_tickets()
+    except Exception:  # housekeeping on the side: retried by the next command, load or server pass
+        log.exception("retiring the replaced versions of replica database '%s' failed", db_name)
+        return Retired()
+
+
+def replica_databases(store: Metastore) -> list[str]:
+    """Names of the databases bootstrapped as replicas (``hmsrepl.replica.of``), the ones loads retire in."""
+    names = []
+    with store.events.reader() as conn:
+        query = select(dbs.c.name, dbs.c.doc).where(dbs.c.doc.contains(REPLICA_OF, autoescape=True))
+        for name, doc in conn.execute(query):
+            if REPLICA_OF in (json.loads(doc).get("parameters") or {}):
+                names.append(name)
+    return sorted(names)
+
+
+def retire_due_everywhere(store: Metastore) -> Retired:
+    """Due retirements of every replica database of this metastore (the server's housekeeping pass)."""
+    total = Retired()
+    for name in replica_databases(store):
+        total += retire_due(store, name)
+    return total
 
 
 class Retirer:
@@ -360,23 +436,31 @@ class Retirer:
             fs.write_bytes(join_uri(self.tickets, f"{wall_due:.3f}-{uuid.uuid4().hex[:8]}.json"), _dumps(doc))
         self.pending.clear()
 
-    def run_tickets(self) -> int:
-        """Carry out the earlier loads' retirements that are due now; each ticket goes once done."""
-        removed = 0
-        fs = filesystem_for(self.tickets)
-        if not fs.exists(self.tickets):
-            return 0
-        for uri, due, batch in read_tickets(self.tickets):
+    def run_tickets(self) -> Retired:
+        """Carry out the earlier loads' retirements that are due now; each ticket goes once done.
+
+        Loads, ``repl cleanup``, the commands touching a replica and the server's housekeeping all call
+        this: a ticket another process carried out meanwhile is skipped (its directories are gone and
+        ``read_tickets`` passes over a vanished ticket).
+        """
+        retired = Retired()
+        tickets = self.tickets
+        fs = filesystem_for(tickets)
+        if not fs.exists(tickets):
+            return retired
+        for uri, due, batch in read_tickets(tickets):
             if due > time.time():
                 continue
-            removed += locked_cleanup(
+            present = [r for r in batch if filesystem_for(r.directory).exists(r.directory)]
+            removed = locked_cleanup(
                 self.store, self.db, [(r.directory, r.carried if r.recycle else None) for r in batch]
             )
+            retired += Retired(len(present), removed)
             fs.delete(uri)
-        if is_local_uri(self.tickets):
+        if is_local_uri(tickets):
             with contextlib.suppress(OSError):
-                os.rmdir(local_path(self.tickets))
-        return removed
+                os.rmdir(local_path(tickets))
+        return retired
 
     def run_due(self, *, wait: bool = False) -> int:
         """Retire what is due (``wait``: everything, sleeping out the grace period first)."""

@@ -11,7 +11,8 @@ are left out. Locations are compared without the version marks of the replica's 
 directory a load published a version in is not a difference. Leftovers are: anything under the replica
 database's directory, or among the entries a replica owns outside it (its external tables' directories,
 ``replica_dirs``), that no table or partition names (old versions, staged copies, dropped objects'
-directories) is reported.
+directories) is reported, and so is every location the source's metadata names that does not exist on the
+source (``named_locations``): a replica equal to a broken source is not a healthy pair.
 
 A table-level policy replica is compared with the policy's tables of the source (and every table of the
 replica: one outside the policy is a difference); a metadata-only replica is compared without data files.
@@ -32,6 +33,7 @@ from hmsrepl.replication.acid_replay import visible_statuses
 from hmsrepl.replication.filecopy import logical_location
 from hmsrepl.replication.leftovers import Retirer, find_leftovers
 from hmsrepl.replication.lost_files import FIX, STALE
+from hmsrepl.replication.named_locations import missing_locations
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replica_dirs import external_dirs
 from hmsrepl.replication.target import TARGET_ONLY_PARAMS, VOLATILE_PARAMS
@@ -208,9 +210,12 @@ def verify(
         capture_state(source, source_db, policy, with_files=with_files),
         capture_state(target, target_db, with_files=with_files),
     )
-    return differences + [
-        f"leftover on the replica: {entry}" for entry in replica_leftovers(target, target_db)
-    ]
+    broken = [f"missing on the source: {line}" for line in missing_locations(source, source_db, policy)]
+    return (
+        differences
+        + broken
+        + [f"leftover on the replica: {entry}" for entry in replica_leftovers(target, target_db)]
+    )
 
 
 def replica_leftovers(target: Metastore, target_db: str) -> list[str]:

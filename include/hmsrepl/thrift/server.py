@@ -6,7 +6,8 @@ server's security (``thrift.auth``: TLS, Kerberos SASL) in its own thread; a ref
 closed while others are served. The C-accelerated binary protocol of thriftpy2 keeps large partition lists
 cheap to encode. A housekeeping thread aborts timed-out transactions, releases abandoned locks, completes
 file work left pending by a crash (``metastore.intents``), lists the objects that declared writes left
-unlisted (``Metastore.reconcile_listings``) and applies event and cmroot retention. With ``cache_enabled``,
+unlisted (``Metastore.reconcile_listings``), applies event and cmroot retention and retires the replaced
+version directories of replica databases whose readers' grace period has passed (``replication.leftovers``). With ``cache_enabled``,
 a metadata cache answers reads; its updater thread starts with the server (prewarming in the background, while reads go to the database) and stops with it.
 
 Every connection is bounded (``hmsrepl.bounds``): at most ``thrift_max_workers`` are served at once (more
@@ -47,6 +48,7 @@ from thriftpy2.transport import (
 from hmsrepl.bounds import ResourceBounds, resource_bounds
 from hmsrepl.cache import MetadataCache
 from hmsrepl.metastore import Metastore
+from hmsrepl.replication.leftovers import retire_due_everywhere
 from hmsrepl.thrift.auth import AuthenticationError, Peer, ThriftSecurity, check_bind
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
@@ -481,6 +483,7 @@ class MetastoreServer:
                 self.store.complete_file_intents()
                 self.store.reconcile_listings()
                 self.store.cleanup_cmroot()
+                retire_due_everywhere(self.store)  # replicas' replaced versions whose grace has passed
             except Exception:  # housekeeping must outlive a database hiccup
                 log.exception("metastore housekeeping failed; retrying in %s s", interval_seconds)
 
