@@ -253,7 +253,7 @@ def test_verify_reports_each_location_missing_on_the_source(
         ["repl", "verify", "sales", "sales_dr", *side_args("source", source), *side_args("target", target)],
     )
     assert done.exit_code == 1, done.output
-    assert done.output.splitlines() == [
+    assert done.stdout.splitlines() == [
         f"missing on the source: table flat: location '{flat.sd.location}' does not exist",
         f"missing on the source: partition p0/d=a: location '{first.sd.location}' does not exist",
         f"missing on the source: partition p0/d=b: location '{second.sd.location}' does not exist",

@@ -354,7 +354,7 @@ def test_cleanup_sweeps_the_replicas_own_external_directory_only(
         path.write_bytes(b"left behind")
     b_files = named_hashes(target, B)
     a_files = named_hashes(target, A)
-    assert cleanup_database(target, A) == len(stray)
+    assert cleanup_database(target, A).swept_files == len(stray)
     assert not any(path.exists() for path in stray)
     assert not (d0.parent / "d=9.hmsrepl-v3").exists()
     assert named_hashes(target, A) == {p: h for p, h in a_files.items() if Path(p) not in stray}
