@@ -48,7 +48,7 @@ from hmsrepl.metastore.file_capture import StatIdentity, describe_files, describ
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.location_policy import LocationPolicy
-from hmsrepl.metastore.locations import canonical_or_none, location_key
+from hmsrepl.metastore.locations import location_key
 from hmsrepl.metastore.messages import DataChange, MessageBuilder
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
@@ -687,20 +687,17 @@ class CatalogService:
         return [part for _, part in added]
 
     def _check_partition_locations(self, table: Table, parts: dict[str, Partition]) -> dict[str, str | None]:
-        """Refuse partition locations that are not their own; returns each one's lookup key by name."""
-        table_location = canonical_or_none(table.sd.location)
+        """Refuse partition locations that are not their own (``LocationPolicy.check_partitions``); returns
+        each one's lookup key by name."""
         with self.events.reader() as conn:
-            return {
-                name: self.locations.check_partition(
-                    conn,
-                    f"{table.qualified_name}/{name}",
-                    part.sd.location,
-                    managed=table.is_managed,
-                    table_location=table_location,
-                    table_id=table.id,
-                )
-                for name, part in parts.items()
-            }
+            return self.locations.check_partitions(
+                conn,
+                table.qualified_name,
+                {name: part.sd.location for name, part in parts.items()},
+                managed=table.is_managed,
+                table_location=table.sd.location,
+                table_id=table.id,
+            )
 
     def _existing_names(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> set[str]:
         found: set[str] = set()
