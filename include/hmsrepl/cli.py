@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -265,7 +266,7 @@ def _side_store(prefix: str, values: dict[str, Any]) -> Metastore | None:
     return _open_checked(config, f"{prefix} metastore")
 
 
-def _repl_source(values: dict[str, Any]) -> Any:
+def _repl_source(values: dict[str, Any], external: str | None = None) -> Any:
     """The source of a dump or verify: an hmsrepl metastore (a database URL) or a stock Hive Metastore
     (``thrift://host:port``, read through its notification log; see ``hive_source``)."""
     url = values.get("source_db_url") or ""
@@ -273,7 +274,12 @@ def _repl_source(values: dict[str, Any]) -> Any:
         return _side_store("source", values)
     from hmsrepl.hive_source.source import StockHiveSource
 
-    return StockHiveSource(url, warehouse=values.get("source_warehouse"), cmroot=values.get("source_cmroot"))
+    return StockHiveSource(
+        url,
+        warehouse=values.get("source_warehouse"),
+        cmroot=values.get("source_cmroot"),
+        external_roots=external if external is not None else os.environ.get("HMSREPL_SOURCE_EXTERNAL_ROOTS"),
+    )
 
 
 @main.group()
@@ -334,7 +340,7 @@ def repl_run(
 
     engine = ReplicationEngine(
         dump_root,
-        _repl_source(sides),
+        _repl_source(sides, source_external_roots),
         _side_store("target", sides),
         source_roots=load_source_roots(sides, source_external_roots),
     )
