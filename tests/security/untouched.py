@@ -22,7 +22,7 @@ CATALOG_TABLES = (dbs, tbls, partitions, funcs, data_files, data_listings)
 
 
 def tree_hashes(*dirs: Path | str) -> dict[str, str]:
-    """Every entry below ``dirs``: regular files by content hash, links by target, others by kind."""
+    """Every entry below ``dirs``: regular files by content hash and mode, links by target, others by kind."""
     out: dict[str, str] = {}
     for top in dirs:
         for dirpath, dirnames, filenames in os.walk(top):
@@ -31,8 +31,8 @@ def tree_hashes(*dirs: Path | str) -> dict[str, str]:
                 if os.path.islink(path):
                     out[path] = "link:" + os.readlink(path)
                 elif os.path.isfile(path):
-                    out[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-                    out[path + "#mode"] = oct(os.stat(path).st_mode & 0o7777)
+                    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+                    out[path] = f"{digest} mode {os.stat(path).st_mode & 0o7777:o}"
                 else:
                     out[path] = "dir" if os.path.isdir(path) else "special"
     return out
