@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -191,7 +192,7 @@ class LocationPolicy:
                 key = key_of(chunk[number][1]) if number < len(chunk) else ""
                 params[f"from{number}"], params[f"to{number}"] = key, key_range_end(key) if key else ""
                 if number < len(chunk):
-                    above.update(key_of(a) for a in (chunk[number][1], *chunk[number][1].ancestors()))
+                    _add_keys_up(chunk[number][1], above)
             params["above"] = sorted(above)
             rows = conn.execute(_SIBLINGS, params).all()
             for row in rows:
@@ -417,6 +418,21 @@ _PARTITIONS = (
         dbs.c.name != bindparam("skip_db"),
     )
 )
+
+
+def _add_keys_up(loc: Location, keys: set[str]) -> None:
+    """Add the lookup keys of ``loc`` and of its ancestors to ``keys``, stopping at the first one already
+    there (its ancestors are then there too): sibling partitions share theirs, so a batch computes each once."""
+    path = loc.path
+    while True:
+        key = key_of(Location(loc.scheme, loc.authority, path))
+        if key in keys:
+            return
+        keys.add(key)
+        if path == "/":
+            return
+        path = posixpath.dirname(path)
+
 
 #: New partitions compared with the stored ones per query: one statement shape (unused ranges are empty), so
 #: a batch of 1,000 costs 16 indexed look-ups rather than 1,000.
