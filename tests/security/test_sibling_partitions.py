@@ -79,6 +79,18 @@ def test_added_partition_at_inside_or_around_a_sibling_is_refused(
     _refused(
         store, lambda: c.add_partitions("shop", "t", [_at(table, "x", own + "/./../p=victim")]), "is the"
     )
+    # one new partition inside another of the same batch, a sibling sorting between them ('-' < '/')
+    base = f"{table.sd.location}/nest"
+    _refused(
+        store,
+        lambda: c.add_partitions(
+            "shop",
+            "t",
+            [_at(table, "n1", base), _at(table, "n2", base + "-b"), _at(table, "victim3", base + "/x")],
+        ),
+        "p=victim3",
+        "lies inside",
+    )
     # two new partitions sharing a directory in one batch
     shared = f"{table.sd.location}/shared"
     _refused(

@@ -171,9 +171,13 @@ class LocationPolicy:
         uris: dict[str, str | None],
     ) -> None:
         """No two partitions of one table at, inside or around each other: the new ones among themselves
-        (sorted, each against the nearest holder before it), then against the stored ones by lookup key
-        (equal to one of a new location's keys or its ancestors', or in its key range), a chunk at a time."""
-        ordered = sorted(located.items(), key=lambda item: (item[1].scheme, item[1].authority, item[1].path))
+        (sorted by path segments, so a directory's descendants follow it before any sibling such as
+        ``a-b`` after ``a``, each against the nearest holder before it), then against the stored ones by
+        lookup key (equal to one of a new location's keys or its ancestors', or in its key range), a chunk
+        at a time."""
+        ordered = sorted(
+            located.items(), key=lambda item: (item[1].scheme, item[1].authority, item[1].path.split("/"))
+        )
         holders: list[tuple[str, Location]] = []
         for name, loc in ordered:
             while holders and not loc.is_within(holders[-1][1]):
