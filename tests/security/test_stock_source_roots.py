@@ -108,8 +108,9 @@ def test_a_stock_source_without_configured_roots_is_refused(scene: Scene) -> Non
 
 @pytest.mark.parametrize("setting", ["hive.metastore.warehouse.dir", "hive.repl.cmrootdir"])
 def test_a_reported_root_outside_the_configured_ones_is_refused(scene: Scene, setting: str) -> None:
+    """Its warehouse, or the cmroot its change manager (on) keeps dropped files in, outside the roots."""
     answers = HostileMetastore(
-        {setting: str(scene.root)},
+        {setting: str(scene.root), "hive.repl.cm.enabled": "true"},
         db_location=str(scene.warehouse / "sales.db"),
         table_location=str(scene.victim),
     )
