@@ -9,15 +9,17 @@ spelled with ``.``/``..``) would make a load read and write outside every root. 
 a ``metadata_location`` when a table is created or altered, a load's dump validation refuses it in a dump,
 and a load refuses paths inside the metadata that leave the table's location.
 
-Containment is tested on normalised forms (``formats.paths.canonical_uri``: one spelling per place, ``.``,
-``..`` and empty segments refused, not resolved), never as a string prefix. Pure functions: no I/O.
+Containment is tested on normalised forms (``formats.paths.canonical_uri`` for local and S3 paths, the same
+rules for other schemes such as ``hdfs://``: one spelling per place, ``.``, ``..`` and empty segments
+refused, not resolved), never as a string prefix. Pure functions: no I/O.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
-from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below, show
+from hmsrepl.formats.paths import CONTROL_CHARACTERS, InvalidPathError, canonical_uri, is_below, show
 
 TABLE_TYPE = "table_type"
 METADATA_LOCATION = "metadata_location"
@@ -31,14 +33,32 @@ def is_iceberg(parameters: Mapping[str, str]) -> bool:
 
 def path_below(path: str, location: str) -> str | None:
     """The relative path of ``path`` strictly below ``location`` (both normalised), or None when it is not
-    below it or either is not a clean URI of an allowed scheme."""
-    try:
-        child, root = canonical_uri(path), canonical_uri(location)
-    except InvalidPathError:
-        return None
-    if not is_below(child, root, strictly=True):
+    below it or either is not a clean URI."""
+    child, root = _normalised(path), _normalised(location)
+    if child is None or root is None or not is_below(child, root, strictly=True):
         return None
     return child[len(root.rstrip("/")) + 1 :]
+
+
+_OTHER_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/]+)(/.*)?")
+
+
+def _normalised(uri: str) -> str | None:
+    """One spelling per place: local paths and S3 as ``canonical_uri`` has them; other file systems a
+    metastore may hold tables on (``hdfs://nn:8020/...``) as ``scheme://authority/path`` with a lower-case
+    scheme and the same refusal of ``.``, ``..`` and empty segments. None for anything else."""
+    try:
+        return canonical_uri(uri)
+    except InvalidPathError:
+        pass
+    found = _OTHER_SCHEME.fullmatch(uri) if isinstance(uri, str) else None
+    if found is None or CONTROL_CHARACTERS.search(uri):
+        return None
+    scheme, authority, path = found.group(1).lower(), found.group(2), found.group(3) or "/"
+    body = path[:-1] if len(path) > 1 and path.endswith("/") else path
+    if body != "/" and any(segment in ("", ".", "..") for segment in body.split("/")[1:]):
+        return None
+    return f"{scheme}://{authority}{'' if body == '/' else body}"
 
 
 def metadata_refusal(table_name: str, parameters: Mapping[str, str], location: str | None) -> str | None:
