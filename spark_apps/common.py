@@ -213,7 +213,12 @@ def _stock_source(side: str, url: str, values: dict[str, Any]) -> Any:
         )
     from hmsrepl.hive_source.source import StockHiveSource
 
-    return StockHiveSource(url, warehouse=values.get("source_warehouse"), cmroot=values.get("source_cmroot"))
+    return StockHiveSource(
+        url,
+        warehouse=values.get("source_warehouse"),
+        cmroot=values.get("source_cmroot"),
+        external_roots=values.get("source_external_roots") or os.environ.get("HMSREPL_SOURCE_EXTERNAL_ROOTS"),
+    )
 
 
 def open_metastore(side: str, values: dict[str, Any]) -> Metastore:

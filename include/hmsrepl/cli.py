@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -306,7 +307,7 @@ def _side_store(prefix: str, values: dict[str, Any], *, roots_for: str | None = 
     return _open_checked(config, f"{prefix} metastore")
 
 
-def _repl_source(values: dict[str, Any], *, roots_for: str | None = None) -> Any:
+def _repl_source(values: dict[str, Any], external: str | None = None, *, roots_for: str | None = None) -> Any:
     """The source of a dump or verify: an hmsrepl metastore (a database URL) or a stock Hive Metastore
     (``thrift://host:port``, read through its notification log; see ``hive_source``), which knows its own
     roots."""
@@ -315,7 +316,12 @@ def _repl_source(values: dict[str, Any], *, roots_for: str | None = None) -> Any
         return _side_store("source", values, roots_for=roots_for)
     from hmsrepl.hive_source.source import StockHiveSource
 
-    return StockHiveSource(url, warehouse=values.get("source_warehouse"), cmroot=values.get("source_cmroot"))
+    return StockHiveSource(
+        url,
+        warehouse=values.get("source_warehouse"),
+        cmroot=values.get("source_cmroot"),
+        external_roots=external if external is not None else os.environ.get("HMSREPL_SOURCE_EXTERNAL_ROOTS"),
+    )
 
 
 def _retire_due(
@@ -398,7 +404,7 @@ def repl_run(
         dumping = isinstance(parsed, DumpCommand)
         engine = ReplicationEngine(
             dump_root,
-            _repl_source(sides, roots_for="REPL DUMP") if dumping else None,
+            _repl_source(sides, source_external_roots, roots_for="REPL DUMP") if dumping else None,
             _side_store("target", sides),
         )
     if isinstance(parsed, StatusCommand):

@@ -19,7 +19,7 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import verify
 from tests.airflow.conftest import metastore_connection
 from tests.airflow.test_dag_runs import run_dag
-from tests.integration.test_hive_source import Writer, hive  # noqa: F401  (the module's Hive fixture)
+from tests.integration.test_hive_source import Writer, hive, stock_roots  # noqa: F401  (the module's Hive fixture)
 from tests.servers import RunningMetastore
 
 
@@ -35,12 +35,14 @@ def test_bootstrap_and_incremental_dags_replicate_a_stock_source(
     monkeypatch.setenv("AIRFLOW_CONN_HMSREPL_SOURCE_METASTORE", metastore_connection(hive.port))
     monkeypatch.setenv("AIRFLOW_CONN_HMSREPL_TARGET_METASTORE", metastore_connection(target_metastore.port))
     monkeypatch.setenv("HMSREPL_SOURCE_DB_URL", hive.uri)
+    monkeypatch.setenv("HMSREPL_SOURCE_WAREHOUSE", stock_roots(hive)["warehouse"])
+    monkeypatch.setenv("HMSREPL_SOURCE_CMROOT", stock_roots(hive)["cmroot"])
     monkeypatch.setenv("HMSREPL_TARGET_DB_URL", target_metastore.db_url)
     monkeypatch.setenv("HMSREPL_TARGET_WAREHOUSE", target_metastore.warehouse)
     monkeypatch.setenv("HMSREPL_TARGET_CMROOT", target_metastore.cmroot)
     monkeypatch.setenv("HMSREPL_DUMP_ROOT", str(tmp_path / "dumps"))
     writer = Writer(hive, "ops")
-    source = StockHiveSource(hive.uri)
+    source = StockHiveSource(hive.uri, **stock_roots(hive))
     try:
         writer.create_database()
         writer.create_table("runs", partitioned=True)

@@ -57,6 +57,16 @@ def hive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveReferenceMeta
         yield metastore
 
 
+def stock_roots(hive: HiveReferenceMetastore) -> dict[str, str]:
+    """The roots an operator configures for this metastore (its warehouse and cmroot directories)."""
+    return {"warehouse": str(hive.root / "warehouse"), "cmroot": str(hive.root / "cmroot")}
+
+
+def stock_root_args(hive: HiveReferenceMetastore) -> list[str]:
+    roots = stock_roots(hive)
+    return ["--source-warehouse", roots["warehouse"], "--source-cmroot", roots["cmroot"]]
+
+
 class Writer:
     """A Hive client writing through the stock metastore's Thrift API, files first, as Hive does."""
 
@@ -166,7 +176,7 @@ def test_bootstrap_then_incremental_rounds_from_a_stock_metastore(
             resourceUris=[],
         )
     )
-    source = StockHiveSource(hive.uri)
+    source = StockHiveSource(hive.uri, **stock_roots(hive))
     target: Metastore = open_store(tmp_path, "replica")
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
     try:
@@ -213,6 +223,7 @@ def test_dump_from_an_unreachable_stock_metastore_is_one_line(tmp_path: Path) ->
             "REPL DUMP sales",
             "--source-db-url",
             uri,
+            *("--source-warehouse", str(tmp_path / "wh"), "--source-cmroot", str(tmp_path / "cm")),
             "--target-db-url",
             f"sqlite:///{tmp_path}/replica.db",
             "--dump-root",
@@ -243,6 +254,7 @@ def test_cli_replicates_and_verifies_with_a_thrift_source_url(
     sides = [
         "--source-db-url",
         hive.uri,
+        *stock_root_args(hive),
         "--target-db-url",
         f"sqlite:///{tmp_path}/replica.db",
         "--target-warehouse",
@@ -284,6 +296,7 @@ def test_a_stock_metastore_without_notification_log_is_refused_in_one_line(tmp_p
             "REPL DUMP default",
             "--source-db-url",
             silent.uri,
+            *stock_root_args(silent),
             "--target-db-url",
             f"sqlite:///{tmp_path}/replica.db",
             "--dump-root",
@@ -312,6 +325,8 @@ def test_the_dags_sync_application_takes_a_stock_source_from_its_settings(
     env = {
         **os.environ,
         "HMSREPL_SOURCE_DB_URL": hive.uri,
+        "HMSREPL_SOURCE_WAREHOUSE": stock_roots(hive)["warehouse"],
+        "HMSREPL_SOURCE_CMROOT": stock_roots(hive)["cmroot"],
         "HMSREPL_TARGET_DB_URL": f"sqlite:///{tmp_path}/replica.db",
         "HMSREPL_TARGET_WAREHOUSE": str(tmp_path / "replica_wh"),
         "HMSREPL_TARGET_CMROOT": str(tmp_path / "replica_cm"),
@@ -338,7 +353,7 @@ def test_the_dags_sync_application_takes_a_stock_source_from_its_settings(
             writer.add_partition("items", day, {"part-0.txt": f"{day}\n"})
         writer.append("items", "2024-02-01", "part-1.txt", "y\n")
         result = sync()
-        source = StockHiveSource(hive.uri)
+        source = StockHiveSource(hive.uri, **stock_roots(hive))
         target = Metastore.open(
             MetastoreConfig(
                 db_url=env["HMSREPL_TARGET_DB_URL"],
@@ -367,7 +382,7 @@ def test_a_spark_workload_on_the_stock_metastore_replicates_in_limit_batches(
 
     warehouse = str(hive.root / "warehouse")
     _spark("mart-setup", hive.uri, warehouse)
-    source = StockHiveSource(hive.uri)
+    source = StockHiveSource(hive.uri, **stock_roots(hive))
     target = open_store(tmp_path, "replica")
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
     try:

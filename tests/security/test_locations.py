@@ -8,7 +8,6 @@ change nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -22,6 +21,7 @@ from hmsclient.genthrift.hive_metastore import ttypes as h2
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore
 from tests.backends import temporary_database
+from tests.security.untouched import tree_hashes
 from tests.servers import Hive2Client, RunningMetastore, metastore_server
 
 REFUSED = (h2.InvalidObjectException, h2.MetaException, h2.InvalidOperationException)
@@ -99,24 +99,8 @@ def _table(db: str, name: str, location: str | None = None, *, external: bool = 
     )
 
 
-def _hashes(*dirs: Path) -> dict[str, str]:
-    """Every entry below ``dirs``: regular files by content hash, links by target, others by kind."""
-    out: dict[str, str] = {}
-    for top in dirs:
-        for dirpath, dirnames, filenames in os.walk(top):
-            for name in dirnames + filenames:
-                path = os.path.join(dirpath, name)
-                if os.path.islink(path):
-                    out[path] = "link:" + os.readlink(path)
-                elif os.path.isfile(path):
-                    out[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-                else:
-                    out[path] = "dir" if os.path.isdir(path) else "special"
-    return out
-
-
 def _guarded(world: dict[str, Path]) -> dict[str, str]:
-    return _hashes(world["outside"], world["victim_db"], world["cmroot"], world["trash"])
+    return tree_hashes(world["outside"], world["victim_db"], world["cmroot"], world["trash"])
 
 
 def _refused(call, *args, fragments: tuple[str, ...]) -> str:

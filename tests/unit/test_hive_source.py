@@ -219,9 +219,18 @@ class FakeReader:
 LISTENING = {LISTENER_SETTING: "org.apache.hive.hcatalog.listener.DbNotificationListener"}
 
 
-def _source(events: list[dict[str, Any]], settings: dict[str, str] | None = None) -> StockHiveSource:
+#: Where the Hive that wrote ``LOG`` kept its warehouse: its events name locations there, so the operator's
+#: roots of the source hold it (besides ``/wh``, where ``FakeReader``'s tables are).
+LOG_WAREHOUSE = "/tmp/h6hms/cap/warehouse"
+
+
+def _source(
+    events: list[dict[str, Any]], settings: dict[str, str] | None = None, warehouse: str = "/wh"
+) -> StockHiveSource:
     reader: Any = FakeReader(events, LISTENING if settings is None else settings)
-    return StockHiveSource("thrift://hms:9083", warehouse="/wh", cmroot="/cm", reader=reader)
+    return StockHiveSource(
+        "thrift://hms:9083", warehouse=warehouse, cmroot="/cm", external_roots=[LOG_WAREHOUSE], reader=reader
+    )
 
 
 def test_a_metastore_without_notification_listener_is_refused_naming_the_setting() -> None:
@@ -242,9 +251,10 @@ def test_a_metastore_that_hides_its_settings_is_read_as_it_is() -> None:
                 raise StockMetastoreError(what) from ConfigValSecurityException()
             return super().call(what, method, *args)
 
-    source = StockHiveSource("thrift://hms:9083", reader=Hiding(LOG, {}))  # type: ignore[arg-type]
+    hiding: Any = Hiding(LOG, {})
+    source = StockHiveSource("thrift://hms:9083", warehouse="/wh", cmroot="/cm", reader=hiding)
     assert source.get_current_notification_event_id() == len(LOG)
-    assert (source.config.warehouse, source.config.cmroot) == ("/user/hive/warehouse", "/user/hive/cmroot")
+    assert (source.config.warehouse, source.config.cmroot) == ("/wh", "/cm")  # the configured roots stand
 
 
 def test_events_cleaned_up_by_hive_are_reported_not_skipped() -> None:
@@ -291,7 +301,7 @@ def test_listings_hash_only_files_not_seen_before(tmp_path: Path, monkeypatch: p
     part = tmp_path / "t" / "dt=d1"
     part.mkdir(parents=True)
     (part / "a.txt").write_text("1\n")
-    lookups = _source(LOG).events.lookups
+    lookups = _source(LOG, warehouse=str(tmp_path)).events.lookups
     first = lookups.listing(str(part))
     (part / "b.txt").write_text("22\n")
     second = lookups.listing(str(part))

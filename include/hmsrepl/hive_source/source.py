@@ -34,6 +34,7 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidTxnList
 from hmsrepl.hive_import.reader import StockMetastoreError, StockMetastoreReader
 from hmsrepl.hive_source.messages import TRANSLATORS, HiveEvent, translate
+from hmsrepl.hive_source.roots import StockRoots
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.events import NotificationEvent
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
@@ -71,7 +72,8 @@ def _missing(exc: StockMetastoreError) -> bool:
 
 @dataclass(frozen=True)
 class StockSourceConfig:
-    """The stock metastore's warehouse and cmroot: recorded in dumps, trusted by loads as source roots."""
+    """The stock metastore's warehouse and cmroot as the operator configured them (``roots``): recorded in
+    dumps, trusted by loads as source roots."""
 
     uri: str
     warehouse: str
@@ -82,12 +84,20 @@ class StockSourceConfig:
 class StockCatalog:
     """Catalog reads of the replication source interface, over the stock metastore's Thrift calls."""
 
-    def __init__(self, reader: StockMetastoreReader, cm: ChangeManager) -> None:
-        self.reader, self.cm = reader, cm
+    def __init__(self, reader: StockMetastoreReader, cm: ChangeManager, roots: StockRoots) -> None:
+        self.reader, self.cm, self.roots = reader, cm, roots
+
+    def readable(self, what: str, location: str | None) -> str | None:
+        """``location`` if its files may be read (below the configured roots); every read of a stock
+        source's data files asks this first."""
+        if location:
+            self.roots.check_location(what, location)
+        return location
 
     def describe_data(self, table: Table, partition: Partition | None = None) -> list[str]:
         """Hive records no checksums: every file is read (a bootstrap copies each byte anyway)."""
-        return describe_files((partition or table).sd.location, self.cm)
+        what = f"table '{table.qualified_name}'" + (f" partition {partition.values}" if partition else "")
+        return describe_files(self.readable(what, (partition or table).sd.location), self.cm)
 
     def recorded_listings(
         self, table: Table, partitions: Sequence[Partition] = ()
@@ -164,8 +174,9 @@ class StockLookups:
         self._described: OrderedDict[tuple[str, str, int, float], str] = OrderedDict()
 
     def listing(self, location: str | None) -> list[str]:
-        if not location:
+        if not self.catalog.readable("an object of an event", location):
             return []
+        assert location is not None
         statuses = list_data_files(location)
         keys = [(location, s.uri, s.size, s.mtime) for s in statuses]
         new = [s for s, key in zip(statuses, keys, strict=True) if key not in self._described]
@@ -309,20 +320,21 @@ class StockHiveSource:
         *,
         warehouse: str | None = None,
         cmroot: str | None = None,
+        external_roots: str | Sequence[str] | None = None,
         reader: StockMetastoreReader | None = None,
     ) -> None:
-        """``warehouse``/``cmroot`` default to the metastore's own settings (``get_config_value``)."""
+        """``warehouse``, ``cmroot`` (required) and ``external_roots``: the operator's roots of this source
+        (``hive_source.roots``); the metastore's own settings are checked against them, never used."""
+        self.roots = StockRoots.from_settings(uri, warehouse, cmroot, external_roots)
         self.reader = reader or StockMetastoreReader(uri)
         self.uri = uri
+        self.roots.check_reported(WAREHOUSE_SETTING, self._setting(WAREHOUSE_SETTING))
         cm_on = (self._setting("hive.repl.cm.enabled") or "false").lower() == "true"
-        self.config = StockSourceConfig(
-            uri,
-            warehouse or self._setting(WAREHOUSE_SETTING) or "/user/hive/warehouse",
-            cmroot or self._setting(CMROOT_SETTING) or "/user/hive/cmroot",
-            cm_on,
-        )
+        if cm_on:  # its cmroot is read only when its change manager keeps files there
+            self.roots.check_reported(CMROOT_SETTING, self._setting(CMROOT_SETTING), cmroot=True)
+        self.config = StockSourceConfig(uri, self.roots.warehouse, self.roots.cmroot, cm_on)
         self.cm = ChangeManager(self.config.cmroot, enabled=cm_on)
-        self.catalog = StockCatalog(self.reader, self.cm)
+        self.catalog = StockCatalog(self.reader, self.cm, self.roots)
         self.events = StockEventLog(self.reader, StockLookups(self.catalog, self.cm))
         self.txns = StockTxns(self.events)
         self.stats = NoStats()

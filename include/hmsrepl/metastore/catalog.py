@@ -28,6 +28,7 @@ from hmsrepl.exceptions import (
     NoSuchTableError,
 )
 from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.iceberg_tables import metadata_refusal
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, AppliedListing, applied_checksums
@@ -48,7 +49,7 @@ from hmsrepl.metastore.file_capture import StatIdentity, describe_files, describ
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.location_policy import LocationPolicy
-from hmsrepl.metastore.locations import canonical_or_none, location_key
+from hmsrepl.metastore.locations import location_key
 from hmsrepl.metastore.messages import DataChange, MessageBuilder
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.moves import move_directory
@@ -256,12 +257,12 @@ class CatalogService:
         recorded with their verified checksums instead of reading the files again.
         """
         _check_name(table.table_name, "table")
-        _check_columns(table)
         db = self.get_database(table.db_name)
         check_params(db)  # protected replica: refused before any file work
         if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
             location = join_uri(db.location_uri or self.default_db_location(db.name), table.table_name)
             table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
+        _check_table(table)
         table = table.model_copy(update={"create_time": table.create_time or int(time.time()), "write_id": 0})
         location = table.sd.location
         key = None
@@ -378,7 +379,6 @@ class CatalogService:
         """
         db_name, table_name = db_name.lower(), table_name.lower()
         self._check_writable(db_name)
-        _check_columns(new_table)
         old = self.get_table(db_name, table_name)
         renamed = (new_table.db_name, new_table.table_name) != (db_name, table_name)
         move: tuple[str, str] | None = None
@@ -394,6 +394,7 @@ class CatalogService:
                     )
                     move = (old.sd.location, new_location)
         new_table = new_table.model_copy(update={"id": old.id, "write_id": old.write_id})
+        _check_table(new_table)
         if new_table.sd.location and (
             (new_table.sd.location, new_table.is_managed) != (old.sd.location, old.is_managed) or move
         ):
@@ -693,20 +694,17 @@ class CatalogService:
         return [part for _, part in added]
 
     def _check_partition_locations(self, table: Table, parts: dict[str, Partition]) -> dict[str, str | None]:
-        """Refuse partition locations that are not their own; returns each one's lookup key by name."""
-        table_location = canonical_or_none(table.sd.location)
+        """Refuse partition locations that are not their own (``LocationPolicy.check_partitions``); returns
+        each one's lookup key by name."""
         with self.events.reader() as conn:
-            return {
-                name: self.locations.check_partition(
-                    conn,
-                    f"{table.qualified_name}/{name}",
-                    part.sd.location,
-                    managed=table.is_managed,
-                    table_location=table_location,
-                    table_id=table.id,
-                )
-                for name, part in parts.items()
-            }
+            return self.locations.check_partitions(
+                conn,
+                table.qualified_name,
+                {name: part.sd.location for name, part in parts.items()},
+                managed=table.is_managed,
+                table_location=table.sd.location,
+                table_id=table.id,
+            )
 
     def _existing_names(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -1339,12 +1337,17 @@ def _check_name(name: str, kind: str) -> None:
         raise InvalidObjectError(f"{kind} name '{name}' is invalid: use letters, digits and '_' only")
 
 
-def _check_columns(table: Table) -> None:
+def _check_table(table: Table) -> None:
+    """What a table's own document must satisfy, as created or altered (its final location decided): no
+    column twice, and an Iceberg table's metadata below its own location (``formats.iceberg_tables``)."""
     seen: set[str] = set()
     for col in [*table.sd.cols, *table.partition_keys]:
         if col.name in seen:
             raise InvalidObjectError(f"table '{table.qualified_name}' has column '{col.name}' twice")
         seen.add(col.name)
+    reason = metadata_refusal(table.qualified_name, table.parameters, table.sd.location)
+    if reason:
+        raise InvalidObjectError(reason)
 
 
 def _reroot(encoded: str, old_root: str, new_root: str) -> str:

@@ -21,7 +21,7 @@ from hmsrepl.exceptions import EventsCleanedUpError
 from hmsrepl.metastore.database import writer
 from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent, encode_message
-from hmsrepl.metastore.protection import check_writable
+from hmsrepl.metastore.protection import check_crossing, check_writable
 from hmsrepl.metastore.schema import notification_log, notification_sequence
 
 DELETE_BATCH = 10_000
@@ -40,7 +40,9 @@ class MetastoreTransaction:
     def emit(
         self, event_type: EventType, db_name: str | None, table_name: str | None, body: dict[str, Any]
     ) -> None:
-        self.events.append(PendingEvent(event_type, db_name, table_name, body))
+        event = PendingEvent(event_type, db_name, table_name, body)
+        check_crossing(self.conn, event)  # a rename into a protected database: refused before its file work
+        self.events.append(event)
 
     def on_commit(self, action: Callable[[], None], *, first: bool = False) -> None:
         """Run ``action`` once the transaction has committed (e.g. recycle files it dropped).

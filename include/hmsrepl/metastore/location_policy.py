@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -131,19 +132,104 @@ class LocationPolicy:
         )
         return key_of(loc)
 
-    def check_partition(
+    def check_partitions(
         self,
         conn: Connection,
-        name: str,
+        table_name: str,
+        uris: dict[str, str | None],
+        *,
+        managed: bool,
+        table_location: str | None,
+        table_id: int | None,
+    ) -> dict[str, str | None]:
+        """Refuse partition locations (by partition name) that are not their own; returns each one's lookup
+        key by name. The one rule for partitions added or altered: each is checked as ``check_table`` checks
+        a table (a partition below its own table's directory skips the other tables, which that directory
+        already excludes), and a managed partition's location neither equals, holds nor lies inside another
+        partition's of the same table (a drop with deleteData would recycle the sibling's files)."""
+        owner = canonical_or_none(table_location)
+        located: dict[str, Location] = {}
+        keys: dict[str, str | None] = {}
+        for name, uri in uris.items():
+            what = f"partition '{table_name}/{name}'"
+            loc = self._check_partition(
+                conn, what, uri, managed=managed, table_location=owner, table_id=table_id
+            )
+            keys[name] = None if loc is None else key_of(loc)
+            if loc is not None:
+                located[name] = loc
+        if managed and located:
+            self._check_siblings(conn, table_name, table_id, located, uris)
+        return keys
+
+    def _check_siblings(
+        self,
+        conn: Connection,
+        table_name: str,
+        table_id: int | None,
+        located: dict[str, Location],
+        uris: dict[str, str | None],
+    ) -> None:
+        """No two partitions of one table at, inside or around each other: the new ones among themselves
+        (sorted by path segments, so a directory's descendants follow it before any sibling such as
+        ``a-b`` after ``a``, each against the nearest holder before it), then against the stored ones by
+        lookup key (equal to one of a new location's keys or its ancestors', or in its key range), a chunk
+        at a time."""
+        ordered = sorted(
+            located.items(), key=lambda item: (item[1].scheme, item[1].authority, item[1].path.split("/"))
+        )
+        holders: list[tuple[str, Location]] = []
+        for name, loc in ordered:
+            while holders and not loc.is_within(holders[-1][1]):
+                holders.pop()
+            if holders:
+                self._refuse_sibling(table_name, name, uris[name], loc, holders[-1][0], holders[-1][1])
+            holders.append((name, loc))
+        if table_id is None:
+            return
+        items = list(located.items())
+        for start in range(0, len(items), _SIBLING_CHUNK):
+            chunk = items[start : start + _SIBLING_CHUNK]
+            params: dict[str, object] = {}
+            above: set[str] = set()
+            for number in range(_SIBLING_CHUNK):
+                key = key_of(chunk[number][1]) if number < len(chunk) else ""
+                params[f"from{number}"], params[f"to{number}"] = key, key_range_end(key) if key else ""
+                if number < len(chunk):
+                    _add_keys_up(chunk[number][1], above)
+            params["above"] = sorted(above)
+            rows = conn.execute(_SIBLINGS, params).all()
+            for row in rows:
+                other = canonical_or_none(row.location) if row.tbl_id == table_id else None
+                if other is None:
+                    continue
+                for name, loc in chunk:
+                    if name != row.part_name and loc.overlaps(other):
+                        self._refuse_sibling(table_name, name, uris[name], loc, row.part_name, other)
+
+    @staticmethod
+    def _refuse_sibling(
+        table_name: str, name: str, uri: str | None, loc: Location, other_name: str, other: Location
+    ) -> None:
+        relation = "is" if other == loc else ("holds" if other.is_within(loc) else "lies inside")
+        raise InvalidObjectError(
+            f"partition '{table_name}/{name}': managed location '{uri}' {relation} the location of partition "
+            f"'{table_name}/{other_name}' ('{other}'); a drop would delete its data: give each partition a "
+            "directory of its own (or leave the location empty for the default one)"
+        )
+
+    def _check_partition(
+        self,
+        conn: Connection,
+        what: str,
         uri: str | None,
         *,
         managed: bool,
         table_location: Location | None,
         table_id: int | None,
-    ) -> str | None:
-        """As ``check_table`` for a partition of a table at ``table_location`` (canonical, resolved once for
-        a batch of partitions)."""
-        what = f"partition '{name}'"
+    ) -> Location | None:
+        """As ``check_table`` for one partition of a table at ``table_location`` (canonical, resolved once
+        for a batch of partitions); returns its canonical location."""
         if not uri:
             return None
         loc = self._usable(what, uri)
@@ -156,7 +242,7 @@ class LocationPolicy:
             )
         else:
             self._check_object(conn, what, uri, loc, managed=managed, skip_table_id=table_id)
-        return key_of(loc)
+        return loc
 
     def _check_object(
         self,
@@ -335,6 +421,39 @@ _PARTITIONS = (
         tbls.c.tbl_id != bindparam("skip_tbl"),
         dbs.c.name != bindparam("skip_db"),
     )
+)
+
+
+def _add_keys_up(loc: Location, keys: set[str]) -> None:
+    """Add the lookup keys of ``loc`` and of its ancestors to ``keys``, stopping at the first one already
+    there (its ancestors are then there too): sibling partitions share theirs, so a batch computes each once."""
+    path = loc.path
+    while True:
+        key = key_of(Location(loc.scheme, loc.authority, path))
+        if key in keys:
+            return
+        keys.add(key)
+        if path == "/":
+            return
+        path = posixpath.dirname(path)
+
+
+#: New partitions compared with the stored ones per query: one statement shape (unused ranges are empty), so
+#: a batch of 1,000 costs 16 indexed look-ups rather than 1,000.
+_SIBLING_CHUNK = 64
+# Ranges of lookup keys only (the table is compared in Python): with ``tbl_id`` in the condition, planners
+# read every partition of the table through its (tbl_id, part_name) index instead of probing 64 key ranges.
+_SIBLINGS = select(partitions.c.tbl_id, partitions.c.part_name, partitions.c.location).where(
+    or_(
+        partitions.c.location_key.in_(bindparam("above", expanding=True)),
+        *(
+            and_(
+                partitions.c.location_key >= bindparam(f"from{number}"),
+                partitions.c.location_key < bindparam(f"to{number}"),
+            )
+            for number in range(_SIBLING_CHUNK)
+        ),
+    ),
 )
 
 

@@ -116,16 +116,48 @@ def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
         prior = PRIOR_DATABASE.get(event.event_type)
         if prior is not None:
             _refuse(event.body.get(prior) or {})
-    for name in sorted({event.db_name.lower() for event in events if event.db_name}):
+    names: set[str] = set()
+    for event in events:
+        names |= named_databases(event)
+    for name in sorted(names):
         # A plain read refuses writes into replicas without waiting for (or deadlocking with) a load that
         # holds the row; the shared lock is then taken only for writable databases, against a freeze.
         for locking in (False, True):
-            query = select(dbs.c.doc).where(dbs.c.name == name)
-            row = conn.execute(query.with_for_update(read=True) if locking else query).first()
-            if row is None:
+            if not _check_row(conn, name, locking=locking):
                 break
-            db = Database.model_validate_json(row.doc)
-            _refuse({"name": db.name, "parameters": db.parameters})
+
+
+def check_crossing(conn: Connection, event: PendingEvent) -> None:
+    """When an event is emitted: refuse it if its after-state names a protected database it is not logged
+    under (a table renamed into a replica), before the transaction's file work (the rename's directory
+    move) can touch that database's files. The database it is logged under was checked on entry."""
+    if is_privileged():
+        return
+    own = (event.db_name or "").lower()
+    for name in sorted(named_databases(event) - {own}):
+        _check_row(conn, name, locking=False)
+
+
+def named_databases(event: PendingEvent) -> set[str]:
+    """Every database a write names: the one its event is logged under and the one of each object snapshot
+    in its message, before and after (a rename across databases names both)."""
+    names = {event.db_name.lower()} if event.db_name else set()
+    for value in event.body.values():
+        for item in value if isinstance(value, list) else (value,):
+            if isinstance(item, dict) and isinstance(item.get("db_name"), str):
+                names.add(item["db_name"].lower())
+    return names
+
+
+def _check_row(conn: Connection, name: str, *, locking: bool) -> bool:
+    """Refuse if database ``name`` is protected now; False if it does not exist."""
+    query = select(dbs.c.doc).where(dbs.c.name == name)
+    row = conn.execute(query.with_for_update(read=True) if locking else query).first()
+    if row is None:
+        return False
+    db = Database.model_validate_json(row.doc)
+    _refuse({"name": db.name, "parameters": db.parameters})
+    return True
 
 
 PRIOR_DATABASE: dict[EventType, str] = {

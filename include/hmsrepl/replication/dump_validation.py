@@ -15,6 +15,9 @@ Anyone who can write to the dump root can make a dump say anything, so nothing i
 - **Where data goes**: every location, mapped to the target (``LocationMapper``), must lie strictly below
   the target warehouse and must not be the target database's own directory, so a load never writes,
   replaces or recycles files outside the objects it replicates.
+- **Iceberg tables** name their metadata (``metadata_location``, ``previous_metadata_location``) strictly
+  below their own location, normalised (``formats.iceberg_tables``): the load reads it and writes its
+  rewrite beside the copy.
 - **Names** that become path components or catalog keys (databases, tables, functions, partition keys) are
   bounded and hold no path separator, NUL or control character; partition values are bounded and have no
   ``.``/``..`` segment.
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.iceberg_tables import metadata_refusal
 from hmsrepl.formats.json_text import dumps_sorted
 from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.paths import (
@@ -785,6 +789,10 @@ class DumpValidator:
         location = self._location_of(table, where)
         if location is not None:
             self._location(location, where, kind="table")
+        params = table.get("parameters") or {}
+        reason = metadata_refusal(name, params, location) if isinstance(params, dict) else None
+        if reason:  # the load would read the metadata there and write its rewrite beside the copy
+            raise self.fail(where, reason)
         return (canonical_uri(location) if location else None), key_names
 
     def _partition(self, part: Any, keys: list[str], table_location: str | None, where: str) -> str | None:

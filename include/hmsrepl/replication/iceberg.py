@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hmsrepl.exceptions import HmsReplError
+from hmsrepl.formats import iceberg_tables
+from hmsrepl.formats.iceberg_tables import METADATA_LOCATION, PREVIOUS_METADATA_LOCATION, path_below
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
@@ -44,8 +46,6 @@ if TYPE_CHECKING:  # pyiceberg is imported when an Iceberg table is replicated, 
 log = logging.getLogger(__name__)
 
 LOCALIZED_DIR = "_hmsrepl_iceberg"
-METADATA_LOCATION = "metadata_location"
-PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
 AVRO_SCHEMA = "avro.schema"  # header key; pyiceberg's writer writes it from the schema it is given
 POSITION_DELETES = 1  # data_file.content of a position-delete file
 # Table properties that may hold a path under the table's location.
@@ -57,7 +57,7 @@ class IcebergReplicationError(HmsReplError):
 
 
 def is_iceberg(table: Table) -> bool:
-    return table.parameters.get("table_type", "").upper() == "ICEBERG"
+    return iceberg_tables.is_iceberg(table.parameters)
 
 
 def localize(table: Table, source_location: str | None) -> Table:
@@ -71,27 +71,25 @@ def localize(table: Table, source_location: str | None) -> Table:
     metadata = params.get(METADATA_LOCATION)
     if not is_iceberg(table) or not metadata or not source_location or not table.sd.location:
         return table
+    reason = iceberg_tables.metadata_refusal(table.qualified_name, params, source_location)
+    if reason:  # checked before any file is read: the copy of a path outside would be outside too
+        raise IcebergReplicationError(f"{reason}; it is not replicated")
     copies = _Copies(table.qualified_name, source_location, table.sd.location)
     copied_metadata = copies.copy_of(metadata)
-    if copied_metadata is None:
-        raise IcebergReplicationError(
-            f"Iceberg table '{table.qualified_name}': its metadata '{metadata}' is outside its location "
-            f"'{source_location}', so it is not replicated; keep the metadata below the table's location "
-            "(no 'write.metadata.path' elsewhere)"
-        )
-    if not filesystem_for(copied_metadata).exists(copied_metadata):
+    updated = {**params, METADATA_LOCATION: copied_metadata}
+    previous = params.get(PREVIOUS_METADATA_LOCATION)
+    if previous:
+        updated[PREVIOUS_METADATA_LOCATION] = copies.copy_of(previous)
+    if filesystem_for(copied_metadata).exists(copied_metadata):
+        updated[METADATA_LOCATION] = _Rewrite(copies).metadata(copied_metadata)
+    else:
         log.warning(
             "Iceberg table %s: no copy of its metadata %s in %s (metadata-only load?): its metadata "
-            "location still names the source",
+            "location names where the copy would be",
             table.qualified_name,
             metadata,
             table.sd.location,
         )
-        return table
-    updated = {**params, METADATA_LOCATION: _Rewrite(copies).metadata(copied_metadata)}
-    previous = params.get(PREVIOUS_METADATA_LOCATION)
-    if previous:
-        updated[PREVIOUS_METADATA_LOCATION] = copies.copy_of(previous) or previous
     return table.model_copy(update={"parameters": updated})
 
 
@@ -103,8 +101,9 @@ def comparable_parameters(table: Table | Partition) -> dict[str, str]:
     if not isinstance(table, Table) or not is_iceberg(table) or not location:
         return params
     for key in (METADATA_LOCATION, PREVIOUS_METADATA_LOCATION):
-        if key in params and _below(params[key], location):
-            params[key] = relative_to(params[key], location).removeprefix(LOCALIZED_DIR + "/")
+        rel = path_below(params[key], location) if key in params else None
+        if rel is not None:
+            params[key] = rel.removeprefix(LOCALIZED_DIR + "/")
     return params
 
 
@@ -116,13 +115,16 @@ class _Copies:
     source_location: str
     location: str
 
-    def copy_of(self, path: str) -> str | None:
-        """The copy of a file named by the source's metastore; a source that is itself a replica names
-        its rewritten metadata, whose original is the copy at the same path without ``_hmsrepl_iceberg``."""
-        if not _below(path, self.source_location):
-            return None
-        rel = relative_to(path, self.source_location).removeprefix(LOCALIZED_DIR + "/")
-        return join_uri(self.location, rel)
+    def copy_of(self, path: str) -> str:
+        """The copy of a file named by the source's metastore (checked below the source's location); a
+        source that is itself a replica names its rewritten metadata, whose original is the copy at the same
+        path without ``_hmsrepl_iceberg``."""
+        rel = path_below(path, self.source_location)
+        if rel is None:
+            raise IcebergReplicationError(
+                f"Iceberg table '{self.table}': {path!r} is not below its location {self.source_location!r}"
+            )
+        return join_uri(self.location, rel.removeprefix(LOCALIZED_DIR + "/"))
 
 
 class _Rewrite:
@@ -146,7 +148,7 @@ class _Rewrite:
             return target  # made by an earlier run of this load (written last, so it is whole)
         with self.fs.open_read(copied) as stream:
             doc = json.load(stream)
-        self.writer_location = str(doc["location"]).rstrip("/")
+        self.writer_location = str(doc.get("location", "")).rstrip("/")
         doc["location"] = self.location
         for snapshot in doc.get("snapshots", []):
             if "manifest-list" in snapshot:
@@ -160,7 +162,7 @@ class _Rewrite:
                 entry["statistics-path"] = self._copy(entry["statistics-path"])
         properties = doc.get("properties", {})
         for key in PATH_PROPERTIES:
-            if key in properties and _below(properties[key], self.writer_location):
+            if key in properties and path_below(properties[key], self.writer_location) is not None:
                 properties[key] = self._copy(properties[key], check=False)
         self.fs.write_bytes(target, json.dumps(doc, indent=2).encode())
         return target
@@ -215,14 +217,18 @@ class _Rewrite:
         return target, len(output.data)
 
     def _copy(self, path: str, *, check: bool = True) -> str:
-        """The verified copy of a file the metadata names (it must have been copied: else no snapshot)."""
-        if not _below(path, self.writer_location):
+        """The verified copy of a file the metadata names (it must have been copied: else no snapshot).
+
+        The path must lie below the writer's location after normalisation (no ``.``/``..`` segment), so its
+        copy lies below the replica's location whatever the metadata says."""
+        rel = path_below(path, self.writer_location) if isinstance(path, str) else None
+        if rel is None:
             raise IcebergReplicationError(
                 f"Iceberg table '{self.copies.table}' names '{path}', outside its location "
                 f"'{self.writer_location}': only files below the table's location are replicated"
             )
-        copy = join_uri(self.location, relative_to(path, self.writer_location))
-        if check and relative_to(copy, self.location) not in self._data_files():
+        copy = join_uri(self.location, rel)
+        if check and rel not in self._data_files():
             raise IcebergReplicationError(
                 f"Iceberg table '{self.copies.table}': '{path}' was not copied with the table's files "
                 f"(no '{copy}'); the load stops before the replica names an incomplete snapshot"
@@ -233,11 +239,6 @@ class _Rewrite:
         if self._data is None:
             self._data = {relative_to(s.uri, self.location) for s in list_data_files(self.location)}
         return self._data
-
-
-def _below(path: str, location: str) -> bool:
-    location = location.rstrip("/")
-    return path == location or path.startswith(location + "/")
 
 
 class _MemoryInput:
