@@ -262,17 +262,12 @@ def load_source_roots(values: dict[str, Any], external: str | None) -> Any:
 
 
 def required_load_source_roots(values: dict[str, Any], external: str | None) -> Any:
-    """The source roots of a CLI load, required: never a default relative to the working directory (the
-    refusal names the missing variables). A stock Hive Metastore source (thrift://) tells its own."""
+    """The source roots of a CLI load, required: never a default relative to the working directory, and
+    never what a stock Hive Metastore source answers about itself (the operator's settings decide what a load
+    may read; the refusal names the missing variables)."""
     from hmsrepl.replication.dump_validation import SourceRoots
 
     warehouse, cmroot = values.get("source_warehouse"), values.get("source_cmroot")
-    if (not warehouse or not cmroot) and (values.get("source_db_url") or "").startswith("thrift://"):
-        stock = _repl_source(values)
-        try:
-            warehouse, cmroot = warehouse or stock.config.warehouse, cmroot or stock.config.cmroot
-        finally:
-            stock.close()
     return SourceRoots.from_settings(warehouse, cmroot, external)
 
 
