@@ -98,10 +98,27 @@ def metastore() -> None:
     help="Serve without authentication on a non-loopback address (trusted networks only; "
     "same as HMSREPL_THRIFT_INSECURE=true).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on http://METRICS_HOST:PORT/metrics (HMSREPL_METRICS_PORT; default 0: off).",
+)
+@click.option(
+    "--metrics-host",
+    default=None,
+    help="Address of the metrics endpoint (HMSREPL_METRICS_HOST; default 127.0.0.1).",
+)
 @click.pass_context
 @_friendly_errors
 def metastore_serve(
-    ctx: click.Context, host: str, port: int, housekeeping_interval: float, insecure: bool
+    ctx: click.Context,
+    host: str,
+    port: int,
+    housekeeping_interval: float,
+    insecure: bool,
+    metrics_port: int | None,
+    metrics_host: str | None,
 ) -> None:
     """Serve the Hive Metastore Thrift protocol (Spark: spark.hadoop.hive.metastore.uris=thrift://HOST:PORT).
 
@@ -109,8 +126,12 @@ def metastore_serve(
     """
     import logging
 
+    from hmsrepl.monitoring.settings import MetricsSettings
     from hmsrepl.thrift.auth import check_bind, is_loopback
     from hmsrepl.thrift.server import MetastoreServer, install_signal_handlers
+
+    overrides = {"port": metrics_port, "host": metrics_host}
+    metrics = MetricsSettings(**{k: v for k, v in overrides.items() if v is not None})
 
     if insecure:
         ctx.obj.thrift_insecure = True
@@ -119,10 +140,11 @@ def metastore_serve(
         click.echo(f"warning: serving thrift://{host}:{port} WITHOUT authentication (--insecure)", err=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = Metastore.open(ctx.obj)
-    server = MetastoreServer(store, host, port)
+    server = MetastoreServer(store, host, port, metrics=metrics)
     install_signal_handlers(server)
     click.echo(
-        f"metastore serving thrift://{host}:{port} ({server.security.describe()}; db {display_url(ctx.obj.db_url)})",
+        f"metastore serving thrift://{host}:{port} ({server.security.describe()}; db {display_url(ctx.obj.db_url)})"
+        + (f"; metrics on http://{metrics.host}:{metrics.port}/metrics" if metrics.port else ""),
         err=True,
     )
     server.serve_forever(housekeeping_interval)

@@ -47,6 +47,9 @@ from thriftpy2.transport import (
 from hmsrepl.bounds import ResourceBounds, resource_bounds
 from hmsrepl.cache import MetadataCache
 from hmsrepl.metastore import Metastore
+from hmsrepl.monitoring.endpoint import MetricsEndpoint
+from hmsrepl.monitoring.server_metrics import ServerMetrics, ServerStateCollector
+from hmsrepl.monitoring.settings import MetricsSettings
 from hmsrepl.thrift.auth import AuthenticationError, Peer, ThriftSecurity, check_bind
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
@@ -441,7 +444,9 @@ class MetastoreServer:
         *,
         cache: MetadataCache | None = None,
         limits: ResourceBounds | None = None,
+        metrics: MetricsSettings | None = None,
     ) -> None:
+        """``metrics`` (default: ``HMSREPL_METRICS_*``) with a port serves Prometheus metrics while serving."""
         check_bind(store.config, host, port)
         self.security = ThriftSecurity(store.config)
         self.store = store
@@ -451,8 +456,16 @@ class MetastoreServer:
         self.limits = limits or resource_bounds()
         self.handler = MetastoreHandler(store, cache, security=self.security)
         self.socket = _NoDelayServerSocket(host=host, port=port, client_timeout=None)
+        dispatcher: Any = ErrorMappingDispatcher(self.handler)
+        settings = metrics if metrics is not None else MetricsSettings()
+        self.metrics: ServerMetrics | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        if settings.port:
+            self.metrics = ServerMetrics()
+            dispatcher = self.metrics.instrument(dispatcher, Service.thrift_services)
+            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, settings.host, settings.port)
         self.server = BoundedThreadedServer(
-            _Processor(Service, ErrorMappingDispatcher(self.handler)),
+            _Processor(Service, dispatcher),
             self.socket,
             self.limits,
             open_connection=self.security.open_connection,
@@ -462,6 +475,16 @@ class MetastoreServer:
             ("file work left pending", store.complete_file_intents)
         ]
         self._stop = threading.Event()
+        if self.metrics is not None:
+            self.metrics.registry.register(
+                ServerStateCollector(
+                    store,
+                    open_connections=lambda: len(self.server.connections),
+                    busy_connections=lambda: sum(1 for c in list(self.server.connections) if c.busy),
+                    max_connections=self.limits.thrift_max_workers,
+                    cache=self.cache,
+                )
+            )
 
     @property
     def port(self) -> int:
@@ -485,6 +508,8 @@ class MetastoreServer:
                 log.exception("metastore housekeeping failed; retrying in %s s", interval_seconds)
 
     def serve_forever(self, housekeeping_interval: float = 60.0) -> None:
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.start()  # first: a port in use fails before anything else starts
         threading.Thread(target=self.housekeeping, args=(housekeeping_interval,), daemon=True).start()
         if self.cache is not None:
             self.cache.start()
@@ -509,6 +534,8 @@ class MetastoreServer:
             self._stop.set()
             if self.cache is not None:
                 self.cache.stop()
+            if self.metrics_endpoint is not None:
+                self.metrics_endpoint.stop()
             self.store.close()
 
     def _shut_down(self) -> None:
