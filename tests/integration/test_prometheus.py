@@ -102,6 +102,7 @@ def test_prometheus_scrapes_requests_connections_and_log_head(prometheus, tmp_pa
         metastore_server(tmp_path, url, HMSREPL_METRICS_PORT=str(metrics_port)) as server,
     ):
         exposed = _get(f"http://127.0.0.1:{metrics_port}/metrics").decode()
+        assert f"metrics on http://127.0.0.1:{metrics_port}/metrics" in server.log_path.read_text()
         assert "\nhmsrepl_thrift_connections_open " in exposed
         assert "\nhmsrepl_thrift_connections_max " in exposed
         assert "hmsrepl_metastore_database_up 1.0" in exposed
@@ -222,3 +223,50 @@ def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     )
     checked = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = _get(f"http://127.0.0.1:{port}/metrics").decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_cache_hits_and_misses_are_exposed_when_the_cache_is_on(tmp_path: Path) -> None:
+    metrics_port = free_port()
+    with (
+        temporary_database("sqlite", str(tmp_path)) as url,
+        metastore_server(
+            tmp_path, url, HMSREPL_METRICS_PORT=str(metrics_port), HMSREPL_CACHE_ENABLED="true"
+        ) as server,
+    ):
+        client = Hive2Client(server.port)
+        try:
+            client.set_ugi("hive", [])
+            before = _scrape(metrics_port)
+            assert before[("hmsrepl_cache_hits_total", ())] == 0
+            deadline = time.monotonic() + 30
+            while True:  # the cache prewarms in the background: reads go to the database meanwhile
+                client.get_database("default")
+                found = _scrape(metrics_port)
+                if found[("hmsrepl_cache_hits_total", ())] >= 1:
+                    break
+                assert time.monotonic() < deadline, found
+                time.sleep(0.2)
+            assert found[("hmsrepl_cache_ready", ())] == 1
+            assert ("hmsrepl_cache_lag_events", ()) in found
+            calls = found[("hmsrepl_thrift_requests_total", (("method", "get_database"), ("outcome", "ok")))]
+            misses = sum(v for (name, _), v in found.items() if name == "hmsrepl_cache_misses_total")
+            assert found[("hmsrepl_cache_hits_total", ())] + misses <= calls
+        finally:
+            client.close()
+
+
+def test_metastore_without_metrics_port_listens_for_thrift_only(tmp_path: Path) -> None:
+    with temporary_database("sqlite", str(tmp_path)) as url, metastore_server(tmp_path, url) as server:
+        log = server.log_path.read_text()
+    assert "metrics on" not in log
