@@ -126,18 +126,24 @@ def metastore_serve(
     """
     import logging
 
-    from hmsrepl.monitoring.settings import MetricsSettings
+    from hmsrepl.monitoring.settings import metrics_settings
     from hmsrepl.thrift.auth import check_bind, is_loopback
     from hmsrepl.thrift.server import MetastoreServer, install_signal_handlers
 
     overrides = {"port": metrics_port, "host": metrics_host}
-    metrics = MetricsSettings(**{k: v for k, v in overrides.items() if v is not None})
+    metrics = metrics_settings(**{k: v for k, v in overrides.items() if v is not None})
 
     if insecure:
         ctx.obj.thrift_insecure = True
     check_bind(ctx.obj, host, port)  # before opening anything
     if ctx.obj.thrift_auth == "none" and not is_loopback(host):
         click.echo(f"warning: serving thrift://{host}:{port} WITHOUT authentication (--insecure)", err=True)
+    if metrics.port and not is_loopback(metrics.host):
+        click.echo(
+            f"warning: metrics on http://{metrics.host}:{metrics.port}/metrics are readable from the network "
+            "without authentication (HMSREPL_METRICS_HOST)",
+            err=True,
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = Metastore.open(ctx.obj)
     server = MetastoreServer(store, host, port, metrics=metrics)
@@ -577,10 +583,18 @@ def repl_failback(new_db: str, old_db: str, discard_divergent: bool, dump_root: 
 @side_options("target")
 @_friendly_errors
 def repl_lag(policy: str, target_db: str, **sides: Any) -> None:
-    """Replication lag of TARGET_DB behind POLICY's database: events and seconds, as JSON."""
+    """Replication lag of TARGET_DB behind POLICY's database: events and seconds, as JSON.
+
+    With HMSREPL_METRICS_TEXTFILE_DIR set, also written there for Prometheus (node_exporter's textfile
+    collector), so running this periodically keeps the lag metrics current between loads.
+    """
+    from hmsrepl.monitoring.repl_textfile import export_lag
     from hmsrepl.replication.failover import replica_lag
 
     lag = replica_lag(_one_store(sides, "source"), policy, _one_store(sides), target_db)
+    export_lag(
+        lag
+    )  # with HMSREPL_METRICS_TEXTFILE_DIR: a periodic 'repl lag' keeps the lag current between loads
     click.echo(json.dumps(lag.to_json(), sort_keys=True))
 
 

@@ -270,3 +270,60 @@ def test_metastore_without_metrics_port_listens_for_thrift_only(tmp_path: Path) 
     with temporary_database("sqlite", str(tmp_path)) as url, metastore_server(tmp_path, url) as server:
         log = server.log_path.read_text()
     assert "metrics on" not in log
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [("abc", "Input should be a valid integer"), ("70000", "less than or equal to 65535")],
+)
+def test_a_bad_metrics_port_setting_is_one_line_and_changes_nothing(
+    tmp_path: Path, value: str, reason: str
+) -> None:
+    db = tmp_path / "metastore.db"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hmsrepl.cli",
+            "--db-url",
+            f"sqlite:///{db}",
+            "metastore",
+            "serve",
+            "--port",
+            "0",
+        ],
+        env={**os.environ, "HMSREPL_METRICS_PORT": value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: invalid HMSREPL_METRICS_PORT '{value}': ")
+    assert reason in result.stderr and "fix or unset it" in result.stderr
+    assert not db.exists()  # nothing was opened or created
+
+
+def _non_loopback_address() -> str | None:
+    """An address of this machine other than loopback (None: it has none)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET: nothing is sent, the kernel only picks a route
+            address = probe.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def test_metrics_listen_on_loopback_only_by_default(tmp_path: Path) -> None:
+    address = _non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback address to try the metrics port on")
+    metrics_port = free_port()
+    with (
+        temporary_database("sqlite", str(tmp_path)) as url,
+        metastore_server(tmp_path, url, HMSREPL_METRICS_PORT=str(metrics_port)),
+    ):
+        assert _get(f"http://127.0.0.1:{metrics_port}/metrics")
+        with pytest.raises(OSError):
+            socket.create_connection((address, metrics_port), timeout=2).close()

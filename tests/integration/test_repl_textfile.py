@@ -5,18 +5,21 @@ Expected values come from the source (its files on disk, its notification log), 
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
+from hmsrepl.cli import main
 from hmsrepl.metastore import Metastore
 from hmsrepl.monitoring.repl_textfile import FAILURE_CAUSES, LAG_FILE_PREFIX, RUNS_FILE, failure_cause
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.storage.local import local_path
-from tests.helpers import make_partition, write_file
+from tests.helpers import make_partition, side_args, write_file
 from tests.integration.test_repl_metrics import seed, source_objects
 
 
@@ -97,6 +100,33 @@ def test_runs_and_lag_are_written_for_the_textfile_collector(
                 ["promtool", "check", "metrics"], input=path.read_bytes(), capture_output=True
             )
             assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_repl_lag_refreshes_the_lag_file_between_loads(
+    engine: ReplicationEngine, source: Metastore, target: Metastore, tmp_path: Path, monkeypatch
+) -> None:
+    textfiles = tmp_path / "textfiles"
+    monkeypatch.setenv("HMSREPL_METRICS_TEXTFILE_DIR", str(textfiles))
+    seed(source)
+    engine.execute(f"REPL LOAD sales_dr FROM '{engine.execute('REPL DUMP sales').dump_dir}'")
+    lag_file = textfiles / f"{LAG_FILE_PREFIX}sales_dr.prom"
+    assert value(samples(lag_file), "hmsrepl_repl_lag_events", source_db="sales", target_db="sales_dr") == 0
+    orders = source.catalog.get_table("sales", "orders")
+    source.catalog.add_partitions("sales", "orders", [make_partition(orders, "d9")])
+    result = CliRunner().invoke(
+        main, ["repl", "lag", "sales", "sales_dr", *side_args("source", source), *side_args("target", target)]
+    )
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    lag = samples(lag_file)
+    assert (
+        value(lag, "hmsrepl_repl_lag_events", source_db="sales", target_db="sales_dr")
+        == printed["events"]
+        == 1
+    )
+    assert (
+        value(lag, "hmsrepl_repl_lag_seconds", source_db="sales", target_db="sales_dr") == printed["seconds"]
+    )
 
 
 def test_without_a_textfile_directory_nothing_is_written(

@@ -49,7 +49,7 @@ from hmsrepl.cache import MetadataCache
 from hmsrepl.metastore import Metastore
 from hmsrepl.monitoring.endpoint import MetricsEndpoint
 from hmsrepl.monitoring.server_metrics import ServerMetrics, ServerStateCollector
-from hmsrepl.monitoring.settings import MetricsSettings
+from hmsrepl.monitoring.settings import MetricsSettings, metrics_settings
 from hmsrepl.thrift.auth import AuthenticationError, Peer, ThriftSecurity, check_bind
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
@@ -457,7 +457,7 @@ class MetastoreServer:
         self.handler = MetastoreHandler(store, cache, security=self.security)
         self.socket = _NoDelayServerSocket(host=host, port=port, client_timeout=None)
         dispatcher: Any = ErrorMappingDispatcher(self.handler)
-        settings = metrics if metrics is not None else MetricsSettings()
+        settings = metrics if metrics is not None else metrics_settings()
         self.metrics: ServerMetrics | None = None
         self.metrics_endpoint: MetricsEndpoint | None = None
         if settings.port:
