@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -128,6 +129,13 @@ def test_prometheus_scrapes_requests_connections_and_log_head(prometheus, tmp_pa
                 'hmsrepl_thrift_requests_total{method="get_database",outcome="NoSuchObjectException"}',
                 1,
             )
+            assert b"not supported by this metastore" in _call_unknown_method(
+                server.port, "frobnicate_tables"
+            )
+            _wait_for(
+                prom_port, 'hmsrepl_thrift_requests_total{method="unknown",outcome="unknown_method"}', 1
+            )
+            assert not _query(prom_port, 'hmsrepl_thrift_requests_total{method="frobnicate_tables"}')
             _wait_for(prom_port, "hmsrepl_thrift_connections_open", 1)  # this client, still connected
             _wait_for(
                 prom_port, 'hmsrepl_thrift_request_duration_seconds_count{method="get_all_databases"}', 3
@@ -143,6 +151,15 @@ def test_prometheus_scrapes_requests_connections_and_log_head(prometheus, tmp_pa
     # The server stopped: the scrape fails, and the shipped "down" alert goes pending.
     _wait_for(prom_port, 'up{job="hmsrepl-metastore"} == 0', 0)
     _wait_for(prom_port, 'ALERTS{alertname="HmsreplMetastoreDown",alertstate="pending"}', 1)
+
+
+def _call_unknown_method(port: int, name: str) -> bytes:
+    """Call ``name`` (no arguments) in the strict binary protocol and return the raw reply."""
+    encoded = name.encode()
+    call = struct.pack("!Ii", 0x80010001, len(encoded)) + encoded + struct.pack("!i", 1) + b"\x00"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(call)
+        return sock.recv(65536)
 
 
 def _database(name: str, warehouse: str) -> object:

@@ -71,9 +71,14 @@ class _Processor(TProcessor):
     whose encoding is already known (partitions served from the metadata cache) without encoding them again.
     """
 
+    #: Told of each call of a method this metastore does not have (metrics count them under one label).
+    on_unknown_method: Callable[[], None] | None = None
+
     def process_in(self, iprot: Any) -> Any:
         api, seqid, result, call = super().process_in(iprot)
         if isinstance(result, TApplicationException) and result.type == TApplicationException.UNKNOWN_METHOD:
+            if self.on_unknown_method is not None:
+                self.on_unknown_method()
             result = TApplicationException(
                 TApplicationException.UNKNOWN_METHOD,
                 f"method '{api}' is not supported by this metastore (hmsrepl)",
@@ -464,8 +469,11 @@ class MetastoreServer:
             self.metrics = ServerMetrics()
             dispatcher = self.metrics.instrument(dispatcher, Service.thrift_services)
             self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, settings.host, settings.port)
+        processor = _Processor(Service, dispatcher)
+        if self.metrics is not None:
+            processor.on_unknown_method = self.metrics.unknown_method
         self.server = BoundedThreadedServer(
-            _Processor(Service, dispatcher),
+            processor,
             self.socket,
             self.limits,
             open_connection=self.security.open_connection,
