@@ -105,10 +105,27 @@ def metastore() -> None:
     help="Serve without authentication on a non-loopback address (trusted networks only; "
     "same as HMSREPL_THRIFT_INSECURE=true).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on http://METRICS_HOST:PORT/metrics (HMSREPL_METRICS_PORT; default 0: off).",
+)
+@click.option(
+    "--metrics-host",
+    default=None,
+    help="Address of the metrics endpoint (HMSREPL_METRICS_HOST; default 127.0.0.1).",
+)
 @click.pass_context
 @_friendly_errors
 def metastore_serve(
-    ctx: click.Context, host: str, port: int, housekeeping_interval: float, insecure: bool
+    ctx: click.Context,
+    host: str,
+    port: int,
+    housekeeping_interval: float,
+    insecure: bool,
+    metrics_port: int | None,
+    metrics_host: str | None,
 ) -> None:
     """Serve the Hive Metastore Thrift protocol (Spark: spark.hadoop.hive.metastore.uris=thrift://HOST:PORT).
 
@@ -116,20 +133,31 @@ def metastore_serve(
     """
     import logging
 
+    from hmsrepl.monitoring.settings import metrics_settings
     from hmsrepl.thrift.auth import check_bind, is_loopback
     from hmsrepl.thrift.server import MetastoreServer, install_signal_handlers
+
+    overrides = {"port": metrics_port, "host": metrics_host}
+    metrics = metrics_settings(**{k: v for k, v in overrides.items() if v is not None})
 
     if insecure:
         ctx.obj.thrift_insecure = True
     check_bind(ctx.obj, host, port)  # before opening anything
     if ctx.obj.thrift_auth == "none" and not is_loopback(host):
         click.echo(f"warning: serving thrift://{host}:{port} WITHOUT authentication (--insecure)", err=True)
+    if metrics.port and not is_loopback(metrics.host):
+        click.echo(
+            f"warning: metrics on http://{metrics.host}:{metrics.port}/metrics are readable from the network "
+            "without authentication (HMSREPL_METRICS_HOST)",
+            err=True,
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = Metastore.open(ctx.obj)
-    server = MetastoreServer(store, host, port)
+    server = MetastoreServer(store, host, port, metrics=metrics)
     install_signal_handlers(server)
     click.echo(
-        f"metastore serving thrift://{host}:{port} ({server.security.describe()}; db {display_url(ctx.obj.db_url)})",
+        f"metastore serving thrift://{host}:{port} ({server.security.describe()}; db {display_url(ctx.obj.db_url)})"
+        + (f"; metrics on http://{metrics.host}:{metrics.port}/metrics" if metrics.port else ""),
         err=True,
     )
     server.serve_forever(housekeeping_interval)
@@ -658,12 +686,20 @@ def repl_failback(new_db: str, old_db: str, discard_divergent: bool, dump_root: 
 @side_options("target")
 @_friendly_errors
 def repl_lag(policy: str, target_db: str, **sides: Any) -> None:
-    """Replication lag of TARGET_DB behind POLICY's database: events and seconds, as JSON."""
+    """Replication lag of TARGET_DB behind POLICY's database: events and seconds, as JSON.
+
+    With HMSREPL_METRICS_TEXTFILE_DIR set, also written there for Prometheus (node_exporter's textfile
+    collector), so running this periodically keeps the lag metrics current between loads.
+    """
+    from hmsrepl.monitoring.repl_textfile import export_lag
     from hmsrepl.replication.failover import replica_lag
 
     target = _one_store(sides)
     _retire_due(target, target_db, sides)
     lag = replica_lag(_one_store(sides, "source"), policy, target, target_db)
+    export_lag(
+        lag
+    )  # with HMSREPL_METRICS_TEXTFILE_DIR: a periodic 'repl lag' keeps the lag current between loads
     click.echo(json.dumps(lag.to_json(), sort_keys=True))
 
 

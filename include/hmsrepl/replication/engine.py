@@ -2,16 +2,19 @@
 
 Every dump and load run through here is recorded in ``repl_metrics`` (see ``replication.metrics``): loads in
 the target database, dumps in the target database when this engine has a target metastore, else in the
-source's.
+source's. With ``HMSREPL_METRICS_TEXTFILE_DIR`` set, each run also exports that table's totals (and, after a
+load that can read the source, the replica's lag) as Prometheus textfiles (``monitoring.repl_textfile``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
+from hmsrepl.monitoring.repl_textfile import export_lag, export_runs
 from hmsrepl.replication.commands import Command, DumpCommand, LoadCommand, StatusCommand, parse_command
 from hmsrepl.replication.dump import DumpEngine, DumpResult
 from hmsrepl.replication.dump_validation import SourceRoots
@@ -19,6 +22,8 @@ from hmsrepl.replication.layout import DumpDir, DumpMetadata
 from hmsrepl.replication.load import LoadEngine, LoadResult, repl_status
 from hmsrepl.replication.metrics import UNKNOWN_KIND, Counts, MetricsLog, Progress, StageClock, dump_id_of
 from hmsrepl.replication.source import ReplicationSource
+
+log = logging.getLogger(__name__)
 
 
 class MissingMetastoreError(ValueError):
@@ -92,7 +97,24 @@ class ReplicationEngine:
             advance = progress.advance if progress is not None else None
             return LoadEngine(target, clock=clock, source_roots=self.load_source_roots).load(command, advance)
 
-        return recorded_load(MetricsLog(target.engine), command, work)
+        result = recorded_load(MetricsLog(target.engine), command, work)
+        if isinstance(self.source, Metastore):
+            self._export_lag(self.source, target, command.dump_dir, result)
+        return result
+
+    @staticmethod
+    def _export_lag(source: Metastore, target: Metastore, dump_dir: str, result: LoadResult) -> None:
+        """The replica's lag after this load, for Prometheus (only when a textfile directory is set)."""
+        from hmsrepl.monitoring.settings import MetricsSettings
+        from hmsrepl.replication.failover import replica_lag
+
+        try:
+            if not MetricsSettings().textfile_dir:
+                return
+            meta = DumpDir(dump_dir).read_metadata()
+            export_lag(replica_lag(source, meta.policy, target, result.target_db))
+        except Exception as exc:  # the load succeeded; its lag is a report, not part of the outcome
+            log.warning("could not measure the lag of '%s' for metrics: %s", result.target_db, exc)
 
 
 def recorded_dump(
@@ -102,6 +124,15 @@ def recorded_dump(
 
     Public so that other dump drivers (the Spark dump application) record exactly what the engine records.
     """
+    try:
+        return _recorded_dump(metrics, command, work)
+    finally:
+        export_runs(metrics.engine)
+
+
+def _recorded_dump(
+    metrics: MetricsLog, command: DumpCommand, work: Callable[[StageClock], DumpResult]
+) -> DumpResult:
     with metrics.record(
         policy=command.policy.to_text(),
         operation="dump",
@@ -129,6 +160,17 @@ def recorded_load(
     and the row records that failure). A driver that copies files ahead of the load (the Spark load
     application) times that with ``clock.stage("copy")`` inside ``work``.
     """
+    try:
+        return _recorded_load(metrics, command, work)
+    finally:
+        export_runs(metrics.engine)
+
+
+def _recorded_load(
+    metrics: MetricsLog,
+    command: LoadCommand,
+    work: Callable[[StageClock, DumpMetadata | None], LoadResult],
+) -> LoadResult:
     meta = _readable_metadata(command.dump_dir)
     with metrics.record(
         policy=meta.policy if meta else (command.target_db or ""),

@@ -48,6 +48,9 @@ from thriftpy2.transport import (
 from hmsrepl.bounds import ResourceBounds, resource_bounds
 from hmsrepl.cache import MetadataCache
 from hmsrepl.metastore import Metastore
+from hmsrepl.monitoring.endpoint import MetricsEndpoint
+from hmsrepl.monitoring.server_metrics import ServerMetrics, ServerStateCollector
+from hmsrepl.monitoring.settings import MetricsSettings, metrics_settings
 from hmsrepl.replication.leftovers import retire_due_everywhere
 from hmsrepl.thrift.auth import AuthenticationError, Peer, ThriftSecurity, check_bind
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
@@ -70,9 +73,14 @@ class _Processor(TProcessor):
     whose encoding is already known (partitions served from the metadata cache) without encoding them again.
     """
 
+    #: Told of each call of a method this metastore does not have (metrics count them under one label).
+    on_unknown_method: Callable[[], None] | None = None
+
     def process_in(self, iprot: Any) -> Any:
         api, seqid, result, call = super().process_in(iprot)
         if isinstance(result, TApplicationException) and result.type == TApplicationException.UNKNOWN_METHOD:
+            if self.on_unknown_method is not None:
+                self.on_unknown_method()
             result = TApplicationException(
                 TApplicationException.UNKNOWN_METHOD,
                 f"method '{api}' is not supported by this metastore (hmsrepl)",
@@ -443,7 +451,9 @@ class MetastoreServer:
         *,
         cache: MetadataCache | None = None,
         limits: ResourceBounds | None = None,
+        metrics: MetricsSettings | None = None,
     ) -> None:
+        """``metrics`` (default: ``HMSREPL_METRICS_*``) with a port serves Prometheus metrics while serving."""
         check_bind(store.config, host, port)
         self.security = ThriftSecurity(store.config)
         self.store = store
@@ -453,8 +463,19 @@ class MetastoreServer:
         self.limits = limits or resource_bounds()
         self.handler = MetastoreHandler(store, cache, security=self.security)
         self.socket = _NoDelayServerSocket(host=host, port=port, client_timeout=None)
+        dispatcher: Any = ErrorMappingDispatcher(self.handler)
+        settings = metrics if metrics is not None else metrics_settings()
+        self.metrics: ServerMetrics | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        if settings.port:
+            self.metrics = ServerMetrics()
+            dispatcher = self.metrics.instrument(dispatcher, Service.thrift_services)
+            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, settings.host, settings.port)
+        processor = _Processor(Service, dispatcher)
+        if self.metrics is not None:
+            processor.on_unknown_method = self.metrics.unknown_method
         self.server = BoundedThreadedServer(
-            _Processor(Service, ErrorMappingDispatcher(self.handler)),
+            processor,
             self.socket,
             self.limits,
             open_connection=self.security.open_connection,
@@ -464,6 +485,16 @@ class MetastoreServer:
             ("file work left pending", store.complete_file_intents)
         ]
         self._stop = threading.Event()
+        if self.metrics is not None:
+            self.metrics.registry.register(
+                ServerStateCollector(
+                    store,
+                    open_connections=lambda: len(self.server.connections),
+                    busy_connections=lambda: sum(1 for c in list(self.server.connections) if c.busy),
+                    max_connections=self.limits.thrift_max_workers,
+                    cache=self.cache,
+                )
+            )
 
     @property
     def port(self) -> int:
@@ -488,6 +519,8 @@ class MetastoreServer:
                 log.exception("metastore housekeeping failed; retrying in %s s", interval_seconds)
 
     def serve_forever(self, housekeeping_interval: float = 60.0) -> None:
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.start()  # first: a port in use fails before anything else starts
         threading.Thread(target=self.housekeeping, args=(housekeeping_interval,), daemon=True).start()
         if self.cache is not None:
             self.cache.start()
@@ -512,6 +545,8 @@ class MetastoreServer:
             self._stop.set()
             if self.cache is not None:
                 self.cache.stop()
+            if self.metrics_endpoint is not None:
+                self.metrics_endpoint.stop()
             self.store.close()
 
     def _shut_down(self) -> None:
