@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL and MariaDB servers on loopback for the tests, from Debian's packages.
 #
-#   tests/db_servers.sh install        as root: install the server packages that are missing
+#   tests/db_servers.sh install        as root: install the server packages that are missing (and Prometheus)
 #   tests/db_servers.sh run -- CMD...  start the servers the tests need, run CMD with their URLs, stop them
 #   tests/db_servers.sh up | down      the same servers by hand; `up` prints the exports for a shell
 #
@@ -15,6 +15,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE=${HMSREPL_DB_STATE:-$ROOT/var/throwaway-db}
 PG_DEBS=(postgresql)
 MARIADB_DEBS=(mariadb-server mariadb-client)
+# The other real servers the tests start on loopback: Prometheus (prometheus, promtool) scraping a metastore.
+PEER_DEBS=(prometheus)
 
 log() { echo "db_servers: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -38,7 +40,7 @@ missing_debs() {
 
 install() {
     local missing
-    missing=$(missing_debs "${PG_DEBS[@]}" "${MARIADB_DEBS[@]}" | xargs)
+    missing=$(missing_debs "${PG_DEBS[@]}" "${MARIADB_DEBS[@]}" "${PEER_DEBS[@]}" | xargs)
     [ -z "$missing" ] && return 0
     is_root || die "missing Debian packages: $missing (run 'make setup' as root, or set HMSREPL_TEST_*_URL)"
     log "installing $missing"
