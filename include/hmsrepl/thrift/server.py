@@ -71,6 +71,7 @@ class _Processor(TProcessor):
     def process_in(self, iprot: Any) -> Any:
         api, seqid, result, call = super().process_in(iprot)
         if isinstance(result, TApplicationException) and result.type == TApplicationException.UNKNOWN_METHOD:
+            log.warning("a client called '%s', which this metastore does not serve", api)
             result = TApplicationException(
                 TApplicationException.UNKNOWN_METHOD,
                 f"method '{api}' is not supported by this metastore (hmsrepl)",
