@@ -1,4 +1,5 @@
-"""Calls a Hive 3.1 client makes besides Spark's workload: constraints, environment-context reads and settings.
+"""Calls a Hive 3.1 client makes besides Spark's workload: constraints, environment-context reads, settings,
+and its INSERT events (whose ``replace`` flag sits where Hive 2.3 has the file list).
 
 The client is Apache Thrift's binding of Hive 4's IDL shipped on PyPI inside pyiceberg (``hive_metastore``):
 an IDL this project did not write, whose Hive 3 calls and structs are the ones a Hive 3.1 client sends.
@@ -6,6 +7,7 @@ an IDL this project did not write, whose Hive 3 calls and structs are the ones a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,9 @@ from thrift.Thrift import TApplicationException
 from thrift.transport import TSocket, TTransport
 
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.event_specs import parse_event
+from hmsrepl.storage.local import local_path
+from tests.helpers import disk_files, event_files
 from tests.servers import RunningMetastore, metastore_server
 
 DB = "shop"
@@ -121,3 +126,65 @@ def test_a_call_this_metastore_does_not_serve_is_refused_and_logged(served) -> N
         "a client called 'get_active_resource_plan', which this metastore does not serve"
         in server.log_path.read_text()
     )
+
+
+def _write(location: str, name: str) -> str:
+    path = Path(local_path(location), name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(os.urandom(64) + name.encode())
+    return f"{location}/{name}"
+
+
+def _fire_hive3_insert(
+    client: Hive4.Client, table: str, values: list[str] | None, files: list[str], replace: bool
+):
+    data = h4.InsertEventRequestData(replace=replace, filesAdded=files)
+    request = h4.FireEventRequest(
+        successful=True,
+        data=h4.FireEventRequestData(insertData=data),
+        dbName=DB,
+        tableName=table,
+        partitionVals=values,
+        catName="hive",
+    )
+    client.fire_listener_event(request)
+
+
+def _last_insert(store: Metastore):
+    [event] = [e for e in store.get_next_notification(0) if e.event_type == "INSERT"][-1:]
+    [obj] = parse_event(event).objects()
+    return event, obj.change
+
+
+def test_a_hive3_overwrite_logs_the_new_listing_and_an_append_adds_to_it(served) -> None:
+    """Hive 3 overwrites by moving the old files away and writing new ones; its INSERT then logs the whole
+    new listing (not the new files added to the old ones). An append keeps the old files and adds."""
+    server, client, store = served
+    _create(client, server.warehouse, "orders", ["day"])
+    location = f"{server.warehouse}/{DB}.db/orders/day=d1"
+    first = _write(location, "part-0.txt")
+    client.add_partition(
+        h4.Partition(
+            values=["d1"], dbName=DB, tableName="orders", sd=client.get_table(DB, "orders").sd, parameters={}
+        )
+    )
+    part = client.get_partition(DB, "orders", ["d1"])
+    part.sd.location = location
+    client.alter_partition(DB, "orders", part)
+
+    appended = _write(location, "part-1.txt")
+    _fire_hive3_insert(client, "orders", ["d1"], [appended], replace=False)
+    event, change = _last_insert(store)
+    assert event.body()["replace"] is False and not change.complete
+    assert event_files(list(change.added)) == {
+        p: c for p, c in disk_files(location).items() if p.endswith("part-1.txt")
+    }
+    assert change.count == 2
+
+    for old in (first, appended):
+        Path(local_path(old)).unlink()
+    new = _write(location, "part-2.txt")
+    _fire_hive3_insert(client, "orders", ["d1"], [new], replace=True)
+    event, change = _last_insert(store)
+    assert event.body()["replace"] is True and change.complete
+    assert event_files(list(change.added)) == disk_files(location) and change.count == 1

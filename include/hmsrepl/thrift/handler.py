@@ -50,6 +50,7 @@ from hmsrepl.metastore.locks import LockComponent, LockInfo
 from hmsrepl.metastore.model import Partition
 from hmsrepl.thrift import convert
 from hmsrepl.thrift.catalogs import CATALOG, accept_qualified_names
+from hmsrepl.thrift.hive3_insert import hive3_overwrote
 from hmsrepl.thrift.idl import Service, hms
 from hmsrepl.thrift.statistics import stat_from_thrift, stat_to_thrift
 
@@ -857,13 +858,20 @@ class MetastoreHandler:
         hive3 = insert.filesAddedChecksumV3 is not None or insert.subDirectoryList is not None
         if hive3 or not files:  # a Hive 3 client: its field 2 is the list of files
             files = list(insert.filesAddedChecksum or []) or files
+        replace = insert.filesAdded is None and hive3_overwrote(
+            self.catalog, rqst.dbName, rqst.tableName, rqst.partitionVals, files
+        )
         before = self.store.get_current_notification_event_id()
         pending = self._declared()
         key = (rqst.dbName.lower(), rqst.tableName.lower(), tuple(rqst.partitionVals or ()))
         pending.pop(key, None)
         try:
             self.catalog.insert(
-                rqst.dbName, rqst.tableName, rqst.partitionVals or None, new_files=files or None
+                rqst.dbName,
+                rqst.tableName,
+                rqst.partitionVals or None,
+                new_files=files or None,
+                replace=replace,
             )
         except NoSuchPartitionError:
             # Spark's Hive client reports an overwrite into a new partition before it adds the partition;
