@@ -78,6 +78,13 @@ def test_spark_sql_workload_through_the_metastore(
     assert unserved_calls(server) == []
 
 
+def test_spark_functions_live_in_the_metastore(
+    spark31: RemoteSpark, store: Metastore, server: RunningMetastore
+) -> None:
+    catalog_tests.test_spark_functions_live_in_the_metastore(spark31, store)
+    assert unserved_calls(server) == []
+
+
 def test_spark_reports_missing_objects_clearly(spark31: RemoteSpark, server: RunningMetastore) -> None:
     catalog_tests.test_spark_reports_missing_objects_clearly(spark31)
     assert unserved_calls(server) == []
