@@ -858,6 +858,7 @@ class MetastoreHandler:
         hive3 = insert.filesAddedChecksumV3 is not None or insert.subDirectoryList is not None
         if hive3 or not files:  # a Hive 3 client: its field 2 is the list of files
             files = list(insert.filesAddedChecksum or []) or files
+        # Hive 3's 'replace' flag (field 1) cannot be read in the 2.3 shape: it is told from the location.
         replace = insert.filesAdded is None and hive3_overwrote(
             self.catalog, rqst.dbName, rqst.tableName, rqst.partitionVals, files
         )
