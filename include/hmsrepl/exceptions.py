@@ -38,8 +38,11 @@ class NoSuchPartitionError(NoSuchObjectError):
 
 
 class NoSuchFunctionError(NoSuchObjectError):
+    """Hive's own wording, unquoted: Spark's Hive client tells a missing function (CREATE FUNCTION checks
+    first) from a failure by finding '<name> does not exist' in the message."""
+
     def __init__(self, db_name: str, function_name: str) -> None:
-        super().__init__(f"function '{db_name}.{function_name}' does not exist")
+        super().__init__(f"Function {db_name}.{function_name} does not exist")
 
 
 class NoSuchTxnError(NoSuchObjectError):

@@ -189,3 +189,20 @@ def test_spark_reports_missing_objects_clearly(spark) -> None:
     # The server is still serving this client after the errors.
     assert [r.tableName for r in spark.sql(f"SHOW TABLES IN {db}").collect()] == ["t"]
     spark.sql(f"DROP DATABASE {db} CASCADE")
+
+
+def test_spark_functions_live_in_the_metastore(spark, session_store: Metastore) -> None:
+    """CREATE FUNCTION asks the metastore whether the function exists first: a missing one must read as
+    missing to Spark's Hive client, not as a failure."""
+    db = f"funcs_{uuid.uuid4().hex[:8]}"
+    run = Recorder(spark, session_store)
+    run(f"CREATE DATABASE {db}")
+    [event] = run(f"CREATE FUNCTION {db}.shout AS 'org.apache.hadoop.hive.ql.udf.generic.GenericUDFUpper'")
+    assert (event.event_type, event.db_name) == ("CREATE_FUNCTION", db)
+    assert session_store.catalog.get_functions(db) == ["shout"]
+    run(f"SELECT {db}.shout('quiet') AS loud")
+    assert [r.loud for r in run.last_rows] == ["QUIET"]
+    [event] = run(f"DROP FUNCTION {db}.shout")
+    assert event.event_type == "DROP_FUNCTION"
+    assert session_store.catalog.get_functions(db) == []
+    run(f"DROP DATABASE {db}")

@@ -148,6 +148,10 @@ HIVE_2_3_ONLY = {
     "get_database_req",
     "get_catalog",
     "get_catalogs",
+    "get_unique_constraints",
+    "get_not_null_constraints",
+    "get_default_constraints",
+    "get_check_constraints",
 }
 # Hive 4 added an 'engine' argument to the statistics deletes; Hive 2.3 clients do not send it.
 LATER_ARGUMENTS = {("delete_table_column_statistics_args", 4), ("delete_partition_column_statistics_args", 5)}

@@ -70,6 +70,24 @@ NEW_STRUCTS = [
     "Partition",
     "Database",
     "TableMeta",
+    "SQLPrimaryKey",
+    "SQLForeignKey",
+    "SQLUniqueConstraint",
+    "SQLNotNullConstraint",
+    "SQLDefaultConstraint",
+    "SQLCheckConstraint",
+    "PrimaryKeysRequest",
+    "PrimaryKeysResponse",
+    "ForeignKeysRequest",
+    "ForeignKeysResponse",
+    "UniqueConstraintsRequest",
+    "UniqueConstraintsResponse",
+    "NotNullConstraintsRequest",
+    "NotNullConstraintsResponse",
+    "DefaultConstraintsRequest",
+    "DefaultConstraintsResponse",
+    "CheckConstraintsRequest",
+    "CheckConstraintsResponse",
 ]
 
 NEW_METHODS = [
@@ -97,6 +115,14 @@ NEW_METHODS = [
     "get_partitions_by_names_req",
     "get_partition_req",
     "get_partitions_req",
+    "get_fields_with_environment_context",
+    "get_schema_with_environment_context",
+    "get_primary_keys",
+    "get_foreign_keys",
+    "get_unique_constraints",
+    "get_not_null_constraints",
+    "get_default_constraints",
+    "get_check_constraints",
 ]
 
 

@@ -50,6 +50,7 @@ from hmsrepl.metastore.locks import LockComponent, LockInfo
 from hmsrepl.metastore.model import Partition
 from hmsrepl.thrift import convert
 from hmsrepl.thrift.catalogs import CATALOG, accept_qualified_names
+from hmsrepl.thrift.hive3_insert import hive3_overwrote
 from hmsrepl.thrift.idl import Service, hms
 from hmsrepl.thrift.statistics import stat_from_thrift, stat_to_thrift
 
@@ -327,20 +328,25 @@ class MetastoreHandler:
             self._local.user = user_name or ""
         return list(group_names or [])
 
-    def getMetaConf(self, key: str) -> str:
-        if key == CACHE_METRICS_KEY:  # runtime state rather than a setting, but the one call every client has
-            return json.dumps(self.cache_metrics(), sort_keys=True)
-        values = {
+    def _exposed_settings(self) -> dict[str, str]:
+        """The server settings clients may read, under Hive's names."""
+        return {
             "hive.metastore.warehouse.dir": self.store.config.warehouse,
             "hive.repl.cmrootdir": self.store.config.cmroot,
             "hive.metastore.dml.events": "true",
         }
+
+    def getMetaConf(self, key: str) -> str:
+        if key == CACHE_METRICS_KEY:  # runtime state rather than a setting, but the one call every client has
+            return json.dumps(self.cache_metrics(), sort_keys=True)
+        values = self._exposed_settings()
         if key not in values:
             raise InvalidObjectError(f"getMetaConf: '{key}' is not a metastore setting this server exposes")
         return values[key]
 
     def get_config_value(self, name: str, default_value: str) -> str:
-        return default_value
+        """The server's value where it has one (Hive 3 clients ask for the warehouse), else the default."""
+        return self._exposed_settings().get(name, default_value)
 
     # -- databases ----------------------------------------------------------------------------------------
     def create_database(self, database: Any) -> None:
@@ -369,6 +375,16 @@ class MetastoreHandler:
     def get_schema(self, db_name: str, table_name: str) -> list[Any]:
         table = self.reads.table(db_name, table_name)
         return [convert.field_to_thrift(c) for c in [*table.sd.cols, *table.partition_keys]]
+
+    def get_fields_with_environment_context(
+        self, db_name: str, table_name: str, environment_context: Any
+    ) -> list[Any]:
+        return self.get_fields(db_name, table_name)
+
+    def get_schema_with_environment_context(
+        self, db_name: str, table_name: str, environment_context: Any
+    ) -> list[Any]:
+        return self.get_schema(db_name, table_name)
 
     def create_table(self, tbl: Any) -> None:
         self.catalog.create_table(convert.table_from_thrift(tbl))
@@ -413,6 +429,38 @@ class MetastoreHandler:
 
     def get_table(self, dbname: str, tbl_name: str) -> Any:
         return self.reads.table(dbname, tbl_name, to=convert.table_to_thrift)
+
+    # -- constraints: none are stored; like Hive for a table declared without any, each read answers an empty
+    # list (Hive 3 clients and Trino read them for every table they plan with). The table must exist.
+    def get_primary_keys(self, request: Any) -> Any:
+        self.reads.table(request.db_name, request.tbl_name)
+        return hms.PrimaryKeysResponse(primaryKeys=[])
+
+    def get_foreign_keys(self, request: Any) -> Any:
+        """Either side may be named: the foreign keys of a table, or those that reference it."""
+        for db_name, tbl_name in (
+            (request.foreign_db_name, request.foreign_tbl_name),
+            (request.parent_db_name, request.parent_tbl_name),
+        ):
+            if db_name and tbl_name:
+                self.reads.table(db_name, tbl_name)
+        return hms.ForeignKeysResponse(foreignKeys=[])
+
+    def get_unique_constraints(self, request: Any) -> Any:
+        self.reads.table(request.db_name, request.tbl_name)
+        return hms.UniqueConstraintsResponse(uniqueConstraints=[])
+
+    def get_not_null_constraints(self, request: Any) -> Any:
+        self.reads.table(request.db_name, request.tbl_name)
+        return hms.NotNullConstraintsResponse(notNullConstraints=[])
+
+    def get_default_constraints(self, request: Any) -> Any:
+        self.reads.table(request.db_name, request.tbl_name)
+        return hms.DefaultConstraintsResponse(defaultConstraints=[])
+
+    def get_check_constraints(self, request: Any) -> Any:
+        self.reads.table(request.db_name, request.tbl_name)
+        return hms.CheckConstraintsResponse(checkConstraints=[])
 
     def get_table_objects_by_name(self, dbname: str, tbl_names: list[str]) -> list[Any]:
         return self.reads.tables(dbname, tbl_names or [], to=convert.table_to_thrift)
@@ -810,13 +858,21 @@ class MetastoreHandler:
         hive3 = insert.filesAddedChecksumV3 is not None or insert.subDirectoryList is not None
         if hive3 or not files:  # a Hive 3 client: its field 2 is the list of files
             files = list(insert.filesAddedChecksum or []) or files
+        # Hive 3's 'replace' flag (field 1) cannot be read in the 2.3 shape: it is told from the location.
+        replace = insert.filesAdded is None and hive3_overwrote(
+            self.catalog, rqst.dbName, rqst.tableName, rqst.partitionVals, files
+        )
         before = self.store.get_current_notification_event_id()
         pending = self._declared()
         key = (rqst.dbName.lower(), rqst.tableName.lower(), tuple(rqst.partitionVals or ()))
         pending.pop(key, None)
         try:
             self.catalog.insert(
-                rqst.dbName, rqst.tableName, rqst.partitionVals or None, new_files=files or None
+                rqst.dbName,
+                rqst.tableName,
+                rqst.partitionVals or None,
+                new_files=files or None,
+                replace=replace,
             )
         except NoSuchPartitionError:
             # Spark's Hive client reports an overwrite into a new partition before it adds the partition;

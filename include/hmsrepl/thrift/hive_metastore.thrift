@@ -145,6 +145,64 @@ struct GetAllFunctionsResponse { 1: optional list<Function> functions }
 
 struct EnvironmentContext { 1: map<string, string> properties }
 
+// ---- constraints (Hive 3.0+ shapes; Hive 4 adds validWriteIdList and tableId to the requests) -------
+struct SQLPrimaryKey {
+  1: string table_db, 2: string table_name, 3: string column_name, 4: i32 key_seq, 5: string pk_name,
+  6: bool enable_cstr, 7: bool validate_cstr, 8: bool rely_cstr, 9: optional string catName
+}
+struct SQLForeignKey {
+  1: string pktable_db, 2: string pktable_name, 3: string pkcolumn_name, 4: string fktable_db,
+  5: string fktable_name, 6: string fkcolumn_name, 7: i32 key_seq, 8: i32 update_rule, 9: i32 delete_rule,
+  10: string fk_name, 11: string pk_name, 12: bool enable_cstr, 13: bool validate_cstr, 14: bool rely_cstr,
+  15: optional string catName
+}
+struct SQLUniqueConstraint {
+  1: string catName, 2: string table_db, 3: string table_name, 4: string column_name, 5: i32 key_seq,
+  6: string uk_name, 7: bool enable_cstr, 8: bool validate_cstr, 9: bool rely_cstr
+}
+struct SQLNotNullConstraint {
+  1: string catName, 2: string table_db, 3: string table_name, 4: string column_name, 5: string nn_name,
+  6: bool enable_cstr, 7: bool validate_cstr, 8: bool rely_cstr
+}
+struct SQLDefaultConstraint {
+  1: string catName, 2: string table_db, 3: string table_name, 4: string column_name, 5: string default_value,
+  6: string dc_name, 7: bool enable_cstr, 8: bool validate_cstr, 9: bool rely_cstr
+}
+struct SQLCheckConstraint {
+  1: string catName, 2: string table_db, 3: string table_name, 4: string column_name,
+  5: string check_expression, 6: string dc_name, 7: bool enable_cstr, 8: bool validate_cstr, 9: bool rely_cstr
+}
+struct PrimaryKeysRequest {
+  1: required string db_name, 2: required string tbl_name, 3: optional string catName,
+  4: optional string validWriteIdList, 5: optional i64 tableId = -1
+}
+struct PrimaryKeysResponse { 1: required list<SQLPrimaryKey> primaryKeys }
+struct ForeignKeysRequest {
+  1: string parent_db_name, 2: string parent_tbl_name, 3: string foreign_db_name, 4: string foreign_tbl_name,
+  5: optional string catName, 6: optional string validWriteIdList, 7: optional i64 tableId = -1
+}
+struct ForeignKeysResponse { 1: required list<SQLForeignKey> foreignKeys }
+struct UniqueConstraintsRequest {
+  1: required string catName, 2: required string db_name, 3: required string tbl_name,
+  4: optional string validWriteIdList, 5: optional i64 tableId = -1
+}
+struct UniqueConstraintsResponse { 1: required list<SQLUniqueConstraint> uniqueConstraints }
+struct NotNullConstraintsRequest {
+  1: required string catName, 2: required string db_name, 3: required string tbl_name,
+  4: optional string validWriteIdList, 5: optional i64 tableId = -1
+}
+struct NotNullConstraintsResponse { 1: required list<SQLNotNullConstraint> notNullConstraints }
+struct DefaultConstraintsRequest {
+  1: required string catName, 2: required string db_name, 3: required string tbl_name,
+  4: optional string validWriteIdList, 5: optional i64 tableId = -1
+}
+struct DefaultConstraintsResponse { 1: required list<SQLDefaultConstraint> defaultConstraints }
+struct CheckConstraintsRequest {
+  1: required string catName, 2: required string db_name, 3: required string tbl_name,
+  4: optional string validWriteIdList, 5: optional i64 tableId = -1
+}
+struct CheckConstraintsResponse { 1: required list<SQLCheckConstraint> checkConstraints }
+
 struct TableMeta {
   1: required string dbName,
   2: required string tableName,
@@ -674,6 +732,24 @@ service ThriftHiveMetastore {
       throws (1: MetaException o1, 2: UnknownTableException o2, 3: UnknownDBException o3),
   list<FieldSchema> get_schema(1: string db_name, 2: string table_name)
       throws (1: MetaException o1, 2: UnknownTableException o2, 3: UnknownDBException o3),
+  list<FieldSchema> get_fields_with_environment_context(1: string db_name, 2: string table_name,
+                                                        3: EnvironmentContext environment_context)
+      throws (1: MetaException o1, 2: UnknownTableException o2, 3: UnknownDBException o3),
+  list<FieldSchema> get_schema_with_environment_context(1: string db_name, 2: string table_name,
+                                                        3: EnvironmentContext environment_context)
+      throws (1: MetaException o1, 2: UnknownTableException o2, 3: UnknownDBException o3),
+  PrimaryKeysResponse get_primary_keys(1: PrimaryKeysRequest request)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  ForeignKeysResponse get_foreign_keys(1: ForeignKeysRequest request)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  UniqueConstraintsResponse get_unique_constraints(1: UniqueConstraintsRequest request)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  NotNullConstraintsResponse get_not_null_constraints(1: NotNullConstraintsRequest request)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  DefaultConstraintsResponse get_default_constraints(1: DefaultConstraintsRequest request)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  CheckConstraintsResponse get_check_constraints(1: CheckConstraintsRequest request)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
   void create_table(1: Table tbl)
       throws (1: AlreadyExistsException o1, 2: InvalidObjectException o2, 3: MetaException o3,
               4: NoSuchObjectException o4),

@@ -79,6 +79,7 @@ class _Processor(TProcessor):
     def process_in(self, iprot: Any) -> Any:
         api, seqid, result, call = super().process_in(iprot)
         if isinstance(result, TApplicationException) and result.type == TApplicationException.UNKNOWN_METHOD:
+            log.warning("a client called '%s', which this metastore does not serve", api)
             if self.on_unknown_method is not None:
                 self.on_unknown_method()
             result = TApplicationException(
