@@ -79,7 +79,8 @@ class _Processor(TProcessor):
     def process_in(self, iprot: Any) -> Any:
         api, seqid, result, call = super().process_in(iprot)
         if isinstance(result, TApplicationException) and result.type == TApplicationException.UNKNOWN_METHOD:
-            log.warning("a client called '%s', which this metastore does not serve", api)
+            # repr and a cut: the name is the client's bytes (no newlines or megabytes into the log)
+            log.warning("a client called %r, which this metastore does not serve", api[:128])
             if self.on_unknown_method is not None:
                 self.on_unknown_method()
             result = TApplicationException(
