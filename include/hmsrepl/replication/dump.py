@@ -41,6 +41,7 @@ from hmsrepl.replication.column_stats import dump_column_stats
 from hmsrepl.replication.commands import DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.dump_events import DumpEvent
+from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
     PARTITION,
     TABLE,
@@ -369,6 +370,7 @@ class DumpEngine:
         with self.clock.stage("acknowledge"):
             meta = self._metadata(command, "incremental", command.from_event_id, max(upto, last), last, count)
             meta.skipped_events = plan.skipped_events
+            meta.holds = Holds.of(plan.holds).as_metadata()
             meta.bootstrapped_tables = planner.bootstrapped()
             dump.write_metadata(meta)
             dump.acknowledge()

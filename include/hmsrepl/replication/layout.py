@@ -271,6 +271,9 @@ class DumpMetadata:
     settings: dict[str, str] = field(default_factory=dict)
     skipped_events: int = 0  # events of the window left out by compaction (compaction.py)
     bootstrapped_tables: list[str] = field(default_factory=list)  # incremental: tables under BOOTSTRAP_DIR
+    # incremental: [first, until) event ids at which the compacted window's state is not the source's, where
+    # no load commits (holds.py); None: a dump written before holds were recorded
+    holds: list[list[int]] | None = None
     created: float = field(default_factory=time.time)
     format: int = FORMAT_VERSION
 

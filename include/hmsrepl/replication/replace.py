@@ -159,6 +159,7 @@ class WindowPlanner:
             compacted.skipped if compacted else set(),
             compacted.trimmed if compacted else {},
             compacted.stripped if compacted else set(),
+            compacted.holds if compacted else [],
         )
 
 
@@ -168,6 +169,7 @@ class WindowPlan:
     compacted: set[int]
     trimmed: dict[int, frozenset[str]]
     stripped: set[int] = field(default_factory=set)
+    holds: list[tuple[int, int]] = field(default_factory=list)  # where no load commits (holds.py)
 
     @property
     def skipped_events(self) -> int:
