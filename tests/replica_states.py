@@ -7,6 +7,7 @@ check that every state the replica shows, at the position it shows, is one the s
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,32 @@ def states(store: Metastore, db: str, names: Sequence[str]) -> States:
 
 
 @dataclass
+class History:
+    """The source's tables at each event id recorded: after every change that logs an event (the ids in
+    between, not recorded, are events that change none of them: other tables, transactions)."""
+
+    store: Metastore
+    db: str
+    names: Sequence[str]
+    recorded: dict[int, States] = field(default_factory=dict)
+
+    def record(self) -> None:
+        self.recorded[self.store.events.current_event_id()] = states(self.store, self.db, self.names)
+
+    def at(self, position: int) -> States | None:
+        """The source's tables at ``position`` (None: before the first id recorded)."""
+        ids = sorted(self.recorded)
+        index = bisect.bisect_right(ids, position)
+        return self.recorded[ids[index - 1]] if index else None
+
+    def between(self, before: int, after: int) -> list[States]:
+        """The source's tables at every position from ``before`` to ``after``."""
+        first = self.at(before)
+        later = [tables for event_id, tables in self.recorded.items() if before < event_id <= after]
+        return ([first] if first is not None else []) + later
+
+
+@dataclass
 class CommitLog:
     """The replica's position and tables after every transaction a load commits (``LoadEngine._batch``)."""
 
@@ -77,7 +104,6 @@ class CommitLog:
             patch.setattr(LoadEngine, "_batch", observed)
             yield self
 
-    def foreign(self, history: dict[int, States]) -> list[tuple[int, States]]:
-        """The commits whose tables are not the source's at their position (``history``: event id ->
-        the source's states there)."""
-        return [(position, seen) for position, seen in self.seen if history.get(position) != seen]
+    def foreign(self, history: History) -> list[tuple[int, States]]:
+        """The commits whose tables are not the source's at their position."""
+        return [(position, seen) for position, seen in self.seen if history.at(position) != seen]

@@ -16,7 +16,7 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import DumpDir
 from hmsrepl.replication.load import repl_status
 from tests.helpers import make_partition, make_table, open_store, write_file
-from tests.replica_states import CommitLog, States, states
+from tests.replica_states import CommitLog, History, states
 
 NAMES = ("t0", "t1")
 NO_COMPACTION = " WITH ('hmsrepl.repl.compact.events'='false')"
@@ -34,11 +34,8 @@ def test_no_commit_shows_a_table_missing_that_the_source_had(
     catalog.insert("c", "t0", ["a"], new_files=[write_file(a.sd.location, "f0", b"first file")])
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
     engine.execute(f"REPL LOAD c_dr FROM '{engine.execute('REPL DUMP c').dump_dir}'")
-    history: dict[int, States] = {}
-
-    def record() -> None:
-        history[source.events.current_event_id()] = states(source, "c", NAMES)
-
+    history = History(source, "c", NAMES)
+    record = history.record
     record()
     start = source.events.current_event_id()
     catalog.create_table(make_table("c", "t1"))  # left out by compaction, with its drop
@@ -54,7 +51,7 @@ def test_no_commit_shows_a_table_missing_that_the_source_had(
     record()
     catalog.insert("c", "t0", ["a"], new_files=[write_file(a.sd.location, "f3", b"one more")])
     record()
-    assert sorted(history) == list(range(start, start + 7)), "one event per step"
+    assert sorted(history.recorded) == list(range(start, start + 7)), "one event per step"
 
     dumped = engine.execute(f"REPL DUMP c FROM {start}{options}")
     meta = DumpDir(dumped.dump_dir).read_metadata()
@@ -66,6 +63,6 @@ def test_no_commit_shows_a_table_missing_that_the_source_had(
     assert commits.seen, "the load committed nothing"
     assert commits.foreign(history) == []
     assert repl_status(target, "c_dr") == start + 6
-    assert states(target, "c_dr", NAMES) == history[start + 6]
+    assert states(target, "c_dr", NAMES) == history.at(start + 6)
     source.close()
     target.close()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from hmsrepl.metastore.events import EventType as E
 from hmsrepl.metastore.messages import DataChange, MessageBuilder
+from hmsrepl.replication.commands import parse_policy
 from hmsrepl.replication.compaction import (
     DATA,
     DELTA,
@@ -21,6 +22,7 @@ from hmsrepl.replication.compaction import (
 )
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import DumpError, DumpMetadata
+from hmsrepl.replication.replace import WindowPlanner
 
 BOTH = frozenset({META, DATA})
 
@@ -296,3 +298,19 @@ def test_holds_of_a_dump_are_checked_and_an_older_compacted_dump_is_held_whole()
     meta.holds = [[12, "x"]]  # type: ignore[list-item]
     with pytest.raises(DumpError, match="malformed holds"):
         Holds.from_metadata(meta, "file:///d")
+
+
+def test_a_table_renamed_into_the_policy_is_held_until_the_replica_has_it() -> None:
+    # x0 is outside the policy: renamed to t2 at 2, the dump skips t2's events and the replica lacks t2
+    # until its drop (4); t3 renamed in at 5 is bootstrapped at the dump's end (9).
+    planner = WindowPlanner(parse_policy("db.['t[0-9]+']"))
+    for step in [
+        ev(1, E.INSERT, "x0", effects=frozenset({DELTA})),
+        ev(2, E.ALTER_TABLE, "x0", new_name="t2", effects=frozenset({META})),
+        ev(3, E.INSERT, "t2", effects=frozenset({DELTA})),
+        ev(4, E.DROP_TABLE, "t2"),
+        ev(5, E.ALTER_TABLE, "x1", new_name="t3", effects=frozenset({META})),
+    ]:
+        planner.feed(step)
+    plan = planner.plan(compacting=True, with_data=True, last=9)
+    assert sorted(plan.holds) == [(2, 4), (5, 9)]

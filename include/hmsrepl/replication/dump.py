@@ -349,7 +349,7 @@ class DumpEngine:
                     last = event.event_id
                     break
             last = bootstrap_in_window(self, dump, planner, last, with_data=with_data, external=external)
-            plan = planner.plan(compacting=compacting, with_data=with_data)
+            plan = planner.plan(compacting=compacting, with_data=with_data, last=last)
         count = files = size = 0
         # Segments are written on threads while the next ones are gathered (an object store's latency
         # overlaps); order does not matter because nothing reads the dump before its acknowledgement.

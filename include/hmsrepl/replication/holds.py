@@ -5,8 +5,11 @@ sets again. Loading the rest ends at the source's state as of the window's last 
 event in between: from a left-out event until the event that makes it redundant, the replica would be
 missing what the source had (a table created and dropped in the window never exists on the replica; an
 overwrite left out leaves the older files until the next overwrite). Such a range is a *hold*: the event
-ids ``first <= id < until`` at which the compacted replica's state is not the source's. The dump records its
-holds, merged, in its metadata (``DumpMetadata.holds``); ``compaction.compact`` computes them.
+ids ``first <= id < until`` at which the compacted replica's state is not the source's. A table renamed into
+the policy from outside is the same case without compaction: the dump leaves out its events, so the replica
+lacks it from that rename until the target follows its name again (its drop, its rename away, a create) or
+the dump's end, where it is bootstrapped (``replace.WindowPlanner.arrival_holds``). The dump records its
+holds, merged, in its metadata (``DumpMetadata.holds``); ``compaction.compact`` and the planner compute them.
 
 **The rule.** A commit made after applying every written event up to ``applied``, before the next written
 event ``next``, publishes as ``repl.last.id`` the first id ``p >= applied`` that no hold covers, provided
@@ -22,7 +25,9 @@ What this decides, in ``load._apply_events``: the cuts a load makes for its own 
 ``BATCH_EVENTS`` events, between a table's one-file appends and a change to its shape) happen only where
 this rule allows, so the in-place appends and the rest of a window commit together when a hold spans them.
 The one cut a load must make (a drop committed before its name is reused, ``load.split_before_reuse``) is
-never inside a hold: ``compaction.compact`` keeps every event of an object whose hold would cover it.
+never inside a compaction's hold: ``compaction.compact`` keeps every event of an object whose hold would
+cover it. A rename-in's hold cannot be given up that way; a reused name inside one (rare: a drop and
+re-creation of another table while a renamed-in table waits) commits at its last applied event, as before.
 
 A dump written before holds were recorded (``holds`` absent) that left events out is held whole: it commits
 only at its mandatory cuts and at its end.
