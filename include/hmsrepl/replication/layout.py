@@ -1,6 +1,7 @@
 """The dump directory: what REPL DUMP writes and REPL LOAD reads.
 
-    <dump>/_dumpmetadata                     kind, policy, event range, source roots, settings
+    <dump>/_dumpmetadata                     kind, policy, event range, source roots, settings; incremental:
+                                             the ``holds`` where no load may commit (holds.py)
     <dump>/_finished_dump                    written last: a dump without it is incomplete
     <dump>/_signature                        with a signing key: manifest and HMAC of the rest (signing.py)
     bootstrap:
