@@ -670,8 +670,12 @@ def _cut_merged(
     for part, following in itertools.pairwise(parts):
         applied = part[-1][0]["event_id"]
         published = holds.position(applied, min(following[0][0]["event_id"], end + 1))
-        if published is None:  # a dump whose holds were not recorded: its state is behind the source's
-            log.warning("event %d: a commit inside a compacted window (a dump without holds)", applied)
+        if published is None:  # inside a rename-in's hold, or a dump that recorded none (holds.py)
+            log.warning(
+                "event %d: a name reused inside a hold commits there; until the load's next commit readers "
+                "may see a table renamed into the policy missing, or a compacted table behind",
+                applied,
+            )
             published = min(applied, end)
         yield part, published
     yield parts[-1], position
