@@ -26,11 +26,13 @@ What this decides, in ``load._apply_events``: the cuts a load makes for its own 
 this rule allows, so the in-place appends and the rest of a window commit together when a hold spans them.
 The one cut a load must make (a drop committed before its name is reused, ``load.split_before_reuse``) is
 never inside a compaction's hold: ``compaction.compact`` keeps every event of an object whose hold would
-cover it. A rename-in's hold cannot be given up that way; a reused name inside one (rare: a drop and
-re-creation of another table while a renamed-in table waits) commits at its last applied event, as before.
+cover it. A rename-in's hold cannot be given up that way; a reused name inside one (a drop and re-creation
+of another table while a renamed-in table waits) is applied in the same transaction as the rest of the hold
+(``load._cut_merged``): the drop's directories are retired only after the commit, and only what no metadata
+names then, so the re-created object keeps its files.
 
 A dump written before holds were recorded (``holds`` absent) that left events out is held whole: it commits
-only at its mandatory cuts and at its end.
+once, at its end.
 """
 
 from __future__ import annotations

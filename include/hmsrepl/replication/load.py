@@ -665,20 +665,22 @@ def commit_batches(chunks: Iterable[EventBatch], holds: Holds, end: int) -> Iter
 def _cut_merged(
     group: EventBatch, merged: bool, holds: Holds, position: int, end: int
 ) -> Iterator[tuple[EventBatch, int]]:
-    """``group`` publishing ``position``; a merged one in the parts a reused name needs, each at its own."""
+    """``group`` publishing ``position``; a merged one in the parts a reused name needs, each at its own.
+
+    A reused name inside a hold (a rename-in's, or a dump that recorded none) is not cut: the drop's
+    directories are retired only after the commit, and retirement removes only what no metadata names then
+    (``leftovers``), so the re-created object's files stay; a cut there would show readers a state the
+    source never had.
+    """
     parts = split_before_reuse(group) if merged else [group]
+    pending: EventBatch = []
     for part, following in itertools.pairwise(parts):
-        applied = part[-1][0]["event_id"]
-        published = holds.position(applied, min(following[0][0]["event_id"], end + 1))
-        if published is None:  # inside a rename-in's hold, or a dump that recorded none (holds.py)
-            log.warning(
-                "event %d: a name reused inside a hold commits there; until the load's next commit readers "
-                "may see a table renamed into the policy missing, or a compacted table behind",
-                applied,
-            )
-            published = min(applied, end)
-        yield part, published
-    yield parts[-1], position
+        pending += part
+        published = holds.position(part[-1][0]["event_id"], min(following[0][0]["event_id"], end + 1))
+        if published is not None:
+            yield pending, published
+            pending = []
+    yield pending + parts[-1], position
 
 
 def load_batches(events: EventBatch) -> Iterator[EventBatch]:
