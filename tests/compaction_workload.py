@@ -10,7 +10,7 @@ partitions, inserts and overwrites, table alters. Names come from small pools so
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hypothesis import strategies as st
 
@@ -62,12 +62,16 @@ def apply_ops(
     payload: int = 0,
     tables: Sequence[str] = TABLES,
     parts: Sequence[str] = PARTS,
+    on_event: Callable[[], None] | None = None,
 ) -> None:
     """Apply each operation, resolved against what exists now (an impossible one does nothing).
 
     Data files hold a short text, padded to ``payload`` bytes; benchmarks also widen the name pools.
+    ``on_event`` is called after each logged change, before the next file is written: the source's files
+    then are its state at that event (tests record it).
     """
     catalog = store.catalog
+    logged = on_event or (lambda: None)
 
     def content(text: str) -> bytes:
         return text.encode().ljust(payload, b".")
@@ -85,15 +89,17 @@ def apply_ops(
                 table = catalog.create_table(
                     make_table(db, name, partition_keys=("p",) if partitioned else ())
                 )
+                logged()
                 if not partitioned and c % 2:
                     write_file(table.sd.location, f"f{stamp}", content(f"create {stamp}"))
                     catalog.insert(db, name)
+                    logged()
             continue
         if not names:
             continue
         name = names[a % len(names)]
         table = catalog.get_table(db, name)
-        parts = catalog.get_partitions(db, name) if table.partition_keys else []
+        held = catalog.get_partitions(db, name) if table.partition_keys else []
         if kind == "drop":
             catalog.drop_table(db, name)
         elif kind == "rename" and free:
@@ -103,31 +109,36 @@ def apply_ops(
             params = {**table.parameters, "k": stamp}
             catalog.alter_table(db, name, table.model_copy(update={"parameters": params}))
         elif kind == "add" and table.partition_keys:
-            present = {p.values[0] for p in parts}
+            present = {p.values[0] for p in held}
             missing = [v for v in parts if v not in present]
             if missing:
                 added = [make_partition(table, v) for v in missing[: 1 + b % len(missing)]]
-                for part in catalog.add_partitions(db, name, added):
-                    if c % 2:
-                        write_file(part.sd.location, f"f{stamp}", content(f"add {stamp}"))
+                created = catalog.add_partitions(db, name, added)
+                logged()
                 if c % 2:  # files written after the add: recorded by an insert per partition
-                    for part in added:
+                    for part in created:
+                        write_file(part.sd.location, f"f{stamp}", content(f"add {stamp}"))
                         catalog.insert(db, name, part.values)
-        elif kind == "alter_part" and parts:
-            part = parts[b % len(parts)]
+                        logged()
+                continue
+        elif kind == "alter_part" and held:
+            part = held[b % len(held)]
             catalog.alter_partitions(
                 db, name, [part.model_copy(update={"parameters": {**part.parameters, "k": stamp}})]
             )
-        elif kind == "drop_part" and parts:
-            chosen = parts[b % len(parts) :][: 1 + c % 2]
+        elif kind == "drop_part" and held:
+            chosen = held[b % len(held) :][: 1 + c % 2]
             catalog.drop_partitions(db, name, [p.values for p in chosen])
         elif kind in ("insert", "overwrite"):
             if table.partition_keys:
-                if not parts:
+                if not held:
                     continue
-                part = parts[b % len(parts)]
+                part = held[b % len(held)]
                 location, values = part.sd.location, part.values
             else:
                 location, values = table.sd.location, None
             new = write_file(location, f"f{stamp}", content(f"{kind} {stamp} {c}"))
             catalog.insert(db, name, values, new_files=[new], replace=kind == "overwrite")
+        else:
+            continue  # nothing logged
+        logged()

@@ -1,21 +1,25 @@
 """Readers of a replica see only states the source had, while loads apply a randomised workload.
 
-The source runs random operations (creates, drops, renames, partition adds and drops, inserts, overwrites);
-after each one the test records every policy table's state (its files' contents per partition, or None if
-the table does not exist). Loads replicate the history in small windows (``FROM a TO b`` at operation
-boundaries, so every replicated position is a recorded one) into a replica on PostgreSQL, while a reader thread reads replica tables in a loop the way a
-query engine does: the table's metadata through the catalog API, then its partitions, then lists and reads
-the files of each location. Every read must equal the state the source's same table had at some recorded
-position between the replica's positions read just before and just after: nothing mixed (half an
+The source runs random operations (creates, drops, renames, partition adds and drops, inserts, overwrites,
+more one-file appends than the rest); after every change that logs an event the test records every policy
+table's state (its files' contents per partition, or None if the table does not exist). Loads replicate the
+history in small random windows (``FROM a TO b``, some cut short by a ``LIMIT``, so a window can end inside
+an operation) into a replica on PostgreSQL, with event compaction on (the default: a window's events that a
+later one makes redundant are left out) or off, while a reader thread reads replica tables in a loop the way
+a query engine does: the table's metadata through the catalog API, then its partitions, then lists and
+reads the files of each location. Every read must equal the state the source's same table had at some
+event id between the replica's positions read just before and just after: nothing mixed (half an
 overwrite, one partition new and another old), nothing ahead of or behind the committed position, nothing
-vanished. One exception, and only that one: a batch whose changes to a table are one-file appends publishes
-them by renaming the files into place right after the batch commits, in the order the source wrote them, so
-in that moment a reader may still see the table as at a position between the previous committed one and
-the new one, short only of files the batch added.
+vanished, and with compaction no table missing or older than at that position (holds.py). One exception,
+and only that one: a batch whose changes to a table are one-file appends publishes them by renaming the
+files into place right after the batch commits, in the order the source wrote them, so in that moment a
+reader may still see the table as at a position between the previous committed one and the new one, short
+only of files the batch added.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -25,39 +29,25 @@ from pathlib import Path
 import pytest
 
 from hmsrepl.exceptions import NoSuchObjectError
-from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.replication import target as target_module
 from hmsrepl.replication.commands import parse_policy
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.leftovers import RETIRE_GRACE_ENV
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import verify
-from hmsrepl.storage.base import filesystem_for, relative_to
 from tests.backends import temporary_database
 from tests.compaction_workload import TABLES, apply_ops, create_database, policy_text, random_ops
 from tests.helpers import open_replica, open_sqlite_source
+from tests.replica_states import CommitLog, History, table_state
 
 GRACE_SECONDS = 1.0
-# Every event replayed: with event compaction (the default) a batch boundary inside a window can show a table
-# already at a later state of the window (compaction skipped the events in between), a state that table had
-# at some event id, but not at the committed position that this test's strict check expects.
-FULL = " WITH ('hmsrepl.repl.compact.events'='false')"
+NO_COMPACTION = " WITH ('hmsrepl.repl.compact.events'='false')"
 MIN_READS = 1000
 MIN_LOADS = 60
 MAX_OPERATIONS = 2000
-
-
-def _files(location: str | None) -> frozenset[tuple[str, bytes]]:
-    if not location:
-        return frozenset()
-    fs = filesystem_for(location)
-    out = []
-    for status in list_data_files(location):
-        with fs.open_read(status.uri) as stream:
-            out.append((relative_to(status.uri, location), stream.read()))
-    return frozenset(out)
+# One-file appends (inserts) weigh most: they are what a load adds in place, in a commit of their own.
+WEIGHTS = (2, 1.5, 1.5, 2, 1, 1.5, 4, 2, 1)
 
 
 def only_files_added(before: object, after: object) -> bool:
@@ -71,22 +61,6 @@ def only_files_added(before: object, after: object) -> bool:
     return old_parts.keys() == new_parts.keys() and all(old_parts[n] <= new_parts[n] for n in old_parts)
 
 
-def table_state(store: Metastore, db: str, name: str) -> tuple[int | None, object]:
-    """(table id, state): None if missing; else its files, or each partition's files, by content."""
-    try:
-        table = store.catalog.get_table(db, name)
-    except NoSuchObjectError:
-        return None, None
-    if table.partition_keys:
-        parts = store.catalog.get_partitions(db, name)
-        keys = table.partition_key_names
-        return table.id, (
-            "partitioned",
-            frozenset((make_partition_name(keys, p.values), _files(p.sd.location)) for p in parts),
-        )
-    return table.id, ("plain", _files(table.sd.location))
-
-
 @pytest.fixture
 def replica(tmp_path: Path) -> Iterator[Metastore]:
     with temporary_database("postgres", str(tmp_path)) as url:
@@ -96,8 +70,9 @@ def replica(tmp_path: Path) -> Iterator[Metastore]:
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("options", ["", NO_COMPACTION], ids=["compacted", "full"])
 def test_readers_see_only_source_states_during_loads(
-    tmp_path: Path, replica: Metastore, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, replica: Metastore, monkeypatch: pytest.MonkeyPatch, options: str
 ) -> None:
     monkeypatch.setenv(RETIRE_GRACE_ENV, str(GRACE_SECONDS))
     # Slow storage: publishing copied files takes a while (renames on S3 are copies), so a load that
@@ -110,20 +85,15 @@ def test_readers_see_only_source_states_during_loads(
         time.sleep(0.03)
 
     monkeypatch.setattr(target_module, "publish_all", slow_publish_all)
-    rng = random.Random(7)
+    seed = int(os.environ.get("HMSREPL_ATOMIC_READS_SEED", "7"))
+    rng = random.Random(seed)
     source = open_sqlite_source(tmp_path)
     db, target_db = "rdb", "rdb_dr"
     policy = policy_text(db)
     create_database(source, db)
     apply_ops(source, db, random_ops(rng, 20), tag="b", payload=512)
-    history: dict[int, dict[str, object]] = {}  # source event id -> each table's state there
-
-    def record() -> None:
-        history[source.events.current_event_id()] = {
-            name: table_state(source, db, name)[1] for name in TABLES
-        }
-
-    record()
+    history = History(source, db, TABLES)  # each table's state at every event id from here on
+    history.record()
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, replica)
     bootstrap = engine.execute(f"REPL DUMP {policy}")
     engine.execute(f"REPL LOAD {target_db} FROM '{bootstrap.dump_dir}'")
@@ -155,19 +125,22 @@ def test_readers_see_only_source_states_during_loads(
     thread.start()
     loads = 0
     load_ends = [bootstrap.last_event_id]
-    window_rng = random.Random(3)
+    window_rng = random.Random(seed * 31 + 3)
+    commits = CommitLog(replica, target_db, TABLES)  # every commit's whole state, read right after it
     try:
         position = bootstrap.last_event_id
         for step in range(MAX_OPERATIONS):  # the history, one operation at a time, replicated in windows
-            apply_ops(source, db, random_ops(rng, 1), tag=f"h{step}-", payload=512)
-            record()
+            ops = random_ops(rng, 1, WEIGHTS)
+            apply_ops(source, db, ops, tag=f"h{step}-", payload=512, on_event=history.record)
             end = source.events.current_event_id()
-            if window_rng.random() < 0.7 or end == position:  # windows of 1 to several operations
+            if window_rng.random() < 0.85 or end == position:  # windows of 1 to about 20 operations
                 continue
-            dumped = engine.execute(f"REPL DUMP {policy} FROM {position} TO {end}{FULL}")
-            engine.execute(f"REPL LOAD {target_db} FROM '{dumped.dump_dir}'")
-            position, loads = end, loads + 1
-            load_ends.append(end)
+            cut = f" LIMIT {window_rng.randint(1, 8)}" if window_rng.random() < 0.3 else ""
+            dumped = engine.execute(f"REPL DUMP {policy} FROM {position} TO {end}{cut}{options}")
+            with commits.watching(monkeypatch):
+                engine.execute(f"REPL LOAD {target_db} FROM '{dumped.dump_dir}'")
+            position, loads = dumped.last_event_id, loads + 1
+            load_ends.append(position)
             if len(reads) >= MIN_READS * 1.2 and loads >= MIN_LOADS:
                 break
     finally:
@@ -182,32 +155,35 @@ def test_readers_see_only_source_states_during_loads(
     def publishing(name: str, state: object, before: int) -> bool:
         """The table as at a position of the batch just committed while its added files are renamed."""
         earlier = max((end for end in load_ends if end < before), default=None)
+        now = history.at(before)
         return (
             earlier is not None
-            and before in history
-            and state
-            in [tables[name] for event_id, tables in history.items() if earlier <= event_id <= before]
-            and only_files_added(state, history[before][name])
+            and now is not None
+            and state in [tables[name] for tables in history.between(earlier, before)]
+            and only_files_added(state, now[name])
         )
+
+    def seen_by_source(name: str, state: object, before: int, after: int) -> bool:
+        return state in [tables[name] for tables in history.between(before, after)]
 
     violations = [
         (name, state, before, after)
         for name, state, _, before, after in fair
-        if state not in [tables[name] for event_id, tables in history.items() if before <= event_id <= after]
-        and not publishing(name, state, before)
+        if not seen_by_source(name, state, before, after) and not publishing(name, state, before)
     ]
     lagging = sum(
-        1
-        for name, state, _, before, after in fair
-        if state not in [tables[name] for event_id, tables in history.items() if before <= event_id <= after]
+        1 for name, state, _, before, after in fair if not seen_by_source(name, state, before, after)
     )
+    foreign = commits.foreign(history)
     print(
         f"{len(reads)} reads during {loads} loads, {len(violations)} violations, {lagging} reads between a "
-        f"commit and its rename, errors {len(errors)}"
+        f"commit and its rename, errors {len(errors)}; {len(commits.seen)} commits, {len(foreign)} showing a "
+        "state the source never had at their position"
     )
     assert len(fair) >= MIN_READS, f"only {len(fair)} reads completed within the grace period"
     assert len(fair) >= 0.95 * len(reads)
     assert errors == []
     assert violations == []
+    assert foreign == []
     assert verify(source, db, replica, target_db, parse_policy(policy)) == []
     source.close()

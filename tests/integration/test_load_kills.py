@@ -8,7 +8,9 @@ itself with SIGKILL at a random step (``HMSREPL_TEST_KILL_AT_STEP``: every copie
 version directory, before and after each batch's commit, during retirement). The killed load is run again,
 sometimes killed again, until it finishes. After every round: the replica equals the source (metadata,
 checksums, and no leftover file or directory: ``verify``), no staged copy is left anywhere under the
-replica's warehouse, and no metrics row stays ``running``.
+replica's warehouse, and no metrics row stays ``running``. After every kill of an incremental load, the
+replica's tables (with the renames a committed batch still owed done, as the next run's start does) are
+exactly the source's at the position the replica shows, compaction on or off (holds.py).
 
 15 kills by default (1-2 minutes on a busy 2-core machine); ``HMSREPL_KILL_TEST_ROUNDS=120`` for a long run.
 """
@@ -30,8 +32,9 @@ from hmsrepl.replication.filecopy import is_staging_name
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import RUNNING, MetricsLog
 from hmsrepl.replication.verify import verify
-from tests.compaction_workload import apply_ops, create_database, policy_text, random_ops
+from tests.compaction_workload import TABLES, apply_ops, create_database, policy_text, random_ops
 from tests.helpers import make_partition, make_table, open_store, side_args, write_file
+from tests.replica_states import History, States, states
 from tests.servers import REPO
 
 ROUNDS = int(os.environ.get("HMSREPL_KILL_TEST_ROUNDS", "15"))
@@ -89,6 +92,9 @@ def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
     source.catalog.add_partitions(db, ACID_TABLE, [make_partition(acid, v) for v in ("a", "b")])
     apply_ops(source, db, random_ops(rng, 30, WEIGHTS), tag="b", payload=2048)
     acid_writes(source, db, rng, "b")
+    history = History(source, db, TABLES)  # the source's tables at every event id from the bootstrap on
+    history.record()
+    intermediate: list[tuple[int, States, States | None]] = []  # (position, replica, source there)
     engine = ReplicationEngine(str(tmp_path / "dumps"), source)
     metrics = MetricsLog(target.engine)
     kills = rounds = 0
@@ -108,6 +114,10 @@ def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
                 break
             kills += 1
             reach += 3
+            if rounds:  # an incremental load (a bootstrap's tables are a mix until it finishes)
+                target.complete_file_intents(lease_seconds=0)
+                position = repl_status(target, replica) or 0
+                intermediate.append((position, states(target, replica, TABLES), history.at(position)))
             kill_at = rng.randint(1, reach) if rng.random() < 0.4 else None
         rounds += 1
         print(f"round {rounds}: {kills} kills so far", flush=True)
@@ -117,11 +127,17 @@ def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
         assert _staged(tmp_path / "target_wh") == [], f"round {rounds}: staged copies left"
         assert not metrics.list(status=RUNNING, limit=None), "a killed run's metrics row stayed 'running'"
         # the next window
-        apply_ops(source, db, random_ops(rng, rng.randint(3, 12), WEIGHTS), tag=f"r{rounds}-", payload=2048)
+        ops = random_ops(rng, rng.randint(3, 12), WEIGHTS)
+        apply_ops(source, db, ops, tag=f"r{rounds}-", payload=2048, on_event=history.record)
         acid_writes(source, db, rng, f"r{rounds}")
         options = "" if rng.random() < 0.5 else NO_COMPACTION
         dump = engine.execute(f"REPL DUMP {policy} FROM {repl_status(target, replica)}{options}")
-    print(f"{kills} kills in {rounds} rounds: every re-run converged")
+    foreign = [(position, seen) for position, seen, there in intermediate if seen != there]
+    print(
+        f"{kills} kills in {rounds} rounds: every re-run converged; {len(intermediate)} intermediate states, "
+        f"{len(foreign)} not the source's at their position"
+    )
+    assert foreign == []
     source.close()
     target.close()
 

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hmsrepl.metastore.events import EventType as E
 from hmsrepl.metastore.messages import DataChange, MessageBuilder
-from hmsrepl.replication.compaction import DATA, DELTA, META, EventSummary, compact, summarize_body
+from hmsrepl.replication.commands import parse_policy
+from hmsrepl.replication.compaction import (
+    DATA,
+    DELTA,
+    META,
+    EventSummary,
+    compact,
+    reuse_points,
+    summarize_body,
+)
+from hmsrepl.replication.holds import Holds
+from hmsrepl.replication.layout import DumpError, DumpMetadata
+from hmsrepl.replication.replace import WindowPlanner
 
 BOTH = frozenset({META, DATA})
 
@@ -214,3 +227,90 @@ def test_compacted_windows_of_deltas_rebuild_every_listing(
                 replica[part] = change.apply(replica[part])
         assert replica == source
     assert replica == held
+
+
+# -- holds: where a load may commit inside a compacted window (holds.py) ----------------------------------------
+def test_each_decision_holds_from_its_first_event_until_the_event_that_makes_it_redundant() -> None:
+    part = {"partitions": ("p=1",)}
+    steps = [
+        ev(1, E.CREATE_TABLE, "tmp", effects=BOTH),  # born and dropped: held until its drop (4)
+        ev(2, E.INSERT, "t", effects=frozenset({DATA}), **part),  # overwritten by 5
+        ev(3, E.ADD_PARTITION, "t", partitions=("p=9",), effects=BOTH),  # added and dropped at 6
+        ev(4, E.DROP_TABLE, "tmp"),
+        ev(5, E.INSERT, "t", effects=frozenset({DATA}), **part),
+        ev(6, E.DROP_PARTITION, "t", partitions=("p=9",)),
+        ev(7, E.ALTER_TABLE, "t", new_name="t", effects=frozenset({META})),
+    ]
+    plan = compact(steps)
+    assert plan.skipped == {1, 2, 3, 4, 6}
+    assert sorted(plan.holds) == [(1, 4), (2, 5), (3, 6)]
+    assert Holds.of(plan.holds).spans == ((1, 6),)
+
+
+def test_no_hold_covers_a_drop_committed_before_its_name_is_reused() -> None:
+    # 'tmp' is born and dropped around the drop and re-creation of 't': the load must commit the drop of
+    # 't' before 't' is created again (event 4), at position 3 at the latest, so 'tmp' is not left out.
+    steps = [
+        ev(1, E.CREATE_TABLE, "tmp", effects=BOTH),
+        ev(2, E.DROP_TABLE, "t"),
+        ev(3, E.ALTER_TABLE, "x", new_name="x", effects=frozenset({META})),
+        ev(4, E.CREATE_TABLE, "t", effects=BOTH),
+        ev(5, E.DROP_TABLE, "tmp"),
+    ]
+    assert reuse_points(steps) == [4]
+    plan = compact(steps)
+    assert plan.skipped == set() and plan.holds == []
+    # Once 'tmp' is dropped before the reuse, it is left out again.
+    reordered = [steps[0], steps[1], ev(3, E.DROP_TABLE, "tmp"), steps[3]]
+    assert compact(reordered).skipped == {1, 3}
+
+
+def test_a_withdrawn_delta_withdraws_the_overwrite_it_was_applied_on() -> None:
+    # 1 (an overwrite) and 2 (a delta on it) are made redundant by 6, but their holds cover the reuse at 4:
+    # both stay (a delta written without the overwrite under it would apply to the wrong listing).
+    part = {"partitions": ("p=1",)}
+    steps = [
+        ev(1, E.INSERT, "t", effects=frozenset({DATA}), **part),
+        ev(2, E.INSERT, "t", effects=frozenset({DELTA}), **part),
+        ev(3, E.DROP_TABLE, "u"),
+        ev(4, E.CREATE_TABLE, "u", effects=BOTH),
+        ev(6, E.INSERT, "t", effects=frozenset({DATA}), **part),
+    ]
+    plan = compact(steps)
+    assert plan.skipped == set() and plan.holds == []
+
+
+def test_a_commit_publishes_the_first_position_no_hold_covers() -> None:
+    holds = Holds.of([(5, 8), (8, 9), (12, 14)])
+    assert holds.spans == ((5, 9), (12, 14))
+    assert holds.position(4, 6) == 4  # before any hold: the last applied event
+    assert holds.position(6, 10) == 9  # inside: the hold's end, if no written event comes before it
+    assert holds.position(6, 9) is None  # the next written event is inside the hold: no commit
+    assert holds.position(14, 15) == 14
+    assert Holds().position(6, 7) == 6
+
+
+def test_holds_of_a_dump_are_checked_and_an_older_compacted_dump_is_held_whole() -> None:
+    meta = DumpMetadata("incremental", "db", "db", 10, 20, 20, skipped_events=2)
+    assert Holds.from_metadata(meta).spans == ((11, 20),)
+    meta.holds = [[12, 15]]
+    assert Holds.from_metadata(meta).spans == ((12, 15),)
+    meta.holds = [[12, "x"]]  # type: ignore[list-item]
+    with pytest.raises(DumpError, match="malformed holds"):
+        Holds.from_metadata(meta, "file:///d")
+
+
+def test_a_table_renamed_into_the_policy_is_held_until_the_replica_has_it() -> None:
+    # x0 is outside the policy: renamed to t2 at 2, the dump skips t2's events and the replica lacks t2
+    # until its drop (4); t3 renamed in at 5 is bootstrapped at the dump's end (9).
+    planner = WindowPlanner(parse_policy("db.['t[0-9]+']"))
+    for step in [
+        ev(1, E.INSERT, "x0", effects=frozenset({DELTA})),
+        ev(2, E.ALTER_TABLE, "x0", new_name="t2", effects=frozenset({META})),
+        ev(3, E.INSERT, "t2", effects=frozenset({DELTA})),
+        ev(4, E.DROP_TABLE, "t2"),
+        ev(5, E.ALTER_TABLE, "x1", new_name="t3", effects=frozenset({META})),
+    ]:
+        planner.feed(step)
+    plan = planner.plan(compacting=True, with_data=True, last=9)
+    assert sorted(plan.holds) == [(2, 4), (5, 9)]

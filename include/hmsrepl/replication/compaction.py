@@ -23,12 +23,18 @@ What is never compacted: transactional events (OPEN/COMMIT/ABORT_TXN, ALLOC_WRIT
 event of a table that is transactional or that such an event names in the window (a barrier: ACID replay
 copies data at COMMIT_TXN and needs every step). A window holding a DROP_DATABASE is not compacted at all.
 
+Each decision also says from which event until which the compacted replica differs from the source: its
+*hold* (``holds.py``, where the rule a load's commits follow is written). A decision whose hold would cover a
+cut the load must make (a drop committed before its name is reused: ``reuse_points``) is not taken, so a
+load never has to commit inside a hold.
+
 The plan is computed from small per-event summaries, so memory grows with the number of events in the window,
 not with their messages.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,6 +175,51 @@ class CompactionPlan:
     skipped: set[int] = field(default_factory=set)  # event ids not to write
     trimmed: dict[int, frozenset[str]] = field(default_factory=dict)  # ADD/DROP_PARTITION: names taken out
     stripped: set[int] = field(default_factory=set)  # written without their data change (metadata only)
+    # [first, until): event ids at which the replica, loaded without these events, is not the source (holds.py)
+    holds: list[tuple[int, int]] = field(default_factory=list)
+
+    def take(self, decision: CompactionPlan) -> None:
+        """Add one object's decision (its events left out, trimmed or stripped, and its hold)."""
+        self.skipped |= decision.skipped
+        for event_id, names in decision.trimmed.items():
+            self.trimmed[event_id] = self.trimmed.get(event_id, frozenset()) | names
+        self.stripped |= decision.stripped
+        self.holds += decision.holds
+
+
+def _decision(hold: tuple[int, int], skipped: set[int]) -> CompactionPlan:
+    return CompactionPlan(skipped=skipped, holds=[hold])
+
+
+def reuse_points(steps: Sequence[EventSummary]) -> list[int]:
+    """Ids of the events that create, add, rename or alter a table or partition under a name dropped earlier
+    in the window, in order: the load commits the drop before each such event (``load.split_before_reuse``)
+    whatever compaction leaves out, so these include every place it cuts for that reason."""
+    dropped_tables: set[str] = set()
+    dropped_parts: set[tuple[str, str]] = set()
+    out: list[int] = []
+    for step in steps:
+        if step.table is None:
+            continue
+        names = {step.table} | ({step.new_name} if step.new_name else set())
+        if (step.kind in STRUCTURAL or step.kind == EventType.ALTER_TABLE) and (
+            names & dropped_tables or any((n, p) in dropped_parts for n in names for p in step.partitions)
+        ):
+            out.append(step.event_id)
+        if step.kind in TABLE_DROPS:
+            dropped_tables.add(step.table)
+        elif step.kind in PARTITION_DROPS:
+            dropped_parts.update((step.table, p) for p in step.partitions)
+    return out
+
+
+def _covers_a_cut(decision: CompactionPlan, cuts: list[int]) -> bool:
+    """A hold [first, until) covers the commit before event r when first <= r - 1 < until."""
+    for first, until in decision.holds:
+        index = bisect.bisect_right(cuts, first)
+        if index < len(cuts) and cuts[index] <= until:
+            return True
+    return False
 
 
 @dataclass
@@ -217,25 +268,35 @@ def compact(steps: Sequence[EventSummary], *, with_data: bool = True) -> Compact
             life.dead = True
             del current[step.table]
 
+    decisions: list[CompactionPlan] = []
     for life in tables:
         if life.barrier:
             continue
+        ids = [steps[i].event_id for i in life.steps]
         if life.born and life.dead:
-            plan.skipped.update(steps[i].event_id for i in life.steps)
+            decisions.append(_decision((ids[0], ids[-1]), set(ids)))  # never on the replica
         elif life.dead:
             # Its renames stay, without their data change: the data events before them are skipped, and a
             # rename's change would be checked against the listing they left.
+            dead = CompactionPlan()
             for i in life.steps:
                 step = steps[i]
                 if step.is_rename and step.effects & {DATA, DELTA}:
-                    plan.stripped.add(step.event_id)
+                    dead.stripped.add(step.event_id)
                 elif not step.is_rename and step.kind not in TABLE_DROPS:
-                    plan.skipped.add(step.event_id)
+                    dead.skipped.add(step.event_id)
+            if dead.skipped or dead.stripped:
+                dead.holds.append((min(dead.skipped | dead.stripped), ids[-1]))  # until its drop
+                decisions.append(dead)
         else:
-            _compact_partitions(steps, life.steps, plan, with_data)
+            _compact_partitions(steps, life.steps, decisions, with_data)
             if with_data:
                 table_steps = [i for i in life.steps if not steps[i].partitions]
-                _supersede(steps, table_steps, plan)
+                _supersede(steps, table_steps, decisions)
+    cuts = reuse_points(steps)
+    for decision in decisions:
+        if not _covers_a_cut(decision, cuts):
+            plan.take(decision)
     # A partition list emptied by trimming means the whole event is redundant.
     by_id = {step.event_id: step for step in steps if step.event_id in plan.trimmed}
     for event_id, names in list(plan.trimmed.items()):
@@ -246,7 +307,7 @@ def compact(steps: Sequence[EventSummary], *, with_data: bool = True) -> Compact
 
 
 def _compact_partitions(
-    steps: Sequence[EventSummary], indices: list[int], plan: CompactionPlan, with_data: bool
+    steps: Sequence[EventSummary], indices: list[int], decisions: list[CompactionPlan], with_data: bool
 ) -> None:
     current: dict[str, _Lifetime] = {}
     parts: list[tuple[str, _Lifetime]] = []
@@ -267,32 +328,37 @@ def _compact_partitions(
     for name, life in parts:
         writes = [i for i in life.steps if steps[i].kind in PARTITION_WRITES]
         if life.dead:
-            plan.skipped.update(steps[i].event_id for i in writes)
+            dead = CompactionPlan(skipped={steps[i].event_id for i in writes})
             if life.born:
                 for i in life.steps:
                     if steps[i].kind in PARTITION_ADDS | PARTITION_DROPS:
-                        event_id = steps[i].event_id
-                        plan.trimmed[event_id] = plan.trimmed.get(event_id, frozenset()) | {name}
+                        dead.trimmed[steps[i].event_id] = frozenset({name})
+            changed = dead.skipped | dead.trimmed.keys()
+            if changed:
+                dead.holds.append((min(changed), steps[life.steps[-1]].event_id))  # until its drop
+                decisions.append(dead)
         elif with_data:
-            _supersede(steps, writes, plan)
+            _supersede(steps, writes, decisions)
 
 
-def _supersede(steps: Sequence[EventSummary], indices: list[int], plan: CompactionPlan) -> None:
+def _supersede(steps: Sequence[EventSummary], indices: list[int], decisions: list[CompactionPlan]) -> None:
     """Skip each step whose effects later steps of the same object all set again (the last one wins).
 
     A DELTA needs a later DATA (a complete listing) to be redundant, and covers nothing itself: dropping an
     earlier change under a later delta would lose what the delta was applied to. A DELTA that stays (a
     rename, which is never skipped, or a step with effects nothing later sets) reads the listing before it,
-    so no earlier data change is redundant any more.
+    so no earlier data change is redundant any more. A skipped step's hold ends at the latest of the steps
+    that set its effects again (the nearest later one for each effect).
     """
-    covered: set[str] = set()
+    covered: dict[str, int] = {}  # effect -> event id of the nearest later step kept that sets it
     for index in reversed(indices):
         step = steps[index]
         structural = step.kind in STRUCTURAL or step.is_rename
         needs = {DATA if effect == DELTA else effect for effect in step.effects}
-        if not structural and needs and needs <= covered:
-            plan.skipped.add(step.event_id)
+        if not structural and needs and needs <= covered.keys():
+            until = max(covered[effect] for effect in needs)
+            decisions.append(_decision((step.event_id, until), {step.event_id}))
             continue
         if DELTA in step.effects:
-            covered.discard(DATA)
-        covered |= step.effects - {DELTA}
+            covered.pop(DATA, None)
+        covered.update(dict.fromkeys(step.effects - {DELTA}, step.event_id))

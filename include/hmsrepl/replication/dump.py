@@ -41,6 +41,7 @@ from hmsrepl.replication.column_stats import dump_column_stats
 from hmsrepl.replication.commands import CommandError, DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.dump_events import DumpEvent
+from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
     PARTITION,
     TABLE,
@@ -349,7 +350,7 @@ class DumpEngine:
                     last = event.event_id
                     break
             last = bootstrap_in_window(self, dump, planner, last, with_data=with_data, external=external)
-            plan = planner.plan(compacting=compacting, with_data=with_data)
+            plan = planner.plan(compacting=compacting, with_data=with_data, last=last)
         count = files = size = 0
         # Segments are written on threads while the next ones are gathered (an object store's latency
         # overlaps); order does not matter because nothing reads the dump before its acknowledgement.
@@ -370,6 +371,7 @@ class DumpEngine:
         with self.clock.stage("acknowledge"):
             meta = self._metadata(command, "incremental", command.from_event_id, max(upto, last), last, count)
             meta.skipped_events = plan.skipped_events
+            meta.holds = Holds.of(plan.holds).as_metadata()
             meta.bootstrapped_tables = planner.bootstrapped()
             dump.write_metadata(meta)
             dump.acknowledge()

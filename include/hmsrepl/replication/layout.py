@@ -1,6 +1,7 @@
 """The dump directory: what REPL DUMP writes and REPL LOAD reads.
 
-    <dump>/_dumpmetadata                     kind, policy, event range, source roots, settings
+    <dump>/_dumpmetadata                     kind, policy, event range, source roots, settings; incremental:
+                                             the ``holds`` where no load may commit (holds.py)
     <dump>/_finished_dump                    written last: a dump without it is incomplete
     <dump>/_signature                        with a signing key: manifest and HMAC of the rest (signing.py)
     bootstrap:
@@ -271,6 +272,9 @@ class DumpMetadata:
     settings: dict[str, str] = field(default_factory=dict)
     skipped_events: int = 0  # events of the window left out by compaction (compaction.py)
     bootstrapped_tables: list[str] = field(default_factory=list)  # incremental: tables under BOOTSTRAP_DIR
+    # incremental: [first, until) event ids at which the compacted window's state is not the source's, where
+    # no load commits (holds.py); None: a dump written before holds were recorded
+    holds: list[list[int]] | None = None
     created: float = field(default_factory=time.time)
     format: int = FORMAT_VERSION
 

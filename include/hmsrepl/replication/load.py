@@ -9,6 +9,7 @@ idempotent, so re-running a finished or half-finished load converges to the same
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import socket
@@ -59,6 +60,7 @@ from hmsrepl.replication.dump_validation import (
 )
 from hmsrepl.replication.failures import explain_load_failure, fault_point
 from hmsrepl.replication.filecopy import CopyTask, available_source
+from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
     FILES,
     FUNCTIONS_DIR,
@@ -541,34 +543,40 @@ class LoadEngine:
         part = has_bootstrap_part(meta)
         cap = meta.last_event_id - 1 if part else meta.last_event_id
         ids = pending.ids
-        for start in range(0, len(ids), BATCH_EVENTS):
-            read = [pending.take(dump, event_id) for event_id in ids[start : start + BATCH_EVENTS]]
-            for batch in load_batches([(event, parse_event(event)) for event in read]):
-                with self._batch(writer):
-                    position = writer.locked_last_id()  # another load may have got further meanwhile
-                    batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
-                    if not batch:
-                        continue
-                    writer.in_place_tables = in_place_tables(msg for _, msg in batch)
-                    writer.written_at = written_at(batch)
-                    runs = PartitionRuns(writer, meta)
-                    for event, msg in batch:
-                        writer.version = event["event_id"]  # names the version directories it makes
-                        if not runs.absorb(msg):
-                            runs.flush_for(msg)
-                            apply_event(writer, event, meta, msg)
-                        result.events_applied += 1
-                    runs.flush()
-                    if part and batch[-1][0]["event_id"] == ids[-1]:
-                        # The dump's bootstrapped tables commit with its last events: a position between
-                        # them would make a re-run replay events already applied (a txn's commit twice).
-                        writer.version = meta.last_event_id
-                        apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
-                        writer.set_last_id(meta.last_event_id)
-                    else:
-                        writer.set_last_id(min(batch[-1][0]["event_id"], cap))
-                if progress is not None:
-                    progress(len(batch))
+        chunks = (
+            [
+                (event, parse_event(event))
+                for event in (pending.take(dump, i) for i in ids[start : start + BATCH_EVENTS])
+            ]
+            for start in range(0, len(ids), BATCH_EVENTS)
+        )
+        holds = Holds.from_metadata(meta, dump.uri)
+        for batch, published in commit_batches(chunks, holds, cap):
+            with self._batch(writer):
+                position = writer.locked_last_id()  # another load may have got further meanwhile
+                batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
+                if not batch:
+                    continue
+                writer.in_place_tables = in_place_tables(msg for _, msg in batch)
+                writer.written_at = written_at(batch)
+                runs = PartitionRuns(writer, meta)
+                for event, msg in batch:
+                    writer.version = event["event_id"]  # names the version directories it makes
+                    if not runs.absorb(msg):
+                        runs.flush_for(msg)
+                        apply_event(writer, event, meta, msg)
+                    result.events_applied += 1
+                runs.flush()
+                if part and batch[-1][0]["event_id"] == ids[-1]:
+                    # The dump's bootstrapped tables commit with its last events: a position between
+                    # them would make a re-run replay events already applied (a txn's commit twice).
+                    writer.version = meta.last_event_id
+                    apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
+                    writer.set_last_id(meta.last_event_id)
+                else:
+                    writer.set_last_id(published)
+            if progress is not None:
+                progress(len(batch))
         if meta.last_event_id > last and part:
             writer.version = meta.last_event_id
             with self._batch(writer):
@@ -652,6 +660,50 @@ def _one_file_partition_write(msg: Message) -> bool:
 
 
 EventBatch = list[tuple[dict[str, Any], Message]]
+
+
+def commit_batches(chunks: Iterable[EventBatch], holds: Holds, end: int) -> Iterator[tuple[EventBatch, int]]:
+    """The transactions a load applies its events in, each with the position it publishes (``holds.py``).
+
+    ``chunks``: the dump's events in order, ``BATCH_EVENTS`` at a time; ``end``: the highest position a
+    commit may publish. ``load_batches`` cuts each chunk; a cut where the rule allows no commit (inside a
+    hold) is undone, the batch merged with the next, and a merged batch is cut again only where a drop's name
+    is reused (``split_before_reuse``), a cut ``compaction.compact`` keeps out of every hold.
+    """
+    group: EventBatch = []
+    merged = False
+    for batch in (batch for chunk in chunks for batch in load_batches(chunk)):
+        if group:
+            position = holds.position(group[-1][0]["event_id"], min(batch[0][0]["event_id"], end + 1))
+            if position is None:  # no commit inside a hold: the next batch joins this one
+                group, merged = group + batch, True
+                continue
+            yield from _cut_merged(group, merged, holds, position, end)
+        group, merged = batch, False
+    if group:
+        last = min(group[-1][0]["event_id"], end)
+        yield from _cut_merged(group, merged, holds, holds.position(last, end + 1) or last, end)
+
+
+def _cut_merged(
+    group: EventBatch, merged: bool, holds: Holds, position: int, end: int
+) -> Iterator[tuple[EventBatch, int]]:
+    """``group`` publishing ``position``; a merged one in the parts a reused name needs, each at its own.
+
+    A reused name inside a hold (a rename-in's, or a dump that recorded none) is not cut: the drop's
+    directories are retired only after the commit, and retirement removes only what no metadata names then
+    (``leftovers``), so the re-created object's files stay; a cut there would show readers a state the
+    source never had.
+    """
+    parts = split_before_reuse(group) if merged else [group]
+    pending: EventBatch = []
+    for part, following in itertools.pairwise(parts):
+        pending += part
+        published = holds.position(part[-1][0]["event_id"], min(following[0][0]["event_id"], end + 1))
+        if published is not None:
+            yield pending, published
+            pending = []
+    yield pending + parts[-1], position
 
 
 def load_batches(events: EventBatch) -> Iterator[EventBatch]:

@@ -74,6 +74,11 @@ class WindowPlanner:
     known: set[str] = field(default_factory=set)  # diverged names read or renamed in
     summaries: list[EventSummary] = field(default_factory=list)
     actions: dict[int, str] = field(default_factory=dict)  # only events not written as they are
+    # Names renamed in from outside the policy, by the event they arrived at: until the target follows them
+    # again (or the dump's end, which bootstraps them) the replica lacks a table the source has (holds.py).
+    arrived: dict[str, int] = field(default_factory=dict)
+    holds: list[tuple[int, int]] = field(default_factory=list)
+    _at: int = 0  # the event being decided
 
     def newly_included(self, name: str) -> bool:
         old = self.replaced
@@ -84,12 +89,15 @@ class WindowPlanner:
 
     def _follow(self, name: str) -> None:
         """From now on the target follows ``name`` by events (both sides agree: free, or just created)."""
+        if name in self.arrived:
+            self.holds.append((self.arrived.pop(name), self._at))
         self.extras.discard(name)
         self.valid.discard(name)
         if self.newly_included(name):
             self.settled.add(name)
 
     def _diverge(self, name: str, entry_valid: bool) -> None:
+        self.arrived.setdefault(name, self._at)
         self.settled.discard(name)
         self.extras.add(name)
         self.known.add(name)
@@ -97,6 +105,7 @@ class WindowPlanner:
 
     def feed(self, summary: EventSummary) -> None:
         self.summaries.append(summary)
+        self._at = summary.event_id
         action = self._decide(summary)
         if action != EMIT:
             self.actions[summary.event_id] = action
@@ -145,7 +154,8 @@ class WindowPlanner:
     def bootstrapped(self) -> list[str]:
         return sorted(n for n in self.known if self.diverged(n))
 
-    def plan(self, *, compacting: bool, with_data: bool) -> WindowPlan:
+    def plan(self, *, compacting: bool, with_data: bool, last: int | None = None) -> WindowPlan:
+        """``last``: the dump's last event id, where the tables still diverged are bootstrapped."""
         effective = []
         for s in self.summaries:
             action = self.actions.get(s.event_id, EMIT)
@@ -159,7 +169,14 @@ class WindowPlanner:
             compacted.skipped if compacted else set(),
             compacted.trimmed if compacted else {},
             compacted.stripped if compacted else set(),
+            (compacted.holds if compacted else []) + self.arrival_holds(last),
         )
+
+    def arrival_holds(self, last: int | None) -> list[tuple[int, int]]:
+        """From each rename into the policy until the target has the table: its drop or rename away, a
+        create under its name, or the dump's end (``last``), where it is bootstrapped."""
+        until = last if last is not None else self._at
+        return self.holds + [(since, until) for since in self.arrived.values()]
 
 
 @dataclass
@@ -168,6 +185,7 @@ class WindowPlan:
     compacted: set[int]
     trimmed: dict[int, frozenset[str]]
     stripped: set[int] = field(default_factory=set)
+    holds: list[tuple[int, int]] = field(default_factory=list)  # where no load commits (holds.py)
 
     @property
     def skipped_events(self) -> int:
