@@ -1,0 +1,76 @@
+"""Hive's rules for the names and partition values a client may create, checked before anything is written.
+
+A name or value becomes a directory: one that no file system accepts (longer than a path segment may be, a
+control character, ``..``) would commit metadata whose directory can never be made. Hive's rules, which these
+follow:
+
+- database, table and function names match ``[A-Za-z0-9_]+`` (Java's ``\\w`` in ``MetaStoreUtils.validateName``)
+  and fit the metastore schema's name columns, 128 characters; Hive answers InvalidObjectException.
+- a partition value fits Hive's ``PART_KEY_VAL`` column, 256 characters, and Hive answers MetaException for a
+  value it refuses (``validatePartitionNameCharacters``). Beyond Hive's default (anything goes), a value may not
+  contain ``/``, a NUL or another control character, nor be ``.`` or ``..``: each is a directory a reader
+  would resolve to somewhere else. The escaped ``key=value`` directory must also fit one path segment (255
+  bytes, NAME_MAX on Linux and the limit of HDFS and S3 tools alike).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from hmsrepl.exceptions import InvalidObjectError, InvalidPartitionValueError
+from hmsrepl.formats.partition_names import escape_path_name
+
+MAX_IDENTIFIER_CHARS = 128
+MAX_PARTITION_VALUE_CHARS = 256
+MAX_PATH_SEGMENT_BYTES = 255
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SHOWN_CHARS = 60  # names in messages are the client's: show enough to recognise them, never 5,000 characters
+
+
+def shown(text: str) -> str:
+    """``text`` as a message quotes it: control characters visible, long ones cut with their length."""
+    visible = repr(text[:_SHOWN_CHARS])[1:-1]
+    return visible if len(text) <= _SHOWN_CHARS else f"{visible}... ({len(text)} characters)"
+
+
+def check_identifier(name: str, kind: str) -> None:
+    """Refuse a database, table or function name Hive would refuse (InvalidObjectException)."""
+    if len(name) > MAX_IDENTIFIER_CHARS:
+        raise InvalidObjectError(
+            f"{kind} name '{shown(name)}' is too long ({len(name)} characters); "
+            f"use at most {MAX_IDENTIFIER_CHARS}"
+        )
+    if not _IDENTIFIER.fullmatch(name):
+        raise InvalidObjectError(
+            f"{kind} name '{shown(name)}' is invalid: use ASCII letters, digits and '_' only"
+        )
+
+
+def check_partition_values(table: str, keys: Sequence[str], values: Sequence[str]) -> None:
+    """Refuse partition values that would make an unusable or misleading directory (MetaException)."""
+    for key, value in zip(keys, values, strict=False):
+        problem = _value_problem(key, value)
+        if problem:
+            raise InvalidPartitionValueError(
+                f"partition value '{shown(value)}' for key '{key}' of table '{table}' {problem}"
+            )
+
+
+def _value_problem(key: str, value: str) -> str | None:
+    if len(value) > MAX_PARTITION_VALUE_CHARS:
+        return f"is too long ({len(value)} characters); use at most {MAX_PARTITION_VALUE_CHARS}"
+    if value in (".", ".."):
+        return "is a relative directory name; choose another value"
+    if "/" in value:
+        return "contains '/'; partition values may not contain a path separator"
+    if _CONTROL.search(value):
+        return "contains a NUL or control character; remove it"
+    segment = f"{escape_path_name(key.lower())}={escape_path_name(value)}"
+    if len(segment.encode("utf-8")) > MAX_PATH_SEGMENT_BYTES:
+        return (
+            f"makes a directory name of {len(segment.encode('utf-8'))} bytes once escaped; "
+            f"file systems allow {MAX_PATH_SEGMENT_BYTES}: use a shorter value"
+        )
+    return None
