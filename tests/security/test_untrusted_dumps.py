@@ -178,6 +178,12 @@ def parts(encoded: str) -> list[str]:
     return [*encoded.split("#"), "", "", ""][:4]
 
 
+def forged(checksum: str) -> str:
+    """Another well-formed checksum for a file of the same size (``crc32c-<8 hex>-<size>``)."""
+    _, digest, size = checksum.split("-")
+    return f"crc32c-{int(digest, 16) ^ 0xFFFFFFFF:08x}-{size}"
+
+
 def tamper_added(doc: dict[str, Any], change: Callable[[list[str]], str]) -> None:
     """Change the one file a data event adds: in its message's data change and in its files alike."""
     data = doc["message"]["data"]
@@ -235,6 +241,13 @@ def bootstrap_attacks(
         "empty checksum (would skip verification)": (
             files_line(lambda p: f"{p[0]}##{p[2]}#"),
             ("sales/plain/_files", "checksum ''", "crc32c-<8 hex>-<size>"),
+            {},
+        ),
+        # Well formed, the right size, the wrong content: only reading the file finds it, and the table
+        # ('plain') is loaded after 'orders': its copy is verified before the database is created.
+        "a forged checksum on the second table": (
+            files_line(lambda p: f"{p[0]}#{forged(p[1])}#{p[2]}#"),
+            ("refused, nothing was applied", "000000_0", "the dump's checksum was edited"),
             {},
         ),
         "malformed checksum": (
@@ -355,6 +368,10 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
             ("INSERT", "outside the source warehouse"),
         ),
         "empty checksum in an event": (insert_files(lambda p: f"{p[0]}##{p[2]}#"), ("checksum ''",)),
+        "a forged checksum on the second INSERT's file": (
+            insert_files(lambda p: f"{p[0]}#{forged(p[1])}#{p[2]}#"),
+            ("refused, nothing was applied", "000000_0", "the dump's checksum was edited"),
+        ),
         "table created at '/'": (
             lambda d: edit_event(
                 d,
