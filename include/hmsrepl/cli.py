@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
+from hmsrepl.cli_errors import OneLineErrors, describe, one_line
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
@@ -25,24 +26,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _friendly_errors(func: F) -> F:
-    """Turn the product's own errors into one clear line and exit code 1, without a traceback."""
+    """Turn the product's own errors into one clear line and exit code 1, without a traceback (anything
+    else is caught by the top-level group, ``cli_errors.OneLineErrors``)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except HmsReplError as exc:
-            raise click.ClickException(str(exc)) from exc
-        except SQLAlchemyError as exc:  # the driver's reason, without the statement and its parameters
-            reason = " ".join(str(getattr(exc, "orig", None) or exc.__class__.__name__).split())
-            raise click.ClickException(
-                f"database error: {reason}; check the database URL and that its server is running"
-            ) from exc
+        except (HmsReplError, SQLAlchemyError) as exc:
+            raise click.ClickException(one_line(describe(exc))) from exc
 
     return wrapper  # type: ignore[return-value]
 
 
-@click.group()
+@click.group(cls=OneLineErrors)
 @click.option("--db-url", envvar="HMSREPL_DB_URL", help="Metastore database URL (default: embedded SQLite).")
 @click.option("--warehouse", envvar="HMSREPL_WAREHOUSE", help="Warehouse root.")
 @click.option("--cmroot", envvar="HMSREPL_CMROOT", help="Change manager root.")
