@@ -268,6 +268,14 @@ def bootstrap_attacks(
             ("partition value 'd1/..'",),
             {},
         ),
+        "a partition value the catalog refuses (longer than Hive's 256 characters)": (
+            lambda d: edit_json(
+                next((d / "sales/orders").glob("day=d2/_metadata")),
+                lambda b: b["partition"].update(values=["d" * 300]),
+            ),
+            ("for key 'day'", "is too long (300 characters); use at most 256"),
+            {},
+        ),
         "a table name with a path separator": (
             lambda d: edit_json(
                 d / "sales/plain/_metadata", lambda b: b["table"].update(table_name="../plain")
@@ -772,3 +780,16 @@ def test_a_tampered_append_after_an_hour_rollover_leaves_the_replica_at_the_sour
     assert done.returncode == 0, done.stderr
     assert scene.target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location == replica_d1
     assert verify(scene.source, "sales", scene.target, "sales_dr") == []
+
+
+def test_a_load_refused_for_its_target_leaves_no_running_mark(scene: Scene) -> None:
+    """Refused before its first change (the target is not a replica): no '.hmsrepl-loads' mark, no directory."""
+    first = scene.engine.execute("REPL DUMP sales")
+    increment = scene.engine.execute(f"REPL DUMP sales FROM {first.last_event_id}")
+    files = scene.files()
+    done = scene.cli_load(increment.dump_dir)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "run a bootstrap dump and load first" in line, line
+    assert scene.files() == files
+    assert not list(scene.root.rglob(".hmsrepl-loads"))

@@ -37,28 +37,32 @@ def shown(text: str) -> str:
 
 def check_identifier(name: str, kind: str) -> None:
     """Refuse a database, table or function name Hive would refuse (InvalidObjectException)."""
+    problem = identifier_problem(name)
+    if problem:
+        raise InvalidObjectError(f"{kind} name '{shown(name)}' {problem}")
+
+
+def identifier_problem(name: str) -> str | None:
+    """Why Hive refuses ``name`` as a database, table or function name, or None."""
     if len(name) > MAX_IDENTIFIER_CHARS:
-        raise InvalidObjectError(
-            f"{kind} name '{shown(name)}' is too long ({len(name)} characters); "
-            f"use at most {MAX_IDENTIFIER_CHARS}"
-        )
+        return f"is too long ({len(name)} characters); use at most {MAX_IDENTIFIER_CHARS}"
     if not _IDENTIFIER.fullmatch(name):
-        raise InvalidObjectError(
-            f"{kind} name '{shown(name)}' is invalid: use ASCII letters, digits and '_' only"
-        )
+        return "is invalid: use ASCII letters, digits and '_' only"
+    return None
 
 
 def check_partition_values(table: str, keys: Sequence[str], values: Sequence[str]) -> None:
     """Refuse partition values that would make an unusable or misleading directory (MetaException)."""
     for key, value in zip(keys, values, strict=False):
-        problem = _value_problem(key, value)
+        problem = partition_value_problem(key, value)
         if problem:
             raise InvalidPartitionValueError(
                 f"partition value '{shown(value)}' for key '{key}' of table '{table}' {problem}"
             )
 
 
-def _value_problem(key: str, value: str) -> str | None:
+def partition_value_problem(key: str, value: str) -> str | None:
+    """Why ``value`` cannot be the value of partition key ``key``, or None."""
     if len(value) > MAX_PARTITION_VALUE_CHARS:
         return f"is too long ({len(value)} characters); use at most {MAX_PARTITION_VALUE_CHARS}"
     if value in (".", ".."):
