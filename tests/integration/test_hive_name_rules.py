@@ -124,3 +124,18 @@ def test_malformed_requests_answer_hive_exceptions_not_internal_errors(client: H
         reply = read_reply(sock, 10)
     assert b"get_table: invalid request: argument 'tbl_name' is missing or has the wrong type" in reply
     assert b"internal error" not in reply
+
+
+def test_a_partition_name_longer_than_the_metastore_stores_is_refused(client: Hive2Client, server) -> None:
+    """Four values of 200 characters each are valid one by one; their name (811 characters) is not."""
+    _create_table(
+        client, "names", "wide", [("a", "string"), ("b", "string"), ("c", "string"), ("d", "string")]
+    )
+    part = h2.Partition(values=["v" * 200] * 4, dbName="names", tableName="wide", sd=_sd(), parameters={})
+    expect(
+        h2.MetaException,
+        "has a name of 811 characters once escaped; the metastore stores at most 700",
+        client.add_partitions,
+        [part],
+    )
+    assert client.get_partition_names("names", "wide", -1) == []

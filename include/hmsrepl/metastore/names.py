@@ -19,7 +19,8 @@ import re
 from collections.abc import Sequence
 
 from hmsrepl.exceptions import InvalidObjectError, InvalidPartitionValueError
-from hmsrepl.formats.partition_names import escape_path_name
+from hmsrepl.formats.partition_names import escape_path_name, make_partition_name
+from hmsrepl.metastore.schema import PART_NAME
 
 MAX_IDENTIFIER_CHARS = 128
 MAX_PARTITION_VALUE_CHARS = 256
@@ -52,13 +53,20 @@ def identifier_problem(name: str) -> str | None:
 
 
 def check_partition_values(table: str, keys: Sequence[str], values: Sequence[str]) -> None:
-    """Refuse partition values that would make an unusable or misleading directory (MetaException)."""
+    """Refuse partition values that would make an unusable or misleading directory, or a partition name longer
+    than the metastore stores (MetaException)."""
     for key, value in zip(keys, values, strict=False):
         problem = partition_value_problem(key, value)
         if problem:
             raise InvalidPartitionValueError(
                 f"partition value '{shown(value)}' for key '{key}' of table '{table}' {problem}"
             )
+    name = make_partition_name(keys, values)
+    if len(name) > PART_NAME:
+        raise InvalidPartitionValueError(
+            f"partition '{shown(name)}' of table '{table}' has a name of {len(name)} characters once escaped; "
+            f"the metastore stores at most {PART_NAME}: use shorter values"
+        )
 
 
 def partition_value_problem(key: str, value: str) -> str | None:
