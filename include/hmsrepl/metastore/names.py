@@ -55,18 +55,26 @@ def identifier_problem(name: str) -> str | None:
 def check_partition_values(table: str, keys: Sequence[str], values: Sequence[str]) -> None:
     """Refuse partition values that would make an unusable or misleading directory, or a partition name longer
     than the metastore stores (MetaException)."""
+    problem = partition_problem(keys, values, f"of table '{table}'")
+    if problem:
+        raise InvalidPartitionValueError(problem)
+
+
+def partition_problem(keys: Sequence[str], values: Sequence[str], owner: str = "") -> str | None:
+    """Why these values cannot make a partition (one value, or the name they make together), or None;
+    ``owner`` (e.g. "of table 'db.t'") goes into the message."""
+    at = f" {owner}" if owner else ""
     for key, value in zip(keys, values, strict=False):
         problem = partition_value_problem(key, value)
         if problem:
-            raise InvalidPartitionValueError(
-                f"partition value '{shown(value)}' for key '{key}' of table '{table}' {problem}"
-            )
+            return f"partition value '{shown(value)}' for key '{key}'{at} {problem}"
     name = make_partition_name(keys, values)
     if len(name) > PART_NAME:
-        raise InvalidPartitionValueError(
-            f"partition '{shown(name)}' of table '{table}' has a name of {len(name)} characters once escaped; "
-            f"the metastore stores at most {PART_NAME}: use shorter values"
+        return (
+            f"partition '{shown(name)}'{at} has a name of {len(name)} characters once escaped; the metastore "
+            f"stores at most {PART_NAME}: use shorter values"
         )
+    return None
 
 
 def partition_value_problem(key: str, value: str) -> str | None:

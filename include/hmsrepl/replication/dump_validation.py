@@ -51,7 +51,7 @@ from hmsrepl.metastore.event_specs import parse
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import MESSAGE_FORMAT_VERSION
 from hmsrepl.metastore.model import Database, Function, Partition, Table
-from hmsrepl.metastore.names import identifier_problem, partition_value_problem
+from hmsrepl.metastore.names import identifier_problem, partition_problem
 from hmsrepl.replication.layout import (
     ACID_STATE,
     BOOTSTRAP_DIR,
@@ -150,10 +150,9 @@ def check_partition_values(keys: Sequence[str], values: Any, max_chars: int = 10
             raise InvalidPathError(
                 f"partition value {show(value)} has a '..'/'.' segment or control character"
             )
-    for key, value in zip(keys, values, strict=True):
-        problem = partition_value_problem(key, value)
-        if problem:  # the catalog would refuse it half way through the load
-            raise InvalidPathError(f"partition value {show(value)} for key '{key}' {problem}")
+    problem = partition_problem(keys, values)
+    if problem:  # the catalog would refuse it half way through the load
+        raise InvalidPathError(problem)
     return values
 
 
