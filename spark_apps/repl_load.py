@@ -135,9 +135,9 @@ def run_load(
             log.info("staged %d verified copies (%d bytes); loading", staged, staged_bytes)
         else:
             log.info("%d files to copy: below --spark-min-files, the load copies them", len(tasks))
-        return LoadEngine(target, clock=clock, source_roots=source_roots).load(
-            command, progress=lambda n: log.info("applied a batch of %d events", n)
-        )
+        engine = LoadEngine(target, clock=clock, source_roots=source_roots)
+        engine.copies_staged = len(tasks) >= spark_min_files  # verified on Spark: no copy ahead again
+        return engine.load(command, progress=lambda n: log.info("applied a batch of %d events", n))
 
     result = recorded_load(MetricsLog(target.engine), command, work)
     discarded = discard_unpublished(tasks) if staged else 0

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
+from hmsrepl.cli_errors import OneLineErrors, describe, one_line
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
@@ -32,24 +33,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _friendly_errors(func: F) -> F:
-    """Turn the product's own errors into one clear line and exit code 1, without a traceback."""
+    """Turn the product's own errors into one clear line and exit code 1, without a traceback (anything
+    else is caught by the top-level group, ``cli_errors.OneLineErrors``)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except HmsReplError as exc:
-            raise click.ClickException(str(exc)) from exc
-        except SQLAlchemyError as exc:  # the driver's reason, without the statement and its parameters
-            reason = " ".join(str(getattr(exc, "orig", None) or exc.__class__.__name__).split())
-            raise click.ClickException(
-                f"database error: {reason}; check the database URL and that its server is running"
-            ) from exc
+        except (HmsReplError, SQLAlchemyError) as exc:
+            raise click.ClickException(one_line(describe(exc))) from exc
 
     return wrapper  # type: ignore[return-value]
 
 
-@click.group()
+@click.group(cls=OneLineErrors)
 @click.option("--db-url", envvar="HMSREPL_DB_URL", help="Metastore database URL (default: embedded SQLite).")
 @click.option("--warehouse", envvar="HMSREPL_WAREHOUSE", help="Warehouse root.")
 @click.option("--cmroot", envvar="HMSREPL_CMROOT", help="Change manager root.")
@@ -749,7 +746,7 @@ def intents() -> None:
 @click.pass_context
 @_friendly_errors
 def intents_list(ctx: click.Context) -> None:
-    """Print the pending file intents: id, kind, age, attempts, last error."""
+    """Print the pending file intents: id, kind, age, attempts, parked or not, last error."""
     import time
 
     pending = _store(ctx).catalog.intents.pending()
@@ -758,24 +755,30 @@ def intents_list(ctx: click.Context) -> None:
         size = len(intent.payload.get("files", [])), len(intent.payload.get("dirs", []))
         click.echo(
             f"{intent.id}\t{intent.kind}\t{size[0]} files, {size[1]} dirs\tage {(now_ms - intent.created_at) / 1000:.0f} s"
-            f"\tattempts {intent.attempts}" + (f"\t{intent.last_error}" if intent.last_error else "")
+            f"\tattempts {intent.attempts}"
+            + ("\tparked (can never succeed as it is)" if intent.parked_at is not None else "")
+            + (f"\t{intent.last_error}" if intent.last_error else "")
         )
-    click.echo(f"{len(pending)} pending file intents")
+    parked = sum(intent.parked_at is not None for intent in pending)
+    click.echo(f"{len(pending)} pending file intents" + (f", {parked} parked" if parked else ""))
 
 
 @intents.command("run")
 @click.option(
     "--lease-seconds", type=float, default=0.0, show_default=True, help="Skip intents started this recently."
 )
+@click.option(
+    "--include-parked",
+    is_flag=True,
+    help="Also try parked intents (work found impossible, e.g. a path too long) once their cause is fixed.",
+)
 @click.pass_context
 @_friendly_errors
-def intents_run(ctx: click.Context, lease_seconds: float) -> None:
+def intents_run(ctx: click.Context, lease_seconds: float, include_parked: bool) -> None:
     """Complete pending file intents (safe to run while metastores serve: each step is idempotent)."""
-    result = _store(ctx).complete_file_intents(lease_seconds)
-    click.echo(
-        f"file intents: {result.completed} completed, {result.failed} failed, {result.skipped} skipped"
-    )
-    if result.failed:
+    result = _store(ctx).complete_file_intents(lease_seconds, include_parked=include_parked)
+    click.echo(f"file intents: {result}")
+    if result.failed or result.parked:
         raise SystemExit(1)
 
 

@@ -59,6 +59,10 @@ class InvalidObjectError(MetastoreError):
     """The object sent by the client is malformed (bad name, wrong partition values, missing fields)."""
 
 
+class InvalidPartitionValueError(InvalidObjectError):
+    """A partition value Hive's rules refuse (Hive answers MetaException, from validatePartitionNameCharacters)."""
+
+
 class InvalidOperationError(MetastoreError):
     """The request is well formed but not allowed in the object's current state."""
 

@@ -103,21 +103,18 @@ def test_server_log_and_client_errors_hold_no_secret_sql_or_internals(server: Se
                 parameters={"EXTERNAL": "TRUE"},
             )
         )
-        with pytest.raises(hms.MetaException) as internal:  # longer than the database's column: it refuses
-            client.add_partitions(
-                [hms.Partition(values=["v" * 5000], dbName="default", tableName="t", sd=_sd(), parameters={})]
-            )
-        message = internal.value.message
-        match = re.fullmatch(
-            r"internal error ([0-9a-f]{12}) in add_partitions; see the metastore server log for the details",
-            message,
+        with pytest.raises(hms.MetaException) as refused:  # PostgreSQL refuses a NUL: its reason, not its SQL
+            client.get_table("default", "t\x00")
+        message = refused.value.message
+        assert message == (
+            "get_table: the metastore database refuses a value of the request (PostgreSQL text fields cannot "
+            "contain NUL (0x00) bytes); remove NUL characters and shorten the values"
         )
-        assert match, message
         with pytest.raises(hms.InvalidObjectException) as invalid:
             client.create_database(hms.Database(name=None, parameters={}))
         assert "\n" not in invalid.value.message
         for text in (message, invalid.value.message):
-            assert not re.search(r"SQL|INSERT|SELECT|parameters|Traceback|File \"", text), text
+            assert not re.search(r"\bSQL\b|INSERT|SELECT|parameters|Traceback|File \"", text), text
         with pytest.raises(hms.NoSuchObjectException, match="database 'nope' does not exist"):
             client.get_database("nope")
         assert "default" in client.get_all_databases()  # the connection is still usable
@@ -126,6 +123,29 @@ def test_server_log_and_client_errors_hold_no_secret_sql_or_internals(server: Se
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(60) == 0
     log = server.log()
-    assert f"add_partitions failed (error id {match.group(1)})" in log  # the detail stays server-side
     assert "postgres:***@" in log
     assert SECRET not in log
+
+
+def test_an_internal_error_reaches_the_client_as_an_id_and_its_detail_stays_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from hmsrepl.thrift.handler import ErrorMappingDispatcher
+
+    class Failing:
+        def get_database(self, name: str) -> None:
+            raise RuntimeError(f"SELECT password FROM users WHERE name = '{name}' ({SECRET})")
+
+    with (
+        caplog.at_level("ERROR", logger="hmsrepl.thrift.handler"),
+        pytest.raises(Exception) as raised,  # the server's own IDL module's MetaException
+    ):
+        ErrorMappingDispatcher(Failing()).get_database("sales")  # type: ignore[arg-type]
+    assert type(raised.value).__name__ == "MetaException"
+    match = re.fullmatch(
+        r"internal error ([0-9a-f]{12}) in get_database; see the metastore server log for the details",
+        raised.value.message,
+    )
+    assert match, raised.value.message
+    [record] = [r for r in caplog.records if f"error id {match.group(1)}" in r.getMessage()]
+    assert record.exc_info is not None and "SELECT password" in str(record.exc_info[1])

@@ -178,6 +178,12 @@ def parts(encoded: str) -> list[str]:
     return [*encoded.split("#"), "", "", ""][:4]
 
 
+def forged(checksum: str) -> str:
+    """Another well-formed checksum for a file of the same size (``crc32c-<8 hex>-<size>``)."""
+    _, digest, size = checksum.split("-")
+    return f"crc32c-{int(digest, 16) ^ 0xFFFFFFFF:08x}-{size}"
+
+
 def tamper_added(doc: dict[str, Any], change: Callable[[list[str]], str]) -> None:
     """Change the one file a data event adds: in its message's data change and in its files alike."""
     data = doc["message"]["data"]
@@ -237,6 +243,13 @@ def bootstrap_attacks(
             ("sales/plain/_files", "checksum ''", "crc32c-<8 hex>-<size>"),
             {},
         ),
+        # Well formed, the right size, the wrong content: only reading the file finds it, and the table
+        # ('plain') is loaded after 'orders': its copy is verified before the database is created.
+        "a forged checksum on the second table": (
+            files_line(lambda p: f"{p[0]}#{forged(p[1])}#{p[2]}#"),
+            ("refused, nothing was applied", "000000_0", "the dump's checksum was edited"),
+            {},
+        ),
         "malformed checksum": (
             files_line(lambda p: f"{p[0]}#crc32c-0x1F-8#{p[2]}#"),
             ("checksum 'crc32c-0x1F-8'",),
@@ -253,6 +266,14 @@ def bootstrap_attacks(
                 lambda b: b["partition"].update(values=["d1/.."]),
             ),
             ("partition value 'd1/..'",),
+            {},
+        ),
+        "a partition value the catalog refuses (longer than Hive's 256 characters)": (
+            lambda d: edit_json(
+                next((d / "sales/orders").glob("day=d2/_metadata")),
+                lambda b: b["partition"].update(values=["d" * 300]),
+            ),
+            ("for key 'day'", "is too long (300 characters); use at most 256"),
             {},
         ),
         "a table name with a path separator": (
@@ -355,6 +376,10 @@ def test_tampered_incremental_dumps_are_refused_and_leave_the_replica_as_it_was(
             ("INSERT", "outside the source warehouse"),
         ),
         "empty checksum in an event": (insert_files(lambda p: f"{p[0]}##{p[2]}#"), ("checksum ''",)),
+        "a forged checksum on the second INSERT's file": (
+            insert_files(lambda p: f"{p[0]}#{forged(p[1])}#{p[2]}#"),
+            ("refused, nothing was applied", "000000_0", "the dump's checksum was edited"),
+        ),
         "table created at '/'": (
             lambda d: edit_event(
                 d,
@@ -755,3 +780,16 @@ def test_a_tampered_append_after_an_hour_rollover_leaves_the_replica_at_the_sour
     assert done.returncode == 0, done.stderr
     assert scene.target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location == replica_d1
     assert verify(scene.source, "sales", scene.target, "sales_dr") == []
+
+
+def test_a_load_refused_for_its_target_leaves_no_running_mark(scene: Scene) -> None:
+    """Refused before its first change (the target is not a replica): no '.hmsrepl-loads' mark, no directory."""
+    first = scene.engine.execute("REPL DUMP sales")
+    increment = scene.engine.execute(f"REPL DUMP sales FROM {first.last_event_id}")
+    files = scene.files()
+    done = scene.cli_load(increment.dump_dir)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "run a bootstrap dump and load first" in line, line
+    assert scene.files() == files
+    assert not list(scene.root.rglob(".hmsrepl-loads"))

@@ -21,13 +21,14 @@ dump leaves them out, as Hive's own replication does for indexes.
 from __future__ import annotations
 
 import base64
-import gzip
 import json
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hmsrepl.exceptions import HmsReplError
+from hmsrepl.formats.bounded import inflate_gzip, loads_bounded
 from hmsrepl.hive_source import tjson
 from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
@@ -90,12 +91,13 @@ class Lookups(Protocol):
 def decode(event: HiveEvent) -> dict[str, Any]:
     """The message's JSON document, from plain JSON (``json-*``) or base64 gzip (``gzip(json-*)``)."""
     fmt = (event.message_format or "json").strip()
+    what = f"event {event.event_id} ({event.event_type}) of the stock metastore"
     try:
         if fmt.startswith("gzip(") and fmt.endswith(")"):
-            return json.loads(gzip.decompress(base64.b64decode(event.message)))
+            return loads_bounded(inflate_gzip(base64.b64decode(event.message), what), what)
         if fmt.startswith("json"):
-            return json.loads(event.message)
-    except (ValueError, OSError) as exc:
+            return loads_bounded(event.message, what)
+    except (ValueError, OSError, zlib.error) as exc:
         raise UnknownMessageFormatError(
             f"event {event.event_id} ({event.event_type}) is not valid {fmt}: {exc}; the notification log is "
             "damaged: run a bootstrap dump after it"

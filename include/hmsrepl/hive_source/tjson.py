@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hmsrepl.formats.bounded import loads_bounded
+
 _SCALARS: dict[str, Any] = {
     "tf": lambda raw: bool(raw),
     "i8": int,
@@ -70,4 +72,4 @@ def decode_struct(cls: Any, doc: dict[str, Any]) -> Any:
 
 def loads(cls: Any, text: str) -> Any:
     """Decode one embedded object, e.g. ``loads(hms.Table, message["tableObjJson"])``."""
-    return decode_struct(cls, json.loads(text))
+    return decode_struct(cls, loads_bounded(text, f"embedded {cls.__name__} (Thrift JSON)"))

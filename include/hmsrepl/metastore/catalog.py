@@ -53,6 +53,7 @@ from hmsrepl.metastore.locations import location_key
 from hmsrepl.metastore.messages import DataChange, MessageBuilder
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.metastore.moves import move_directory
+from hmsrepl.metastore.names import check_identifier, check_partition_values
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
 from hmsrepl.metastore.patterns import matches
 from hmsrepl.metastore.protection import check_params, refusal
@@ -137,7 +138,7 @@ class CatalogService:
         return self.warehouse if name == DEFAULT_DB else join_uri(self.warehouse, f"{name}.db")
 
     def create_database(self, db: Database) -> Database:
-        _check_name(db.name, "database")
+        check_identifier(db.name, "database")
         db = db.model_copy(update={"location_uri": db.location_uri or self.default_db_location(db.name)})
         with self.events.reader() as conn:
             self.locations.check_database(conn, db.name, db.location_uri, is_default=db.name == DEFAULT_DB)
@@ -256,7 +257,7 @@ class CatalogService:
         ``applied_files``: the encoded files a replication load just placed there (see ``applied_files``),
         recorded with their verified checksums instead of reading the files again.
         """
-        _check_name(table.table_name, "table")
+        check_identifier(table.table_name, "table")
         db = self.get_database(table.db_name)
         check_params(db)  # protected replica: refused before any file work
         if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
@@ -383,7 +384,7 @@ class CatalogService:
         renamed = (new_table.db_name, new_table.table_name) != (db_name, table_name)
         move: tuple[str, str] | None = None
         if renamed:
-            _check_name(new_table.table_name, "table")
+            check_identifier(new_table.table_name, "table")
             default_old = join_uri(self.get_database(db_name).location_uri or "", table_name)
             if old.is_managed and old.sd.location and old.sd.location.rstrip("/") == default_old:
                 target_db = self.get_database(new_table.db_name)
@@ -653,6 +654,7 @@ class CatalogService:
                     f"not '{table.qualified_name}'"
                 )
             name = _partition_name(table, part.values)
+            check_partition_values(table.qualified_name, keys, part.values)
             if name in prepared:
                 raise InvalidObjectError(f"partition '{name}' is listed twice in one add_partitions call")
             location = part.sd.location or join_uri(table.sd.location or "", name)
@@ -1222,7 +1224,7 @@ class CatalogService:
 
     # -- functions -------------------------------------------------------------------------------------
     def create_function(self, function: Function) -> Function:
-        _check_name(function.function_name, "function")
+        check_identifier(function.function_name, "function")
         function = function.model_copy(update={"create_time": function.create_time or int(time.time())})
         with self.events.transaction() as tx:
             db_id = self._db_id(tx.conn, function.db_name)
@@ -1330,11 +1332,6 @@ def _bulk_update_partitions(conn: Connection, updates: list[dict[str, Any]]) -> 
     )
     for chunk in _chunks(updates):
         conn.execute(stmt, list(chunk))
-
-
-def _check_name(name: str, kind: str) -> None:
-    if not name or not all(ch.isalnum() or ch == "_" for ch in name):
-        raise InvalidObjectError(f"{kind} name '{name}' is invalid: use letters, digits and '_' only")
 
 
 def _check_table(table: Table) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import base64
 import gzip
-import zlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from hmsrepl.formats.bounded import inflate_gzip
 from hmsrepl.formats.json_text import dumps_sorted, loads
 
 JSON_FORMAT = "json-1"
@@ -57,21 +57,10 @@ def encode_message(
 
 def decode_message(text: str, message_format: str) -> dict[str, Any]:
     if message_format == GZIP_JSON_FORMAT:
-        return loads(_gunzip(base64.b64decode(text)))
+        return loads(inflate_gzip(base64.b64decode(text), "notification message"))
     if message_format == JSON_FORMAT:
         return loads(text)
     raise ValueError(f"unknown notification message format '{message_format}'")
-
-
-def _gunzip(data: bytes) -> bytes:
-    """One gzip member, inflated by zlib directly (``gzip.decompress`` costs twice as much per message);
-    anything else (several members, trailing bytes) goes through ``gzip.decompress``."""
-    inflater = zlib.decompressobj(wbits=31)
-    try:
-        out = inflater.decompress(data)
-    except zlib.error:
-        return gzip.decompress(data)  # raises the usual error for a broken message
-    return out if inflater.eof and not inflater.unused_data else gzip.decompress(data)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ for good, and a table re-created under the same name would adopt them. So each c
 ``file_intents`` in the same transaction as the change and its event, naming the work (``recycle`` files
 and remove directories, ``makedirs``, or ``publish`` a replication load's staged copies). After the commit
 the request does the work and deletes the row; rows a crash left behind are completed by housekeeping (the
-server's periodic pass, ``Metastore.open`` and ``hmsrepl intents run``) until they succeed. Every step is
+server's periodic pass, ``Metastore.open`` and ``hmsrepl intents run``) until they succeed. Work that can never
+succeed (a path the file system refuses: too long, an invalid character) is parked instead: reported once,
+kept for the operator (``hmsrepl intents list``) and left out of housekeeping until the operator fixes the
+cause and runs ``hmsrepl intents run --include-parked``. Every step is
 idempotent, so doing an intent twice, or in two processes at once, is harmless: a file already in cmroot is
 not moved again, a directory already gone is not an error.
 
@@ -18,6 +21,7 @@ naming the cause. A directory of a dropped object whose intent is done holds no 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import time
@@ -57,6 +61,7 @@ class Intent:
     claimed_at: int
     attempts: int
     last_error: str | None
+    parked_at: int | None = None
 
     def paths(self) -> list[str]:
         """Every location the intent touches: its directories and its files' original places."""
@@ -69,9 +74,27 @@ class IntentRunResult:
     completed: int
     failed: int
     skipped: int
+    parked: int = 0
 
     def __str__(self) -> str:
-        return f"{self.completed} completed, {self.failed} failed, {self.skipped} skipped"
+        text = f"{self.completed} completed, {self.failed} failed, {self.skipped} skipped"
+        return text + (f", {self.parked} parked (see 'hmsrepl intents list')" if self.parked else "")
+
+
+#: What the file system answers for a path it will never accept: retrying the same work cannot help.
+_IMPOSSIBLE_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
+
+
+def can_never_succeed(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the intent's paths themselves are refused, for good."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno in _IMPOSSIBLE_ERRNOS:
+            return True
+        if isinstance(cause, (UnicodeEncodeError, ValueError)) and "null" in str(cause).lower():
+            return True  # Python refuses a path with an embedded NUL before the system sees it
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _now_ms() -> int:
@@ -133,6 +156,8 @@ class FileIntents:
         """The request's own completion; a failure leaves the row for housekeeping, the change stands."""
         fault_point("after_commit_before_intent")
         for intent, exc in self.complete_all(intents):
+            if can_never_succeed(exc):
+                continue  # reported as parked by complete_all
             # the metadata change committed: report, retry later, do not fail the call
             log.warning(
                 "file work of intent %s (%s) failed, housekeeping will retry it: %s",
@@ -150,7 +175,8 @@ class FileIntents:
     def complete_all(self, intents: Sequence[Intent]) -> list[tuple[Intent, Exception]]:
         """Do each intent's work, in order, and delete the rows of those done in one statement.
 
-        A failure is recorded on its row (kept for housekeeping) and returned; the others go on.
+        A failure is recorded on its row (kept for housekeeping) and returned; the others go on. One that can
+        never succeed is parked and reported once, here.
         """
         done: list[int] = []
         failed: list[tuple[Intent, Exception]] = []
@@ -158,6 +184,7 @@ class FileIntents:
             try:
                 self._perform(intent)
             except Exception as exc:
+                impossible = can_never_succeed(exc)
                 with self.events.transaction() as tx:
                     tx.conn.execute(
                         update(file_intents)
@@ -165,7 +192,17 @@ class FileIntents:
                         .values(
                             attempts=file_intents.c.attempts + 1,
                             last_error=f"{type(exc).__name__}: {exc}"[:4000],
+                            **({"parked_at": _now_ms()} if impossible else {}),
                         )
+                    )
+                if impossible:
+                    log.error(
+                        "file intent %s (%s) can never succeed and is parked: %s; it stays listed by "
+                        "'hmsrepl intents list' and housekeeping no longer retries it: fix the path, then run "
+                        "'hmsrepl intents run --include-parked'",
+                        intent.id,
+                        intent.kind,
+                        exc,
                     )
                 failed.append((intent, exc))
             else:
@@ -198,12 +235,16 @@ class FileIntents:
                 f"that knows it, or delete the row once the work is done by hand"
             )
 
-    def pending(self, limit: int | None = None, *, committed_only: bool = False) -> list[Intent]:
+    def pending(
+        self, limit: int | None = None, *, committed_only: bool = False, include_parked: bool = True
+    ) -> list[Intent]:
         """Pending intents, oldest first; ``committed_only`` leaves out those of this thread's open transaction.
 
         Those belong to changes that have not committed yet: their work must wait for the commit.
         """
         query = select(file_intents).order_by(file_intents.c.id)
+        if not include_parked:
+            query = query.where(file_intents.c.parked_at.is_(None))
         if limit is not None:
             query = query.limit(limit)
         reader = self.events.engine.connect() if committed_only else self.events.reader()
@@ -217,6 +258,7 @@ class FileIntents:
                     row.claimed_at,
                     row.attempts,
                     row.last_error,
+                    row.parked_at,
                 )
                 for row in conn.execute(query)
             ]
@@ -242,22 +284,26 @@ class FileIntents:
                 == 1
             )
 
-    def run_pending(self, lease_seconds: float = 0.0) -> IntentRunResult:
+    def run_pending(self, lease_seconds: float = 0.0, *, include_parked: bool = False) -> IntentRunResult:
         """Complete the intents nobody has worked on for ``lease_seconds``, oldest first.
 
         The periodic pass leaves a lease so that it does not race the request that is completing its own
         intent right now (harmless, but wasted work); after a restart (``Metastore.open``) and from the CLI
-        every row is taken. A failing intent is kept with its error and retried by the next pass.
+        every row is taken. A failing intent is kept with its error and retried by the next pass, unless it
+        can never succeed: that one is parked, and only ``include_parked`` (the operator's run) tries it again.
         """
-        completed = failed = skipped = 0
+        completed = failed = skipped = parked = 0
         cutoff = _now_ms() - int(lease_seconds * 1000)
-        for intent in self.pending():
+        for intent in self.pending(include_parked=include_parked):
             if intent.claimed_at > cutoff or not self._claim(intent):
                 skipped += 1
                 continue
             try:
                 self.complete(intent)
             except Exception as exc:  # keep going: one bad intent must not block the others
+                if can_never_succeed(exc):
+                    parked += 1
+                    continue
                 failed += 1
                 log.warning("file intent %s (%s) failed again: %s", intent.id, intent.kind, exc)
             else:
@@ -266,7 +312,7 @@ class FileIntents:
             log.info(
                 "file intents: %s completed, %s failed, %s left to their owner", completed, failed, skipped
             )
-        return IntentRunResult(completed, failed, skipped)
+        return IntentRunResult(completed, failed, skipped, parked)
 
     def _settle_candidates(self) -> list[Intent]:
         """Committed intents a new object may have to wait for; read once per open transaction.

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lark import Lark, Token, Transformer, Tree, UnexpectedInput
+from lark.exceptions import VisitError
 from sqlalchemy import BigInteger, ColumnElement, Connection, Select, and_, cast, not_, or_
 from sqlalchemy.exc import DBAPIError
 
@@ -84,7 +85,13 @@ class _ToAst(Transformer):
         token = items[0]
         if token.type == "STRING":
             body = token[1:-1]
-            return body.encode("utf-8").decode("unicode_escape"), False
+            try:
+                return body.encode("utf-8").decode("unicode_escape"), False
+            except UnicodeDecodeError as exc:
+                raise InvalidObjectError(
+                    f"partition filter literal {_shortened(str(token))} has a malformed escape ({exc.reason}); "
+                    "write a backslash as '\\\\' and \\x escapes with two hex digits"
+                ) from None
         return str(token), True
 
     @staticmethod
@@ -141,7 +148,12 @@ def parse_filter(text: str) -> Comparison | BoolOp:
             f"partition filter nests {depth} levels deep, more than the limit of {bounds.filter_max_depth} "
             "(HMSREPL_FILTER_MAX_DEPTH); remove redundant parentheses and NOTs"
         )
-    return _ToAst().transform(tree)
+    try:
+        return _ToAst().transform(tree)
+    except VisitError as exc:  # a literal the grammar admits but cannot be decoded
+        if isinstance(exc.orig_exc, InvalidObjectError):
+            raise exc.orig_exc from None
+        raise
 
 
 def _size(tree: Tree) -> tuple[int, int]:

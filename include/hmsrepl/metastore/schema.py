@@ -289,6 +289,8 @@ file_intents = Table(
     Column("claimed_at", BigInteger, nullable=False),  # epoch milliseconds of the last attempt's start
     Column("attempts", Integer, nullable=False, default=0),
     Column("last_error", Text),
+    # epoch milliseconds when the work proved impossible (ENAMETOOLONG...): kept for the operator, not retried
+    Column("parked_at", BigInteger),
 )
 
 # Each table's or partition's current data files as the metastore last recorded them (event format 2): what a

@@ -118,14 +118,17 @@ class Metastore:
     def cleanup_events(self, now: float | None = None) -> int:
         return self.events.cleanup(self.config.event_ttl_seconds, now)
 
-    def complete_file_intents(self, lease_seconds: float | None = None) -> IntentRunResult:
+    def complete_file_intents(
+        self, lease_seconds: float | None = None, *, include_parked: bool = False
+    ) -> IntentRunResult:
         """Finish file work that committed changes still owe (see ``metastore.intents``).
 
         ``lease_seconds`` (default ``intent_lease_seconds``) leaves alone intents a live request started
-        on recently; 0 takes every pending intent (after a restart).
+        on recently; 0 takes every pending intent (after a restart). Parked intents (work that can never
+        succeed as it is) are tried again only with ``include_parked``, once the operator fixed the cause.
         """
         lease = self.config.intent_lease_seconds if lease_seconds is None else lease_seconds
-        return self.catalog.intents.run_pending(lease)
+        return self.catalog.intents.run_pending(lease, include_parked=include_parked)
 
     def reconcile_listings(self, settle_seconds: float = 1.0, limit: int = RECONCILE_BATCH) -> int:
         """List the objects declared writes left unlisted for ``settle_seconds`` or more, oldest first, and

@@ -55,6 +55,7 @@ from hmsrepl.metastore.event_specs import parse
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import MESSAGE_FORMAT_VERSION
 from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.metastore.names import identifier_problem, partition_problem
 from hmsrepl.replication.layout import (
     ACID_STATE,
     BOOTSTRAP_DIR,
@@ -132,6 +133,9 @@ def check_name(kind: str, name: Any, max_chars: int = 128) -> str:
         raise InvalidPathError(f"{kind} name {show(name)} holds a path separator or control character")
     if kind == "table" and name in RESERVED_NAMES:
         raise InvalidPathError(f"table name {show(name)} is reserved by the dump layout")
+    problem = identifier_problem(name) if kind in ("database", "table", "function") else None
+    if problem:  # the catalog would refuse it half way through the load
+        raise InvalidPathError(f"{kind} name {show(name)} {problem}")
     return name
 
 
@@ -150,6 +154,9 @@ def check_partition_values(keys: Sequence[str], values: Any, max_chars: int = 10
             raise InvalidPathError(
                 f"partition value {show(value)} has a '..'/'.' segment or control character"
             )
+    problem = partition_problem(keys, values)
+    if problem:  # the catalog would refuse it half way through the load
+        raise InvalidPathError(problem)
     return values
 
 

@@ -26,7 +26,7 @@ from hmsrepl.replication.source import ReplicationSource
 log = logging.getLogger(__name__)
 
 
-class MissingMetastoreError(ValueError):
+class MissingMetastoreError(HmsReplError, ValueError):
     """A command needs the source (DUMP) or target (LOAD, STATUS) metastore and it was not configured."""
 
 
@@ -50,8 +50,9 @@ class ReplicationEngine:
                 raise MissingMetastoreError("REPL DUMP needs the source metastore (--source-db-url)")
             return self._dump(self.source, parsed, progress)
         if self.target is None:
+            verb = "REPL LOAD" if isinstance(parsed, LoadCommand) else "REPL STATUS"
             raise MissingMetastoreError(
-                f"{type(parsed).__name__} needs the target metastore (--target-db-url)"
+                f"{verb} needs the target metastore: pass --target-db-url (or set HMSREPL_TARGET_DB_URL)"
             )
         if isinstance(parsed, LoadCommand):
             return self._load(self.target, parsed, progress)

@@ -150,6 +150,21 @@ def copy_verified(
     )
 
 
+def adopt_staged_copy(ahead: CopyResult, planned: str, target_uri: str) -> CopyResult | None:
+    """Take the copy this process staged and verified at ``planned`` for ``target_uri``, without reading it
+    again (None when it is gone: copy as usual)."""
+    ahead_staged, staged = staging_name(planned), staging_name(target_uri)
+    fs = filesystem_for(staged)
+    if ahead_staged != staged:
+        if not filesystem_for(ahead_staged).exists(ahead_staged):
+            return None
+        fs.delete(staged)
+        fs.move(ahead_staged, staged)
+    elif not fs.exists(staged):
+        return None
+    return CopyResult(target_uri, ahead.source_used, ahead.bytes_copied, ahead.from_cmroot, ahead.prefetched)
+
+
 @dataclass(frozen=True)
 class CopyTask:
     """One file a load needs: what to copy, where it goes, which source roots it may be read from.

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats import iceberg_tables
+from hmsrepl.formats.bounded import loads_bounded, read_capped
 from hmsrepl.formats.iceberg_tables import METADATA_LOCATION, PREVIOUS_METADATA_LOCATION, path_below
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.model import Partition, Table
@@ -146,8 +147,9 @@ class _Rewrite:
         target = join_uri(self.location, LOCALIZED_DIR, relative_to(copied, self.location))
         if self.fs.exists(target):
             return target  # made by an earlier run of this load (written last, so it is whole)
+        what = f"Iceberg metadata '{copied}'"
         with self.fs.open_read(copied) as stream:
-            doc = json.load(stream)
+            doc = loads_bounded(read_capped(stream, what), what)
         self.writer_location = str(doc.get("location", "")).rstrip("/")
         doc["location"] = self.location
         for snapshot in doc.get("snapshots", []):
@@ -204,7 +206,7 @@ class _Rewrite:
         source = self._copy(path)
         target = join_uri(self.location, LOCALIZED_DIR, relative_to(source, self.location))
         with self.fs.open_read(source) as stream:
-            data = stream.read()
+            data = read_capped(stream, f"Iceberg manifest '{source}'")
         with AvroFile(_MemoryInput(source, data)) as reader:  # type: ignore[arg-type]
             schema, meta = reader.schema, dict(reader.header.meta)
             records = list(reader)

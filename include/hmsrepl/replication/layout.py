@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hmsrepl.exceptions import HmsReplError
+from hmsrepl.formats.bounded import json_depth
 from hmsrepl.formats.json_text import dumps_sorted, loads
 from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
@@ -237,24 +238,6 @@ class DumpLimits:
             max_json_depth=_env_int("HMSREPL_DUMP_MAX_JSON_DEPTH", default.max_json_depth),
             max_events=_env_int("HMSREPL_DUMP_MAX_EVENTS", default.max_events),
         )
-
-
-def json_depth(document: Any, limit: int) -> int:
-    """Nesting depth of a parsed JSON document, level by level (no recursion); stops past ``limit``."""
-    containers = (dict, list)
-    level = [document] if type(document) in containers else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return depth
-        below = []
-        for node in level:
-            for child in node.values() if type(node) is dict else node:
-                if type(child) in containers:
-                    below.append(child)
-        level = below
-    return depth
 
 
 @dataclass

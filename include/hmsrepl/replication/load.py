@@ -72,6 +72,7 @@ from hmsrepl.replication.layout import (
 from hmsrepl.replication.leftovers import Retirer, locked_cleanup, own_directories
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.metrics import StageClock
+from hmsrepl.replication.prestage import StagedAhead, discard_unpublished, remove_empty, stage_ahead
 from hmsrepl.replication.replace import (
     apply_bootstrap_part,
     bootstrap_part_objects,
@@ -97,8 +98,9 @@ from hmsrepl.replication.target import (
     TargetWriter,
     refuse_during_bootstrap,
 )
-from hmsrepl.storage.base import filesystem_for, join_uri
+from hmsrepl.storage.base import filesystem_for, join_uri, path_key
 from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.staging import staging_name
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +183,12 @@ class LoadEngine:
         self.clock = clock or StageClock()
         self._source_roots = source_roots
         self.signing_key: bytes | None = None  # None: HMSREPL_DUMP_SIGNING_KEY (if set, dumps must be signed)
+        # True when a copier (the Spark load app) staged and verified every planned copy before ``load``:
+        # the load then does not copy ahead again.
+        self.copies_staged = False
+        self._staged: list[CopyTask] = []  # copies this load staged ahead: the unpublished ones go at the end
+        self._ahead = StagedAhead()  # what each of those copies was copied from, and the directories made
+        self._changed = False  # whether this load changed the target yet (a batch began)
 
     @property
     def source_roots(self) -> SourceRoots:
@@ -240,9 +248,13 @@ class LoadEngine:
         try:
             with self._running(target_db):
                 if meta.kind == "bootstrap":
-                    return self._bootstrap(dump, meta, target_db, progress)
-                return self._incremental(dump, meta, target_db, progress, lost_mode)
+                    result = self._bootstrap(dump, meta, target_db, progress)
+                else:
+                    result = self._incremental(dump, meta, target_db, progress, lost_mode)
+            self._drop_unused_copies()  # files the load found in place already
+            return result
         except Exception as exc:
+            self._drop_unused_copies()
             explained = explain_load_failure(exc, target_db)
             if explained is None:
                 raise
@@ -252,6 +264,7 @@ class LoadEngine:
     def _running(self, target_db: str) -> Iterator[None]:
         """Mark the replica's directory while loading; retire and sweep at the end (see RUNNING_MARK_PREFIX)."""
         self.retirer = Retirer(self.target, target_db)
+        self._changed = False
         root = self.target.catalog.default_db_location(target_db)
         self.retirer.run_tickets()  # earlier loads' replaced directories whose readers' grace has passed
         fs = filesystem_for(root)
@@ -263,9 +276,12 @@ class LoadEngine:
         fs.write_bytes(mark, b"")
         try:
             yield  # on failure the mark stays: the next load sweeps what this one may have left
-        except DumpError:
-            # A refused dump (validation, signature, size limits) is refused before the load's first change,
-            # and a failed batch removes what it made: the target stays exactly as it was, mark and all.
+        except Exception as exc:
+            if self._changed and not isinstance(exc, DumpError):
+                raise
+            # A load refused before its first change (validation, signature, size limits, a target that is
+            # not a replica, files whose content is not the dump's) and a failed batch (it removes what it
+            # made) leave the target exactly as it was, mark and all.
             fs.delete(mark)
             if is_local_uri(marks):
                 for directory in [marks] if had_root else [marks, root]:
@@ -289,6 +305,7 @@ class LoadEngine:
     @contextlib.contextmanager
     def _batch(self, writer: TargetWriter) -> Iterator[None]:
         """One target transaction: its version directories are named at commit, or removed if it fails."""
+        self._changed = True
         with self.clock.stage("apply"), self.target.events.transaction():
             try:
                 yield
@@ -336,28 +353,59 @@ class LoadEngine:
         if meta.metadata_only:
             return []
         target_db = (command.target_db or meta.db_name).lower()
-        objects: list[tuple[str | None, Sequence[str]]] = []  # (source location, files)
         if meta.kind == "bootstrap":
             already = repl_status(self.target, target_db)
             if already is not None and already >= meta.last_event_id:
                 return []  # loaded before: load() will do nothing
             self._check_bootstrap_target(target_db, meta)
             source_db_location = self.validate_bootstrap(dump, meta, target_db).source_db_location
-            for relative in dump.metadata_files(meta.db_name):
-                body = dump.read_json(relative)
-                obj = body.get("table") or body.get("partition")
-                if obj is not None:
-                    objects.append(
-                        (obj["sd"].get("location"), dump.read_files(relative[: -len(METADATA)] + FILES))
-                    )
+            objects = self._bootstrap_objects(dump, meta)
         else:
             db, last = self._check_incremental_target(target_db, meta)
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
             pending = self.validate_incremental(dump, meta, target_db, db, last).pending_events
-            for event_id in pending.ids:
-                objects.extend(objects_to_copy(parse_event(pending.take(dump, event_id))))
-            if last < meta.last_event_id:  # tables bootstrapped inside the incremental dump
-                objects.extend(bootstrap_part_objects(dump, meta))
+            objects = self._incremental_objects(dump, meta, pending, last)
+        tasks = self._copy_tasks(target_db, meta, source_db_location, objects)
+        if (
+            lost_files.mode(command.settings) == lost_files.SKIP_OBJECTS
+        ):  # the load leaves their objects stale
+            cmroot = self.source_roots.cmroot
+            return [task for task in tasks if available_source(task.encoded, cmroot) is not None]
+        return tasks
+
+    @staticmethod
+    def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> list[tuple[str | None, Sequence[str]]]:
+        """(source location, files) of every table and partition of a bootstrap dump."""
+        objects: list[tuple[str | None, Sequence[str]]] = []
+        for relative in dump.metadata_files(meta.db_name):
+            body = dump.read_json(relative)
+            obj = body.get("table") or body.get("partition")
+            if obj is not None:
+                objects.append(
+                    (obj["sd"].get("location"), dump.read_files(relative[: -len(METADATA)] + FILES))
+                )
+        return objects
+
+    @staticmethod
+    def _incremental_objects(
+        dump: DumpDir, meta: DumpMetadata, pending: PendingEvents, last: int
+    ) -> list[tuple[str | None, Sequence[str]]]:
+        """(source location, files) of every object the pending events and the dump's bootstrap part write."""
+        objects: list[tuple[str | None, Sequence[str]]] = []
+        for event_id in pending.ids:
+            objects.extend(objects_to_copy(parse_event(pending.document(dump, event_id))))
+        if last < meta.last_event_id:  # tables bootstrapped inside the incremental dump
+            objects.extend(bootstrap_part_objects(dump, meta))
+        return objects
+
+    def _copy_tasks(
+        self,
+        target_db: str,
+        meta: DumpMetadata,
+        source_db_location: str,
+        objects: Iterable[tuple[str | None, Sequence[str]]],
+    ) -> list[CopyTask]:
+        """One task per target path (the last version of a path wins), for ``objects`` of the dump."""
         writer = self._writer(target_db, meta, source_db_location, ApplyStats())
         tasks: dict[str, CopyTask] = {}
         for source_location, files in objects:
@@ -368,12 +416,24 @@ class LoadEngine:
             for encoded in files:
                 target_uri = join_uri(target_location, relative_path(encoded))
                 tasks[target_uri] = CopyTask(encoded, target_uri, roots, self.source_roots.cmroot)
-        if (
-            lost_files.mode(command.settings) == lost_files.SKIP_OBJECTS
-        ):  # the load leaves their objects stale
-            cmroot = self.source_roots.cmroot
-            return [task for task in tasks.values() if available_source(task.encoded, cmroot) is not None]
         return list(tasks.values())
+
+    def _drop_unused_copies(self) -> None:
+        """Remove the copies staged ahead that no committed change still has to publish."""
+        if not self._staged:
+            return
+        owed = self.target.catalog.intents.owed_copies()
+        discard_unpublished([t for t in self._staged if path_key(staging_name(t.target_uri)) not in owed])
+        remove_empty(self._ahead.made)
+        self._staged, self._ahead = [], StagedAhead()
+
+    def _stage_ahead(self, dump: DumpDir, tasks: list[CopyTask], *, tolerate_lost: bool = False) -> None:
+        """Copy and verify every file before the first change (``prestage``), unless a copier did already."""
+        if self.copies_staged or not tasks:
+            return
+        self._staged = tasks
+        with self.clock.stage("copy"):
+            self._ahead = stage_ahead(tasks, dump.uri, tolerate_lost=tolerate_lost)
 
     # -- bootstrap ------------------------------------------------------------------------------------------
     def _bootstrap(
@@ -391,9 +451,14 @@ class LoadEngine:
                     report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
                 )
             report.pending_files = []  # every file of the dump: not needed past the pre-flight
+        if not meta.metadata_only:
+            objects = self._bootstrap_objects(dump, meta)
+            self._stage_ahead(dump, self._copy_tasks(target_db, meta, report.source_db_location, objects))
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
         writer = self._writer(target_db, meta, report.source_db_location, result.stats)
+        writer.copied_ahead = self._ahead.copies
         writer.version = meta.last_event_id
+        self._changed = True
         writer.put_database(
             source_db,
             {
@@ -509,7 +574,13 @@ class LoadEngine:
                 if missing:
                     lost = lost_files.LostFiles.attribute(missing, self._pending_messages(dump, pending))
             report.pending_files = []  # every file of the dump: not needed past the pre-flight
-        writer = self._writer(target_db, meta, db.parameters.get(SOURCE_DB_LOCATION, ""), result.stats)
+        source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
+        if not meta.metadata_only:
+            objects = self._incremental_objects(dump, meta, pending, last)
+            tasks = self._copy_tasks(target_db, meta, source_db_location, objects)
+            self._stage_ahead(dump, tasks, tolerate_lost=lost_mode == lost_files.SKIP_OBJECTS)
+        writer = self._writer(target_db, meta, source_db_location, result.stats)
+        writer.copied_ahead = self._ahead.copies
         writer.lost = lost
         if needs_move(self.target, target_db):  # a replica of the shared layout: its own directory first
             writer.version = last

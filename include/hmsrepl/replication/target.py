@@ -53,6 +53,8 @@ from hmsrepl.metastore.protection import LOCAL_PARAMS
 from hmsrepl.replication import iceberg
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import (
+    CopyResult,
+    adopt_staged_copy,
     below_any,
     copy_verified,
     link_file,
@@ -167,6 +169,9 @@ class TargetWriter:
         # The event that wrote each file a one-file append of the batch adds (encoded source URI -> event
         # id; set by the load per batch): files added in place are renamed in this order.
         self.written_at: Mapping[str, int] = {}
+        # Copies the load staged and verified before its first change (``prestage``), by planned target:
+        # counted as the copies they are (from cmroot or not), not as a copier's prefetch.
+        self.copied_ahead: dict[str, CopyResult] = {}
         self.lost = LostFiles()  # files this load cannot fetch: their objects' data stays as it is, marked
 
     # -- mapping -------------------------------------------------------------------------------------------
@@ -849,13 +854,16 @@ class TargetWriter:
         self, encoded: str, target_uri: str, allowed: Callable[[str], bool], *, prefetched_at: str
     ) -> None:
         """One checksum-verified copy of an event's file to a place no reader sees yet, counted."""
-        result = copy_verified(
-            encoded,
-            target_uri,
-            default_cmroot=self.source_cmroot,
-            allowed=allowed,
-            prefetched_at=prefetched_at,
-        )
+        ahead = self.copied_ahead.pop(prefetched_at, None)
+        result = adopt_staged_copy(ahead, prefetched_at, target_uri) if ahead is not None else None
+        if result is None:
+            result = copy_verified(
+                encoded,
+                target_uri,
+                default_cmroot=self.source_cmroot,
+                allowed=allowed,
+                prefetched_at=prefetched_at,
+            )
         self.stats.files_copied += 1
         self.stats.bytes_copied += result.bytes_copied
         self.stats.files_from_cmroot += int(result.from_cmroot)

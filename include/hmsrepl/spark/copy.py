@@ -169,30 +169,10 @@ def load_copy_plan(target: Metastore, command: LoadCommand, source_roots: Any = 
 
 
 def discard_unpublished(tasks: Sequence[CopyTask]) -> int:
-    """Delete staged copies of ``tasks`` that the load left unpublished; returns how many were deleted.
+    """``replication.prestage.discard_unpublished``, imported when called: executors never need it."""
+    from hmsrepl.replication.prestage import discard_unpublished as discard
 
-    A plan can name files that the load then finds already in place, e.g. a renamed table's files, which
-    move with its directory on the target too: their staged copies are never published, and the load keeps
-    every staged copy of a wanted file. Call this only after the load succeeded (before, a staged copy is
-    what a re-run reuses). Each target directory is listed once; nothing else in it is touched.
-    """
-    staged = {staging_name(task.target_uri) for task in tasks}
-    parents = sorted({uri.rsplit("/", 1)[0] for uri in staged})
-
-    def sweep(parent: str) -> int:
-        fs = filesystem_for(parent)
-        # Listings are recursive: take only this directory's own entries, so none is counted twice.
-        found = [
-            s.uri for s in fs.list_files(parent) if s.uri in staged and s.uri.rsplit("/", 1)[0] == parent
-        ]
-        for uri in found:
-            fs.delete(uri)
-        return len(found)
-
-    if not parents:
-        return 0
-    with ThreadPoolExecutor(max_workers=filesystem_for(parents[0]).io_parallelism) as pool:
-        return sum(pool.map(sweep, parents))
+    return discard(tasks)
 
 
 def _copy_task_outcome(task: CopyTask) -> CopyResult | FileFailure:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
+from sqlalchemy.exc import DataError
 from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.thrift import TApplicationException, TType
 from thriftpy2.utils import serialize
@@ -34,6 +35,7 @@ from hmsrepl.exceptions import (
     InvalidInputError,
     InvalidObjectError,
     InvalidOperationError,
+    InvalidPartitionValueError,
     LimitExceededError,
     MetastoreError,
     NoSuchLockError,
@@ -71,6 +73,7 @@ _PREFERENCES: list[tuple[type[BaseException], tuple[str, ...]]] = [
         ("NoSuchObjectException", "UnknownTableException", "UnknownDBException", "MetaException"),
     ),
     (AlreadyExistsError, ("AlreadyExistsException", "MetaException")),
+    (InvalidPartitionValueError, ("MetaException", "InvalidObjectException")),
     (InvalidObjectError, ("InvalidObjectException", "MetaException", "InvalidOperationException")),
     (InvalidOperationError, ("InvalidOperationException", "MetaException", "InvalidObjectException")),
 ]
@@ -104,6 +107,13 @@ def _mapped(method: str, func: Callable[..., Any]) -> Callable[..., Any]:
             raise to_thrift_error(
                 method, InvalidObjectError(f"{method}: invalid request: {_reason(exc)}")
             ) from exc
+        except DataError as exc:  # a value the database cannot hold or compare: the request's fault
+            raise to_thrift_error(method, _refused_value(method, exc)) from exc
+        except (AttributeError, TypeError) as exc:
+            if not _is_missing_value(exc):
+                raise _internal_error(method, exc) from exc
+            log.info("%s: request with a missing or mistyped field", method, exc_info=exc)
+            raise to_thrift_error(method, _missing_value(method, args)) from exc
         except Exception as exc:
             raise _internal_error(method, exc) from exc
 
@@ -129,6 +139,34 @@ def _reason(exc: ValueError | KeyError) -> str:
     if isinstance(exc, KeyError):
         return f"missing or unknown {exc.args[0]!r}" if exc.args else "missing value"
     return str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+
+
+def _is_missing_value(exc: AttributeError | TypeError) -> bool:
+    """Whether the failure is a value the request did not carry: the binary protocol skips a field sent with
+    another type than the IDL's, so a wrong type arrives as None."""
+    return "NoneType" in str(exc)
+
+
+def _missing_value(method: str, args: Sequence[Any]) -> InvalidObjectError:
+    """Names the arguments that arrived empty, when the missing value is one of them."""
+    spec = getattr(Service, f"{method}_args").thrift_spec
+    names = [entry[1] for _, entry in sorted(spec.items())]
+    missing = [name for name, value in zip(names, args, strict=False) if value is None]
+    where = f"argument {', '.join(repr(n) for n in missing)}" if missing else "a field of the request"
+    return InvalidObjectError(
+        f"{method}: invalid request: {where} is missing or has the wrong type; send every field with the "
+        "type of the Hive Metastore IDL"
+    )
+
+
+def _refused_value(method: str, exc: DataError) -> InvalidObjectError:
+    """What the database said about a value it refused (a NUL on PostgreSQL, too long for a column on MySQL),
+    without the SQL statement or its parameters."""
+    reason = (str(exc.orig) or type(exc.orig).__name__).splitlines()[0]
+    return InvalidObjectError(
+        f"{method}: the metastore database refuses a value of the request ({reason}); "
+        "remove NUL characters and shorten the values"
+    )
 
 
 def _internal_error(method: str, exc: BaseException) -> BaseException:

@@ -1,0 +1,96 @@
+"""Hive's rules for the names and partition values a client may create, checked before anything is written.
+
+A name or value becomes a directory: one that no file system accepts (longer than a path segment may be, a
+control character, ``..``) would commit metadata whose directory can never be made. Hive's rules, which these
+follow:
+
+- database, table and function names match ``[A-Za-z0-9_]+`` (Java's ``\\w`` in ``MetaStoreUtils.validateName``)
+  and fit the metastore schema's name columns, 128 characters; Hive answers InvalidObjectException.
+- a partition value fits Hive's ``PART_KEY_VAL`` column, 256 characters, and Hive answers MetaException for a
+  value it refuses (``validatePartitionNameCharacters``). Beyond Hive's default (anything goes), a value may not
+  contain ``/``, a NUL or another control character, nor be ``.`` or ``..``: each is a directory a reader
+  would resolve to somewhere else. The escaped ``key=value`` directory must also fit one path segment (255
+  bytes, NAME_MAX on Linux and the limit of HDFS and S3 tools alike).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from hmsrepl.exceptions import InvalidObjectError, InvalidPartitionValueError
+from hmsrepl.formats.partition_names import escape_path_name, make_partition_name
+from hmsrepl.metastore.schema import PART_NAME
+
+MAX_IDENTIFIER_CHARS = 128
+MAX_PARTITION_VALUE_CHARS = 256
+MAX_PATH_SEGMENT_BYTES = 255
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SHOWN_CHARS = 60  # names in messages are the client's: show enough to recognise them, never 5,000 characters
+
+
+def shown(text: str) -> str:
+    """``text`` as a message quotes it: control characters visible, long ones cut with their length."""
+    visible = repr(text[:_SHOWN_CHARS])[1:-1]
+    return visible if len(text) <= _SHOWN_CHARS else f"{visible}... ({len(text)} characters)"
+
+
+def check_identifier(name: str, kind: str) -> None:
+    """Refuse a database, table or function name Hive would refuse (InvalidObjectException)."""
+    problem = identifier_problem(name)
+    if problem:
+        raise InvalidObjectError(f"{kind} name '{shown(name)}' {problem}")
+
+
+def identifier_problem(name: str) -> str | None:
+    """Why Hive refuses ``name`` as a database, table or function name, or None."""
+    if len(name) > MAX_IDENTIFIER_CHARS:
+        return f"is too long ({len(name)} characters); use at most {MAX_IDENTIFIER_CHARS}"
+    if not _IDENTIFIER.fullmatch(name):
+        return "is invalid: use ASCII letters, digits and '_' only"
+    return None
+
+
+def check_partition_values(table: str, keys: Sequence[str], values: Sequence[str]) -> None:
+    """Refuse partition values that would make an unusable or misleading directory, or a partition name longer
+    than the metastore stores (MetaException)."""
+    problem = partition_problem(keys, values, f"of table '{table}'")
+    if problem:
+        raise InvalidPartitionValueError(problem)
+
+
+def partition_problem(keys: Sequence[str], values: Sequence[str], owner: str = "") -> str | None:
+    """Why these values cannot make a partition (one value, or the name they make together), or None;
+    ``owner`` (e.g. "of table 'db.t'") goes into the message."""
+    at = f" {owner}" if owner else ""
+    for key, value in zip(keys, values, strict=False):
+        problem = partition_value_problem(key, value)
+        if problem:
+            return f"partition value '{shown(value)}' for key '{key}'{at} {problem}"
+    name = make_partition_name(keys, values)
+    if len(name) > PART_NAME:
+        return (
+            f"partition '{shown(name)}'{at} has a name of {len(name)} characters once escaped; the metastore "
+            f"stores at most {PART_NAME}: use shorter values"
+        )
+    return None
+
+
+def partition_value_problem(key: str, value: str) -> str | None:
+    """Why ``value`` cannot be the value of partition key ``key``, or None."""
+    if len(value) > MAX_PARTITION_VALUE_CHARS:
+        return f"is too long ({len(value)} characters); use at most {MAX_PARTITION_VALUE_CHARS}"
+    if value in (".", ".."):
+        return "is a relative directory name; choose another value"
+    if "/" in value:
+        return "contains '/'; partition values may not contain a path separator"
+    if _CONTROL.search(value):
+        return "contains a NUL or control character; remove it"
+    segment = f"{escape_path_name(key.lower())}={escape_path_name(value)}"
+    if len(segment.encode("utf-8")) > MAX_PATH_SEGMENT_BYTES:
+        return (
+            f"makes a directory name of {len(segment.encode('utf-8'))} bytes once escaped; "
+            f"file systems allow {MAX_PATH_SEGMENT_BYTES}: use a shorter value"
+        )
+    return None

@@ -1,0 +1,134 @@
+"""Stage every copy a load needs before its first change, so a file that is not what the dump says refuses the
+whole dump while the target is still untouched.
+
+A dump's checksums are its own word: one forged on the second table of a dump would otherwise be found when
+that table's copy is verified, after the load committed the database and the first table. Copying ahead costs
+no more than copying during the load: each file is read from the source and written to its staging name once,
+here, and the load then only publishes it (``filecopy.copy_verified`` takes a verified staged copy as it
+finds it). When one file's content does not match, every copy staged here is removed again, with the
+directories made for them, and the dump is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from hmsrepl.concurrency import bounded_map
+from hmsrepl.exceptions import FileLostError
+from hmsrepl.replication.dump_validation import DumpValidationError
+from hmsrepl.replication.filecopy import CopyResult, CopyTask, run_copy_task
+from hmsrepl.storage.base import filesystem_for
+from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.staging import staging_name
+
+
+@dataclass
+class StagedAhead:
+    """What ``stage_ahead`` made: the copies by planned target, and the local directories made for them."""
+
+    copies: dict[str, CopyResult] = field(default_factory=dict)
+    made: list[str] = field(default_factory=list)  # deepest first
+
+
+def stage_ahead(tasks: Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool = False) -> StagedAhead:
+    """Stage verified copies of ``tasks``; returns what was copied and the directories made for it.
+
+    Refuses the dump (DumpContentMismatchError) when a file's content is not the one its checksum names, unless
+    ``tolerate_lost`` (a load that leaves objects with lost files stale: the load itself meets the file again
+    and handles it). On a refusal or any other failure, what was staged here is removed before raising.
+    """
+    if not tasks:
+        return StagedAhead()
+    made = _directories_to_make(tasks)
+    workers = filesystem_for(tasks[0].target_uri).io_parallelism
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            outcomes = list(bounded_map(pool, _attempt, tasks, workers))
+    except BaseException:
+        remove_staged(tasks, made)
+        raise
+    failed = [
+        (task, outcome)
+        for task, outcome in zip(tasks, outcomes, strict=True)
+        if isinstance(outcome, Exception)
+    ]
+    if failed and not tolerate_lost:
+        remove_staged(tasks, made)
+        more = f" ({len(failed) - 1} more files like it)" if len(failed) > 1 else ""
+        raise DumpContentMismatchError(
+            f"dump '{dump_uri}' refused, nothing was applied: {failed[0][1]}{more}; if the source did not change "
+            "the file, the dump's checksum was edited: dump again"
+        )
+    copies = zip(tasks, outcomes, strict=True)
+    return StagedAhead({t.target_uri: o for t, o in copies if isinstance(o, CopyResult)}, made)
+
+
+class DumpContentMismatchError(DumpValidationError, FileLostError):
+    """A file's content is not the one the dump records: the source rewrote it in place after the event (and
+    cmroot has no copy), or the dump's checksum was edited. Only reading the file tells, and nothing was
+    applied; neither cause goes away by retrying."""
+
+
+def _attempt(task: CopyTask) -> CopyResult | FileLostError:
+    try:
+        return run_copy_task(task)
+    except FileLostError as exc:  # no candidate has the recorded content: reported with the others
+        return exc
+
+
+def _directories_to_make(tasks: Sequence[CopyTask]) -> list[str]:
+    """Local directories the staged copies will create (deepest first): removed again on a refusal."""
+    missing: set[str] = set()
+    for parent in {os.path.dirname(local_path(t.target_uri)) for t in tasks if is_local_uri(t.target_uri)}:
+        while parent and parent not in missing and not os.path.isdir(parent):
+            missing.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(missing, key=lambda path: path.count(os.sep), reverse=True)
+
+
+def remove_staged(tasks: Sequence[CopyTask], made: Sequence[str] = ()) -> None:
+    """Delete the staged copies of ``tasks`` (absent ones are no error), then the emptied ``made`` directories."""
+    staged = sorted({staging_name(task.target_uri) for task in tasks})
+    if staged:
+        fs = filesystem_for(staged[0])
+        with ThreadPoolExecutor(max_workers=fs.io_parallelism) as pool:
+            list(pool.map(fs.delete, staged))
+    remove_empty(made)
+
+
+def remove_empty(made: Sequence[str]) -> None:
+    """Remove the directories of ``made`` (deepest first) that hold nothing: the others are in use now."""
+    for directory in made:
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)
+
+
+def discard_unpublished(tasks: Sequence[CopyTask]) -> int:
+    """Delete staged copies of ``tasks`` that the load left unpublished; returns how many were deleted.
+
+    A plan can name files that the load then finds already in place, e.g. a renamed table's files, which
+    move with its directory on the target too: their staged copies are never published, and the load keeps
+    every staged copy of a wanted file. Call this only after the load succeeded (before, a staged copy is
+    what a re-run reuses). Each target directory is listed once; nothing else in it is touched.
+    """
+    staged = {staging_name(task.target_uri) for task in tasks}
+    parents = sorted({uri.rsplit("/", 1)[0] for uri in staged})
+
+    def sweep(parent: str) -> int:
+        fs = filesystem_for(parent)
+        # Listings are recursive: take only this directory's own entries, so none is counted twice.
+        found = [
+            s.uri for s in fs.list_files(parent) if s.uri in staged and s.uri.rsplit("/", 1)[0] == parent
+        ]
+        for uri in found:
+            fs.delete(uri)
+        return len(found)
+
+    if not parents:
+        return 0
+    with ThreadPoolExecutor(max_workers=filesystem_for(parents[0]).io_parallelism) as pool:
+        return sum(pool.map(sweep, parents))
