@@ -32,15 +32,17 @@ class FetchError(RuntimeError):
 
 @dataclass(frozen=True)
 class JarSet:
-    """Jars to fetch: ``group:artifact:version`` coordinates and, when ``transitive``, their dependencies."""
+    """Jars to fetch: ``group:artifact:version`` coordinates and, when ``transitive``, their dependencies
+    except ``exclusions`` (``group:artifact``, ``*`` for every artifact of a group)."""
 
     name: str
     artifacts: tuple[str, ...]
     transitive: bool = False
+    exclusions: tuple[str, ...] = ()
 
     def cache_dir(self) -> Path:
         """One directory per pinned set: a change to the pins fetches into a new directory."""
-        pins = json.dumps([self.artifacts, self.transitive, DEPENDENCY_PLUGIN]).encode()
+        pins = json.dumps([self.artifacts, self.transitive, self.exclusions, DEPENDENCY_PLUGIN]).encode()
         return PEERS / f"{self.name}-{hashlib.sha256(pins).hexdigest()[:12]}"
 
     def jars(self) -> Path:
@@ -70,9 +72,15 @@ def central_reachable(timeout: float = 5.0) -> bool:
 
 
 def pom(jar_set: JarSet) -> str:
-    """A pom that depends on the pinned artifacts, for Maven to download (and check) them."""
+    """A pom that depends on the pinned artifacts, each with the set's exclusions, for Maven to download
+    (and check) them."""
+    excludes = "".join(
+        f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
+        for g, a in (e.split(":") for e in jar_set.exclusions)
+    )
     deps = "".join(
-        f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>\n"
+        f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>"
+        f"<exclusions>{excludes}</exclusions></dependency>\n"
         for g, a, v in (c.split(":") for c in jar_set.artifacts)
     )
     return (

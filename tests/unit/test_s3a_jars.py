@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -20,14 +21,34 @@ def test_hadoop_aws_is_the_version_of_pysparks_hadoop_client() -> None:
     assert f"org.apache.hadoop:hadoop-aws:{s3a.HADOOP_VERSION}" in s3a.JARS.artifacts
 
 
-def test_the_pom_pins_exactly_the_listed_artifacts() -> None:
+@pytest.mark.parametrize("jar_set", [s3a.JARS, s3a.BUNDLE], ids=lambda s: s.name)
+def test_the_pom_pins_the_listed_artifacts_with_the_sets_exclusions(jar_set: maven.JarSet) -> None:
     ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    deps = ET.fromstring(maven.pom(s3a.JARS)).findall("m:dependencies/m:dependency", ns)
+    deps = ET.fromstring(maven.pom(jar_set)).findall("m:dependencies/m:dependency", ns)
     coordinates = [
         ":".join(d.find(f"m:{k}", ns).text for k in ("groupId", "artifactId", "version")) for d in deps
     ]  # type: ignore[union-attr]
-    assert coordinates == list(s3a.JARS.artifacts)
-    assert not s3a.JARS.transitive  # nothing is fetched that is not named
+    assert coordinates == list(jar_set.artifacts)
+    for dep in deps:
+        excluded = [
+            f"{e.find('m:groupId', ns).text}:{e.find('m:artifactId', ns).text}"  # type: ignore[union-attr]
+            for e in dep.findall("m:exclusions/m:exclusion", ns)
+        ]
+        assert excluded == list(jar_set.exclusions)
+
+
+def _artifact(jar: str) -> str:
+    """``netty-codec-4.2.13.Final.jar`` -> ``netty-codec``: the name without its version."""
+    return re.split(r"-\d", jar, maxsplit=1)[0]
+
+
+def test_the_sdk_modules_add_no_second_copy_of_a_library_pyspark_ships() -> None:
+    if not s3a.JARS.is_cached():
+        pytest.skip("the S3A jars are not fetched: python -m tests.peers.s3a")
+    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    fetched = {_artifact(p.name) for p in s3a.JARS.jars().glob("*.jar")}
+    assert "hadoop-aws" in fetched and "s3" in fetched
+    assert fetched & shipped == set()
 
 
 def _layout(tmp_path: Path, published: bytes, copied: bytes) -> tuple[Path, Path]:
