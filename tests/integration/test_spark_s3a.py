@@ -84,8 +84,8 @@ def replica_rows(store: Metastore, db: str, table: str) -> list[list[Any]]:
         location = store.catalog.get_partition(db, table, [day]).sd.location
         fs = filesystem_for(location)
         for entry in fs.list_files(location):
-            name = entry.uri.rsplit("/", 1)[-1]
-            if not name or name.startswith((".", "_")):
+            base = entry.uri.rsplit("/", 1)[-1]
+            if not base or base.startswith((".", "_")):
                 continue  # a directory marker, a commit marker
             with fs.open_read(entry.uri) as stream:
                 data = pq.read_table(io.BytesIO(stream.read()))
