@@ -9,7 +9,7 @@ DB_SERVERS := tests/db_servers.sh
 # 2 cores instead of ~20. Override with PYTEST_ARGS= for one process.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: help setup krb5-packages db-packages check-java demo test lint format bench db-up db-down clean ui-check test-airflow \
+.PHONY: help setup krb5-packages db-packages peer-jars check-java demo test lint format bench db-up db-down clean ui-check test-airflow \
 	ui-browser ui-connection-check
 
 help:  ## list targets
@@ -22,7 +22,13 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
-setup: krb5-packages db-packages $(STAMP) check-java  ## .venv with every requirement, and the test database servers
+setup: krb5-packages db-packages $(STAMP) check-java peer-jars  ## .venv with every requirement, the test servers and peers
+
+# JVM peers from Maven Central, pinned and SHA-1 checked, cached under var/peers: hadoop-aws and the AWS SDK
+# modules for Spark's s3a:// (pyspark ships neither), and Spark's Hive 3.1.3 metastore client.
+peer-jars: $(STAMP)  ## fetch the JVM peers' jars (needs mvn)
+	$(BIN)/python -m tests.peers.s3a >/dev/null
+	$(BIN)/python -m tests.peers.hive31 >/dev/null
 
 db-packages:  ## Debian's PostgreSQL and MariaDB servers, for the tests' throwaway servers (as root, when missing)
 	@$(DB_SERVERS) install
