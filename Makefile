@@ -9,7 +9,7 @@ DB_SERVERS := tests/db_servers.sh
 # 2 cores instead of ~20. Override with PYTEST_ARGS= for one process.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: help setup krb5-packages db-packages peer-jars check-java demo test lint format bench db-up db-down clean ui-check test-airflow \
+.PHONY: help setup krb5-packages db-packages peer-jars check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
 	ui-browser ui-connection-check
 
 help:  ## list targets
@@ -64,6 +64,9 @@ test: setup lint  ## the whole test suite, on throwaway PostgreSQL and MariaDB s
 
 test-airflow: setup  ## the Airflow layer alone: DAG integrity, hook, bootstrap/incremental/cm_cleanup runs (dag.test)
 	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m pytest tests/airflow $(PYTEST_ARGS)
+
+docs: $(STAMP)  ## build the docs site into var/site, failing on any broken link or anchor
+	PYTHONPATH=include $(BIN)/mkdocs build --strict -d var/site
 
 bench: setup  ## benchmarks that print measured figures
 	$(BIN)/python bench/bench_notification_log.py
