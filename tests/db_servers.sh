@@ -59,7 +59,7 @@ install() {
 # --- PostgreSQL -----------------------------------------------------------------------------------------
 
 as_postgres() {  # PostgreSQL refuses to run as root: as root, run its tools as the postgres user
-    if is_root; then runuser -u postgres -- "$@"; else "$@"; fi
+    if is_root; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi  # cd: the caller's cwd may be private
 }
 
 pg_dir() {  # the data's parent: var/throwaway-db/pg, or a private temporary one where postgres can't reach var/
