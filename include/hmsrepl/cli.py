@@ -802,6 +802,23 @@ def metastore_reconcile(ctx: click.Context, settle_seconds: float, limit: int) -
     click.echo(f"listing reconciliation: {logged} events logged")
 
 
+@metastore.command("check")
+@click.pass_context
+@_friendly_errors
+def metastore_check(ctx: click.Context) -> None:
+    """List stored databases, tables and partitions whose locations nest against the ownership rule (rows
+    written before the catalog enforced it); exit 1 when there is any."""
+    from hmsrepl.metastore.overlaps import find_overlaps
+
+    found = 0
+    for overlap in find_overlaps(_store(ctx)):
+        click.echo(overlap.describe())
+        found += 1
+    if found:
+        raise SystemExit(1)
+    click.echo("no stored location is at, inside or around another object's (ownership rule holds)")
+
+
 @main.group()
 def txns() -> None:
     """Transaction housekeeping."""

@@ -49,6 +49,7 @@ def cases(dbs: dict[str, str]) -> dict[tuple[str, ...], list[tuple[str, list[str
         ("schema", "upgrade"): [("ready", ["--revision", "nosuch"])],
         ("metastore", "serve"): [("ready", ["--host", "0.0.0.0"]), ("ready", ["--port", "many"])],
         ("metastore", "reconcile"): [no_schema],
+        ("metastore", "check"): [no_schema],
         ("events", "current-id"): [no_schema],
         ("events", "show"): [no_schema],
         ("events", "count"): [
