@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import or_, select
 
-from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchObjectError, StorageError
+from hmsrepl.exceptions import NoSuchDatabaseError, StorageError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files
+from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import REPLICA_OF
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 from hmsrepl.replication.failures import fault_point
@@ -337,11 +338,18 @@ def replica_root(store: Metastore, db_name: str) -> str:
     The recorded location, not the configured warehouse: a command run with another (or no) warehouse
     setting still finds the tickets and marks of the loads that wrote there.
     """
+    return _directory_of(store, db_name, _recorded(store, db_name))
+
+
+def _recorded(store: Metastore, db_name: str) -> Database | None:
     try:
-        location = store.catalog.get_database(db_name).location_uri
+        return store.catalog.get_database(db_name)
     except NoSuchDatabaseError:
-        location = None
-    return location or store.catalog.default_db_location(db_name)
+        return None
+
+
+def _directory_of(store: Metastore, db_name: str, db: Database | None) -> str:
+    return (db.location_uri if db is not None else None) or store.catalog.default_db_location(db_name)
 
 
 def cleanup_database(store: Metastore, db_name: str) -> CleanupResult:
@@ -355,15 +363,11 @@ def cleanup_database(store: Metastore, db_name: str) -> CleanupResult:
 
 
 def own_directories(store: Metastore, db_name: str) -> list[str]:
-    """The directories whose whole content belongs to the replica database: its own, and its external root
-    when it records one (``replica_layout``); a sweep of the replica covers both."""
-    try:
-        db = store.catalog.get_database(db_name)
-    except NoSuchObjectError:
-        return [store.catalog.default_db_location(db_name)]
-    own = [db.location_uri or store.catalog.default_db_location(db_name)]
-    external = db.parameters.get(EXTERNAL_ROOT)
-    return [*own, external] if external else own
+    """The directories whose whole content belongs to the replica database: its own (``replica_root``), and
+    its external root when it records one (``replica_layout``); a sweep of the replica covers both."""
+    db = _recorded(store, db_name)
+    external = db.parameters.get(EXTERNAL_ROOT) if db is not None else None
+    return [_directory_of(store, db_name, db), *([external] if external else [])]
 
 
 def tickets_dir(store: Metastore, db_name: str) -> str:
