@@ -7,7 +7,7 @@ before (or by hand, or by an older version) may still break it, and such an obje
 another object's files. This pass finds them without holding every row: tables and partitions come in the
 order of their indexed lookup keys (an ancestor's key is a prefix of its descendants' and sorts just before
 them), so one stack of the enclosing locations finds every nesting in one read; databases, few, are merged
-in. Keys are cut to a fixed length, so a candidate is confirmed on the canonical locations.
+in. The keys decide (``_nesting``); only keys cut to their fixed length are confirmed on the locations.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.locations import canonical_or_none, location_key
+from hmsrepl.metastore.locations import LOCATION_KEY_CHARS, canonical_or_none, location_key
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 
 
@@ -47,9 +47,10 @@ class Holder:
 class Overlap:
     outer: Holder
     inner: Holder
+    at: bool  # the same location, not only inside it
 
     def describe(self) -> str:
-        where = "at" if _same(self.outer.location, self.inner.location) else "inside"
+        where = "at" if self.at else "inside"
         return (
             f"{self.inner.kind} {self.inner.name} ('{self.inner.location}') is {where} "
             f"{self.outer.kind} {self.outer.name} ('{self.outer.location}')"
@@ -105,18 +106,23 @@ def _nestings(rows: Iterator[tuple[str, Holder]]) -> Iterator[Overlap]:
     for key, holder in rows:
         while enclosing and not key.startswith(enclosing[-1][0]):
             enclosing.pop()
-        for _, outer in enclosing:
-            at = _same(holder.location, outer.location)
-            if (at or not outer.may_hold(holder)) and _within(holder.location, outer.location):
-                yield Overlap(outer, holder)
+        for outer_key, outer in enclosing:
+            nesting = _nesting(key, holder, outer_key, outer)
+            if nesting is not None and (nesting.at or not outer.may_hold(holder)):
+                yield nesting
         enclosing.append((key, holder))
 
 
-def _within(inner: str, outer: str) -> bool:
-    a, b = canonical_or_none(inner), canonical_or_none(outer)
-    return a is not None and b is not None and a.is_within(b)
+def _nesting(key: str, inner: Holder, outer_key: str, outer: Holder) -> Overlap | None:
+    """``inner`` in ``outer`` (given that ``outer_key`` starts ``key``), or None.
 
-
-def _same(one: str, other: str) -> bool:
-    a = canonical_or_none(one)
-    return a is not None and a == canonical_or_none(other)
+    A whole key is the canonical location with one trailing ``/``, so its prefix is the location's nesting
+    and its equality the same place, as the catalog decided them when it stored the rows; only a key cut at
+    ``LOCATION_KEY_CHARS`` needs the locations themselves (read from the file system again).
+    """
+    if len(key) < LOCATION_KEY_CHARS and len(outer_key) < LOCATION_KEY_CHARS:
+        return Overlap(outer, inner, at=key == outer_key)
+    a, b = canonical_or_none(inner.location), canonical_or_none(outer.location)
+    if a is None or b is None or not a.is_within(b):
+        return None
+    return Overlap(outer, inner, at=a == b)
