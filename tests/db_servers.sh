@@ -163,31 +163,26 @@ running() {  # running NAME: the port of this checkout's throwaway NAME server, 
 STARTED=()  # the servers this call started: the only ones `run` stops
 
 up() {  # start what is needed; export the URLs into this shell
-    local port
     mkdir -p "$STATE"
-    if [ -z "${HMSREPL_TEST_POSTGRES_URL:-}" ]; then
-        if answers 5432; then
-            log "PostgreSQL: using the server on 127.0.0.1:5432"
-        elif port=$(running pg); then
-            log "PostgreSQL: using this checkout's running server on 127.0.0.1:$port"
-            export HMSREPL_TEST_POSTGRES_URL="postgresql+psycopg://postgres@127.0.0.1:$port/postgres"
-        else
-            HMSREPL_TEST_POSTGRES_URL=$(pg_up)
-            export HMSREPL_TEST_POSTGRES_URL
-            STARTED+=(pg)
-        fi
-    fi
-    if [ -z "${HMSREPL_TEST_MYSQL_URL:-}" ]; then
-        if answers 3306; then
-            log "MariaDB: using the server on 127.0.0.1:3306"
-        elif port=$(running mariadb); then
-            log "MariaDB: using this checkout's running server on 127.0.0.1:$port"
-            export HMSREPL_TEST_MYSQL_URL="mysql+pymysql://root@127.0.0.1:$port/test"
-        else
-            HMSREPL_TEST_MYSQL_URL=$(maria_up)
-            export HMSREPL_TEST_MYSQL_URL
-            STARTED+=(mariadb)
-        fi
+    use_or_start HMSREPL_TEST_POSTGRES_URL PostgreSQL 5432 pg pg_up "postgresql+psycopg://postgres@127.0.0.1:%s/postgres"
+    use_or_start HMSREPL_TEST_MYSQL_URL MariaDB 3306 mariadb maria_up "mysql+pymysql://root@127.0.0.1:%s/test"
+}
+
+# use_or_start VAR LABEL DEFAULT_PORT NAME START URL_FORMAT: the URL in VAR if set, else a server on the
+# default port (the tests' default URLs), else this checkout's running NAME server, else a new one (START).
+use_or_start() {
+    local var=$1 label=$2 default_port=$3 name=$4 start=$5 url_format=$6 port url
+    [ -z "${!var:-}" ] || return 0
+    if answers "$default_port"; then
+        log "$label: using the server on 127.0.0.1:$default_port"
+    elif port=$(running "$name"); then
+        log "$label: using this checkout's running server on 127.0.0.1:$port"
+        # shellcheck disable=SC2059  # the format is ours
+        export "$var=$(printf "$url_format" "$port")"
+    else
+        url=$("$start")
+        export "$var=$url"
+        STARTED+=("$name")
     fi
 }
 
