@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import or_, select
 
 from hmsrepl.exceptions import HmsReplError, NoSuchObjectError
+from hmsrepl.formats import paths
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.listings import ObjectKey
@@ -65,11 +66,11 @@ def owned_external_root(store: Metastore, db_name: str) -> str | None:
 
 
 def is_below(location: str | None, root: str | None) -> bool:
-    """``location`` is ``root`` or inside it (plain URI prefix on segment boundaries)."""
+    """``location`` is ``root`` or inside it (``formats.paths.is_below``, segment-wise), for locations that
+    may be missing (none is below anything) or carry a trailing ``/``."""
     if not location or not root:
         return False
-    location, root = location.rstrip("/"), root.rstrip("/")
-    return location == root or location.startswith(root + "/")
+    return paths.is_below(location.rstrip("/") or "/", root.rstrip("/") or "/")
 
 
 def check_root_is_free(store: Metastore, db_name: str, root: str) -> None:
