@@ -14,6 +14,7 @@ Set ``HMSREPL_DEMO_ACID=false`` to leave the insert-only transactional table out
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ from typing import Any
 
 import click
 
+from hmsrepl.airflow_provider import CONNECTION_TYPE
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import FieldSchema, StorageDescriptor, Table
@@ -81,6 +83,10 @@ def airflow_environment(home: Path, source: MetastoreConfig, target: MetastoreCo
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("HMSREPL_DEMO_AIRFLOW_LOG_LEVEL", "WARNING"),
+        # The replicate tasks add each replica's Asset through an alias. No DAG of the demo is scheduled on
+        # those Assets, so Airflow registers them inactive and warns at every event: a deployment whose
+        # consumers are scheduled on them does not see this.
+        "AIRFLOW__LOGGING__NAMESPACE_LEVELS": "airflow.assets.manager=ERROR",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
         "HMSREPL_DUMP_ROOT": str(home / "dumps"),
         "HMSREPL_REPLICATIONS": json.dumps([{"policy": db, "target_db": f"{db}_dr"} for db in DATABASES]),
@@ -98,14 +104,43 @@ def airflow_environment(home: Path, source: MetastoreConfig, target: MetastoreCo
 
 
 def connection(port: int) -> str:
-    return json.dumps({"conn_type": "generic", "host": "127.0.0.1", "port": port, "login": "hive"})
+    return json.dumps({"conn_type": CONNECTION_TYPE, "host": "127.0.0.1", "port": port, "login": "hive"})
+
+
+@contextmanager
+def jvm_stderr_into(log: Path) -> Iterator[None]:
+    """Starts the JVM with its standard error in ``log``, so the JVM's own launch notices and Spark's log4j
+    lines land in the demo's log files beside the servers' instead of between the demo's steps.
+
+    The driver JVM inherits file descriptor 2 when PySpark spawns it, so pointing that descriptor at the log
+    while the session starts is enough; the demo's own output keeps the terminal afterwards.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with log.open("ab") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 class DagRunner:
     """Runs the project's DAGs with ``dag.test()``; Airflow is imported here, never by the core."""
 
     def __init__(self) -> None:
+        import warnings
+
         from airflow.dag_processing.dagbag import DagBag
+
+        # dag.test() serves Airflow's execution API in-process through starlette's test client, which warns
+        # that it uses httpx; nothing a user of the demo can act on.
+        warnings.filterwarnings("ignore", message=r"Using `httpx` with `starlette\.testclient` is deprecated")
+        # Airflow's log masker registers every Variable it loads and warns once that values shorter than five
+        # characters (event ids such as 46) are not masked; the demo's Variables hold no secret. The masker
+        # logs through the standard library, not through Airflow's per-namespace levels.
+        logging.getLogger("airflow._shared.secrets_masker").setLevel(logging.ERROR)
 
         self.bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
         if self.bag.import_errors:
@@ -167,7 +202,8 @@ def run(home: Path = Path("var/demo")) -> None:
         with timer.step(f"start Spark (local) with the source metastore at {source_uri} as its catalog"):
             from hmsrepl.spark_session import hive_spark_session
 
-            spark = hive_spark_session("hmsrepl-demo", source_uri, source.config.warehouse)
+            with jvm_stderr_into(home / "spark-driver.log"):
+                spark = hive_spark_session("hmsrepl-demo", source_uri, source.config.warehouse)
             spark.sparkContext.setLogLevel("ERROR")
         try:
             with timer.step(
@@ -213,7 +249,7 @@ def _repl_verify(db: str) -> list[str]:
         capture_output=True,
         text=True,
     )
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    lines = (done.stderr + done.stdout).strip().splitlines()  # its progress line, then its verdict
     for line in lines:
         click.echo(f"   {line}")
     return [] if done.returncode == 0 else lines or [f"exit code {done.returncode}"]

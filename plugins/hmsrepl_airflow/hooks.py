@@ -2,11 +2,12 @@
 
 The connection holds what a Hive Metastore client needs: host, port (default 9083) and login, the user the
 hook identifies as with ``set_ugi`` (the notification API serves admin/proxy users only; default ``hive``).
-The product registers the connection type ``hmsrepl_metastore`` (its own name: ``hive_metastore`` belongs to
-the apache-hive provider) with a form in the UI and a working "Test" button; any other type works too
-(``generic`` from an environment variable, say):
+The product registers the connection type ``hmsrepl`` (its own name: ``hive_metastore`` belongs to the
+apache-hive provider; one word, as Airflow turns a type into a URI scheme) with a form in the UI and a working
+"Test" button. The type's former name ``hmsrepl_metastore`` stays registered for connections saved with it.
+Any other type works too (``generic`` from an environment variable, say):
 
-    AIRFLOW_CONN_HMSREPL_SOURCE_METASTORE='{"conn_type": "hmsrepl_metastore", "host": "127.0.0.1",
+    AIRFLOW_CONN_HMSREPL_SOURCE_METASTORE='{"conn_type": "hmsrepl", "host": "127.0.0.1",
                                             "port": 9083, "login": "hive"}'
 
 For a metastore with Kerberos (``HMSREPL_THRIFT_AUTH=kerberos``) the connection's extra says how the hook
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from hmsrepl.airflow_provider import CONNECTION_TYPE, LEGACY_CONNECTION_TYPE
 from hmsrepl_airflow.hook_errors import (
     MetastoreAuthError,
     MetastoreConfigError,
@@ -74,7 +76,7 @@ class MetastoreNotificationHook(BaseHook):
 
     conn_name_attr = "metastore_conn_id"
     default_conn_name = "hmsrepl_source_metastore"
-    conn_type = "hmsrepl_metastore"
+    conn_type = CONNECTION_TYPE
     hook_name = "Hive Metastore (hmsrepl)"
 
     def __init__(self, metastore_conn_id: str = default_conn_name, **kwargs: Any) -> None:
@@ -427,3 +429,10 @@ def _reason(exc: BaseException) -> str:
     if cause is not None and (not text or text == type(exc).__name__):
         return _reason(cause)
     return text or type(exc).__name__
+
+
+class LegacyTypeMetastoreNotificationHook(MetastoreNotificationHook):
+    """The same hook under the connection type's former name, so connections saved with it keep working."""
+
+    conn_type = LEGACY_CONNECTION_TYPE
+    hook_name = "Hive Metastore (hmsrepl, former type)"

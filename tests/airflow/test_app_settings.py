@@ -31,7 +31,7 @@ SIDES = ("SOURCE", "TARGET")
 def _connection(server: RunningMetastore, **extra: str) -> str:
     return json.dumps(
         {
-            "conn_type": "hmsrepl_metastore",
+            "conn_type": "hmsrepl",
             "host": "127.0.0.1",
             "port": server.port,
             "login": "hive",
@@ -75,7 +75,7 @@ def test_the_connection_gives_the_database_url_with_its_password(monkeypatch: py
     from hmsrepl_airflow.hooks import MetastoreConfigError, MetastoreNotificationHook
 
     extra = {"db_url": "postgresql+psycopg://hive@db:5432/ms", "db_password": "p@ss/1", "cmroot": "/cm"}
-    conn = {"conn_type": "hmsrepl_metastore", "host": "h", "extra": extra}
+    conn = {"conn_type": "hmsrepl", "host": "h", "extra": extra}
     monkeypatch.setenv("AIRFLOW_CONN_SETTINGS_TEST", json.dumps(conn))
     settings = MetastoreNotificationHook("settings_test").database_settings()
     assert settings == {"db_url": "postgresql+psycopg://hive:p%40ss%2F1@db:5432/ms", "cmroot": "/cm"}
@@ -203,10 +203,10 @@ def test_cmroot_cleanup_takes_the_cmroot_from_the_connection(monkeypatch: pytest
 
     task = CmrootCleanupOperator(task_id="t", side="target", metastore_conn_id="cleanup_test")
     monkeypatch.setenv(
-        "AIRFLOW_CONN_CLEANUP_TEST", json.dumps({"conn_type": "hmsrepl_metastore", "host": "h"})
+        "AIRFLOW_CONN_CLEANUP_TEST", json.dumps({"conn_type": "hmsrepl", "host": "h"})
     )
     assert task.cleanup_args() == ["--side", "target"]  # the application's HMSREPL_TARGET_CMROOT
-    conn = {"conn_type": "hmsrepl_metastore", "host": "h", "extra": {"cmroot": "s3://lake/cm"}}
+    conn = {"conn_type": "hmsrepl", "host": "h", "extra": {"cmroot": "s3://lake/cm"}}
     monkeypatch.setenv("AIRFLOW_CONN_CLEANUP_TEST", json.dumps(conn))
     assert task.cleanup_args() == ["--side", "target", "--cmroot", "s3://lake/cm"]
     monkeypatch.delenv("AIRFLOW_CONN_CLEANUP_TEST")

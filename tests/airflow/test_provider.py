@@ -53,3 +53,32 @@ def test_the_test_button_calls_the_metastore(
 
     ok, message = _hook(monkeypatch, session_metastore.port, user="nobody").test_connection()
     assert not ok and "admin" in message.lower()
+
+
+def test_the_connection_type_is_a_valid_uri_scheme_and_the_former_name_still_works(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Airflow writes a connection's type as its URI scheme: a type with ``_`` makes it warn on every
+    ``get_uri`` (RFC 3986), and one with ``-`` comes back from a URI as ``_``. Connections saved under the
+    former name keep their form and hook."""
+    from airflow.models.connection import Connection
+    from airflow.providers_manager import ProvidersManager
+
+    from hmsrepl.airflow_provider import LEGACY_CONNECTION_TYPE
+
+    assert CONNECTION_TYPE.isalnum()
+    conn = Connection(
+        conn_id="scheme_test", conn_type=CONNECTION_TYPE, host="metastore", port=9083, login="hive"
+    )
+    with caplog.at_level("WARNING"):
+        uri = conn.get_uri()
+    assert not [r for r in caplog.records if "shall not contain" in r.getMessage()]
+    assert Connection(conn_id="back", uri=uri).conn_type == CONNECTION_TYPE
+
+    hooks = ProvidersManager().hooks
+    legacy = hooks[LEGACY_CONNECTION_TYPE]
+    assert legacy is not None and legacy.hook_class_name.endswith("LegacyTypeMetastoreNotificationHook")
+    from hmsrepl_airflow.hooks import LegacyTypeMetastoreNotificationHook, MetastoreNotificationHook
+
+    assert issubclass(LegacyTypeMetastoreNotificationHook, MetastoreNotificationHook)
+    assert LegacyTypeMetastoreNotificationHook.conn_type == LEGACY_CONNECTION_TYPE

@@ -11,7 +11,7 @@ triggers one real DAG (``hmsrepl_cm_cleanup`` by default: a SparkSubmitOperator 
 an embedded metastore) and waits for the run to finish. Then Chromium logs in through the login page, checks
 that the DAG list shows every expected DAG and that the run's page shows it succeeded, and saves
 ``dags.png`` and ``run.png``. Before that, against a metastore server it starts: Admin > Connections > Add
-Connection offers the type ``hmsrepl_metastore`` with its relabelled and custom fields
+Connection offers the type ``hmsrepl`` with its relabelled and custom fields
 (``connection_form.png``), and the saved connection's Test button reports success with the metastore's
 answer (``connection_test.png``) and, for a connection to a port nothing listens on, failure naming the
 connection (``connection_test_failed.png``). Everything it started is stopped on the way out. Exit 0 when all of that
