@@ -202,9 +202,7 @@ def test_cmroot_cleanup_takes_the_cmroot_from_the_connection(monkeypatch: pytest
     from hmsrepl_airflow.operators import CmrootCleanupOperator
 
     task = CmrootCleanupOperator(task_id="t", side="target", metastore_conn_id="cleanup_test")
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_CLEANUP_TEST", json.dumps({"conn_type": "hmsrepl", "host": "h"})
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_CLEANUP_TEST", json.dumps({"conn_type": "hmsrepl", "host": "h"}))
     assert task.cleanup_args() == ["--side", "target"]  # the application's HMSREPL_TARGET_CMROOT
     conn = {"conn_type": "hmsrepl", "host": "h", "extra": {"cmroot": "s3://lake/cm"}}
     monkeypatch.setenv("AIRFLOW_CONN_CLEANUP_TEST", json.dumps(conn))
