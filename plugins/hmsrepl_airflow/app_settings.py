@@ -12,8 +12,8 @@ Each side also gets ``HMSREPL_<SIDE>_IDENTITY``: the metastore as the connection
 the application compares with the database it opens (``hmsrepl.identity``), so a connection and a database URL
 naming different metastores fail at start with one line naming both.
 
-Spark's cluster deploy mode starts the driver elsewhere, without this environment: there the settings must be
-defined on the cluster, and no identity is compared.
+Spark's cluster deploy mode starts the driver elsewhere, without this environment: ``cluster_settings`` hands
+the same variables, identity included, to the driver through the cluster manager's environment settings.
 """
 
 from __future__ import annotations

@@ -16,9 +16,16 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from hmsrepl_airflow.cluster_settings import (
+    ClusterModeError,
+    ClusterSubmission,
+    driver_properties,
+    properties_file,
+)
 from hmsrepl_airflow.settings import SPARK_CONF, SPARK_CONN_ID, spark_app
 
 #: Exit codes of the applications that retrying cannot fix (bad options, configuration, refused input).
@@ -65,17 +72,42 @@ def run_app(run: AppRun, log: logging.Logger) -> None:
 
 
 def _spark_submit(run: AppRun, log: logging.Logger) -> None:
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-    hook = SparkSubmitHook(
-        conf=SPARK_CONF, conn_id=run.spark_conn_id, name=run.name, application_args=list(run.args)
-    )
+    hook = _submit_hook(run)
+    submission = ClusterSubmission(hook._connection["master"], hook._connection["deploy_mode"])
+    properties: dict[str, str] = {}
+    if submission.is_cluster:  # the driver starts elsewhere: its settings go through the cluster manager
+        try:
+            properties = driver_properties(submission, run.env)
+        except ClusterModeError as exc:
+            raise AirflowFailException(str(exc)) from exc
     try:
-        hook.submit(spark_app(run.application), env=dict(run.env))  # client mode: the driver's environment
+        if properties:
+            with properties_file(properties) as path:
+                log.info("cluster deploy mode: the driver's settings go in %s", path)
+                hook = _submit_hook(run, extra_properties_file=path)
+                hook.submit(spark_app(run.application), env=dict(run.env))
+        else:  # client mode: the driver is spark-submit's child and inherits this environment
+            hook.submit(spark_app(run.application), env=dict(run.env))
     except AirflowException as exc:
         process = getattr(hook, "_submit_sp", None)
         code = process.returncode if process is not None and process.returncode is not None else 1
         raise failure(code, getattr(hook, "_last_submit_log_lines", []), "spark-submit") from exc
+
+
+def _submit_hook(run: AppRun, extra_properties_file: str | None = None) -> Any:
+    """Airflow's SparkSubmitHook for ``run``, with spark-submit's ``--extra-properties-file`` when given."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    class _LayeredPropertiesSubmitHook(SparkSubmitHook):  # type: ignore[misc]
+        def _build_spark_submit_command(self, application: str) -> list[str]:
+            command: list[str] = super()._build_spark_submit_command(application)
+            if extra_properties_file:
+                command[1:1] = ["--extra-properties-file", extra_properties_file]
+            return command
+
+    return _LayeredPropertiesSubmitHook(
+        conf=SPARK_CONF, conn_id=run.spark_conn_id, name=run.name, application_args=list(run.args)
+    )
 
 
 def _python(run: AppRun, log: logging.Logger) -> None:
