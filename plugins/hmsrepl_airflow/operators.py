@@ -254,14 +254,14 @@ class ReplicateOperator(BaseOperator):
             )
         freshness = self._freshness(context, source, replication, before, current, pending)
         self.log.info(
-            "%s <- %s: repl.last.id %s, source at event %d, %s events of %s pending, oldest %s s old",
+            "%s <- %s: repl.last.id %s, source at event %d, %s events of %s pending, %s",
             replication.target_db,
             replication.policy,
             before if before is not None else "none",
             current,
             "all" if pending is None else pending,
             replication.source_db,
-            "unknown" if freshness is None else freshness,
+            "age of the oldest unknown" if freshness is None else f"the oldest {freshness} s old",
         )
         if not self.bootstrap and pending == 0:
             Variable.set(variable_key(replication.policy), str(before))
