@@ -66,11 +66,11 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     shutil.copy(REPO / "mkdocs.yml", copy / "mkdocs.yml")
     page = copy / "docs/replication.md"
     page.write_text(
-        page.read_text() + "\nSee [the runbook](runbooks.md) and [dumps](security.md#no-such-anchor).\n"
+        page.read_text() + "\nSee [the runbook](no-such-page.md) and [dumps](security.md#no-such-anchor).\n"
     )
     done = _build(copy, tmp_path / "site")
     assert done.returncode != 0
-    assert "runbooks.md" in done.stdout + done.stderr
+    assert "no-such-page.md" in done.stdout + done.stderr
 
 
 def test_every_setting_the_code_reads_is_explained_somewhere() -> None:
