@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from hmsrepl.cli import main
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Function
 from hmsrepl.replication.engine import ReplicationEngine
@@ -226,3 +228,28 @@ def incremental(engine: ReplicationEngine) -> None:
     last = engine.execute("REPL STATUS sales_dr")
     dumped = engine.execute(f"REPL DUMP sales FROM {last}")
     engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+
+
+def test_the_cli_previews_then_restores(sqlite_metastore: Metastore) -> None:
+    store = sqlite_metastore
+    seed(store)
+    before = snapshot(store, "sales", "orders")
+    store.catalog.drop_table("sales", "orders")
+    config = store.config
+    roots = ["--db-url", config.db_url, "--warehouse", config.warehouse, "--cmroot", config.cmroot]
+    runner = CliRunner()
+    log = metadata_hash(store)
+    preview = runner.invoke(main, [*roots, "restore", "table", "sales.orders", "--preview"])
+    assert preview.exit_code == 0, preview.output
+    assert "create table 'sales.orders' from 'sales.orders'" in preview.output
+    assert "add partition 'sales.orders/day=d1': place 2 files, 18 B (2 from cmroot)" in preview.output
+    assert metadata_hash(store) == log
+    taken = runner.invoke(main, [*roots, "restore", "table", "sales.orders", "--into", "plain"])
+    assert taken.exit_code == 1
+    assert taken.stderr.strip().splitlines() == [
+        "Error: table 'sales.plain' exists; restore into another name with --into NEW, or drop or rename it first"
+    ]
+    done = runner.invoke(main, [*roots, "restore", "table", "sales.orders"])
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith("restored table 'sales.orders' as of event ")
+    assert snapshot(store, "sales", "orders") == before
