@@ -539,3 +539,74 @@ class FailoverOperator(BaseOperator):
             self.target_db,
         )
         return result.to_json()
+
+
+class RestoreOperator(BaseOperator):
+    """Point-in-time restore on the source metastore (``hmsrepl restore``): undrop or revert, or preview it.
+
+    A thin shell over ``hmsrepl.restore.service``: the request comes from the trigger form, the preview or
+    the one-line summary goes to the task log, and the plan (as JSON) to XCom. Never retried: a refusal (a
+    taken name, files gone from cmroot, a protected replica) says why and changes nothing, so a retry would
+    only repeat it.
+    """
+
+    template_fields: Sequence[str] = ("kind", "name", "into", "event", "at_time", "partitions", "preview")
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        name: str,
+        into: str = "",
+        event: Any = "",
+        at_time: str = "",
+        partitions: Any = (),
+        preview: Any = True,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.kind, self.name, self.into = kind, name, into
+        self.event, self.at_time, self.partitions, self.preview = event, at_time, partitions, preview
+
+    def request(self) -> Any:
+        """The service's request from the rendered fields (templates render to strings)."""
+        from hmsrepl.restore.service import RestoreRequest
+
+        event = str(self.event or "").strip()
+        if event and not event.isdigit():
+            raise AirflowFailException(
+                f"event '{event}' is not an event id; give a whole number or leave it empty"
+            )
+        parts = self.partitions
+        if isinstance(parts, str):
+            parts = (
+                json.loads(parts)
+                if parts.strip().startswith("[")
+                else [p for p in parts.split(",") if p.strip()]
+            )
+        return RestoreRequest(
+            str(self.kind).strip(),
+            str(self.name).strip(),
+            into=str(self.into or "").strip() or None,
+            event=int(event) if event else None,
+            time=str(self.at_time or "").strip() or None,
+            partitions=tuple(str(p).strip() for p in parts),
+            preview=str(self.preview).strip().lower() not in ("false", "0", "no", ""),
+        )
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from hmsrepl.exceptions import HmsReplError
+        from hmsrepl.restore.preview import as_json, as_text
+        from hmsrepl.restore.service import run_restore, summary
+
+        request = self.request()
+        store = _side("source", SOURCE_CONN_ID)
+        try:
+            plan, result = run_restore(store, request)
+        except HmsReplError as exc:
+            raise AirflowFailException(" ".join(str(exc).split())) from exc
+        finally:
+            store.close()
+        self.log.info("%s", as_text(plan) if result is None else summary(plan, result))
+        return as_json(plan)
