@@ -123,7 +123,9 @@ def test_undrop_a_dropped_partition(sqlite_metastore: Metastore) -> None:
     seed(store)
     before = snapshot(store, "sales", "orders")
     store.catalog.drop_partitions("sales", "orders", [["d2"]])
-    restore(store, lambda p: p.undrop_partitions("sales", "orders", ["day=d2"]))
+    plan = RestorePlanner(store).undrop_partitions("sales", "orders", ["day=d2"])
+    result = RestoreExecutor(store, link=False).run(plan)  # copies, as to or from an object store
+    assert (result.files, result.linked) == (2, 0)
     assert snapshot(store, "sales", "orders") == before
 
 

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Partition
 from hmsrepl.restore.history import RestoreError
-from hmsrepl.restore.plan import FilePlacement, ObjectPlan, RestorePlan, TablePlan
-from hmsrepl.storage.base import copy_file, filesystem_for
+from hmsrepl.restore.plan import ObjectPlan, RestorePlan, TablePlan
+from hmsrepl.storage.base import copy_files, filesystem_for
 from hmsrepl.storage.local import is_local_uri, local_path
 
 BATCH = 500  # partitions per ADD_PARTITION event
+COPY_THREADS = 16  # copies in flight (each is synced: latency-bound, not bandwidth-bound)
 
 
 @dataclass
@@ -42,9 +43,10 @@ class RestoreResult:
 
 
 class RestoreExecutor:
-    def __init__(self, store: Metastore) -> None:
+    def __init__(self, store: Metastore, *, link: bool = True) -> None:
         self.store = store
         self.catalog = store.catalog
+        self.link = link  # hard-link local content from cmroot (False: always copy, verified)
         self._linked = 0
 
     def run(self, plan: RestorePlan) -> RestoreResult:
@@ -75,7 +77,7 @@ class RestoreExecutor:
         if plan.create:
             own = objects.pop(0)
             self._settle([own], table.qualified_name)
-            applied = self._place(own)
+            [applied] = self._place([own])
             try:
                 self.catalog.create_table(table, applied_files=None if table.partition_keys else applied)
             except BaseException:
@@ -93,7 +95,7 @@ class RestoreExecutor:
 
     def _add(self, plan: TablePlan, batch: Sequence[ObjectPlan]) -> None:
         self._settle(batch, plan.table.qualified_name)
-        applied = [self._place(obj) for obj in batch]
+        applied = self._place(batch)
         parts = [Partition.model_validate(obj.snapshot) for obj in batch]
         try:
             self.catalog.add_partitions(
@@ -107,7 +109,7 @@ class RestoreExecutor:
     def _replace(self, plan: TablePlan, obj: ObjectPlan) -> None:
         """Overwrite one object with its wanted listing: an INSERT OVERWRITE naming every wanted file."""
         self.store.cm.preserve(obj.replaced)  # content overwritten in place stays fetchable from cmroot
-        self._place(obj)
+        self._place([obj])
         self.catalog.insert(
             plan.table.db_name,
             plan.table.table_name,
@@ -119,33 +121,48 @@ class RestoreExecutor:
     def _settle(self, objects: Sequence[ObjectPlan], what: str) -> None:
         self.catalog.intents.settle([obj.location for obj in objects], f"restored '{what}'")
 
-    def _place(self, obj: ObjectPlan) -> list[str]:
-        """Put ``obj``'s files in place; returns its whole listing there, encoded (what the catalog records)."""
-        for placement in obj.place:
-            self._put(placement)
-        return [self.store.cm.encode(p.target, p.checksum, _subdir(p.rel)) for p in (*obj.keep, *obj.place)]
-
-    def _put(self, placement: FilePlacement) -> None:
-        source, target = placement.source, placement.target
-        if is_local_uri(source) and is_local_uri(target):
+    def _place(self, objects: Sequence[ObjectPlan]) -> list[list[str]]:
+        """Put the objects' files in place; returns each one's whole listing there, encoded (what the catalog
+        records). Links are made one by one (no bytes move); copies run ``COPY_THREADS`` at a time."""
+        copies: list[tuple[str, str, str]] = []
+        renames: list[tuple[str, str]] = []
+        for placement in (p for obj in objects for p in obj.place):
+            source, target = placement.source, placement.target
+            if not (is_local_uri(source) and is_local_uri(target)):
+                copies.append(
+                    (source, target, placement.checksum)
+                )  # a store's copy appears whole or not at all
+                continue
             dst = local_path(target)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             tmp = os.path.join(
                 os.path.dirname(dst), f".restore-{os.path.basename(dst)}-{uuid.uuid4().hex[:12]}"
             )
-            try:
-                os.link(local_path(source), tmp)
-                self._linked += 1
-            except OSError:
-                copy_file(source, tmp, placement.checksum)
-            try:
+            renames.append((tmp, dst))
+            if not (self.link and self._linked_into(local_path(source), tmp)):
+                copies.append((source, tmp, placement.checksum))
+        try:
+            copy_files(copies, threads=COPY_THREADS)
+            for tmp, dst in renames:
                 os.replace(tmp, dst)
-            except BaseException:
+        except BaseException:
+            for tmp, _ in renames:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
-                raise
-            return
-        copy_file(source, target, placement.checksum)  # object stores publish a copy whole or not at all
+            raise
+        cm = self.store.cm
+        return [
+            [cm.encode(p.target, p.checksum, _subdir(p.rel)) for p in (*obj.keep, *obj.place)]
+            for obj in objects
+        ]
+
+    def _linked_into(self, source: str, tmp: str) -> bool:
+        try:
+            os.link(source, tmp)
+        except OSError:  # another device, or links not allowed: copied instead
+            return False
+        self._linked += 1
+        return True
 
     @staticmethod
     def _unplace(obj: ObjectPlan) -> None:
