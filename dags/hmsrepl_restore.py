@@ -4,7 +4,7 @@ Trigger with the form: ``kind`` (``table``, ``partitions``, ``database`` or ``re
 (``DB.TABLE``, or ``DB`` for a database), and for a revert an ``event`` id or a ``time``; ``into`` puts the
 restored state under a new name; ``partitions`` limits it to some partitions. ``preview`` (on by default)
 only logs what would change, which files from cmroot and how many bytes: trigger again with it off to
-restore. The restore is logged as ordinary events, so replicas follow it with their next incremental run.
+restore; an insert-only transactional table reverts to a ``write_id``. The restore is logged as ordinary events, so replicas follow it with their next incremental run.
 A refusal (a taken name, files gone from cmroot, a protected replica) fails the task with one line and
 changes nothing. Same as ``hmsrepl restore ...`` on the command line.
 """
@@ -33,6 +33,9 @@ with DAG(
         "into": Param("", type="string", description="Restore under this new name (empty: its own)"),
         "event": Param("", type="string", description="revert: as of this event id"),
         "time": Param("", type="string", description="revert: as of this time (ISO 8601, UTC)"),
+        "write_id": Param(
+            "", type="string", description="revert of an insert-only table: as of this write id"
+        ),
         "partitions": Param([], type="array", description="Only these partitions (KEY=VALUE[/KEY=VALUE])"),
         "preview": Param(True, type="boolean", description="Only show what would change"),
     },
@@ -44,6 +47,7 @@ with DAG(
         into="{{ params.into }}",
         event="{{ params.event }}",
         at_time="{{ params.time }}",
+        write_id="{{ params.write_id }}",
         partitions="{{ params.partitions | tojson }}",
         preview="{{ params.preview }}",
         retries=0,

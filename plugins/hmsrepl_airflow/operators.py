@@ -550,7 +550,16 @@ class RestoreOperator(BaseOperator):
     only repeat it.
     """
 
-    template_fields: Sequence[str] = ("kind", "name", "into", "event", "at_time", "partitions", "preview")
+    template_fields: Sequence[str] = (
+        "kind",
+        "name",
+        "into",
+        "event",
+        "at_time",
+        "write_id",
+        "partitions",
+        "preview",
+    )
 
     def __init__(
         self,
@@ -560,6 +569,7 @@ class RestoreOperator(BaseOperator):
         into: str = "",
         event: Any = "",
         at_time: str = "",
+        write_id: Any = "",
         partitions: Any = (),
         preview: Any = True,
         **kwargs: Any,
@@ -568,16 +578,13 @@ class RestoreOperator(BaseOperator):
         super().__init__(**kwargs)
         self.kind, self.name, self.into = kind, name, into
         self.event, self.at_time, self.partitions, self.preview = event, at_time, partitions, preview
+        self.write_id = write_id
 
     def request(self) -> Any:
         """The service's request from the rendered fields (templates render to strings)."""
         from hmsrepl.restore.service import RestoreRequest
 
-        event = str(self.event or "").strip()
-        if event and not event.isdigit():
-            raise AirflowFailException(
-                f"event '{event}' is not an event id; give a whole number or leave it empty"
-            )
+        event, write_id = _whole_number(self.event, "event"), _whole_number(self.write_id, "write id")
         parts = self.partitions
         if isinstance(parts, str):
             parts = (
@@ -589,7 +596,8 @@ class RestoreOperator(BaseOperator):
             str(self.kind).strip(),
             str(self.name).strip(),
             into=str(self.into or "").strip() or None,
-            event=int(event) if event else None,
+            event=event,
+            write_id=write_id,
             time=str(self.at_time or "").strip() or None,
             partitions=tuple(str(p).strip() for p in parts),
             preview=str(self.preview).strip().lower() not in ("false", "0", "no", ""),
@@ -597,8 +605,7 @@ class RestoreOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from hmsrepl.exceptions import HmsReplError
-        from hmsrepl.restore.preview import as_json, as_text
-        from hmsrepl.restore.service import run_restore, summary
+        from hmsrepl.restore.service import plan_json, preview_text, run_restore, summary
 
         request = self.request()
         store = _side("source", SOURCE_CONN_ID)
@@ -608,5 +615,17 @@ class RestoreOperator(BaseOperator):
             raise AirflowFailException(" ".join(str(exc).split())) from exc
         finally:
             store.close()
-        self.log.info("%s", as_text(plan) if result is None else summary(plan, result))
-        return as_json(plan)
+        self.log.info("%s", preview_text(plan) if result is None else summary(plan, result))
+        return plan_json(plan)
+
+
+def _whole_number(value: Any, what: str) -> int | None:
+    """A form field holding a whole number, or nothing (empty)."""
+    text = str(value if value is not None else "").strip()
+    if not text or text == "None":
+        return None
+    if not text.isdigit():
+        raise AirflowFailException(
+            f"{what} '{text}' is not a whole number; give one or leave the field empty"
+        )
+    return int(text)

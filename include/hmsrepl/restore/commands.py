@@ -10,8 +10,7 @@ import click
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
-from hmsrepl.restore.preview import as_json, as_text
-from hmsrepl.restore.service import RestoreRequest, run_restore, summary
+from hmsrepl.restore.service import RestoreRequest, plan_json, preview_text, run_restore, summary
 
 Opener = Callable[[MetastoreConfig], Metastore]
 
@@ -39,7 +38,7 @@ def restore_group(open_store: Opener, friendly: Callable[[Any], Any]) -> click.G
     def execute(ctx: click.Context, request: RestoreRequest, as_json_output: bool, limit: int) -> None:
         plan, result = run_restore(open_store(ctx.obj), request)
         if as_json_output:
-            doc = as_json(plan)
+            doc = plan_json(plan)
             if result is not None:
                 doc["result"] = {
                     "files": result.files,
@@ -50,7 +49,7 @@ def restore_group(open_store: Opener, friendly: Callable[[Any], Any]) -> click.G
                 }
             click.echo(json.dumps(doc, sort_keys=True))
         elif result is None:
-            click.echo(as_text(plan, limit))
+            click.echo(preview_text(plan, limit))
         else:
             click.echo(summary(plan, result))
 
@@ -113,6 +112,11 @@ def restore_group(open_store: Opener, friendly: Callable[[Any], Any]) -> click.G
         multiple=True,
         help="Only these partitions, KEY=VALUE[/KEY=VALUE] (repeatable).",
     )
+    @click.option(
+        "--write-id",
+        type=click.IntRange(0),
+        help="Insert-only transactional tables: revert to what readers saw as of this write id.",
+    )
     @click.option("--into", help="Put the old state into this new table (NAME or DB.NAME); leave NAME alone.")
     @common
     @click.pass_context
@@ -123,14 +127,22 @@ def restore_group(open_store: Opener, friendly: Callable[[Any], Any]) -> click.G
         event: int | None,
         at_time: str | None,
         partitions: tuple[str, ...],
+        write_id: int | None,
         into: str | None,
         preview: bool,
         as_json_output: bool,
         limit: int,
     ) -> None:
-        """Revert table NAME (DB.TABLE), or some of its partitions, to an event id or a time."""
+        """Revert table NAME (DB.TABLE), or some of its partitions, to an event id, a time or a write id."""
         request = RestoreRequest(
-            "revert", name, into=into, event=event, time=at_time, partitions=partitions, preview=preview
+            "revert",
+            name,
+            into=into,
+            event=event,
+            time=at_time,
+            partitions=partitions,
+            write_id=write_id,
+            preview=preview,
         )
         execute(ctx, request, as_json_output, limit)
 

@@ -196,8 +196,9 @@ class RestorePlanner:
             )
         if Table.model_validate(image.table).is_transactional:
             raise RestoreError(
-                f"table '{image.name}' is transactional: its readers' state depends on write ids, which this "
-                "restore does not revert yet; copy the data of the wanted write id with a query instead"
+                f"table '{image.name}' is transactional: its readers' state is chosen by write ids, not by its "
+                "listing; revert an insert-only table in place with 'hmsrepl restore revert --write-id ID' "
+                "(full ACID tables and undrops of transactional tables are not supported)"
             )
         return image
 
