@@ -92,6 +92,9 @@ class RestoreExecutor:
         drops = [obj.values or [] for obj in objects if obj.action == "drop"]
         if drops:
             self.catalog.drop_partitions(table.db_name, table.table_name, drops)
+        if plan.alter is not None:  # files put back first: the ALTER_TABLE lists them with the new metadata
+            self._place([obj for obj in objects if obj.action == "iceberg"])
+            self.catalog.alter_table(table.db_name, table.table_name, plan.alter)
 
     def _add(self, plan: TablePlan, batch: Sequence[ObjectPlan]) -> None:
         self._settle(batch, plan.table.qualified_name)

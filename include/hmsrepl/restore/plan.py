@@ -56,6 +56,7 @@ class TablePlan:
     as_of: int
     create: bool
     objects: list[ObjectPlan] = field(default_factory=list)
+    alter: Table | None = None  # the table's new metadata (an Iceberg table's metadata_location), logged last
 
 
 @dataclass

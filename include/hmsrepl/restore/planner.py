@@ -12,7 +12,7 @@ from typing import Any
 
 from hmsrepl.exceptions import FileLostError, NoSuchDatabaseError
 from hmsrepl.formats.file_uri import EncodedFileUri
-from hmsrepl.formats.iceberg_tables import is_iceberg
+from hmsrepl.formats.iceberg_tables import METADATA_LOCATION, PREVIOUS_METADATA_LOCATION, is_iceberg
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import EventType
@@ -23,7 +23,8 @@ from hmsrepl.restore import history
 from hmsrepl.restore.history import RestoreError
 from hmsrepl.restore.images import ObjectImage, TableImage, replay
 from hmsrepl.restore.plan import FilePlacement, ObjectPlan, RestorePlan, TablePlan
-from hmsrepl.storage.base import join_uri
+from hmsrepl.storage.base import filesystem_for, join_uri
+from hmsrepl.storage.checksum import checksum_size
 
 
 def split_name(qualified: str, default_db: str | None = None) -> tuple[str, str]:
@@ -129,7 +130,9 @@ class RestorePlanner:
         """Table ``db.table`` (or only ``partitions`` of it) brought back to its state as of event ``as_of``;
         with ``into`` the state goes into a new table and the table itself is left alone."""
         db, table = db.lower(), table.lower()
-        image = self._image(db, table, as_of)
+        image = self._image(db, table, as_of, iceberg=not into)
+        if is_iceberg(image.table.get("parameters") or {}):
+            return self._revert_iceberg(image, db, table)
         if into:
             target_db, target_name = split_name(into, db)
             plan = self._plan("revert", f"table '{target_db}.{target_name}'", as_of)
@@ -179,6 +182,31 @@ class RestorePlanner:
         plan.tables.append(target)
         return plan
 
+    def _revert_iceberg(self, image: TableImage, db: str, table: str) -> RestorePlan:
+        """An Iceberg table pointed back at the metadata file it had as of the image, as Iceberg's rollback
+        would: newer metadata and data files stay (older readers and time travel keep working), and any file
+        the old snapshot needs that is gone from the location (expired) is put back from cmroot first."""
+        plan = self._plan("revert", f"table '{db}.{table}'", image.as_of)
+        self._writable_database(db)
+        current = self.catalog.get_table(db, table)
+        old_params = image.table.get("parameters") or {}
+        root = current.sd.location or ""
+        present = {
+            rel: enc for rel, enc in image.files.items() if _holds(join_uri(root, rel), checksum_of(enc))
+        }
+        obj = ObjectPlan(f"table '{db}.{table}'", "iceberg", root)
+        self._placements(plan, obj, image.files, present)
+        params = dict(current.parameters)
+        params[METADATA_LOCATION] = old_params.get(METADATA_LOCATION, "")
+        params[PREVIOUS_METADATA_LOCATION] = current.parameters.get(METADATA_LOCATION, "")
+        target = TablePlan(current, image.name, image.as_of, create=False, objects=[obj])
+        target.alter = current.model_copy(update={"parameters": params})
+        plan.notes.append(
+            f"metadata_location goes back to {params[METADATA_LOCATION]} (now {params[PREVIOUS_METADATA_LOCATION]})"
+        )
+        plan.tables.append(target)
+        return plan
+
     def event_for_time(self, timestamp: int) -> int:
         return history.event_at(self.log, timestamp)
 
@@ -186,13 +214,14 @@ class RestorePlanner:
     def _plan(self, action: str, target: str, as_of: int | None) -> RestorePlan:
         return RestorePlan(action, target, as_of, self.store.config.cm_retention_seconds)
 
-    def _image(self, db: str, table: str, as_of: int) -> TableImage:
+    def _image(self, db: str, table: str, as_of: int, *, iceberg: bool = False) -> TableImage:
         image = replay(history.table_history(self.log, db, table, as_of), as_of)
         params = image.table.get("parameters") or {}
-        if is_iceberg(params):
+        if is_iceberg(params) and not iceberg:
             raise RestoreError(
-                f"table '{image.name}' is an Iceberg table: its state is its metadata file, which this restore "
-                "does not revert yet; use Iceberg's own rollback (CALL system.rollback_to_snapshot)"
+                f"table '{image.name}' is an Iceberg table: its metadata names its files by absolute path, so it "
+                "is only reverted in place ('hmsrepl restore revert DB.TABLE --event ID', no --into); an "
+                "undropped Iceberg table is registered again with Iceberg's register_table"
             )
         if Table.model_validate(image.table).is_transactional:
             raise RestoreError(
@@ -358,3 +387,10 @@ def _rerooted(location: str | None, old_root: str | None, new_root: str | None) 
         return location
     old = old_root.rstrip("/") + "/"
     return new_root.rstrip("/") + "/" + location[len(old) :] if location.startswith(old) else location
+
+
+def _holds(uri: str, checksum: str) -> bool:
+    """Whether ``uri`` is there with the size ``checksum`` records (a file the writer never rewrites in place:
+    the size is enough to tell it is the recorded one, without reading it)."""
+    status = filesystem_for(uri).status(uri)
+    return status is not None and status.size == checksum_size(checksum)
