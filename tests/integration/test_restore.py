@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 
 from hmsrepl.cli import main
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.model import Database, Function
+from hmsrepl.metastore.model import Database, Function, TableType
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import verify
 from hmsrepl.restore.executor import RestoreExecutor
@@ -255,3 +256,50 @@ def test_the_cli_previews_then_restores(sqlite_metastore: Metastore) -> None:
     assert done.exit_code == 0, done.output
     assert done.output.startswith("restored table 'sales.orders' as of event ")
     assert snapshot(store, "sales", "orders") == before
+
+
+def test_undrop_an_external_table_reuses_the_files_left_in_place(sqlite_metastore: Metastore) -> None:
+    store = sqlite_metastore
+    store.catalog.create_database(Database(name="sales"))
+    location = f"{store.config.warehouse}/external/ext"
+    write_file(location, "000000_0", b"external rows\n")
+    table = make_table("sales", "ext", EXTERNAL="TRUE")
+    sd = table.sd.model_copy(update={"location": location})
+    store.catalog.create_table(table.model_copy(update={"table_type": TableType.EXTERNAL_TABLE, "sd": sd}))
+    before = snapshot(store, "sales", "ext")
+    store.catalog.drop_table("sales", "ext")
+    plan = RestorePlanner(store).undrop_table("sales", "ext")
+    assert (len(plan.placements), [len(obj.keep) for obj in plan.objects]) == (0, [1])
+    RestoreExecutor(store).run(plan)
+    assert snapshot(store, "sales", "ext") == before
+    assert store.catalog.get_table("sales", "ext").sd.location == location
+
+
+def test_revert_by_time_adds_back_and_drops_partitions(sqlite_metastore: Metastore) -> None:
+    store = sqlite_metastore
+    seed(store)
+    before = snapshot(store, "sales", "orders")
+    time.sleep(1.1)  # event times are whole seconds
+    moment = int(time.time()) - 1
+    table = store.catalog.get_table("sales", "orders")
+    store.catalog.add_partitions("sales", "orders", [make_partition(table, "d3")])
+    store.catalog.drop_partitions("sales", "orders", [["d1"]])
+    plan = RestorePlanner(store).revert_table("sales", "orders", RestorePlanner(store).event_for_time(moment))
+    assert sorted((obj.action, obj.what) for obj in plan.objects) == [
+        ("add", "partition 'sales.orders/day=d1'"),
+        ("drop", "partition 'sales.orders/day=d3'"),
+    ]
+    RestoreExecutor(store).run(plan)
+    assert snapshot(store, "sales", "orders") == before
+
+
+def test_a_history_the_log_no_longer_holds_is_refused(sqlite_metastore: Metastore) -> None:
+    store = sqlite_metastore
+    seed(store)
+    store.catalog.drop_table("sales", "plain")
+    store.events.cleanup(0, now=4_000_000_000)  # every event is past its TTL
+    store.catalog.create_database(Database(name="later"))  # the log goes on
+    with pytest.raises(RestoreError, match=r"no drop of table 'sales\.plain'"):
+        RestorePlanner(store).undrop_table("sales", "plain")
+    with pytest.raises(RestoreError, match="the log no longer holds its creation"):
+        RestorePlanner(store).revert_table("sales", "orders", store.events.current_event_id())
