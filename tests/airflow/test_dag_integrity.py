@@ -133,6 +133,7 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
         "partitions",
         "preview",
         "time",
+        "write_id",
     ]
     assert bootstrap["params"] == ["policy", "target_db"]
     assert incremental["schedule"] != "None" and cleanup["schedule"] != "None"
