@@ -303,3 +303,15 @@ def test_a_history_the_log_no_longer_holds_is_refused(sqlite_metastore: Metastor
         RestorePlanner(store).undrop_table("sales", "plain")
     with pytest.raises(RestoreError, match="the log no longer holds its creation"):
         RestorePlanner(store).revert_table("sales", "orders", store.events.current_event_id())
+
+
+def test_a_bad_target_name_is_refused_before_any_file_is_placed(sqlite_metastore: Metastore) -> None:
+    store = sqlite_metastore
+    seed(store)
+    store.catalog.drop_table("sales", "orders")
+    files, log = tree_hash(store.config.warehouse, store.config.cmroot), metadata_hash(store)
+    with pytest.raises(Exception, match="table name 'bad name!' is invalid"):
+        RestorePlanner(store).undrop_table("sales", "orders", into="bad name!")
+    with pytest.raises(Exception, match="database name 'no-dash' is invalid"):
+        RestorePlanner(store).undrop_database("sales", into="no-dash")
+    assert (tree_hash(store.config.warehouse, store.config.cmroot), metadata_hash(store)) == (files, log)

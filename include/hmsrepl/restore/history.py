@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds, parse_event
 from hmsrepl.metastore.eventlog import EventLog
-from hmsrepl.metastore.events import EventType, NotificationEvent
+from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent
 from hmsrepl.metastore.messages import AlterTableMessage
 
 PAGE = 1_000
@@ -46,6 +46,12 @@ def _names(event: NotificationEvent) -> tuple[tuple[str, str], tuple[str, str]] 
     return (before, after) if before != after else None
 
 
+def _may_name(event: NotificationEvent, name: str) -> bool:
+    """Whether an event's message may name table ``name`` (a plain JSON one is searched without parsing it;
+    names are identifiers, which JSON never escapes): most ALTER_TABLE events are of other tables."""
+    return event.message_format != JSON_FORMAT or f'"{name}"' in event.message
+
+
 def table_history(log: EventLog, db: str, name: str, as_of: int) -> list[NotificationEvent]:
     """The events that made table ``db.name`` what it was as of event ``as_of``, oldest (its creation) first.
 
@@ -57,7 +63,9 @@ def table_history(log: EventLog, db: str, name: str, as_of: int) -> list[Notific
     while True:
         own = backwards(log, cursor, db_name=db, table_name=name)
         alters = backwards(log, cursor, event_types=[EventType.ALTER_TABLE.value])
-        renamed_in = (e for e in alters if (n := _names(e)) is not None and n[1] == (db, name))
+        renamed_in = (
+            e for e in alters if _may_name(e, name) and (n := _names(e)) is not None and n[1] == (db, name)
+        )
         moved = False
         for event in heapq.merge(own, renamed_in, key=lambda e: -e.event_id):
             kind = event.event_type

@@ -18,6 +18,7 @@ from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import checksum_of
 from hmsrepl.metastore.model import Database, Function, Table
+from hmsrepl.metastore.names import check_identifier
 from hmsrepl.metastore.protection import refusal
 from hmsrepl.restore import history
 from hmsrepl.restore.history import RestoreError
@@ -89,6 +90,7 @@ class RestorePlanner:
         """The database with the tables and functions its drop removed, each as of just before its own drop."""
         db = db.lower()
         target = (into or db).lower()
+        check_identifier(target, "database")
         drop = history.last_event(self.log, EventType.DROP_DATABASE, db)
         if drop is None:
             raise RestoreError(
@@ -244,6 +246,7 @@ class RestorePlanner:
         return database
 
     def _free_table(self, db: str, name: str) -> None:
+        check_identifier(name, "table")  # before any file is placed under it
         if self.catalog.find_table(db, name) is not None:
             raise RestoreError(
                 f"table '{db}.{name}' exists; restore into another name with --into NEW, or drop or rename it first"
