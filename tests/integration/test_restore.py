@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from hmsrepl.cli import main
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Function, TableType
+from hmsrepl.metastore.protection import privileged
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import verify
 from hmsrepl.restore.executor import RestoreExecutor
@@ -224,6 +225,12 @@ def test_a_restore_on_a_protected_replica_is_refused(
     log = metadata_hash(target)
     with pytest.raises(RestoreError, match="restore refused: database 'sales_dr' is a protected replica"):
         RestorePlanner(target).undrop_partitions("sales_dr", "orders")
+    assert metadata_hash(target) == log
+    with privileged("a replication load"):  # the replica's drop, as a load applies it
+        target.catalog.drop_database("sales_dr", cascade=True)
+    log = metadata_hash(target)
+    with pytest.raises(RestoreError, match="restore refused: database 'sales_dr' is a protected replica"):
+        RestorePlanner(target).undrop_database("sales_dr")
     assert metadata_hash(target) == log
 
 

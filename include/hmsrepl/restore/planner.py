@@ -105,6 +105,9 @@ class RestorePlanner:
                 f"database '{target}' exists; restore into another name with --into NEW, or drop it first"
             )
         snapshot = drop.body()["database"]
+        reason = refusal(db, snapshot.get("parameters") or {})
+        if reason:  # it would come back protected, and refuse its own tables
+            raise RestoreError(f"restore refused: {reason}")
         location = snapshot.get("location_uri") if target == db else None
         database = Database.model_validate(
             {**snapshot, "name": target, "location_uri": location or self.catalog.default_db_location(target)}
