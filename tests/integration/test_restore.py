@@ -19,8 +19,8 @@ from hmsrepl.metastore.model import Database, Function, TableType
 from hmsrepl.metastore.protection import privileged
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import verify
+from hmsrepl.restore.errors import RestoreError
 from hmsrepl.restore.executor import RestoreExecutor
-from hmsrepl.restore.history import RestoreError
 from hmsrepl.restore.planner import RestorePlanner
 from hmsrepl.restore.preview import as_text
 from hmsrepl.storage.local import local_path

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hmsrepl.replication.verify import verify
+from hmsrepl.restore.errors import RestoreError
 from hmsrepl.restore.executor import RestoreExecutor
-from hmsrepl.restore.history import RestoreError
 from hmsrepl.restore.planner import RestorePlanner
 from hmsrepl.storage.local import local_path
 from tests.integration.test_iceberg_replication import SCHEMA, _store, catalog, read, replicate, rows, sides

@@ -11,7 +11,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import verify
-from hmsrepl.restore.history import RestoreError
+from hmsrepl.restore.errors import RestoreError
 from hmsrepl.restore.service import RestoreRequest, run_restore
 from tests.integration.test_insert_only import append, create_table, put, rows_of
 from tests.integration.test_restore import metadata_hash

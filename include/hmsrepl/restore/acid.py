@@ -22,7 +22,7 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.protection import refusal
-from hmsrepl.restore.history import RestoreError
+from hmsrepl.restore.errors import RestoreError
 from hmsrepl.storage.base import copy_file, filesystem_for, join_uri, relative_to
 from hmsrepl.storage.local import is_local_uri, local_path
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Partition
-from hmsrepl.restore.history import RestoreError
+from hmsrepl.restore.errors import RestoreError
 from hmsrepl.restore.plan import ObjectPlan, RestorePlan, TablePlan
 from hmsrepl.storage.base import copy_files, filesystem_for
 from hmsrepl.storage.local import is_local_uri, local_path

@@ -10,19 +10,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 
-from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds, parse_event
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent
 from hmsrepl.metastore.messages import AlterTableMessage
+from hmsrepl.restore.errors import RestoreError
 
 PAGE = 1_000
 #: Events that change nothing a restored table holds (its write ids and statistics are not restored).
 IGNORED = frozenset(TXN_KINDS | kinds(scope=Scope.STATS))
-
-
-class RestoreError(HmsReplError):
-    """A restore that cannot be made as asked; the message names the object and what to do."""
 
 
 def backwards(log: EventLog, before: int, **filters: object) -> Iterator[NotificationEvent]:

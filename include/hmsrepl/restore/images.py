@@ -23,7 +23,7 @@ from hmsrepl.metastore.messages import (
     ObjectData,
     partition_key_names,
 )
-from hmsrepl.restore.history import RestoreError
+from hmsrepl.restore.errors import RestoreError
 
 
 @dataclass

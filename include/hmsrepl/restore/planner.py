@@ -21,7 +21,7 @@ from hmsrepl.metastore.model import Database, Function, Table
 from hmsrepl.metastore.names import check_identifier
 from hmsrepl.metastore.protection import refusal
 from hmsrepl.restore import history
-from hmsrepl.restore.history import RestoreError
+from hmsrepl.restore.errors import RestoreError
 from hmsrepl.restore.images import ObjectImage, TableImage, replay
 from hmsrepl.restore.plan import FilePlacement, ObjectPlan, RestorePlan, TablePlan
 from hmsrepl.storage.base import filesystem_for, join_uri

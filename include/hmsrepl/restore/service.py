@@ -11,8 +11,8 @@ from typing import Any
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.restore.acid import AcidRevertPlan, plan_insert_only, run_insert_only
+from hmsrepl.restore.errors import RestoreError
 from hmsrepl.restore.executor import RestoreExecutor, RestoreResult
-from hmsrepl.restore.history import RestoreError
 from hmsrepl.restore.plan import RestorePlan
 from hmsrepl.restore.planner import RestorePlanner, split_name
 from hmsrepl.restore.preview import as_json, as_text
