@@ -28,6 +28,7 @@ from hmsrepl.metastore.database import (
     upgrade_schema,
 )
 from hmsrepl.metastore.service import RECONCILE_BATCH
+from hmsrepl.restore.commands import restore_group
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -932,6 +933,8 @@ def demo(home: str) -> None:
 
     run(Path(home))
 
+
+main.add_command(restore_group(_open_checked, _friendly_errors))
 
 if __name__ == "__main__":
     sys.exit(main())

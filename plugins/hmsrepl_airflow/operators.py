@@ -557,3 +557,93 @@ class FailoverOperator(BaseOperator):
             self.target_db,
         )
         return result.to_json()
+
+
+class RestoreOperator(BaseOperator):
+    """Point-in-time restore on the source metastore (``hmsrepl restore``): undrop or revert, or preview it.
+
+    A thin shell over ``hmsrepl.restore.service``: the request comes from the trigger form, the preview or
+    the one-line summary goes to the task log, and the plan (as JSON) to XCom. Never retried: a refusal (a
+    taken name, files gone from cmroot, a protected replica) says why and changes nothing, so a retry would
+    only repeat it.
+    """
+
+    template_fields: Sequence[str] = (
+        "kind",
+        "name",
+        "into",
+        "event",
+        "at_time",
+        "write_id",
+        "partitions",
+        "preview",
+    )
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        name: str,
+        into: str = "",
+        event: Any = "",
+        at_time: str = "",
+        write_id: Any = "",
+        partitions: Any = (),
+        preview: Any = True,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.kind, self.name, self.into = kind, name, into
+        self.event, self.at_time, self.partitions, self.preview = event, at_time, partitions, preview
+        self.write_id = write_id
+
+    def request(self) -> Any:
+        """The service's request from the rendered fields (templates render to strings)."""
+        from hmsrepl.restore.service import RestoreRequest
+
+        event, write_id = _whole_number(self.event, "event"), _whole_number(self.write_id, "write id")
+        parts = self.partitions
+        if isinstance(parts, str):
+            parts = (
+                json.loads(parts)
+                if parts.strip().startswith("[")
+                else [p for p in parts.split(",") if p.strip()]
+            )
+        return RestoreRequest(
+            str(self.kind).strip(),
+            str(self.name).strip(),
+            into=str(self.into or "").strip() or None,
+            event=event,
+            write_id=write_id,
+            time=str(self.at_time or "").strip() or None,
+            partitions=tuple(str(p).strip() for p in parts),
+            preview=str(self.preview).strip().lower() not in ("false", "0", "no", ""),
+        )
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from hmsrepl.exceptions import HmsReplError
+        from hmsrepl.restore.service import plan_json, preview_text, run_restore, summary
+
+        request = self.request()
+        store = _side("source", SOURCE_CONN_ID)
+        try:
+            plan, result = run_restore(store, request)
+        except HmsReplError as exc:
+            raise AirflowFailException(" ".join(str(exc).split())) from exc
+        finally:
+            store.close()
+        self.log.info("%s", preview_text(plan) if result is None else summary(plan, result))
+        return plan_json(plan)
+
+
+def _whole_number(value: Any, what: str) -> int | None:
+    """A form field holding a whole number, or nothing (empty)."""
+    text = str(value if value is not None else "").strip()
+    if not text or text == "None":
+        return None
+    if not text.isdigit():
+        raise AirflowFailException(
+            f"{what} '{text}' is not a whole number; give one or leave the field empty"
+        )
+    return int(text)

@@ -64,6 +64,7 @@ BOOTSTRAP_DAG_ID = "hmsrepl_bootstrap"
 INCREMENTAL_DAG_ID = "hmsrepl_incremental"
 CM_CLEANUP_DAG_ID = "hmsrepl_cm_cleanup"
 FAILOVER_DAG_ID = "hmsrepl_failover"
+RESTORE_DAG_ID = "hmsrepl_restore"
 
 
 def variable_key(policy: str) -> str:

@@ -13,7 +13,13 @@ import pytest
 from tests.airflow.conftest import AIRFLOW_ENV
 from tests.servers import REPO
 
-EXPECTED = {"hmsrepl_bootstrap", "hmsrepl_incremental", "hmsrepl_cm_cleanup", "hmsrepl_failover"}
+EXPECTED = {
+    "hmsrepl_bootstrap",
+    "hmsrepl_incremental",
+    "hmsrepl_cm_cleanup",
+    "hmsrepl_failover",
+    "hmsrepl_restore",
+}
 
 # Runs in a fresh interpreter: Airflow pointed at a metadata database that does not exist (port 1), the
 # metastore settings pointed nowhere, and every socket connect refused, so any import-time access fails.
@@ -102,7 +108,7 @@ def test_dags_import_without_database_or_network_and_declare_ownership(probed: d
             assert task["owner"] == "hmsrepl", (dag_id, task_id)
             # Checking settings has nothing to retry and a failover is re-run by the operator only (it leaves
             # the source frozen and says why); everything else that talks to a server retries.
-            no_retry = task_id == "plan_replications" or dag_id == "hmsrepl_failover"
+            no_retry = task_id == "plan_replications" or dag_id in ("hmsrepl_failover", "hmsrepl_restore")
             assert task["retries"] >= (0 if no_retry else 1), (dag_id, task_id)
             if task["type"] in ("SparkSubmitOperator", "CmrootCleanupOperator"):
                 assert Path(task["application"]).is_file(), (dag_id, task_id, task["application"])
@@ -118,6 +124,17 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
     assert bootstrap["schedule"] == "None"  # manual trigger only
     assert dags["hmsrepl_failover"]["schedule"] == "None"
     assert dags["hmsrepl_failover"]["tasks"]["failover"]["retries"] == 0
+    assert dags["hmsrepl_restore"]["schedule"] == "None"
+    assert dags["hmsrepl_restore"]["params"] == [
+        "event",
+        "into",
+        "kind",
+        "name",
+        "partitions",
+        "preview",
+        "time",
+        "write_id",
+    ]
     assert bootstrap["params"] == ["policy", "target_db"]
     assert incremental["schedule"] != "None" and cleanup["schedule"] != "None"
     assert incremental["params"] == ["limit", "replications"]
@@ -139,6 +156,9 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
         },
         "hmsrepl_failover": {
             "failover": "FailoverOperator",
+        },
+        "hmsrepl_restore": {
+            "restore": "RestoreOperator",
         },
     }
     for dag in dags.values():

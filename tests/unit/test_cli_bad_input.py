@@ -87,6 +87,15 @@ def cases(dbs: dict[str, str]) -> dict[tuple[str, ...], list[tuple[str, list[str
         ("import", "run"): [("ready", ["thrift://127.0.0.1:1"]), ("ready", ["http://metastore:9083"])],
         ("import", "verify"): [("ready", ["thrift://127.0.0.1:1"])],
         ("demo",): [("ready", ["--home", f"{file}/demo"])],
+        ("restore", "table"): [no_schema, ("ready", ["sales"]), ("ready", ["sales.orders"])],
+        ("restore", "partitions"): [("ready", ["sales.orders", "--partition", "day=d1"])],
+        ("restore", "database"): [no_schema, ("ready", ["sales"]), ("ready", ["sales", "--limit", "-1"])],
+        ("restore", "revert"): [
+            ("ready", ["sales.orders"]),
+            ("ready", ["sales.orders", "--time", "yesterday"]),
+            ("ready", ["sales.orders", "--event", "0"]),
+            ("ready", ["sales.orders", "--event", "3", "--time", "2026-01-01T00:00:00Z"]),
+        ],
     }
 
 

@@ -233,6 +233,47 @@ class EventLog:
         if oldest is None or oldest > after_event_id + 1:
             raise EventsCleanedUpError(after_event_id, oldest)
 
+    def previous_events(
+        self,
+        before_event_id: int,
+        max_events: int,
+        *,
+        db_name: str | None = None,
+        table_name: str | None = None,
+        event_types: Sequence[str] | None = None,
+    ) -> list[NotificationEvent]:
+        """Events with id < ``before_event_id``, newest first: for readers that walk the log backwards
+        (a restore looks for the creation behind an object's state as of some event)."""
+        log = notification_log
+        query = (
+            select(*self._EVENT_COLUMNS)
+            .where(log.c.event_id < before_event_id)
+            .order_by(log.c.event_id.desc())
+            .limit(max_events)
+        )
+        if db_name is not None:
+            query = query.where(log.c.db_name == db_name.lower())
+        if table_name is not None:
+            query = query.where(log.c.tbl_name == table_name.lower())
+        if event_types:
+            query = query.where(log.c.event_type.in_(list(event_types)))
+        with self.engine.connect() as conn:
+            return [NotificationEvent(*row) for row in conn.execute(query).all()]
+
+    def oldest_event_id(self) -> int | None:
+        """The oldest event the log still holds (None: empty), to tell a cleaned-up history from none."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.min(notification_log.c.event_id))).scalar()
+
+    def last_event_at(self, timestamp: int) -> int:
+        """The id of the last event logged at or before ``timestamp`` (seconds), 0 when none was."""
+        log = notification_log
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                select(func.max(log.c.event_id)).where(log.c.event_time <= timestamp)
+            ).scalar()
+        return int(found or 0)
+
     def count_events(self, from_event_id: int, db_name: str, to_event_id: int | None = None) -> int:
         """Number of events of ``db_name`` with from_event_id < id <= to_event_id (Hive's semantics)."""
         log = notification_log
