@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import click
@@ -49,11 +50,17 @@ def describe(exc: BaseException) -> str:
 class OneLineErrors(click.Group):
     """The top-level group: usage errors, refusals and unexpected failures all end as one ``Error:`` line."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(  # type: ignore[override]  # click's overloads split on Literal[True]; one signature serves both
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        standalone_mode: bool = True,
+        **kwargs: Any,
+    ) -> Any:
         if not standalone_mode:  # a caller that handles exceptions itself
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, standalone_mode=False, **kwargs)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.Abort:

@@ -166,7 +166,8 @@ class DagRunner:
     def variable(key: str) -> str | None:
         from airflow.models.variable import Variable
 
-        return Variable.get(key, default_var=None)
+        value: str | None = Variable.get(key, default_var=None)
+        return value
 
 
 def run(home: Path = Path("var/demo")) -> None:

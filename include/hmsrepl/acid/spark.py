@@ -207,8 +207,8 @@ def read_insert_only(
     if partition_values is None:
         selected = reader.partition_files()
     else:
-        part = metastore.catalog.get_partition(table.db_name, table.table_name, list(partition_values))
-        selected = [(part, reader.files(partition_values))]
+        chosen = metastore.catalog.get_partition(table.db_name, table.table_name, list(partition_values))
+        selected = [(chosen, reader.files(partition_values))]
     frames: list[DataFrame] = []
     for part, files in selected:
         if not files:

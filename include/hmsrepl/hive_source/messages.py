@@ -92,20 +92,24 @@ def decode(event: HiveEvent) -> dict[str, Any]:
     """The message's JSON document, from plain JSON (``json-*``) or base64 gzip (``gzip(json-*)``)."""
     fmt = (event.message_format or "json").strip()
     what = f"event {event.event_id} ({event.event_type}) of the stock metastore"
+    if not (fmt.startswith("json") or (fmt.startswith("gzip(") and fmt.endswith(")"))):
+        raise UnknownMessageFormatError(
+            f"event {event.event_id} ({event.event_type}) has message format '{fmt}', which hmsrepl does not read; "
+            f"set {FACTORY_SETTING}={JSON_FACTORY} on the source metastore (json-0.2 and gzip(json-2.0) are read)"
+        )
     try:
-        if fmt.startswith("gzip(") and fmt.endswith(")"):
-            return loads_bounded(inflate_gzip(base64.b64decode(event.message), what), what)
-        if fmt.startswith("json"):
-            return loads_bounded(event.message, what)
+        packed = fmt.startswith("gzip(")
+        document = loads_bounded(
+            inflate_gzip(base64.b64decode(event.message), what) if packed else event.message, what
+        )
+        if not isinstance(document, dict):
+            raise ValueError(f"a message must be a JSON object, not {type(document).__name__}")
+        return document
     except (ValueError, OSError, zlib.error) as exc:
         raise UnknownMessageFormatError(
             f"event {event.event_id} ({event.event_type}) is not valid {fmt}: {exc}; the notification log is "
             "damaged: run a bootstrap dump after it"
         ) from None
-    raise UnknownMessageFormatError(
-        f"event {event.event_id} ({event.event_type}) has message format '{fmt}', which hmsrepl does not read; "
-        f"set {FACTORY_SETTING}={JSON_FACTORY} on the source metastore (json-0.2 and gzip(json-2.0) are read)"
-    )
 
 
 def _snapshot(obj: Database | Table | Partition | Function) -> dict[str, Any]:

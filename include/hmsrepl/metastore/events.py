@@ -56,11 +56,16 @@ def encode_message(
 
 
 def decode_message(text: str, message_format: str) -> dict[str, Any]:
+    """A notification message's document: always a JSON object (a message of any other shape is refused)."""
     if message_format == GZIP_JSON_FORMAT:
-        return loads(inflate_gzip(base64.b64decode(text), "notification message"))
-    if message_format == JSON_FORMAT:
-        return loads(text)
-    raise ValueError(f"unknown notification message format '{message_format}'")
+        document = loads(inflate_gzip(base64.b64decode(text), "notification message"))
+    elif message_format == JSON_FORMAT:
+        document = loads(text)
+    else:
+        raise ValueError(f"unknown notification message format '{message_format}'")
+    if not isinstance(document, dict):
+        raise ValueError(f"a notification message must be a JSON object, not {type(document).__name__}")
+    return document
 
 
 @dataclass(frozen=True)

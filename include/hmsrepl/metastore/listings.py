@@ -196,7 +196,9 @@ def _checksums(conn: Connection, key: ObjectKey, paths: list[str]) -> dict[str, 
                     data_files.c.part_id == key.part_id,
                     data_files.c.rel_path.in_(paths[start : start + CHUNK]),
                 )
-            ).all()
+            )
+            .tuples()
+            .all()
         )
     return out
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats import listing_digest
@@ -212,13 +212,13 @@ class Message:
 class DatabaseMessage(Message):
     @property
     def database(self) -> Mapping[str, Any]:
-        return self.raw.get("after") or self.raw["database"]
+        return cast("Mapping[str, Any]", self.raw.get("after") or self.raw["database"])
 
 
 class FunctionMessage(Message):
     @property
     def function(self) -> Mapping[str, Any]:
-        return self.raw["function"]
+        return cast("Mapping[str, Any]", self.raw["function"])
 
 
 class CreateTableMessage(Message):
@@ -237,11 +237,11 @@ class DropTableMessage(Message):
 class AlterTableMessage(Message):
     @property
     def table(self) -> Mapping[str, Any]:
-        return self.raw["after"]
+        return cast("Mapping[str, Any]", self.raw["after"])
 
     @property
     def before(self) -> Mapping[str, Any]:
-        return self.raw["before"]
+        return cast("Mapping[str, Any]", self.raw["before"])
 
     @property
     def rename_target(self) -> str | None:
@@ -298,7 +298,7 @@ class DropPartitionMessage(PartitionListMessage):
 class AlterPartitionMessage(Message):
     @property
     def after(self) -> Mapping[str, Any]:
-        return self.raw["after"]
+        return cast("Mapping[str, Any]", self.raw["after"])
 
     @property
     def renames(self) -> bool:

@@ -60,7 +60,7 @@ class Overlap:
 def find_overlaps(store: Metastore) -> Iterator[Overlap]:
     """Every pair of stored objects whose locations nest (or coincide) against the ownership rule."""
     with store.events.reader() as conn:
-        db_names = dict(conn.execute(select(dbs.c.db_id, dbs.c.name)).all())
+        db_names: dict[int, str] = dict(conn.execute(select(dbs.c.db_id, dbs.c.name)).tuples().all())
         databases = sorted(_databases(store, db_names))
         tables = conn.execute(
             select(tbls.c.location_key, tbls.c.db_id, tbls.c.tbl_id, tbls.c.tbl_name, tbls.c.location)

@@ -80,7 +80,7 @@ class BoolOp:
     args: tuple[Any, ...]
 
 
-class _ToAst(Transformer):
+class _ToAst(Transformer[Token, Any]):
     def literal(self, items: list[Token]) -> tuple[str, bool]:
         token = items[0]
         if token.type == "STRING":
@@ -149,14 +149,15 @@ def parse_filter(text: str) -> Comparison | BoolOp:
             "(HMSREPL_FILTER_MAX_DEPTH); remove redundant parentheses and NOTs"
         )
     try:
-        return _ToAst().transform(tree)
+        node: Comparison | BoolOp = _ToAst().transform(tree)
+        return node
     except VisitError as exc:  # a literal the grammar admits but cannot be decoded
         if isinstance(exc.orig_exc, InvalidObjectError):
             raise exc.orig_exc from None
         raise
 
 
-def _size(tree: Tree) -> tuple[int, int]:
+def _size(tree: Tree[Token]) -> tuple[int, int]:
     """Comparisons and nesting depth of a parse tree, walked without recursion (it is not bounded yet)."""
     terms = depth = 0
     stack: list[tuple[Any, int]] = [(tree, 1)]
@@ -212,7 +213,7 @@ def statement_time_limit(conn: Connection, what: str) -> Iterator[None]:
             except DBAPIError:
                 conn.invalidate()  # never hand the setting to the pool's next user
     elif dialect.name == "sqlite":
-        raw = conn.connection.dbapi_connection
+        raw: Any = conn.connection.dbapi_connection  # sqlite3.Connection: its progress handler is SQLite's
         deadline = time.monotonic() + seconds
         raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
         try:

@@ -509,7 +509,9 @@ class TransactionService:
                         select(m.c.src_txn_id, m.c.target_txn_id).where(
                             m.c.replica_db == replica_db, m.c.src_txn_id.in_(chunk)
                         )
-                    ).all()
+                    )
+                    .tuples()
+                    .all()
                 )
             missing = sorted({src for src in src_txn_ids if src not in known})
             if missing:
@@ -528,7 +530,7 @@ class TransactionService:
         """The target txn replaying ``src_txn_id``; a clear error naming the txn when there is none."""
         m = repl_txn_map
         with self.events.reader() as conn:
-            target = conn.execute(
+            target: int | None = conn.execute(
                 select(m.c.target_txn_id).where(
                     m.c.replica_db == replica_db.lower(), m.c.src_txn_id == src_txn_id
                 )
@@ -653,7 +655,7 @@ class TransactionService:
     @staticmethod
     def _state(conn: Connection, txn_id: int, *, lock: bool = False) -> str:
         query = select(txns.c.state).where(txns.c.txn_id == txn_id)
-        state = conn.execute(query.with_for_update() if lock else query).scalar()
+        state: str | None = conn.execute(query.with_for_update() if lock else query).scalar()
         if state is None:
             raise NoSuchTxnError(txn_id)
         return state

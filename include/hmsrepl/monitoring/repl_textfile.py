@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, write_to_textfile
 from prometheus_client.core import (
@@ -29,7 +29,7 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, case, func, select
+from sqlalchemy import Engine, Row, case, func, select
 
 from hmsrepl.metastore.schema import repl_metrics
 from hmsrepl.monitoring.settings import MetricsSettings
@@ -144,7 +144,7 @@ class RunsCollector(Collector):
         yield _durations(buckets)
 
 
-def _totals(rows: list) -> Iterator[Metric]:
+def _totals(rows: Sequence[Row[Any]]) -> Iterator[Metric]:
     runs = CounterMetricFamily(
         "hmsrepl_repl_runs",
         "Recorded dumps and loads, by policy, operation and status.",
@@ -179,7 +179,7 @@ def _totals(rows: list) -> Iterator[Metric]:
     yield from (runs, applied, dumped, copied, success)
 
 
-def _failures(rows: list) -> Metric:
+def _failures(rows: Sequence[Row[Any]]) -> Metric:
     failures = CounterMetricFamily(
         "hmsrepl_repl_failures",
         f"Failed or abandoned runs, by cause ({', '.join(FAILURE_CAUSES)}).",
@@ -194,7 +194,7 @@ def _failures(rows: list) -> Metric:
     return failures
 
 
-def _latest(rows: list) -> Iterator[Metric]:
+def _latest(rows: Sequence[Row[Any]]) -> Iterator[Metric]:
     duration = GaugeMetricFamily(
         "hmsrepl_repl_last_run_duration_seconds",
         "How long the newest finished run of a policy and operation took.",
@@ -211,7 +211,7 @@ def _latest(rows: list) -> Iterator[Metric]:
     yield from (duration, ok)
 
 
-def _durations(rows: list) -> Metric:
+def _durations(rows: Sequence[Row[Any]]) -> Metric:
     histogram = HistogramMetricFamily(
         "hmsrepl_repl_load_duration_seconds", "Durations of successful loads.", labels=["policy"]
     )

@@ -176,6 +176,7 @@ class ServerStateCollector(Collector):
         )
 
     def _cache(self) -> Iterator[Metric]:
+        assert self.cache is not None  # collected only for a server with the cache on
         stats = self.cache.metrics()
         hits = CounterMetricFamily("hmsrepl_cache_hits", "Reads the metadata cache answered.")
         hits.add_metric([], stats["hits"])

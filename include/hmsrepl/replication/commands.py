@@ -133,8 +133,8 @@ def _unquote(token: Token | str) -> str:
     return body.encode("latin-1", "backslashreplace").decode("unicode_escape")
 
 
-class _Build(Transformer):
-    def start(self, items: list[Any]) -> Command:
+class _Build(Transformer[Token, Any]):
+    def start(self, items: list[Command]) -> Command:
         return items[0]
 
     def pattern_list(self, items: list[Token]) -> TableFilter:
@@ -193,7 +193,7 @@ class _Build(Transformer):
     def load(self, items: list[Any]) -> LoadCommand:
         name = next((str(t) for t in items if isinstance(t, Token) and t.type == "NAME"), None)
         directory = next(_unquote(t) for t in items if isinstance(t, Token) and t.type == "STRING")
-        settings = next((v for k, v in (i for i in items if isinstance(i, tuple))), {})
+        settings: dict[str, str] = next((v for k, v in (i for i in items if isinstance(i, tuple))), {})
         return LoadCommand(directory, name.lower() if name else None, settings)
 
     def status(self, items: list[Token]) -> StatusCommand:
@@ -224,7 +224,7 @@ def _parse(text: str, start: str, what: str, expected: str) -> Any:
 
 
 def parse_command(text: str) -> Command:
-    command = _parse(text, "start", "REPL command", COMMAND_FORMS)
+    command: Command = _parse(text, "start", "REPL command", COMMAND_FORMS)
     if isinstance(command, DumpCommand):
         check_dump_command(command)
     return command

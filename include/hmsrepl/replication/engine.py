@@ -92,9 +92,9 @@ class ReplicationEngine:
 
     def _load(self, target: Metastore, command: LoadCommand, progress: Progress | None) -> LoadResult:
         def work(clock: StageClock, meta: DumpMetadata | None) -> LoadResult:
-            incremental = meta is not None and meta.kind == "incremental"
+            events = meta.event_count if meta is not None and meta.kind == "incremental" else None
             if progress is not None:
-                progress.begin(meta.event_count if incremental else None, "event" if incremental else "table")
+                progress.begin(events, "table" if events is None else "event")
             advance = progress.advance if progress is not None else None
             return LoadEngine(target, clock=clock, source_roots=self.load_source_roots).load(command, advance)
 

@@ -158,8 +158,11 @@ def planned_failover(
     failover continues where it stopped (the freeze is kept until the roles are swapped).
     """
     source, target = engine.source, engine.target
-    if source is None or target is None:
-        raise FailoverError("failover needs both the source and the target metastore")
+    if not isinstance(source, Metastore) or target is None:
+        raise FailoverError(
+            "failover needs both metastores, the source an hmsrepl one (a stock Hive Metastore cannot be frozen "
+            "or made a replica); nothing was changed"
+        )
     source_db, target_db = source_db.lower(), target_db.lower()
     started = time.monotonic()
     seconds: dict[str, float] = {}
@@ -346,8 +349,11 @@ def failback(
     database is protected first (as a replica of ``new_db``), so it takes no more divergent writes.
     """
     new, old = engine.source, engine.target
-    if new is None or old is None:
-        raise FailoverError("failback needs the promoted (source) and the old source (target) metastores")
+    if not isinstance(new, Metastore) or old is None:
+        raise FailoverError(
+            "failback needs the promoted (source) and the old source (target) metastores, both hmsrepl ones; "
+            "nothing was changed"
+        )
     new_db, old_db = new_db.lower(), old_db.lower()
     promoted = new.catalog.get_database(new_db)
     peer_name, old_handover = _peer(promoted)

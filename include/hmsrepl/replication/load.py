@@ -70,7 +70,7 @@ from hmsrepl.replication.layout import (
     DumpMetadata,
 )
 from hmsrepl.replication.leftovers import Retirer, locked_cleanup, own_directories
-from hmsrepl.replication.locations import LocationMapper
+from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.prestage import StagedAhead, discard_unpublished, remove_empty, stage_ahead
 from hmsrepl.replication.replace import (
@@ -80,7 +80,6 @@ from hmsrepl.replication.replace import (
 )
 from hmsrepl.replication.replica_files import adds_one_file, compose
 from hmsrepl.replication.replica_layout import (
-    EXTERNAL_ROOT,
     check_before_load,
     external_root_for,
     move_to_own_root,

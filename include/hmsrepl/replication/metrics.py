@@ -174,7 +174,7 @@ class MetricsLog:
             raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}")
         self.abandon_stale(policy, operation)
         with writer(self.engine).begin() as conn:
-            run_id = conn.execute(
+            inserted = conn.execute(
                 insert(repl_metrics).values(
                     policy=policy,
                     dump_id=dump_id,
@@ -187,7 +187,9 @@ class MetricsLog:
                     error=f"{_OWNER_PREFIX}{os.getpid()} on {socket.gethostname()}",
                     started_at=_now_ms(),
                 )
-            ).inserted_primary_key[0]
+            ).inserted_primary_key
+            assert inserted is not None  # an INSERT of one row always reports its key
+            run_id = inserted[0]
         run = Run(int(run_id), dump_id=dump_id, from_event_id=from_event_id, to_event_id=to_event_id)
         try:
             yield run

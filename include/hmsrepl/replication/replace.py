@@ -199,7 +199,11 @@ class WindowPlan:
         message = event.message
         if action == DROP:  # a rename out of the policy: the target drops the table under its old name
             assert isinstance(message, AlterTableMessage)
-            drop = {"table": message.before, "recycled": [], "renamed_to": message.rename_target}
+            drop: dict[str, Any] = {
+                "table": message.before,
+                "recycled": [],
+                "renamed_to": message.rename_target,
+            }
             return event.rewritten(drop, EventType.DROP_TABLE)
         if event.event_id in self.stripped:
             return event.without_data()

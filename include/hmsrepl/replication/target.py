@@ -65,7 +65,7 @@ from hmsrepl.replication.filecopy import (
     versioned_location,
 )
 from hmsrepl.replication.leftovers import Retirement
-from hmsrepl.replication.locations import LocationMapper
+from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.lost_files import STALE, LostFiles
 from hmsrepl.replication.replica_files import (
     AddedOneByOne,
@@ -80,7 +80,7 @@ from hmsrepl.replication.replica_files import (
     stamp_of,
     unchanged,
 )
-from hmsrepl.replication.replica_layout import EXTERNAL_ROOT, is_below
+from hmsrepl.replication.replica_layout import is_below
 from hmsrepl.replication.replica_scope import SCOPE_PARAMS, ReplicaScope
 from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size

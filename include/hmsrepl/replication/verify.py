@@ -20,6 +20,7 @@ replica: one outside the policy is a difference); a metadata-only replica is com
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,34 +164,44 @@ def diff_states(source: DatabaseState, replica: DatabaseState) -> list[str]:
     out: list[str] = []
     if source.parameters != replica.parameters:
         out.append(f"database parameters differ: source {source.parameters} != replica {replica.parameters}")
-    for kind, left, right in (
-        ("function", source.functions, replica.functions),
-        ("table", source.tables, replica.tables),
-        ("partition", source.partitions, replica.partitions),
-    ):
-        for name in sorted(set(left) | set(right), key=str):
-            label = "/".join(name) if isinstance(name, tuple) else name
-            if name not in right:
-                out.append(f"{kind} {label} is missing on the replica")
-            elif name not in left:
-                out.append(f"{kind} {label} exists only on the replica")
-            elif isinstance(left[name], ObjectState):
-                a, b = left[name], right[name]
-                if a.metadata != b.metadata:
-                    keys = sorted(
-                        k for k in set(a.metadata) | set(b.metadata) if a.metadata.get(k) != b.metadata.get(k)
-                    )
-                    out.append(f"{kind} {label}: metadata differs in {keys}")
-                if a.files is not None and b.files is not None and a.files != b.files:
-                    missing = sorted(set(a.files) - set(b.files))
-                    extra = sorted(set(b.files) - set(a.files))
-                    changed = sorted(k for k in set(a.files) & set(b.files) if a.files[k] != b.files[k])
-                    why = f"; marked stale on the replica ({b.stale}): {FIX}" if b.stale else ""
-                    out.append(
-                        f"{kind} {label}: files differ (missing {missing}, extra {extra}, checksum {changed}){why}"
-                    )
-            elif left[name] != right[name]:
+    out += _diff_family("function", source.functions, replica.functions)
+    out += _diff_family("table", source.tables, replica.tables)
+    out += _diff_family("partition", source.partitions, replica.partitions)
+    return out
+
+
+def _diff_family(kind: str, left: Mapping[Any, object], right: Mapping[Any, object]) -> list[str]:
+    """Differences among one family of objects (functions, tables or partitions), keyed by name."""
+    out: list[str] = []
+    for name in sorted(set(left) | set(right), key=str):
+        label = "/".join(name) if isinstance(name, tuple) else str(name)
+        if name not in right:
+            out.append(f"{kind} {label} is missing on the replica")
+        elif name not in left:
+            out.append(f"{kind} {label} exists only on the replica")
+        else:
+            a, b = left[name], right[name]
+            if isinstance(a, ObjectState) and isinstance(b, ObjectState):
+                out += _diff_object(kind, label, a, b)
+            elif a != b:
                 out.append(f"{kind} {label}: definition differs")
+    return out
+
+
+def _diff_object(kind: str, label: str, a: ObjectState, b: ObjectState) -> list[str]:
+    """Differences of one table or partition: its metadata, then its files' checksums."""
+    out: list[str] = []
+    if a.metadata != b.metadata:
+        keys = sorted(k for k in set(a.metadata) | set(b.metadata) if a.metadata.get(k) != b.metadata.get(k))
+        out.append(f"{kind} {label}: metadata differs in {keys}")
+    if a.files is not None and b.files is not None and a.files != b.files:
+        missing = sorted(set(a.files) - set(b.files))
+        extra = sorted(set(b.files) - set(a.files))
+        changed = sorted(k for k in set(a.files) & set(b.files) if a.files[k] != b.files[k])
+        why = f"; marked stale on the replica ({b.stale}): {FIX}" if b.stale else ""
+        out.append(
+            f"{kind} {label}: files differ (missing {missing}, extra {extra}, checksum {changed}){why}"
+        )
     return out
 
 

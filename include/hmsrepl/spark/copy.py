@@ -34,18 +34,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hmsrepl.exceptions import HmsReplError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
-from hmsrepl.replication.filecopy import (
-    STAGING_PREFIX,
-    CopyResult,
-    CopyTask,
-    publish,
-    run_copy_task,
-    staging_name,
-)
+from hmsrepl.replication.filecopy import CopyResult, CopyTask, run_copy_task
 from hmsrepl.spark.progress import CopyProgress, ProgressAddress, ProgressSender
 from hmsrepl.storage.base import base_name, copy_file, filesystem_for, join_uri, relative_to
 from hmsrepl.storage.checksum import parse_checksum_token
 from hmsrepl.storage.local import Durability, deferred_sync
+from hmsrepl.storage.staging import STAGING_PREFIX, publish, staging_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import re
 from typing import BinaryIO
 
@@ -52,7 +53,7 @@ def checksum_size(token: str) -> int:
         return -1
 
 
-def checksum_stream(stream: BinaryIO) -> str:
+def checksum_stream(stream: BinaryIO | io.RawIOBase) -> str:
     running = RunningChecksum()
     while chunk := stream.read(CHUNK_BYTES):
         running.update(chunk)

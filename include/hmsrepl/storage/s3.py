@@ -308,7 +308,7 @@ class S3FileSystem(FileSystem):
         confirmed: tuple[Any, ...] | None = None  # the previous doubted answer's facts
         for _ in range(STREAM_ATTEMPTS):
             try:
-                head = self.client.head_object(**args)
+                head: dict[str, Any] = self.client.head_object(**args)
             except ClientError as exc:
                 if _is_not_found(exc):
                     return None
@@ -394,9 +394,9 @@ class S3FileSystem(FileSystem):
         except ClientError as exc:
             raise StorageError(f"cannot list '{uri}': {_code(exc)}: {exc}") from exc
         if not found and key.strip("/"):
-            found = self.status(f"s3://{bucket}/{key.rstrip('/')}")
-            if found is not None:
-                yield dataclasses.replace(found, uri=root)
+            single = self.status(f"s3://{bucket}/{key.rstrip('/')}")
+            if single is not None:
+                yield dataclasses.replace(single, uri=root)
 
     def status(self, uri: str) -> FileStatus | None:
         """One HEAD (a listing would first ask for keys below ``uri/``)."""
@@ -470,7 +470,7 @@ class S3FileSystem(FileSystem):
         """
         for _ in range(STREAM_ATTEMPTS):
             try:
-                response = self._call("get_object", uri, **args)
+                response: dict[str, Any] = self._call("get_object", uri, **args)
             except ClientError as exc:
                 raise StorageError(missing) from exc
             except ValueError:  # a header cut inside its value (a date, a number) does not parse

@@ -21,7 +21,8 @@ START_TIMEOUT_SECONDS = 60.0
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:

@@ -35,7 +35,7 @@ def struct_to_json(obj: Any) -> dict[str, Any]:
     return out
 
 
-def struct_from_json(cls: type, doc: dict[str, Any]) -> Any:
+def struct_from_json(cls: Any, doc: dict[str, Any]) -> Any:  # cls: a thriftpy2 struct class
     values: dict[str, Any] = {}
     for entry in cls.thrift_spec.values():
         ttype, name = entry[0], entry[1]
