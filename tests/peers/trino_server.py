@@ -89,12 +89,11 @@ class TrinoServer:
         return "\n".join("\n".join(text.splitlines()[-lines:]) for text in texts)
 
 
-def write_config(root: Path, port: int, catalogs: dict[str, dict[str, str]]) -> Path:
+def write_config(root: Path, port: int, server: Path, catalogs: dict[str, dict[str, str]]) -> Path:
     """The server's ``etc`` directory under ``root``: the node and server properties (one file, as the
     launcher would pass them) and one file per catalog."""
     etc = root / "etc"
     (etc / "catalog").mkdir(parents=True, exist_ok=True)
-    server = trino_peer.fetch()
     node = {
         "node.environment": "hmsrepl_test",
         "node.id": uuid.uuid4().hex,
@@ -140,8 +139,8 @@ def trino_server(root: Path, catalogs: dict[str, dict[str, str]]) -> Iterator[Tr
     """Run Trino with ``catalogs`` (name to properties) until the block ends; raise if it does not start."""
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    etc = write_config(root, port, catalogs)
     server = trino_peer.fetch()
+    etc = write_config(root, port, server, catalogs)
     java = trino_peer.java_home() / "bin" / "java"
     command = [
         str(java),
