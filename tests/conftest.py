@@ -104,5 +104,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     (one to two minutes each) then share the start of the run, and the short ones fill the end, so neither
     worker finishes minutes before the other. A stable sort: every file keeps its own tests' order.
     """
-    starts_jvm = {item.path for item in items if item.get_closest_marker("spark")}
+    starts_jvm = {
+        item.path for item in items if item.get_closest_marker("spark") or item.get_closest_marker("trino")
+    }
     items.sort(key=lambda item: item.path not in starts_jvm)

@@ -18,9 +18,9 @@ before the load's metadata commit names that directory, and the metadata JSON la
 the replica sees the previous snapshot or the new one, whole, never a part.
 
 Every snapshot the metadata keeps is rewritten (time travel works on the replica), once per version
-directory: O(manifests) per replicated change of the table. Position-delete files name data files inside
-their Parquet rows, which this does not rewrite: a table that has them is refused with a clear error
-(pyiceberg writes none; equality deletes hold no paths and replicate).
+directory: O(manifests) per replicated change of the table. Position-delete files (Trino's and Spark's
+row-level DELETE) name data files inside their Parquet rows: they are rewritten too, beside the manifests
+(``iceberg_deletes``); equality deletes hold no paths and are named at their copies.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from hmsrepl.formats.bounded import loads_bounded, read_capped
 from hmsrepl.formats.iceberg_tables import METADATA_LOCATION, PREVIOUS_METADATA_LOCATION, path_below
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.replication.iceberg_deletes import entry_updates, rewrite_position_deletes
 from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
 
 if TYPE_CHECKING:  # pyiceberg is imported when an Iceberg table is replicated, not by every load
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 LOCALIZED_DIR = "_hmsrepl_iceberg"
 AVRO_SCHEMA = "avro.schema"  # header key; pyiceberg's writer writes it from the schema it is given
 POSITION_DELETES = 1  # data_file.content of a position-delete file
+DELETED = 2  # manifest entry status of a file the entry's snapshot removed: no reader opens it
 # Table properties that may hold a path under the table's location.
 PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path")
 
@@ -184,17 +186,23 @@ class _Rewrite:
         return self.written[path]
 
     def _rewrite_entries(self, records: list[Record], schema: Schema) -> None:
-        at_data_file = [f.name for f in schema.fields].index("data_file")
+        """Each entry names the replica's copy. An entry of a file its snapshot removed (compaction, an
+        overwrite) is history: it is renamed without a copy (an expired snapshot's files are gone from the
+        source too) and a removed position-delete file no longer needs its rows' paths rewritten."""
+        entry_fields = [f.name for f in schema.fields]
+        at_status, at_data_file = entry_fields.index("status"), entry_fields.index("data_file")
         fields = [f.name for f in schema.find_field("data_file").field_type.fields]  # type: ignore[attr-defined]
         paths = [fields.index(name) for name in ("file_path", "referenced_data_file") if name in fields]
         for record in records:
-            entry = record[at_data_file]
+            entry, removed = record[at_data_file], record[at_status] == DELETED
+            if removed:
+                for at in paths:
+                    if entry[at] is not None:
+                        entry[at] = self._copy(entry[at], check=False)
+                continue
             if entry[fields.index("content")] == POSITION_DELETES:
-                raise IcebergReplicationError(
-                    f"Iceberg table '{self.copies.table}' has position-delete files (first: "
-                    f"{entry[fields.index('file_path')]}), whose rows name data files by path; rewrite "
-                    "its data files (compaction) so none are left before replicating it"
-                )
+                self._rewrite_position_deletes(entry, fields)
+                continue
             for at in paths:
                 if entry[at] is not None:
                     entry[at] = self._copy(entry[at])
@@ -217,6 +225,32 @@ class _Rewrite:
             writer.write_block(records)
         self.fs.write_bytes(target, output.data)
         return target, len(output.data)
+
+    def _rewrite_position_deletes(self, entry: Record, fields: list[str]) -> None:
+        """Name the rewritten copy of a live position-delete file (its rows name the replica's data files)."""
+        at_path = fields.index("file_path")
+        source = self._copy(entry[at_path])
+        target = join_uri(self.location, LOCALIZED_DIR, relative_to(source, self.location))
+        with self.fs.open_read(source) as stream:
+            data = read_capped(stream, f"Iceberg position-delete file '{source}'")
+        try:
+            rewritten = rewrite_position_deletes(data, lambda path: self._copy(path, check=False))
+        except (ValueError, OSError) as error:  # pyarrow's errors are both
+            raise IcebergReplicationError(
+                f"Iceberg table '{self.copies.table}': position-delete file '{entry[at_path]}' is not one "
+                f"({error}); the load stops before the replica names it"
+            ) from error
+        self.fs.write_bytes(target, rewritten)
+        entry[at_path] = target
+        bounds = [
+            entry[fields.index(name)] if name in fields else None for name in ("lower_bounds", "upper_bounds")
+        ]
+        for name, value in entry_updates(len(rewritten), *bounds).items():
+            if name in fields:
+                entry[fields.index(name)] = value
+        if "referenced_data_file" in fields and entry[fields.index("referenced_data_file")] is not None:
+            at = fields.index("referenced_data_file")
+            entry[at] = self._copy(entry[at], check=False)
 
     def _copy(self, path: str, *, check: bool = True) -> str:
         """The verified copy of a file the metadata names (it must have been copied: else no snapshot).
