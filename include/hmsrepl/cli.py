@@ -876,7 +876,8 @@ def compact(
     cleaner_delay_seconds: float | None,
     show: bool,
 ) -> None:
-    """Compact insert-only tables once: queue locations with too many deltas, write their bases, clean."""
+    """Compact insert-only tables once: queue locations with too many deltas, write their bases, clean what
+    they made obsolete, and clean aborted writes (after the txn timeout)."""
     from hmsrepl.acid.compaction_cycle import parse_table_name, resolve_table, run_cycle
     from hmsrepl.acid.compaction_queue import CompactionQueue
 
@@ -920,6 +921,11 @@ def compact(
         f"queued {sum(1 for c in report.queued if c.compaction_id is not None)}, compacted "
         f"{sum(1 for o in report.compacted if o.base_dir)}, cleaned {sum(1 for c in report.cleaned if c.cleaned)}"
     )
+    if report.aborted is not None and report.aborted.dirs_recycled + report.aborted.write_ids_purged:
+        click.echo(
+            f"aborted writes: {report.aborted.dirs_recycled} directories recycled, "
+            f"{report.aborted.write_ids_purged} write ids and {report.aborted.txns_purged} txns purged"
+        )
     if report.failed:
         first = report.failed[0]
         raise click.ClickException(

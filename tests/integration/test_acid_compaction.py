@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from hmsrepl.acid import InsertOnlyReader, InsertOnlyWriter
+from hmsrepl.acid.aborted import AbortedCleanReport, clean_aborted
 from hmsrepl.acid.cleaner import Cleaner
 from hmsrepl.acid.compaction_cycle import run_cycle
 from hmsrepl.acid.compaction_queue import CompactionQueue
@@ -239,3 +240,29 @@ def test_cli_compacts_one_table_and_shows_the_queue(lite: Metastore) -> None:
     shown = CliRunner().invoke(main, [*base, "compact", "--show"])
     assert "sales.events\tmajor\tsucceeded\tbase_0000003_v" in shown.output
     assert rows(lite) == expected(range(1, 4))
+
+
+def test_aborted_writes_are_recycled_after_the_timeout_then_purged(store: Metastore) -> None:
+    for n in (1, 2, 3):
+        append(store, n)
+    aborted_append(store, 4)
+    append(store, 5)
+    aborted_append(store, 6)
+    append(store, 7)
+    before = rows(store)
+    assert clean_aborted(store, now=time.time()) == AbortedCleanReport(0, 0, 0)  # not silent long enough
+    assert "delta_0000004_0000004_0000" in entries(store)
+
+    report = clean_aborted(store, now=time.time() + 2 * store.txns.timeout_seconds)
+
+    assert report == AbortedCleanReport(dirs_recycled=2, write_ids_purged=2, txns_purged=2)
+    assert [name for name in entries(store) if name.endswith(("0004_0000", "0006_0000"))] == []
+    assert rows(store) == before
+    cm_content = {p.read_bytes() for p in Path(store.config.cmroot).iterdir() if p.is_file()}
+    assert {b"aborted-4\n", b"aborted-6\n"} <= cm_content
+    [entry] = store.txns.get_valid_write_ids(["sales.events"])
+    assert (entry.write_ids.high_watermark, entry.write_ids.aborted_write_ids) == (7, frozenset())
+    assert store.txns.get_valid_txns().aborted_txns == frozenset()
+    append(store, 8)
+    assert rows(store) == expected([1, 2, 3, 5, 7, 8])
+    assert "delta_0000008_0000008_0000" in entries(store)  # write ids go on from the same watermark

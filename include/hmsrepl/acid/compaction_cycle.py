@@ -1,4 +1,4 @@
-"""One pass of compaction housekeeping: cleaner, initiator, worker and cleaner again (what ``hmsrepl compact`` and
+"""One pass of compaction housekeeping: cleaner, initiator, worker, cleaner again, then aborted writes (what ``hmsrepl compact`` and
 the compaction DAG run).
 
 Pending file intents are completed first, so a cleaner killed after it committed finishes its recycling
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hmsrepl.acid.aborted import AbortedCleanReport, clean_aborted
 from hmsrepl.acid.cleaner import Cleaner, CleanOutcome
 from hmsrepl.acid.compactor import CompactionOutcome, Rewriter, Worker, copy_rewriter
 from hmsrepl.acid.initiator import Candidate, Initiator
@@ -23,6 +24,7 @@ class CycleReport:
     queued: list[Candidate] = field(default_factory=list)
     compacted: list[CompactionOutcome] = field(default_factory=list)
     cleaned: list[CleanOutcome] = field(default_factory=list)
+    aborted: AbortedCleanReport | None = None
 
     @property
     def failed(self) -> list[CompactionOutcome]:
@@ -76,4 +78,5 @@ def run_cycle(
             if o.record.id not in cleaned_before
         ],
     ]
+    report.aborted = clean_aborted(metastore, tables)
     return report
