@@ -842,6 +842,99 @@ def txns_show(ctx: click.Context) -> None:
     click.echo(_store(ctx).txns.get_valid_txns().to_string())
 
 
+@main.command("compact")
+@click.option("--table", "table", default=None, help="Only this insert-only table, as <database>.<table>.")
+@click.option(
+    "--engine",
+    type=click.Choice(["spark", "copy"]),
+    default="spark",
+    show_default=True,
+    help="spark: rewrite rows in the table's format into few files; copy: move the files into one base "
+    "directory as they are (any format, no Spark).",
+)
+@click.option("--force", is_flag=True, help="Compact every location with a delta, whatever the threshold.")
+@click.option(
+    "--delta-threshold",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Override HMSREPL_COMPACTION_DELTA_THRESHOLD.",
+)
+@click.option(
+    "--cleaner-delay-seconds",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Override HMSREPL_COMPACTION_CLEANER_DELAY_SECONDS.",
+)
+@click.option("--show", is_flag=True, help="Only print the compaction queue (Hive's SHOW COMPACTIONS).")
+@click.pass_context
+@_friendly_errors
+def compact(
+    ctx: click.Context,
+    table: str | None,
+    engine: str,
+    force: bool,
+    delta_threshold: int | None,
+    cleaner_delay_seconds: float | None,
+    show: bool,
+) -> None:
+    """Compact insert-only tables once: queue locations with too many deltas, write their bases, clean what
+    they made obsolete, and clean aborted writes (after the txn timeout)."""
+    from hmsrepl.acid.compaction_cycle import parse_table_name, resolve_table, run_cycle
+    from hmsrepl.acid.compaction_queue import CompactionQueue
+
+    db_name, table_name = parse_table_name(table) if table else (None, None)
+    store = _store(ctx)
+    if table and not show:
+        resolve_table(store, table)  # before Spark starts: a wrong name fails in a second
+    if show:
+        for row in CompactionQueue(store.events).list(db_name=db_name, table_name=table_name):
+            click.echo(
+                f"{row.id}\t{row.target}\t{row.type}\t{row.state}\t"
+                f"{row.base_dir or '-'}\t{row.error or ''}".rstrip()
+            )
+        return
+    rewriter = None
+    session = None
+    if engine == "spark":
+        from hmsrepl.acid.spark import spark_rewriter
+        from hmsrepl.spark_session import local_spark_session
+
+        session = local_spark_session("hmsrepl-compact")
+        rewriter = spark_rewriter(session)
+    try:
+        kwargs: dict[str, Any] = {} if rewriter is None else {"rewriter": rewriter}
+        report = run_cycle(
+            store,
+            table=table,
+            force=force,
+            delta_threshold=delta_threshold,
+            cleaner_delay_seconds=cleaner_delay_seconds,
+            **kwargs,
+        )
+    finally:
+        if session is not None:
+            session.stop()
+    for outcome in report.compacted:
+        click.echo(f"{outcome.record.target}: {outcome.state} ({outcome.message})")
+    for cleaned in report.cleaned:
+        click.echo(f"{cleaned.record.target}: {'cleaned' if cleaned.cleaned else 'kept'} ({cleaned.message})")
+    click.echo(
+        f"queued {sum(1 for c in report.queued if c.compaction_id is not None)}, compacted "
+        f"{sum(1 for o in report.compacted if o.base_dir)}, cleaned {sum(1 for c in report.cleaned if c.cleaned)}"
+    )
+    if report.aborted is not None and report.aborted.dirs_recycled + report.aborted.write_ids_purged:
+        click.echo(
+            f"aborted writes: {report.aborted.dirs_recycled} directories recycled, "
+            f"{report.aborted.write_ids_purged} write ids and {report.aborted.txns_purged} txns purged"
+        )
+    if report.failed:
+        first = report.failed[0]
+        raise click.ClickException(
+            f"{len(report.failed)} compaction(s) failed, e.g. {first.record.target}: {first.message}; "
+            "see 'hmsrepl compact --show', fix the cause and run again"
+        )
+
+
 @main.group("import")
 def import_group() -> None:
     """Adopt a stock Hive Metastore: import its catalog into this metastore, then compare the two."""

@@ -54,6 +54,18 @@ class MetastoreConfig(BaseSettings):
         "append's pair stores ~1.7 KB instead of ~4.8 KB).",
     )
     txn_timeout_seconds: int = Field(default=300, description="Abort open txns without heartbeat this long.")
+    compaction_delta_threshold: int = Field(
+        default=10,
+        ge=1,
+        description="The compaction initiator queues a major compaction of an insert-only table or partition "
+        "once it holds more than this many delta directories (Hive's hive.compactor.delta.num.threshold).",
+    )
+    compaction_cleaner_delay_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="The compaction cleaner waits this long after a compaction before removing what it made "
+        "obsolete, for readers that listed files without a txn (Hive's hive.compactor.cleaner.retention.time).",
+    )
     notification_api_auth: bool = Field(default=True, description="Remote notification API for admins only.")
     admin_users: list[str] = Field(default_factory=lambda: ["hive", "admin", "root"])
 

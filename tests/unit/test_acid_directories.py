@@ -196,6 +196,21 @@ def test_compactor_output_needs_its_txn_committed() -> None:
         visible_directories(names, snapshot)
 
 
+def test_compacted_base_needs_no_open_write_id_below_it() -> None:
+    # The reader's snapshot took write id 1 for open; it committed later and a compactor put its rows into
+    # base_2. Hive's isValidBase refuses that base to the reader, which must keep reading its deltas (an
+    # overwrite's base at the same id holds only its own rows and stays valid).
+    snapshot = wids("db.t:2:1:1:")
+    committed = ValidTxnList(10)
+    assert visible_directories([D1, D2, "base_0000002_v0000010"], snapshot, valid_txns=committed) == [D2]
+    assert visible_directories([D1, D2, "base_0000002"], snapshot, valid_txns=committed) == ["base_0000002"]
+    # An open id above the base does not matter, nor an aborted one below it.
+    later = wids("db.t:3:3:3:1")
+    assert visible_directories([D1, D2, "base_0000002_v0000010", D3], later, valid_txns=committed) == [
+        "base_0000002_v0000010"
+    ]
+
+
 def test_malformed_acid_like_name_fails_instead_of_reading_it_as_original() -> None:
     with pytest.raises(ValueError, match="delta_0000002_0000001_0000"):
         visible_directories([D1, "delta_0000002_0000001_0000"], wids("db.t:2:9223372036854775807::"))

@@ -86,6 +86,12 @@ def cases(dbs: dict[str, str]) -> dict[tuple[str, ...], list[tuple[str, list[str
         ("txns", "show"): [no_schema],
         ("import", "run"): [("ready", ["thrift://127.0.0.1:1"]), ("ready", ["http://metastore:9083"])],
         ("import", "verify"): [("ready", ["thrift://127.0.0.1:1"])],
+        ("compact",): [
+            no_schema,
+            ("ready", ["--table", "events"]),
+            ("ready", ["--table", "sales.events", "--engine", "copy"]),
+            ("ready", ["--delta-threshold", "0"]),
+        ],
         ("demo",): [("ready", ["--home", f"{file}/demo"])],
         ("restore", "table"): [no_schema, ("ready", ["sales"]), ("ready", ["sales.orders"])],
         ("restore", "partitions"): [("ready", ["sales.orders", "--partition", "day=d1"])],

@@ -78,6 +78,14 @@ def base_dir_name(write_id: int) -> str:
     return f"{BASE_PREFIX}{write_id:07d}"
 
 
+def compacted_base_dir_name(write_id: int, visibility_txn_id: int) -> str:
+    """``base_<wid:07d>_v<txn:07d>``: a compactor's base, visible only once its txn ``visibility_txn_id``
+    committed (Hive 4), so a killed or failed compaction leaves a directory no reader takes."""
+    _check_write_id(write_id)
+    _check_write_id(visibility_txn_id)
+    return f"{base_dir_name(write_id)}_v{visibility_txn_id:07d}"
+
+
 def is_hidden_name(name: str) -> bool:
     """Hive's and Hadoop's rule: ``_``/``.`` names are bookkeeping (``_SUCCESS``, ``.crc``, staging dirs)."""
     return name.startswith(("_", "."))
@@ -118,8 +126,8 @@ def visible_directories(
 
     ``dir_names`` are the names directly in the location (directories and files alike). The reader sees:
 
-    - the newest base whose write id is valid (an INSERT OVERWRITE writes a base; an aborted or still open
-      overwrite must not hide anything);
+    - the newest valid base (``is_valid_base``: an INSERT OVERWRITE writes a base, and an aborted or still
+      open overwrite must not hide anything; a compactor's base also needs no write id below it open);
     - every delta above that base whose whole write-id range is valid, except a delta whose range lies
       strictly inside another such delta's: a compactor merges ``delta_1_1`` and ``delta_2_2`` into
       ``delta_1_2`` and the cleaner removes the inputs later, and reading both would double the rows;
@@ -152,7 +160,7 @@ def visible_directories(
         if not _committed_by_compactor(name, parsed, valid_txns):
             continue
         if parsed.kind is DirKind.BASE:
-            if valid_write_ids.is_write_id_valid(parsed.max_write_id):
+            if is_valid_base(parsed, valid_write_ids):
                 bases.append((parsed.max_write_id, name))
         elif valid_write_ids.is_write_id_range_valid(parsed.min_write_id, parsed.max_write_id):
             deltas.append((parsed, name))
@@ -166,6 +174,21 @@ def visible_directories(
         out.append(base[1])
     out.extend(name for _, name in chosen)
     return out
+
+
+def is_valid_base(parsed: ParsedDirectory, valid_write_ids: ValidWriteIdList) -> bool:
+    """Hive's ``isValidBase``: whether a reader may take ``parsed`` (a base) as its starting point.
+
+    An INSERT OVERWRITE's base holds only its own write id's rows, so it is valid when that id is. A
+    compactor's base (``_v<txn>`` suffix) holds every committed row up to its write id as the compactor saw
+    them; a reader that still takes one of those ids for open (its snapshot predates that commit) would see
+    rows it must not, so the reader needs its lowest open write id above the base (Hive's
+    ``ValidReaderWriteIdList.isValidBase``) and reads the deltas instead otherwise.
+    """
+    write_id = parsed.max_write_id
+    if parsed.visibility_txn_id is None:
+        return valid_write_ids.is_write_id_valid(write_id)
+    return write_id < valid_write_ids.min_open_write_id and write_id <= valid_write_ids.high_watermark
 
 
 def _drop_covered(deltas: list[tuple[ParsedDirectory, str]]) -> list[tuple[ParsedDirectory, str]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from hmsrepl.acid.compactor import Rewriter
 from hmsrepl.acid.insert_only import InsertOnlyReader, InsertOnlyWriter, WriteMode, require_insert_only
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.formats.partition_names import DEFAULT_PARTITION_NAME
@@ -229,3 +230,30 @@ def _partition_columns(table: Table, part: Partition) -> list[Column]:
         F.lit(None if value == DEFAULT_PARTITION_NAME else value).cast(spark_type(key.type)).alias(key.name)
         for key, value in zip(table.partition_keys, part.values, strict=True)
     ]
+
+
+def spark_rewriter(spark: SparkSession, *, target_file_bytes: int = 128 * 1024 * 1024) -> Rewriter:
+    """A compaction ``Rewriter`` that reads the inputs in the table's format and writes them as few files.
+
+    The number of output files is the inputs' total size over ``target_file_bytes`` (at least one), so a
+    partition of hundreds of small appends becomes one file. Rows are written as read, columns conformed to
+    the table's schema as any insert-only write is.
+    """
+    from hmsrepl.storage.base import filesystem_for
+
+    def rewrite(table: Table, inputs: Sequence[str], target: str) -> None:
+        if not inputs:
+            return
+        fmt = spark_format(table)
+        fs = filesystem_for(inputs[0])
+        total = sum(status.size for uri in inputs if (status := fs.status(uri)) is not None)
+        files = max(1, -(-total // target_file_bytes))
+        frame = (
+            spark.read.format(fmt.name)
+            .options(**fmt.options)
+            .schema(schema_ddl(table.sd.cols))
+            .load(list(inputs))
+        )
+        frame.coalesce(files).write.format(fmt.name).options(**fmt.options).mode("append").save(target)
+
+    return rewrite

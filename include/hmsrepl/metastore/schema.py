@@ -327,3 +327,27 @@ data_listings = Table(
     PrimaryKeyConstraint("tbl_id", "part_id"),
     Index(None, "unlisted_since"),
 )
+
+# Compactions of insert-only tables (Hive's COMPACTION_QUEUE and COMPLETED_COMPACTIONS in one table): the
+# initiator enqueues, a worker claims one and writes base_<highest_write_id>_v<txn_id> in txn ``txn_id``, the
+# cleaner removes what that base made obsolete once no txn below ``next_txn_id`` is open. See hmsrepl.acid.
+compaction_queue = Table(
+    "compaction_queue",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("db_name", String(NAME), nullable=False),
+    Column("tbl_name", String(TABLE_NAME), nullable=False),
+    Column("part_name", String(PART_NAME)),  # NULL: the table's own location
+    Column("type", String(8), nullable=False),  # major
+    Column("state", String(24), nullable=False),  # initiated, working, ready for cleaning, succeeded, failed
+    Column("highest_write_id", BigInteger),
+    Column("txn_id", BigInteger),  # the worker's txn: the base's visibility suffix
+    Column("next_txn_id", BigInteger),  # the txn high watermark + 1 when the worker's txn committed
+    Column("base_dir", String(PART_NAME)),
+    Column("worker", String(NAME)),
+    Column("enqueued_at", BigInteger, nullable=False),  # epoch milliseconds, as the other columns here
+    Column("started_at", BigInteger),
+    Column("ended_at", BigInteger),
+    Column("error", Text),
+    Index(None, "state"),
+)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hmsrepl.acid.directories import base_dir_name, visible_directories
+from hmsrepl.acid.directories import DirKind, base_dir_name, parse_directory_name, visible_directories
 from hmsrepl.exceptions import InvalidObjectError, NoSuchObjectError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import parse_partition_name
@@ -289,8 +289,24 @@ def acid_state_document(snapshot: ReplicationSnapshot, tables: set[str]) -> dict
 def dump_acid_files(
     source: Metastore, location: str | None, snapshot_ids: ValidWriteIdList, valid_txns: ValidTxnList
 ) -> list[str]:
-    """Encoded files of one ACID location as of a snapshot (a bootstrap dump's ``_files``)."""
-    return describe_files(location, source.cm, visible_statuses(location, snapshot_ids, valid_txns))
+    """Encoded files of one ACID location as of a snapshot (a bootstrap dump's ``_files``).
+
+    A compactor's base is dumped to be placed as a plain ``base_<wid>``: its ``_v<txn>`` suffix names a
+    source txn, which means nothing (or another txn) on the replica. Without it the base is valid on the
+    replica when its write id is, which is the same snapshot: the base was valid in the dumped one (no
+    write id at or below it open there) and every write id the replica opens later is above the watermark.
+    """
+    files = describe_files(location, source.cm, visible_statuses(location, snapshot_ids, valid_txns))
+    return [_without_compactor_suffix(text) for text in files]
+
+
+def _without_compactor_suffix(text: str) -> str:
+    entry = EncodedFileUri.decode(text)
+    top, slash, rest = entry.subdir.partition("/")
+    parsed = parse_directory_name(top)
+    if parsed is None or parsed.kind is not DirKind.BASE or parsed.visibility_txn_id is None:
+        return text
+    return dataclasses.replace(entry, subdir=base_dir_name(parsed.max_write_id) + slash + rest).encode()
 
 
 # -- load side ----------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ them. Every refusal is one line naming the dump, the object and what is wrong (`
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -160,6 +161,16 @@ def check_partition_values(keys: Sequence[str], values: Any, max_chars: int = 10
     return values
 
 
+def _is_compacted_base_of(canonical: str, subdir: str, name: str) -> bool:
+    """Whether a bootstrap entry placed under ``base_<wid>`` comes from the compactor's ``base_<wid>_v<txn>``
+    of the same write id (``acid_replay.dump_acid_files`` drops the suffix, which names a source txn)."""
+    top, _, rest = subdir.partition("/")
+    if not re.fullmatch(r"base_[0-9]+", top):
+        return False
+    tail = f"{rest.rstrip('/')}/{name}" if rest else name
+    return re.search(rf"/{re.escape(top)}_v[0-9]+/{re.escape(tail)}$", canonical) is not None
+
+
 def check_file_entry(
     encoded: Any,
     *,
@@ -198,7 +209,7 @@ def check_file_entry(
             f"committed file {show(entry.file_uri)} is not inside a write directory (delta_*/base_*)"
         )
     relative = f"{entry.subdir.rstrip('/')}/{name}" if entry.subdir else name
-    if not canonical.endswith("/" + relative):
+    if not canonical.endswith("/" + relative) and not _is_compacted_base_of(canonical, entry.subdir, name):
         raise InvalidPathError(
             f"file {show(entry.file_uri)} does not end with its subdir {show(entry.subdir)}"
         )
