@@ -887,7 +887,7 @@ def compact(
     if table and not show:
         resolve_table(store, table)  # before Spark starts: a wrong name fails in a second
     if show:
-        for row in CompactionQueue(store.events).list(db_name=db_name, table_name=table_name):
+        for row in CompactionQueue(store.events).records(db_name=db_name, table_name=table_name):
             click.echo(
                 f"{row.id}\t{row.target}\t{row.type}\t{row.state}\t"
                 f"{row.base_dir or '-'}\t{row.error or ''}".rstrip()

@@ -109,7 +109,7 @@ def test_compaction_keeps_every_snapshot_and_cleans_only_when_no_reader_needs_th
     assert rows(store) == before
     cm_content = {p.read_bytes() for p in Path(store.config.cmroot).iterdir() if p.is_file()}
     assert set(delta_bytes.values()) <= cm_content  # every removed file can still be served from cmroot
-    states = [row.state for row in CompactionQueue(store.events).list()]
+    states = [row.state for row in CompactionQueue(store.events).records()]
     assert states == ["succeeded"]
 
 
@@ -207,7 +207,7 @@ def test_a_kill_during_compaction_or_cleaning_loses_nothing(lite: Metastore, poi
     [base] = [name for name in entries(lite) if name.startswith("base_")]
     assert entries(lite) == [base]  # deltas, the aborted write and a killed worker's output are all gone
     assert not report.failed
-    assert {row.state for row in CompactionQueue(lite.events).list()} <= {"succeeded", "refused"}
+    assert {row.state for row in CompactionQueue(lite.events).records()} <= {"succeeded", "refused"}
 
 
 def test_cli_compacts_one_table_and_shows_the_queue(lite: Metastore) -> None:

@@ -102,7 +102,7 @@ class Cleaner:
     def run_all(
         self, *, db_name: str | None = None, table_name: str | None = None, now: float | None = None
     ) -> list[CleanOutcome]:
-        ready = self.queue.list(states=[READY_FOR_CLEANING], db_name=db_name, table_name=table_name)
+        ready = self.queue.records(states=[READY_FOR_CLEANING], db_name=db_name, table_name=table_name)
         return [self.clean(record, now=now) for record in ready]
 
     def blocked_by(self, record: CompactionRecord, now: float | None = None) -> str | None:

@@ -117,7 +117,9 @@ class CompactionQueue:
                     enqueued_at=now_ms(),
                 )
             )
-            return int(result.inserted_primary_key[0])
+            key = result.inserted_primary_key
+            assert key is not None  # an INSERT of one row always reports its key
+            return int(key[0])
 
     def claim(
         self, worker: str, *, db_name: str | None = None, table_name: str | None = None
@@ -183,7 +185,7 @@ class CompactionQueue:
             row = conn.execute(select(compaction_queue).where(compaction_queue.c.id == compaction_id)).one()
         return _record(row)
 
-    def list(
+    def records(
         self,
         *,
         states: Sequence[str] | None = None,
