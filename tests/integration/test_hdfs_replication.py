@@ -21,6 +21,7 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.lost_files import STALE
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage import filesystem_for
+from hmsrepl.storage.hdfs import HdfsFileSystem, parse_hdfs_uri
 from tests.helpers import make_partition, make_table
 
 OpenStore = Callable[[str, str, str], Metastore]
@@ -34,6 +35,11 @@ def put(uri: str, data: bytes) -> str:
 def read(uri: str) -> bytes:
     with filesystem_for(uri).open_read(uri) as stream:
         return stream.read()
+
+
+def file_id(fs: HdfsFileSystem, uri: str) -> int:
+    """HDFS's inode id of a file, which a rename keeps and a copy does not."""
+    return int(fs.client.info(parse_hdfs_uri(uri)[1])["fileId"])
 
 
 def names_below(uri: str) -> set[str]:
@@ -130,11 +136,16 @@ def test_a_file_overwritten_after_its_event_is_replayed_from_the_hdfs_cmroot(
     table = source.catalog.create_table(make_table("sales", "t"))
     dumped = engine.execute("REPL DUMP sales")
     engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
-    put(f"{table.sd.location}/data.csv", b"version of the event")
+    data = put(f"{table.sd.location}/data.csv", b"version of the event")
     source.catalog.insert("sales", "t")
+    fs = filesystem_for(data)
+    assert isinstance(fs, HdfsFileSystem)
+    inode = file_id(fs, data)
     newer = put(f"{table.sd.location}/data2.csv", b"newer")
     source.catalog.insert("sales", "t", new_files=[newer], replace=True)
-    assert not filesystem_for(newer).exists(f"{table.sd.location}/data.csv")
+    assert not fs.exists(data)
+    [recycled] = [s.uri for s in fs.list_files(source.config.cmroot) if "data.csv" in s.uri]
+    assert file_id(fs, recycled) == inode, "recycling within HDFS copied the file instead of a rename"
     inc = engine.execute(f"REPL DUMP sales FROM {dumped.last_event_id} LIMIT 1")  # just the first INSERT
     loaded = engine.execute(f"REPL LOAD sales_dr FROM '{inc.dump_dir}'")
     replica = target.catalog.get_table("sales_dr", "t")
@@ -182,3 +193,57 @@ def test_a_file_lost_on_hdfs_is_refused_or_skipped_as_the_load_says(
     assert "lost.parquet" not in names_below(replica_d1.sd.location)
     replica_plain = target.catalog.get_table("sales_dr", "plain")
     assert read(f"{replica_plain.sd.location}/000001_0") == b"b,2\n"
+
+
+def test_files_a_writer_moved_to_the_hdfs_trash_are_adopted_into_cmroot_by_rename(
+    tmp_path: Path, hdfs_root: str
+) -> None:
+    """A Hive client with Hadoop trash moves the files it overwrites to ``<trash>/Current/<path>`` before
+    telling the metastore; the metastore adopts them into its HDFS cmroot (a rename: the trash keeps nothing
+    and the file keeps its HDFS inode id), so the earlier event still replays."""
+    trash = f"{hdfs_root}/user/hive/.Trash"
+    source = Metastore.open(
+        MetastoreConfig(
+            db_url=f"sqlite:///{tmp_path}/source.db",
+            warehouse=f"{hdfs_root}/src/warehouse",
+            cmroot=f"{hdfs_root}/src/cmroot",
+            trash_root=trash,
+        )
+    )
+    target = Metastore.open(
+        MetastoreConfig(
+            db_url=f"sqlite:///{tmp_path}/target.db",
+            warehouse=f"{hdfs_root}/dst/warehouse",
+            cmroot=f"{hdfs_root}/dst/cmroot",
+            trash_root="",
+        )
+    )
+    try:
+        engine = ReplicationEngine(f"{hdfs_root}/src/repl", source, target)
+        source.catalog.create_database(Database(name="sales"))
+        table = source.catalog.create_table(make_table("sales", "t"))
+        dumped = engine.execute("REPL DUMP sales")
+        engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+        old = put(f"{table.sd.location}/000000_0", b"first rows")
+        source.catalog.insert("sales", "t")
+        fs = filesystem_for(old)
+        assert isinstance(fs, HdfsFileSystem)
+        inode = file_id(fs, old)
+        trashed = f"{trash}/Current/{old.split('://', 1)[1].partition('/')[2]}"
+        fs.move(old, trashed)  # what the writer's Hadoop client does on INSERT OVERWRITE
+        new = put(f"{table.sd.location}/000000_1", b"second rows")
+        source.catalog.insert("sales", "t", new_files=[new], replace=True)
+        assert list(fs.list_files(f"{trash}/Current")) == [], "the trash still holds the adopted file"
+        [recycled] = [s for s in fs.list_files(source.config.cmroot) if "000000_0" in s.uri]
+        assert file_id(fs, recycled.uri) == inode, "adoption into cmroot on HDFS copied the file"
+        first = engine.execute(f"REPL DUMP sales FROM {dumped.last_event_id} LIMIT 1")
+        loaded = engine.execute(f"REPL LOAD sales_dr FROM '{first.dump_dir}'")
+        assert loaded.stats.files_from_cmroot == 1
+        replica = target.catalog.get_table("sales_dr", "t")
+        assert read(f"{replica.sd.location}/000000_0") == b"first rows"
+        rest = engine.execute(f"REPL DUMP sales FROM {repl_status(target, 'sales_dr')}")
+        engine.execute(f"REPL LOAD sales_dr FROM '{rest.dump_dir}'")
+        assert verify(source, "sales", target, "sales_dr") == []
+    finally:
+        source.close()
+        target.close()
