@@ -129,3 +129,12 @@ def test_copies_and_moves_across_file_systems_are_verified(hdfs_root: str, tmp_p
     move_file(on_hdfs, str(tmp_path / "moved.bin"))
     assert (tmp_path / "moved.bin").read_bytes() == data
     assert not filesystem_for(on_hdfs).exists(on_hdfs)
+
+
+def test_an_unreachable_webhdfs_is_named_with_the_setting_that_fixes_it() -> None:
+    from tests.servers import free_port
+
+    port = free_port()
+    fs = HdfsFileSystem(f"127.0.0.1:{port}", f"http://127.0.0.1:{port}")
+    with pytest.raises(StorageError, match=r"does not answer.*HMSREPL_WEBHDFS_ENDPOINTS"):
+        fs.exists(f"hdfs://127.0.0.1:{port}/w/t")

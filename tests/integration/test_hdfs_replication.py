@@ -15,6 +15,7 @@ import pytest
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import FileLostError
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import repl_status
@@ -247,3 +248,34 @@ def test_files_a_writer_moved_to_the_hdfs_trash_are_adopted_into_cmroot_by_renam
     finally:
         source.close()
         target.close()
+
+
+def test_an_hdfs_load_that_dies_after_its_commit_publishes_the_staged_file_by_rename_on_restart(
+    stores: OpenStore, hdfs_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load killed right after its commit leaves its copy staged under a hidden name; housekeeping
+    publishes it by a rename over the final name (the staged file's inode becomes the published file)."""
+    source = stores("source", f"{hdfs_root}/src/warehouse", f"{hdfs_root}/src/cmroot")
+    target = stores("target", f"{hdfs_root}/dst/warehouse", f"{hdfs_root}/dst/cmroot")
+    engine = ReplicationEngine(f"{hdfs_root}/src/repl", source, target)
+    workload(source)
+    dumped = engine.execute("REPL DUMP sales")
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    d1 = source.catalog.get_partition("sales", "orders", ["d1"])
+    new = put(f"{d1.sd.location}/part-new.parquet", b"new rows")
+    source.catalog.insert("sales", "orders", ["d1"], new_files=[new])
+    monkeypatch.setattr(FileIntents, "_after_commit", lambda self, intents: None)  # killed after commit
+    inc = engine.execute(f"REPL DUMP sales FROM {repl_status(target, 'sales_dr')}")
+    engine.execute(f"REPL LOAD sales_dr FROM '{inc.dump_dir}'")
+    monkeypatch.undo()
+    location = target.catalog.get_partition("sales_dr", "orders", ["d1"]).sd.location
+    fs = filesystem_for(location)
+    assert isinstance(fs, HdfsFileSystem)
+    staged, final = f"{location}/.hmsrepl-staging-part-new.parquet", f"{location}/part-new.parquet"
+    assert fs.exists(staged) and not fs.exists(final)
+    inode = file_id(fs, staged)
+    assert target.complete_file_intents(lease_seconds=0).completed == 1
+    assert not fs.exists(staged) and read(final) == b"new rows"
+    assert file_id(fs, final) == inode, "the staged copy was copied again instead of renamed"
+    assert target.catalog.intents.pending() == []
+    assert verify(source, "sales", target, "sales_dr") == []

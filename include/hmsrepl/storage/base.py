@@ -160,6 +160,15 @@ class FileSystem(abc.ABC):
         with self.open_read(src) as stream:
             return self.write_stream(dst, stream)
 
+    def replace(self, src: str, dst: str) -> None:
+        """Put ``src`` at ``dst`` whole, replacing a file there, and remove ``src`` (publishing a staged copy).
+
+        Readers see the old file or the new one, never neither. The default copies then deletes (an object
+        store replaces a key whole); file systems with an atomic replacing rename (HDFS) override it.
+        """
+        self.copy(src, dst)
+        self.delete(src)
+
     def same_store(self, other: FileSystem) -> bool:
         """True when ``copy``/``move`` between the two can stay inside one store (no bytes through us)."""
         return type(self) is type(other)

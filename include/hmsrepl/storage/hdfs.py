@@ -12,7 +12,8 @@ since WebHDFS listens on the NameNode's HTTP port, not its RPC port:
 How HDFS differs from a local disk, and what this module does about it:
 
 - *Writes* go to a hidden temporary file beside the target, renamed over it when complete
-  (``RENAME`` with ``OVERWRITE``), so readers never see part of a file, as locally.
+  (``RENAME`` with ``OVERWRITE``, ``replace``), so readers never see part of a file, as locally; a load's
+  staged copies are published the same way.
 - *Moves* within one NameNode are renames (atomic, keep the modification time); ``storage.base.move_file``
   copies and verifies across file systems. cmroot and trash on HDFS therefore recycle by rename.
 - *Copies* within HDFS are streamed through this process: WebHDFS has no server-side copy (Spark copies run
@@ -32,6 +33,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
+
+from requests.exceptions import ConnectionError
 
 from hmsrepl.exceptions import StorageError
 from hmsrepl.storage.base import FileStatus, FileSystem, uri_scheme
@@ -142,6 +145,11 @@ class HdfsFileSystem(FileSystem):
             return response.json() if response.content else {}  # RENAME with options answers no body
         except FileNotFoundError:
             raise
+        except ConnectionError as exc:
+            raise StorageError(
+                f"HDFS {op} of '{uri}' failed: WebHDFS at {self.webhdfs} does not answer; check that the "
+                f"NameNode's HTTP address is set in {ENDPOINTS_ENV} (hdfs://namenode:port=http://host:port)"
+            ) from exc
         except (OSError, RuntimeError, ValueError) as exc:
             raise StorageError(f"HDFS {op} of '{uri}' failed: {exc}") from exc
 
@@ -227,14 +235,19 @@ class HdfsFileSystem(FileSystem):
         try:
             with self.client.open(self._path(tmp_uri), "wb", block_size=CHUNK_BYTES) as out:
                 fill(out)
-            renamed = self._call("RENAME", tmp_uri, "put", destination=path, renameoptions="OVERWRITE")
-            if renamed.get("boolean") is False:
-                raise StorageError(
-                    f"cannot write '{uri}': HDFS refused to rename the written file into place"
-                )
+            self.replace(tmp_uri, uri)
         except BaseException:
             self.delete(tmp_uri)
             raise
+
+    def replace(self, src: str, dst: str) -> None:
+        """A rename over ``dst`` (``RENAME`` with ``OVERWRITE``): atomic, no bytes copied."""
+        try:
+            renamed = self._call("RENAME", src, "put", destination=self._path(dst), renameoptions="OVERWRITE")
+        except FileNotFoundError as exc:
+            raise StorageError(f"cannot rename '{src}' over '{dst}': no such file") from exc
+        if renamed.get("boolean") is False:
+            raise StorageError(f"cannot rename '{src}' over '{dst}': HDFS refused the rename")
 
     def move(self, src: str, dst: str) -> None:
         """A rename within the NameNode (atomic; the modification time is kept)."""
