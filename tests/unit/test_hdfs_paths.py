@@ -78,3 +78,18 @@ def test_bad_hdfs_settings_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HMSREPL_HDFS_CHECKSUM", "md5")
     with pytest.raises(ValueError, match="HMSREPL_HDFS_CHECKSUM='md5'"):
         HdfsFileSystem("nn:8020")
+
+
+def test_no_jvm_is_started_for_checksums_inside_a_spark_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An executor's Python worker reads files rather than start a JVM gateway of its own per worker."""
+    import pyspark
+    import pyspark.java_gateway
+
+    from hmsrepl.storage import hadoop_checksums
+
+    def no_gateway(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a JVM gateway was started inside a Spark task")
+
+    monkeypatch.setattr(pyspark.TaskContext, "get", staticmethod(lambda: object()))
+    monkeypatch.setattr(pyspark.java_gateway, "launch_gateway", no_gateway)
+    assert hadoop_checksums.composite_checksum("hdfs://nn:8020/wh/t/f") is None

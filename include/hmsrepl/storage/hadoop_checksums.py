@@ -5,7 +5,8 @@ them into the CRC32C of the whole file, independent of block size, which is exac
 ``crc32c-<hex>-<size>`` token. WebHDFS cannot give it (its GETFILECHECKSUM always answers the block-size
 dependent ``MD5-of-MD5-of-CRC32C``), so the combination is asked of Hadoop's own Java client
 (``FileSystem.getFileChecksum``) through a py4j gateway: the running Spark driver's JVM when there is one,
-else one JVM per process started by pyspark (``launch_gateway``, ~2-3 s once; then ~10 ms a file).
+else one JVM per process started by pyspark (``launch_gateway``, ~2-3 s once; then ~10 ms a file). Inside a
+Spark task (an executor's Python worker) no JVM is started: the files are read there instead.
 Hadoop configuration (HA name services, Kerberos) comes from ``HADOOP_CONF_DIR`` as for any Hadoop client.
 
 When no JVM can be had, or a file's chunks are not CRC32C (written with ``dfs.checksum.type=CRC32``),
@@ -42,6 +43,8 @@ def _jvm() -> Any:
             return active._jvm
     except ImportError:
         pass
+    if _in_spark_task():
+        return None  # a JVM per executor Python worker would cost more than reading the files it checks
     with _lock:
         if _gateway is None and _unavailable is None:
             try:
@@ -52,6 +55,14 @@ def _jvm() -> Any:
                 _unavailable = f"{type(exc).__name__}: {exc}"
                 log.warning("HDFS composite checksums unavailable, files will be read: %s", _unavailable)
         return _gateway.jvm if _gateway is not None else None
+
+
+def _in_spark_task() -> bool:
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return False
+    return TaskContext.get() is not None
 
 
 def composite_checksum(uri: str) -> str | None:
