@@ -1,7 +1,7 @@
 """A MiniDFSCluster (one NameNode, one DataNode, WebHDFS on) on loopback, from Hadoop's pinned client jars.
 
     python -m tests.peers.hdfs            # fetch the jars (a no-op when cached), print the jar directory
-    python -m tests.peers.hdfs --run      # start a cluster under var/, print its addresses, run until Ctrl-C
+    python -m tests.peers.hdfs --run      # start a cluster under var/, print its addresses, run until Ctrl-C/TERM
 
 ``hadoop-client-minicluster`` holds the NameNode and DataNode classes (shaded, with the test-only
 ``MiniDFSCluster``), ``hadoop-client-api``/``-runtime`` the client they run on, all at the version pyspark's
@@ -19,6 +19,7 @@ import argparse
 import hashlib
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -147,6 +148,9 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not args.run:
         return main(JARS)
+    # Ctrl-C, or a TERM from a supervisor (a background job ignores SIGINT): both stop the cluster cleanly.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     cluster = start(args.base)
     print(
         json.dumps(
