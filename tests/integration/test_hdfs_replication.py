@@ -1,4 +1,5 @@
-"""Replication with warehouses, cmroots and dump roots on HDFS (a MiniDFSCluster), and mixed with local disks.
+"""Replication with warehouses, cmroots and dump roots on HDFS (a MiniDFSCluster), and mixed with local disks
+and S3.
 
 The source and the replica each get a directory of their own on the one cluster, standing for two clusters'
 file systems. Data files are written with the storage layer (as a Hive or Spark writer on HDFS would) and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from hmsrepl.replication.verify import verify
 from hmsrepl.storage import filesystem_for
 from hmsrepl.storage.hdfs import HdfsFileSystem, parse_hdfs_uri
 from tests.helpers import make_partition, make_table
+from tests.s3server import create_bucket, new_bucket_name
 
 OpenStore = Callable[[str, str, str], Metastore]
 
@@ -279,3 +282,28 @@ def test_an_hdfs_load_that_dies_after_its_commit_publishes_the_staged_file_by_re
     assert file_id(fs, final) == inode, "the staged copy was copied again instead of renamed"
     assert target.catalog.intents.pending() == []
     assert verify(source, "sales", target, "sales_dr") == []
+
+
+@pytest.mark.parametrize("direction", ["hdfs-to-s3", "s3-to-hdfs"])
+def test_replication_between_hdfs_and_s3(
+    stores: OpenStore, hdfs_root: str, s3_env: object, s3_client: Any, direction: str
+) -> None:
+    """An HDFS source with a replica on S3, and the reverse: copies between the two are streamed and
+    verified against the source's checksum."""
+    bucket = create_bucket(s3_client, new_bucket_name("hdfs-mix"), versioned=True)
+    on_hdfs, on_s3 = f"{hdfs_root}/side", f"s3://{bucket}/side"
+    src_base, dst_base = (on_hdfs, on_s3) if direction == "hdfs-to-s3" else (on_s3, on_hdfs)
+    source = stores("source", f"{src_base}/warehouse", f"{src_base}/cmroot")
+    target = stores("target", f"{dst_base}/warehouse", f"{dst_base}/cmroot")
+    engine = ReplicationEngine(f"{src_base}/repl", source, target)
+    workload(source)
+    dumped = engine.execute("REPL DUMP sales")
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    assert verify(source, "sales", target, "sales_dr") == []
+    changes(source)
+    inc = engine.execute(f"REPL DUMP sales FROM {dumped.last_event_id}")
+    engine.execute(f"REPL LOAD sales_dr FROM '{inc.dump_dir}'")
+    assert verify(source, "sales", target, "sales_dr") == []
+    d1 = target.catalog.get_partition("sales_dr", "orders", ["d1"])
+    assert d1.sd.location.startswith(f"{dst_base}/warehouse/")
+    assert read(f"{d1.sd.location}/part-1.parquet") == b"rows of d1, rewritten"
