@@ -24,8 +24,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("HMSREPL_REPL_RETIRE_GRACE_SECONDS", "0")
 # py4j logs at INFO from finalisers run at interpreter exit, after pytest closed the captured streams.
 logging.getLogger("py4j").setLevel(logging.WARNING)
-pytest.register_assert_rewrite("tests.s3server")
-pytest_plugins = ["tests.s3server"]  # the S3-protocol server fixtures
+pytest.register_assert_rewrite("tests.s3server", "tests.hdfscluster")
+pytest_plugins = ["tests.s3server", "tests.hdfscluster"]  # S3-protocol server, MiniDFSCluster
 
 
 @pytest.fixture(params=BACKENDS)

@@ -234,8 +234,13 @@ def bootstrap_attacks(
             {},
         ),
         "table location in another scheme": (
+            plain_location(lambda _: "webhdfs://nn:8020/victim"),
+            ("table 'plain'", "scheme webhdfs"),
+            {},
+        ),
+        "table location on another file system (hdfs)": (
             plain_location(lambda _: "hdfs://nn:8020/victim"),
-            ("table 'plain'", "scheme hdfs"),
+            ("table 'plain'", "hdfs://nn:8020/victim"),
             {},
         ),
         "empty checksum (would skip verification)": (
@@ -499,7 +504,10 @@ def test_canonical_uri_normalises_spellings(uri: str, canonical: str) -> None:
         "/w//x",
         "/w/x\x00",
         "/w/x\n",
-        "hdfs://nn/w",
+        "webhdfs://nn/w",
+        "hdfs:/nn/w",
+        "hdfs://@nn/w",
+        "hdfs://nn/w/../x",
         "file://evil/w",
         "s3://@b/k",
         "s3:bucket/k",

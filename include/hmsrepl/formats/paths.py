@@ -13,6 +13,7 @@ from typing import Any
 
 LOCAL_SCHEMES = ("file",)
 S3_SCHEMES = ("s3", "s3a", "s3n")
+HDFS_SCHEMES = ("hdfs",)
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -30,7 +31,7 @@ def canonical_uri(uri: Any, max_chars: int = 4096) -> str:
     """The normalised form of a location or file URI, or InvalidPathError saying what is wrong with it.
 
     Local paths (``/x``, ``file:/x``, ``file:///x``, ``file://localhost/x``) become ``/x``; ``s3a://`` and
-    ``s3n://`` become ``s3://``. Segments are kept verbatim (never URL-decoded: ``%2E%2E`` is a directory
+    ``s3n://`` become ``s3://``; ``hdfs://`` keeps its NameNode address, lower-cased. Segments are kept verbatim (never URL-decoded: ``%2E%2E`` is a directory
     name, not ``..``); a ``.``, ``..`` or empty segment is refused rather than resolved, since no writer of
     this product produces one and resolving would hide where a path was meant to lead.
     """
@@ -45,10 +46,10 @@ def canonical_uri(uri: Any, max_chars: int = 4096) -> str:
     else:
         scheme, colon, rest = uri.partition(":")
         scheme = scheme.lower()
-        if not colon or scheme not in LOCAL_SCHEMES + S3_SCHEMES:
+        if not colon or scheme not in LOCAL_SCHEMES + S3_SCHEMES + HDFS_SCHEMES:
             shown = scheme if colon else "none (a relative path)"
             raise InvalidPathError(
-                f"has scheme {shown}; only absolute local paths, file: and s3/s3a/s3n URIs are allowed"
+                f"has scheme {shown}; only absolute local paths, file:, s3/s3a/s3n and hdfs URIs are allowed"
             )
         if scheme in LOCAL_SCHEMES:
             if rest.startswith("//"):
@@ -61,6 +62,13 @@ def canonical_uri(uri: Any, max_chars: int = 4096) -> str:
             if not path.startswith("/"):
                 raise InvalidPathError("is not an absolute path")
             prefix = ""
+        elif scheme in HDFS_SCHEMES:
+            if not rest.startswith("//"):
+                raise InvalidPathError("is not of the form hdfs://namenode/path")
+            authority, slash, path = rest[2:].partition("/")
+            if not authority or "@" in authority:
+                raise InvalidPathError("has no plain NameNode address (hdfs://namenode:port/path)")
+            prefix, path = f"hdfs://{authority.lower()}", slash + path
         else:
             if not rest.startswith("//"):
                 raise InvalidPathError("is not of the form s3://bucket/key")

@@ -147,7 +147,7 @@ class ChangeManager:
             )
             cm_fs.delete(target)
         renamed = self._write(source, target, checksum, versioned=versioned)
-        if renamed:
+        if renamed and is_local_uri(target):
             renamed_in.update({os.path.dirname(local_path(target)), os.path.dirname(local_path(source))})
         if renamed:  # a rename keeps the old mtime; retention counts from recycling
             cm_fs.touch(target, now)
@@ -161,7 +161,7 @@ class ChangeManager:
         """Write ``source``'s content under ``target``, verified against ``checksum``; True if renamed.
 
         Local to local: a rename when both are on one file system, else a copy to a temporary name in
-        cmroot, synced and verified, then renamed. To or from an object store: ``copy_file`` (S3 copies and
+        cmroot, synced and verified, then renamed. Within one HDFS: a rename. To or from an object store: ``copy_file`` (S3 copies and
         uploads appear whole or not at all) verified against the checksum (the copy's CRC32C as S3
         computed it), the local side written through a synced temporary file.
         """
@@ -177,6 +177,11 @@ class ChangeManager:
                 return True  # the caller syncs both directories (once for all files it renames)
             _copy_local_verified(src_path, dst_path, checksum)
             return False
+        if not versioned and not is_local_uri(source):
+            src_fs = filesystem_for(source)
+            if src_fs.move_keeps_mtime and src_fs.same_store(filesystem_for(target)):
+                src_fs.move(source, target)  # a rename within one file system (HDFS): atomic, no bytes
+                return True
         copy_file(source, target, checksum or None)
         if is_local_uri(target):
             _sync_directory(os.path.dirname(local_path(target)))

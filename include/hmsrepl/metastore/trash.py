@@ -5,9 +5,12 @@ metastore, so the change manager never sees them. With Hadoop trash enabled (``f
 of the writer settings) the client moves them to ``<trash>/Current/<their full path>`` instead. When the
 metastore next hears about that location (the INSERT or ALTER it is told of), it moves whatever the trash
 holds for it into cmroot and records it in the event, so older events that name those files stay
-replayable. Only local (and mounted) warehouses are covered: object-store trash lives in the bucket.
-Adoption never leaves ``<trash>/Current``: locations are normalised, symlinks out of it are refused and
-listings do not follow links or read FIFOs and devices (``storage.local``).
+replayable. Local (and mounted) warehouses are covered, and HDFS ones: with ``trash_root`` on HDFS (the
+writers' ``hdfs://nn:8020/user/<user>/.Trash``), a location on the same NameNode is looked for under its
+``Current`` and adopted by renames into an HDFS cmroot (``storage.base.move_file``). Object-store trash lives
+in the bucket and is not covered. Adoption never leaves ``<trash>/Current``: locations are normalised,
+symlinks out of it are refused and listings do not follow links or read FIFOs and devices
+(``storage.local``; HDFS symbolic links are off unless a cluster enables them, and are not listed).
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ class TrashAdopter:
         still lie in ``<trash>/Current`` once symlinks are followed: adoption moves what it finds into
         cmroot, so a ``..`` or a link must never lead it to foreign files.
         """
-        if not self.trash_root or not self.cm.enabled or not is_local_uri(location):
+        if not self.trash_root or not self.cm.enabled:
             return None
+        if not is_local_uri(location):
+            return self._trashed_remote_dir(location)
         try:
             path = normalise(location).path
             current = os.path.join(self.trash_root, "Current")
@@ -45,12 +50,25 @@ class TrashAdopter:
             return None
         return trashed
 
+    def _trashed_remote_dir(self, location: str) -> str | None:
+        """The trash place of a location on a file system with a trash of its own (HDFS): the trash root
+        must be on the same NameNode. Normalised (``..`` resolved lexically) and checked to stay inside."""
+        try:
+            place, root = normalise(location), normalise(self.trash_root)
+        except BadLocationError:
+            return None
+        if place.scheme != "hdfs" or (root.scheme, root.authority) != (place.scheme, place.authority):
+            return None
+        current = f"{root}/Current"
+        trashed = f"{current}{place.path}"
+        return trashed if normalise(trashed).is_within(normalise(current)) else None
+
     def adopt(self, location: str | None) -> list[str]:
         """Move the trashed files of ``location`` into cmroot; returns their encoded URIs (original place)."""
         if not location:
             return []
         trashed = self.trashed_dir(location)
-        if trashed is None or not os.path.isdir(trashed):
+        if trashed is None or (is_local_uri(trashed) and not os.path.isdir(trashed)):
             return []
         fs = filesystem_for(trashed)
         adopted = []

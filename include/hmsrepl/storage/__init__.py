@@ -1,6 +1,6 @@
 """File access for warehouses, cmroot and dump roots, one interface over every URI scheme.
 
-``filesystem_for(uri)`` picks the implementation (local paths and ``file:``, ``s3://``); ``copy_file``,
+``filesystem_for(uri)`` picks the implementation (local paths and ``file:``, ``s3://``, ``hdfs://``); ``copy_file``,
 ``move_file`` and ``copy_files`` work across any two locations (server-side within one S3 store).
 """
 

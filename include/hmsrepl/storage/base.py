@@ -4,8 +4,8 @@ Locations are kept exactly as clients sent them (``file:/w/t/p=k%3Av``): impleme
 their native path without URL-decoding, because Hive escapes partition values into directory names with
 ``%XX`` and decoding would name a different directory.
 
-Implementations: local paths and ``file:`` URIs (``storage.local``) and ``s3://`` (also spelled ``s3a://``
-and ``s3n://`` by Hadoop clients; ``storage.s3``). Read methods (``exists``, ``open_read``, ``checksum``,
+Implementations: local paths and ``file:`` URIs (``storage.local``), ``s3://`` (also spelled ``s3a://``
+and ``s3n://`` by Hadoop clients; ``storage.s3``) and ``hdfs://`` (over WebHDFS; ``storage.hdfs``). Read methods (``exists``, ``open_read``, ``checksum``,
 ``identify``, ``copy``) also accept a *versioned reference* (``s3://<versionid>@bucket/key``, see
 ``formats.file_uri``) that names one version of an object in a versioned bucket.
 
@@ -160,6 +160,15 @@ class FileSystem(abc.ABC):
         with self.open_read(src) as stream:
             return self.write_stream(dst, stream)
 
+    def replace(self, src: str, dst: str) -> None:
+        """Put ``src`` at ``dst`` whole, replacing a file there, and remove ``src`` (publishing a staged copy).
+
+        Readers see the old file or the new one, never neither. The default copies then deletes (an object
+        store replaces a key whole); file systems with an atomic replacing rename (HDFS) override it.
+        """
+        self.copy(src, dst)
+        self.delete(src)
+
     def same_store(self, other: FileSystem) -> bool:
         """True when ``copy``/``move`` between the two can stay inside one store (no bytes through us)."""
         return type(self) is type(other)
@@ -205,8 +214,13 @@ def filesystem_for(uri: str) -> FileSystem:
         from hmsrepl.storage.s3 import default_s3_filesystem
 
         return default_s3_filesystem()
+    if scheme == "hdfs":
+        from hmsrepl.storage.hdfs import hdfs_filesystem_for
+
+        return hdfs_filesystem_for(uri)
     raise ValueError(
-        f"unsupported storage scheme '{scheme}' in '{uri}'; use a local path, a file: URI or s3://bucket/key"
+        f"unsupported storage scheme '{scheme}' in '{uri}'; use a local path, a file: URI, s3://bucket/key "
+        "or hdfs://namenode:port/path"
     )
 
 

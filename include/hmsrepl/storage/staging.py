@@ -35,11 +35,9 @@ def publish(target_uri: str) -> None:
     if is_local_uri(target_uri):
         os.replace(local_path(staged), local_path(target_uri))
         return
-    # An object store replaces a key whole: a reader sees the older object or the new one, never neither
-    # (a publish run again after a crash may find the file already in place, and readers listing it).
-    fs = filesystem_for(target_uri)
-    fs.copy(staged, target_uri)
-    fs.delete(staged)
+    # An object store replaces a key whole, HDFS renames over the file: a reader sees the older file or the
+    # new one, never neither (a publish run again after a crash may find the file already in place).
+    filesystem_for(target_uri).replace(staged, target_uri)
 
 
 def publish_owed(target_uris: Sequence[str]) -> None:
