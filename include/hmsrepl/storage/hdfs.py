@@ -155,7 +155,8 @@ class HdfsFileSystem(FileSystem):
 
     def _file_status(self, uri: str) -> dict[str, Any] | None:
         try:
-            return self._call("GETFILESTATUS", uri)["FileStatus"]
+            status: dict[str, Any] = self._call("GETFILESTATUS", uri)["FileStatus"]
+            return status
         except FileNotFoundError:
             return None
 
