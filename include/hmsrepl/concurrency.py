@@ -74,6 +74,7 @@ class PriorityWorkers:
                 task()
             except Exception:  # a task reports its own failures; a worker must outlive any of them
                 logging.getLogger(__name__).exception("%s task failed", self._name)
+            task = None  # what it holds (a request's bytes) goes now, not when the next task comes
             with self._lock:
                 self._idle += 1
 

@@ -23,7 +23,7 @@ class BudgetExceeded(Exception):
 def budget_message(budget: int, wanted: int) -> str:
     """What the client is told: Hive's MetaException style, naming the limit and what to do."""
     return (
-        f"MetaException: the metastore's memory budget of {budget} bytes (HMSREPL_THRIFT_MEMORY_BUDGET_BYTES) "
+        f"the metastore's memory budget of {budget} bytes (HMSREPL_THRIFT_MEMORY_BUDGET_BYTES) "
         f"cannot take another {wanted} bytes now; retry later or send smaller requests"
     )
 

@@ -42,6 +42,7 @@ from hmsrepl.thrift.admission import Admission
 from hmsrepl.thrift.auth import HANDSHAKE_TIMEOUT_SECONDS, Peer
 from hmsrepl.thrift.budget import MemoryBudget, budget_message
 from hmsrepl.thrift.frames import MessageRefused, MessageScanner
+from hmsrepl.thrift.idl import Service, hms
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,37 @@ _RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _FRAME_LENGTH = struct.Struct("!I")
 
 TLS, SASL, READY, BUSY, DRAIN, CLOSED = "tls", "sasl", "ready", "busy", "drain", "closed"
+
+
+def refusal(name: str, seqid: int, message: str, *, retriable: bool) -> bytes:
+    """The reply refusing call ``name``: a retriable refusal (the memory budget) as the ``MetaException`` the
+    method declares, as Hive's clients expect of a server-side failure; otherwise, or when the method declares
+    none, a ``TApplicationException`` (clients raise it before they match it to their call)."""
+    reply = TCyMemoryBuffer()
+    protocol = TCyBinaryProtocol(reply)
+    result_type = getattr(Service, f"{name}_result", None) if name in Service.thrift_services else None
+    field = None
+    if retriable and result_type is not None:
+        field = next(
+            (
+                spec[1]
+                for spec in result_type.thrift_spec.values()
+                if len(spec) > 2 and spec[2] is hms.MetaException
+            ),
+            None,
+        )
+    if field is not None:
+        result = result_type()
+        setattr(result, field, hms.MetaException(message))
+        protocol.write_message_begin(name, TMessageType.REPLY, seqid)
+        result.write(protocol)
+    else:
+        kind = TApplicationException.INTERNAL_ERROR if retriable else TApplicationException.PROTOCOL_ERROR
+        protocol.write_message_begin(name, TMessageType.EXCEPTION, seqid)
+        TApplicationException(kind, message).write(protocol)
+    protocol.write_message_end()
+    protocol.trans.flush()
+    return reply.getvalue()
 
 
 class Connection:
@@ -131,6 +163,7 @@ class FrontEnd:
             limits.thrift_max_connections,
             limits.thrift_max_connections_per_peer,
             limits.thrift_admin_reserved_connections,
+            stale_seconds=limits.thrift_handshake_seconds,
         )
         self.connections: set[Connection] = set()
         self.stopping = threading.Event()
@@ -269,7 +302,7 @@ class FrontEnd:
             self._admit(sock, str(address[0]), int(address[1]))
 
     def _admit(self, sock: socket.socket, host: str, port: int) -> None:
-        allowed, victims = self.admission.admit(host)
+        allowed, victims = self.admission.admit(host, time.monotonic())
         if not allowed:
             self._counts["refused (no connection to displace)"] += 1
             with contextlib.suppress(OSError):
@@ -422,14 +455,33 @@ class FrontEnd:
             self._waiting.add(conn)
             self._watch(conn, 0)  # stop reading: the client waits in its TCP send buffer
             self._counts["waited for memory"] += 1
+            self._break_deadlock()
         return False
 
     def _retry_waiting(self) -> None:
-        for conn in sorted(self._waiting, key=lambda c: c.waiting_since):
+        for conn in sorted(self._waiting, key=lambda c: c.request_started):
             if conn.state == CLOSED:
                 self._waiting.discard(conn)
                 continue
             self._consume(conn)
+        self._break_deadlock()
+
+    def _break_deadlock(self) -> None:
+        """Requests half received can hold the whole budget between them, each waiting for the others: when
+        the memory not held by waiting requests is too little for any of them to finish (nothing running will
+        give back enough), the youngest is refused at once, so the oldest finishes instead of all timing out."""
+        while len(self._waiting) > 1:
+            held = sum(c.charged for c in self._waiting)
+            if self.budget.limit - held >= self.budget.limit // 4:  # enough is elsewhere, and comes back
+                return
+            youngest = max(self._waiting, key=lambda c: c.request_started)
+            self._refuse(
+                youngest,
+                budget_message(self.budget.limit, youngest.charged + _CHUNK),
+                budget=True,
+            )
+            for conn in sorted(self._waiting, key=lambda c: c.request_started):
+                self._consume(conn)
 
     def _unframe(self, conn: Connection) -> bool:
         """Move whole SASL data frames from ``raw`` to ``data`` (unwrapped); False when the connection ended."""
@@ -520,17 +572,8 @@ class FrontEnd:
         name, seqid = (scanner.name, scanner.seqid) if scanner is not None and scanner.started else ("", 0)
         log.warning("%s from %s: %s", name or "request", conn.address, message)
         self._counts["requests refused"] += 1
-        reply = TCyMemoryBuffer()
-        protocol = TCyBinaryProtocol(reply)
-        kind = TApplicationException.INTERNAL_ERROR if budget else TApplicationException.PROTOCOL_ERROR
-        protocol.write_message_begin(name, TMessageType.EXCEPTION, seqid)
-        TApplicationException(kind, message).write(protocol)
-        protocol.write_message_end()
-        with contextlib.suppress(OSError, ssl.SSLError):
-            conn.sock.setblocking(True)
-            conn.sock.settimeout(1.0)
-            conn.sock.sendall(conn.frame(reply.getvalue()))
-            conn.sock.setblocking(False)
+        with contextlib.suppress(OSError, ssl.SSLError):  # best effort, never waiting: a small reply
+            conn.sock.send(conn.frame(refusal(name, seqid, message, retriable=budget)))
             if not isinstance(conn.sock, ssl.SSLSocket):
                 conn.sock.shutdown(socket.SHUT_WR)
         self._release(conn)

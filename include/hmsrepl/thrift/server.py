@@ -345,6 +345,21 @@ class ThriftServer:
         reader = _RequestReader(request)
         del request
         try:
+            over = self._process(conn, reader)  # its buffers and decoded values are gone when it returns
+        finally:
+            reader.close()
+            charged, conn.charged = conn.charged, 0
+            self.budget.release(charged)
+            if charged >= _TRIM_AFTER_BYTES:
+                return_freed_memory()
+        if over:
+            frontend.close_from_worker(conn)
+        else:
+            frontend.hand_back(conn)
+
+    def _process(self, conn: Connection, reader: _RequestReader) -> bool:
+        """Decode, run and answer one call; True when the connection is over (the client left, or failed)."""
+        try:
             self._own(conn)
             self.resume_connection(conn.handler_state)
             iprot = TCyBinaryProtocol(TCyBufferedTransport(reader))
@@ -352,19 +367,11 @@ class ThriftServer:
             self.processor.process(iprot, oprot, decoded=reader.close)
         except (TTransportException, OSError, BudgetExceeded) as exc:
             log.info("connection from %s ended during a call: %s", conn.address, exc)
-            frontend.close_from_worker(conn)
-            return
+            return True
         except Exception:
             log.exception("connection from %s failed", conn.address)
-            frontend.close_from_worker(conn)
-            return
-        finally:
-            reader.close()
-            charged, conn.charged = conn.charged, 0
-            self.budget.release(charged)
-            if charged >= _TRIM_AFTER_BYTES:
-                return_freed_memory()
-        frontend.hand_back(conn)
+            return True
+        return False
 
     # -- stopping ----------------------------------------------------------------------------------------------
     def close(self) -> None:
