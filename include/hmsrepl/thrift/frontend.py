@@ -184,9 +184,11 @@ class FrontEnd:
 
     # -- called from other threads ----------------------------------------------------------------------------
     def wake(self) -> None:
-        if self._woken:
-            return
-        self._woken = True
+        """Make the loop look at handbacks and waiting requests now (one byte, unless one is unread)."""
+        with self.state:
+            if self._woken:
+                return
+            self._woken = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
 
@@ -202,6 +204,12 @@ class FrontEnd:
             self._closes.append(conn)
             self.state.notify_all()
         self.wake()
+
+    def _woken_up(self) -> None:
+        """Read the wake-up bytes; later hand-backs send a new one (the flag is reset with the queues taken)."""
+        with contextlib.suppress(OSError):
+            while self._wake_r.recv(4096):
+                pass
 
     def _budget_released(self) -> None:
         if self._waiting:
@@ -224,10 +232,7 @@ class FrontEnd:
                     if key.data is None:
                         self._accept()
                     elif key.data == "wake":
-                        self._woken = False
-                        with contextlib.suppress(OSError):
-                            while self._wake_r.recv(4096):
-                                pass
+                        self._woken_up()
                     else:
                         self._on_event(key.data)
                 self._take_handbacks()
@@ -257,6 +262,7 @@ class FrontEnd:
         with self.state:
             handbacks, self._handbacks = self._handbacks, collections.deque()
             closes, self._closes = self._closes, collections.deque()
+            self._woken = False  # from now on a hand-back (or a release of memory) sends a new wake-up byte
         for conn in closes:
             self._close(conn)
         for conn in handbacks:
