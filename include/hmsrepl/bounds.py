@@ -1,4 +1,5 @@
-"""Limits on what one request may cost the metastore: bytes, threads, time, partitions, filter size.
+"""Limits on what one request, and all of them together, may cost the metastore: bytes, connections, workers,
+memory, time, partitions, filter size.
 
 Kept apart from ``MetastoreConfig`` because they bound the serving process rather than describe the
 catalog; read from the same ``HMSREPL_*`` environment. Defaults follow Hive's where Hive has one.
@@ -32,13 +33,15 @@ class ResourceBounds(BaseSettings):
         default=1000,
         gt=0,
         description="Connections held open at once (idle ones cost no thread). At the limit a new client "
-        "closes the connection idle the longest, at once; when none is idle it is refused.",
+        "closes, at once, the longest-idle connection of the address holding the most (one of its own address "
+        "only when idle thrift_handshake_seconds); when none may be closed it is refused.",
     )
     thrift_max_connections_per_peer: int = Field(
         default=200,
         gt=0,
         description="Connections held open from one client address; a new one beyond it closes that "
-        "address's connection idle the longest (never another client's).",
+        "address's longest-idle connection when idle thrift_handshake_seconds (never another client's), "
+        "else it is refused.",
     )
     thrift_admin_reserved_connections: int = Field(
         default=20,

@@ -69,7 +69,7 @@ _LIST_OF_STRUCTS = struct.Struct("!bhbi")
 _TRIM_AFTER_BYTES = 16 * 1024 * 1024
 #: How long a worker that just answered waits for the same client's next call before giving the connection
 #: back to the front end (only when no other call waits for a worker), and how much it reads then.
-_LINGER_SECONDS = 0.005
+_LINGER_SECONDS = 0.01
 _LINGER_READ = 64 * 1024
 
 
@@ -259,6 +259,9 @@ class ThriftServer:
         self.is_admin = is_admin
         self.budget = MemoryBudget(limits.thrift_memory_budget_bytes)
         self.workers = PriorityWorkers(limits.thrift_max_workers, "thrift-worker")
+        self._lingering = 0
+        self._lingering_lock = threading.Lock()
+        self._max_lingering = max(1, limits.thrift_max_workers // 4)
         self.stopping = threading.Event()
         self.listener: socket.socket | None = None
         self.frontend: FrontEnd | None = None
@@ -371,12 +374,23 @@ class ThriftServer:
             frontend.hand_back(conn)
 
     def _next_request(self, conn: Connection) -> tuple[bytearray | None, bool]:
-        """The connection's next request when it arrives whole within ``_LINGER_SECONDS`` and no other work
-        waits for a worker: a client calling in a loop is then served without two thread hand-offs through the
+        """The connection's next request when it arrives whole within ``_LINGER_SECONDS``, no other work
+        waits for a worker and at most a quarter of the workers wait like this: a client calling in a loop is then served without two thread hand-offs through the
         front end per call (each a scheduling delay on a busy machine). Anything else goes back to the front
         end, bytes received so far included. Returns (request or None, whether the connection is over)."""
         if conn.framed or self.workers.queued or self.stopping.is_set() or conn.data:
             return None, False
+        with self._lingering_lock:
+            if self._lingering >= self._max_lingering:  # keep most workers free for calls yet to come
+                return None, False
+            self._lingering += 1
+        try:
+            return self._wait_next_request(conn)
+        finally:
+            with self._lingering_lock:
+                self._lingering -= 1
+
+    def _wait_next_request(self, conn: Connection) -> tuple[bytearray | None, bool]:
         sock = conn.sock
         try:
             pending = sock.pending() if hasattr(sock, "pending") else 0
