@@ -1,4 +1,4 @@
-"""``Executor.map`` with a bounded number of tasks in flight.
+"""``Executor.map`` with a bounded number of tasks in flight, and a small priority pool of worker threads.
 
 ``ThreadPoolExecutor.map`` submits every item before the first result is taken: one ``Future`` (with its lock
 and condition, about 1 KB) per item, so describing or copying a partition of 1,000,000 files held a GB of
@@ -56,18 +56,20 @@ class PriorityWorkers:
     def submit(self, task: Callable[[], object], priority: int = 1) -> None:
         self._queue.put((priority, next(self._order), task))
         with self._lock:
-            if self._idle == 0 and len(self._threads) < self._workers:
+            if self._queue.qsize() > self._idle and len(self._threads) < self._workers:
                 thread = threading.Thread(
                     target=self._run, name=f"{self._name}-{len(self._threads) + 1}", daemon=True
                 )
                 self._threads.append(thread)
                 thread.start()
-            else:
-                self._idle = max(0, self._idle - 1)  # one idle thread takes this task
 
     def _run(self) -> None:
         while True:
+            with self._lock:
+                self._idle += 1
             _, _, task = self._queue.get()
+            with self._lock:
+                self._idle -= 1
             if task is None:
                 return
             try:
@@ -75,8 +77,6 @@ class PriorityWorkers:
             except Exception:  # a task reports its own failures; a worker must outlive any of them
                 logging.getLogger(__name__).exception("%s task failed", self._name)
             task = None  # what it holds (a request's bytes) goes now, not when the next task comes
-            with self._lock:
-                self._idle += 1
 
     @property
     def queued(self) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 import struct
+import threading
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -12,6 +14,7 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocol
 from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TCyMemoryBuffer
 
+from hmsrepl.concurrency import PriorityWorkers
 from hmsrepl.thrift.admission import Admission
 from hmsrepl.thrift.frames import MAX_DEPTH, MessageRefused, MessageScanner
 from hmsrepl.thrift.idl import Service, hms
@@ -156,3 +159,19 @@ def test_admin_connections_are_never_displaced_and_keep_their_share() -> None:
     for conn in others:
         admission.active(conn)  # all in a call: nothing may be displaced
     assert admission.admit("10.0.0.3", now=20.0) == (False, [])
+
+
+def test_admin_calls_go_first_to_a_free_worker() -> None:
+    workers = PriorityWorkers(1, "test-worker")
+    release = threading.Event()
+    order: list[str] = []
+    workers.submit(release.wait)  # the only worker is busy
+    workers.submit(lambda: order.append("user 1"))
+    workers.submit(lambda: order.append("user 2"))
+    workers.submit(lambda: order.append("admin"), priority=0)
+    release.set()
+    deadline = time.monotonic() + 10
+    while len(order) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    workers.stop()
+    assert order == ["admin", "user 1", "user 2"]
