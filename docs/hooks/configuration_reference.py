@@ -1,7 +1,7 @@
 """MkDocs hook: the configuration page's tables, generated from the code at every docs build.
 
-The settings of a metastore instance are the fields of ``hmsrepl.config.MetastoreConfig`` (environment prefix
-``HMSREPL_``): their names, defaults and descriptions come from the model itself, so the reference cannot
+The settings of a metastore instance are the fields of ``hmsrepl.config.MetastoreConfig`` and of the server's
+limits ``hmsrepl.bounds.ResourceBounds`` (environment prefix ``HMSREPL_``): their names, defaults and descriptions come from the model itself, so the reference cannot
 drift from what the code reads. Every other ``HMSREPL_*`` variable the code reads (the replication sides, the
 applications, the DAGs, limits) is listed with the modules that read it and the pages that explain it.
 """
@@ -19,11 +19,14 @@ MARKER = "<!-- generated: settings -->"
 
 
 def config_variables() -> list[tuple[str, str, str]]:
-    """(variable, default, description) of every ``MetastoreConfig`` field."""
+    """(variable, default, description) of every ``MetastoreConfig`` field, then of every ``ResourceBounds``
+    field (the serving process's limits: connections, workers, memory budget, deadlines)."""
+    from hmsrepl.bounds import ResourceBounds
     from hmsrepl.config import MetastoreConfig
 
     rows = []
-    for name, field in MetastoreConfig.model_fields.items():
+    fields = [*MetastoreConfig.model_fields.items(), *ResourceBounds.model_fields.items()]
+    for name, field in fields:
         factory = field.default_factory
         default = repr(factory() if factory is not None else field.default)  # type: ignore[call-arg]
         if name in ("warehouse", "cmroot"):

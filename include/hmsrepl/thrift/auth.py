@@ -9,13 +9,13 @@ only name the same user or someone the principal may impersonate (``HMSREPL_PROX
 integrity (``auth-int``) or encryption (``auth-conf``) of every frame, Hive's ``hadoop.rpc.protection``. TLS (``HMSREPL_THRIFT_TLS_CERT``/``_KEY``, Hive's
 ``hive.metastore.use.SSL``) encrypts the connection and authenticates the server to the client.
 
-``ThriftSecurity.open_connection`` is the one place where an accepted socket becomes the transport the
-processor reads from, and the identity the handler authorizes with.
+``ThriftSecurity`` holds the TLS context and the acceptor credentials; the server's event-driven front end
+(``thrift.frontend``) runs the TLS handshake and feeds ``ThriftSecurity.negotiation`` message by message, and
+``ThriftSecurity.negotiated`` gives the identity the handler authorizes with.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import logging
 import socket
@@ -24,17 +24,20 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from thriftpy2.transport import TTransportException
-
 from hmsrepl.exceptions import HmsReplError
-from hmsrepl.thrift.sasl import SaslError, TSaslTransport, negotiate_client, negotiate_server
+from hmsrepl.thrift.sasl import (
+    SaslError,
+    ServerNegotiation,
+    TSaslTransport,
+    negotiate_client,
+)
 
 if TYPE_CHECKING:
     from hmsrepl.config import MetastoreConfig
 
 log = logging.getLogger(__name__)
 
-#: A client must finish TLS and SASL within this long, so a silent connection cannot hold a thread.
+#: A client must finish TLS and SASL within this long (and start them within thrift_handshake_seconds).
 HANDSHAKE_TIMEOUT_SECONDS = 30.0
 #: RFC 4752 security layers by SASL QOP name (bit masks in the offer, one bit in the answer).
 QOP_LAYERS = {"auth": 1, "auth-int": 2, "auth-conf": 4}
@@ -364,46 +367,17 @@ class ThriftSecurity:
         )
         return ", ".join(parts)
 
-    def open_connection(self, client: Any) -> tuple[Any, Peer]:
-        """The transport the processor uses for accepted ``client`` (a thriftpy2 ``TSocket``), and its peer.
+    def negotiation(self) -> ServerNegotiation:
+        """A fresh SASL negotiation for one connection (the event-driven server feeds it message by message)."""
+        layers = offered_layers(self.config.thrift_sasl_qop)
+        return ServerNegotiation({"GSSAPI": lambda: GssapiServer(self._credentials, self._realm, layers)})
 
-        Runs in the connection's own thread; raises ``AuthenticationError`` when the client must be refused.
-        """
-        sock = client.sock
-        try:
-            host = sock.getpeername()[0]
-        except OSError as exc:
-            raise AuthenticationError(f"client left before the handshake: {exc}") from None
-        if self.tls is None and not self.kerberos:
-            return client, Peer(host)
-        previous = sock.gettimeout()
-        sock.settimeout(HANDSHAKE_TIMEOUT_SECONDS)
-        try:
-            if self.tls is not None:
-                try:
-                    client.sock = sock = self.tls.wrap_socket(sock, server_side=True)
-                except (OSError, ssl.SSLError) as exc:
-                    raise AuthenticationError(f"TLS handshake with {host} failed: {exc}") from None
-            if not self.kerberos:
-                return client, Peer(host)
-            layers = offered_layers(self.config.thrift_sasl_qop)
-            try:
-                mechanism = negotiate_server(
-                    client, {"GSSAPI": lambda: GssapiServer(self._credentials, self._realm, layers)}
-                )
-            except TTransportException as exc:
-                raise AuthenticationError(
-                    f"{host} closed the connection during SASL negotiation ({exc.message})"
-                ) from None
-            except (SaslError, OSError) as exc:
-                raise AuthenticationError(f"SASL negotiation with {host} failed: {exc}") from None
-            principal = mechanism.principal  # type: ignore[attr-defined]
-            transport = TSaslTransport(client, codec=mechanism.frame_codec())  # type: ignore[attr-defined]
-            qop = next(name for name, bit in QOP_LAYERS.items() if bit == mechanism.layer)  # type: ignore[attr-defined]
-            return transport, Peer(host, principal, split_principal(principal)[0], qop)
-        finally:
-            with contextlib.suppress(OSError):  # a failed TLS handshake leaves the socket closed
-                client.sock.settimeout(previous)
+    def negotiated(self, host: str, negotiation: ServerNegotiation) -> tuple[Peer, tuple[Any, Any] | None]:
+        """The peer a completed ``negotiation`` authenticated, and the (wrap, unwrap) of its frames."""
+        mechanism: Any = negotiation.mechanism
+        principal = mechanism.principal
+        qop = next(name for name, bit in QOP_LAYERS.items() if bit == mechanism.layer)
+        return Peer(host, principal, split_principal(principal)[0], qop), mechanism.frame_codec()
 
     def may_impersonate(self, peer: Peer, user: str) -> bool:
         """Whether ``peer`` may act as ``user`` (``set_ugi``): itself always, others by a proxy-user rule."""

@@ -15,6 +15,7 @@ import logging
 import socket
 import struct
 import threading
+import types
 import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -310,18 +311,31 @@ class MetastoreHandler:
         self.cache = cache
         self.reads = CachedReads(store.catalog, cache)
         self.txn_writes = TxnWriter(store)
-        self._local = threading.local()
+        self._current = threading.local()
         if cache is not None:
             for name in _CATALOG_WRITES:
                 setattr(self, name, _fenced(getattr(self, name), cache))
         accept_qualified_names(self)  # Hive 3/4 clients send @hive#db names
 
-    def begin_connection(self, peer: Peer) -> None:
-        """Called by the server in a connection's thread before its first call (threads may be reused)."""
-        self._local.peer = peer
-        self._local.user = peer.user or ""
-        self._local.declared = {}
-        self._local.declares = False
+    def begin_connection(self, peer: Peer) -> types.SimpleNamespace:
+        """A new connection's state (who it is, what set_ugi said, declared writes), current in this thread.
+
+        The server keeps it with the connection and makes it current (``resume_connection``) in whichever worker
+        thread runs the connection's next call."""
+        state = types.SimpleNamespace(peer=peer, user=peer.user or "", declared={}, declares=False)
+        self._current.state = state
+        return state
+
+    def resume_connection(self, state: types.SimpleNamespace) -> None:
+        self._current.state = state
+
+    @property
+    def _local(self) -> types.SimpleNamespace:
+        """The state of the connection whose call this thread runs (in-process callers: one per thread)."""
+        state = getattr(self._current, "state", None)
+        if state is None:
+            state = self._current.state = types.SimpleNamespace()
+        return state
 
     @property
     def peer(self) -> Peer | None:

@@ -83,40 +83,98 @@ def _refuse(trans: Any, status: int, message: str) -> SaslError:
     return SaslError(message)
 
 
-def negotiate_server(trans: Any, mechanisms: dict[str, Any]) -> ServerMechanism:
-    """Run the server side of the negotiation on ``trans``; returns the completed mechanism.
+class SaslRefusal(SaslError):
+    """The peer must be refused: ``status`` (BAD or ERROR) and the message are what it is sent."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def parse_message(buf: bytes | bytearray) -> tuple[int, bytes, int] | None:
+    """The first negotiation message in ``buf`` as (status, payload, bytes used), or None when incomplete.
+
+    A header that is not one (e.g. a plain Thrift call) is refused before its payload is read."""
+    if len(buf) < _HEADER.size:
+        return None
+    status, length = _HEADER.unpack_from(buf, 0)
+    if status not in _STATUS_NAMES:
+        raise SaslRefusal(
+            ERROR, f"not a SASL negotiation message (status byte {status}): is the client using SASL?"
+        )
+    if length > MAX_NEGOTIATION_PAYLOAD:
+        raise SaslRefusal(
+            ERROR, f"SASL negotiation message of {length} bytes is larger than {MAX_NEGOTIATION_PAYLOAD}"
+        )
+    end = _HEADER.size + length
+    if len(buf) < end:
+        return None
+    return status, bytes(buf[_HEADER.size : end]), end
+
+
+def encode_message(status: int, payload: bytes = b"") -> bytes:
+    return _HEADER.pack(status, len(payload)) + payload
+
+
+class ServerNegotiation:
+    """The server side of one connection's negotiation, one received message at a time (no I/O), so an
+    event-driven server can read messages as they arrive and a blocking one can loop.
 
     ``mechanisms`` maps a mechanism name to a factory of fresh ``ServerMechanism`` objects.
     """
-    try:
-        status, payload = receive_message(trans)
-    except SaslError as exc:
-        raise _refuse(trans, ERROR, str(exc)) from None
-    if status != START:
-        raise _refuse(trans, ERROR, f"expected a SASL START message, got {_STATUS_NAMES[status]}")
-    name = payload.decode("utf-8", "replace")
-    if name not in mechanisms:
-        raise _refuse(
-            trans, BAD, f"unsupported SASL mechanism {name!r}; this metastore offers {sorted(mechanisms)}"
-        )
-    mechanism = mechanisms[name]()
-    while not mechanism.complete:
-        try:
-            status, payload = receive_message(trans)
-        except SaslError as exc:
-            raise _refuse(trans, ERROR, str(exc)) from None
+
+    def __init__(self, mechanisms: dict[str, Any]) -> None:
+        self._mechanisms = mechanisms
+        self.mechanism: ServerMechanism | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.mechanism is not None and self.mechanism.complete
+
+    def step(self, status: int, payload: bytes) -> tuple[int, bytes] | None:
+        """The answer to one message (None: nothing yet, after START); ``SaslRefusal`` when the peer must be
+        refused, ``SaslError`` when the client aborted."""
+        if self.mechanism is None:
+            if status != START:
+                raise SaslRefusal(ERROR, f"expected a SASL START message, got {_STATUS_NAMES[status]}")
+            name = payload.decode("utf-8", "replace")
+            if name not in self._mechanisms:
+                raise SaslRefusal(
+                    BAD,
+                    f"unsupported SASL mechanism {name!r}; this metastore offers {sorted(self._mechanisms)}",
+                )
+            self.mechanism = self._mechanisms[name]()
+            return None
         if status in (BAD, ERROR):
             raise SaslError(f"client aborted the SASL negotiation: {payload.decode('utf-8', 'replace')}")
         if status not in (OK, COMPLETE):
-            raise _refuse(
-                trans, ERROR, f"expected a SASL OK or COMPLETE message, got {_STATUS_NAMES[status]}"
-            )
+            raise SaslRefusal(ERROR, f"expected a SASL OK or COMPLETE message, got {_STATUS_NAMES[status]}")
         try:
-            challenge = mechanism.evaluate(payload)
+            challenge = self.mechanism.evaluate(payload)
+        except SaslRefusal:
+            raise
         except SaslError as exc:
-            raise _refuse(trans, BAD, str(exc)) from None
-        send_message(trans, COMPLETE if mechanism.complete else OK, challenge or b"")
-    return mechanism
+            raise SaslRefusal(BAD, str(exc)) from None
+        return (COMPLETE if self.mechanism.complete else OK), challenge or b""
+
+
+def negotiate_server(trans: Any, mechanisms: dict[str, Any]) -> ServerMechanism:
+    """Run the server side of the negotiation on a blocking ``trans``; returns the completed mechanism."""
+    negotiation = ServerNegotiation(mechanisms)
+    while not negotiation.complete:
+        try:
+            status, payload = receive_message(trans)
+            answer = negotiation.step(status, payload)
+        except SaslRefusal as exc:
+            raise _refuse(trans, exc.status, str(exc)) from None
+        except SaslError as exc:
+            if "not a SASL negotiation message" in str(exc) or "larger than" in str(exc):
+                raise _refuse(trans, ERROR, str(exc)) from None
+            raise
+        if answer is not None:
+            send_message(trans, *answer)
+    assert negotiation.mechanism is not None
+    return negotiation.mechanism
 
 
 class ClientMechanism(Protocol):
@@ -217,8 +275,12 @@ __all__ = [
     "START",
     "ClientMechanism",
     "SaslError",
+    "SaslRefusal",
     "ServerMechanism",
+    "ServerNegotiation",
     "TSaslTransport",
+    "encode_message",
     "negotiate_client",
     "negotiate_server",
+    "parse_message",
 ]

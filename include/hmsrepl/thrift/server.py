@@ -1,76 +1,81 @@
-"""The threaded Thrift metastore server (binary protocol, buffered transport; TLS and SASL GSSAPI optional).
+"""The Thrift metastore server (binary protocol, buffered transport; TLS and SASL GSSAPI optional).
 
-Each client connection gets its own thread and keeps it while open (Spark holds a second connection open),
-so the accept loop never blocks on a slow client. Each accepted connection is first wrapped by the
-server's security (``thrift.auth``: TLS, Kerberos SASL) in its own thread; a refused client is logged and
-closed while others are served. The C-accelerated binary protocol of thriftpy2 keeps large partition lists
-cheap to encode. A housekeeping thread aborts timed-out transactions, releases abandoned locks, completes
+One event-driven front end (``thrift.frontend``) holds every connection: it accepts without waiting on any
+peer, runs TLS handshakes, reads bytes as they come and hands each complete request (and each SASL negotiation
+step) to one of ``thrift_max_workers`` worker threads, which decodes it, runs the call, writes the reply and
+gives the connection back. Idle, silent or trickling clients therefore hold a socket, not a worker; Spark keeps a
+second connection open at no cost. Admission (``thrift.admission``) bounds connections in total, per address
+and for non-admins, closing the longest-idle one at once for a newcomer; one memory budget (``thrift.budget``)
+covers requests being received and decoded and replies being written, and large list replies (partitions) are
+encoded and written in pages of ``REPLY_PAGE`` structs. The C-accelerated binary protocol of thriftpy2 keeps
+large partition lists cheap to encode.
+
+A housekeeping thread aborts timed-out transactions, releases abandoned locks, completes
 file work left pending by a crash (``metastore.intents``), lists the objects that declared writes left
 unlisted (``Metastore.reconcile_listings``), applies event and cmroot retention and retires the replaced
 version directories of replica databases whose readers' grace period has passed (``replication.leftovers``). With ``cache_enabled``,
 a metadata cache answers reads; its updater thread starts with the server (prewarming in the background, while reads go to the database) and stops with it.
 
-Every connection is bounded (``hmsrepl.bounds``): at most ``thrift_max_workers`` are served at once (more
-wait in the listen backlog), a request larger than ``thrift_max_message_bytes`` is refused as it is read
-(a string declaring more bytes than the request may still carry is refused before one of them is read), a
-connection idle or a request unfinished for ``thrift_client_timeout_seconds`` is closed, and accept errors
-(EMFILE) back off instead of spinning. SIGTERM stops accepting, lets calls in flight finish for up to
-``thrift_drain_seconds``, runs the shutdown tasks and returns, so the process exits 0.
+Limits (``hmsrepl.bounds``): a request larger than ``thrift_max_message_bytes`` is refused as it is read (a
+string or list declaring more than the request may still carry before any of it arrives); a connection must
+start its first call (or SASL) within ``thrift_handshake_seconds``; a connection idle or a request unfinished
+for ``thrift_client_timeout_seconds`` is closed or refused; accept errors (EMFILE) back off instead of spinning.
+SIGTERM stops accepting, lets calls in flight finish for up to ``thrift_drain_seconds``, runs the shutdown tasks
+and returns, so the process exits 0.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
-import itertools
 import logging
 import select
 import signal
 import socket
+import ssl
+import struct
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.protocol.cybin import TCyBinaryProtocol
-from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
-from thriftpy2.transport import (
-    TCyBufferedTransport,
-    TCyBufferedTransportFactory,
-    TCyMemoryBuffer,
-    TServerSocket,
-    TSocket,
-    TTransportException,
-)
+from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor, TType
+from thriftpy2.transport import TCyBufferedTransport, TCyMemoryBuffer, TTransportException
 
 from hmsrepl.bounds import ResourceBounds, resource_bounds
 from hmsrepl.cache import MetadataCache
+from hmsrepl.concurrency import PriorityWorkers
 from hmsrepl.metastore import Metastore
 from hmsrepl.monitoring.endpoint import MetricsEndpoint
 from hmsrepl.monitoring.server_metrics import ServerMetrics, ServerStateCollector
 from hmsrepl.monitoring.settings import MetricsSettings, metrics_settings
 from hmsrepl.replication.leftovers import retire_due_everywhere
+from hmsrepl.thrift import sasl
 from hmsrepl.thrift.auth import AuthenticationError, Peer, ThriftSecurity, check_bind
+from hmsrepl.thrift.budget import BudgetExceeded, MemoryBudget, return_freed_memory
+from hmsrepl.thrift.frames import MessageRefused, MessageScanner
+from hmsrepl.thrift.frontend import Connection, FrontEnd
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
 
 log = logging.getLogger(__name__)
 
-_READ_BUFFER = 4096  # thriftpy2's read buffer starts this large and grows to hold the largest value read
-_KEEP_READ_BUFFER = 1 << 20  # a connection's read buffer grown beyond this is replaced after the call
-_ACCEPT_POLL_SECONDS = 0.5  # how often the accept loop looks at the stop flag and for a free worker
-_ACCEPT_BACKOFF_MAX_SECONDS = 1.0
-_REFUSED_DRAIN_SECONDS = (
-    5.0  # after refusing a request, read (and drop) the rest this long so the client sees why
-)
-_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+_LISTEN_BACKLOG = 1024  # the front end accepts at once; this only covers a burst between two of its rounds
+#: Structs per page of a large list reply (~90 kB of partitions): encoded, charged and written one at a time.
+REPLY_PAGE = 100
+_LIST_OF_STRUCTS = struct.Struct("!bhbi")
+#: After a call whose request held this much of the budget, freed heap pages are given back to the system.
+_TRIM_AFTER_BYTES = 16 * 1024 * 1024
+#: How long a worker that just answered waits for the same client's next call before giving the connection
+#: back to the front end (only when no other call waits for a worker), and how much it reads then.
+_LINGER_SECONDS = 0.01
+_LINGER_READ = 64 * 1024
 
 
 class _Processor(TProcessor):
-    """Answers unknown methods with a message naming the method (thriftpy2 sends none), and sends results
-    whose encoding is already known (partitions served from the metadata cache) without encoding them again.
+    """Answers unknown methods with a message naming the method (thriftpy2 sends none), lets a request's bytes go
+    once decoded, and writes large list replies in pages (those of the metadata cache already encoded).
     """
 
     #: Told of each call of a method this metastore does not have (metrics count them under one label).
@@ -89,10 +94,38 @@ class _Processor(TProcessor):
             )
         return api, seqid, result, call
 
+    def process(self, iprot: Any, oprot: Any, decoded: Callable[[], None] | None = None) -> None:
+        """thriftpy2's ``process``, telling ``decoded`` when the request's bytes are no longer needed."""
+        api, seqid, result, call = self.process_in(iprot)
+        if decoded is not None:
+            decoded()
+        if isinstance(result, TApplicationException):
+            return self.send_exception(oprot, api, result, seqid)
+        try:
+            result.success = call()
+        except TApplicationException as exc:
+            return self.send_exception(oprot, api, exc, seqid)
+        except Exception as exc:
+            if not self.handle_exception(exc, result):
+                raise
+        if not result.oneway:
+            self.send_result(oprot, api, result, seqid)
+        return None
+
     def send_result(self, oprot: Any, api: str, result: Any, seqid: int) -> None:
-        """The whole reply is encoded in memory, then written in one piece: encoded through the connection's
-        4 KB write buffer, a 1,000-partition reply (~900 kB) took ~200 socket writes."""
+        """A list reply of more than ``REPLY_PAGE`` structs is encoded and written a page at a time, each page
+        held in the memory budget while written; any other reply is encoded in memory and written in one piece
+        (through the connection's 4 KB write buffer, a 1,000-partition reply took ~200 socket writes)."""
         success = getattr(result, "success", None)
+        writer = getattr(oprot, "writer", None)
+        if (
+            writer is not None
+            and isinstance(success, list)
+            and len(success) > REPLY_PAGE
+            and hasattr(success[0], "write")  # structs (partitions); lists of names are small
+        ):
+            self._send_pages(writer, api, success, seqid)
+            return None
         if not isinstance(success, EncodedStructs):
             reply = TCyMemoryBuffer()
             super().send_result(TCyBinaryProtocol(reply), api, result, seqid)
@@ -105,343 +138,338 @@ class _Processor(TProcessor):
         oprot.trans.flush()
         return None
 
+    @staticmethod
+    def _send_pages(writer: _ReplyWriter, api: str, items: list[Any], seqid: int) -> None:
+        head = TCyMemoryBuffer()
+        protocol = TCyBinaryProtocol(head)
+        protocol.write_message_begin(api, TMessageType.REPLY, seqid)
+        protocol.trans.flush()
+        header = head.getvalue() + _LIST_OF_STRUCTS.pack(TType.LIST, 0, TType.STRUCT, len(items))
+        encoded = items.encoded if isinstance(items, EncodedStructs) else None
+        for start in range(0, len(items), REPLY_PAGE):
+            if encoded is not None:
+                page = b"".join(encoded[start : start + REPLY_PAGE])
+            else:
+                buffer = TCyMemoryBuffer()
+                protocol = TCyBinaryProtocol(buffer)
+                for item in items[start : start + REPLY_PAGE]:
+                    item.write(protocol)
+                protocol.trans.flush()
+                page = buffer.getvalue()
+            if start == 0:
+                page = header + page
+            if start + REPLY_PAGE >= len(items):
+                page += b"\x00"  # the STOP that closes the result struct
+            writer.send_page(page)
 
-class _NoDelayServerSocket(TServerSocket):
-    """Sends replies at once: with Nagle's algorithm on, a reply larger than the 4 KB write buffer waits
-    ~40 ms for the client's delayed ACK (thriftpy2 sets TCP_NODELAY on client sockets only)."""
 
-    def accept(self) -> TSocket:
-        client = super().accept()
-        client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return client
+class _RequestReader:
+    """A received request as the buffered transport reads it; ``close`` lets its bytes go once decoded."""
 
-
-class RequestRefused(TTransportException):
-    """A request broke a limit while being read; the connection ends after the client is told why."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(TTransportException.UNKNOWN, message)
-
-
-class _BudgetedReader:
-    """What the buffered transport reads from: the connection's transport, counted against one request's limit.
-
-    The buffered transport grows its read buffer to the size of the largest value it must hold and then asks
-    for that many bytes at once, so a read larger than the buffer so far is a declared string or binary
-    length: refused before its bytes are read (or allocated) when the request cannot carry that much more.
-    Lists and maps are bounded by the bytes of their elements as they arrive. The buffer size is tracked as an
-    upper bound, so a read that merely refills a grown buffer is never mistaken for a declared length.
-    """
-
-    def __init__(self, trans: Any, max_bytes: int, timeout: float | None) -> None:
-        self.trans = trans
-        self.max_bytes = max_bytes
-        self.timeout = timeout
-        self.used = 0
-        self.started = 0.0
-        self.buffer_bound = _READ_BUFFER
-
-    def begin_request(self) -> None:
-        self.used = 0
+    def __init__(self, data: bytearray) -> None:
+        self._view: memoryview | None = memoryview(data)
+        self._data: bytearray | None = data
+        self._pos = 0
 
     def read(self, size: int) -> bytes:
-        remaining = self.max_bytes - self.used
-        if size > self.buffer_bound:
-            if size > remaining:
-                raise RequestRefused(
-                    f"request refused: a value of {size} bytes exceeds the message size limit of "
-                    f"{self.max_bytes} bytes (HMSREPL_THRIFT_MAX_MESSAGE_BYTES); send smaller requests"
-                )
-            self.buffer_bound += size
-        if remaining <= 0:
-            raise RequestRefused(
-                f"request refused: larger than the message size limit of {self.max_bytes} bytes "
-                "(HMSREPL_THRIFT_MAX_MESSAGE_BYTES); send smaller requests"
-            )
-        chunk = self.trans.read(min(size, remaining))
-        now = time.monotonic()
-        if self.used == 0:
-            self.started = now
-        elif self.timeout and now - self.started > self.timeout:
-            raise RequestRefused(
-                f"request refused: not received within {self.timeout:g} s "
-                "(HMSREPL_THRIFT_CLIENT_TIMEOUT_SECONDS)"
-            )
-        self.used += len(chunk)
+        if self._view is None:
+            return b""
+        chunk = bytes(self._view[self._pos : self._pos + size])
+        self._pos += len(chunk)
         return chunk
 
-    def write(self, data: bytes) -> None:
-        self.trans.write(data)
-
-    def flush(self) -> None:
-        self.trans.flush()
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.release()
+        self._view = self._data = None
 
     def is_open(self) -> bool:
-        return self.trans.is_open()
+        return self._view is not None
+
+
+class _ReplyWriter:
+    """Where a reply goes: the connection's socket (blocking, bounded by the client timeout while a worker owns
+    it), one SASL frame per flush. Pages of a large reply are charged to the memory budget while written."""
+
+    def __init__(self, conn: Connection, budget: MemoryBudget, wait_seconds: float) -> None:
+        self.conn = conn
+        self.budget = budget
+        self.wait_seconds = wait_seconds
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self._parts.append(data)
+
+    def flush(self) -> None:
+        data = b"".join(self._parts)
+        self._parts = []
+        if data:
+            self.conn.sock.sendall(self.conn.frame(data))
+
+    def send_page(self, data: bytes) -> None:
+        """Write one page of a reply: buffered parts first, the page's bytes held in the budget while sent."""
+        self.budget.reserve(len(data), self.wait_seconds)
+        try:
+            self._parts.append(data)
+            self.flush()
+        finally:
+            self.budget.release(len(data))
+
+    def is_open(self) -> bool:
+        return True
 
     def close(self) -> None:
-        self.trans.close()
+        pass
 
 
-class _Protocol(TCyBinaryProtocol):
-    """The accelerated binary protocol, remembering the call being read so a refusal can answer it."""
+class _ReplyProtocol(TCyBinaryProtocol):
+    """The accelerated binary protocol writing to a connection, with the writer at hand for paged replies."""
 
-    def __init__(self, trans: Any, connection: _Connection) -> None:
-        super().__init__(trans)
-        self.connection = connection
-
-    def read_message_begin(self) -> Any:
-        api, ttype, seqid = super().read_message_begin()
-        self.connection.call_started(api, seqid)
-        return api, ttype, seqid
+    def __init__(self, writer: _ReplyWriter) -> None:
+        super().__init__(TCyBufferedTransport(writer))
+        self.writer = writer
 
 
-class _Connection:
-    """One client connection, served by one worker thread until the client leaves, idles out or the server
-    stops; ``busy`` while a call is being processed (what a graceful stop waits for)."""
+class ThriftServer:
+    """The event-driven front end (``thrift.frontend``) with ``thrift_max_workers`` worker threads.
 
-    def __init__(self, server: BoundedThreadedServer, client: TSocket) -> None:
-        self.server = server
-        self.client = client
-        self.busy = False
-        self.evicted = False
-        self.idle_since = time.monotonic()
-        self.api = ""
-        self.seqid = 0
-        self.peer = _peer(client)
-
-    def call_started(self, api: str, seqid: int) -> None:
-        self.api, self.seqid = api, seqid
-        with self.server.state:
-            self.busy = True
-
-    def interrupt(self) -> None:
-        """Wake the worker out of a blocking read (the server stops): the client sees the connection close."""
-        with contextlib.suppress(OSError, AttributeError):  # already closed
-            self.client.sock.shutdown(socket.SHUT_RDWR)
-
-    def serve(self) -> None:
-        limits = self.server.limits
-        opened = self._open()
-        if opened is None:
-            return
-        trans, peer = opened
-        self.server.begin_connection(peer)
-        reader = _BudgetedReader(trans, limits.thrift_max_message_bytes, _timeout(limits))
-        iprot = _Protocol(TCyBufferedTransport(reader), self)
-        oprot = TCyBinaryProtocol(TCyBufferedTransport(trans))
-        try:
-            while not self.server.stopping.is_set():
-                reader.begin_request()
-                self.api, self.seqid = "", 0
-                try:
-                    self.server.processor.process(iprot, oprot)
-                finally:
-                    with self.server.state:
-                        self.busy = False
-                        self.idle_since = time.monotonic()
-                        self.server.state.notify_all()
-                if reader.buffer_bound > _KEEP_READ_BUFFER:
-                    # The read buffer grew to hold a large value and would keep that size (and its memory)
-                    # while the connection stays open. Clients wait for each reply, so it holds nothing now.
-                    reader.buffer_bound = _READ_BUFFER
-                    iprot = _Protocol(TCyBufferedTransport(reader), self)
-        except RequestRefused as exc:
-            log.warning("%s from %s: %s", self.api or "request", self.peer, exc)
-            self._refuse(oprot, exc)
-        except (TTransportException, OSError):
-            pass  # the client left, idled out, or the server is stopping
-        except Exception:
-            log.exception("connection from %s failed", self.peer)
-        finally:
-            trans.close()
-
-    def _open(self) -> tuple[Any, Peer] | None:
-        """The one place where an accepted connection is wrapped (TLS, SASL) before requests are read:
-        the transport and the authenticated peer, or None when the client is refused (logged, closed)."""
-        try:
-            trans, peer = self.server.open_connection(self.client)
-        except AuthenticationError as exc:
-            log.warning("refused a connection from %s: %s", self.peer, exc)
-            self.client.close()
-            return None
-        except Exception:  # a connection must never take its thread down with a traceback
-            log.exception("refused a connection from %s: unexpected error while opening it", self.peer)
-            self.client.close()
-            return None
-        if peer.authenticated:
-            log.info("connection from %s authenticated as %s (QOP %s)", peer.host, peer.principal, peer.qop)
-        return trans, peer
-
-    def _refuse(self, oprot: Any, exc: RequestRefused) -> None:
-        """Tell the client why, then read out what it is still sending, for a bounded
-        time, so its send completes and it reads the answer instead of a reset connection."""
-        sock = self.client.sock
-        if sock is None:
-            return
-        try:
-            # Refused before its name was read, a call is answered as call 0 of no name: clients raise an
-            # exception reply before they match it to their call.
-            error = TApplicationException(TApplicationException.PROTOCOL_ERROR, exc.message)
-            self.server.processor.send_exception(oprot, self.api, error, self.seqid)
-            sock.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + _REFUSED_DRAIN_SECONDS
-            while (left := deadline - time.monotonic()) > 0:
-                sock.settimeout(left)
-                if not sock.recv(1 << 20):
-                    break
-        except OSError:
-            pass
-
-
-class BoundedThreadedServer:
-    """Accepts connections and serves each on its own thread, at most ``thrift_max_workers`` at a time.
-
-    ``processor`` and the protocol/transport factories are those of a thriftpy2 server (binary protocol,
-    buffered transport, both compiled), so clients see exactly what Spark's Hive client expects.
+    ``processor`` is a thriftpy2 processor (binary protocol, buffered transport, both compiled), so clients see
+    exactly what Spark's Hive client expects.
     """
 
     def __init__(
         self,
-        processor: TProcessor,
-        server_socket: TServerSocket,
+        processor: _Processor,
+        host: str,
+        port: int,
         limits: ResourceBounds,
+        security: ThriftSecurity,
         *,
-        open_connection: Callable[[TSocket], tuple[Any, Peer]],
-        begin_connection: Callable[[Peer], None],
+        begin_connection: Callable[[Peer], Any],
+        resume_connection: Callable[[Any], None],
+        is_admin: Callable[[Peer], bool],
     ) -> None:
         self.processor = processor
-        self.open_connection = open_connection
-        self.begin_connection = begin_connection
-        self.trans = server_socket
+        self.host = host
+        self.requested_port = port
         self.limits = limits
-        self.iprot_factory = TCyBinaryProtocolFactory()
-        self.itrans_factory = TCyBufferedTransportFactory()
+        self.security = security
+        self.begin_connection = begin_connection
+        self.resume_connection = resume_connection
+        self.is_admin = is_admin
+        self.budget = MemoryBudget(limits.thrift_memory_budget_bytes)
+        self.workers = PriorityWorkers(limits.thrift_max_workers, "thrift-worker")
+        self._lingering = 0
+        self._lingering_lock = threading.Lock()
+        self._max_lingering = max(1, limits.thrift_max_workers // 4)
         self.stopping = threading.Event()
-        self.state = threading.Condition()
-        self.connections: set[_Connection] = set()
-        self._slots = threading.BoundedSemaphore(limits.thrift_max_workers)
-        self._ids = itertools.count(1)
+        self.listener: socket.socket | None = None
+        self.frontend: FrontEnd | None = None
+
+    @property
+    def connections(self) -> set[Connection]:
+        return self.frontend.connections if self.frontend is not None else set()
+
+    @property
+    def state(self) -> threading.Condition:
+        assert self.frontend is not None
+        return self.frontend.state
+
+    def bind(self) -> socket.socket:
+        if self.listener is None:
+            family = socket.getaddrinfo(self.host or None, self.requested_port, type=socket.SOCK_STREAM)[0][0]
+            self.listener = socket.create_server(
+                (self.host, self.requested_port), family=family, backlog=_LISTEN_BACKLOG
+            )
+            self.frontend = FrontEnd(
+                self.listener,
+                self.limits,
+                self.budget,
+                dispatch=self._dispatch,
+                negotiate=self._negotiate if self.security.kerberos else None,
+                begin=self._begin,
+                is_admin=self.is_admin,
+                tls=self.security.tls,
+            )
+        return self.listener
 
     def serve(self) -> None:
-        self.trans.listen()
-        self.trans.sock.settimeout(_ACCEPT_POLL_SECONDS)
-        backoff = 0.0
-        while not self.stopping.is_set():
-            if not self._slots.acquire(timeout=_ACCEPT_POLL_SECONDS):
-                self._make_room()  # every worker taken: new connections wait in the listen backlog
-                continue
+        self.bind()
+        assert self.frontend is not None
+        if self.stopping.is_set():
+            self.frontend.stop()
+        self.frontend.serve()
+
+    # -- the front end's callbacks (its thread) -----------------------------------------------------------------
+    def _begin(self, conn: Connection, peer: Peer) -> None:
+        conn.handler_state = self.begin_connection(peer)
+
+    def _dispatch(self, conn: Connection, request: bytearray, scanner: MessageScanner) -> None:
+        priority = 0 if conn.admin else 1
+        self.workers.submit(lambda: self._call(conn, request), priority)
+
+    def _negotiate(self, conn: Connection, status: int, payload: bytes) -> None:
+        self.workers.submit(lambda: self._sasl_step(conn, status, payload), 0 if conn.admin else 1)
+
+    # -- the workers -----------------------------------------------------------------------------------------
+    def _own(self, conn: Connection) -> None:
+        """Blocking writes, bounded by the client timeout, while this worker owns the connection."""
+        conn.sock.setblocking(True)
+        conn.sock.settimeout(_timeout(self.limits))
+
+    def _sasl_step(self, conn: Connection, status: int, payload: bytes) -> None:
+        frontend = self.frontend
+        assert frontend is not None
+        try:
+            self._own(conn)
+            if conn.negotiation is None:
+                conn.negotiation = self.security.negotiation()
             try:
-                client = self.trans.accept()
-            except TimeoutError:
-                self._slots.release()
-                continue
-            except OSError as exc:
-                self._slots.release()
-                if self.stopping.is_set() or self.trans.sock is None:
-                    break
-                backoff = min(max(backoff * 2, 0.05), _ACCEPT_BACKOFF_MAX_SECONDS)
-                level = logging.WARNING if exc.errno in _RESOURCE_ERRNOS else logging.ERROR
-                log.log(level, "accept failed (%s); retrying in %.2f s", exc, backoff)
-                self.stopping.wait(backoff)
-                continue
-            backoff = 0.0
-            self._start(client)
-        self._close_listener()
-
-    def _make_room(self) -> None:
-        """With every worker taken and a client waiting, close the connection idle the longest (its client
-        reconnects when it next calls, as Hive clients do), so idle or trickling connections cannot lock new
-        clients out until they time out. Connections in a call are never closed."""
-        listener = self.trans.sock
-        try:
-            if listener is None or not select.select([listener], [], [], 0)[0]:
-                return  # nobody is waiting
-        except (OSError, ValueError):
+                answer = conn.negotiation.step(status, payload)
+            except sasl.SaslRefusal as exc:
+                with contextlib.suppress(OSError):
+                    conn.sock.sendall(sasl.encode_message(exc.status, str(exc).encode()))
+                raise AuthenticationError(f"SASL negotiation with {conn.host} failed: {exc}") from None
+            except sasl.SaslError as exc:
+                raise AuthenticationError(f"SASL negotiation with {conn.host} failed: {exc}") from None
+            if answer is not None:
+                conn.sock.sendall(sasl.encode_message(*answer))
+            if conn.negotiation.complete:
+                peer, codec = self.security.negotiated(conn.host, conn.negotiation)
+                conn.codec, conn.framed, conn.authenticated_as = codec, True, peer
+        except AuthenticationError as exc:
+            log.warning("refused a connection from %s: %s", conn.address, exc)
+            frontend.close_from_worker(conn)
             return
-        with self.state:
-            idle = [c for c in self.connections if not c.busy and not c.evicted]
-            if not idle:
-                return
-            oldest = min(idle, key=lambda c: c.idle_since)
-            oldest.evicted = True
-        log.info(
-            "all %d workers taken and a client waiting: closing the connection from %s, idle for %.1f s",
-            self.limits.thrift_max_workers,
-            oldest.peer,
-            time.monotonic() - oldest.idle_since,
-        )
-        oldest.interrupt()
+        except Exception as exc:  # the client left, or the mechanism failed unexpectedly
+            if not isinstance(exc, OSError):
+                log.exception("refused a connection from %s: unexpected error while opening it", conn.address)
+            frontend.close_from_worker(conn)
+            return
+        frontend.hand_back(conn)
 
-    def _start(self, client: TSocket) -> None:
-        client.sock.settimeout(_timeout(self.limits))
-        connection = _Connection(self, client)
-        with self.state:
-            self.connections.add(connection)
-        thread = threading.Thread(
-            target=self._run, args=(connection,), name=f"thrift-conn-{next(self._ids)}", daemon=True
-        )
-        try:
-            thread.start()
-        except RuntimeError:  # no thread could be started: drop this connection, keep serving the others
-            log.exception("cannot start a worker for %s", connection.peer)
-            self._finished(connection)
-            client.close()
+    def _call(self, conn: Connection, request: bytearray) -> None:
+        """Run ``request``, then the connection's next ones while they come at once (``_next_request``)."""
+        frontend = self.frontend
+        assert frontend is not None
+        next_request: bytearray | None = request
+        del request
+        over = False
+        while next_request is not None and not over:
+            reader = _RequestReader(next_request)
+            next_request = None
+            try:
+                over = self._process(conn, reader)  # its buffers and decoded values are gone when it returns
+            finally:
+                reader.close()
+                charged, conn.charged = conn.charged, 0
+                self.budget.release(charged)
+                if charged >= _TRIM_AFTER_BYTES:
+                    return_freed_memory()
+            if not over:
+                next_request, over = self._next_request(conn)
+        if over:
+            frontend.close_from_worker(conn)
+        else:
+            frontend.hand_back(conn)
 
-    def _run(self, connection: _Connection) -> None:
+    def _next_request(self, conn: Connection) -> tuple[bytearray | None, bool]:
+        """The connection's next request when it arrives whole within ``_LINGER_SECONDS``, no other work
+        waits for a worker and at most a quarter of the workers wait like this: a client calling in a loop is then served without two thread hand-offs through the
+        front end per call (each a scheduling delay on a busy machine). Anything else goes back to the front
+        end, bytes received so far included. Returns (request or None, whether the connection is over)."""
+        if conn.framed or self.workers.queued or self.stopping.is_set() or conn.data:
+            return None, False
+        with self._lingering_lock:
+            if self._lingering >= self._max_lingering:  # keep most workers free for calls yet to come
+                return None, False
+            self._lingering += 1
         try:
-            connection.serve()
+            return self._wait_next_request(conn)
         finally:
-            self._finished(connection)
+            with self._lingering_lock:
+                self._lingering -= 1
 
-    def _finished(self, connection: _Connection) -> None:
-        with self.state:
-            self.connections.discard(connection)
-            self.state.notify_all()
-        self._slots.release()
+    def _wait_next_request(self, conn: Connection) -> tuple[bytearray | None, bool]:
+        sock = conn.sock
+        try:
+            pending = sock.pending() if hasattr(sock, "pending") else 0
+            if not pending:
+                poller = select.poll()  # not select.select: descriptors above 1023 are common here
+                poller.register(sock, select.POLLIN)
+                if not poller.poll(_LINGER_SECONDS * 1000):
+                    return None, False
+            sock.setblocking(False)
+            chunk = sock.recv(_LINGER_READ)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return None, False
+        except (OSError, ValueError):
+            return None, True
+        if not chunk:
+            return None, True
+        conn.data += chunk
+        scanner = MessageScanner(self.limits.thrift_max_message_bytes)
+        try:
+            end = scanner.feed(conn.data)
+        except MessageRefused:
+            return None, False  # the front end refuses it, with the reply that says why
+        if end is None:
+            return None, False
+        wanted = end + scanner.decoded_estimate
+        if not self.budget.try_reserve(wanted):
+            return None, False
+        conn.charged = wanted
+        if end == len(conn.data):
+            request, conn.data = conn.data, bytearray()
+        else:
+            request, conn.data = conn.data[:end], conn.data[end:]
+        self._own(conn)
+        return request, False
 
-    def _close_listener(self) -> None:
-        with contextlib.suppress(OSError):
-            self.trans.close()
+    def _process(self, conn: Connection, reader: _RequestReader) -> bool:
+        """Decode, run and answer one call; True when the connection is over (the client left, or failed)."""
+        try:
+            self._own(conn)
+            self.resume_connection(conn.handler_state)
+            iprot = TCyBinaryProtocol(TCyBufferedTransport(reader))
+            oprot = _ReplyProtocol(_ReplyWriter(conn, self.budget, self.limits.thrift_memory_wait_seconds))
+            self.processor.process(iprot, oprot, decoded=reader.close)
+        except (TTransportException, OSError, BudgetExceeded) as exc:
+            log.info("connection from %s ended during a call: %s", conn.address, exc)
+            return True
+        except Exception:
+            log.exception("connection from %s failed", conn.address)
+            return True
+        return False
 
+    # -- stopping ----------------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop accepting: new connections are refused at once; the accept loop ends and closes the socket."""
+        """Stop accepting: new connections are refused at once; the front end's loop ends and closes the socket."""
         self.stopping.set()
-        listener = self.trans.sock
-        if listener is not None:
-            with contextlib.suppress(OSError):  # not listening yet, or closed already
-                listener.shutdown(socket.SHUT_RDWR)
+        if self.frontend is not None:
+            self.frontend.stop()
 
     def drain(self, seconds: float) -> tuple[int, int]:
-        """After ``close``: end idle connections, wait up to ``seconds`` for calls in flight.
-
-        Returns (calls that finished while waiting, calls still running when the time was up).
+        """After ``close`` (the front end's loop has ended): end idle connections, wait up to ``seconds`` for
+        calls in flight. Returns (calls that finished while waiting, calls still running when the time was up).
         """
+        frontend = self.frontend
+        if frontend is None:
+            return 0, 0
         deadline = time.monotonic() + seconds
-        with self.state:
-            waited = sum(1 for c in self.connections if c.busy)
-            for connection in self.connections:
-                if not connection.busy:
-                    connection.interrupt()
-            while (left := deadline - time.monotonic()) > 0 and any(c.busy for c in self.connections):
-                self.state.wait(min(left, 0.2))
-                for connection in self.connections:  # a call that ended leaves its connection idle
-                    if not connection.busy:
-                        connection.interrupt()
-            running = sum(1 for c in self.connections if c.busy)
+        frontend.close_idle()
+        waited = sum(1 for c in list(frontend.connections) if c.busy)
+        while (left := deadline - time.monotonic()) > 0 and any(c.busy for c in list(frontend.connections)):
+            with frontend.state:
+                frontend.state.wait(min(left, 0.2))
+            frontend.close_idle()  # a call that ended hands its connection back: closed now
+        running = sum(1 for c in frontend.connections if c.busy)
+        self.workers.stop()
         return waited - running, running
 
 
 def _timeout(limits: ResourceBounds) -> float | None:
     return limits.thrift_client_timeout_seconds or None
-
-
-def _peer(client: TSocket) -> str:
-    try:
-        host, port = client.sock.getpeername()[:2]
-        return f"{host}:{port}"
-    except (OSError, AttributeError, ValueError):
-        return "unknown peer"
 
 
 class MetastoreServer:
@@ -464,7 +492,6 @@ class MetastoreServer:
         self.cache = cache
         self.limits = limits or resource_bounds()
         self.handler = MetastoreHandler(store, cache, security=self.security)
-        self.socket = _NoDelayServerSocket(host=host, port=port, client_timeout=None)
         dispatcher: Any = ErrorMappingDispatcher(self.handler)
         settings = metrics if metrics is not None else metrics_settings()
         self.metrics: ServerMetrics | None = None
@@ -476,12 +503,16 @@ class MetastoreServer:
         processor = _Processor(Service, dispatcher)
         if self.metrics is not None:
             processor.on_unknown_method = self.metrics.unknown_method
-        self.server = BoundedThreadedServer(
+        admins = frozenset(store.config.admin_users)
+        self.server = ThriftServer(
             processor,
-            self.socket,
+            host,
+            port,
             self.limits,
-            open_connection=self.security.open_connection,
+            self.security,
             begin_connection=self.handler.begin_connection,
+            resume_connection=self.handler.resume_connection,
+            is_admin=lambda peer: peer.user in admins,
         )
         self.shutdown_tasks: list[tuple[str, Callable[[], object]]] = [
             ("file work left pending", store.complete_file_intents)
@@ -493,14 +524,15 @@ class MetastoreServer:
                     store,
                     open_connections=lambda: len(self.server.connections),
                     busy_connections=lambda: sum(1 for c in list(self.server.connections) if c.busy),
-                    max_connections=self.limits.thrift_max_workers,
+                    max_connections=self.limits.thrift_max_connections,
                     cache=self.cache,
                 )
             )
 
     @property
     def port(self) -> int:
-        return self.socket.sock.getsockname()[1] if self.socket.sock else 0
+        listener = self.server.listener
+        return listener.getsockname()[1] if listener is not None else 0
 
     def add_shutdown_task(self, name: str, task: Callable[[], object]) -> None:
         """Work to run once calls have drained on a graceful stop (pending post-commit work); its result is
@@ -526,13 +558,19 @@ class MetastoreServer:
         threading.Thread(target=self.housekeeping, args=(housekeeping_interval,), daemon=True).start()
         if self.cache is not None:
             self.cache.start()
+        self.server.bind()
         log.info(
-            "metastore listening on %s:%s (%s; max %d connections, messages up to %d bytes)",
-            self.socket.host,
-            self.socket.port,
+            "metastore listening on %s:%s (%s; %d workers, max %d connections (%d per address, %d reserved for "
+            "admins), messages up to %d bytes, memory budget %d bytes)",
+            self.server.host,
+            self.port,
             self.security.describe(),
             self.limits.thrift_max_workers,
+            self.limits.thrift_max_connections,
+            self.limits.thrift_max_connections_per_peer,
+            self.limits.thrift_admin_reserved_connections,
             self.limits.thrift_max_message_bytes,
+            self.limits.thrift_memory_budget_bytes,
         )
         try:
             # A 1,000-partition reply creates ~30,000 objects: with default thresholds the cyclic collector
@@ -601,8 +639,8 @@ def install_signal_handlers(server: MetastoreServer | None = None) -> None:
 
 
 __all__ = [
-    "BoundedThreadedServer",
+    "REPLY_PAGE",
     "MetastoreServer",
-    "RequestRefused",
+    "ThriftServer",
     "install_signal_handlers",
 ]
