@@ -43,6 +43,8 @@ def test_the_exceptions_are_few_and_each_gives_its_reason() -> None:
     assert config["strict"] is True
     text = (REPO / "pyproject.toml").read_text()
     for override in config.get("overrides", []):
+        if not override.get("ignore_errors"):
+            continue  # how a library without stubs is read, not a module of ours let off
         modules = override["module"] if isinstance(override["module"], list) else [override["module"]]
         assert len(modules) <= 25, "the list of modules not yet strict only shrinks"
         for module in modules:

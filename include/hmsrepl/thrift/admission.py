@@ -96,17 +96,6 @@ class Admission:
                 best, most = host, held
         return best
 
-    @staticmethod
-    def _oldest_idle(
-        idle: OrderedDict[Member, None] | None, skip: list[Member] | None = None
-    ) -> Member | None:
-        if not idle:
-            return None
-        for member in idle:
-            if not skip or member not in skip:
-                return member
-        return None
-
     def add(self, member: Member) -> None:
         self.members.add(member)
         self._by_peer[member.host] = self._by_peer.get(member.host, 0) + 1

@@ -80,7 +80,8 @@ class MemoryBudget:
 def _malloc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None  # type: ignore[no-any-return]
+        trim: Callable[[int], int] | None = ctypes.CDLL(name).malloc_trim if name else None
+        return trim
     except (OSError, AttributeError):  # not glibc
         return None
 

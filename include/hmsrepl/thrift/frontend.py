@@ -75,7 +75,7 @@ def refusal(name: str, seqid: int, message: str, *, retriable: bool) -> bytes:
             ),
             None,
         )
-    if field is not None:
+    if field is not None and result_type is not None:
         result = result_type()
         setattr(result, field, hms.MetaException(message))
         protocol.write_message_begin(name, TMessageType.REPLY, seqid)
@@ -86,7 +86,8 @@ def refusal(name: str, seqid: int, message: str, *, retriable: bool) -> bytes:
         TApplicationException(kind, message).write(protocol)
     protocol.write_message_end()
     protocol.trans.flush()
-    return reply.getvalue()
+    answer: bytes = reply.getvalue()
+    return answer
 
 
 class Connection:
