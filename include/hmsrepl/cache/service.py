@@ -11,7 +11,8 @@ instance is waited for: until the updater has applied it, eventual reads here go
 Reads are monotonic per instance (see ``monotonic``): an entry older than what this instance already answered
 for the same table (from the database or the cache) is refused. A reader passing a ValidWriteIdList never gets
 from the cache an object whose write id its list does not count as committed, even when the entry's
-committed ids contain the reader's (the ``contains`` freshness): such reads go to the database.
+committed ids contain the reader's (the ``contains`` freshness): such reads go to the database, which
+answers only a state the list may see and otherwise refuses with a retryable error (see ``visibility``).
 """
 
 from __future__ import annotations
