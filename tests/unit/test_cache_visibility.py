@@ -64,6 +64,20 @@ def test_an_entry_loaded_during_a_txn_that_aborts_is_forgotten_not_served(store:
     assert "not_cached" in misses(cache)
 
 
+def test_an_entry_loaded_during_a_txn_that_aborts_before_changing_it_keeps_serving(store: Metastore) -> None:
+    acid_table(store)
+    store.txns.commit_txn(txn_alter(store, "t", v="1"))
+    [txn] = store.txns.open_txns()
+    store.txns.allocate_table_write_ids([txn], DB, "t")  # open, nothing changed yet
+    cache = new_cache(store)
+    assert cache.store.table((DB, "t")).unsettled == {2}  # type: ignore[union-attr]
+    store.txns.abort_txns([txn])
+    sync(cache)
+    reads = CachedReads(store.catalog, cache)
+    assert read_params(reads, "t", ids(store, "t"))["v"] == "1"
+    assert cache.metrics()["hits"] == 1
+
+
 def test_a_newer_committed_state_is_answered_and_a_newer_open_one_refused(store: Metastore) -> None:
     acid_table(store)
     reads = CachedReads(store.catalog)  # no cache: the database path alone

@@ -14,8 +14,8 @@ the changes of transactions still open, which are held back:
   as the database applied it. On a transactional table it may belong to any txn with an open write id, so
   the table serves no reader until all those write ids have committed or aborted ("unsettled"). That is
   the conservative reading of "non-ACID DDL has no write id": never guess which snapshot it belongs to.
-  When one of them aborts, the content may still show its change (the database never rolls one back), so
-  the table is forgotten and loaded again; so is a table whose new version shows an aborted write.
+  When one of them aborts and the content shows its change (the database never rolls one back), the
+  table is forgotten and loaded again; so is a table whose new version shows an aborted write.
 - A table whose id no longer matches (drop and recreate) or that was renamed is forgotten and reloaded;
   anything this code cannot read in an event makes it forget the tables the event names. Both turn into
   misses (database reads), never into wrong answers.
@@ -382,9 +382,9 @@ class EventApplier:
                 )
                 self._forget(key)
                 continue
-            if not commit and write_id in state.unsettled:
-                # Content read while this txn was open may show its change, which the abort does not undo
-                # in the database either: the entry cannot be trusted for any reader; load it again.
+            if not commit and write_id in state.unsettled and _shows_write(state, write_id):
+                # Content read while this txn was open shows its change, which the abort does not undo in
+                # the database either: the entry cannot be trusted for any reader; load it again.
                 self._forget(key)
                 continue
             with self.store.changing(state):
@@ -392,6 +392,12 @@ class EventApplier:
                 state.write_ids = ids
                 state.owners.pop(write_id, None)
                 state.unsettled = state.unsettled - {write_id}
+
+
+def _shows_write(state: TableState, write_id: int) -> bool:
+    """Whether the entry's content carries ``write_id`` (as an object's write id or a txn stamp)."""
+    shown = [state.table_model, *(p.model for p in (state.partitions or {}).values())]
+    return aborted_write_id(shown, ValidWriteIdList("", write_id, (), {write_id})) is not None  # type: ignore[arg-type]
 
 
 def _shown(change: Change) -> Table | Partition | None:
