@@ -10,7 +10,8 @@ only ever replaced by a newer one, and the table id, as a Hive 4 client does.
 
 ``Checker`` judges every answer ``v`` given to a session with list L:
 
-- backwards: ``v`` is below the last version this instance slot answered that session for the table;
+- backwards: ``v`` is below the last version this instance slot answered that session for the table, or
+  below a version the instance answered any session before and that L counts as committed (per instance);
 - uncommitted: L has ``v`` open or aborted; or ``v`` is above L's watermark and its txn was not committed
   before the read ended (never committed, or its commit was only asked for after the answer came back).
 
@@ -19,6 +20,7 @@ A refusal (``WriteNotVisibleError``: retryable) is no answer and is counted apar
 
 from __future__ import annotations
 
+import bisect
 import random
 import threading
 import time
@@ -51,6 +53,7 @@ class Checker:
     backwards: list[str] = field(default_factory=list)
     uncommitted: list[str] = field(default_factory=list)
     _floors: dict[tuple[int, int, str], int] = field(default_factory=dict)
+    _answered: dict[tuple[int, str], list[int]] = field(default_factory=dict)  # sorted, per instance slot
     _newer: list[tuple[str, int, float, str]] = field(default_factory=list)  # (table, v, ended, where)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -63,9 +66,18 @@ class Checker:
             self.reads += 1
             key = (slot, session, table)
             floor = self._floors.get(key, 0)
+            answered = self._answered.setdefault((slot, table), [])
+            later = answered[bisect.bisect_right(answered, version) :]
+            seen = [u for u in later if write_ids.is_write_id_valid(u)]
             if version < floor:
                 self.backwards.append(f"{where} after v={floor}")
+            elif seen:  # per instance: reported once, after the session's own rule
+                self.backwards.append(
+                    f"{where} after instance {slot} answered v={seen[-1]}, which the list counts"
+                )
             self._floors[key] = max(floor, version)
+            if version not in answered:
+                bisect.insort(answered, version)
             if version <= 0 or write_ids.is_write_id_valid(version):
                 return
             if version <= write_ids.high_watermark:

@@ -29,6 +29,14 @@ def test_a_planted_backwards_answer_is_caught() -> None:
     )
 
 
+def test_a_planted_backwards_answer_to_another_session_of_the_instance_is_caught() -> None:
+    checker = Checker()
+    checker.record(0, 0, "t0", lst(6), 6, 1.0)
+    checker.record(0, 1, "t0", lst(5), 5, 2.0)  # the other session's list cannot see 6: not backwards
+    checker.record(0, 2, "t0", lst(7), 5, 3.0)  # this list counts 6, which the instance answered: backwards
+    assert len(checker.backwards) == 1 and "instance 0 answered v=6" in checker.backwards[0]
+
+
 def test_a_planted_read_of_an_open_write_is_caught() -> None:
     checker = Checker()
     checker.record(0, 0, "t0", lst(1, open_ids={1}), 1, 1.0)  # the example: list t0:1:1:1:
