@@ -37,8 +37,11 @@ def state_write_ids(model: Table | Partition) -> set[int]:
 def aborted_write_id(models: Iterable[Table | Partition], write_ids: ValidWriteIdList) -> int | None:
     """An aborted write id whose change one of ``models`` still shows (None: none does).
 
-    Such content can serve no reader until a later committed write replaces it (see the loader).
+    Such content can serve no reader until a later committed write replaces it (see the loader). A table
+    with no aborted write id costs nothing here (a prewarm checks every partition).
     """
+    if not write_ids.aborted_write_ids:
+        return None
     for model in models:
         for write_id in state_write_ids(model):
             if write_id in write_ids.aborted_write_ids:
