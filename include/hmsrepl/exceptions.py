@@ -128,6 +128,21 @@ class InvalidInputError(InvalidObjectError):
     """A request names something that does not fit the object (e.g. statistics of a column it lacks)."""
 
 
+class WriteNotVisibleError(MetastoreError):
+    """A transactional object's stored state comes from a write id the reader's ValidWriteIdList does not
+    count as committed (open, aborted, or too new for it): answering it would show a write the reader must
+    not see. Retryable: once a later write has committed, or with a newer list, the read succeeds."""
+
+    def __init__(self, what: str, write_id: int, state: str, write_ids: str) -> None:
+        super().__init__(
+            f"{what} was last changed by write id {write_id} ({state}), which the reader's ValidWriteIdList "
+            f"'{write_ids}' does not count as committed; retry the read with a newer ValidWriteIdList "
+            "once a later write has committed"
+        )
+        self.write_id = write_id
+        self.state = state
+
+
 #: OS errors that say the configuration is wrong (a file where a directory should be, no permission):
 #: the same call fails the same way until someone changes the setting.
 _CONFIGURATION_OS_ERRORS = (NotADirectoryError, IsADirectoryError, PermissionError, FileExistsError)
@@ -143,6 +158,8 @@ def is_retryable(exc: BaseException) -> bool:
     """
     if isinstance(exc, FileLostError):
         return False
+    if isinstance(exc, WriteNotVisibleError):
+        return True
     if isinstance(exc, StorageError):
         cause: BaseException | None = exc
         while cause is not None:

@@ -20,6 +20,7 @@ from sqlalchemy import create_engine
 
 from hmsrepl.cache import CacheSettings, Freshness, MetadataCache
 from hmsrepl.cache.attribution import TxnWriter
+from hmsrepl.cache.visibility import aborted_write_id
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore import Metastore
@@ -241,13 +242,18 @@ def test_prewarm_racing_writers_installs_only_consistent_entries(store: Metastor
         thread.join(DEADLINE_SECONDS)
     assert errors == []
     assert cache.wait_applied(store.events.current_event_id(), DEADLINE_SECONDS)
+    # A table whose stored content still shows an aborted txn's change (catalog rows are not rolled back)
+    # cannot be loaded: no reader may see that content. Every other table ends up cached.
+    tainted = {name for name in TABLES if _shows_aborted_write(store, name)}
     deadline = time.monotonic() + DEADLINE_SECONDS
-    while any(cache.store.table((DB, name)) is None for name in TABLES):  # loads raced by the writers
+    while any(cache.store.table((DB, n)) is None for n in TABLES if n not in tainted):  # raced loads
         assert time.monotonic() < deadline, cache.metrics()
         time.sleep(0.01)  # bounded polling for a condition
     cache.stop()
     for name in TABLES:
         state = cache.store.table((DB, name))
+        if name in tainted and state is None:
+            continue
         assert state is not None, name
         [current] = store.txns.get_valid_write_ids([f"{DB}.{name}"])
         assert state.write_ids == current.write_ids and not state.unsettled and not state.pending
@@ -262,3 +268,9 @@ def test_prewarm_racing_writers_installs_only_consistent_entries(store: Metastor
             assert pv >= required and cached.write_id >= required, (name, part.values, pv, required)
             assert pv == db_pv or db_pv in aborted, (name, part.values, pv, db_pv)
             assert cached.write_id == part.write_id or part.write_id in aborted
+
+
+def _shows_aborted_write(store: Metastore, name: str) -> bool:
+    [ids] = store.txns.get_valid_write_ids([f"{DB}.{name}"])
+    shown = [store.catalog.get_table(DB, name), *store.catalog.get_partitions(DB, name)]
+    return aborted_write_id(shown, ids.write_ids) is not None

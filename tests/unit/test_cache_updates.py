@@ -16,7 +16,13 @@ import pytest
 from hmsrepl.cache import CachedReads, CacheSettings, Freshness, MetadataCache
 from hmsrepl.cache.attribution import TXN_WRITE_PARAM, TxnWriter
 from hmsrepl.cache.loader import SnapshotLoader
-from hmsrepl.exceptions import EventsCleanedUpError, InvalidObjectError, NoSuchPartitionError
+from hmsrepl.exceptions import (
+    EventsCleanedUpError,
+    InvalidObjectError,
+    NoSuchPartitionError,
+    WriteNotVisibleError,
+    is_retryable,
+)
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, TableType
 from hmsrepl.metastore.transactions import TableWriteIds
@@ -103,7 +109,10 @@ def test_prewarm_tags_tables_with_the_write_ids_of_one_snapshot(store: Metastore
     # Loaded content may hold the open txn's change (the database applied it): not served until it ends.
     assert state.unsettled == {2}
     reads = CachedReads(store.catalog, cache)
-    assert read_params(reads, "t", ids(store, "t"))["v"] == "2"  # the database's answer
+    # The database holds the open txn's change, which the reader's list does not count: refused, retryable.
+    with pytest.raises(WriteNotVisibleError, match=r"write id 2 \(open") as refused:
+        read_params(reads, "t", ids(store, "t"))
+    assert is_retryable(refused.value)
     assert misses(cache) == {"unsettled": 1}
     store.txns.commit_txn(still_open)
     sync(cache)
@@ -130,8 +139,11 @@ def test_a_txn_change_is_held_back_until_commit(store: Metastore, cache: Metadat
     table = reads.table(DB, "t", after.write_ids, after.table_id)
     assert table.parameters["v"] == "1" and table.write_id == 1
     assert cache.metrics()["hits"] == 2
-    # The older reader's snapshot misses the commit: 'contains' serves the newer version, 'equal' does not.
-    assert "v" in read_params(reads, "t", during)
+    # The older reader's list has write id 1 open: neither the cache nor the database holds the version
+    # without it any more, so the read is refused (retryable, naming the write id), never answered with it.
+    with pytest.raises(WriteNotVisibleError, match=r"write id 1 \(open in the reader's list"):
+        read_params(reads, "t", during)
+    assert misses(cache)["write_not_committed"] == 1
 
 
 def test_equal_policy_refuses_newer_entries(store: Metastore) -> None:

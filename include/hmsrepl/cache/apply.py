@@ -14,6 +14,8 @@ the changes of transactions still open, which are held back:
   as the database applied it. On a transactional table it may belong to any txn with an open write id, so
   the table serves no reader until all those write ids have committed or aborted ("unsettled"). That is
   the conservative reading of "non-ACID DDL has no write id": never guess which snapshot it belongs to.
+  When one of them aborts and the content shows its change (the database never rolls one back), the
+  table is forgotten and loaded again; so is a table whose new version shows an aborted write.
 - A table whose id no longer matches (drop and recreate) or that was renamed is forgotten and reloaded;
   anything this code cannot read in an event makes it forget the tables the event names. Both turn into
   misses (database reads), never into wrong answers.
@@ -43,6 +45,7 @@ from hmsrepl.cache.entries import (
     object_of,
 )
 from hmsrepl.cache.store import CacheStore, DatabaseEntry
+from hmsrepl.cache.visibility import aborted_write_id
 from hmsrepl.cache.writeid_state import WriteIdStateError, aborted, allocated, committed
 from hmsrepl.exceptions import MetastoreError
 from hmsrepl.formats.writeids import ValidWriteIdList
@@ -215,6 +218,12 @@ class EventApplier:
             return
         # Unclaimed, or a second open txn replacing an object another one holds (they cannot be ordered):
         # the database has this version now, including whatever the open txns wrote before it.
+        shown = _shown(change)
+        if shown is not None and aborted_write_id([shown], state.write_ids) is not None:
+            # The new version carries an aborted txn's change (the database never rolls one back): no
+            # reader may see it, and no later event removes it, so load again (see the loader).
+            self._forget(state.key)
+            return
         state.forget_held(target)
         state.apply(change)
         state.unsettled = state.unsettled | state.write_ids.open_write_ids
@@ -373,11 +382,31 @@ class EventApplier:
                 )
                 self._forget(key)
                 continue
+            if not commit and write_id in state.unsettled and _shows_write(state, write_id):
+                # Content read while this txn was open shows its change, which the abort does not undo in
+                # the database either: the entry cannot be trusted for any reader; load it again.
+                self._forget(key)
+                continue
             with self.store.changing(state):
                 state.release(txn_id, commit=commit)
                 state.write_ids = ids
                 state.owners.pop(write_id, None)
                 state.unsettled = state.unsettled - {write_id}
+
+
+def _shows_write(state: TableState, write_id: int) -> bool:
+    """Whether the entry's content carries ``write_id`` (as an object's write id or a txn stamp)."""
+    shown = [state.table_model, *(p.model for p in (state.partitions or {}).values())]
+    return aborted_write_id(shown, ValidWriteIdList("", write_id, (), {write_id})) is not None  # type: ignore[arg-type]
+
+
+def _shown(change: Change) -> Table | Partition | None:
+    """The object version a change installs, if any."""
+    if isinstance(change, ReplaceTable):
+        return change.table
+    if isinstance(change, PutPartition):
+        return change.partition
+    return None
 
 
 Handler = Callable[[EventApplier, NotificationEvent, Message], None]

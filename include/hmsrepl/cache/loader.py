@@ -10,6 +10,9 @@ database meanwhile: a racing write can delay a load, never make it install a sta
 
 Content read from the database may include changes of txns that are still open (the catalog applies them
 at once), so a loaded table is unsettled until the write ids open at load time have committed or aborted.
+Content showing an aborted txn's change (the catalog never rolls one back) can serve no reader until a
+later committed write replaces it: such a table is not installed ("tainted") and reads go to the database,
+which refuses them the same way (see ``visibility``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 
 from hmsrepl.cache.apply import event_scope, snapshot_size
 from hmsrepl.cache.entries import CachedObject, TableKey, TableState
+from hmsrepl.cache.visibility import aborted_write_id
 from hmsrepl.exceptions import NoSuchObjectError
 from hmsrepl.formats.writeids import MalformedWriteIdListError, ValidTxnList
 from hmsrepl.metastore import Metastore
@@ -33,6 +37,7 @@ class LoadResult:
     states: list[TableState] = field(default_factory=list)
     raced: list[TableKey] = field(default_factory=list)  # a write committed during the load: retry
     missing: list[TableKey] = field(default_factory=list)  # no such table (any more)
+    tainted: list[TableKey] = field(default_factory=list)  # shows an aborted write: not installable
     event_id: int = 0  # the log position the loaded states reflect
 
 
@@ -94,7 +99,12 @@ class SnapshotLoader:
                 if read.key in touched or read.write_ids.table_id != read.table.id:
                     result.raced.append(read.key)
                 else:
-                    result.states.append(_state(read, last))
+                    state = _state(read, last)
+                    shown = [state.table_model, *(p.model for p in (state.partitions or {}).values())]
+                    if aborted_write_id(shown, state.write_ids) is not None:  # type: ignore[arg-type]
+                        result.tainted.append(read.key)
+                    else:
+                        result.states.append(state)
         return result
 
     def load_databases(self, names: Sequence[str]) -> tuple[dict[str, Database], int]:

@@ -8,19 +8,26 @@ On the database path, ``decode`` (when given) builds each partition straight fro
 place of ``to`` (the Thrift handler's structs without the model in between).
 Works without a cache too: then every read goes to the database. With a cache, every database answer is
 placed in the log (``MetadataCache.note_database_answer``), so the cache never answers older afterwards.
+
+A reader passing a ValidWriteIdList gets from the database only objects whose state it may see (see
+``visibility``): the database holds changes of open and aborted txns, which no cache hit shows either, so
+such a read is refused with the retryable ``WriteNotVisibleError`` naming the write id, and not noted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from hmsrepl.cache.entries import CachedObject, TableState
 from hmsrepl.cache.filters import compile_filter
 from hmsrepl.cache.service import MetadataCache, database_key
+from hmsrepl.cache.visibility import check_visible
+from hmsrepl.exceptions import WriteNotVisibleError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.catalog import CatalogService, Decode
+from hmsrepl.metastore.model import Partition, Table
 
 T = TypeVar("T")
 Convert = Callable[[Any], Any] | None
@@ -35,14 +42,33 @@ class CachedReads:
         self.catalog = catalog
         self.cache = cache
 
-    def _db(self, key: tuple[str, str], read: Callable[[], T]) -> T:
-        """``read()`` from the database, noted as an answer for ``key`` (a "no such object" too)."""
-        if self.cache is None:
+    def _db(
+        self,
+        key: tuple[str, str],
+        read: Callable[[], T],
+        write_ids: ValidWriteIdList | None = None,
+        shown: Callable[[T], Iterable[Table | Partition]] | None = None,
+    ) -> T:
+        """``read()`` from the database, noted as an answer for ``key`` (a "no such object" too).
+
+        With a reader's list, the objects ``shown`` picks from the answer must be visible to it; a refused
+        read answered nothing, so it is not noted.
+        """
+        if self.cache is None and write_ids is None:
             return read()
+        answered = True
         try:
-            return read()
+            found = read()
+            if write_ids is not None:
+                for model in shown(found) if shown is not None else (found,):  # type: ignore[arg-type]
+                    check_visible(self.catalog.events, _describe(key, model), key, model, write_ids)
+            return found
+        except WriteNotVisibleError:
+            answered = False
+            raise
         finally:
-            self.cache.note_database_answer((key[0].lower(), key[1].lower()))
+            if self.cache is not None and answered:
+                self.cache.note_database_answer((key[0].lower(), key[1].lower()))
 
     @staticmethod
     def _out(entry: CachedObject, to: Convert) -> Any:
@@ -87,7 +113,8 @@ class CachedReads:
             if answer.hit and answer.value is not None:
                 return self._out(answer.value, to)
         return self._conv(
-            self._db((db_name, table_name), lambda: self.catalog.get_table(db_name, table_name)), to
+            self._db((db_name, table_name), lambda: self.catalog.get_table(db_name, table_name), write_ids),
+            to,
         )
 
     def tables(self, db_name: str, table_names: Sequence[str], *, to: Convert = None) -> list[Any]:
@@ -116,9 +143,12 @@ class CachedReads:
         )
         if hit:
             return [self._out(entry, keep or to) for _, entry in found or ()]
+        decode = _models_for(write_ids, decode)
         parts = self._db(
             (db_name, table_name),
             lambda: self.catalog.get_partitions(db_name, table_name, max_parts, decode=decode),
+            write_ids,
+            list,
         )
         return parts if decode is not None else [self._conv(p, to) for p in parts]
 
@@ -137,7 +167,7 @@ class CachedReads:
         if hit and found is not None:
             return self._out(found, keep or to)
         part = self._db(
-            (db_name, table_name), lambda: self.catalog.get_partition(db_name, table_name, values)
+            (db_name, table_name), lambda: self.catalog.get_partition(db_name, table_name, values), write_ids
         )
         return self._conv(part, to)
 
@@ -158,9 +188,12 @@ class CachedReads:
         )
         if hit:
             return [self._out(entry, keep or to) for entry in found or ()]
+        decode = _models_for(write_ids, decode)
         parts = self._db(
             (db_name, table_name),
             lambda: self.catalog.get_partitions_by_names(db_name, table_name, names, decode=decode),
+            write_ids,
+            list,
         )
         return parts if decode is not None else [self._conv(p, to) for p in parts]
 
@@ -203,11 +236,14 @@ class CachedReads:
         )
         if hit:
             return [self._out(entry, keep or to) for _, entry in found or ()]
+        decode = _models_for(write_ids, decode)
         parts = self._db(
             (db_name, table_name),
             lambda: self.catalog.get_partitions_ps(
                 db_name, table_name, partial_values, max_parts, decode=decode
             ),
+            write_ids,
+            list,
         )
         return parts if decode is not None else [self._conv(p, to) for p in parts]
 
@@ -267,10 +303,24 @@ class CachedReads:
         hit, found = self._select(db_name, table_name, write_ids, table_id, select)
         if hit:
             return [self._out(entry, keep or to) for entry in found or ()]
+        decode = _models_for(write_ids, decode)
         parts = self._db(
             (db_name, table_name),
             lambda: self.catalog.get_partitions_by_filter(
                 db_name, table_name, filter_text, max_parts, decode=decode
             ),
+            write_ids,
+            list,
         )
         return parts if decode is not None else [self._conv(p, to) for p in parts]
+
+
+def _models_for(write_ids: ValidWriteIdList | None, decode: Decode) -> Decode:
+    """A reader's list needs the models (their write ids and stamps) to judge visibility: no decoder."""
+    return None if write_ids is not None else decode
+
+
+def _describe(key: tuple[str, str], model: Table | Partition) -> str:
+    if isinstance(model, Partition):
+        return f"partition {list(model.values)} of table '{key[0]}.{key[1]}'"
+    return f"table '{key[0]}.{key[1]}'"

@@ -11,7 +11,8 @@ instance is waited for: until the updater has applied it, eventual reads here go
 Reads are monotonic per instance (see ``monotonic``): an entry older than what this instance already answered
 for the same table (from the database or the cache) is refused. A reader passing a ValidWriteIdList never gets
 from the cache an object whose write id its list does not count as committed, even when the entry's
-committed ids contain the reader's (the ``contains`` freshness): such reads go to the database.
+committed ids contain the reader's (the ``contains`` freshness): such reads go to the database, which
+answers only a state the list may see and otherwise refuses with a retryable error (see ``visibility``).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from hmsrepl.cache.metrics import CacheMetrics, MissReason
 from hmsrepl.cache.monotonic import UNKNOWN, ServedPositions
 from hmsrepl.cache.store import CacheStore
 from hmsrepl.cache.updater import CacheUpdater
+from hmsrepl.cache.visibility import state_write_ids
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import InvalidObjectError, MetastoreError
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Partition, Table
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -310,7 +313,8 @@ def database_key(name: str) -> tuple[str, str]:
 
 
 def _all_committed(value: Any, state: TableState, write_ids: ValidWriteIdList) -> bool:
-    """Whether no object in a cache answer carries a write the entry has committed but the reader's list not.
+    """Whether no object in a cache answer carries a write the entry has committed but the reader's list not
+    (by its write id or by the stamp of the txn change it shows: see ``visibility``).
 
     Checked when the entry's committed ids contain the reader's and more (served under ``contains``):
     objects those later commits changed must come from elsewhere. (With equal sets there is nothing to
@@ -322,8 +326,11 @@ def _all_committed(value: Any, state: TableState, write_ids: ValidWriteIdList) -
     while stack:
         item = stack.pop()
         if isinstance(item, CachedObject):
-            write_id = getattr(item.model, "write_id", 0) or 0
-            if cached.is_write_id_valid(write_id) and not write_ids.is_write_id_valid(write_id):
+            model = item.model
+            if isinstance(model, Table | Partition) and any(
+                cached.is_write_id_valid(w) and not write_ids.is_write_id_valid(w)
+                for w in state_write_ids(model)
+            ):
                 return False
         elif isinstance(item, str):
             entry = (state.partitions or {}).get(item)

@@ -213,6 +213,10 @@ class CacheUpdater:
                     # read that asked for it) is exact, while a load may have to be unsettled.
                     if self.store.table(state.key) is None:
                         self.store.install(state)
+                for key in result.tainted:  # not retried: the next read that misses asks for it again
+                    current = self.store.table(key)
+                    if current is not None and current.base_event_id < result.event_id:
+                        self.store.remove(key)
                 for key in result.missing:
                     current = self.store.table(key)
                     if current is not None and current.base_event_id < result.event_id:
