@@ -60,7 +60,8 @@ class CachedReads:
         try:
             found = read()
             if write_ids is not None:
-                for model in shown(found) if shown is not None else (found,):  # type: ignore[arg-type]
+                models: Iterable[Any] = shown(found) if shown is not None else (found,)
+                for model in models:  # a Table or Partition: what ``shown`` picks, or the answer itself
                     check_visible(self.catalog.events, _describe(key, model), key, model, write_ids)
             return found
         except WriteNotVisibleError:
