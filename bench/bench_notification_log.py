@@ -6,7 +6,10 @@ bound the whole pipeline. Targets (from the issue): fetch 100,000 events in unde
 as a reference for what one metastore call costs end to end; they have no target. The fetch target is judged
 as a rate (100,000 events/s), so runs with a smaller --events still compare.
 
-Run:  python bench/bench_notification_log.py [--events 100000] [--backends sqlite,postgres]
+Run:  python bench/bench_notification_log.py [--events 100000] [--backend all|sqlite,postgres,mysql]
+
+With several backends (``all``: SQLite, PostgreSQL and MariaDB) the rates are also printed side by side with
+each one's ratio to SQLite, and a table of the statements and round trips each measured call sends.
 
 Each backend gets a throwaway database (a SQLite file in a temporary directory; a PostgreSQL or MariaDB
 database created and dropped here, on the servers tests/backends.py points at). Prints a table with
@@ -23,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,6 +36,7 @@ for _path in (ROOT / "include", ROOT):  # run as a plain script from a checkout,
 
 import sqlalchemy  # noqa: E402
 
+from bench.statement_table import chosen_backends, print_grid, versus_sqlite  # noqa: E402
 from hmsrepl.config import MetastoreConfig  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
 from hmsrepl.metastore.database import upgrade_schema  # noqa: E402
@@ -44,6 +48,7 @@ from hmsrepl.metastore.model import (  # noqa: E402
     StorageDescriptor,
     Table,
 )
+from hmsrepl.metastore.statement_counts import Counts, StatementCounter  # noqa: E402
 from tests.backends import temporary_database  # noqa: E402
 
 FETCH_TARGET_EVENTS = 100_000
@@ -140,6 +145,7 @@ class BackendRun:
     events: int
     catalog_writes: int
     repeats: int
+    counts: list[tuple[str, Counts, int]] = field(default_factory=list)  # (what, counts, per how many)
 
     def run(self) -> Iterator[Row]:
         yield self.catalog_appends()
@@ -159,6 +165,11 @@ class BackendRun:
         catalog.create_database(Database(name=BENCH_DB))
         tables = [sample_table(number) for number in range(self.catalog_writes)]
         seconds = timed(lambda: [catalog.create_table(table) for table in tables])
+        counter = StatementCounter(self.store.engine)
+        with counter.counting() as counts:
+            catalog.create_table(sample_table(self.catalog_writes + FETCH_TARGET_EVENTS * 10))
+        counter.close()
+        self.counts.append(("catalog.create_table, per call", counts, 1))
         return Row(self.backend, "append: catalog.create_table, 1 event/txn", len(tables), seconds)
 
     def batched_appends(self, batch_size: int, count: int, first: int) -> Row:
@@ -174,6 +185,14 @@ class BackendRun:
             rates.append(sum(len(b) for b in round_batches) / seconds)
             total += seconds
         rate = statistics.median(rates)
+        if batches:
+            counter = StatementCounter(self.store.engine)
+            with counter.counting() as counts:
+                self.store.events.append(
+                    sample_events(10 * FETCH_TARGET_EVENTS + first, batch_size, "s3a://w")
+                )
+            counter.close()
+            self.counts.append((f"EventLog.append, {batch_size:,} events/txn, per event", counts, batch_size))
         return Row(
             self.backend,
             f"append: EventLog.append, {batch_size:,} events/txn (median of {len(rates)} rounds)",
@@ -188,7 +207,11 @@ class BackendRun:
         """The whole range in one call, then in pages as an incremental dump reads it."""
         log = self.store.events
         target = f"{FETCH_TARGET_EVENTS // 1000}k in < {FETCH_TARGET_SECONDS:g} s"
-        fetched = len(log.next_events(0, self.events))  # warm caches and connection once, untimed
+        counter = StatementCounter(self.store.engine)
+        with counter.counting() as counts:
+            fetched = len(log.next_events(0, self.events))  # warm caches and connection once, untimed
+        counter.close()
+        self.counts.append((f"next_events(0, {self.events:,}), per call", counts, 1))
         if fetched != self.events:
             raise RuntimeError(f"expected to fetch {self.events} events, got {fetched}")
         for measurement, action in (
@@ -216,17 +239,20 @@ class BackendRun:
         return fetched
 
 
-def run_backend(backend: str, events: int, catalog_writes: int, repeats: int) -> list[Row]:
+def run_backend(
+    backend: str, events: int, catalog_writes: int, repeats: int
+) -> tuple[list[Row], list[tuple[str, Counts, int]]]:
     with tempfile.TemporaryDirectory(prefix="hmsrepl-bench-") as tmp, temporary_database(backend, tmp) as url:
         upgrade_schema(url)
         config = MetastoreConfig(db_url=url, warehouse=f"{tmp}/warehouse", cmroot=f"{tmp}/cmroot")
         store = Metastore(config)
         try:
             rows = []
-            for row in BackendRun(backend, store, events, catalog_writes, repeats).run():
+            run = BackendRun(backend, store, events, catalog_writes, repeats)
+            for row in run.run():
                 print(f"  {backend}: {row.measurement}: {row.seconds:.3f} s", file=sys.stderr, flush=True)
                 rows.append(row)
-            return rows
+            return rows, run.counts
         finally:
             store.close()
 
@@ -261,21 +287,32 @@ def print_table(rows: list[Row]) -> None:
         print(fmt(line))
 
 
+def side_by_side(rows: list[Row], backends: list[str]) -> None:
+    """Each measurement's rate on every backend, with the ratio to SQLite's (times slower)."""
+    measurements = list(dict.fromkeys(row.measurement for row in rows))
+    grid = []
+    for measurement in measurements:
+        rates = {row.backend: row.rate for row in rows if row.measurement == measurement}
+        grid.append((f"{measurement}, events/s", versus_sqlite(rates, higher_is_better=True, fmt=",.0f")))
+    print_grid("side by side (ratio: times slower than SQLite)", grid, backends)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--events", type=int, default=FETCH_TARGET_EVENTS, help="events appended in batches and fetched"
     )
     parser.add_argument(
-        "--backends", default="sqlite,postgres", help="comma-separated: sqlite, postgres, mysql"
+        "--backend",
+        "--backends",
+        dest="backends",
+        default="sqlite,postgres",
+        help="comma-separated: sqlite, postgres, mysql; or all",
     )
     parser.add_argument("--catalog-writes", type=int, default=2_000, help="single-event create_table calls")
     parser.add_argument("--repeats", type=int, default=3, help="fetch repeats (the median is reported)")
     args = parser.parse_args(argv)
-    backends = [name.strip() for name in args.backends.split(",") if name.strip()]
-    unknown = sorted(set(backends) - {"sqlite", "postgres", "mysql"})
-    if unknown:
-        parser.error(f"unknown backend(s) {unknown}; choose from sqlite, postgres, mysql")
+    backends = chosen_backends(args.backends)
     if args.events < len(BATCH_SIZES) or args.repeats < 1 or args.catalog_writes < 0:
         parser.error("--events must be >= 2, --repeats >= 1 and --catalog-writes >= 0")
 
@@ -286,10 +323,23 @@ def main(argv: list[str] | None = None) -> int:
         f"SQLAlchemy {sqlalchemy.__version__}"
     )
     rows: list[Row] = []
+    counts: dict[str, list[tuple[str, Counts, int]]] = {}
     for backend in backends:
-        rows.extend(run_backend(backend, args.events, args.catalog_writes, args.repeats))
+        backend_rows, counts[backend] = run_backend(backend, args.events, args.catalog_writes, args.repeats)
+        rows.extend(backend_rows)
     print()
     print_table(rows)
+    if len(backends) > 1:
+        side_by_side(rows, backends)
+    count_rows = []
+    for index, (what, _counts, _per) in enumerate(counts[backends[0]]):
+        cells = {}
+        for backend in backends:
+            _what, found, per = counts[backend][index]
+            statements, trips = found.per(per)
+            cells[backend] = f"{statements:.2f} / {trips:.2f}"
+        count_rows.append((what, cells))
+    print_grid("statements / round trips", count_rows, backends)
     judged = [row.passed for row in rows if row.passed is not None]
     print()
     print(

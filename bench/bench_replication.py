@@ -1,10 +1,17 @@
 """Replication benchmark: metadata replay throughput and bootstrap time.
 
-    python bench/bench_replication.py [--events 5000] [--tables 1000] [--partitions 10] [--backend sqlite|postgres]
+    python bench/bench_replication.py [--events 5000] [--tables 1000] [--partitions 10]
+        [--backend sqlite|postgres|mysql|all] [--count-events 50] [--count-tables 20]
 
 Prints events/s of an incremental metadata-only dump and load (target >= 2,000 events/s) and the time of a
 bootstrap dump and load of 1,000 tables x 10 partitions (target <= 30 s). Source and target are separate
-metastores on the chosen backend; set-up time is not measured.
+metastores on the chosen backend; set-up time is not measured. ``--backend all`` runs the three backends in
+one command and prints their figures side by side, with each one's ratio to SQLite.
+
+It also prints the statements and round trips per event type (the source's catalog write, the dump's read,
+the load's write) and per bootstrap table with its partitions, counted on small separate replays
+(``--count-events`` events of each type, ``--count-tables`` tables): on PostgreSQL and MariaDB these round
+trips are most of the time.
 """
 
 from __future__ import annotations
@@ -19,9 +26,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "include"), str(REPO)]
 
+from bench.statement_table import CHOICES, chosen_backends, print_grid, versus_sqlite  # noqa: E402
 from hmsrepl.config import MetastoreConfig  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
 from hmsrepl.metastore.model import Database  # noqa: E402
+from hmsrepl.metastore.statement_counts import Counts, StatementCounter  # noqa: E402
 from hmsrepl.replication.engine import ReplicationEngine  # noqa: E402
 from tests.backends import temporary_database  # noqa: E402
 from tests.helpers import make_partition, make_table  # noqa: E402
@@ -95,27 +104,114 @@ def bench_bootstrap(stack: ExitStack, backend: str, root: Path, tables: int, par
     return [("bootstrap dump", t1 - t0), ("bootstrap load", t2 - t1), ("bootstrap dump + load", t2 - t0)]
 
 
+def count_statements(
+    stack: ExitStack, backend: str, root: Path, per_type: int, tables: int
+) -> list[tuple[str, Counts, int]]:
+    """(what, counts, objects) for each event type's write, dump and load, and for a bootstrap per table."""
+    source, target = open_store(stack, backend, root, "src3"), open_store(stack, backend, root, "dst3")
+    counter = StatementCounter(source.engine, target.engine)
+    stack.callback(counter.close)
+    engine = ReplicationEngine(str(root / "dumps3"), source, target)
+    catalog = source.catalog
+    catalog.create_database(Database(name="cnt"))
+    table = catalog.create_table(make_table("cnt", "t", partition_keys=("p",)))
+    for t in range(tables):
+        made = catalog.create_table(make_table("cnt", f"b{t:04d}", partition_keys=("p",)))
+        catalog.add_partitions("cnt", made.table_name, [make_partition(made, str(p)) for p in range(10)])
+    results: list[tuple[str, Counts, int]] = []
+    with counter.counting() as dumped_counts:
+        dumped = engine.execute(f"REPL DUMP cnt {METADATA_ONLY}")
+    with counter.counting() as loaded_counts:
+        engine.execute(f"REPL LOAD cnt FROM '{dumped.dump_dir}'")
+    objects = tables + 1
+    results += [("bootstrap dump, per table x 10 partitions", dumped_counts, objects)]
+    results += [("bootstrap load, per table x 10 partitions", loaded_counts, objects)]
+    last = dumped.last_event_id
+    parts = [make_partition(table, f"c{i}") for i in range(per_type)]
+    writes = {
+        "CREATE_TABLE": lambda i: catalog.create_table(make_table("cnt", f"n{i}")),
+        "ADD_PARTITION": lambda i: catalog.add_partitions("cnt", "t", [parts[i]]),
+        "ALTER_PARTITION": lambda i: catalog.alter_partitions(
+            "cnt", "t", [parts[i].model_copy(update={"parameters": {"n": str(i)}})]
+        ),
+        "DROP_PARTITION": lambda i: catalog.drop_partitions("cnt", "t", [[f"c{i}"]]),
+    }
+    for kind, write in writes.items():
+        with counter.counting() as written:
+            for i in range(per_type):
+                write(i)
+        with counter.counting() as dumped_counts:
+            inc = engine.execute(f"REPL DUMP cnt FROM {last} {EVERY_EVENT}")
+        with counter.counting() as loaded_counts:
+            engine.execute(f"REPL LOAD cnt FROM '{inc.dump_dir}'")
+        last = inc.last_event_id
+        results += [(f"{kind}: source write", written, per_type)]
+        results += [(f"{kind}: dump", dumped_counts, per_type), (f"{kind}: load", loaded_counts, per_type)]
+    return results
+
+
+def run_backend(backend: str, args: argparse.Namespace) -> dict[str, object]:
+    """One backend's figures: the replay, the bootstrap and the statement counts."""
+    with tempfile.TemporaryDirectory(prefix="bench-repl-") as tmp, ExitStack() as stack:
+        root = Path(tmp)
+        print(f"  {backend}: replay of {args.events:,} events...", file=sys.stderr, flush=True)
+        replay = bench_replay(stack, backend, root, args.events)
+        print(f"  {backend}: bootstrap of {args.tables}x{args.partitions}...", file=sys.stderr, flush=True)
+        bootstrap = bench_bootstrap(stack, backend, root, args.tables, args.partitions)
+        counts = (
+            count_statements(stack, backend, root, args.count_events, args.count_tables)
+            if args.count_events
+            else []
+        )
+        return {"replay": replay, "bootstrap": bootstrap, "counts": counts}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--tables", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=10)
-    parser.add_argument("--backend", choices=["sqlite", "postgres", "mysql"], default="sqlite")
+    parser.add_argument(
+        "--backend", default="sqlite", help=f"one of {', '.join(CHOICES)}, or a comma-separated list"
+    )
+    parser.add_argument(
+        "--count-events", type=int, default=50, help="events per type in the statement counts (0: skip)"
+    )
+    parser.add_argument("--count-tables", type=int, default=20, help="tables in the counted bootstrap")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-repl-") as tmp, ExitStack() as stack:
-        root = Path(tmp)
-        print(f"replication benchmark on {args.backend}; python {sys.version.split()[0]}")
-        print(f"\n{'measurement':<36} {'events':>8} {'seconds':>9} {'events/s':>10}  target")
-        for name, n, seconds in bench_replay(stack, args.backend, root, args.events):
-            verdict = ("PASS" if n / seconds >= 2000 else "FAIL") if name == "dump + load" else ""
-            print(
-                f"{name:<36} {n:>8,} {seconds:>9.3f} {n / seconds:>10,.0f}  {'>= 2,000 ev/s ' + verdict if verdict else ''}"
-            )
-        print(f"\n{'measurement':<36} {'objects':>8} {'seconds':>9}  target")
-        objects = f"{args.tables}x{args.partitions}"
-        for name, seconds in bench_bootstrap(stack, args.backend, root, args.tables, args.partitions):
-            verdict = ("PASS" if seconds <= 30 else "FAIL") if name == "bootstrap dump + load" else ""
-            print(f"{name:<36} {objects:>8} {seconds:>9.2f}  {'<= 30 s ' + verdict if verdict else ''}")
+    backends = chosen_backends(args.backend)
+    print(f"replication benchmark on {', '.join(backends)}; python {sys.version.split()[0]}")
+    results = {backend: run_backend(backend, args) for backend in backends}
+    rows: list[tuple[str, dict[str, str]]] = []
+    for index, (name, n, _seconds) in enumerate(results[backends[0]]["replay"]):
+        rates = {b: results[b]["replay"][index][1] / results[b]["replay"][index][2] for b in backends}
+        rows.append(
+            (f"{name}, events/s ({n:,} events)", versus_sqlite(rates, higher_is_better=True, fmt=",.0f"))
+        )
+    objects = f"{args.tables}x{args.partitions}"
+    for index, (name, _seconds) in enumerate(results[backends[0]]["bootstrap"]):
+        seconds = {b: results[b]["bootstrap"][index][1] for b in backends}
+        rows.append((f"{name}, s ({objects})", versus_sqlite(seconds, higher_is_better=False, fmt=".2f")))
+    print_grid("throughput (ratio: times slower than SQLite)", rows, backends)
+    verdicts = []
+    for backend in backends:
+        n, seconds = results[backend]["replay"][2][1], results[backend]["replay"][2][2]
+        boot = results[backend]["bootstrap"][2][1]
+        verdicts.append(
+            f"  {backend}: replay {n / seconds:,.0f} ev/s (>= 2,000: {'PASS' if n / seconds >= 2000 else 'FAIL'}), "
+            f"bootstrap {boot:.2f} s (<= 30 s at 1000x10: {'PASS' if boot <= 30 else 'FAIL'})"
+        )
+    print("\n".join(["", "targets:", *verdicts]))
+    if args.count_events:
+        count_rows = []
+        for index, (what, _counts, _objects) in enumerate(results[backends[0]]["counts"]):
+            cells = {}
+            for backend in backends:
+                _name, counts, objects = results[backend]["counts"][index]
+                statements, trips = counts.per(objects)
+                cells[backend] = f"{statements:.1f} / {trips:.1f}"
+            count_rows.append((what, cells))
+        print_grid("statements / round trips per event (per table for the bootstrap)", count_rows, backends)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,7 @@ _TABLE_ROW = (
     .where(dbs.c.name == bindparam("db_name"), tbls.c.tbl_name == bindparam("name"))
 )
 _TABLE_ROW_FOR_UPDATE = _TABLE_ROW.with_for_update()
+_INSERT_PARTITIONS_RETURNING = insert(partitions).returning(partitions.c.part_name, partitions.c.part_id)
 
 
 def _snapshot(obj: Database | Table | Partition | Function) -> dict[str, Any]:
@@ -234,6 +235,12 @@ class CatalogService:
         """
         check_params(self.get_database(db_name))
 
+    def _writable_table(self, db_name: str, table_name: str) -> Table:
+        """``_check_writable`` and ``get_table`` on one connection (a client write asks both, then changes)."""
+        with self.events.reader() as conn:
+            check_params(self._load_db(conn, db_name.lower()))
+            return self._load_table(conn, db_name.lower(), table_name.lower())[1]
+
     def _db_id(self, conn: Connection, name: str, *, missing_ok: bool = False) -> int | None:
         db_id = conn.execute(_DB_ID, {"db_name": name}).scalar()
         if db_id is None and not missing_ok:
@@ -258,17 +265,19 @@ class CatalogService:
         recorded with their verified checksums instead of reading the files again.
         """
         check_identifier(table.table_name, "table")
-        db = self.get_database(table.db_name)
-        check_params(db)  # protected replica: refused before any file work
-        if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
-            location = join_uri(db.location_uri or self.default_db_location(db.name), table.table_name)
-            table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
-        _check_table(table)
-        table = table.model_copy(update={"create_time": table.create_time or int(time.time()), "write_id": 0})
-        location = table.sd.location
         key = None
-        if location:
-            with self.events.reader() as conn:
+        with self.events.reader() as conn:  # the database and the location checks: one connection
+            db = self._load_db(conn, table.db_name.lower())
+            check_params(db)  # protected replica: refused before any file work
+            if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
+                location = join_uri(db.location_uri or self.default_db_location(db.name), table.table_name)
+                table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
+            _check_table(table)
+            table = table.model_copy(
+                update={"create_time": table.create_time or int(time.time()), "write_id": 0}
+            )
+            location = table.sd.location
+            if location:
                 key = self.locations.check_table(
                     conn, table.qualified_name, location, managed=table.is_managed
                 )
@@ -637,8 +646,7 @@ class CatalogService:
         skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
         it): as in ``create_table``.
         """
-        self._check_writable(db_name)
-        table = self.get_table(db_name, table_name)
+        table = self._writable_table(db_name, table_name)
         keys = table.partition_key_names
         if not keys:
             raise InvalidObjectError(
@@ -729,28 +737,33 @@ class CatalogService:
     ) -> dict[str, int]:
         """Insert partitions with their key values; returns their ids by name (``keys``: location keys)."""
         out: dict[str, int] = {}
+        # The new ids come back with the insert where the database returns rows from a multi-row insert
+        # (PostgreSQL, SQLite, MariaDB 10.5+): one statement per chunk instead of an insert and a read back.
+        returning = conn.dialect.insert_executemany_returning
         for chunk in _chunks(added):
-            conn.execute(
-                insert(partitions),
-                [
-                    {
-                        "tbl_id": tbl_id,
-                        "part_name": name,
-                        "location": part.sd.location,
-                        "location_key": keys[name],
-                        "doc": part.model_dump_json(exclude={"write_id"}),
-                        "write_id": part.write_id,
-                    }
-                    for name, part in chunk
-                ],
-            )
-            ids = dict(
-                conn.execute(
-                    select(partitions.c.part_name, partitions.c.part_id).where(
-                        partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_([name for name, _ in chunk])
-                    )
-                ).all()
-            )
+            rows = [
+                {
+                    "tbl_id": tbl_id,
+                    "part_name": name,
+                    "location": part.sd.location,
+                    "location_key": keys[name],
+                    "doc": part.model_dump_json(exclude={"write_id"}),
+                    "write_id": part.write_id,
+                }
+                for name, part in chunk
+            ]
+            if returning:
+                ids = dict(conn.execute(_INSERT_PARTITIONS_RETURNING, rows).all())
+            else:
+                conn.execute(insert(partitions), rows)
+                ids = dict(
+                    conn.execute(
+                        select(partitions.c.part_name, partitions.c.part_id).where(
+                            partitions.c.tbl_id == tbl_id,
+                            partitions.c.part_name.in_([name for name, _ in chunk]),
+                        )
+                    ).all()
+                )
             conn.execute(
                 insert(partition_key_vals),
                 [
@@ -778,14 +791,26 @@ class CatalogService:
     ) -> list[Any]:
         with self.events.reader() as conn:
             tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
-            out: list[Any] = []
-            for chunk in _chunks(list(names)):
-                rows = conn.execute(
-                    select(partitions.c.doc, partitions.c.write_id)
-                    .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
-                    .order_by(partitions.c.part_name)
-                )
-                out.extend(_decoded(rows, decode))
+            return self._partitions_named(conn, tbl_id, names, decode)
+
+    def partitions_of(self, table: Table, names: Sequence[str]) -> list[Partition]:
+        """``get_partitions_by_names`` of a table the caller just read (by its id: the table is not read
+        again; a replication load asks this for every group of partitions it applies)."""
+        if table.id is None:
+            return self.get_partitions_by_names(table.db_name, table.table_name, names)
+        with self.events.reader() as conn:
+            return self._partitions_named(conn, table.id, names, None)
+
+    @staticmethod
+    def _partitions_named(conn: Connection, tbl_id: int, names: Sequence[str], decode: Decode) -> list[Any]:
+        out: list[Any] = []
+        for chunk in _chunks(list(names)):
+            rows = conn.execute(
+                select(partitions.c.doc, partitions.c.write_id)
+                .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
+                .order_by(partitions.c.part_name)
+            )
+            out.extend(_decoded(rows, decode))
         return out
 
     def get_partitions(
@@ -877,8 +902,7 @@ class CatalogService:
         the client's INSERT just recorded the new files of these partitions (Hive's loadPartition fires it
         before this alter), so a partition that stays where it is is not listed (``capture.declared_change``).
         """
-        self._check_writable(db_name)
-        table = self.get_table(db_name, table_name)
+        table = self._writable_table(db_name, table_name)
         names = [_partition_name(table, part.values) for part in new_parts]
         applied = list(applied_files) if applied_files is not None else [None] * len(new_parts)
         keys = self._check_partition_locations(table, dict(zip(names, new_parts, strict=True)))

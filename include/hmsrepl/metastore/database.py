@@ -7,6 +7,7 @@ lock up front is what keeps two processes from both reading the same next event 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from alembic import command
@@ -15,11 +16,24 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 WRITE_OPTION = "hmsrepl_write"
 _SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "secret", "token", "key")
+#: A pooled connection used this recently is handed out without a liveness ping (HikariCP, Hive's metastore
+#: pool, does the same with its 500 ms ``aliveBypassWindowMs``): a ping is a round trip, as costly as a
+#: small query, and most checkouts follow the previous one by milliseconds.
+PING_AFTER_IDLE_SECONDS = 0.5
+_LAST_USED = "hmsrepl_last_used"
+#: Liveness pings sent so far by this process (statement_counts reports them as round trips).
+pings_sent = 0
+#: psycopg 3 prepares a statement server-side once it ran this many times on a connection (its default is
+#: 5); the metastore's statements are few and repeated, so preparing them early saves the server parsing and
+#: planning each one again. ``PG_PREPARED_MAX``: how many a connection keeps (psycopg's default, 100, is
+#: fewer than the statements a replication load runs).
+PG_CONNECT_ARGS = {"prepare_threshold": 1}
+PG_PREPARED_MAX = 500
 
 
 def display_url(db_url: str) -> str:
@@ -59,10 +73,45 @@ def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
         return engine
     if url.get_backend_name() in ("mysql", "mariadb"):
         # READ COMMITTED as on PostgreSQL: readers see committed events, not a repeatable-read snapshot.
-        return create_engine(
-            url, pool_size=pool_size, pool_pre_ping=True, isolation_level="READ COMMITTED", pool_recycle=3600
-        )
-    return create_engine(url, pool_size=pool_size, pool_pre_ping=True)
+        engine = create_engine(url, pool_size=pool_size, isolation_level="READ COMMITTED", pool_recycle=3600)
+    elif url.get_driver_name() == "psycopg":
+        engine = create_engine(url, pool_size=pool_size, connect_args=dict(PG_CONNECT_ARGS))
+        event.listen(engine, "connect", _keep_prepared)
+    else:
+        engine = create_engine(url, pool_size=pool_size)
+    _ping_when_idle(engine)
+    return engine
+
+
+def _keep_prepared(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API objects are untyped
+    dbapi_connection.prepared_max = PG_PREPARED_MAX
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Check a pooled connection is alive before handing it out, unless it was used in the last
+    ``PING_AFTER_IDLE_SECONDS`` (SQLAlchemy's ``pool_pre_ping`` pings on every checkout). A dead connection
+    is replaced by a new one, as with ``pool_pre_ping``."""
+
+    @event.listens_for(engine.pool, "connect")
+    def _on_connect(_dbapi_connection, record) -> None:  # noqa: ANN001 - DB-API objects are untyped
+        record.info[_LAST_USED] = time.monotonic()
+
+    @event.listens_for(engine.pool, "checkin")
+    def _on_checkin(_dbapi_connection, record) -> None:  # noqa: ANN001
+        if record is not None:
+            record.info[_LAST_USED] = time.monotonic()
+
+    @event.listens_for(engine.pool, "checkout")
+    def _on_checkout(dbapi_connection, record, _proxy) -> None:  # noqa: ANN001
+        if time.monotonic() - record.info.get(_LAST_USED, 0.0) <= PING_AFTER_IDLE_SECONDS:
+            return
+        global pings_sent
+        pings_sent += 1
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as exc:
+            raise DisconnectionError(f"pooled connection is no longer usable: {exc}") from exc
+        record.info[_LAST_USED] = time.monotonic()
 
 
 def _configure_sqlite(engine: Engine) -> None:

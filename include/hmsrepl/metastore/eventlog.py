@@ -34,6 +34,9 @@ class MetastoreTransaction:
     conn: Connection
     events: list[PendingEvent] = field(default_factory=list)
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    # Work to write into the transaction once its changes are all made, before its events (rows gathered
+    # during the transaction and inserted in one statement, such as the file intents of a load batch).
+    before_commit: list[Callable[[], None]] = field(default_factory=list)
     event_ids: list[int] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what components gather per transaction
 
@@ -86,6 +89,8 @@ class EventLog:
             self._local.tx = tx
             try:
                 yield tx
+                for flush in tx.before_commit:
+                    flush()
                 if tx.events:
                     tx.event_ids = self._append(conn, tx.events)
             finally:
@@ -105,10 +110,7 @@ class EventLog:
 
     def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:
         check_writable(conn, events)  # protected replicas and frozen sources refuse client writes
-        seq = notification_sequence
-        next_id = conn.execute(
-            select(seq.c.next_event_id).where(seq.c.id == 1).with_for_update()
-        ).scalar_one()
+        next_id = self._take_ids(conn, len(events))
         now = int(time.time())
         rows = []
         for offset, event in enumerate(events):
@@ -131,8 +133,25 @@ class EventLog:
                 }
             )
         conn.execute(insert(notification_log), rows)
-        conn.execute(update(seq).where(seq.c.id == 1).values(next_event_id=next_id + len(rows)))
         return [row["event_id"] for row in rows]
+
+    @staticmethod
+    def _take_ids(conn: Connection, count: int) -> int:
+        """Reserve ``count`` event ids (locking the sequence row until commit); returns the first.
+
+        Where the database returns updated rows (PostgreSQL, SQLite) this is one statement; MariaDB has no
+        ``UPDATE ... RETURNING``, so it reads the row ``FOR UPDATE`` and then advances it.
+        """
+        seq = notification_sequence
+        advance = update(seq).where(seq.c.id == 1)
+        if conn.dialect.update_returning:
+            stmt = advance.values(next_event_id=seq.c.next_event_id + count).returning(seq.c.next_event_id)
+            return conn.execute(stmt).scalar_one() - count
+        next_id = conn.execute(
+            select(seq.c.next_event_id).where(seq.c.id == 1).with_for_update()
+        ).scalar_one()
+        conn.execute(advance.values(next_event_id=next_id + count))
+        return next_id
 
     def append(self, events: Sequence[PendingEvent]) -> list[int]:
         """Log events that have no catalog change of their own (e.g. fire_listener_event), in one batch."""
@@ -166,7 +185,7 @@ class EventLog:
         since skipping them silently would make a replica miss changes.
         """
         log = notification_log
-        query = select(*self._EVENT_COLUMNS).where(log.c.event_id > after_event_id).order_by(log.c.event_id)
+        query = select(*self._EVENT_COLUMNS).order_by(log.c.event_id)
         if to_event_id is not None:
             query = query.where(log.c.event_id <= to_event_id)
         if db_name is not None:
@@ -176,33 +195,24 @@ class EventLog:
         if event_types:
             query = query.where(log.c.event_type.in_(list(event_types)))
         limit = max_events if max_events is not None and max_events > 0 else None
-        if limit is not None:
-            query = query.limit(limit)
+        events: list[NotificationEvent] = []
         with self.engine.connect() as conn:
             self._check_not_cleaned(conn, after_event_id)
-            if not self._may_exceed_one_chunk(after_event_id, limit, to_event_id):
-                return [NotificationEvent(*row) for row in conn.execute(query).all()]
-            events: list[NotificationEvent] = []
-            result = conn.execute(query.execution_options(yield_per=self._FETCH_CHUNK))
-            for rows in result.partitions():
+            after = after_event_id
+            while True:
+                want = self._PAGE if limit is None else min(self._PAGE, limit - len(events))
+                rows = conn.execute(query.where(log.c.event_id > after).limit(want)).all()
                 events.extend([NotificationEvent(*row) for row in rows])
-            return events
+                if len(rows) < want or len(events) == limit:
+                    return events
+                after = rows[-1][0]
 
-    # Rows per round trip when a read may be large (a dump reading 100k events). Streaming keeps the
-    # driver's buffer small (libpq otherwise holds the whole result, ~130 MB for 100k events, besides the
-    # Python objects) and keeps few rows alive at once, which makes Python's cyclic GC passes cheap.
-    # Measured for 100k events: SQLite 0.72 -> 0.40 s, PostgreSQL 1.1-1.4 -> 0.55 s, MariaDB 1.35 ->
-    # 0.74 s; 1,000 was the best of 250..5,000. Small reads skip it: a server-side cursor costs
-    # PostgreSQL ~0.3 ms of extra round trips per call, which matters to pollers, not to dumps.
-    _FETCH_CHUNK = 1_000
-
-    @staticmethod
-    def _may_exceed_one_chunk(after_event_id: int, limit: int | None, to_event_id: int | None) -> bool:
-        """Whether a read can return more than one chunk, bounded by its limit and its id range."""
-        bound = limit if limit is not None else float("inf")
-        if to_event_id is not None:
-            bound = min(bound, to_event_id - after_event_id)
-        return bound > EventLog._FETCH_CHUNK
+    # Rows per statement: a large read (a dump reading 100k events) goes in keyset pages, each a plain
+    # indexed range scan ``event_id > last`` that the driver buffers whole. Pages keep the driver's buffer
+    # and the live rows small (libpq otherwise holds the whole result, ~130 MB for 100k events), and cost a
+    # round trip per page, where a server-side cursor streaming 1,000 rows costs one per 1,000 (and more to
+    # open and close it). A read of fewer events than a page is one statement.
+    _PAGE = 5_000
 
     @staticmethod
     def _event_columns() -> tuple[Any, ...]:

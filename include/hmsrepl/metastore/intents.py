@@ -26,10 +26,10 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from hmsrepl.exceptions import InvalidOperationError
 from hmsrepl.faults import fault_point
@@ -50,6 +50,7 @@ KINDS = (RECYCLE, MAKEDIRS, PUBLISH)
 # Kinds whose pending work puts files in, or takes them out of, a location: done before a new object takes it.
 SETTLED_BEFORE_CREATE = (RECYCLE, PUBLISH)
 _INSERT_INTENT = insert(file_intents)  # built once: a load records intents by the hundred
+_INSERT_INTENT_RETURNING = insert(file_intents).returning(file_intents.c.id, sort_by_parameter_order=True)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,29 @@ def can_never_succeed(exc: BaseException) -> bool:
     return False
 
 
+def _write_rows(conn: Connection, unwritten: list[tuple[list[Intent], int]]) -> None:
+    """Insert the rows of the intents at ``(group, index)``, in that order, and give each in its group the id
+    its row received."""
+    intents = [group[index] for group, index in unwritten]
+    rows = [
+        {
+            "kind": intent.kind,
+            "payload": json.dumps(intent.payload),
+            "created_at": intent.created_at,
+            "claimed_at": intent.claimed_at,
+            "attempts": 0,
+        }
+        for intent in intents
+    ]
+    if conn.dialect.insert_executemany_returning_sort_by_parameter_order and len(rows) > 1:
+        ids = conn.execute(_INSERT_INTENT_RETURNING, rows).scalars().all()
+    else:
+        ids = [conn.execute(_INSERT_INTENT, row).inserted_primary_key[0] for row in rows]
+    for (group, index), intent_id in zip(unwritten, ids, strict=True):
+        group[index] = replace(group[index], id=intent_id)
+    unwritten.clear()
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -135,14 +159,6 @@ class FileIntents:
         self, tx: MetastoreTransaction, kind: str, payload: dict[str, Any], *, first: bool = False
     ) -> None:
         now = _now_ms()
-        row = {
-            "kind": kind,
-            "payload": json.dumps(payload),
-            "created_at": now,
-            "claimed_at": now,
-            "attempts": 0,
-        }
-        intent_id = tx.conn.execute(_INSERT_INTENT, row).inserted_primary_key[0]
         # One completion per transaction and position: a load batch creating hundreds of objects then
         # deletes their rows in one statement instead of one transaction each.
         key = "file_intents_first" if first else "file_intents"
@@ -150,7 +166,14 @@ class FileIntents:
         if group is None:
             group = tx.shared[key] = []
             tx.on_commit(lambda: self._after_commit(group), first=first)
-        group.append(Intent(intent_id, kind, payload, now, now, 0, None))
+        group.append(Intent(0, kind, payload, now, now, 0, None))  # numbered when its row is written
+        # The rows are written together just before the commit (one multi-row insert for a whole load batch,
+        # in recording order): committed with the change, or not at all, as if written one by one.
+        unwritten: list[tuple[list[Intent], int]] | None = tx.shared.get("file_intents_unwritten")
+        if unwritten is None:
+            unwritten = tx.shared["file_intents_unwritten"] = []
+            tx.before_commit.append(lambda: _write_rows(tx.conn, unwritten))
+        unwritten.append((group, len(group) - 1))
 
     def _after_commit(self, intents: list[Intent]) -> None:
         """The request's own completion; a failure leaves the row for housekeeping, the change stands."""

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 from hmsrepl.exceptions import InvalidInputError, InvalidObjectError, NoSuchObjectError, NoSuchPartitionError
 from hmsrepl.metastore.catalog import CatalogService
 from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.schema import column_stats, partitions
+from hmsrepl.metastore.schema import column_stats, dbs, partitions, tbls
 
 KINDS = (
     "booleanStats",
@@ -221,21 +221,25 @@ class StatisticsService:
         c = column_stats.c
         with self.events.reader() as conn:
             tbl_id, _table = self.catalog._load_table(conn, db_name, table_name)
-            rows = conn.execute(
-                select(c.engine, c.stats, c.last_analyzed, partitions.c.part_name)
-                .outerjoin(partitions, partitions.c.part_id == c.part_id)
-                .where(c.tbl_id == tbl_id)
-                .order_by(c.part_key, c.engine, c.col_name)
-            ).all()
-        groups: dict[tuple[str | None, str, int], list[dict[str, Any]]] = {}
-        for row in rows:
-            groups.setdefault((row.part_name, row.engine, row.last_analyzed), []).append(
-                json.loads(row.stats)
-            )
-        return [
-            {"partition": part, "engine": engine, "last_analyzed": analyzed, "stats": stats}
-            for (part, engine, analyzed), stats in groups.items()
-        ]
+            rows = conn.execute(_STATS_ROWS.where(c.tbl_id == tbl_id).order_by(*_STATS_ORDER)).all()
+        return _groups(rows)
+
+    def dump_database(self, db_name: str) -> dict[str, list[dict[str, Any]]]:
+        """``dump_table`` for every table of a database that has statistics, by table name, in one statement
+        (a bootstrap dump asks for all of them; one read per table is a round trip per table)."""
+        c = column_stats.c
+        query = (
+            _STATS_ROWS.add_columns(tbls.c.tbl_name)
+            .join(tbls, tbls.c.tbl_id == c.tbl_id)
+            .join(dbs, dbs.c.db_id == tbls.c.db_id)
+            .where(dbs.c.name == db_name.lower())
+            .order_by(tbls.c.tbl_name, *_STATS_ORDER)
+        )
+        by_table: dict[str, list[Any]] = {}
+        with self.events.reader() as conn:
+            for row in conn.execute(query):
+                by_table.setdefault(row.tbl_name, []).append(row)
+        return {name: _groups(rows) for name, rows in by_table.items()}
 
     def aggregate(
         self,
@@ -375,3 +379,20 @@ def merge_stats(a: ColumnStat, b: ColumnStat) -> ColumnStat:
     if "highValue" in x or "highValue" in y:
         out["highValue"] = _pick(x.get("highValue"), y.get("highValue"), higher)
     return ColumnStat(a.col_name, a.col_type, a.kind, out)
+
+
+_STATS_ROWS = select(
+    column_stats.c.engine, column_stats.c.stats, column_stats.c.last_analyzed, partitions.c.part_name
+).outerjoin(partitions, partitions.c.part_id == column_stats.c.part_id)
+_STATS_ORDER = (column_stats.c.part_key, column_stats.c.engine, column_stats.c.col_name)
+
+
+def _groups(rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """Statistics rows (in ``_STATS_ORDER``) as the dump's groups: one per partition, engine and analysis."""
+    groups: dict[tuple[str | None, str, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row.part_name, row.engine, row.last_analyzed), []).append(json.loads(row.stats))
+    return [
+        {"partition": part, "engine": engine, "last_analyzed": analyzed, "stats": stats}
+        for (part, engine, analyzed), stats in groups.items()
+    ]

@@ -403,10 +403,7 @@ class TargetWriter:
         keys = table.partition_key_names
         mapped = [(self.map_partition(snapshot, table_name), snapshot, files) for snapshot, files in parts]
         names = [make_partition_name(keys, part.values) for part, _, _ in mapped]
-        existing = {
-            make_partition_name(keys, p.values): p
-            for p in self.catalog.get_partitions_by_names(self.db, table_name, names)
-        }
+        existing = {make_partition_name(keys, p.values): p for p in self.catalog.partitions_of(table, names)}
         ids = self._partition_ids(table, list(existing)) if existing and self.copy_data else {}
         new_parts: list[Partition] = []
         changed: list[Partition] = []
@@ -539,10 +536,7 @@ class TargetWriter:
             return
         keys = table.partition_key_names
         names = [make_partition_name(keys, values) for values in values_list]
-        found = {
-            make_partition_name(keys, p.values): p
-            for p in self.catalog.get_partitions_by_names(self.db, table_name, names)
-        }
+        found = {make_partition_name(keys, p.values): p for p in self.catalog.partitions_of(table, names)}
         remaining = [list(v) for v, n in zip(values_list, names, strict=True) if n in found]
         if remaining:
             self._retire.extend(

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from hmsrepl.metastore import Metastore
-    from hmsrepl.metastore.model import Table
+    from hmsrepl.metastore.model import Partition, Table
 
 log = logging.getLogger(__name__)
 
@@ -150,13 +150,14 @@ class SparkDumpEngine(DumpEngine):
             for location in unique
         }
 
-    def _read_entry(self, table: Table, with_data: bool) -> TableEntry:
+    def _read_entry(self, table: Table, with_data: bool, parts: list[Partition] | None = None) -> TableEntry:
         """``DumpEngine._read_entry`` with one describe call per table instead of one per location."""
         entry = TableEntry(table.model_dump(mode="json"))
         # As in DumpEngine: ACID tables are listed once the dump's txn snapshot is known.
         with_data = with_data and not table.is_transactional
         catalog = self.source.catalog
-        parts = catalog.get_partitions(table.db_name, table.table_name) if table.partition_keys else []
+        if parts is None:
+            parts = catalog.get_partitions(table.db_name, table.table_name) if table.partition_keys else []
         locations = [p.sd.location for p in parts] if table.partition_keys else [table.sd.location]
         described = self.describe(locations, catalog.recorded_listings(table, parts)) if with_data else {}
 

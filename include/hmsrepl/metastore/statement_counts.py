@@ -1,0 +1,107 @@
+"""Count the statements and round trips a piece of metastore work sends to its database.
+
+On a networked database (PostgreSQL, MariaDB) a metastore call costs mostly round trips, not the server's
+work: counting them per event type and per bootstrap object shows where a replay or a bootstrap spends its
+time, and lets tests pin the counts so a change that adds a read per object is noticed.
+
+A round trip here is one statement sent by the driver (a multi-row insert batch counts once), plus the
+transaction's own exchanges: COMMIT or ROLLBACK, BEGIN where the driver sends it separately (psycopg does;
+PyMySQL and SQLite's explicit BEGIN are statements already), and the pool's liveness ping on checkout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, event
+
+from hmsrepl.metastore import database
+
+
+@dataclass
+class Counts:
+    """What one counted piece of work sent: statements, transactions and round trips in all."""
+
+    statements: int = 0
+    transactions: int = 0  # commits and rollbacks
+    begins: int = 0  # BEGINs the driver sends as an exchange of their own
+    pings: int = 0  # pool pre-ping liveness checks
+
+    @property
+    def round_trips(self) -> int:
+        return self.statements + self.transactions + self.begins + self.pings
+
+    def per(self, objects: int) -> tuple[float, float]:
+        """(statements, round trips) per object: the figure compared across backends and versions."""
+        return (self.statements / objects, self.round_trips / objects) if objects else (0.0, 0.0)
+
+
+class StatementCounter:
+    """Listens on engines and adds what they send to ``counts`` while ``counting()`` is active.
+
+    Listeners stay attached until ``close``; outside ``counting()`` they only return, so attaching one to a
+    benchmark's engines costs nothing measurable.
+    """
+
+    def __init__(self, *engines: Engine) -> None:
+        self.counts = Counts()
+        self._active = False
+        self._engines: list[Engine] = []
+        for engine in engines:
+            self.attach(engine)
+
+    def attach(self, engine: Engine) -> None:
+        separate_begin = engine.dialect.name == "postgresql"
+        pinged = bool(getattr(engine.pool, "_pre_ping", False))
+        event.listen(engine, "before_cursor_execute", self._on_statement)
+        event.listen(engine, "commit", self._on_transaction_end)
+        event.listen(engine, "rollback", self._on_transaction_end)
+        if separate_begin:
+            event.listen(engine, "begin", self._on_begin)
+        if pinged:
+            event.listen(engine.pool, "checkout", self._on_checkout)
+        self._engines.append(engine)
+
+    def close(self) -> None:
+        for engine in self._engines:
+            for name, fn in (
+                ("before_cursor_execute", self._on_statement),
+                ("commit", self._on_transaction_end),
+                ("rollback", self._on_transaction_end),
+                ("begin", self._on_begin),
+            ):
+                if event.contains(engine, name, fn):
+                    event.remove(engine, name, fn)
+            if event.contains(engine.pool, "checkout", self._on_checkout):
+                event.remove(engine.pool, "checkout", self._on_checkout)
+        self._engines.clear()
+
+    @contextmanager
+    def counting(self) -> Iterator[Counts]:
+        """Count what is sent inside the block into a fresh ``Counts`` (yielded, filled when the block ends)."""
+        outer, self.counts, self._active = (self.counts, self._active), Counts(), True
+        counts = self.counts
+        pinged = getattr(database, "pings_sent", 0)  # idle-connection pings (make_engine's, not pre-ping's)
+        try:
+            yield counts
+        finally:
+            counts.pings += getattr(database, "pings_sent", 0) - pinged
+            self.counts, self._active = outer
+
+    def _on_statement(self, *_args: object) -> None:
+        if self._active:
+            self.counts.statements += 1
+
+    def _on_transaction_end(self, *_args: object) -> None:
+        if self._active:
+            self.counts.transactions += 1
+
+    def _on_begin(self, *_args: object) -> None:
+        if self._active:
+            self.counts.begins += 1
+
+    def _on_checkout(self, *_args: object) -> None:
+        if self._active:
+            self.counts.pings += 1

@@ -1,0 +1,151 @@
+"""Round trips to the metastore database: what a write, a bootstrap dump and a pooled connection cost.
+
+On PostgreSQL and MariaDB a metastore call costs mostly round trips; these tests pin the counts a user's
+throughput depends on (a bootstrap dump reads a database in a few statements, not several per table) and check
+that what cut them keeps the results: the bulk reads return what table-by-table reads return, and a pooled
+connection the server dropped is replaced without the caller seeing an error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event, text
+
+from hmsrepl.metastore import Metastore, bulk_reads, database
+from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.statement_counts import StatementCounter
+from hmsrepl.metastore.statistics import ColumnStat
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.storage.local import local_path
+from tests.backends import temporary_database
+from tests.conftest import make_config
+from tests.helpers import make_partition, make_table
+
+METADATA_ONLY = "WITH ('hive.repl.dump.metadata.only'='true')"
+
+
+def _fill(store: Metastore, db: str, tables: int, partitions: int) -> None:
+    store.catalog.create_database(Database(name=db))
+    for number in range(tables):
+        table = store.catalog.create_table(make_table(db, f"t{number:02d}", partition_keys=("p",)))
+        store.catalog.add_partitions(
+            db, table.table_name, [make_partition(table, str(p)) for p in range(partitions)]
+        )
+    store.catalog.create_table(make_table(db, "plain"))
+
+
+def test_bootstrap_dump_reads_a_database_in_statements_independent_of_its_tables(
+    metastore: Metastore, tmp_path: Path
+) -> None:
+    """Ten times the tables must not cost ten times the statements: the dump reads tables and partitions in
+    groups, and the statistics of the whole database at once."""
+    _fill(metastore, "few", 2, 3)
+    _fill(metastore, "many", 20, 3)
+    target = Metastore.open(make_config(f"sqlite:///{tmp_path}/target.db", tmp_path / "target"))
+    try:
+        engine = ReplicationEngine(str(tmp_path / "dumps"), metastore, target)
+        counter = StatementCounter(metastore.engine)
+        with counter.counting() as few:
+            engine.execute(f"REPL DUMP few {METADATA_ONLY}")
+        with counter.counting() as many:
+            engine.execute(f"REPL DUMP many {METADATA_ONLY}")
+        counter.close()
+    finally:
+        target.close()
+    assert many.statements - few.statements <= 2, (few, many)
+
+
+def test_single_create_table_round_trips(metastore: Metastore) -> None:
+    """One client create_table: a bounded number of round trips, on every backend (no ping per checkout)."""
+    metastore.catalog.create_database(Database(name="d"))
+    metastore.catalog.create_table(make_table("d", "warm"))
+    counter = StatementCounter(metastore.engine)
+    with counter.counting() as counts:
+        metastore.catalog.create_table(make_table("d", "t"))
+    counter.close()
+    assert counts.pings == 0
+    assert counts.round_trips <= 21, counts
+
+
+def test_bulk_reads_page_through_tables_and_partitions_as_single_reads_do(
+    metastore: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk_reads, "PAGE_ROWS", 4)  # pages end inside a table and at a table's end
+    monkeypatch.setattr(bulk_reads, "TABLES_PER_GROUP", 2)
+    _fill(metastore, "b", 5, 3)
+    catalog = metastore.catalog
+    names = [*catalog.get_tables("b"), "gone"]
+    read = list(bulk_reads.tables_with_partitions(metastore.events, "b", names))
+    assert [name for name, _ in read] == names
+    assert read[-1] == ("gone", None)
+    for name, found in read[:-1]:
+        assert found is not None
+        table, parts = found
+        assert table == catalog.get_table("b", name)
+        assert parts == (catalog.get_partitions("b", name) if table.partition_keys else [])
+
+
+def test_statistics_of_a_database_are_those_of_each_table(metastore: Metastore) -> None:
+    _fill(metastore, "s", 2, 2)
+    stat = ColumnStat("id", "int", "longStats", {"lowValue": 1, "highValue": 9, "numNulls": 0, "numDVs": 3})
+    metastore.stats.update("s", "t00", [stat])
+    metastore.stats.update("s", "t01", [stat], partition_name="p=1")
+    dumped = metastore.stats.dump_database("s")
+    assert set(dumped) == {"t00", "t01"}
+    for name in ("t00", "t01", "plain"):
+        assert dumped.get(name, []) == metastore.stats.dump_table("s", name)
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mysql"], indirect=True)
+def test_pooled_connection_dropped_by_the_server_is_replaced(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection idle longer than the ping window is checked before use; one the server closed meanwhile
+    (restart, idle timeout) is replaced, and the caller's read succeeds."""
+    with temporary_database(backend, str(tmp_path)) as url:
+        engine = database.make_engine(url, pool_size=1)
+        try:
+            pid_query = "SELECT pg_backend_pid()" if backend == "postgres" else "SELECT CONNECTION_ID()"
+            kill = "SELECT pg_terminate_backend({})" if backend == "postgres" else "KILL {}"
+            with engine.connect() as conn:
+                first = conn.execute(text(pid_query)).scalar_one()
+            killer = database.make_engine(url, pool_size=1)
+            with killer.connect() as conn:
+                conn.execute(text(kill.format(first)))
+            killer.dispose()
+            monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.0)
+            pinged = database.pings_sent
+            with engine.connect() as conn:
+                second = conn.execute(text(pid_query)).scalar_one()
+            assert second != first
+            assert database.pings_sent > pinged
+        finally:
+            engine.dispose()
+
+
+def test_file_intents_of_one_transaction_are_written_together_and_completed(metastore: Metastore) -> None:
+    """A batch creating many tables writes their directory intents in one insert at commit (not one per
+    table); after the commit the directories exist and no intent is left. A failed batch leaves neither."""
+    metastore.catalog.create_database(Database(name="i"))
+    inserts: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.startswith("INSERT INTO file_intents"):
+            inserts.append(statement)
+
+    event.listen(metastore.engine, "before_cursor_execute", seen)
+    with metastore.events.transaction():
+        made = [metastore.catalog.create_table(make_table("i", f"t{n}")) for n in range(6)]
+    event.remove(metastore.engine, "before_cursor_execute", seen)
+    assert all(Path(local_path(t.sd.location or "")).is_dir() for t in made)
+    assert metastore.catalog.intents.pending() == []
+    # SQLite numbers returned rows one insert at a time (in process, no round trips to save).
+    assert len(inserts) == (6 if metastore.engine.dialect.name == "sqlite" else 1)
+    with pytest.raises(RuntimeError), metastore.events.transaction():
+        failed = metastore.catalog.create_table(make_table("i", "failed"))
+        raise RuntimeError("the batch fails")
+    assert not Path(local_path(failed.sd.location or "")).exists()
+    assert metastore.catalog.intents.pending() == []
+    assert metastore.catalog.find_table("i", "failed") is None
