@@ -65,7 +65,10 @@ def tables_with_partitions(
         parts = _partitions_of(events, ids) if ids else {}
         for name in group:
             table = tables.get(name)
-            yield name, None if table is None else (table, parts.get(table.id, []))
+            if table is None:
+                yield name, None
+            else:
+                yield name, (table, parts.get(table.id, []) if table.id is not None else [])
 
 
 def _partitions_of(events: EventLog, ids: list[int]) -> dict[int, list[Partition]]:
