@@ -12,19 +12,25 @@ listings do not follow links or read FIFOs and devices (``storage.local``).
 
 from __future__ import annotations
 
-import os
+import functools
 
 from hmsrepl.exceptions import StorageError
 from hmsrepl.metastore.change_manager import ChangeManager
-from hmsrepl.metastore.locations import BadLocationError, canonical, normalise, safe_join
+from hmsrepl.metastore.locations import BadLocationError, normalise, safe_join
 from hmsrepl.storage.base import filesystem_for, relative_to
-from hmsrepl.storage.local import is_local_uri
+from hmsrepl.storage.rooted import RootedFileSystem
 
 
 class TrashAdopter:
     def __init__(self, trash_root: str, cm: ChangeManager) -> None:
         self.trash_root = trash_root.rstrip("/")
         self.cm = cm
+        self.current = f"{self.trash_root}/Current"
+
+    @functools.cached_property
+    def files(self) -> RootedFileSystem:
+        """``<trash>/Current`` and nothing else: adoption reads only there (symlinks out of it refused)."""
+        return RootedFileSystem([self.current], purpose=f"trash adoption from '{self.current}'")
 
     def trashed_dir(self, location: str) -> str | None:
         """Where the trash keeps ``location``'s files, or ``None`` when that place is not inside the trash.
@@ -33,13 +39,12 @@ class TrashAdopter:
         still lie in ``<trash>/Current`` once symlinks are followed: adoption moves what it finds into
         cmroot, so a ``..`` or a link must never lead it to foreign files.
         """
-        if not self.trash_root or not self.cm.enabled or not is_local_uri(location):
+        if not self.trash_root or not self.cm.enabled or not filesystem_for(location).has_directories:
             return None
         try:
             path = normalise(location).path
-            current = os.path.join(self.trash_root, "Current")
-            trashed = safe_join(current, path)
-            if trashed is None or not canonical(trashed).is_within(canonical(current)):
+            trashed = safe_join(self.current, path)
+            if trashed is None or not self.files.contains(trashed):
                 return None
         except (BadLocationError, StorageError):
             return None
@@ -50,9 +55,9 @@ class TrashAdopter:
         if not location:
             return []
         trashed = self.trashed_dir(location)
-        if trashed is None or not os.path.isdir(trashed):
+        fs = self.files
+        if trashed is None or not fs.is_directory(trashed):
             return []
-        fs = filesystem_for(trashed)
         adopted = []
         for status in list(fs.list_files(trashed)):
             rel = relative_to(status.uri, trashed)
