@@ -27,3 +27,4 @@ def move_directory(source: str, target: str, named: Iterable[str] = ()) -> None:
         fs.move(status.uri, target_root + status.uri[len(source_root) :])
     for location in named:
         fs.makedirs(location)
+    fs.delete_tree(source)

@@ -20,6 +20,7 @@ names (``filesystem_for``), so a rooted file system spans local and S3 roots ali
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
@@ -38,9 +39,41 @@ from hmsrepl.storage.base import (
 
 
 def real_path(path: str) -> str:
-    """Where the kernel will act for a local absolute path: every symlink of its existing part followed
-    (``realpath``; a missing tail is kept as written). The one resolver of containment checks."""
-    return os.path.realpath(path)
+    """Where the kernel will act for a local absolute path: every symlink of its existing part followed, a
+    missing tail kept as written. The one resolver of containment checks.
+
+    The kernel resolves it (an ``O_PATH`` open, then the descriptor's name in ``/proc``): three system calls
+    whatever the depth, where ``os.path.realpath`` makes one ``lstat`` per component in Python (ten or more
+    for a partition's file, several times per recycled file). A name that cannot be opened is resolved by
+    its parent; a dangling symlink, or a system without ``O_PATH``, by ``os.path.realpath``.
+    """
+    if _O_PATH is None:
+        return os.path.realpath(path)
+    try:
+        fd = os.open(path, _O_PATH)
+    except (FileNotFoundError, NotADirectoryError):
+        if path == "/" or os.path.islink(path):
+            return os.path.realpath(path)
+        parent, name = path.rsplit("/", 1)
+        return os.path.join(real_path(parent or "/"), name)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+
+
+_O_PATH: int | None = getattr(os, "O_PATH", None) if os.path.isdir("/proc/self/fd") else None
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_plain(uri: str) -> str:
+    """``canonical_uri`` of a URI without its version (pure, so remembered: paths repeat within a batch)."""
+    plain, _version = split_versioned_reference(uri)
+    return canonical_uri(plain)
 
 
 class OutsideRootsError(StorageError):
@@ -65,8 +98,7 @@ class RootedFileSystem(FileSystem):
     # -- the check -----------------------------------------------------------------------------------------
     def _canonical(self, uri: str) -> str:
         try:
-            plain, _version = split_versioned_reference(uri)
-            return canonical_uri(plain)
+            return _canonical_plain(uri)
         except (InvalidPathError, ValueError) as exc:
             raise OutsideRootsError(f"{self.purpose}: refused {show(uri)}: it {exc}") from None
 
