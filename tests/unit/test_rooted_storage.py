@@ -111,6 +111,21 @@ def test_symlinks_are_resolved_for_containment(layout) -> None:
     fs.delete(f"{root}/t/link")  # the link itself lies in the root: removing it touches nothing outside
     assert not os.path.lexists(root / "t" / "link")
     assert tree_digest(outside) == before
+    os.symlink(root / "t" / "f", outside / "inward")  # a name outside that leads into the root
+    for operation in (fs.delete, fs.open_read, fs.admit):
+        with pytest.raises(OutsideRootsError):
+            operation(f"{outside}/inward")
+    assert os.path.lexists(outside / "inward") and (root / "t" / "f").exists()
+
+
+def test_admitted_paths_are_checked_once_and_others_still_every_time(layout) -> None:
+    root, outside, fs = layout
+    admitted = fs.admit(f"{root}/t/f")
+    assert admitted.checksum(f"{root}/t/f") == checksum_bytes(b"data")
+    admitted.sync_directory(f"{root}/t")  # its directory passed with it
+    with pytest.raises(OutsideRootsError):
+        admitted.delete(f"{outside}/secret.json")
+    assert (outside / "secret.json").exists()
 
 
 def test_object_store_roots_compare_canonical_keys_without_io() -> None:

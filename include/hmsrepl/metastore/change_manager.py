@@ -91,11 +91,11 @@ class ChangeManager:
         """
         moved = 0
         now = time.time()
-        renamed_in: set[str] = set()  # directories whose renames are made durable once, at the end
+        renamed_in: dict[str, FileSystem] = {}  # directories whose renames are made durable once, at the end
         try:
             for text in encoded_files:
                 entry = EncodedFileUri.decode(text)
-                fs = self.files
+                fs = self.files.admit(entry.file_uri)  # checked once for its exists, checksum, rename, delete
                 if not fs.exists(entry.file_uri):
                     continue  # recycled by an earlier, interrupted run
                 if not self.enabled:
@@ -111,11 +111,13 @@ class ChangeManager:
         finally:
             # Before the caller records the work as done: a rename lost in a power cut would put the file
             # back in the warehouse after its intent was deleted. One fsync per directory, not per file.
-            for directory in sorted(renamed_in):
-                self.files.sync_directory(directory)
+            for directory, fs in sorted(renamed_in.items()):
+                fs.sync_directory(directory)
         return moved
 
-    def _store(self, entry: EncodedFileUri, fs: FileSystem, now: float, renamed_in: set[str]) -> bool:
+    def _store(
+        self, entry: EncodedFileUri, fs: RootedFileSystem, now: float, renamed_in: dict[str, FileSystem]
+    ) -> bool:
         """Put one file's content into cmroot, verified, then remove the original; True if a copy was made.
 
         The cmroot name is content-addressed, so it is checked, never trusted: an existing file under it
@@ -139,7 +141,7 @@ class ChangeManager:
                     entry.checksum,
                 )
         target = self.cm_uri(entry.file_uri, checksum)
-        cm_fs = self.files
+        cm_fs = fs = fs.admit(target)
         if verified_copy(cm_fs, target, checksum):
             fs.delete(entry.file_uri)
             cm_fs.touch(target, now)
@@ -151,9 +153,9 @@ class ChangeManager:
                 checksum,
             )
             cm_fs.delete(target)
-        renamed = self._write(source, target, checksum, versioned=versioned)
+        renamed = self._write(fs, source, target, checksum, versioned=versioned)
         if renamed:
-            renamed_in.update({parent_uri(target), parent_uri(source)})
+            renamed_in.update(dict.fromkeys((parent_uri(target), parent_uri(source)), fs))
         if renamed:  # a rename keeps the old mtime; retention counts from recycling
             cm_fs.touch(target, now)
         else:  # a copy is dated now
@@ -161,7 +163,9 @@ class ChangeManager:
             fs.delete(entry.file_uri)
         return True
 
-    def _write(self, source: str, target: str, checksum: str, *, versioned: bool) -> bool:
+    def _write(
+        self, fs: RootedFileSystem, source: str, target: str, checksum: str, *, versioned: bool
+    ) -> bool:
         """Write ``source``'s content under ``target``, verified against ``checksum``; True if renamed.
 
         On one file system: a rename (the caller syncs both directories, once for all files it renames).
@@ -169,7 +173,7 @@ class ChangeManager:
         then renamed; to or from an object store ``copy_file`` (S3 copies and uploads appear whole or not at
         all) verified against the checksum (the copy's CRC32C as S3 computed it).
         """
-        if not versioned and self.files.rename(source, target):
+        if not versioned and fs.rename(source, target):
             return True
         self._copy_verified(source, target, checksum, "recycle_mid_copy")
         return False
@@ -196,7 +200,7 @@ class ChangeManager:
         for text in encoded_files:
             entry = EncodedFileUri.decode(text)
             target = self.cm_uri(entry.file_uri, entry.checksum)
-            cm_fs = self.files
+            cm_fs = self.files.admit(entry.file_uri, target)
             if cm_fs.same_file(entry.file_uri, target):
                 continue
             if verified_copy(cm_fs, target, entry.checksum):
@@ -232,8 +236,8 @@ class ChangeManager:
             entry = EncodedFileUri.decode(text)
             if not entry.checksum or not (_has_links(entry.file_uri) and _has_links(self.cmroot)):
                 continue
-            fs, source = self.files, entry.file_uri
-            target = self.cm_uri(entry.file_uri, entry.checksum)
+            source, target = entry.file_uri, self.cm_uri(entry.file_uri, entry.checksum)
+            fs = self.files.admit(source, target)
             if fs.same_file(source, target):
                 continue
             if fs.has_entry(target):  # another file under the name: kept when it holds the content

@@ -18,6 +18,7 @@ each process.
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -292,9 +293,7 @@ def filesystem_for(uri: str) -> FileSystem:
             return _registered[max(matches, key=len)]
     scheme = uri_scheme(uri)
     if scheme == "file":
-        from hmsrepl.storage.local import LocalFileSystem
-
-        return LocalFileSystem()
+        return _local_filesystem()
     if scheme in S3_SCHEMES:
         from hmsrepl.storage.s3 import default_s3_filesystem
 
@@ -302,6 +301,14 @@ def filesystem_for(uri: str) -> FileSystem:
     raise ValueError(
         f"unsupported storage scheme '{scheme}' in '{uri}'; use a local path, a file: URI or s3://bucket/key"
     )
+
+
+@functools.cache
+def _local_filesystem() -> FileSystem:
+    """The one local file system (it keeps no state: every call of ``filesystem_for`` may share it)."""
+    from hmsrepl.storage.local import LocalFileSystem
+
+    return LocalFileSystem()
 
 
 def copy_file(src: str, dst: str, expected_checksum: str | None = None) -> str:

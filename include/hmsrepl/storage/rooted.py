@@ -35,6 +35,7 @@ from hmsrepl.storage.base import (
     copy_file,
     filesystem_for,
     move_file,
+    parent_uri,
 )
 
 
@@ -90,6 +91,9 @@ class RootedFileSystem(FileSystem):
             raise OutsideRootsError(f"{purpose}: no root to work in; configure one")
         canonical = [self._canonical(root) for root in self.roots]
         self._local = tuple(real_path(root) for root in canonical if root.startswith("/"))
+        #: Each local root's canonical spelling and its real path: a path directly in a root (a cmroot file)
+        #: needs no lookup of its parent.
+        self._resolved = {root: real_path(root) for root in canonical if root.startswith("/")}
         self._remote = tuple(root for root in canonical if not root.startswith("/"))
         first = filesystem_for(self.roots[0])
         self.io_parallelism = first.io_parallelism
@@ -113,26 +117,41 @@ class RootedFileSystem(FileSystem):
     def check(self, uri: str, *, follow: bool = True) -> str:
         """``uri`` unchanged when it lies at or below a root, else ``OutsideRootsError``.
 
-        ``follow``: resolve the whole path (content operations); otherwise its parent only (operations on
-        the name itself: a symlink inside a root may be deleted or replaced, never followed out).
+        The name itself must lie in a root once its parent is resolved (what a delete, rename or replace
+        acts on: a symlink inside a root may be removed, wherever it points). With ``follow`` (operations
+        on content: read, list, checksum, touch), a name that is a symlink must also lead into a root.
         """
         canonical = self._canonical(uri)
-        if canonical.startswith("/"):
-            if follow or canonical == "/":
-                real = real_path(canonical)
-            else:
-                parent, name = canonical.rsplit("/", 1)
-                real = os.path.join(real_path(parent or "/"), name)
-            roots: Sequence[str] = self._local
-        else:
-            real, roots = canonical, self._remote
+        if not canonical.startswith("/"):
+            self._require(canonical, canonical, self._remote)
+            return uri
+        if canonical == "/":
+            self._require(canonical, canonical, self._local)
+            return uri
+        parent, name = canonical.rsplit("/", 1)
+        real_parent = self._resolved.get(parent) or real_path(parent or "/")
+        named = f"{real_parent.rstrip('/')}/{name}"
+        self._require(canonical, named, self._local)
+        if follow and os.path.islink(named):
+            self._require(canonical, real_path(named), self._local)
+        return uri
+
+    def _require(self, canonical: str, real: str, roots: Sequence[str]) -> None:
         if not any(is_below(real, root) for root in roots):
             shown = real if real == canonical else f"{canonical} (resolves to {real})"
             raise OutsideRootsError(
                 f"{self.purpose}: refused '{shown}': it is outside the roots it may touch "
                 f"({', '.join(self.roots)}); fix the location, or the configured roots if it belongs there"
             )
-        return uri
+
+    def admit(self, *uris: str) -> RootedFileSystem:
+        """This file system with ``uris`` checked once (name and content): for several operations on the
+        same few paths (a recycled file: exists, checksum, rename, delete), which are then not resolved again.
+        Their directories pass too (the check resolved them into a root: syncing a rename there). Every
+        other path is still checked on each use."""
+        for uri in uris:
+            self.check(uri)
+        return _Admitted(self, [*uris, *(parent_uri(uri) for uri in uris)])
 
     def _fs(self, uri: str, *, follow: bool = True) -> FileSystem:
         return filesystem_for(self.check(uri, follow=follow))
@@ -251,3 +270,14 @@ class RootedFileSystem(FileSystem):
 
     def same_store(self, other: FileSystem) -> bool:
         return False  # a rooted file system spans stores: copies go through copy_file, checked here
+
+
+class _Admitted(RootedFileSystem):
+    """A rooted file system that knows some paths passed already (``RootedFileSystem.admit``)."""
+
+    def __init__(self, rooted: RootedFileSystem, uris: Sequence[str]) -> None:
+        self.__dict__.update(rooted.__dict__)
+        self._admitted = frozenset([*getattr(rooted, "_admitted", ()), *uris])
+
+    def check(self, uri: str, *, follow: bool = True) -> str:
+        return uri if uri in self._admitted else super().check(uri, follow=follow)
