@@ -46,15 +46,16 @@ def real_path(path: str) -> str:
     The kernel resolves it (an ``O_PATH`` open, then the descriptor's name in ``/proc``): three system calls
     whatever the depth, where ``os.path.realpath`` makes one ``lstat`` per component in Python (ten or more
     for a partition's file, several times per recycled file). A name that cannot be opened is resolved by
-    its parent; a dangling symlink, or a system without ``O_PATH``, by ``os.path.realpath``.
+    its parent; a dangling symlink, a missing path with ``.``/``..``/empty segments (the metastore's policy
+    resolves client spellings), or a system without ``O_PATH``, by ``os.path.realpath``.
     """
     if _O_PATH is None:
         return os.path.realpath(path)
     try:
         fd = os.open(path, _O_PATH)
     except (FileNotFoundError, NotADirectoryError):
-        if path == "/" or os.path.islink(path):
-            return os.path.realpath(path)
+        if path == "/" or "/." in path or "//" in path or os.path.islink(path):
+            return os.path.realpath(path)  # '.', '..' or empty segments after a missing one: its rules
         parent, name = path.rsplit("/", 1)
         return os.path.join(real_path(parent or "/"), name)
     except OSError:
