@@ -17,7 +17,7 @@ from tests.helpers import write_file
 
 @pytest.fixture
 def cm(tmp_path: Path) -> ChangeManager:
-    return ChangeManager(str(tmp_path / "cmroot"))
+    return ChangeManager(str(tmp_path / "cmroot"), roots=[str(tmp_path)])
 
 
 def test_recycled_file_is_found_by_its_encoded_uri(cm: ChangeManager, tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_recycling_again_restarts_retention(cm: ChangeManager, tmp_path: Path) -
 
 
 def test_cm_disabled_deletes_instead(tmp_path: Path) -> None:
-    cm = ChangeManager(str(tmp_path / "cmroot"), enabled=False)
+    cm = ChangeManager(str(tmp_path / "cmroot"), enabled=False, roots=[str(tmp_path)])
     uri = write_file(str(tmp_path / "w"), "f", b"data")
     encoded = cm.encode(uri, checksum_bytes(b"data"))
     assert encoded.split("#")[2] == ""  # no cmroot advertised in events

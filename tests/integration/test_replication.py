@@ -313,14 +313,14 @@ def test_published_files_are_made_durable_before_the_position_records_them(
     write_file(d3.sd.location, "part-d3.parquet", b"rows of d3")
     source.catalog.insert("sales", "orders", ["d3"])
     synced: list[tuple[set[str], int | None]] = []
-    real_sync = target_module.sync_file_systems
+    real_sync = target_module.sync_uris
 
-    def recording_sync(paths) -> None:
-        paths = set(paths)
-        synced.append((paths, repl_status(target, "sales_dr")))
-        real_sync(paths)
+    def recording_sync(uris) -> None:
+        uris = set(uris)
+        synced.append((uris, repl_status(target, "sales_dr")))
+        real_sync(uris)
 
-    monkeypatch.setattr(target_module, "sync_file_systems", recording_sync)
+    monkeypatch.setattr(target_module, "sync_uris", recording_sync)
     before = repl_status(target, "sales_dr")
     incremental(engine)
     d3_dir = target.catalog.get_partition("sales_dr", "orders", ["d3"]).sd.location

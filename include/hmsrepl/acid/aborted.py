@@ -23,12 +23,12 @@ from hmsrepl.acid.compactor import COMPACTION_TXN_TYPE
 from hmsrepl.acid.directories import DirKind, parse_directory_name
 from hmsrepl.acid.initiator import insert_only_tables
 from hmsrepl.acid.layout import entries, locations
-from hmsrepl.metastore.file_capture import describe_files, is_hidden
+from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.schema import txn_to_write_id, txns
 from hmsrepl.metastore.service import Metastore
 from hmsrepl.metastore.transactions import ABORTED
-from hmsrepl.storage.base import join_uri, relative_to
+from hmsrepl.storage.base import is_hidden, join_uri, relative_to
 
 log = logging.getLogger(__name__)
 

@@ -33,11 +33,11 @@ from hmsrepl.acid.directories import DirKind, is_hidden_name, looks_like_acid_na
 from hmsrepl.acid.layout import entries, location_of
 from hmsrepl.faults import fault_point
 from hmsrepl.formats.writeids import ValidTxnList
-from hmsrepl.metastore.file_capture import describe_files, is_hidden
+from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.schema import txns
 from hmsrepl.metastore.service import Metastore
 from hmsrepl.metastore.transactions import OPEN
-from hmsrepl.storage.base import join_uri, relative_to
+from hmsrepl.storage.base import is_hidden, join_uri, relative_to
 
 log = logging.getLogger(__name__)
 

@@ -36,11 +36,10 @@ from hmsrepl.acid.insert_only import _Heartbeat, require_insert_only
 from hmsrepl.acid.layout import entries, location_of
 from hmsrepl.faults import fault_point
 from hmsrepl.formats.writeids import ValidWriteIdList
-from hmsrepl.metastore.file_capture import is_hidden
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.schema import txn_sequence
 from hmsrepl.metastore.service import Metastore
-from hmsrepl.storage.base import base_name, copy_file, filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import base_name, copy_file, filesystem_for, is_hidden, join_uri, relative_to
 
 log = logging.getLogger(__name__)
 

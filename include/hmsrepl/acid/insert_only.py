@@ -34,10 +34,10 @@ from hmsrepl.exceptions import (
     NoSuchPartitionError,
 )
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
-from hmsrepl.metastore.file_capture import describe_files, is_hidden
+from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.service import Metastore
-from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import filesystem_for, is_hidden, join_uri, relative_to
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

@@ -333,7 +333,7 @@ class StockHiveSource:
         if cm_on:  # its cmroot is read only when its change manager keeps files there
             self.roots.check_reported(CMROOT_SETTING, self._setting(CMROOT_SETTING), cmroot=True)
         self.config = StockSourceConfig(uri, self.roots.warehouse, self.roots.cmroot, cm_on)
-        self.cm = ChangeManager(self.config.cmroot, enabled=cm_on)
+        self.cm = ChangeManager(self.config.cmroot, enabled=cm_on, roots=self.roots.data_roots)
         self.catalog = StockCatalog(self.reader, self.cm, self.roots)
         self.events = StockEventLog(self.reader, StockLookups(self.catalog, self.cm))
         self.txns = StockTxns(self.events)

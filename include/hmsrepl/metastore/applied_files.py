@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from hmsrepl.metastore.file_capture import is_hidden
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.messages import checksum_of, relative_path
+from hmsrepl.storage.base import is_hidden
 
 
 @dataclass(frozen=True)

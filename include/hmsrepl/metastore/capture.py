@@ -33,8 +33,6 @@ in a few hundred MB; only its event (a first capture lists every file) is as lar
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -48,18 +46,16 @@ from hmsrepl.metastore import listings
 from hmsrepl.metastore.applied_files import AppliedDelta
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import (
-    StatIdentity,
     describe_known,
     encode_at,
     identify_all,
-    is_hidden,
     stat_listing,
 )
 from hmsrepl.metastore.listings import FileRecord, ObjectKey, Summary
 from hmsrepl.metastore.messages import DataChange
-from hmsrepl.storage.base import FileIdentity, filesystem_for, path_key
+from hmsrepl.storage.base import FileIdentity, filesystem_for, is_hidden, path_key
 from hmsrepl.storage.checksum import checksum_size
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.local_tree import StatIdentity
 
 #: New files identified, pinned and recorded per round (bounds what a huge first capture holds at once).
 BATCH = 2_000
@@ -218,7 +214,7 @@ def capture(
         records = listings.read_paths(conn, key, [*kept_named, *kept_excluded])
         out.named.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_named)
         out.excluded.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_excluded)
-    if applied is None and is_local_uri(loc):
+    if applied is None and filesystem_for(loc).writes_in_place:
         current = _settle(current, listed_at)
     summary, unchanged = _record_new(
         conn, cm, key, loc, current, applied, wanted, removed, refreshed, restamp, out
@@ -271,7 +267,7 @@ def capture_named(
         out.change = _no_change(before)
         return out
     rewritten = known.keys() & stats.keys()
-    if is_local_uri(location):
+    if filesystem_for(location).writes_in_place:
         stats = _settle(stats, listed_at)
     summary, unchanged = _record_new(
         conn, cm, key, location, stats, None, set(named), [], [], rewritten, out, before
@@ -300,23 +296,7 @@ def _no_change(recorded: Summary) -> DataChange:
 def _named_stats(location: str, named: Collection[str]) -> dict[str, StatIdentity]:
     """Size and stamp of each named file that is there: one ``stat`` each on a file system, one HEAD each on
     an object store (never a listing of the location)."""
-    stats: dict[str, StatIdentity] = {}
-    if is_local_uri(location):
-        root = local_path(location)
-        for rel in named:
-            try:
-                st = os.stat(os.path.join(root, rel), follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                stats[rel] = (st.st_size, st.st_mtime_ns)
-        return stats
-    fs = filesystem_for(location)
-    for rel in named:
-        found = fs.status(f"{location.rstrip('/')}/{rel}")
-        if found is not None:
-            stats[rel] = (found.size, found.stamp)
-    return stats
+    return filesystem_for(location).stat_named(location, named)
 
 
 def still_recorded(record: FileRecord | None, now: StatIdentity) -> FileIdentity | None:
@@ -438,6 +418,6 @@ def _applied_identities(
     location: str, rels: Sequence[str], applied: Mapping[str, str]
 ) -> list[FileIdentity] | None:
     """A load's files carry the checksums it verified; only a versioned store must still say the version."""
-    if rels and not is_local_uri(location):
+    if rels and not filesystem_for(location).writes_in_place:  # an object store: versions to look up
         return None
     return [FileIdentity(applied[rel]) for rel in rels]

@@ -30,28 +30,23 @@ the same content is recycled again, ``touch`` renews it by a copy onto itself (s
 
 from __future__ import annotations
 
-import contextlib
-import errno
+import functools
 import logging
-import os
 import time
-import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.faults import fault_point
 from hmsrepl.formats.file_uri import EncodedFileUri
-from hmsrepl.storage.base import FileSystem, base_name, copy_file, filesystem_for, join_uri
-from hmsrepl.storage.checksum import RunningChecksum, checksum_size
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.base import FileSystem, base_name, filesystem_for, join_uri, parent_uri
+from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger(__name__)
 
 #: Name prefix of copies in progress in cmroot; never a recycled file's name (those end in a checksum).
 TEMP_PREFIX = ".cmtmp-"
-#: Chunk of a cross-device local copy into cmroot.
-COPY_CHUNK_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -62,9 +57,19 @@ class CleanupResult:
 
 
 class ChangeManager:
-    def __init__(self, cmroot: str, *, enabled: bool = True) -> None:
+    """Recycles, pins and finds files; ``roots``: where the files it recycles and pins may live (the
+    warehouse and the other data roots, the trash). Every file it touches goes through one file system
+    bound to cmroot and those roots (``storage.rooted``): a path outside them is refused, never touched."""
+
+    def __init__(self, cmroot: str, *, enabled: bool = True, roots: Sequence[str] = ()) -> None:
         self.cmroot = cmroot.rstrip("/")
         self.enabled = enabled
+        self.roots = tuple(roots)
+
+    @functools.cached_property
+    def files(self) -> RootedFileSystem:
+        """cmroot and the data roots; made on first use (a change manager that only encodes needs none)."""
+        return RootedFileSystem([self.cmroot, *self.roots], purpose=f"change manager of '{self.cmroot}'")
 
     def cm_uri(self, file_uri: str, checksum: str) -> str:
         return join_uri(self.cmroot, f"{base_name(file_uri)}_{checksum}")
@@ -86,11 +91,11 @@ class ChangeManager:
         """
         moved = 0
         now = time.time()
-        renamed_in: set[str] = set()  # directories whose renames are made durable once, at the end
+        renamed_in: dict[str, FileSystem] = {}  # directories whose renames are made durable once, at the end
         try:
             for text in encoded_files:
                 entry = EncodedFileUri.decode(text)
-                fs = filesystem_for(entry.file_uri)
+                fs = self.files.admit(entry.file_uri)  # checked once for its exists, checksum, rename, delete
                 if not fs.exists(entry.file_uri):
                     continue  # recycled by an earlier, interrupted run
                 if not self.enabled:
@@ -106,11 +111,13 @@ class ChangeManager:
         finally:
             # Before the caller records the work as done: a rename lost in a power cut would put the file
             # back in the warehouse after its intent was deleted. One fsync per directory, not per file.
-            for directory in sorted(renamed_in):
-                _sync_directory(directory)
+            for directory, holder in sorted(renamed_in.items()):
+                holder.sync_directory(directory)
         return moved
 
-    def _store(self, entry: EncodedFileUri, fs: FileSystem, now: float, renamed_in: set[str]) -> bool:
+    def _store(
+        self, entry: EncodedFileUri, fs: RootedFileSystem, now: float, renamed_in: dict[str, FileSystem]
+    ) -> bool:
         """Put one file's content into cmroot, verified, then remove the original; True if a copy was made.
 
         The cmroot name is content-addressed, so it is checked, never trusted: an existing file under it
@@ -134,7 +141,7 @@ class ChangeManager:
                     entry.checksum,
                 )
         target = self.cm_uri(entry.file_uri, checksum)
-        cm_fs = filesystem_for(target)
+        cm_fs = fs = fs.admit(target)
         if verified_copy(cm_fs, target, checksum):
             fs.delete(entry.file_uri)
             cm_fs.touch(target, now)
@@ -146,9 +153,9 @@ class ChangeManager:
                 checksum,
             )
             cm_fs.delete(target)
-        renamed = self._write(source, target, checksum, versioned=versioned)
-        if renamed and is_local_uri(target):
-            renamed_in.update({os.path.dirname(local_path(target)), os.path.dirname(local_path(source))})
+        renamed = self._write(fs, source, target, checksum, versioned=versioned)
+        if renamed:
+            renamed_in.update(dict.fromkeys((parent_uri(target), parent_uri(source)), fs))
         if renamed:  # a rename keeps the old mtime; retention counts from recycling
             cm_fs.touch(target, now)
         else:  # a copy is dated now
@@ -156,36 +163,26 @@ class ChangeManager:
             fs.delete(entry.file_uri)
         return True
 
-    @staticmethod
-    def _write(source: str, target: str, checksum: str, *, versioned: bool) -> bool:
+    def _write(
+        self, fs: RootedFileSystem, source: str, target: str, checksum: str, *, versioned: bool
+    ) -> bool:
         """Write ``source``'s content under ``target``, verified against ``checksum``; True if renamed.
 
-        Local to local: a rename when both are on one file system, else a copy to a temporary name in
-        cmroot, synced and verified, then renamed. Within one HDFS: a rename. To or from an object store: ``copy_file`` (S3 copies and
-        uploads appear whole or not at all) verified against the checksum (the copy's CRC32C as S3
-        computed it), the local side written through a synced temporary file.
+        On one file system: a rename (the caller syncs both directories, once for all files it renames).
+        Else a copy verified before it is visible under the cmroot name: locally to a synced temporary name
+        then renamed; to or from an object store ``copy_file`` (S3 copies and uploads appear whole or not at
+        all) verified against the checksum (the copy's CRC32C as S3 computed it).
         """
-        if not versioned and is_local_uri(source) and is_local_uri(target):
-            src_path, dst_path = local_path(source), local_path(target)
-            os.makedirs(os.path.dirname(dst_path), exist_ok=True)
-            try:
-                os.rename(src_path, dst_path)
-            except OSError as exc:
-                if exc.errno != errno.EXDEV:
-                    raise
-            else:
-                return True  # the caller syncs both directories (once for all files it renames)
-            _copy_local_verified(src_path, dst_path, checksum)
-            return False
-        if not versioned and not is_local_uri(source):
-            src_fs = filesystem_for(source)
-            if src_fs.move_keeps_mtime and src_fs.same_store(filesystem_for(target)):
-                src_fs.move(source, target)  # a rename within one file system (HDFS): atomic, no bytes
-                return True
-        copy_file(source, target, checksum or None)
-        if is_local_uri(target):
-            _sync_directory(os.path.dirname(local_path(target)))
+        if not versioned and fs.rename(source, target):
+            return True
+        self._copy_verified(source, target, checksum, "recycle_mid_copy")
         return False
+
+    def _copy_verified(self, source: str, target: str, checksum: str, fault: str) -> None:
+        self.files.copy_verified(
+            source, target, checksum, temp_prefix=TEMP_PREFIX, on_chunk=lambda: fault_point(fault)
+        )
+        self.files.sync_directory(parent_uri(target))
 
     def preserve(self, encoded_files: Iterable[str]) -> int:
         """Keep a cmroot copy of files that are about to move (a rename moves a managed table's directory).
@@ -203,23 +200,21 @@ class ChangeManager:
         for text in encoded_files:
             entry = EncodedFileUri.decode(text)
             target = self.cm_uri(entry.file_uri, entry.checksum)
-            cm_fs = filesystem_for(target)
-            if _same_local_file(entry.file_uri, target):
+            cm_fs = self.files.admit(entry.file_uri, target)
+            if cm_fs.same_file(entry.file_uri, target):
                 continue
             if verified_copy(cm_fs, target, entry.checksum):
                 cm_fs.touch(target, now)
                 continue
             cm_fs.delete(target)  # a damaged copy under the name, if any
-            if is_local_uri(entry.file_uri) and is_local_uri(target):
-                os.makedirs(os.path.dirname(local_path(target)), exist_ok=True)
-                try:
-                    os.link(local_path(entry.file_uri), local_path(target))
-                    made += 1
-                    continue
-                except OSError:  # another device, or links not allowed: copy instead
-                    _copy_local_verified(local_path(entry.file_uri), local_path(target), entry.checksum)
-            else:
-                copy_file(entry.file_uri, target, entry.checksum or None)
+            try:
+                linked = cm_fs.link(entry.file_uri, target)
+            except OSError:  # made meanwhile, or links refused here: a verified copy instead
+                linked = False
+            if linked:
+                made += 1
+                continue
+            self._copy_verified(entry.file_uri, target, entry.checksum, "recycle_mid_copy")
             cm_fs.touch(target, now)
             made += 1
         return made
@@ -239,27 +234,26 @@ class ChangeManager:
         made = 0
         for text in encoded_files:
             entry = EncodedFileUri.decode(text)
-            if not entry.checksum or not (is_local_uri(entry.file_uri) and is_local_uri(self.cmroot)):
+            if not entry.checksum or not (_has_links(entry.file_uri) and _has_links(self.cmroot)):
                 continue
-            source = local_path(entry.file_uri)
-            target = local_path(self.cm_uri(entry.file_uri, entry.checksum))
-            if _same_local_file(source, target):
+            source, target = entry.file_uri, self.cm_uri(entry.file_uri, entry.checksum)
+            fs = self.files.admit(source, target)
+            if fs.same_file(source, target):
                 continue
-            if os.path.lexists(target):  # another file under the name: kept when it holds the content
-                if verified_copy(filesystem_for(target), target, entry.checksum):
+            if fs.has_entry(target):  # another file under the name: kept when it holds the content
+                if verified_copy(fs, target, entry.checksum):
                     continue
-                os.unlink(target)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+                fs.delete(target)
             try:
-                os.link(source, target)
+                linked = fs.link(source, target)
             except FileExistsError:  # pinned by a concurrent write meanwhile
                 continue
             except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-                    log.warning("could not pin '%s' into cmroot (%s); it is not kept if deleted", source, exc)
-                    continue
+                log.warning("could not pin '%s' into cmroot (%s); it is not kept if deleted", source, exc)
+                continue
+            if not linked:
                 try:
-                    _copy_local_verified(source, target, entry.checksum, fault="pin_mid_copy")
+                    self._copy_verified(source, target, entry.checksum, "pin_mid_copy")
                 except (OSError, StorageError) as copy_exc:
                     log.warning(
                         "could not pin '%s' into cmroot (%s); it is not kept if deleted", source, copy_exc
@@ -276,7 +270,7 @@ class ChangeManager:
         Raises FileLostError naming all places when none holds that content.
         """
         entry = EncodedFileUri.decode(encoded)
-        fs = filesystem_for(entry.file_uri)
+        fs = self.files
         if self._current_matches(fs, entry):
             return entry.file_uri
         if entry.version_id:
@@ -288,7 +282,7 @@ class ChangeManager:
         if entry.checksum:
             cmroot = entry.cmroot or self.cmroot
             candidate = join_uri(cmroot, f"{entry.file_name}_{entry.checksum}")
-            cm_fs = filesystem_for(candidate)
+            cm_fs = self.files
             if cm_fs.exists(candidate) and (not verify or cm_fs.checksum(candidate) == entry.checksum):
                 return candidate
         version = f" (version {entry.version_id} is gone too)" if entry.version_id else ""
@@ -317,7 +311,7 @@ class ChangeManager:
     def cleanup(self, retention_seconds: int, now: float | None = None) -> CleanupResult:
         """Delete recycled files older than the retention; files not recycled by us are left alone."""
         cutoff = (time.time() if now is None else now) - retention_seconds
-        fs = filesystem_for(self.cmroot)
+        fs = self.files
         deleted = kept = freed = 0
         for status in fs.list_files(self.cmroot):
             if status.mtime < cutoff:
@@ -333,79 +327,19 @@ class ChangeManager:
         return CleanupResult(deleted, kept, freed)
 
 
-def _same_local_file(a: str, b: str) -> bool:
-    """Whether two local URIs name one file (a hard link: a pin of the file under its cmroot name)."""
-    if not (is_local_uri(a) and is_local_uri(b)):
-        return False
-    try:
-        return os.path.samefile(local_path(a), local_path(b))
-    except OSError:
-        return False
+def _has_links(uri: str) -> bool:
+    """Whether ``uri`` is in a store that pins by hard links (a file system; object stores pin by version)."""
+    return filesystem_for(uri).hard_links
 
 
 def verified_copy(fs: FileSystem, uri: str, checksum: str) -> bool:
     """Whether ``uri`` exists and holds exactly the content ``checksum`` names (size first: cheap)."""
     if not checksum:
         return False
-    if is_local_uri(uri):
-        try:
-            size = os.stat(local_path(uri)).st_size
-        except OSError:
-            return False
-        if size != checksum_size(checksum):
-            return False
-    elif not fs.exists(uri):
+    size = fs.size(uri)
+    if size is None or size != checksum_size(checksum):
         return False
     try:
         return fs.checksum(uri) == checksum
     except (OSError, StorageError):
         return False
-
-
-def _copy_local_verified(
-    src_path: str, dst_path: str, checksum: str, *, fault: str = "recycle_mid_copy"
-) -> None:
-    """Copy between two local file systems without ever showing a partial file under ``dst_path``.
-
-    The bytes go to ``.cmtmp-<name>-<random>`` beside the target, are hashed as they pass, synced, and
-    compared with ``checksum``; only a matching copy is renamed into place (and its directory synced, so
-    the rename is durable before the caller deletes the original). A temporary file left by a crash
-    carries another name, so it is never taken for the real one; cmroot retention removes it.
-    """
-    directory = os.path.dirname(dst_path)
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f"{TEMP_PREFIX}{os.path.basename(dst_path)}-{uuid.uuid4().hex[:12]}")
-    running = RunningChecksum()
-    try:
-        with open(src_path, "rb") as source, open(tmp, "wb") as out:
-            while chunk := source.read(COPY_CHUNK_BYTES):
-                running.update(chunk)
-                out.write(chunk)
-                fault_point(fault)
-            out.flush()
-            os.fsync(out.fileno())
-        if checksum and running.token != checksum:
-            raise StorageError(
-                f"copy of '{src_path}' to cmroot has checksum {running.token}, expected {checksum}; the "
-                "original was left in place: retry the recycle"
-            )
-        os.replace(tmp, dst_path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _sync_directory(directory)
-
-
-def _sync_directory(directory: str) -> None:
-    """Make renames into or out of ``directory`` durable (fsync of the directory itself)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems do not sync directories; the rename is still atomic
-        pass
-    finally:
-        os.close(fd)

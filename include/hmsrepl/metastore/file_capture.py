@@ -14,24 +14,23 @@ reads) and identifies only the files that are new or changed since the metastore
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from hmsrepl.concurrency import bounded_map
 from hmsrepl.metastore.change_manager import ChangeManager
-from hmsrepl.storage.base import FileIdentity, FileStatus, FileSystem, base_name, filesystem_for, relative_to
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.base import (
+    FileIdentity,
+    FileStatus,
+    FileSystem,
+    base_name,
+    filesystem_for,
+    is_hidden,
+    relative_to,
+)
+from hmsrepl.storage.local_tree import StatIdentity
 
 PARALLEL_CHECKSUM_THRESHOLD = 8
-
-#: A file's identity as a listing sees it, without reading it: (size in bytes, modification time in ns).
-StatIdentity = tuple[int, int]
-
-
-def is_hidden(relative_path: str) -> bool:
-    return any(part.startswith(("_", ".")) for part in relative_path.split("/"))
 
 
 def list_data_files(location: str | None) -> list[FileStatus]:
@@ -53,106 +52,14 @@ def stat_listing(location: str | None) -> dict[str, StatIdentity]:
     reads, one small tuple per file (a 1,000,000-file partition fits in a few hundred MB)."""
     if not location:
         return {}
-    if is_local_uri(location):
-        out_local: dict[str, StatIdentity] = {}
-        _local_stats(local_path(location), out_local)
-        return out_local
-    fs = filesystem_for(location)
-    out: dict[str, StatIdentity] = {}
-    for status in fs.list_files(location):
-        rel = _relative(status.uri, location)
-        if not is_hidden(rel):
-            out[rel] = (status.size, status.stamp)
-    return out
-
-
-def _local_stats(directory: str, out: dict[str, StatIdentity]) -> None:
-    """Regular data files below a local directory into ``out``, with the rules of ``LocalFileSystem.list_files``.
-
-    Only real directories are entered and only regular files listed (no symlinks, FIFOs or devices); the
-    root itself is followed. Unlike ``list_files`` nothing is sorted and no directory entry is kept past its
-    own step (a sorted listing holds every entry of a directory at once: about 1 KB per file), hidden
-    entries are skipped with their whole subtree, and the modification time is the exact ``st_mtime_ns``.
-    The loop fills a dict instead of yielding: it runs once per file of the partition at every write, and
-    a generator's step per file cost a quarter of it (10,000 files).
-    """
-    try:
-        st = os.stat(directory)
-    except OSError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        name = os.path.basename(directory)
-        if stat.S_ISREG(st.st_mode) and not is_hidden(name):
-            out[name] = (st.st_size, st.st_mtime_ns)
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    _stats_below(fd, "", out)
-
-
-def _stats_below(fd: int, prefix: str, out: dict[str, StatIdentity]) -> None:
-    """``_local_stats`` of the open directory ``fd``, which it closes.
-
-    Entries are listed and stat-ed relative to the directory's descriptor (``fstatat``), not by their
-    whole path: the kernel resolves one name per file instead of every component of a warehouse path
-    (ten or more for ``.../db.db/table/dt=.../hour=.../part-...``), about a quarter of the listing's time.
-    Subdirectories are opened without following links, so one swapped for a link is not entered.
-    """
-    subdirs: list[str] = []
-    is_regular, is_directory = stat.S_ISREG, stat.S_ISDIR
-    try:
-        with os.scandir(fd) as scan:
-            for entry in scan:
-                name = entry.name
-                if name.startswith(("_", ".")):
-                    continue
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if is_regular(st.st_mode):
-                    out[prefix + name] = (st.st_size, st.st_mtime_ns)
-                elif is_directory(st.st_mode):
-                    subdirs.append(name)
-        for name in subdirs:
-            try:
-                below = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError:  # vanished or replaced while listing: nothing below it
-                continue
-            _stats_below(below, f"{prefix}{name}/", out)
-    except OSError:  # vanished or unreadable while listing: nothing below it
-        return
-    finally:
-        os.close(fd)
+    return filesystem_for(location).stat_tree(location)
 
 
 def count_data_files(location: str) -> int:
     """How many data files ``list_data_files`` would return, holding none of them: on a local disk by names
     and entry types alone (no stat per file), on an object store from the listing pages (1,000 keys a
     request). A cheap check that nothing was added or removed since a count was taken."""
-    if is_local_uri(location):
-        return count_local_data_files(local_path(location))
-    return sum(1 for _ in _data_files(location))
-
-
-def count_local_data_files(directory: str) -> int:
-    """How many data files ``_local_stats`` would list below a local directory, by names and entry types
-    alone (no stat per file): a cheap check that nothing was added or removed since a count was taken."""
-    count = 0
-    try:
-        with os.scandir(directory) as scan:
-            for entry in scan:
-                if entry.name.startswith(("_", ".")):
-                    continue
-                if entry.is_file(follow_symlinks=False):
-                    count += 1
-                elif entry.is_dir(follow_symlinks=False):
-                    count += count_local_data_files(entry.path)
-    except OSError:  # vanished or unreadable: nothing below it
-        return count
-    return count
+    return filesystem_for(location).count_files(location)
 
 
 def identify_all(fs: FileSystem, uris: Sequence[str]) -> list[FileIdentity]:

@@ -21,11 +21,12 @@ Stored locations stay exactly as the client sent them: the canonical form is use
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from hmsrepl.storage.rooted import real_path
 
 S3_ALIASES = ("s3", "s3a", "s3n")
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
@@ -142,7 +143,7 @@ def resolve(location: Location) -> Location:
     """``location`` with local symlinks followed (existing parts), else as is."""
     if location.scheme != "file":
         return location
-    return Location("file", "", os.path.realpath(location.path))
+    return Location("file", "", real_path(location.path))
 
 
 def canonical(uri: str) -> Location:
@@ -155,7 +156,7 @@ def canonical(uri: str) -> Location:
     loc = normalise(uri)
     if loc.scheme != "file":
         return loc
-    return Location("file", "", os.path.realpath(local_path_of(uri)))
+    return Location("file", "", real_path(local_path_of(uri)))
 
 
 def canonical_or_none(uri: str | None) -> Location | None:

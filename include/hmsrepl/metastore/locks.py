@@ -37,6 +37,7 @@ from hmsrepl.exceptions import (
     TxnOpenError,
 )
 from hmsrepl.metastore.eventlog import EventLog
+from hmsrepl.metastore.protection import check_write_locks
 from hmsrepl.metastore.schema import dbs, hive_locks, lock_sequence, txns
 
 # Hive's single-character encodings (LockTypeUtil), stored in hive_locks.lock_type.
@@ -142,6 +143,7 @@ class LockService:
             for name in sorted({c.db_name for c in parts}):
                 if conn.execute(select(dbs.c.db_id).where(dbs.c.name == name)).first() is None:
                     raise NoSuchDatabaseError(name)
+            check_write_locks(conn, (c.db_name for c in parts if c.lock_type != "SHARED_READ"))
             if txn:
                 self._require_open_txn(conn, txn)
             now = _now_ms()

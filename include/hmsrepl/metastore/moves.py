@@ -8,32 +8,21 @@ move, then the partitions' new locations are made sure of (object stores have no
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
-from hmsrepl.storage.base import filesystem_for
-from hmsrepl.storage.local import is_local_uri, local_path
-
-
-def _subdirectories(root: str) -> Iterator[str]:
-    """Every directory below a local ``root``, relative to it ('a', 'a/b'), never through a symlink."""
-    base = local_path(root)
-    for dirpath, dirnames, _ in os.walk(base):
-        for name in dirnames:
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                yield os.path.relpath(full, base)
+from hmsrepl.storage.rooted import RootedFileSystem
 
 
 def move_directory(source: str, target: str, named: Iterable[str] = ()) -> None:
     """Move ``source``'s files and directories to ``target``; ``named``: locations that must exist after
-    (the moved partitions' new locations), created even where the source had no directory to carry."""
-    fs = filesystem_for(source)
+    (the moved partitions' new locations), created even where the source had no directory to carry.
+
+    Bound to the two directories: nothing outside them is read, made or moved (``storage.rooted``)."""
+    fs = RootedFileSystem([source, target], purpose=f"move of '{source}' to '{target}'")
     fs.makedirs(target)  # an empty table's directory moves too: readers of the renamed table list it
     source_root, target_root = source.rstrip("/"), target.rstrip("/")
-    if is_local_uri(source):
-        for relative in _subdirectories(source):
-            fs.makedirs(f"{target_root}/{relative}")
+    for directory in list(fs.directories(source)):  # none on object stores
+        fs.makedirs(target_root + directory[len(source_root) :])
     for status in list(fs.list_files(source)):
         fs.move(status.uri, target_root + status.uri[len(source_root) :])
     for location in named:

@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 RECONCILE_BATCH = 200  # objects one housekeeping pass lists at most (tens of ms each at 10,000 files)
 
 
+def data_roots(config: MetastoreConfig) -> list[str]:
+    """Where this metastore's files may live, besides cmroot: what its change manager may recycle and pin."""
+    return [config.warehouse, *config.managed_roots, *config.external_roots, config.trash_root]
+
+
 class Metastore:
     def __init__(self, config: MetastoreConfig, *, engine: Engine | None = None) -> None:
         self.config = config
@@ -41,7 +46,7 @@ class Metastore:
         self.events = EventLog(
             self.engine, compress=config.compress_events, compress_min_bytes=config.compress_min_bytes
         )
-        self.cm = ChangeManager(config.cmroot, enabled=config.cm_enabled)
+        self.cm = ChangeManager(config.cmroot, enabled=config.cm_enabled, roots=data_roots(config))
         self.catalog = CatalogService.for_config(self.events, self.cm, config)
         self.txns = TransactionService(self.events, self.catalog, timeout_seconds=config.txn_timeout_seconds)
         self.locks = LockService(self.events, timeout_seconds=config.txn_timeout_seconds)

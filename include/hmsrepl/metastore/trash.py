@@ -15,19 +15,25 @@ symlinks out of it are refused and listings do not follow links or read FIFOs an
 
 from __future__ import annotations
 
-import os
+import functools
 
 from hmsrepl.exceptions import StorageError
 from hmsrepl.metastore.change_manager import ChangeManager
-from hmsrepl.metastore.locations import BadLocationError, canonical, normalise, safe_join
+from hmsrepl.metastore.locations import BadLocationError, normalise, safe_join
 from hmsrepl.storage.base import filesystem_for, relative_to
-from hmsrepl.storage.local import is_local_uri
+from hmsrepl.storage.rooted import RootedFileSystem
 
 
 class TrashAdopter:
     def __init__(self, trash_root: str, cm: ChangeManager) -> None:
         self.trash_root = trash_root.rstrip("/")
         self.cm = cm
+        self.current = f"{self.trash_root}/Current"
+
+    @functools.cached_property
+    def files(self) -> RootedFileSystem:
+        """``<trash>/Current`` and nothing else: adoption reads only there (symlinks out of it refused)."""
+        return RootedFileSystem([self.current], purpose=f"trash adoption from '{self.current}'")
 
     def trashed_dir(self, location: str) -> str | None:
         """Where the trash keeps ``location``'s files, or ``None`` when that place is not inside the trash.
@@ -38,13 +44,15 @@ class TrashAdopter:
         """
         if not self.trash_root or not self.cm.enabled:
             return None
-        if not is_local_uri(location):
+        fs = filesystem_for(location)
+        if not fs.has_directories:
+            return None
+        if not fs.hard_links:  # not a local disk: a file system with a trash of its own (HDFS)
             return self._trashed_remote_dir(location)
         try:
             path = normalise(location).path
-            current = os.path.join(self.trash_root, "Current")
-            trashed = safe_join(current, path)
-            if trashed is None or not canonical(trashed).is_within(canonical(current)):
+            trashed = safe_join(self.current, path)
+            if trashed is None or not self.files.contains(trashed):
                 return None
         except (BadLocationError, StorageError):
             return None
@@ -68,9 +76,9 @@ class TrashAdopter:
         if not location:
             return []
         trashed = self.trashed_dir(location)
-        if trashed is None or (is_local_uri(trashed) and not os.path.isdir(trashed)):
+        fs = self.files
+        if trashed is None or not fs.is_directory(trashed):
             return []
-        fs = filesystem_for(trashed)
         adopted = []
         for status in list(fs.list_files(trashed)):
             rel = relative_to(status.uri, trashed)

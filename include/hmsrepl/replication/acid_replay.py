@@ -28,14 +28,14 @@ from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.file_capture import describe_files, is_hidden
+from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.messages import DATA_KEYS, relative_path
 from hmsrepl.metastore.transactions import ReplicationSnapshot, ReplicationTxnError
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.layout import DumpDir, DumpLayout, DumpMetadata
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.target import TargetWriter
-from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import FileStatus, filesystem_for, is_hidden, join_uri, relative_to
 
 log = logging.getLogger(__name__)
 

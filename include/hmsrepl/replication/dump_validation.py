@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from hmsrepl.exceptions import StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.iceberg_tables import metadata_refusal
 from hmsrepl.formats.json_text import dumps_sorted
@@ -57,6 +57,7 @@ from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import MESSAGE_FORMAT_VERSION
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.names import identifier_problem, partition_problem
+from hmsrepl.replication.dump_ownership import DumpOwnership
 from hmsrepl.replication.layout import (
     ACID_STATE,
     BOOTSTRAP_DIR,
@@ -75,7 +76,9 @@ from hmsrepl.replication.layout import (
     DumpLimits,
     DumpMetadata,
 )
+from hmsrepl.storage.base import filesystem_for
 from hmsrepl.storage.checksum import is_checksum_token
+from hmsrepl.storage.rooted import RootedFileSystem
 
 if TYPE_CHECKING:
     from hmsrepl.replication.locations import LocationMapper
@@ -242,22 +245,19 @@ def check_local_source_file(encoded: str, roots: SourceRoots) -> None:
     """
     entry = EncodedFileUri.decode(encoded)
     canonical = canonical_uri(entry.file_uri)
-    if "://" in canonical:
+    fs = filesystem_for(canonical)
+    if not fs.has_directories:
         return  # object stores have no links
     try:
-        info = os.lstat(canonical)
-    except FileNotFoundError:
+        kind = fs.entry_kind(canonical)
+    except StorageError as exc:
+        raise InvalidPathError(f"file {show(entry.file_uri)} cannot be examined: {exc}") from None
+    if kind is None:
         return
-    except OSError as exc:
-        raise InvalidPathError(f"file {show(entry.file_uri)} cannot be examined: {exc.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):
+    if kind != "file":
         raise InvalidPathError(f"file {show(entry.file_uri)} is not a regular file (a link, FIFO or device)")
-    real = os.path.realpath(canonical)
-    local_roots = [os.path.realpath(root) for root in roots.data_roots if "://" not in root]
-    if not any(is_below(real, root, strictly=True) for root in local_roots):
-        raise InvalidPathError(
-            f"file {show(entry.file_uri)} resolves to {show(real)}, outside the source roots"
-        )
+    if not roots.files.contains(canonical):
+        raise InvalidPathError(f"file {show(entry.file_uri)} resolves outside the source roots")
 
 
 # -- trusted roots -----------------------------------------------------------------------------------------------
@@ -321,6 +321,11 @@ class SourceRoots:
     def data_roots(self) -> tuple[str, ...]:
         """The canonical warehouse and external roots (computed once: every file is tested against them)."""
         return tuple(canonical_uri(root) for root in (self.warehouse, *self.external))
+
+    @cached_property
+    def files(self) -> RootedFileSystem:
+        """The source's data roots as a rooted file system (symlinks resolved once per root)."""
+        return RootedFileSystem(self.data_roots, purpose="source files of this load")
 
     def may_hold_data(self, canonical: str) -> bool:
         """A table's/partition's location or data file: below the warehouse or a configured external root."""
@@ -560,6 +565,8 @@ class DumpValidator:
         if self.place is None:
             self.place = self._place_for(self.report.source_db_location)
         tables: dict[str, tuple[str | None, list[str]]] = {}
+        managed: set[str] = set()
+        owners = DumpOwnership()  # managed tables' and partitions' locations: each must own its own
         listed = list(dump.metadata_files(base))
         # tables before partitions: a partition directory may sort before its table's _metadata ('%', digits)
         for relative in sorted(listed, key=lambda rel: rel.count("/")):
@@ -585,6 +592,9 @@ class DumpValidator:
                     raise self.fail(where, f"holds no snapshot of table {show(found.table)}")
                 location, keys = self._table(table, where)
                 tables[found.table] = (location, keys)
+                if _is_managed(table):
+                    managed.add(found.table)
+                    owners.table(found.table, location)
                 self._object_files(files, location, shown + files_at)
             else:
                 if found.table not in tables:
@@ -596,7 +606,12 @@ class DumpValidator:
                 if not isinstance(part, dict):
                     raise self.fail(where, "holds no partition snapshot")
                 location = self._partition(part, keys, table_location, where)
+                if found.table in managed:
+                    owners.partition(found.table, _partition_name(keys, part), location)
                 self._object_files(files, location, shown + files_at)
+        conflict = owners.conflict()
+        if conflict:
+            raise self.fail(shown + base if base else shown or self.dump.uri, conflict)
 
     def _event_id(self, event: DumpedEvent, first: int, previous: int) -> int:
         """The event's id, which must follow ``previous`` and lie in its segment (starting at ``first``)."""
@@ -696,6 +711,8 @@ class DumpValidator:
             if not isinstance(partitions, list):
                 raise self.fail(where, "partitions is not a list")
             part_locations = [self._partition(p, keys, table_location, where) for p in partitions]
+            if isinstance(table, dict) and _is_managed(table):
+                self._check_ownership(str(table.get("table_name")), table_location, keys, partitions, where)
         single = body.get("partition")
         single_location = None
         if isinstance(single, dict):
@@ -723,6 +740,18 @@ class DumpValidator:
                 self._object_files(group or [], location, where)
             return
         self._object_files(files, self._object_location(body, single_location, table_location), where)
+
+    def _check_ownership(
+        self, table: str, location: str | None, keys: list[str], partitions: list[Any], where: str
+    ) -> None:
+        """One event's partitions of a managed table: each below its table or elsewhere, never a sibling's."""
+        owners = DumpOwnership()
+        owners.table(table, location)
+        for part in partitions:
+            owners.partition(table, _partition_name(keys, part), self._canonical_location_of(part))
+        conflict = owners.conflict()
+        if conflict:
+            raise self.fail(where, conflict)
 
     def _object_location(
         self, body: dict[str, Any], single_location: str | None, table_location: str | None
@@ -910,6 +939,15 @@ class DumpValidator:
             raise self.fail(where, str(exc)) from None
         self.report.files += 1
         self.report.pending_files.append(encoded)
+
+
+def _is_managed(table: dict[str, Any]) -> bool:
+    """A table snapshot (validated already) of a managed table, as the catalog decides it."""
+    return Table.model_validate(table).is_managed
+
+
+def _partition_name(keys: list[str], part: dict[str, Any]) -> str:
+    return "/".join(f"{key}={value}" for key, value in zip(keys, part.get("values") or [], strict=False))
 
 
 def kind_creates_function(body: dict[str, Any]) -> bool:

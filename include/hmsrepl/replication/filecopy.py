@@ -11,9 +11,6 @@ object's location to it; the helpers here name those directories and link unchan
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,14 +22,12 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below
 from hmsrepl.storage.base import copy_file, filesystem_for, join_uri
 from hmsrepl.storage.checksum import checksum_size
-from hmsrepl.storage.local import is_local_uri, local_path
 from hmsrepl.storage.staging import STAGING_PREFIX, publish, staging_name, sync_parents
 
 TEMP_PREFIX = ".tmp-"  # local atomic writes (storage.local) before their rename
 # A version directory is the logical location plus this mark and the event id that made it (a counter after
 # a dash when one batch makes two versions of the same object): ``t.hmsrepl-v120``, ``p=a.hmsrepl-v120-1``.
 VERSION_MARK = ".hmsrepl-v"
-LINK_UNSUPPORTED = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP)  # copy instead
 _VERSION_RE = re.compile(re.escape(VERSION_MARK) + r"\d+(?:-\d+)?(?=/|$)")
 
 
@@ -57,29 +52,11 @@ def link_file(source_uri: str, target_uri: str) -> None:
     Local: a hard link (O(1), same inode; neither name is ever written in place, so they never diverge),
     a copy across devices. S3: one server-side copy. An existing target is replaced.
     """
-    if is_local_uri(source_uri) and is_local_uri(target_uri):
-        src, dst = local_path(source_uri), local_path(target_uri)
-        try:  # one system call in the usual case: a load links every file an object keeps
-            os.link(src, dst)
-            return
-        except FileExistsError:  # an interrupted attempt's link or copy: replaced below
-            pass
-        except FileNotFoundError:  # a subdirectory not made yet (or the source is gone: raised below)
-            pass
-        except OSError as exc:
-            if exc.errno not in LINK_UNSUPPORTED:
-                raise
-            copy_file(source_uri, target_uri)
-            return
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(dst)
-        try:
-            os.link(src, dst)
-            return
-        except OSError as exc:
-            if exc.errno not in LINK_UNSUPPORTED:
-                raise
+    source_fs = filesystem_for(source_uri)
+    if source_fs.same_store(filesystem_for(target_uri)) and source_fs.link(
+        source_uri, target_uri, replace=True
+    ):
+        return
     copy_file(source_uri, target_uri)
 
 

@@ -46,8 +46,8 @@ from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats.bounded import json_depth
 from hmsrepl.formats.json_text import dumps_sorted, loads
 from hmsrepl.metastore.event_specs import SPECS
-from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
-from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
+from hmsrepl.storage.base import join_uri, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)  # format 1: a directory per event (events/<event id>/_metadata and _files)
@@ -271,8 +271,7 @@ class DumpDir:
 
     def __init__(self, uri: str, limits: DumpLimits | None = None) -> None:
         self.uri = uri.rstrip("/")
-        self.fs = filesystem_for(self.uri)
-        self.local = is_local_uri(self.uri)
+        self.fs = RootedFileSystem([self.uri], purpose=f"dump '{self.uri}'")
         self.limits = limits or DumpLimits.from_environment()
 
     def _read_bounded(self, uri: str, limit: int, setting: str) -> bytes:
@@ -299,15 +298,7 @@ class DumpDir:
 
     def _write(self, relative: str, data: bytes) -> None:
         uri = self.path(relative)
-        if (
-            self.local
-        ):  # no per-file fsync: acknowledge() syncs once, and a dump counts only once acknowledged
-            path = local_path(uri)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as out:
-                out.write(data)
-            return
-        self.fs.write_bytes(uri, data)
+        self.fs.write_unsynced(uri, data)  # acknowledge() syncs once: a dump counts only once acknowledged
 
     def write_json(self, relative: str, body: dict[str, Any]) -> None:
         self._write(relative, json.dumps(body, separators=(",", ":"), sort_keys=True).encode())
@@ -387,8 +378,9 @@ class DumpDir:
         key = signing.signing_key()
         if key is not None:
             signing.sign(self, key)
-        if self.local:  # everything written so far is on disk before the dump is declared complete: one
-            sync_file_systems([local_path(self.uri)])  # syncfs of the dump's file system, not every disk's
+        self.fs.sync_tree(
+            self.uri
+        )  # everything written so far is on disk before the dump is declared complete
         self.fs.write_bytes(self.path(ACK), b"")
 
     def require_complete(self) -> DumpMetadata:

@@ -20,7 +20,6 @@ filling.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -41,7 +40,7 @@ from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import is_staging_name
 from hmsrepl.replication.locations import EXTERNAL_ROOT, legacy_external_root
 from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, path_key, relative_to
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -159,11 +158,11 @@ def find_leftovers(
     ``tickets``: the retirement tickets whose directories are left out (default: ``root``'s own; a sweep of
     a replica's external root passes its database's).
     """
-    fs = filesystem_for(root)
+    tickets = tickets or join_uri(root, RETIRING_DIR)
+    fs = RootedFileSystem([root, tickets], purpose=f"sweep of '{root}'")
     named = named_locations(store, root)
     if spare:
         named.data.add(spare.rstrip("/"))
-    tickets = tickets or join_uri(root, RETIRING_DIR)
     if fs.exists(tickets):  # awaiting their grace period: retired by a later load, not swept
         named.data.add(tickets.rstrip("/"))
         named.data.update(r.directory.rstrip("/") for _, _, batch in read_tickets(tickets) for r in batch)
@@ -174,17 +173,12 @@ def find_leftovers(
         for status in fs.list_files(root)
         if not named.keeps_file(status.uri) and path_key(status.uri) not in owed
     ]
-    if is_local_uri(root):  # object stores have no directories of their own
-        base = local_path(root).rstrip("/")
-        uri_root = root.rstrip("/")
-        for dirpath, _dirnames, _files in os.walk(base, topdown=False):
-            if dirpath.rstrip("/") == base:
-                continue
-            uri = uri_root + dirpath[len(base) :]
-            if not named.keeps_dir(uri):
-                found.directories.append(uri)
-        if not keep_root and not named.keeps_dir(uri_root):
-            found.directories.append(uri_root)
+    found.directories = [  # object stores have no directories of their own: none listed there
+        uri for uri in fs.directories(root, deepest_first=True) if not named.keeps_dir(uri)
+    ]
+    uri_root = root.rstrip("/")
+    if not keep_root and fs.is_directory(root) and not named.keeps_dir(uri_root):
+        found.directories.append(uri_root)
     return found
 
 
@@ -203,7 +197,7 @@ def remove_leftovers(
     relative paths (their content lives on in a newer version); None removes without recycling.
     """
     found = find_leftovers(store, root, keep_root=keep_root, spare=spare, tickets=tickets)
-    fs = filesystem_for(root)
+    fs = RootedFileSystem([root], purpose=f"sweep of '{root}'")
     if recycle_except is not None:
         replaced = [
             s
@@ -218,8 +212,7 @@ def remove_leftovers(
         fs.delete(status.uri)
         fault_point()
     for directory in found.directories:  # deepest first: each is empty by now unless a named one is inside
-        with contextlib.suppress(OSError):
-            os.rmdir(local_path(directory))
+        fs.remove_empty_directory(directory)
     return len(found.files)
 
 
@@ -269,15 +262,14 @@ def locked_cleanup(
 
 def _prune_empty_parents(store: Metastore, root: str, stop: str) -> None:
     """Remove empty directories above a retired one that no metadata names, up to ``stop`` (local only)."""
-    if not is_local_uri(root) or not root.rstrip("/").startswith(stop + "/"):
+    if not root.rstrip("/").startswith(stop + "/"):
         return
+    fs = RootedFileSystem([stop], purpose=f"removal of empty directories below '{stop}'")
     path = root.rstrip("/").rsplit("/", 1)[0]
-    while path.startswith(stop + "/"):
-        local = local_path(path)
-        if not os.path.isdir(local) or os.listdir(local) or named_locations(store, path).keeps_dir(path):
+    while path.startswith(stop + "/"):  # object stores have no directories: the first test stops it
+        if not fs.is_empty_directory(path) or named_locations(store, path).keeps_dir(path):
             return
-        with contextlib.suppress(OSError):
-            os.rmdir(local)
+        fs.remove_empty_directory(path)
         path = path.rsplit("/", 1)[0]
 
 
@@ -461,9 +453,7 @@ class Retirer:
             )
             retired += Retired(len(present), removed)
             fs.delete(uri)
-        if is_local_uri(tickets):
-            with contextlib.suppress(OSError):
-                os.rmdir(local_path(tickets))
+        filesystem_for(tickets).remove_empty_directory(tickets)
         return retired
 
     def run_due(self, *, wait: bool = False) -> int:

@@ -97,8 +97,8 @@ from hmsrepl.replication.target import (
     TargetWriter,
     refuse_during_bootstrap,
 )
-from hmsrepl.storage.base import filesystem_for, join_uri, path_key
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.base import join_uri, path_key
+from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import staging_name
 
 log = logging.getLogger(__name__)
@@ -266,7 +266,7 @@ class LoadEngine:
         self._changed = False
         root = self.target.catalog.default_db_location(target_db)
         self.retirer.run_tickets()  # earlier loads' replaced directories whose readers' grace has passed
-        fs = filesystem_for(root)
+        fs = RootedFileSystem([root], purpose=f"load into '{root}'")
         marks = join_uri(root, RUNNING_MARKS_DIR)
         earlier = [status.uri for status in fs.list_files(marks)]  # loads that did not finish (or still run)
         mark = join_uri(marks, f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
@@ -282,10 +282,8 @@ class LoadEngine:
             # not a replica, files whose content is not the dump's) and a failed batch (it removes what it
             # made) leave the target exactly as it was, mark and all.
             fs.delete(mark)
-            if is_local_uri(marks):
-                for directory in [marks] if had_root else [marks, root]:
-                    with contextlib.suppress(OSError):
-                        os.rmdir(local_path(directory))
+            for directory in [marks] if had_root else [marks, root]:
+                fs.remove_empty_directory(directory)
             raise
         self.retirer.run_due()
         self.retirer.defer()  # the rest waits for its grace period in tickets, not in this process
@@ -297,9 +295,7 @@ class LoadEngine:
             for uri in earlier:
                 fs.delete(uri)
         fs.delete(mark)
-        if is_local_uri(marks):
-            with contextlib.suppress(OSError):
-                os.rmdir(local_path(marks))
+        fs.remove_empty_directory(marks)
 
     @contextlib.contextmanager
     def _batch(self, writer: TargetWriter) -> Iterator[None]:

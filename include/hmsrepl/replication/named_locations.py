@@ -16,7 +16,6 @@ from typing import Any
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.storage.base import filesystem_for
-from hmsrepl.storage.local import is_local_uri
 
 
 def _named(store: Any, db_name: str, policy: ReplicationPolicy | None) -> Iterator[tuple[str, str]]:
@@ -40,5 +39,5 @@ def missing_locations(store: Any, db_name: str, policy: ReplicationPolicy | None
     return [
         f"{what}: location '{location}' does not exist"
         for what, location in _named(store, db_name, policy)
-        if is_local_uri(location) and not filesystem_for(location).exists(location)
+        if (fs := filesystem_for(location)).has_directories and not fs.exists(location)
     ]

@@ -11,8 +11,6 @@ directories made for them, and the dump is refused.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,8 +19,7 @@ from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import FileLostError
 from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.filecopy import CopyResult, CopyTask, run_copy_task
-from hmsrepl.storage.base import filesystem_for
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.base import filesystem_for, parent_uri
 from hmsrepl.storage.staging import staging_name
 
 
@@ -81,13 +78,15 @@ def _attempt(task: CopyTask) -> CopyResult | FileLostError:
 
 
 def _directories_to_make(tasks: Sequence[CopyTask]) -> list[str]:
-    """Local directories the staged copies will create (deepest first): removed again on a refusal."""
+    """Directories the staged copies will create (deepest first): removed again on a refusal. Only stores
+    with directories have any."""
     missing: set[str] = set()
-    for parent in {os.path.dirname(local_path(t.target_uri)) for t in tasks if is_local_uri(t.target_uri)}:
-        while parent and parent not in missing and not os.path.isdir(parent):
+    for parent in {parent_uri(t.target_uri) for t in tasks if filesystem_for(t.target_uri).has_directories}:
+        fs = filesystem_for(parent)
+        while parent and parent != "/" and parent not in missing and not fs.is_directory(parent):
             missing.add(parent)
-            parent = os.path.dirname(parent)
-    return sorted(missing, key=lambda path: path.count(os.sep), reverse=True)
+            parent = parent_uri(parent)
+    return sorted(missing, key=lambda uri: uri.count("/"), reverse=True)
 
 
 def remove_staged(tasks: Sequence[CopyTask], made: Sequence[str] = ()) -> None:
@@ -103,8 +102,7 @@ def remove_staged(tasks: Sequence[CopyTask], made: Sequence[str] = ()) -> None:
 def remove_empty(made: Sequence[str]) -> None:
     """Remove the directories of ``made`` (deepest first) that hold nothing: the others are in use now."""
     for directory in made:
-        with contextlib.suppress(OSError):
-            os.rmdir(directory)
+        filesystem_for(directory).remove_empty_directory(directory)
 
 
 def discard_unpublished(tasks: Sequence[CopyTask]) -> int:

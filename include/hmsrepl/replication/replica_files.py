@@ -36,7 +36,6 @@ from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.schema import data_files, partitions
 from hmsrepl.storage.base import filesystem_for, relative_to
 from hmsrepl.storage.checksum import checksum_size
-from hmsrepl.storage.local import is_local_uri
 
 WRITE_CHUNK = 5_000
 
@@ -193,7 +192,7 @@ class Published:
         if self.in_place:
             return True
         mostly_kept = 2 * (len(self.stamps) + len(self.removed)) < len(self.files)
-        return not self.replace and mostly_kept and is_local_uri(self.location)
+        return not self.replace and mostly_kept and filesystem_for(self.location).hard_links
 
     def applied(self) -> AppliedFiles:
         """What the replica's own event records: the version's change (``as_delta``) or its whole listing."""

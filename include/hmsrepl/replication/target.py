@@ -82,9 +82,9 @@ from hmsrepl.replication.replica_files import (
 )
 from hmsrepl.replication.replica_layout import is_below
 from hmsrepl.replication.replica_scope import SCOPE_PARAMS, ReplicaScope
-from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, parent_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
-from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
+from hmsrepl.storage.local import sync_uris
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class TargetWriter:
         self.copy_data = copy_data
         self.stats = stats or ApplyStats()
         self.scope = scope  # recorded with each position (None: leave the recorded scope as it is)
-        self._unsynced_dirs: set[str] = set()  # local directories with renames not yet made durable
+        self._unsynced_dirs: set[str] = set()  # directories with renames not yet made durable
         # The event being applied names the version directories it makes (set by the load per event).
         self.version = 0
         self._created: list[str] = []  # version directories made in the current batch (not yet named)
@@ -653,8 +653,8 @@ class TargetWriter:
             fault_point()
         publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
         fault_point()
-        if is_local_uri(new):
-            self._unsynced_dirs.add(local_path(new))
+        if filesystem_for(new).hard_links:
+            self._unsynced_dirs.add(new)
             stamps.update((relative_to(uri, new), stamp_of(uri)) for uri in to_publish)
         else:  # a server-side copy is a new object: every file of the version gets a new stamp
             stamps.update((relative_to(s.uri, new), s.stamp) for s in list_data_files(new))
@@ -708,8 +708,7 @@ class TargetWriter:
             files[rel] = encode_at(self.target.cm, current, rel, FileIdentity(checksums[rel]))
             self._in_place[target_uri] = (self.written_at.get(encoded, self.version), files[rel])
             stamps[rel] = stamp_of(staged)
-            if is_local_uri(staged):
-                self._unsynced_dirs.add(local_path(staged).rsplit("/", 1)[0])  # durable before the commit
+            self._unsynced_dirs.add(parent_uri(staged))  # durable before the commit
         self._added_in_place.setdefault(current, set()).update(new)
         self.stats.files_kept += before.count
         self._retire_staging_area(logical, current)
@@ -838,8 +837,7 @@ class TargetWriter:
         for rel, staged in self._staged_below(current).items():  # added in place earlier in this batch
             link_file(staged, join_uri(new, rel))
             carried.add(rel)
-        if is_local_uri(new):
-            self._unsynced_dirs.add(local_path(new))
+        self._unsynced_dirs.add(new)
         self._retire.append(Retirement(current, frozenset(carried)))
         self._retire_staging_area(logical, current)
         return new
@@ -925,8 +923,8 @@ class TargetWriter:
             self.target.cm.recycle(describe_files(target_location, self.target.cm, extras))
             self.stats.files_removed += len(extras)
         publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
-        if to_publish and is_local_uri(target_location):
-            self._unsynced_dirs.add(local_path(target_location))
+        if to_publish:
+            self._unsynced_dirs.add(target_location)
         if logical != target_location.rstrip("/") and fs.exists(logical):
             self._retire.append(Retirement(logical, recycle=False))  # a copier's staged copies, if unnamed
 
@@ -938,7 +936,7 @@ class TargetWriter:
         sync per load batch instead of one per file keeps this cheap.
         """
         if self._unsynced_dirs:
-            sync_file_systems(self._unsynced_dirs)
+            sync_uris(self._unsynced_dirs)
             self._unsynced_dirs.clear()
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.file_capture import is_hidden, list_data_files
+from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.replication import iceberg
 from hmsrepl.replication.acid_replay import visible_statuses
@@ -38,7 +38,7 @@ from hmsrepl.replication.named_locations import missing_locations
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replica_dirs import external_dirs
 from hmsrepl.replication.target import TARGET_ONLY_PARAMS, VOLATILE_PARAMS
-from hmsrepl.storage.base import filesystem_for, relative_to
+from hmsrepl.storage.base import filesystem_for, is_hidden, relative_to
 
 IGNORED_PARAMS = set(TARGET_ONLY_PARAMS) | set(VOLATILE_PARAMS)
 

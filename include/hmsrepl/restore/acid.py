@@ -12,7 +12,6 @@ files). Directories a cleaner already removed cannot be read back: such a revert
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,8 +22,8 @@ from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.protection import refusal
 from hmsrepl.restore.errors import RestoreError
-from hmsrepl.storage.base import copy_file, filesystem_for, join_uri, relative_to
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.base import join_uri, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 
 @dataclass
@@ -129,17 +128,20 @@ def run_insert_only(store: Metastore, plan: AcidRevertPlan) -> int:
         with InsertOnlyWriter(store, db, table, obj.values, mode="overwrite") as writer:
             for uri in obj.files:
                 rel = relative_to(uri, obj.location).replace("/", "-")  # delta_5_5_0000-000000_0: unique
-                _link_or_copy(uri, join_uri(writer.target_uri, rel))
+                _link_or_copy(store.cm.files, uri, join_uri(writer.target_uri, rel))
                 written += 1
     return written
 
 
-def _link_or_copy(source: str, target: str) -> None:
-    if is_local_uri(source) and is_local_uri(target):
-        with contextlib.suppress(OSError):
-            os.link(local_path(source), local_path(target))
+def _link_or_copy(files: RootedFileSystem, source: str, target: str) -> None:
+    """A hard link where the store has them (no bytes move), else a verified copy; both within the
+    metastore's roots (its rooted file system refuses anything else)."""
+    with contextlib.suppress(OSError):
+        if files.link(source, target):
             return
-    copy_file(source, target, filesystem_for(source).checksum(source))
+    files.copy_verified(
+        source, target, files.checksum(source), temp_prefix=".restore-", on_chunk=lambda: None
+    )
 
 
 def _values_key(part: object) -> tuple[str, ...]:

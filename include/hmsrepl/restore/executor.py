@@ -15,7 +15,6 @@ is completed first, so it cannot take the restored files away.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -25,8 +24,8 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Partition
 from hmsrepl.restore.errors import RestoreError
 from hmsrepl.restore.plan import ObjectPlan, RestorePlan, TablePlan
-from hmsrepl.storage.base import copy_files, filesystem_for
-from hmsrepl.storage.local import is_local_uri, local_path
+from hmsrepl.storage.base import base_name, copy_files, filesystem_for, join_uri, parent_uri
+from hmsrepl.storage.rooted import RootedFileSystem
 
 BATCH = 500  # partitions per ADD_PARTITION event
 COPY_THREADS = 16  # copies in flight (each is synced: latency-bound, not bandwidth-bound)
@@ -126,32 +125,34 @@ class RestoreExecutor:
 
     def _place(self, objects: Sequence[ObjectPlan]) -> list[list[str]]:
         """Put the objects' files in place; returns each one's whole listing there, encoded (what the catalog
-        records). Links are made one by one (no bytes move); copies run ``COPY_THREADS`` at a time."""
+        records). Links are made one by one (no bytes move); copies run ``COPY_THREADS`` at a time.
+
+        Every file goes through the metastore's rooted file system (its cmroot and data roots): a plan whose
+        source or target left them would be refused before any byte moved. On a file system with directories
+        a file is placed under a hidden temporary name, then renamed in; an object store's copy appears whole.
+        """
+        files = self.store.cm.files
         copies: list[tuple[str, str, str]] = []
         renames: list[tuple[str, str]] = []
         for placement in (p for obj in objects for p in obj.place):
-            source, target = placement.source, placement.target
-            if not (is_local_uri(source) and is_local_uri(target)):
-                copies.append(
-                    (source, target, placement.checksum)
-                )  # a store's copy appears whole or not at all
+            source, target = files.check(placement.source), files.check(placement.target, follow=False)
+            if not filesystem_for(target).has_directories:
+                copies.append((source, target, placement.checksum))  # an object store's copy appears whole
                 continue
-            dst = local_path(target)
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            tmp = os.path.join(
-                os.path.dirname(dst), f".restore-{os.path.basename(dst)}-{uuid.uuid4().hex[:12]}"
-            )
-            renames.append((tmp, dst))
-            if not (self.link and self._linked_into(local_path(source), tmp)):
+            tmp = join_uri(parent_uri(target), f".restore-{base_name(target)}-{uuid.uuid4().hex[:12]}")
+            renames.append((tmp, target))
+            if not (self.link and self._linked_into(files, source, tmp)):
                 copies.append((source, tmp, placement.checksum))
         try:
             copy_files(copies, threads=COPY_THREADS)
             for tmp, dst in renames:
-                os.replace(tmp, dst)
+                if not files.rename(tmp, dst):
+                    files.copy(tmp, dst)
+                    files.delete(tmp)
         except BaseException:
             for tmp, _ in renames:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+                with contextlib.suppress(Exception):
+                    files.delete(tmp)
             raise
         cm = self.store.cm
         return [
@@ -159,13 +160,15 @@ class RestoreExecutor:
             for obj in objects
         ]
 
-    def _linked_into(self, source: str, tmp: str) -> bool:
+    def _linked_into(self, files: RootedFileSystem, source: str, tmp: str) -> bool:
+        """Link ``source`` (in cmroot, or a file left in place) to ``tmp``; False where links cannot be made
+        (another device, an object store): the file is copied instead."""
         try:
-            os.link(source, tmp)
-        except OSError:  # another device, or links not allowed: copied instead
+            linked = files.link(source, tmp)
+        except OSError:
             return False
-        self._linked += 1
-        return True
+        self._linked += int(linked)
+        return linked
 
     @staticmethod
     def _unplace(obj: ObjectPlan) -> None:

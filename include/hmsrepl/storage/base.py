@@ -18,6 +18,7 @@ each process.
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -87,6 +88,13 @@ class FileSystem(abc.ABC):
     #: Whether ``move`` within the store keeps the file's modification time (a rename does; an object
     #: store's copy + delete writes a new object dated now). cmroot retention must count from recycling.
     move_keeps_mtime: bool = True
+    #: Whether files can be hard-linked (a pin is then a link; object stores pin by version id instead).
+    hard_links: bool = False
+    #: Whether directories exist of their own (object stores only have keys with slashes).
+    has_directories: bool = False
+    #: Whether a file can be rewritten in place, so a modification time just taken may not yet tell two
+    #: writes apart (object stores write whole objects, each with a new entity tag and version).
+    writes_in_place: bool = False
 
     @abc.abstractmethod
     def list_files(self, uri: str) -> Iterator[FileStatus]:
@@ -173,6 +181,93 @@ class FileSystem(abc.ABC):
         """True when ``copy``/``move`` between the two can stay inside one store (no bytes through us)."""
         return type(self) is type(other)
 
+    # -- directories, links and names: what a file system has and an object store does not ----------------
+    # The defaults are an object store's answers (no directories, no links, no atomic rename); callers use
+    # them instead of ``os`` calls so that every path they touch passes through a FileSystem (and, bound to
+    # roots, through ``storage.rooted``).
+    def size(self, uri: str) -> int | None:
+        """The file's size in bytes, or None when no file is there."""
+        found = self.status(uri)
+        return None if found is None else found.size
+
+    def has_entry(self, uri: str) -> bool:
+        """Whether anything is under this name (locally also a dangling symlink, which ``exists`` denies)."""
+        return self.exists(uri)
+
+    def link(self, src: str, dst: str, *, replace: bool = False) -> bool:
+        """Give ``dst`` the content of ``src`` without copying bytes (a hard link), creating its parent.
+
+        False when this store cannot link these two (another device, links not allowed, an object store):
+        the caller copies instead. An existing ``dst`` raises FileExistsError unless ``replace``.
+        """
+        return False
+
+    def same_file(self, a: str, b: str) -> bool:
+        """Whether two names are one file (a hard link); never on stores without links."""
+        return False
+
+    def rename(self, src: str, dst: str) -> bool:
+        """Rename atomically within one file system, creating the target's parent (an existing target is
+        replaced); False when that cannot be done atomically (another device, an object store)."""
+        return False
+
+    def sync_directory(self, uri: str) -> None:
+        """Make renames into or out of a directory durable; stores without directories have nothing to do."""
+        return None  # nothing to make durable
+
+    def is_directory(self, uri: str) -> bool:
+        return False
+
+    def directories(self, uri: str, *, deepest_first: bool = False) -> Iterator[str]:
+        """Every real directory strictly below ``uri`` (never through a symlink); none on object stores."""
+        return iter(())
+
+    def is_empty_directory(self, uri: str) -> bool:
+        return False
+
+    def remove_empty_directory(self, uri: str) -> bool:
+        """Remove ``uri`` if it is a directory holding nothing; True when removed. Object stores have no
+        directories: nothing to remove."""
+        return False
+
+    def write_unsynced(self, uri: str, data: bytes) -> None:
+        """Write a small file that ``sync_tree`` later makes durable with all the others (a dump's files:
+        the dump counts only once acknowledged). Object stores write whole objects anyway."""
+        self.write_bytes(uri, data)
+
+    def sync_tree(self, uri: str) -> None:
+        """Make everything written below ``uri`` durable (one sync of its file system); object stores' writes
+        are durable when they return."""
+        return None  # nothing to make durable
+
+    def entry_kind(self, uri: str) -> str | None:
+        """What is under this name, not following a final link: ``file``, ``directory``, ``other`` (a link,
+        FIFO, device) or None when nothing is. Object stores hold files only."""
+        return "file" if self.exists(uri) else None
+
+    def stat_tree(self, uri: str) -> dict[str, tuple[int, int]]:
+        """Data files below ``uri`` by relative path, as (size, stamp): hidden entries (a component starting
+        with ``_`` or ``.``) left out, no reads. A file named by ``uri`` itself is listed under its name."""
+        out: dict[str, tuple[int, int]] = {}
+        for status in self.list_files(uri):
+            rel = _relative_or_name(status.uri, uri)
+            if not is_hidden(rel):
+                out[rel] = (status.size, status.stamp)
+        return out
+
+    def stat_named(self, uri: str, names: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """(size, stamp) of each named regular file below ``uri`` that is there; no listing of ``uri``."""
+        out: dict[str, tuple[int, int]] = {}
+        for rel in names:
+            found = self.status(f"{uri.rstrip('/')}/{rel}")
+            if found is not None:
+                out[rel] = (found.size, found.stamp)
+        return out
+
+    def count_files(self, uri: str) -> int:
+        """How many data files ``stat_tree`` would list, holding none of them."""
+        return sum(1 for status in self.list_files(uri) if not is_hidden(_relative_or_name(status.uri, uri)))
+
 
 _registered: dict[str, FileSystem] = {}
 _registry_lock = threading.Lock()
@@ -207,9 +302,7 @@ def filesystem_for(uri: str) -> FileSystem:
             return _registered[max(matches, key=len)]
     scheme = uri_scheme(uri)
     if scheme == "file":
-        from hmsrepl.storage.local import LocalFileSystem
-
-        return LocalFileSystem()
+        return _local_filesystem()
     if scheme in S3_SCHEMES:
         from hmsrepl.storage.s3 import default_s3_filesystem
 
@@ -222,6 +315,14 @@ def filesystem_for(uri: str) -> FileSystem:
         f"unsupported storage scheme '{scheme}' in '{uri}'; use a local path, a file: URI, s3://bucket/key "
         "or hdfs://namenode:port/path"
     )
+
+
+@functools.cache
+def _local_filesystem() -> FileSystem:
+    """The one local file system (it keeps no state: every call of ``filesystem_for`` may share it)."""
+    from hmsrepl.storage.local import LocalFileSystem
+
+    return LocalFileSystem()
 
 
 def copy_file(src: str, dst: str, expected_checksum: str | None = None) -> str:
@@ -301,6 +402,20 @@ def join_uri(base: str, *names: str) -> str:
     for name in names:
         out = f"{out}/{name.strip('/')}"
     return out
+
+
+def is_hidden(relative_path: str) -> bool:
+    """Hive's listing filter: a component starting with ``_`` or ``.`` (``_SUCCESS``, ``.crc``) is not data."""
+    return any(part.startswith(("_", ".")) for part in relative_path.split("/"))
+
+
+def _relative_or_name(uri: str, root: str) -> str:
+    return relative_to(uri, root) if uri.rstrip("/") != root.rstrip("/") else base_name(uri)
+
+
+def parent_uri(uri: str) -> str:
+    """The URI of the directory holding ``uri`` (its last segment cut)."""
+    return uri.rstrip("/").rsplit("/", 1)[0] or "/"
 
 
 def base_name(uri: str) -> str:

@@ -86,6 +86,9 @@ class HdfsFileSystem(FileSystem):
 
     io_parallelism = 8
 
+    #: HDFS has real directories (a trash, a partition directory) and renames, but no hard links.
+    has_directories = True
+
     def __init__(
         self,
         namenode: str,
@@ -240,6 +243,12 @@ class HdfsFileSystem(FileSystem):
         except BaseException:
             self.delete(tmp_uri)
             raise
+
+    def rename(self, src: str, dst: str) -> bool:
+        """Rename within the NameNode, creating the target's parent and replacing a file there: atomic."""
+        self.makedirs(dst.rsplit("/", 1)[0])
+        self.replace(src, dst)
+        return True
 
     def replace(self, src: str, dst: str) -> None:
         """A rename over ``dst`` (``RENAME`` with ``OVERWRITE``): atomic, no bytes copied."""

@@ -23,17 +23,26 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ctypes
+import errno
 import os
 import shutil
 import stat
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, Literal, get_args
 
 from hmsrepl.exceptions import StorageError
 from hmsrepl.storage.base import FileStatus, FileSystem
 from hmsrepl.storage.checksum import CHUNK_BYTES, ChecksumReader, RunningChecksum, checksum_stream
+from hmsrepl.storage.local_tree import (
+    StatIdentity,
+    count_local_data_files,
+    local_stats,
+    named_stats,
+    real_directories,
+)
 
 Durability = Literal["file", "batch", "none"]
 DURABILITY_MODES: tuple[str, ...] = get_args(Durability)
@@ -44,6 +53,8 @@ WRITEBACK_BYTES = 8 * 1024 * 1024
 #: Chunk of a local copy: large enough that hashing releases the GIL (>= 1 MB) and syscalls are few.
 COPY_CHUNK_BYTES = CHUNK_BYTES
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages in the range, do not wait
+#: Errors of ``link`` that mean "this store cannot link these two": the caller copies instead.
+LINK_UNSUPPORTED = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP)
 
 
 def _libc_function(name: str, *argtypes: type) -> Callable[..., int] | None:
@@ -89,6 +100,11 @@ def sync_file_systems(paths: Iterable[str]) -> None:
                 )
         finally:
             os.close(fd)
+
+
+def sync_uris(uris: Iterable[str]) -> None:
+    """``sync_file_systems`` of the local ones among ``uris`` (object stores' writes are durable already)."""
+    sync_file_systems(local_path(uri) for uri in uris if is_local_uri(uri))
 
 
 class SyncBatch:
@@ -161,6 +177,10 @@ def local_path(uri: str) -> str:
 
 
 class LocalFileSystem(FileSystem):
+    hard_links = True
+    has_directories = True
+    writes_in_place = True
+
     def list_files(self, uri: str) -> Iterator[FileStatus]:
         """Regular files below ``uri``, sorted by path; nothing else is a data file.
 
@@ -288,6 +308,162 @@ class LocalFileSystem(FileSystem):
 
     def delete_tree(self, uri: str) -> None:
         shutil.rmtree(local_path(uri), ignore_errors=True)
+
+    # -- directories, links and names (see ``FileSystem``) ---------------------------------------------
+    def size(self, uri: str) -> int | None:
+        try:
+            return os.stat(local_path(uri)).st_size
+        except OSError:
+            return None
+
+    def has_entry(self, uri: str) -> bool:
+        return os.path.lexists(local_path(uri))
+
+    def link(self, src: str, dst: str, *, replace: bool = False) -> bool:
+        source, target = local_path(src), local_path(dst)
+        for attempt in (1, 2):
+            try:  # one system call in the usual case: a load links every file an object keeps
+                os.link(source, target)
+                return True
+            except FileExistsError:
+                if not replace or attempt == 2:
+                    raise
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(target)
+            except FileNotFoundError:  # the target's directory not made yet (or the source gone: raised next)
+                if attempt == 2 or not os.path.lexists(source):
+                    raise
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+            except OSError as exc:
+                if exc.errno in LINK_UNSUPPORTED:
+                    return False
+                raise
+        return False  # pragma: no cover - the loop returns or raises
+
+    def same_file(self, a: str, b: str) -> bool:
+        try:
+            return os.path.samefile(local_path(a), local_path(b))
+        except OSError:
+            return False
+
+    def rename(self, src: str, dst: str) -> bool:
+        target = local_path(dst)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            os.rename(local_path(src), target)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            return False
+        return True
+
+    def sync_directory(self, uri: str) -> None:
+        """fsync of the directory itself; file systems that cannot sync directories still renamed atomically."""
+        try:
+            fd = os.open(local_path(uri), os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def is_directory(self, uri: str) -> bool:
+        return os.path.isdir(local_path(uri))
+
+    def directories(self, uri: str, *, deepest_first: bool = False) -> Iterator[str]:
+        base, prefix = local_path(uri).rstrip("/"), uri.rstrip("/")
+        for path in real_directories(base, deepest_first=deepest_first):
+            yield prefix + path[len(base) :]
+
+    def is_empty_directory(self, uri: str) -> bool:
+        path = local_path(uri)
+        try:
+            with os.scandir(path) as scan:
+                return next(scan, None) is None
+        except OSError:
+            return False
+
+    def remove_empty_directory(self, uri: str) -> bool:
+        try:
+            os.rmdir(local_path(uri))
+        except OSError:
+            return False
+        return True
+
+    def write_unsynced(self, uri: str, data: bytes) -> None:
+        path = local_path(uri)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(data)
+
+    def sync_tree(self, uri: str) -> None:
+        sync_file_systems([local_path(uri)])  # syncfs of that file system, not every disk's
+
+    def entry_kind(self, uri: str) -> str | None:
+        try:
+            mode = os.lstat(local_path(uri)).st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot examine '{uri}': {exc.strerror}") from exc
+        return "file" if stat.S_ISREG(mode) else "directory" if stat.S_ISDIR(mode) else "other"
+
+    def stat_tree(self, uri: str) -> dict[str, StatIdentity]:
+        out: dict[str, StatIdentity] = {}
+        local_stats(local_path(uri), out)
+        return out
+
+    def stat_named(self, uri: str, names: Iterable[str]) -> dict[str, StatIdentity]:
+        return named_stats(local_path(uri), list(names))
+
+    def count_files(self, uri: str) -> int:
+        return count_local_data_files(local_path(uri))
+
+    def copy_verified(
+        self,
+        src: str,
+        dst: str,
+        checksum: str,
+        *,
+        temp_prefix: str,
+        chunk_bytes: int = 1024 * 1024,
+        on_chunk: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Copy between two local file systems without ever showing a partial or wrong file under ``dst``.
+
+        The bytes go to ``<temp_prefix><name>-<random>`` beside the target, are hashed as they pass, synced,
+        and compared with ``checksum``; only a matching copy is renamed into place (and its directory
+        synced, so the rename is durable before the caller deletes the original). A temporary file left by
+        a crash carries another name, so it is never taken for the real one. ``on_chunk`` runs after each
+        chunk (crash tests stop there).
+        """
+        src_path, dst_path = local_path(src), local_path(dst)
+        directory = os.path.dirname(dst_path)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f"{temp_prefix}{os.path.basename(dst_path)}-{uuid.uuid4().hex[:12]}")
+        running = RunningChecksum()
+        try:
+            with open(src_path, "rb") as source, open(tmp, "wb") as out:
+                while chunk := source.read(chunk_bytes):
+                    running.update(chunk)
+                    out.write(chunk)
+                    on_chunk()
+                out.flush()
+                os.fsync(out.fileno())
+            if checksum and running.token != checksum:
+                raise StorageError(
+                    f"copy of '{src_path}' to '{dst_path}' has checksum {running.token}, expected {checksum}; "
+                    "the original was left in place: retry"
+                )
+            os.replace(tmp, dst_path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self.sync_directory(directory)
 
 
 def _walk_regular(directory: str, uri_prefix: str) -> Iterator[FileStatus]:

@@ -1,0 +1,284 @@
+"""A file system bound to its roots: the one place that decides whether a path may be touched at all.
+
+Every read, write, rename, link, delete and listing of warehouse, external root, cmroot, trash, dump and
+staging paths goes through a ``RootedFileSystem`` made for the roots that piece of work may touch (a
+change manager: its cmroot and the warehouse roots it recycles from; a load's sweep: the replica's
+directory; a dump: the dump directory). Checks that used to live at the call sites that remembered them
+live here, so a new feature cannot forget them:
+
+- a path is canonicalised once, with the project's one normaliser (``formats.paths.canonical_uri``: one
+  spelling per place, ``.``/``..``/empty segments and control characters refused, never URL-decoded);
+- a local path's symlinks are resolved for containment (``realpath``: the nearest existing ancestor
+  decides, as the kernel will when the path is used). Operations on a *name* (delete, the source of a
+  move, the target of a write) resolve the parent only, so a link inside a root can itself be removed or
+  replaced; operations on *content* (read, list, checksum) follow the whole path;
+- anything outside the roots is refused with one error type, ``OutsideRootsError``, before any I/O.
+
+Roots are resolved once, when the file system is made. The work itself is done by the store the URI
+names (``filesystem_for``), so a rooted file system spans local and S3 roots alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import BinaryIO
+
+from hmsrepl.exceptions import StorageError
+from hmsrepl.formats.file_uri import split_versioned_reference
+from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below, show
+from hmsrepl.storage.base import (
+    FileIdentity,
+    FileStatus,
+    FileSystem,
+    copy_file,
+    filesystem_for,
+    move_file,
+    parent_uri,
+)
+
+
+def real_path(path: str) -> str:
+    """Where the kernel will act for a local absolute path: every symlink of its existing part followed, a
+    missing tail kept as written. The one resolver of containment checks.
+
+    The kernel resolves it (an ``O_PATH`` open, then the descriptor's name in ``/proc``): three system calls
+    whatever the depth, where ``os.path.realpath`` makes one ``lstat`` per component in Python (ten or more
+    for a partition's file, several times per recycled file). A name that cannot be opened is resolved by
+    its parent; a dangling symlink, a missing path with ``.``/``..``/empty segments (the metastore's policy
+    resolves client spellings), or a system without ``O_PATH``, by ``os.path.realpath``.
+    """
+    if _O_PATH is None:
+        return os.path.realpath(path)
+    try:
+        fd = os.open(path, _O_PATH)
+    except (FileNotFoundError, NotADirectoryError):
+        if path == "/" or "/." in path or "//" in path or os.path.islink(path):
+            return os.path.realpath(path)  # '.', '..' or empty segments after a missing one: its rules
+        parent, name = path.rsplit("/", 1)
+        return os.path.join(real_path(parent or "/"), name)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+
+
+_O_PATH: int | None = getattr(os, "O_PATH", None) if os.path.isdir("/proc/self/fd") else None
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_plain(uri: str) -> str:
+    """``canonical_uri`` of a URI without its version (pure, so remembered: paths repeat within a batch)."""
+    plain, _version = split_versioned_reference(uri)
+    return canonical_uri(plain)
+
+
+class OutsideRootsError(StorageError):
+    """A path that a rooted file system refuses: outside its roots, or not a usable location at all."""
+
+
+class RootedFileSystem(FileSystem):
+    """Operations of ``FileSystem`` on paths below ``roots`` only; ``purpose`` names the work in errors."""
+
+    def __init__(self, roots: Iterable[str], *, purpose: str) -> None:
+        self.purpose = purpose
+        self.roots = tuple(root for root in roots if root)
+        if not self.roots:
+            raise OutsideRootsError(f"{purpose}: no root to work in; configure one")
+        canonical = [self._canonical(root) for root in self.roots]
+        self._local = tuple(real_path(root) for root in canonical if root.startswith("/"))
+        #: Each local root's canonical spelling and its real path: a path directly in a root (a cmroot file)
+        #: needs no lookup of its parent.
+        self._resolved = {root: real_path(root) for root in canonical if root.startswith("/")}
+        self._remote = tuple(root for root in canonical if not root.startswith("/"))
+        first = filesystem_for(self.roots[0])
+        self.io_parallelism = first.io_parallelism
+        self.move_keeps_mtime = first.move_keeps_mtime
+
+    # -- the check -----------------------------------------------------------------------------------------
+    def _canonical(self, uri: str) -> str:
+        try:
+            return _canonical_plain(uri)
+        except (InvalidPathError, ValueError) as exc:
+            raise OutsideRootsError(f"{self.purpose}: refused {show(uri)}: it {exc}") from None
+
+    def contains(self, uri: str, *, follow: bool = True) -> bool:
+        """Whether ``uri`` lies at or below a root (no error: for callers that skip what is outside)."""
+        try:
+            self.check(uri, follow=follow)
+        except OutsideRootsError:
+            return False
+        return True
+
+    def check(self, uri: str, *, follow: bool = True) -> str:
+        """``uri`` unchanged when it lies at or below a root, else ``OutsideRootsError``.
+
+        The name itself must lie in a root once its parent is resolved (what a delete, rename or replace
+        acts on: a symlink inside a root may be removed, wherever it points). With ``follow`` (operations
+        on content: read, list, checksum, touch), a name that is a symlink must also lead into a root.
+        """
+        canonical = self._canonical(uri)
+        if not canonical.startswith("/"):
+            self._require(canonical, canonical, self._remote)
+            return uri
+        if canonical == "/":
+            self._require(canonical, canonical, self._local)
+            return uri
+        parent, name = canonical.rsplit("/", 1)
+        real_parent = self._resolved.get(parent) or real_path(parent or "/")
+        named = f"{real_parent.rstrip('/')}/{name}"
+        self._require(canonical, named, self._local)
+        if follow and os.path.islink(named):
+            self._require(canonical, real_path(named), self._local)
+        return uri
+
+    def _require(self, canonical: str, real: str, roots: Sequence[str]) -> None:
+        if not any(is_below(real, root) for root in roots):
+            shown = real if real == canonical else f"{canonical} (resolves to {real})"
+            raise OutsideRootsError(
+                f"{self.purpose}: refused '{shown}': it is outside the roots it may touch "
+                f"({', '.join(self.roots)}); fix the location, or the configured roots if it belongs there"
+            )
+
+    def admit(self, *uris: str) -> RootedFileSystem:
+        """This file system with ``uris`` checked once (name and content): for several operations on the
+        same few paths (a recycled file: exists, checksum, rename, delete), which are then not resolved again.
+        Their directories pass too (the check resolved them into a root: syncing a rename there). Every
+        other path is still checked on each use."""
+        for uri in uris:
+            self.check(uri)
+        return _Admitted(self, [*uris, *(parent_uri(uri) for uri in uris)])
+
+    def _fs(self, uri: str, *, follow: bool = True) -> FileSystem:
+        return filesystem_for(self.check(uri, follow=follow))
+
+    # -- FileSystem, each operation checked first ---------------------------------------------------------
+    def list_files(self, uri: str) -> Iterator[FileStatus]:
+        return self._fs(uri).list_files(uri)
+
+    def status(self, uri: str) -> FileStatus | None:
+        return self._fs(uri).status(uri)
+
+    def exists(self, uri: str) -> bool:
+        return self._fs(uri).exists(uri)
+
+    def checksum(self, uri: str) -> str:
+        return self._fs(uri).checksum(uri)
+
+    def identify(self, uri: str) -> FileIdentity:
+        return self._fs(uri).identify(uri)
+
+    def open_read(self, uri: str) -> BinaryIO:
+        return self._fs(uri).open_read(uri)
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        self._fs(uri, follow=False).write_bytes(uri, data)
+
+    def write_stream(self, uri: str, stream: BinaryIO) -> str:
+        return self._fs(uri, follow=False).write_stream(uri, stream)
+
+    def copy(self, src: str, dst: str, size: int | None = None) -> str:
+        self.check(src)
+        self.check(dst, follow=False)
+        return copy_file(src, dst)
+
+    def move(self, src: str, dst: str) -> None:
+        self.check(src, follow=False)
+        self.check(dst, follow=False)
+        move_file(src, dst)
+
+    def delete(self, uri: str) -> None:
+        self._fs(uri, follow=False).delete(uri)
+
+    def touch(self, uri: str, mtime: float) -> None:
+        self._fs(uri).touch(uri, mtime)
+
+    def makedirs(self, uri: str) -> None:
+        self._fs(uri).makedirs(uri)
+
+    def delete_tree(self, uri: str) -> None:
+        self._fs(uri).delete_tree(uri)
+
+    def size(self, uri: str) -> int | None:
+        return self._fs(uri).size(uri)
+
+    def has_entry(self, uri: str) -> bool:
+        return self._fs(uri, follow=False).has_entry(uri)
+
+    def link(self, src: str, dst: str, *, replace: bool = False) -> bool:
+        source = self._fs(src, follow=False)
+        target = self._fs(dst, follow=False)
+        return source.same_store(target) and source.link(src, dst, replace=replace)
+
+    def same_file(self, a: str, b: str) -> bool:
+        first, second = self._fs(a), self._fs(b)
+        return first.same_store(second) and first.same_file(a, b)
+
+    def rename(self, src: str, dst: str) -> bool:
+        source = self._fs(src, follow=False)
+        target = self._fs(dst, follow=False)
+        return source.same_store(target) and source.rename(src, dst)
+
+    def sync_directory(self, uri: str) -> None:
+        self._fs(uri).sync_directory(uri)
+
+    def is_directory(self, uri: str) -> bool:
+        return self._fs(uri).is_directory(uri)
+
+    def directories(self, uri: str, *, deepest_first: bool = False) -> Iterator[str]:
+        return self._fs(uri).directories(uri, deepest_first=deepest_first)
+
+    def is_empty_directory(self, uri: str) -> bool:
+        return self._fs(uri).is_empty_directory(uri)
+
+    def remove_empty_directory(self, uri: str) -> bool:
+        return self._fs(uri, follow=False).remove_empty_directory(uri)
+
+    def write_unsynced(self, uri: str, data: bytes) -> None:
+        self._fs(uri, follow=False).write_unsynced(uri, data)
+
+    def sync_tree(self, uri: str) -> None:
+        self._fs(uri).sync_tree(uri)
+
+    def entry_kind(self, uri: str) -> str | None:
+        return self._fs(uri, follow=False).entry_kind(uri)
+
+    def stat_tree(self, uri: str) -> dict[str, tuple[int, int]]:
+        return self._fs(uri).stat_tree(uri)
+
+    def stat_named(self, uri: str, names: Iterable[str]) -> dict[str, tuple[int, int]]:
+        return self._fs(uri).stat_named(uri, names)
+
+    def count_files(self, uri: str) -> int:
+        return self._fs(uri).count_files(uri)
+
+    def copy_verified(
+        self, src: str, dst: str, checksum: str, *, temp_prefix: str, on_chunk: Callable[[], None]
+    ) -> None:
+        """A local copy across devices, verified before it is renamed into place (``LocalFileSystem``);
+        across stores, ``copy_file`` verified against ``checksum``."""
+        source, target = self._fs(src), self._fs(dst, follow=False)
+        copy_verified = getattr(target, "copy_verified", None)
+        if copy_verified is not None and source.same_store(target):
+            copy_verified(src, dst, checksum, temp_prefix=temp_prefix, on_chunk=on_chunk)
+            return
+        copy_file(src, dst, checksum or None)
+
+    def same_store(self, other: FileSystem) -> bool:
+        return False  # a rooted file system spans stores: copies go through copy_file, checked here
+
+
+class _Admitted(RootedFileSystem):
+    """A rooted file system that knows some paths passed already (``RootedFileSystem.admit``)."""
+
+    def __init__(self, rooted: RootedFileSystem, uris: Sequence[str]) -> None:
+        self.__dict__.update(rooted.__dict__)
+        self._admitted = frozenset([*getattr(rooted, "_admitted", ()), *uris])
+
+    def check(self, uri: str, *, follow: bool = True) -> str:
+        return uri if uri in self._admitted else super().check(uri, follow=follow)

@@ -1,0 +1,108 @@
+"""A dump whose partitions do not own their locations is refused before the load changes anything.
+
+A crafted source declares partition ``dt=b`` at (or inside) its sibling ``dt=a``'s directory, or inside
+another managed table's directory: applied, a later drop of one would recycle the other's files on the
+replica. Dump validation applies the catalog's ownership rule to the dump's locations as a whole. Each case
+edits a copy of a real bootstrap dump; the replica's catalog rows, notification log and every file of both
+sides are hashed before and after, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Database
+from hmsrepl.replication.dump_validation import DumpValidationError
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.storage.local import local_path
+from tests.backends import temporary_database
+from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, write_file
+from tests.security.untouched import Untouched
+
+
+class Scene:
+    def __init__(self, root: Path, source: Metastore, target: Metastore) -> None:
+        self.root, self.source, self.target = root, source, target
+        self.engine = ReplicationEngine(str(root / "dumps"), source, target)
+        self.dump = Path(local_path(self.engine.execute("REPL DUMP sales").dump_dir))
+
+    def guarded(self) -> list[Path | str]:
+        return [self.root / "src_wh", self.root / "src_cm", self.root / "dst_wh", self.root / "dst_cm"]
+
+    def location(self, table: str, *values: str) -> str:
+        c = self.source.catalog
+        found = c.get_partition("sales", table, list(values)) if values else c.get_table("sales", table)
+        return found.sd.location or ""
+
+    def tampered(self, name: str, partition_dir: str, location: str) -> str:
+        """A copy of the dump whose partition ``partition_dir`` of ``events`` is declared at ``location``
+        (without files of its own, so that only its location is in question)."""
+        copy = self.root / "dumps" / f"tampered-{name}"
+        shutil.copytree(self.dump, copy)
+        metadata = copy / "sales" / "events" / partition_dir / "_metadata"
+        doc = json.loads(metadata.read_text())
+        doc["partition"]["sd"]["location"] = location
+        metadata.write_text(json.dumps(doc))
+        (copy / "sales" / "events" / partition_dir / "_files").write_text("")
+        return str(copy)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Scene]:
+    if request.param == "postgres":
+        request.applymarker(pytest.mark.postgres)
+    source = open_sqlite_source(tmp_path)
+    with temporary_database(request.param, str(tmp_path)) as url:
+        target = open_replica(url, tmp_path)
+        try:
+            source.catalog.create_database(Database(name="sales"))
+            events = source.catalog.create_table(make_table("sales", "events", partition_keys=("dt",)))
+            source.catalog.add_partitions("sales", "events", [make_partition(events, v) for v in ("a", "b")])
+            orders = source.catalog.create_table(make_table("sales", "orders"))
+            for values in (["a"], ["b"]):
+                part = source.catalog.get_partition("sales", "events", values)
+                write_file(part.sd.location or "", "f", values[0].encode())
+            write_file(orders.sd.location or "", "o", b"orders")
+            yield Scene(tmp_path, source, target)
+        finally:
+            target.close()
+            source.close()
+
+
+@pytest.mark.parametrize(
+    ("case", "where", "relation"),
+    [
+        ("at_sibling", lambda s: s.location("events", "a"), "is the location of partition 'events/dt=a'"),
+        (
+            "inside_sibling",
+            lambda s: s.location("events", "a") + "/nested",
+            "lies inside the location of partition",
+        ),
+        (
+            "inside_other_table",
+            lambda s: s.location("orders") + "/dt=b",
+            "lies inside the location of table 'orders'",
+        ),
+    ],
+)
+def test_a_partition_that_does_not_own_its_location_is_refused(scene: Scene, case, where, relation) -> None:
+    dump = scene.tampered(case, "dt=b", where(scene))
+    before = Untouched.take(scene.guarded(), [scene.target])
+    with pytest.raises(DumpValidationError) as info:
+        scene.engine.execute(f"REPL LOAD sales_dr FROM '{dump}'")
+    message = str(info.value)
+    assert "refused, nothing was applied" in message and "partition 'events/dt=b'" in message, message
+    assert relation in message and "\n" not in message, message
+    before.assert_same(scene.guarded(), [scene.target])
+    assert "sales_dr" not in scene.target.catalog.get_databases()
+
+
+def test_the_untampered_dump_loads(scene: Scene) -> None:
+    scene.engine.execute(f"REPL LOAD sales_dr FROM '{scene.dump}'")
+    assert sorted(scene.target.catalog.get_partition_names("sales_dr", "events")) == ["dt=a", "dt=b"]

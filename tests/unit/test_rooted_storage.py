@@ -1,0 +1,152 @@
+"""The rooted file system: the one place that refuses paths outside the roots a piece of work may touch."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.storage.checksum import checksum_bytes
+from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file below ``root`` (links not followed) by path, with its content hash."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path, RootedFileSystem]:
+    root, outside = tmp_path / "warehouse", tmp_path / "elsewhere"
+    (root / "t").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.json").write_bytes(b'{"secret": 1}')
+    (root / "t" / "f").write_bytes(b"data")
+    return root, outside, RootedFileSystem([str(root)], purpose="test work")
+
+
+def test_paths_below_the_root_are_served_in_every_spelling(layout) -> None:
+    root, _, fs = layout
+    for uri in (f"{root}/t/f", f"file:{root}/t/f", f"file://{root}/t/f", f"file://localhost{root}/t/f"):
+        assert fs.exists(uri)
+        assert fs.checksum(uri) == checksum_bytes(b"data")
+    fs.write_bytes(f"{root}/t/new/g", b"x")  # a path that does not exist yet is checked by its parents
+    assert (root / "t" / "new" / "g").read_bytes() == b"x"
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "../elsewhere/secret.json",  # a '..' segment is refused, never resolved
+        "t/../../elsewhere/secret.json",
+        "t/./f",
+        "t//f",
+    ],
+)
+def test_dot_segments_are_refused_before_any_io(layout, relative: str) -> None:
+    root, outside, fs = layout
+    before = tree_digest(outside.parent)
+    with pytest.raises(OutsideRootsError, match="test work: refused"):
+        fs.delete(f"{root}/{relative}")
+    with pytest.raises(OutsideRootsError):
+        fs.write_bytes(f"{root}/{relative}", b"overwritten")
+    assert tree_digest(outside.parent) == before
+
+
+def test_paths_outside_every_root_are_refused_with_one_error(layout) -> None:
+    root, outside, fs = layout
+    before = tree_digest(outside)
+    target = f"{outside}/secret.json"
+    operations = [
+        lambda: fs.open_read(target),
+        lambda: fs.checksum(target),
+        lambda: list(fs.list_files(str(outside))),
+        lambda: fs.write_bytes(target, b"overwritten"),
+        lambda: fs.delete(target),
+        lambda: fs.delete_tree(str(outside)),
+        lambda: fs.move(f"{root}/t/f", f"{outside}/moved"),
+        lambda: fs.move(target, f"{root}/t/stolen"),
+        lambda: fs.copy(target, f"{root}/t/stolen"),
+        lambda: fs.link(target, f"{root}/t/stolen"),
+        lambda: fs.rename(target, f"{root}/t/stolen"),
+        lambda: fs.touch(target, 0),
+        lambda: fs.remove_empty_directory(str(outside)),
+        lambda: fs.makedirs(f"{outside}/new"),
+    ]
+    for operation in operations:
+        with pytest.raises(OutsideRootsError, match="outside the roots it may touch"):
+            operation()
+    assert tree_digest(outside) == before
+    assert not (root / "t" / "stolen").exists() and (root / "t" / "f").exists()
+
+
+def test_a_sibling_with_the_root_as_name_prefix_is_outside(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    (tmp_path / "wx").mkdir()
+    fs = RootedFileSystem([str(tmp_path / "w")], purpose="test work")
+    with pytest.raises(OutsideRootsError):
+        fs.write_bytes(str(tmp_path / "wx" / "f"), b"x")
+    assert not (tmp_path / "wx" / "f").exists()
+
+
+def test_symlinks_are_resolved_for_containment(layout) -> None:
+    root, outside, fs = layout
+    os.symlink(outside / "secret.json", root / "t" / "link")
+    os.symlink(outside, root / "t" / "dirlink")
+    before = tree_digest(outside)
+    with pytest.raises(OutsideRootsError, match="resolves to"):
+        fs.open_read(f"{root}/t/link")  # reading through the link would leave the root
+    with pytest.raises(OutsideRootsError):
+        fs.write_bytes(f"{root}/t/dirlink/secret.json", b"overwritten")  # a parent that leads out
+    with pytest.raises(OutsideRootsError):
+        fs.delete(f"{root}/t/dirlink/secret.json")
+    assert tree_digest(outside) == before
+    fs.delete(f"{root}/t/link")  # the link itself lies in the root: removing it touches nothing outside
+    assert not os.path.lexists(root / "t" / "link")
+    assert tree_digest(outside) == before
+    os.symlink(root / "t" / "f", outside / "inward")  # a name outside that leads into the root
+    for operation in (fs.delete, fs.open_read, fs.admit):
+        with pytest.raises(OutsideRootsError):
+            operation(f"{outside}/inward")
+    assert os.path.lexists(outside / "inward") and (root / "t" / "f").exists()
+
+
+def test_admitted_paths_are_checked_once_and_others_still_every_time(layout) -> None:
+    root, outside, fs = layout
+    admitted = fs.admit(f"{root}/t/f")
+    assert admitted.checksum(f"{root}/t/f") == checksum_bytes(b"data")
+    admitted.sync_directory(f"{root}/t")  # its directory passed with it
+    with pytest.raises(OutsideRootsError):
+        admitted.delete(f"{outside}/secret.json")
+    assert (outside / "secret.json").exists()
+
+
+def test_object_store_roots_compare_canonical_keys_without_io() -> None:
+    fs = RootedFileSystem(["s3a://bucket/warehouse"], purpose="test work")
+    assert fs.check("s3://bucket/warehouse/t/f") == "s3://bucket/warehouse/t/f"
+    assert fs.contains("s3n://bucket/warehouse/t")
+    for uri in ("s3://bucket/warehouse2/f", "s3://other/warehouse/f", "s3://bucket/warehouse/../x", "/w/f"):
+        assert not fs.contains(uri), uri
+
+
+def test_a_change_manager_touches_nothing_outside_its_roots(tmp_path: Path) -> None:
+    """An event naming a file outside the data roots (a crafted or stale entry) is refused, not recycled."""
+    warehouse, outside = tmp_path / "warehouse", tmp_path / "elsewhere"
+    warehouse.mkdir()
+    outside.mkdir()
+    secret = outside / "conf.json"
+    secret.write_bytes(b"secret")
+    cm = ChangeManager(str(tmp_path / "cmroot"), roots=[str(warehouse)])
+    before = tree_digest(tmp_path)
+    for action in (cm.recycle, cm.pin, cm.preserve):
+        with pytest.raises(OutsideRootsError):
+            action([cm.encode(str(secret), checksum_bytes(b"secret"))])
+    assert tree_digest(tmp_path) == before
+    assert not (tmp_path / "cmroot").exists()
