@@ -30,11 +30,13 @@ def test_revert_an_iceberg_overwrite_and_a_replica_follows(sides, tmp_path: Path
     replicate(source, target, tmp_path / "dumps")
     with _store(source) as store:
         good = store.events.current_event_id()
+    with _store(source) as store:
+        data_dir = Path(local_path(store.catalog.get_table("ice", "events").sd.location), "data")
+    kept_by_the_good_snapshot = sorted(data_dir.rglob("*.parquet"))
     table.overwrite(rows([99], ["bad"]))  # the accident
     assert read(source, "ice.events")[0] == [(99, "bad")]
     with _store(source) as store:  # a data file the old snapshot needs is deleted behind the catalog's back
-        location = store.catalog.get_table("ice", "events").sd.location
-        victim = next(p for p in sorted(Path(local_path(location), "data").rglob("*.parquet")))
+        victim = kept_by_the_good_snapshot[0]  # not the overwrite's own file (its name is random too)
         os.unlink(victim)
         with pytest.raises(RestoreError, match="only reverted in place"):
             RestorePlanner(store).revert_table("ice", "events", good, into="events_copy")

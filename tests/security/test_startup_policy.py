@@ -86,7 +86,8 @@ def test_the_default_is_loopback_and_the_server_class_enforces_the_policy(tmp_pa
         with pytest.raises(SecuritySettingError, match=r"refusing to serve thrift://0\.0\.0\.0"):
             MetastoreServer(store, "0.0.0.0", 0)
         server = MetastoreServer(store, port=0)  # the default host
-        assert server.socket.host == "127.0.0.1"
-        server.socket.close()
+        listener = server.server.bind()
+        assert listener.getsockname()[0] == "127.0.0.1"
+        listener.close()
     finally:
         store.close()
