@@ -134,6 +134,22 @@ def _started(port: int) -> bool:
         return False
 
 
+def _wait_for_a_worker(running: TrinoServer, deadline: float) -> None:
+    """Trino says it started before its node manager lists the coordinator as an active worker; a query in
+    between fails with NO_NODES_AVAILABLE. Wait until one runs."""
+    while True:
+        try:
+            rows = running.query("SELECT count(*) FROM system.runtime.nodes WHERE state = 'active'")
+            if rows and rows[0][0] >= 1:
+                return
+            why = "no active node yet"
+        except Exception as exc:  # the client's error for NO_NODES_AVAILABLE, or the server still warming
+            why = str(exc)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Trino started but runs no query: {why}\n{running.log_tail()}")
+        time.sleep(0.5)
+
+
 @contextmanager
 def trino_server(root: Path, catalogs: dict[str, dict[str, str]]) -> Iterator[TrinoServer]:
     """Run Trino with ``catalogs`` (name to properties) until the block ends; raise if it does not start."""
@@ -162,6 +178,7 @@ def trino_server(root: Path, catalogs: dict[str, dict[str, str]]) -> Iterator[Tr
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Trino did not start in {STARTUP_SECONDS:g} s:\n{running.log_tail()}")
             time.sleep(0.5)
+        _wait_for_a_worker(running, deadline)
         yield running
     finally:
         stop_process(proc)

@@ -70,7 +70,7 @@ def requested_txn(properties: Mapping[str, str] | None) -> tuple[int, int | None
     try:
         txn_id = int(properties[TXN_ID_PROPERTY])
         write = properties.get(WRITE_ID_PROPERTY)
-        return txn_id, int(write) if write not in (None, "") else None
+        return txn_id, int(write) if write else None
     except ValueError:
         raise InvalidOperationError(
             f"EnvironmentContext properties {TXN_ID_PROPERTY}/{WRITE_ID_PROPERTY} must be integers, "

@@ -310,6 +310,9 @@ class NoStats:
     def dump_table(self, db_name: str, table_name: str) -> list[dict[str, Any]]:
         return []
 
+    def dump_database(self, db_name: str) -> dict[str, list[dict[str, Any]]]:
+        return {}
+
 
 class StockHiveSource:
     """The replication source interface (``replication.source.ReplicationSource``) over a stock HMS."""

@@ -16,11 +16,12 @@ from hmsrepl.exceptions import NoSuchObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.statistics import ColumnStat
 from hmsrepl.replication.layout import TABLE, DumpDir, DumpLayout
+from hmsrepl.replication.source import ReplicationSource
 
 COLUMN_STATS = "_column_stats"
 
 
-def dump_column_stats(dump: DumpDir, source: Metastore, db_name: str) -> int:
+def dump_column_stats(dump: DumpDir, source: ReplicationSource, db_name: str) -> int:
     """Write the statistics of every table the bootstrap dump holds; returns how many groups were written."""
     written = 0
     stored = source.stats.dump_database(db_name)  # one read; a table dropped since has none

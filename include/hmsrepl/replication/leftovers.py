@@ -58,7 +58,7 @@ RETIRING_DIR = ".hmsrepl-retiring"
 
 def retire_grace_seconds() -> float:
     value = os.environ.get(RETIRE_GRACE_ENV)
-    return float(value) if value not in (None, "") else DEFAULT_RETIRE_GRACE_SECONDS
+    return float(value) if value else DEFAULT_RETIRE_GRACE_SECONDS
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,8 @@ class SourceTxns(Protocol):
 class SourceStats(Protocol):
     def dump_table(self, db_name: str, table_name: str) -> list[dict[str, Any]]: ...
 
+    def dump_database(self, db_name: str) -> dict[str, list[dict[str, Any]]]: ...
+
 
 class ReplicationSource(Protocol):
     """A metastore a dump reads: catalog, notification log, txn snapshot, statistics, change manager."""

@@ -196,6 +196,47 @@ class HdfsFileSystem(FileSystem):
     def exists(self, uri: str) -> bool:
         return self._file_status(uri) is not None
 
+    def is_directory(self, uri: str) -> bool:
+        found = self._file_status(uri)
+        return found is not None and found["type"] == "DIRECTORY"
+
+    def entry_kind(self, uri: str) -> str | None:
+        found = self._file_status(uri)
+        if found is None:
+            return None
+        return {"FILE": "file", "DIRECTORY": "directory"}.get(found["type"], "other")
+
+    def directories(self, uri: str, *, deepest_first: bool = False) -> Iterator[str]:
+        """Directories below ``uri`` (not ``uri`` itself), parents before children unless ``deepest_first``."""
+        found: list[str] = []
+        pending = [uri.rstrip("/")]
+        while pending:
+            directory = pending.pop()
+            try:
+                entries = self._call("LISTSTATUS", directory)["FileStatuses"]["FileStatus"]
+            except FileNotFoundError:
+                continue
+            for entry in sorted(entries, key=lambda e: e["pathSuffix"]):
+                if entry["type"] == "DIRECTORY":
+                    child = f"{directory}/{entry['pathSuffix']}"
+                    found.append(child)
+                    pending.append(child)
+        return iter(sorted(found, key=lambda d: d.count("/"), reverse=deepest_first))
+
+    def is_empty_directory(self, uri: str) -> bool:
+        if not self.is_directory(uri):
+            return False
+        return not self._call("LISTSTATUS", uri)["FileStatuses"]["FileStatus"]
+
+    def remove_empty_directory(self, uri: str) -> bool:
+        """Remove ``uri`` if it is an empty directory (a non-recursive DELETE refuses a non-empty one)."""
+        if not self.is_empty_directory(uri):
+            return False
+        try:
+            return bool(self._call("DELETE", uri, "delete", recursive="false").get("boolean"))
+        except (FileNotFoundError, StorageError):
+            return False
+
     def checksum(self, uri: str) -> str:
         """The file's token: HDFS's composite CRC32C when it gives one, else the file read and hashed."""
         if self.checksum_mode == "composite":

@@ -51,6 +51,7 @@ def real_path(path: str) -> str:
     """
     if _O_PATH is None:
         return os.path.realpath(path)
+    path = path.rstrip("/") or "/"  # as realpath spells a directory: no trailing slash
     try:
         fd = os.open(path, _O_PATH)
     except (FileNotFoundError, NotADirectoryError):
