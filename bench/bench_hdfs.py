@@ -32,7 +32,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +39,7 @@ for _path in (ROOT / "include", ROOT):  # run as a plain script from a checkout,
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from bench.bench_s3_copy import Row, Workload  # noqa: E402
 from hmsrepl.storage import (  # noqa: E402
     copy_files,
     filesystem_for,
@@ -51,30 +51,6 @@ from tests.peers import hdfs as peer  # noqa: E402
 
 THREADS = 16
 CHECKSUM_THREADS = 8
-
-
-@dataclass
-class Workload:
-    name: str
-    count: int
-    size: int
-
-
-@dataclass
-class Row:
-    workload: str
-    method: str
-    seconds: float
-    files: int
-    size: int
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.files * self.size / 1e6 / self.seconds
-
-    @property
-    def files_per_s(self) -> float:
-        return self.files / self.seconds
 
 
 def prepare(root: str, workload: Workload) -> list[tuple[str, str]]:

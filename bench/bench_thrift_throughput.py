@@ -39,6 +39,8 @@ from bench.bench_thrift_latency import (  # noqa: E402
     TABLE,
     Client,
     Server,
+    Terminated,
+    _terminate,
     check_same_answers,
     prepare,
     timed_add_partitions,
@@ -206,14 +208,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-hive-baseline", action="store_true", help="do not start Hive 2.3.10")
     return parser.parse_args(argv)
-
-
-class Terminated(BaseException):
-    """Raised by the SIGTERM handler, so every ``finally`` stops the servers."""
-
-
-def _terminate(signum: int, _frame: object) -> None:
-    raise Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, Select, delete, func, insert, select, update
 
 from hmsrepl.exceptions import EventsCleanedUpError
 from hmsrepl.metastore.database import writer
@@ -188,12 +188,7 @@ class EventLog:
         query = select(*self._EVENT_COLUMNS).order_by(log.c.event_id)
         if to_event_id is not None:
             query = query.where(log.c.event_id <= to_event_id)
-        if db_name is not None:
-            query = query.where(log.c.db_name == db_name.lower())
-        if table_name is not None:
-            query = query.where(log.c.tbl_name == table_name.lower())
-        if event_types:
-            query = query.where(log.c.event_type.in_(list(event_types)))
+        query = _filtered(query, db_name, table_name, event_types)
         limit = max_events if max_events is not None and max_events > 0 else None
         events: list[NotificationEvent] = []
         with self.engine.connect() as conn:
@@ -261,12 +256,7 @@ class EventLog:
             .order_by(log.c.event_id.desc())
             .limit(max_events)
         )
-        if db_name is not None:
-            query = query.where(log.c.db_name == db_name.lower())
-        if table_name is not None:
-            query = query.where(log.c.tbl_name == table_name.lower())
-        if event_types:
-            query = query.where(log.c.event_type.in_(list(event_types)))
+        query = _filtered(query, db_name, table_name, event_types)
         with self.engine.connect() as conn:
             return [NotificationEvent(*row) for row in conn.execute(query).all()]
 
@@ -314,3 +304,17 @@ class EventLog:
             deleted += count
             if upper is None or count == 0:
                 return deleted
+
+
+def _filtered(
+    query: Select[Any], db_name: str | None, table_name: str | None, event_types: Sequence[str] | None
+) -> Select[Any]:
+    """``query`` over the notification log narrowed to one database, table and event types (each optional)."""
+    log = notification_log
+    if db_name is not None:
+        query = query.where(log.c.db_name == db_name.lower())
+    if table_name is not None:
+        query = query.where(log.c.tbl_name == table_name.lower())
+    if event_types:
+        query = query.where(log.c.event_type.in_(list(event_types)))
+    return query

@@ -171,6 +171,15 @@ class HdfsFileSystem(FileSystem):
         if top["type"] == "FILE":
             yield FileStatus(uri, int(top["length"]), top["modificationTime"] / 1000)
             return
+        for directory, entries in self._walk(uri):
+            for entry in entries:
+                if entry["type"] == "FILE":
+                    child = f"{directory}/{entry['pathSuffix']}"
+                    yield FileStatus(child, int(entry["length"]), entry["modificationTime"] / 1000)
+
+    def _walk(self, uri: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """Each directory below ``uri`` (itself first) with its entries sorted by name, depth first in name
+        order; a directory removed while walked is skipped."""
         pending = [uri.rstrip("/")]
         while pending:
             directory = pending.pop()
@@ -178,13 +187,9 @@ class HdfsFileSystem(FileSystem):
                 entries = self._call("LISTSTATUS", directory)["FileStatuses"]["FileStatus"]
             except FileNotFoundError:  # removed while listed
                 continue
-            subdirs = []
-            for entry in sorted(entries, key=lambda e: e["pathSuffix"]):
-                child = f"{directory}/{entry['pathSuffix']}"
-                if entry["type"] == "DIRECTORY":
-                    subdirs.append(child)
-                elif entry["type"] == "FILE":
-                    yield FileStatus(child, int(entry["length"]), entry["modificationTime"] / 1000)
+            entries = sorted(entries, key=lambda e: e["pathSuffix"])
+            yield directory, entries
+            subdirs = [f"{directory}/{e['pathSuffix']}" for e in entries if e["type"] == "DIRECTORY"]
             pending.extend(reversed(subdirs))
 
     def status(self, uri: str) -> FileStatus | None:
@@ -208,19 +213,8 @@ class HdfsFileSystem(FileSystem):
 
     def directories(self, uri: str, *, deepest_first: bool = False) -> Iterator[str]:
         """Directories below ``uri`` (not ``uri`` itself), parents before children unless ``deepest_first``."""
-        found: list[str] = []
-        pending = [uri.rstrip("/")]
-        while pending:
-            directory = pending.pop()
-            try:
-                entries = self._call("LISTSTATUS", directory)["FileStatuses"]["FileStatus"]
-            except FileNotFoundError:
-                continue
-            for entry in sorted(entries, key=lambda e: e["pathSuffix"]):
-                if entry["type"] == "DIRECTORY":
-                    child = f"{directory}/{entry['pathSuffix']}"
-                    found.append(child)
-                    pending.append(child)
+        top = uri.rstrip("/")
+        found = [directory for directory, _ in self._walk(uri) if directory != top]
         return iter(sorted(found, key=lambda d: d.count("/"), reverse=deepest_first))
 
     def is_empty_directory(self, uri: str) -> bool:
