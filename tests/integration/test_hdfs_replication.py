@@ -8,7 +8,7 @@ registered with the metastore; the replica is compared with ``verify``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +25,9 @@ from hmsrepl.replication.lost_files import STALE
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage import filesystem_for
 from hmsrepl.storage.hdfs import HdfsFileSystem, parse_hdfs_uri
-from tests.helpers import make_partition, make_table
+from tests.helpers import make_table
 from tests.s3server import create_bucket, new_bucket_name
-
-OpenStore = Callable[[str, str, str], Metastore]
-
-
-def put(uri: str, data: bytes) -> str:
-    filesystem_for(uri).write_bytes(uri, data)
-    return uri
-
-
-def read(uri: str) -> bytes:
-    with filesystem_for(uri).open_read(uri) as stream:
-        return stream.read()
+from tests.store_replication import OpenStore, bootstrap_then_incremental, open_stores, put, read, workload
 
 
 def file_id(fs: HdfsFileSystem, uri: str) -> int:
@@ -52,43 +41,7 @@ def names_below(uri: str) -> set[str]:
 
 @pytest.fixture
 def stores(tmp_path: Path, hdfs_env: object) -> Iterator[OpenStore]:
-    opened: list[Metastore] = []
-
-    def open_store(name: str, warehouse: str, cmroot: str) -> Metastore:
-        store = Metastore.open(
-            MetastoreConfig(
-                db_url=f"sqlite:///{tmp_path}/{name}.db", warehouse=warehouse, cmroot=cmroot, trash_root=""
-            )
-        )
-        opened.append(store)
-        return store
-
-    yield open_store
-    for store in opened:
-        store.close()
-
-
-def workload(source: Metastore) -> None:
-    catalog = source.catalog
-    catalog.create_database(Database(name="sales"))
-    orders = catalog.create_table(make_table("sales", "orders", partition_keys=("day",)))
-    for day in ("d1", "k:v"):
-        [part] = catalog.add_partitions("sales", "orders", [make_partition(orders, day)])
-        put(f"{part.sd.location}/part-0.parquet", f"rows of {day}".encode())
-        catalog.insert("sales", "orders", [day])
-    plain = catalog.create_table(make_table("sales", "plain"))
-    put(f"{plain.sd.location}/000000_0", b"a,1\n")
-    catalog.insert("sales", "plain")
-
-
-def changes(source: Metastore) -> None:
-    catalog = source.catalog
-    d1 = catalog.get_partition("sales", "orders", ["d1"])
-    new = put(f"{d1.sd.location}/part-1.parquet", b"rows of d1, rewritten")
-    catalog.insert("sales", "orders", ["d1"], new_files=[new], replace=True)
-    catalog.drop_partitions("sales", "orders", [["k:v"]])
-    plain = catalog.get_table("sales", "plain")
-    catalog.alter_table("sales", "plain", plain.model_copy(update={"table_name": "plain2"}))
+    yield from open_stores(tmp_path)
 
 
 LAYOUTS = {
@@ -110,20 +63,8 @@ def test_replication_on_hdfs(stores: OpenStore, hdfs_root: str, tmp_path: Path, 
     source = stores("source", *roots(hdfs_root, tmp_path, "src", source_on_hdfs))
     target = stores("target", *roots(hdfs_root, tmp_path, "dst", target_on_hdfs))
     dump_root = f"{hdfs_root}/src/repl" if source_on_hdfs else str(tmp_path / "dumps")
-    engine = ReplicationEngine(dump_root, source, target)
-    workload(source)
-    dumped = engine.execute("REPL DUMP sales")
-    assert dumped.dump_dir.startswith(dump_root)
-    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
-    assert verify(source, "sales", target, "sales_dr") == []
-    changes(source)
-    inc = engine.execute(f"REPL DUMP sales FROM {dumped.last_event_id}")
-    engine.execute(f"REPL LOAD sales_dr FROM '{inc.dump_dir}'")
-    assert verify(source, "sales", target, "sales_dr") == []
-    d1 = target.catalog.get_partition("sales_dr", "orders", ["d1"])
+    d1 = bootstrap_then_incremental(source, target, dump_root)
     assert d1.sd.location.startswith(target.config.warehouse)
-    assert read(f"{d1.sd.location}/part-1.parquet") == b"rows of d1, rewritten"
-    assert repl_status(target, "sales_dr") == source.get_current_notification_event_id()
     if source_on_hdfs:  # the replaced file was recycled into the source's cmroot on HDFS by a rename
         assert any(name.startswith("part-0.parquet") for name in names_below(source.config.cmroot))
 
@@ -295,15 +236,5 @@ def test_replication_between_hdfs_and_s3(
     src_base, dst_base = (on_hdfs, on_s3) if direction == "hdfs-to-s3" else (on_s3, on_hdfs)
     source = stores("source", f"{src_base}/warehouse", f"{src_base}/cmroot")
     target = stores("target", f"{dst_base}/warehouse", f"{dst_base}/cmroot")
-    engine = ReplicationEngine(f"{src_base}/repl", source, target)
-    workload(source)
-    dumped = engine.execute("REPL DUMP sales")
-    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
-    assert verify(source, "sales", target, "sales_dr") == []
-    changes(source)
-    inc = engine.execute(f"REPL DUMP sales FROM {dumped.last_event_id}")
-    engine.execute(f"REPL LOAD sales_dr FROM '{inc.dump_dir}'")
-    assert verify(source, "sales", target, "sales_dr") == []
-    d1 = target.catalog.get_partition("sales_dr", "orders", ["d1"])
+    d1 = bootstrap_then_incremental(source, target, f"{src_base}/repl")
     assert d1.sd.location.startswith(f"{dst_base}/warehouse/")
-    assert read(f"{d1.sd.location}/part-1.parquet") == b"rows of d1, rewritten"

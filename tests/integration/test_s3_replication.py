@@ -12,68 +12,21 @@ from typing import Any
 
 import pytest
 
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage import filesystem_for
 from hmsrepl.storage.s3 import S3FileSystem
 from tests.helpers import make_partition, make_table
 from tests.s3server import create_bucket, new_bucket_name
-
-
-def put(uri: str, data: bytes) -> str:
-    filesystem_for(uri).write_bytes(uri, data)
-    return uri
-
-
-def read(uri: str) -> bytes:
-    with filesystem_for(uri).open_read(uri) as stream:
-        return stream.read()
+from tests.store_replication import OpenStore, bootstrap_then_incremental, open_stores, put, read
 
 
 @pytest.fixture
-def stores(tmp_path: Path, s3_env: object, s3_client: Any) -> Iterator[Any]:
-    opened: list[Metastore] = []
-
-    def open_store(name: str, warehouse: str, cmroot: str) -> Metastore:
-        store = Metastore.open(
-            MetastoreConfig(
-                db_url=f"sqlite:///{tmp_path}/{name}.db", warehouse=warehouse, cmroot=cmroot, trash_root=""
-            )
-        )
-        opened.append(store)
-        return store
-
-    yield open_store
-    for store in opened:
-        store.close()
-
-
-def workload(source: Metastore) -> None:
-    catalog = source.catalog
-    catalog.create_database(Database(name="sales"))
-    orders = catalog.create_table(make_table("sales", "orders", partition_keys=("day",)))
-    for day in ("d1", "k:v"):
-        [part] = catalog.add_partitions("sales", "orders", [make_partition(orders, day)])
-        put(f"{part.sd.location}/part-0.parquet", f"rows of {day}".encode())
-        catalog.insert("sales", "orders", [day])
-    plain = catalog.create_table(make_table("sales", "plain"))
-    put(f"{plain.sd.location}/000000_0", b"a,1\n")
-    catalog.insert("sales", "plain")
-
-
-def changes(source: Metastore) -> None:
-    catalog = source.catalog
-    d1 = catalog.get_partition("sales", "orders", ["d1"])
-    new = put(f"{d1.sd.location}/part-1.parquet", b"rows of d1, rewritten")
-    catalog.insert("sales", "orders", ["d1"], new_files=[new], replace=True)
-    catalog.drop_partitions("sales", "orders", [["k:v"]])
-    plain = catalog.get_table("sales", "plain")
-    catalog.alter_table("sales", "plain", plain.model_copy(update={"table_name": "plain2"}))
+def stores(tmp_path: Path, s3_env: object, s3_client: Any) -> Iterator[OpenStore]:
+    yield from open_stores(tmp_path)
 
 
 @pytest.mark.parametrize("layout", ["all-s3", "local-source-s3-target"])
@@ -87,19 +40,8 @@ def test_replication_on_s3(stores: Any, s3_client: Any, tmp_path: Path, layout: 
         source = stores("source", str(tmp_path / "src_wh"), str(tmp_path / "src_cm"))
         dump_root = str(tmp_path / "dumps")
     target = stores("target", f"s3://{dst_bucket}/warehouse", f"s3://{dst_bucket}/cmroot")
-    engine = ReplicationEngine(dump_root, source, target)
-    workload(source)
-    dumped = engine.execute("REPL DUMP sales")
-    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
-    assert verify(source, "sales", target, "sales_dr") == []
-    changes(source)
-    inc = engine.execute(f"REPL DUMP sales FROM {dumped.last_event_id}")
-    engine.execute(f"REPL LOAD sales_dr FROM '{inc.dump_dir}'")
-    assert verify(source, "sales", target, "sales_dr") == []
-    d1 = target.catalog.get_partition("sales_dr", "orders", ["d1"])
+    d1 = bootstrap_then_incremental(source, target, dump_root)
     assert d1.sd.location.startswith(f"s3://{dst_bucket}/warehouse/")
-    assert read(f"{d1.sd.location}/part-1.parquet") == b"rows of d1, rewritten"
-    assert repl_status(target, "sales_dr") == source.get_current_notification_event_id()
 
 
 def two_clusters(
