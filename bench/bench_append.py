@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import signal
 import statistics
 import subprocess
 import sys
@@ -58,6 +57,7 @@ from thrift.protocol import TBinaryProtocol  # noqa: E402
 from thrift.transport import TSocket, TTransport  # noqa: E402
 
 from bench.hive_reference import HiveReferenceMetastore, hive_version, java_version  # noqa: E402
+from bench.interrupts import run_bench  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
 from hmsrepl.storage.local import local_path  # noqa: E402
 from tests.backends import temporary_database  # noqa: E402
@@ -434,34 +434,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-class Terminated(BaseException):
-    """Raised by the SIGTERM handler so every ``finally`` stops the servers and drops the database."""
-
-
-def _terminate(signum: int, _frame: object) -> None:
-    raise Terminated(signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.capture_child:
         capture_child(Path(args.capture_child[0]), int(args.capture_child[1]))
         return 0
-    signal.signal(signal.SIGTERM, _terminate)
-    started = time.monotonic()
-    try:
-        run(args)
-    except KeyboardInterrupt:
-        print("bench_append: interrupted (Ctrl-C); servers stopped", file=sys.stderr)
-        return 130
-    except Terminated:
-        print("bench_append: terminated (SIGTERM); servers stopped", file=sys.stderr)
-        return 143
-    except Exception as exc:
-        print(f"bench_append: FAILED: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(f"total run time {time.monotonic() - started:.0f} s")
-    return 0
+    return run_bench("bench_append", lambda: run(args))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import io
 import os
 import platform
 import pstats
-import signal
 import statistics
 import sys
 import tempfile
@@ -56,6 +55,7 @@ from thrift.protocol import TBinaryProtocol  # noqa: E402
 from thrift.transport import TSocket, TTransport  # noqa: E402
 
 from bench.hive_reference import HiveReferenceMetastore, hive_version, java_version  # noqa: E402
+from bench.interrupts import run_bench  # noqa: E402
 from tests.backends import temporary_database  # noqa: E402
 from tests.servers import metastore_server  # noqa: E402
 
@@ -598,32 +598,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-class Terminated(BaseException):
-    """Raised by the SIGTERM handler; a BaseException so no ``except Exception`` on the way swallows it."""
-
-
-def _terminate(signum: int, _frame: object) -> None:
-    """SIGTERM unwinds like Ctrl-C, so every ``finally`` stops the servers and drops the database."""
-    raise Terminated(signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
-    started = time.monotonic()
-    try:
-        run(args)
-    except KeyboardInterrupt:
-        print("bench_thrift_latency: interrupted (Ctrl-C); servers stopped", file=sys.stderr)
-        return 130
-    except Terminated:
-        print("bench_thrift_latency: terminated (SIGTERM); servers stopped", file=sys.stderr)
-        return 143
-    except Exception as exc:
-        print(f"bench_thrift_latency: FAILED: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(f"total run time {time.monotonic() - started:.0f} s")
-    return 0
+    return run_bench("bench_thrift_latency", lambda: run(args))
 
 
 if __name__ == "__main__":

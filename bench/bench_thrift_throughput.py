@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,13 +38,12 @@ from bench.bench_thrift_latency import (  # noqa: E402
     TABLE,
     Client,
     Server,
-    Terminated,
-    _terminate,
     check_same_answers,
     prepare,
     timed_add_partitions,
 )
 from bench.hive_reference import HiveReferenceMetastore, hive_version  # noqa: E402
+from bench.interrupts import run_bench  # noqa: E402
 from tests.servers import metastore_server  # noqa: E402
 
 WARMUP_CALLS = 3
@@ -212,18 +210,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
-    started = time.monotonic()
-    try:
-        run(args)
-    except (KeyboardInterrupt, Terminated):
-        print("bench_thrift_throughput: interrupted; servers stopped", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        print(f"bench_thrift_throughput: FAILED: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(f"total run time {time.monotonic() - started:.0f} s")
-    return 0
+    return run_bench("bench_thrift_throughput", lambda: run(args))
 
 
 if __name__ == "__main__":
