@@ -130,10 +130,17 @@ class SnapshotPins:
         directory = self.directory_of(path)
         if directory is None:
             return None
+        seen = self._latest.get(directory)
+        if seen is not None and same_content(self._status(path_in_snapshot(seen, path)), live):
+            return seen  # the common case, in parallel: an INSERT's files after its first one
         with self._lock:  # threads identifying one INSERT's files share one new snapshot
             latest = self._latest.get(directory)
-            if latest is not None and same_content(self._status(path_in_snapshot(latest, path)), live):
-                return latest
+            if (
+                latest is not None
+                and latest != seen
+                and same_content(self._status(path_in_snapshot(latest, path)), live)
+            ):
+                return latest  # another thread took one meanwhile
             name = f"{SNAPSHOT_PREFIX}{int(time.time() * 1000)}-{os.urandom(4).hex()}"
             made = str(self._call("CREATESNAPSHOT", directory, "put", snapshotname=name)["Path"])
             self._latest[directory] = made
