@@ -12,7 +12,10 @@ started here and stopped after), in one run:
   - ``composite CRC``: HDFS's whole-file CRC32C (``dfs.checksum.combine.mode=COMPOSITE_CRC``) asked of
     Hadoop's client through the py4j gateway (``storage.hadoop_checksums``; the gateway's start is reported
     on its own line, it is paid once per process), 8 threads;
-  - ``read + CRC32C``: each file read through WebHDFS and hashed here, 8 threads.
+  - ``read + CRC32C``: each file read through WebHDFS and hashed here, 8 threads;
+  - ``identify, snapshot pin``: what the metastore does when it records the files of an INSERT below a
+    snapshottable directory: one snapshot taken, every file checked against it and checksummed there
+    (composite CRC), 8 threads; the snapshots are deleted after each round.
 
 Workloads: large files (default 4 x 16 MB) and small files (default 200 x 4 KB). The cluster shares the
 machine with this process, so absolute speeds are those of loopback on a busy host; the ratios carry over.
@@ -102,6 +105,15 @@ def checksums(fs: HdfsFileSystem, sources: list[tuple[str, str]]) -> None:
         raise SystemExit(f"{fs.checksum_mode} checksums differ from the written data's")
 
 
+def pinned(fs: HdfsFileSystem, sources: list[tuple[str, str]]) -> int:
+    """Identify every file (pinning it) and check the tokens; how many snapshots that took."""
+    with ThreadPoolExecutor(CHECKSUM_THREADS) as pool:
+        found = list(pool.map(fs.identify, [uri for uri, _ in sources]))
+    if [identity.checksum for identity in found] != [token for _, token in sources]:
+        raise SystemExit("pinned checksums differ from the written data's")
+    return len({identity.version_id for identity in found})
+
+
 def run(cluster: peer.MiniDfs, workloads: list[Workload], rounds: int, local_root: Path) -> list[Row]:
     rows = []
     namenode = parse_hdfs_uri(cluster.namenode + "/")[0]
@@ -139,6 +151,17 @@ def run(cluster: peer.MiniDfs, workloads: list[Workload], rounds: int, local_roo
                 timings.append(time.perf_counter() - began)
             name = f"checksum: {label} ({CHECKSUM_THREADS} threads)"
             rows.append(Row(workload.name, name, statistics.median(timings), workload.count, workload.size))
+        pinning = HdfsFileSystem(namenode, checksum_mode="composite", snapshots="pin")
+        pinning._call("ALLOWSNAPSHOT", src_dir, "put")
+        timings, taken = [], set()
+        for _ in range(rounds):
+            began = time.perf_counter()
+            taken.add(pinned(pinning, sources))
+            timings.append(time.perf_counter() - began)
+            pinning.expire_pins(src_dir, time.time() + 1)
+        pinning._call("DISALLOWSNAPSHOT", src_dir, "put")
+        name = f"identify: snapshot pin + composite CRC, {'/'.join(map(str, sorted(taken)))} snapshot(s)"
+        rows.append(Row(workload.name, name, statistics.median(timings), workload.count, workload.size))
         filesystem_for(src_dir).delete_tree(src_dir)
     return rows
 

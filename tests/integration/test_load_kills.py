@@ -12,7 +12,8 @@ replica's warehouse, and no metrics row stays ``running``. After every kill of a
 replica's tables (with the renames a committed batch still owed done, as the next run's start does) are
 exactly the source's at the position the replica shows, compaction on or off (holds.py).
 
-15 kills by default (1-2 minutes on a busy 2-core machine); ``HMSREPL_KILL_TEST_ROUNDS=120`` for a long run.
+15 kills by default (1-2 minutes on a busy 2-core machine), 5 on an HDFS replica; ``HMSREPL_KILL_TEST_ROUNDS=120``
+for a long run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from hmsrepl.acid import InsertOnlyWriter
 from hmsrepl.metastore import Metastore
@@ -38,6 +42,7 @@ from tests.replica_states import History, States, states
 from tests.servers import REPO
 
 ROUNDS = int(os.environ.get("HMSREPL_KILL_TEST_ROUNDS", "15"))
+HDFS_ROUNDS = int(os.environ.get("HMSREPL_KILL_TEST_ROUNDS", "5"))
 NO_COMPACTION = " WITH ('hmsrepl.repl.compact.events'='false')"
 # More data changes and renames than the uniform mix: they are what a kill can catch half-published.
 WEIGHTS = (2, 1.5, 2, 2, 1, 1, 3, 3, 1)
@@ -82,8 +87,47 @@ def _staged(root: Path) -> list[str]:
 
 
 def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
-    rng = random.Random(int(os.environ.get("HMSREPL_KILL_TEST_SEED", "19")))
     source, target = open_store(tmp_path, "source"), open_store(tmp_path, "target")
+    killed_loads_converge(source, target, tmp_path, ROUNDS, lambda: _staged(tmp_path / "target_wh"))
+
+
+def test_killed_loads_into_an_hdfs_replica_converge_to_the_source(
+    tmp_path: Path, hdfs_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on a replica whose warehouse and cmroot are on HDFS (a MiniDFSCluster): staged copies are
+    published by rename there, and a kill between the copy and the rename must converge the same way."""
+    from hmsrepl.config import MetastoreConfig
+    from hmsrepl.storage import filesystem_for
+    from hmsrepl.storage.hdfs import CHECKSUM_ENV
+
+    monkeypatch.setenv(CHECKSUM_ENV, "read")  # small files; no JVM per killed load process
+    source = open_store(tmp_path, "source")
+    warehouse = f"{hdfs_root}/dst/warehouse"
+    target = Metastore.open(
+        MetastoreConfig(
+            db_url=f"sqlite:///{tmp_path}/target.db", warehouse=warehouse, cmroot=f"{hdfs_root}/dst/cm"
+        )
+    )
+
+    def staged() -> list[str]:
+        fs = filesystem_for(warehouse)
+        return [
+            status.uri for status in fs.list_files(warehouse) if is_staging_name(status.uri.rsplit("/", 1)[1])
+        ]
+
+    killed_loads_converge(source, target, tmp_path, HDFS_ROUNDS, staged)
+
+
+def killed_loads_converge(
+    source: Metastore,
+    target: Metastore,
+    tmp_path: Path,
+    rounds_of_kills: int,
+    staged: Callable[[], list[str]],
+) -> None:
+    """Random windows of changes, each loaded by processes killed at random steps until one finishes; the
+    replica converges after every window and every intermediate state is the source's at its position."""
+    rng = random.Random(int(os.environ.get("HMSREPL_KILL_TEST_SEED", "19")))
     target_args = [*side_args("target", target), *_source_roots(source)]
     db, replica = "kdb", "kdb_dr"
     policy = policy_text(db)
@@ -102,7 +146,7 @@ def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
         6  # kill steps are drawn from 1..reach: grows while loads get killed, shrinks when they finish first
     )
     dump = engine.execute(f"REPL DUMP {policy}")
-    while kills < ROUNDS:  # ROUNDS counts kills
+    while kills < rounds_of_kills:
         command = f"REPL LOAD {replica} FROM '{dump.dump_dir}'"
         kill_at: int | None = rng.randint(1, reach)
         while True:  # killed at a random step, maybe again while re-running, until a run finishes
@@ -124,7 +168,7 @@ def test_killed_loads_converge_to_the_source(tmp_path: Path) -> None:
         differences = verify(source, db, target, replica, parse_policy(policy))
         assert differences == [], f"round {rounds} (after {kills} kills): {differences}"
         assert repl_status(target, replica) == dump.last_event_id
-        assert _staged(tmp_path / "target_wh") == [], f"round {rounds}: staged copies left"
+        assert staged() == [], f"round {rounds}: staged copies left"
         assert not metrics.list(status=RUNNING, limit=None), "a killed run's metrics row stayed 'running'"
         # the next window
         ops = random_ops(rng, rng.randint(3, 12), WEIGHTS)

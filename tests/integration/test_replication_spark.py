@@ -35,6 +35,10 @@ from tests.helpers import make_table
 
 pytestmark = pytest.mark.spark
 SEEDS = [int(s) for s in os.environ.get("HMSREPL_RUBBER_BAND_SEEDS", "11,29").split(",")]
+#: Where each seed's replica lives, in turn: a local disk, then HDFS (a MiniDFSCluster), whose staged copies
+#: are published by rename and whose checksums come from the NameNode.
+REPLICA_STORES = ("local", "hdfs")
+CASES = [(seed, REPLICA_STORES[i % len(REPLICA_STORES)]) for i, seed in enumerate(SEEDS)]
 STATEMENTS = int(os.environ.get("HMSREPL_RUBBER_BAND_STATEMENTS", "24"))
 ACID_TABLE = "ledger"
 ACID_KINDS = ("acid_append", "acid_append", "acid_overwrite", "acid_abort", "acid_hold")
@@ -188,17 +192,23 @@ class AcidWrites:
             self.run("acid_hold")
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(("seed", "replica_store"), CASES)
 def test_replica_never_shows_a_state_the_source_never_had(
-    spark, session_store: Metastore, tmp_path: Path, seed: int
+    spark,
+    session_store: Metastore,
+    tmp_path: Path,
+    seed: int,
+    replica_store: str,
+    request: pytest.FixtureRequest,
 ):
     rng = random.Random(seed)
     db = f"rb_{uuid.uuid4().hex[:8]}"
+    base = request.getfixturevalue("hdfs_root") if replica_store == "hdfs" else str(tmp_path)
     target = Metastore.open(
         MetastoreConfig(
             db_url=f"sqlite:///{tmp_path}/target.db",
-            warehouse=str(tmp_path / "dst_wh"),
-            cmroot=str(tmp_path / "dst_cm"),
+            warehouse=f"{base}/dst_wh",
+            cmroot=f"{base}/dst_cm",
         )
     )
     engine = ReplicationEngine(str(tmp_path / "dumps"), session_store, target)

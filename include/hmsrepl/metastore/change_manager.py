@@ -309,7 +309,8 @@ class ChangeManager:
         return current.checksum == entry.checksum
 
     def cleanup(self, retention_seconds: int, now: float | None = None) -> CleanupResult:
-        """Delete recycled files older than the retention; files not recycled by us are left alone."""
+        """Delete recycled files older than the retention, and the pins stores took themselves (HDFS
+        snapshots) as old; files not recycled by us and snapshots not taken by us are left alone."""
         cutoff = (time.time() if now is None else now) - retention_seconds
         fs = self.files
         deleted = kept = freed = 0
@@ -324,7 +325,19 @@ class ChangeManager:
                 freed += status.size
             else:
                 kept += 1
-        return CleanupResult(deleted, kept, freed)
+        return CleanupResult(deleted + self._expire_pins(cutoff), kept, freed)
+
+    def _expire_pins(self, cutoff: float) -> int:
+        """Pins a store took itself (HDFS snapshots) before ``cutoff``, deleted as recycled files are."""
+        expired = 0
+        for root in self.roots:
+            if not root:
+                continue
+            try:
+                expired += self.files.expire_pins(root, cutoff)
+            except StorageError as exc:  # keep going: one root must not stop retention
+                log.warning("could not expire the pins below %s: %s", root, exc)
+        return expired
 
 
 def _has_links(uri: str) -> bool:

@@ -149,6 +149,12 @@ class FileSystem(abc.ABC):
         """Checksum and version of the file as one consistent pair (no version where none are kept)."""
         return FileIdentity(self.checksum(uri), None)
 
+    def expire_pins(self, root: str, cutoff: float) -> int:
+        """Remove the pins this store took itself for files at or below ``root`` (HDFS snapshots that
+        ``identify`` made) before ``cutoff`` (epoch seconds); how many. Stores that pin by hard links into
+        cmroot, or keep object versions of their own, take none."""
+        return 0
+
     def write_stream(self, uri: str, stream: BinaryIO) -> str:
         """Write a whole file from a stream; returns the checksum token of what was written.
 

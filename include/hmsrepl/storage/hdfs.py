@@ -8,6 +8,8 @@ since WebHDFS listens on the NameNode's HTTP port, not its RPC port:
 - ``HMSREPL_HDFS_USER``: the user named to WebHDFS with simple authentication (default: the OS user).
 - ``HMSREPL_HDFS_CHECKSUM``: ``composite`` (default) asks HDFS for the whole-file CRC32C
   (``storage.hadoop_checksums``), ``read`` always reads and hashes.
+- ``HMSREPL_HDFS_SNAPSHOTS``: ``pin`` (default) pins files below snapshottable directories with HDFS
+  snapshots (``storage.hdfs_snapshots``), ``off`` never takes one.
 
 How HDFS differs from a local disk, and what this module does about it:
 
@@ -20,6 +22,9 @@ How HDFS differs from a local disk, and what this module does about it:
   on the executors, next to the data).
 - *Checksums* come from HDFS without reading the file when it can give a composite CRC32C; otherwise the
   file is read and hashed.
+- *Versions*: below a snapshottable directory, ``identify`` pins a file with a snapshot and answers its
+  path as the version id; read methods accept the versioned reference ``hdfs://<id>@namenode/path`` and
+  read the file as that snapshot keeps it, as S3 reads an object version (``storage.hdfs_snapshots``).
 - *Processes*: an instance pickles without its HTTP session; each process (a Spark executor's Python worker
   included) opens its own on first use.
 """
@@ -37,8 +42,10 @@ from urllib.parse import urlsplit
 from requests.exceptions import ConnectionError
 
 from hmsrepl.exceptions import StorageError
-from hmsrepl.storage.base import FileStatus, FileSystem, uri_scheme
+from hmsrepl.formats.file_uri import split_versioned_reference, versioned_reference
+from hmsrepl.storage.base import FileIdentity, FileStatus, FileSystem, uri_scheme
 from hmsrepl.storage.checksum import CHUNK_BYTES, ChecksumReader, checksum_stream
+from hmsrepl.storage.hdfs_snapshots import SnapshotPins, path_in_snapshot
 
 HDFS_SCHEMES = ("hdfs",)
 DEFAULT_WEBHDFS_PORT = 9870
@@ -46,6 +53,10 @@ ENDPOINTS_ENV = "HMSREPL_WEBHDFS_ENDPOINTS"
 USER_ENV = "HMSREPL_HDFS_USER"
 CHECKSUM_ENV = "HMSREPL_HDFS_CHECKSUM"
 CHECKSUM_MODES = ("composite", "read")
+SNAPSHOTS_ENV = "HMSREPL_HDFS_SNAPSHOTS"
+SNAPSHOT_MODES = ("pin", "off")
+#: Operations that only read, and so may name a file as a snapshot keeps it (a versioned reference).
+READ_OPERATIONS = frozenset({"GETFILESTATUS", "OPEN", "GETFILECHECKSUM"})
 
 
 def parse_hdfs_uri(uri: str) -> tuple[str, str]:
@@ -96,6 +107,7 @@ class HdfsFileSystem(FileSystem):
         *,
         user: str | None = None,
         checksum_mode: str | None = None,
+        snapshots: str | None = None,
     ) -> None:
         self.namenode = namenode.lower()
         self.webhdfs = (webhdfs or webhdfs_url(self.namenode)).rstrip("/")
@@ -104,15 +116,21 @@ class HdfsFileSystem(FileSystem):
         if mode not in CHECKSUM_MODES:
             raise ValueError(f"{CHECKSUM_ENV}='{mode}' is not one of {', '.join(CHECKSUM_MODES)}")
         self.checksum_mode = mode
+        pinning = snapshots or os.environ.get(SNAPSHOTS_ENV) or "pin"
+        if pinning not in SNAPSHOT_MODES:
+            raise ValueError(f"{SNAPSHOTS_ENV}='{pinning}' is not one of {', '.join(SNAPSHOT_MODES)}")
+        self.snapshots = pinning
         self._client: Any = None
         self._client_lock = threading.Lock()
+        self._pins = SnapshotPins(self._request)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_client", "_client_lock")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_client", "_client_lock", "_pins")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._client, self._client_lock = None, threading.Lock()
+        self._pins = SnapshotPins(self._request)
 
     @property
     def client(self) -> Any:
@@ -135,26 +153,42 @@ class HdfsFileSystem(FileSystem):
     def same_store(self, other: FileSystem) -> bool:
         return isinstance(other, HdfsFileSystem) and other.namenode == self.namenode
 
-    def _path(self, uri: str) -> str:
-        authority, path = parse_hdfs_uri(uri)
+    def _path(self, uri: str, *, version_ok: bool = False) -> str:
+        """The NameNode path of ``uri``; of a versioned reference (reads only), the path in its snapshot."""
+        plain, version = split_versioned_reference(uri)
+        authority, path = parse_hdfs_uri(plain)
         if authority != self.namenode:
             raise StorageError(f"'{uri}' is not on NameNode '{self.namenode}'")
-        return path
+        if version is None:
+            return path
+        if not version_ok:
+            raise StorageError(
+                f"'{uri}' names a file as an HDFS snapshot keeps it, which can only be read; use its plain path"
+            )
+        return path_in_snapshot(version, path)
 
     def _call(self, op: str, uri: str, method: str = "get", **params: Any) -> Any:
-        """One WebHDFS operation; errors other than a missing file become StorageError naming the URI."""
+        """One WebHDFS operation on ``uri`` (a versioned reference for reads only)."""
+        return self._request(
+            op, self._path(uri, version_ok=op in READ_OPERATIONS), method, shown=uri, **params
+        )
+
+    def _request(self, op: str, path: str, method: str = "get", *, shown: str = "", **params: Any) -> Any:
+        """One WebHDFS operation on a NameNode path; errors other than a missing file become StorageError
+        naming the URI (``shown``)."""
+        shown = shown or f"hdfs://{self.namenode}{path}"
         try:
-            response = self.client._call(op, method=method, path=self._path(uri), **params)
+            response = self.client._call(op, method=method, path=path, **params)
             return response.json() if response.content else {}  # RENAME with options answers no body
         except FileNotFoundError:
             raise
         except ConnectionError as exc:
             raise StorageError(
-                f"HDFS {op} of '{uri}' failed: WebHDFS at {self.webhdfs} does not answer; check that the "
+                f"HDFS {op} of '{shown}' failed: WebHDFS at {self.webhdfs} does not answer; check that the "
                 f"NameNode's HTTP address is set in {ENDPOINTS_ENV} (hdfs://namenode:port=http://host:port)"
             ) from exc
         except (OSError, RuntimeError, ValueError) as exc:
-            raise StorageError(f"HDFS {op} of '{uri}' failed: {exc}") from exc
+            raise StorageError(f"HDFS {op} of '{shown}' failed: {exc}") from exc
 
     def _file_status(self, uri: str) -> dict[str, Any] | None:
         try:
@@ -237,7 +271,7 @@ class HdfsFileSystem(FileSystem):
             from hmsrepl.storage.hadoop_checksums import composite_checksum
 
             try:
-                token = composite_checksum(f"hdfs://{self.namenode}{self._path(uri)}")
+                token = composite_checksum(f"hdfs://{self.namenode}{self._path(uri, version_ok=True)}")
             except FileNotFoundError as exc:
                 raise StorageError(f"cannot read '{uri}': no such file") from exc
             if token is not None:
@@ -245,8 +279,28 @@ class HdfsFileSystem(FileSystem):
         with self.open_read(uri) as stream:
             return checksum_stream(stream)
 
+    def identify(self, uri: str) -> FileIdentity:
+        """Checksum and version as one pair: below a snapshottable directory the file is pinned by a
+        snapshot (its path is the version) and the checksum read from there; elsewhere no version."""
+        plain, version = split_versioned_reference(uri)
+        if version is not None or self.snapshots == "off":
+            return FileIdentity(self.checksum(uri), version)
+        path = self._path(plain)
+        live = self._file_status(plain)
+        if live is None or live["type"] != "FILE":
+            raise StorageError(f"cannot read '{uri}': no such file")
+        pinned = self._pins.pin(path, live)
+        if pinned is None:
+            return FileIdentity(self.checksum(plain), None)
+        return FileIdentity(self.checksum(versioned_reference(plain, pinned)), pinned)
+
+    def expire_pins(self, root: str, cutoff: float) -> int:
+        """Delete the snapshots ``identify`` took (never an operator's) before ``cutoff`` on snapshottable
+        directories at, above or below ``root``."""
+        return 0 if self.snapshots == "off" else self._pins.expire(self._path(root), cutoff)
+
     def open_read(self, uri: str) -> BinaryIO:
-        path = self._path(uri)
+        path = self._path(uri, version_ok=True)
         try:
             return self.client.open(path, "rb", block_size=CHUNK_BYTES)  # type: ignore[no-any-return]
         except FileNotFoundError as exc:
@@ -331,7 +385,7 @@ def hdfs_filesystem_for(uri: str) -> HdfsFileSystem:
     """The file system of ``uri``'s NameNode, one instance per NameNode and process."""
     if uri_scheme(uri) not in HDFS_SCHEMES:
         raise StorageError(f"'{uri}' is not an HDFS URI; write hdfs://namenode:port/path")
-    authority, _ = parse_hdfs_uri(uri)
+    authority, _ = parse_hdfs_uri(split_versioned_reference(uri)[0])
     with _instances_lock:
         if authority not in _instances:
             _instances[authority] = HdfsFileSystem(authority)

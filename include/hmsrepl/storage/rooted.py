@@ -177,6 +177,9 @@ class RootedFileSystem(FileSystem):
     def open_read(self, uri: str) -> BinaryIO:
         return self._fs(uri).open_read(uri)
 
+    def expire_pins(self, root: str, cutoff: float) -> int:
+        return self._fs(root).expire_pins(root, cutoff)
+
     def write_bytes(self, uri: str, data: bytes) -> None:
         self._fs(uri, follow=False).write_bytes(uri, data)
 
