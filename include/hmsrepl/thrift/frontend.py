@@ -43,6 +43,7 @@ from hmsrepl.thrift.auth import HANDSHAKE_TIMEOUT_SECONDS, Peer
 from hmsrepl.thrift.budget import MemoryBudget, budget_message
 from hmsrepl.thrift.frames import MessageRefused, MessageScanner
 from hmsrepl.thrift.idl import Service, hms
+from hmsrepl.thrift.output import OutputBuffer
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ _ACCEPTS_PER_ROUND = 256
 _RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _FRAME_LENGTH = struct.Struct("!I")
 
-TLS, SASL, READY, BUSY, DRAIN, CLOSED = "tls", "sasl", "ready", "busy", "drain", "closed"
+TLS, SASL, READY, BUSY, WRITING, DRAIN, CLOSED = "tls", "sasl", "ready", "busy", "writing", "drain", "closed"
 
 
 def refusal(name: str, seqid: int, message: str, *, retriable: bool) -> bytes:
@@ -93,7 +94,7 @@ def refusal(name: str, seqid: int, message: str, *, retriable: bool) -> bytes:
 class Connection:
     """One client connection; owned by the front end except while a worker runs its call (``BUSY``)."""
 
-    def __init__(self, sock: socket.socket, host: str, port: int, now: float) -> None:
+    def __init__(self, sock: socket.socket, host: str, port: int, now: float, out: OutputBuffer) -> None:
         self.sock: Any = sock
         self.host = host
         self.address = f"{host}:{port}"
@@ -117,6 +118,9 @@ class Connection:
         self.events = 0
         #: Set by the worker that completed the SASL negotiation; the front end then admits the principal.
         self.authenticated_as: Peer | None = None
+        #: Reply bytes not yet taken by the client: the worker's, then (``WRITING``) the front end's to send.
+        self.out = out
+        self.wrote_at = 0.0  # when the client last took reply bytes while WRITING
 
     @property
     def busy(self) -> bool:
@@ -282,6 +286,12 @@ class FrontEnd:
             if self.stopping.is_set():
                 self._close(conn)
                 continue
+            if conn.out:  # the reply's rest is sent as the client reads; its next request after that
+                conn.state = WRITING
+                conn.wrote_at = conn.idle_since
+                self.admission.active(conn)
+                self._watch(conn, selectors.EVENT_WRITE)
+                continue
             self._watch(conn, selectors.EVENT_READ)
             if conn.data or conn.raw:
                 self._consume(conn)  # the client sent its next request before this reply (pipelining)
@@ -322,7 +332,7 @@ class FrontEnd:
         sock.setblocking(False)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(sock, host, port, now)
+        conn = Connection(sock, host, port, now, OutputBuffer(self.budget))
         self.connections.add(conn)
         self.admission.add(conn)
         if self.tls is not None:
@@ -370,6 +380,9 @@ class FrontEnd:
     def _on_event(self, conn: Connection) -> None:
         if conn.state == TLS:
             self._tls_step(conn)
+            return
+        if conn.state == WRITING:
+            self._write(conn)
             return
         if conn.state in (BUSY, CLOSED):
             self._watch(conn, 0)
@@ -441,6 +454,26 @@ class FrontEnd:
         conn.state = BUSY
         self._watch(conn, 0)
         self.dispatch(conn, request, scanner)
+
+    def _write(self, conn: Connection) -> None:
+        """Send what the client of a ``WRITING`` connection takes; once all is sent, read its next request."""
+        try:
+            sent = conn.out.send(conn.sock)
+        except (OSError, ssl.SSLError):
+            self._close(conn)
+            return
+        now = time.monotonic()
+        if sent:
+            conn.wrote_at = now
+        if conn.out:
+            return
+        conn.state = READY
+        conn.idle_since = now
+        self._watch(conn, selectors.EVENT_READ)
+        if conn.data or conn.raw:
+            self._consume(conn)  # sent while its reply was still being written
+        else:
+            self.admission.idle(conn)
 
     def _charge(self, conn: Connection, wanted: int) -> bool:
         """Hold ``wanted`` bytes of the budget for ``conn``'s request; False (reading paused) when it must wait."""
@@ -611,6 +644,7 @@ class FrontEnd:
             conn.events = 0
         conn.state = CLOSED
         self._release(conn)
+        conn.out.clear()
         self._waiting.discard(conn)
         self.admission.remove(conn)
         self.connections.discard(conn)
@@ -637,6 +671,13 @@ class FrontEnd:
             if state == DRAIN:
                 if now >= conn.drain_until:
                     self._close(conn)
+                continue
+            if state == WRITING:
+                if timeout and now - conn.wrote_at > timeout:
+                    self._counts["closed: reply not read within the client timeout"] += 1
+                    self._close(conn)
+                elif now - conn.wrote_at > first:
+                    self.admission.idle(conn)  # reading this slowly, it may be displaced like an idle one
                 continue
             age = now - conn.opened
             if not conn.greeted and age > first:
@@ -676,4 +717,4 @@ class FrontEnd:
                 self._counts.clear()
 
 
-__all__ = ["BUSY", "Connection", "FrontEnd"]
+__all__ = ["BUSY", "WRITING", "Connection", "FrontEnd"]

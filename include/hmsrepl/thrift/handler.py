@@ -51,7 +51,9 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.locks import LockComponent, LockInfo
 from hmsrepl.metastore.model import Partition
+from hmsrepl.metastore.partition_pages import PAGE_ROWS, PartitionPages
 from hmsrepl.thrift import convert
+from hmsrepl.thrift.budget import CallMemory
 from hmsrepl.thrift.catalogs import CATALOG, accept_qualified_names
 from hmsrepl.thrift.hive3_insert import hive3_overwrote
 from hmsrepl.thrift.idl import Service, hms
@@ -254,12 +256,23 @@ def _table_id(value: int | None) -> Any:
 
 def _partition_structs() -> dict[str, Any]:
     """How a partition list read answers the handler: structs (wire encodings kept on a cache hit), built
-    straight from the stored documents on the database path (a fresh decoder per reply)."""
-    return {"to": convert.partition_to_thrift, "keep": Wire, "decode": convert.PartitionDocs()}
+    straight from the stored documents on the database path (a fresh decoder per reply), in pages of
+    ``PAGE_ROWS`` read as the reply is written (``partition_pages``), each page's decoding charged to the
+    call's memory budget before it is done."""
+    return {
+        "to": convert.partition_to_thrift,
+        "keep": Wire,
+        "decode": convert.PartitionDocs(),
+        "page_rows": PAGE_ROWS,
+        "charges": CallMemory.current(),
+    }
 
 
-def _partitions_out(found: list[Any]) -> list[Any]:
-    """Cache hits come as Wire objects (encoded once); database reads as structs, encoded as usual."""
+def _partitions_out(found: Sequence[Any]) -> Sequence[Any]:
+    """Cache hits come as Wire objects (encoded once); database reads as structs, encoded as usual, or as
+    pages (``PartitionPages``) the server writes one at a time."""
+    if isinstance(found, PartitionPages):
+        return found
     if found and isinstance(found[0], Wire):
         return EncodedStructs(found)
     return found
@@ -636,7 +649,7 @@ class MetastoreHandler:
     def get_partition_by_name(self, db_name: str, tbl_name: str, part_name: str) -> Any:
         return self.get_partition(db_name, tbl_name, self.partition_name_to_vals(part_name))
 
-    def get_partitions(self, db_name: str, tbl_name: str, max_parts: int) -> list[Any]:
+    def get_partitions(self, db_name: str, tbl_name: str, max_parts: int) -> Sequence[Any]:
         return _partitions_out(
             _capped(
                 db_name,
@@ -649,7 +662,7 @@ class MetastoreHandler:
 
     def get_partitions_with_auth(
         self, db_name: str, tbl_name: str, max_parts: int, user_name: str, group_names: Any
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         return self.get_partitions(db_name, tbl_name, max_parts)
 
     def get_partition_names(self, db_name: str, tbl_name: str, max_parts: int) -> list[str]:
@@ -657,7 +670,7 @@ class MetastoreHandler:
 
     def get_partitions_ps(
         self, db_name: str, tbl_name: str, part_vals: list[str], max_parts: int
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         return _partitions_out(
             _capped(
                 db_name,
@@ -678,7 +691,7 @@ class MetastoreHandler:
         max_parts: int,
         user_name: str,
         group_names: Any,
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         return self.get_partitions_ps(db_name, tbl_name, part_vals, max_parts)
 
     def get_partition_names_ps(
@@ -686,7 +699,9 @@ class MetastoreHandler:
     ) -> list[str]:
         return self.reads.partition_names_ps(db_name, tbl_name, part_vals or [], _limit(max_parts))
 
-    def get_partitions_by_filter(self, db_name: str, tbl_name: str, filter: str, max_parts: int) -> list[Any]:
+    def get_partitions_by_filter(
+        self, db_name: str, tbl_name: str, filter: str, max_parts: int
+    ) -> Sequence[Any]:
         return _partitions_out(
             _capped(
                 db_name,
@@ -698,7 +713,7 @@ class MetastoreHandler:
             )
         )
 
-    def get_partitions_by_names(self, db_name: str, tbl_name: str, names: list[str]) -> list[Any]:
+    def get_partitions_by_names(self, db_name: str, tbl_name: str, names: list[str]) -> Sequence[Any]:
         return _partitions_out(
             self.reads.partitions_by_names(db_name, tbl_name, names or [], **_partition_structs())
         )
@@ -750,7 +765,7 @@ class MetastoreHandler:
     # 5/6); until they are served over Thrift, in-process callers read partitions consistently with these.
     def get_partitions_with_write_ids(
         self, db_name: str, tbl_name: str, valid_write_id_list: str, table_id: int, max_parts: int = -1
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         write_ids = _write_ids(valid_write_id_list)
         return _partitions_out(
             _capped(
@@ -766,7 +781,7 @@ class MetastoreHandler:
 
     def get_partitions_by_names_with_write_ids(
         self, db_name: str, tbl_name: str, names: list[str], valid_write_id_list: str, table_id: int
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         write_ids = _write_ids(valid_write_id_list)
         return _partitions_out(
             self.reads.partitions_by_names(
@@ -1209,9 +1224,9 @@ def _capped(
     db_name: str,
     tbl_name: str,
     max_parts: int | None,
-    fetch: Callable[[int], list[Any]],
+    fetch: Callable[[int], Sequence[Any]],
     count: Callable[[], int] | None = None,
-) -> list[Any]:
+) -> Sequence[Any]:
     """Partitions read with ``fetch(limit)``, refused when there are more than the per-call cap.
 
     Like Hive's ``hive.metastore.limit.partition.request``: a call asking for at most the cap (``max_parts``)
