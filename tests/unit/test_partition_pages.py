@@ -29,6 +29,7 @@ from hmsrepl.thrift.handler import ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
 from hmsrepl.thrift.server import _Processor, _ReplyProtocol
 from tests.helpers import make_partition, make_table
+from tests.security.serving import encoded_reply
 
 #: Partitions per page in these tests (the server's is ``PAGE_ROWS``): many pages from a small table.
 PAGE = 100
@@ -89,15 +90,7 @@ def _served(store: Metastore, method: str, keep: bool = True, **args: Any) -> _S
 
 def _whole_reply(method: str, partitions: list[Any]) -> bytes:
     """The reply as built before pages: the list of structs, encoded whole by thriftpy2."""
-    buffer = TCyMemoryBuffer()
-    protocol = TCyBinaryProtocol(buffer)
-    protocol.write_message_begin(method, TMessageType.REPLY, 7)
-    getattr(Service, f"{method}_result")(success=[convert.partition_to_thrift(p) for p in partitions]).write(
-        protocol
-    )
-    protocol.write_message_end()
-    protocol.trans.flush()
-    return bytes(buffer.getvalue())
+    return encoded_reply(method, 7, [convert.partition_to_thrift(p) for p in partitions])
 
 
 def _names(count: int) -> list[str]:
