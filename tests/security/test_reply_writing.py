@@ -5,8 +5,10 @@ once, and each slow reader still gets its whole reply."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import ssl
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +23,8 @@ from hmsrepl.thrift import convert
 from hmsrepl.thrift.auth import connect
 from tests.conftest import make_config
 from tests.helpers import make_partition, make_table
-from tests.security.serving import call_header, encoded_reply, read_exactly, serve, string_field
+from tests.security.serving import call_header, encoded_reply, hms, read_exactly, serve, string_field
+from tests.security.test_admission import MB, peak_rss
 from tests.security.tls import make_ca_and_server_cert
 
 WORKERS = 2
@@ -41,9 +44,12 @@ def _get_partitions(seqid: int) -> bytes:
     )
 
 
-def _fill(root: Path, db_url: str) -> bytes:
-    """Table ``big.t``; returns the ``get_partitions`` reply (seqid 1) built whole, as clients expect it."""
-    store = Metastore.open(make_config(db_url, root))
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    """A SQLite metastore holding table ``big.t`` (made once for the module), and the ``get_partitions``
+    reply (seqid 1) built whole, as clients expect it."""
+    root = tmp_path_factory.mktemp("filled")
+    store = Metastore.open(make_config(f"sqlite:///{root}/metastore.db", root))
     try:
         store.catalog.create_database(Database(name="big"))
         table = store.catalog.create_table(make_table("big", "t", partition_keys=("p",)))
@@ -54,9 +60,16 @@ def _fill(root: Path, db_url: str) -> bytes:
         for start in range(0, len(parts), 1000):
             store.catalog.add_partitions("big", "t", parts[start : start + 1000])
         found = store.catalog.get_partitions("big", "t")
-        return encoded_reply("get_partitions", 1, [convert.partition_to_thrift(p) for p in found])
+        expected = encoded_reply("get_partitions", 1, [convert.partition_to_thrift(p) for p in found])
     finally:
         store.close()
+    return root / "metastore.db", expected
+
+
+def _copy(filled: tuple[Path, bytes], root: Path) -> str:
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(filled[0], root / "metastore.db")
+    return f"sqlite:///{root}/metastore.db"
 
 
 def _slow_reader(port: int, tls: ssl.SSLContext | None) -> socket.socket:
@@ -71,9 +84,10 @@ def _slow_reader(port: int, tls: ssl.SSLContext | None) -> socket.socket:
 
 
 @pytest.mark.parametrize("over_tls", [False, True], ids=["plain", "tls"])
-def test_slow_readers_hold_no_worker_and_get_the_paged_reply_whole(tmp_path: Path, over_tls: bool) -> None:
-    db_url = f"sqlite:///{tmp_path}/metastore.db"
-    expected = _fill(tmp_path, db_url)
+def test_slow_readers_hold_no_worker_and_get_the_paged_reply_whole(
+    filled: tuple[Path, bytes], tmp_path: Path, over_tls: bool
+) -> None:
+    db_url, expected = _copy(filled, tmp_path), filled[1]
     settings = {"HMSREPL_THRIFT_MAX_WORKERS": str(WORKERS)}
     tls: ssl.SSLContext | None = None
     if over_tls:
@@ -117,3 +131,43 @@ def test_slow_readers_hold_no_worker_and_get_the_paged_reply_whole(tmp_path: Pat
             client.close()
         log = server.log()
         assert "Traceback" not in log
+
+
+def test_concurrent_large_replies_wait_or_are_refused_within_the_budget(
+    filled: tuple[Path, bytes], tmp_path: Path
+) -> None:
+    """Eight clients read the large table at once under a budget that holds about three of them (each page's
+    decoding is charged before it is done, and the reply bytes not yet sent): each gets the whole list, after
+    waiting if need be, or the method's MetaException naming the limit; the server grows less than the
+    budget."""
+    budget = 128 * MB
+    settings = {"HMSREPL_THRIFT_MEMORY_BUDGET_BYTES": str(budget), "HMSREPL_THRIFT_MEMORY_WAIT_SECONDS": "1"}
+    with serve(tmp_path, _copy(filled, tmp_path), **settings) as server:
+        outcomes: list[object] = []
+
+        def read() -> None:
+            client = server.client(timeout_ms=60_000)
+            try:
+                outcomes.append(len(client.get_partitions("big", "t", -1)))
+            except hms.MetaException as exc:
+                outcomes.append(exc.message)
+            finally:
+                client.close()
+
+        read()  # warm: statements compiled, connections pooled
+        assert outcomes.pop() == PARTITIONS
+        warm = server.rss_bytes()
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        grown = peak_rss(server) - warm
+    served = [o for o in outcomes if o == PARTITIONS]
+    refused = [o for o in outcomes if isinstance(o, str) and "HMSREPL_THRIFT_MEMORY_BUDGET_BYTES" in o]
+    print(
+        f"8 concurrent readers: {len(served)} served, {len(refused)} refused, peak RSS +{grown / MB:.0f} MB"
+    )
+    assert len(served) + len(refused) == 8, outcomes
+    assert served, "calls that fit the budget are served"
+    assert grown < budget, f"peak RSS +{grown / MB:.0f} MB under a {budget // MB} MB budget"

@@ -119,9 +119,13 @@ class CachedReads:
             to,
         )
 
-    def tables(self, db_name: str, table_names: Sequence[str], *, to: Convert = None) -> list[Any]:
+    def tables(
+        self, db_name: str, table_names: Sequence[str], *, to: Convert = None, charges: Charges | None = None
+    ) -> list[Any]:
         """Tables by name, from the database (one query per chunk); each one noted as answered."""
-        found = self._db((db_name, ""), lambda: self.catalog.get_table_objects(db_name, table_names))
+        found = self._db(
+            (db_name, ""), lambda: self.catalog.get_table_objects(db_name, table_names, charges=charges)
+        )
         if self.cache is not None:
             for table in found:
                 self.cache.note_database_answer((table.db_name, table.table_name))

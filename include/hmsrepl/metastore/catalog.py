@@ -56,7 +56,13 @@ from hmsrepl.metastore.model import Database, Function, Partition, Table, TableT
 from hmsrepl.metastore.moves import move_directory
 from hmsrepl.metastore.names import check_identifier, check_partition_values
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
-from hmsrepl.metastore.partition_pages import Charges, PartitionPages, read_named_pages, read_pages
+from hmsrepl.metastore.partition_pages import (
+    Charges,
+    PartitionPages,
+    page_cost,
+    read_named_pages,
+    read_pages,
+)
 from hmsrepl.metastore.patterns import matches
 from hmsrepl.metastore.protection import check_params, refusal
 from hmsrepl.metastore.schema import (
@@ -333,8 +339,12 @@ class CatalogService:
             row = conn.execute(_TABLE_ROW, {"db_name": db_name.lower(), "name": table_name.lower()}).first()
         return _table_from_row(row) if row is not None else None
 
-    def get_table_objects(self, db_name: str, table_names: Sequence[str]) -> list[Table]:
-        """Tables by name in one query per chunk; unknown names are skipped (Hive's get_table_objects_by_name)."""
+    def get_table_objects(
+        self, db_name: str, table_names: Sequence[str], *, charges: Charges | None = None
+    ) -> list[Table]:
+        """Tables by name in one query per chunk; unknown names are skipped (Hive's get_table_objects_by_name).
+        Each chunk's decoding (the models, then the caller's conversion of them) is charged to ``charges``
+        before it is done."""
         db_name = db_name.lower()
         out: list[Table] = []
         with self.events.reader() as conn:
@@ -344,7 +354,9 @@ class CatalogService:
                     select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id).where(
                         tbls.c.db_id == db_id, tbls.c.tbl_name.in_(chunk)
                     )
-                )
+                ).all()
+                if charges is not None:
+                    charges.charge(2 * page_cost(rows))
                 out.extend(_table_from_row(row) for row in rows)
         return out
 

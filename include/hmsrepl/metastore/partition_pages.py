@@ -26,6 +26,8 @@ PAGE_ROWS = 1000
 #: plus a fixed cost per row.
 BYTES_PER_DOC_BYTE = 6
 BYTES_PER_ROW = 512
+#: Charged per row before rows are read (their documents' size is known only then): 2 kB, a typical partition.
+GUESS_PER_ROW = 2048
 
 Rows = Sequence[Any]
 #: What a read opens: its connection (entering any context it needs into the stack) and its query, which
@@ -78,6 +80,7 @@ class PartitionPages(Sequence[Any]):
         for page in self._rest:
             sent += len(page)
             yield page
+            del page  # not held while the next one is read
         if sent != self.total:
             raise PagedReadChanged(f"a paged partition read answered {sent} of the {self.total} counted")
 
@@ -114,14 +117,17 @@ def read_pages(
 ) -> list[Any] | PartitionPages:
     """Partitions of ``build``'s query, at most ``max_parts`` (-1: all): a list when they fit one page,
     else ``PartitionPages`` reading the rest of the same snapshot on demand."""
+    held = _Held(charges)
     with ExitStack() as stack:
         conn, query = build(stack)
         query = query.add_columns(partitions.c.part_name)
         if 0 <= max_parts <= page_rows:
-            return _whole(conn.execute(query.limit(max_parts)).all(), decode, charges)
+            held.set(GUESS_PER_ROW * max_parts)  # before the rows are read; set to their cost once read
+            return held.decode(conn.execute(query.limit(max_parts)).all(), decode)
+        held.set(GUESS_PER_ROW * (page_rows + 1))
         rows = conn.execute(query.limit(page_rows + 1)).all()
         if len(rows) <= page_rows:
-            return _whole(rows, decode, charges)
+            return held.decode(rows, decode)
         count = conn.execute(select(func.count()).select_from(query.order_by(None).subquery())).scalar_one()
         if max_parts >= 0:
             count = min(count, max_parts)
@@ -139,7 +145,9 @@ def read_pages(
                 last, left = rows[-1].part_name, left - len(rows)
                 yield rows
 
-        return _paged(count, pages(rows[:page_rows]), stack.pop_all(), decode, charges)
+        first = rows[:page_rows]
+        del rows
+        return _paged(count, pages(first), stack.pop_all(), decode, held)
 
 
 def read_named_pages(
@@ -156,16 +164,19 @@ def read_named_pages(
     order of ``names``): a list for at most ``page_rows`` names, else counted first and read a page of
     chunks at a time."""
     chunks = [names[start : start + chunk] for start in range(0, len(names), chunk)]
+    held = _Held(charges)
     with ExitStack() as stack:
         conn = build(stack)
         if len(names) <= page_rows:
+            held.set(GUESS_PER_ROW * len(names))
             rows = [row for part in chunks for row in conn.execute(chunk_query(part)).all()]
-            return _whole(rows, decode, charges)
+            return held.decode(rows, decode)
         count = sum(
             conn.execute(select(func.count()).select_from(chunk_query(part).subquery())).scalar_one()
             for part in chunks
         )
         per_page = max(1, page_rows // chunk)
+        held.set(GUESS_PER_ROW * per_page * chunk)
 
         def pages() -> Iterator[Rows]:
             for start in range(0, len(chunks), per_page):
@@ -177,7 +188,30 @@ def read_named_pages(
                 if rows:
                     yield rows
 
-        return _paged(count, pages(), stack.pop_all(), decode, charges)
+        return _paged(count, pages(), stack.pop_all(), decode, held)
+
+
+class _Held:
+    """What a read holds of a memory account: set to an estimate before rows are read, to their cost once
+    read (charging more, or giving back), and kept while their decoded page lives."""
+
+    def __init__(self, charges: Charges | None) -> None:
+        self.charges = charges
+        self.size = 0
+
+    def set(self, size: int) -> None:
+        if self.charges is None:
+            return
+        if size > self.size:
+            self.size += self.charges.charge(size - self.size)
+        elif size < self.size:
+            self.charges.give_back(self.size - size)
+            self.size = size
+
+    def decode(self, rows: Rows, decode: Callable[[Rows], list[Any]]) -> list[Any]:
+        """``rows`` decoded, their cost held (until the call ends: the list lives until its reply is written)."""
+        self.set(page_cost(rows))
+        return decode(rows)
 
 
 def _paged(
@@ -185,46 +219,31 @@ def _paged(
     row_pages: Iterator[Rows],
     owned: ExitStack,
     decode: Callable[[Rows], list[Any]],
-    charges: Charges | None,
+    held: _Held,
 ) -> PartitionPages:
-    """``row_pages`` decoded one at a time, each charged before it is decoded and given back when the next is
-    asked for; ``owned`` (the connection) closed when the pages end or are abandoned."""
+    """``row_pages`` decoded one at a time. Each page's cost is charged before it is decoded and stays held
+    after the caller is done with it, as the estimate for the next page's rows (set to their cost once
+    read); ``owned`` (the connection) closed and everything given back when the pages end or are abandoned."""
 
     def decoded() -> Iterator[list[Any]]:
-        held = 0
         try:
             for rows in row_pages:
-                _give_back(charges, held)  # the caller is done with the previous page
-                held = 0
-                held = _charge(charges, page_cost(rows))
-                page = decode(rows)
+                page = held.decode(rows, decode)
                 del rows
                 yield page
+                del page  # the caller is done with it before asking for the next
         finally:
-            _give_back(charges, held)
+            held.set(0)
             owned.close()
 
     generator = decoded()
     try:
         first = next(generator, [])  # started: closing it (or losing it) now runs its ``finally``
     except BaseException:
+        held.set(0)
         owned.close()
         raise
     return PartitionPages(count, first, generator)
-
-
-def _whole(rows: Rows, decode: Callable[[Rows], list[Any]], charges: Charges | None) -> list[Any]:
-    _charge(charges, page_cost(rows))  # held until the call ends: the list lives until its reply is written
-    return decode(rows)
-
-
-def _charge(charges: Charges | None, size: int) -> int:
-    return charges.charge(size) if charges is not None else 0
-
-
-def _give_back(charges: Charges | None, size: int) -> None:
-    if charges is not None and size:
-        charges.give_back(size)
 
 
 __all__ = [

@@ -75,6 +75,9 @@ _LINGER_READ = 64 * 1024
 #: Unsent reply bytes a connection holds at least before its worker waits for the client (else 1/64 of the
 #: memory budget): larger replies to slow readers hold a worker, smaller ones never do.
 _HELD_MIN = 4 * 1024 * 1024
+#: Pieces of a reply up to this size in total are joined into one write; larger ones are written one by one
+#: (a page of a large reply is not copied again).
+_JOIN_MAX = 64 * 1024
 
 
 class _Processor(TProcessor):
@@ -170,11 +173,14 @@ class _Processor(TProcessor):
         written before the next is read, so no more than one page of structs exists at once. A failure
         after the first bytes ends the connection (the client sees a broken reply, never a wrong one)."""
         try:
-            prefix = self._reply_header(api, seqid, len(items))
+            writer.write(self._reply_header(api, seqid, len(items)))
             for page in items.pages():
-                writer.send_page(prefix + self._encoded(page))
-                prefix = b""
-                del page
+                while page:  # encoded REPLY_PAGE structs at a time, each let go once encoded
+                    encoded = self._encoded(page[:REPLY_PAGE])
+                    del page[:REPLY_PAGE]
+                    writer.send_page(encoded)
+                    del encoded
+                del page  # not held while the next page is read
             writer.send_page(b"\x00")  # the STOP that closes the result struct
         except Exception as exc:
             if isinstance(exc, OSError):
@@ -240,13 +246,19 @@ class _ReplyWriter:
         self._parts.append(data)
 
     def flush(self) -> None:
-        data = b"".join(self._parts)
-        self._parts = []
-        if data:
-            conn = self.conn
-            conn.out.write(conn.sock, conn.frame(data), self.wait_seconds)
-            if conn.out.size > self.held_max:
-                conn.out.wait_below(conn.sock, self.held_max // 2, self.timeout)
+        parts, self._parts = self._parts, []
+        if not parts:
+            return
+        if len(parts) > 1 and sum(len(part) for part in parts) <= _JOIN_MAX:
+            parts = [b"".join(parts)]  # small pieces (a reply's header and body): one send, one SASL frame
+        conn = self.conn
+        for part in parts:
+            if part:
+                conn.out.write(conn.sock, conn.frame(part), self.wait_seconds)
+        del part
+        parts.clear()
+        if conn.out.size > self.held_max:
+            conn.out.wait_below(conn.sock, self.held_max // 2, self.timeout)
 
     def send_page(self, data: bytes) -> None:
         """Write one page of a reply (buffered parts first)."""
