@@ -18,6 +18,7 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocol
 from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TCyMemoryBuffer
 
+from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.partition_pages import PAGE_ROWS, PartitionPages, page_cost
@@ -205,3 +206,24 @@ def test_a_page_the_budget_cannot_take_is_refused_with_a_metaexception(big_sqlit
     assert "memory budget of 65536 bytes (HMSREPL_THRIFT_MEMORY_BUDGET_BYTES)" in result.o2.message
     assert "retry later" in result.o2.message
     assert budget.used == 0
+
+
+def test_partition_names_by_partial_spec_are_read_as_names(sqlite_metastore: Metastore) -> None:
+    """``get_partition_names_ps`` reads the stored names (no partition decoded): the same, escaped, names."""
+    catalog = sqlite_metastore.catalog
+    catalog.create_database(Database(name="names"))
+    table = catalog.create_table(make_table("names", "t", partition_keys=("a", "b")))
+    values = [("x y", "1"), ("x:y", "1"), ("ü=%", "2"), ("z", "1")]
+    catalog.add_partitions("names", "t", [make_partition(table, *pair) for pair in values])
+    handler = MetastoreHandler(sqlite_metastore)
+    for spec, limit in [(["", "1"], -1), (["x:y"], -1), ([], 2), (["", ""], -1)]:
+        expected = [
+            make_partition_name(table.partition_key_names, p.values)
+            for p in catalog.get_partitions_ps("names", "t", spec, limit)
+        ]
+        assert handler.get_partition_names_ps("names", "t", spec, limit) == expected, spec
+    assert handler.get_partition_names_ps("names", "t", ["", "1"], -1) == [
+        "a=x y/b=1",
+        "a=x%3Ay/b=1",
+        "a=z/b=1",
+    ]

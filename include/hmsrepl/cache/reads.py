@@ -24,7 +24,6 @@ from hmsrepl.cache.filters import compile_filter
 from hmsrepl.cache.service import MetadataCache, database_key
 from hmsrepl.cache.visibility import check_visible
 from hmsrepl.exceptions import WriteNotVisibleError
-from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.catalog import CatalogService, Decode
 from hmsrepl.metastore.model import Partition, Table
@@ -287,12 +286,10 @@ class CachedReads:
         if hit:
             return list(found or ())
 
-        def read() -> list[str]:
-            table = self.catalog.get_table(db_name, table_name)
-            parts = self.catalog.get_partitions_ps(db_name, table_name, partial_values, max_parts)
-            return [make_partition_name(table.partition_key_names, p.values) for p in parts]
-
-        return self._db((db_name, table_name), read)
+        return self._db(
+            (db_name, table_name),
+            lambda: self.catalog.get_partition_names_ps(db_name, table_name, partial_values, max_parts),
+        )
 
     def partitions_by_filter(
         self,

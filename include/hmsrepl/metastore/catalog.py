@@ -908,20 +908,9 @@ class CatalogService:
     ) -> list[Any] | PartitionPages:
         """Partitions matching a partial spec: an empty value matches anything (Hive's get_partitions_ps).
         With ``page_rows``, more partitions than that are read a page at a time (``partition_pages``)."""
-        table = self.get_table(db_name, table_name)
-        if len(partial_values) > len(table.partition_keys):
-            raise InvalidObjectError(
-                f"partial spec {list(partial_values)} has more values than table '{table.qualified_name}' has keys"
-            )
-        query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
-        for idx, value in enumerate(partial_values):
-            if value == "":
-                continue
-            kv = partition_key_vals.alias(f"kv{idx}")
-            query = query.join(
-                kv, and_(kv.c.part_id == partitions.c.part_id, kv.c.idx == idx, kv.c.value == value)
-            )
-        query = query.order_by(partitions.c.part_name)
+        query = self._partial_spec_query(
+            db_name, table_name, partial_values, partitions.c.doc, partitions.c.write_id
+        )
         if page_rows:
 
             def build(stack: ExitStack) -> tuple[Connection, Select[Any]]:
@@ -932,6 +921,35 @@ class CatalogService:
             if max_parts >= 0:
                 query = query.limit(max_parts)
             return _decoded(conn.execute(query), decode)
+
+    def get_partition_names_ps(
+        self, db_name: str, table_name: str, partial_values: Sequence[str], max_parts: int = -1
+    ) -> list[str]:
+        """Names of the partitions matching a partial spec (``get_partitions_ps``), read as names only."""
+        query = self._partial_spec_query(db_name, table_name, partial_values, partitions.c.part_name)
+        if max_parts >= 0:
+            query = query.limit(max_parts)
+        with self.events.reader() as conn:
+            return list(conn.execute(query).scalars())
+
+    def _partial_spec_query(
+        self, db_name: str, table_name: str, partial_values: Sequence[str], *columns: Any
+    ) -> Select[Any]:
+        """``columns`` of the partitions matching a partial spec, in name order; an empty value matches any."""
+        table = self.get_table(db_name, table_name)
+        if len(partial_values) > len(table.partition_keys):
+            raise InvalidObjectError(
+                f"partial spec {list(partial_values)} has more values than table '{table.qualified_name}' has keys"
+            )
+        query = select(*columns).where(partitions.c.tbl_id == table.id)
+        for idx, value in enumerate(partial_values):
+            if value == "":
+                continue
+            kv = partition_key_vals.alias(f"kv{idx}")
+            query = query.join(
+                kv, and_(kv.c.part_id == partitions.c.part_id, kv.c.idx == idx, kv.c.value == value)
+            )
+        return query.order_by(partitions.c.part_name)
 
     def get_partitions_by_filter(
         self,
