@@ -6,6 +6,7 @@ once, and each slow reader still gets its whole reply."""
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import ssl
 import threading
@@ -171,3 +172,22 @@ def test_concurrent_large_replies_wait_or_are_refused_within_the_budget(
     assert len(served) + len(refused) == 8, outcomes
     assert served, "calls that fit the budget are served"
     assert grown < budget, f"peak RSS +{grown / MB:.0f} MB under a {budget // MB} MB budget"
+
+
+def test_a_graceful_stop_sends_the_rest_of_a_reply_being_written(
+    filled: tuple[Path, bytes], tmp_path: Path
+) -> None:
+    """SIGTERM while a slow reader's reply is still queued: the server waits for the client to take it (within
+    the drain time), then exits 0."""
+    expected = filled[1]
+    with serve(tmp_path, _copy(filled, tmp_path)) as server:
+        reader = _slow_reader(server.port, None)
+        try:
+            time.sleep(1.0)  # the worker is done; the rest of the reply waits in the server
+            server.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            assert read_exactly(reader, len(expected)) == expected
+        finally:
+            reader.close()
+        assert server.proc.wait(30) == 0
+        assert "1 call(s) in flight finished" in server.log()

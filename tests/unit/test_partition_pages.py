@@ -227,3 +227,30 @@ def test_partition_names_by_partial_spec_are_read_as_names(sqlite_metastore: Met
         "a=x%3Ay/b=1",
         "a=z/b=1",
     ]
+
+
+def test_partitions_a_request_would_build_beyond_the_budget_are_refused_unchanged(
+    sqlite_metastore: Metastore,
+) -> None:
+    """The models of a request's partitions are charged before they are built: an ``add_partitions`` whose
+    models do not fit is refused with its MetaException naming the limit, and nothing is added."""
+    catalog = sqlite_metastore.catalog
+    catalog.create_database(Database(name="w"))
+    table = catalog.create_table(make_table("w", "t", partition_keys=("p",)))
+    structs = [convert.partition_to_thrift(make_partition(table, str(index))) for index in range(100)]
+    before = catalog.events.current_event_id()
+    budget = MemoryBudget(100 * handler_module.PARTITION_MODEL_BYTES - 1)
+    memory = CallMemory.begin(budget, 0.1)
+    try:
+        sink = _served(sqlite_metastore, "add_partitions", new_parts=structs)
+    finally:
+        memory.end()
+    protocol = TCyBinaryProtocol(TCyMemoryBuffer(bytes(sink.data or b"")))
+    protocol.read_message_begin()
+    result = Service.add_partitions_result()
+    result.read(protocol)
+    assert result.success is None
+    assert result.o3 is not None and "HMSREPL_THRIFT_MEMORY_BUDGET_BYTES" in result.o3.message
+    assert catalog.get_partition_names("w", "t") == []
+    assert catalog.events.current_event_id() == before
+    assert budget.used == 0

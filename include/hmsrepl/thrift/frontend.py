@@ -257,10 +257,19 @@ class FrontEnd:
             self.listener.close()
 
     def close_idle(self) -> None:
-        """On a graceful stop (the loop has ended): close every connection not in a call."""
+        """On a graceful stop (the loop has ended): close every connection not in a call, after sending what
+        the client takes now of a reply still being written (``WRITING``: closed once it is all sent)."""
         self._take_handbacks()
         for conn in list(self.connections):
-            if conn.state != BUSY:
+            if conn.state == WRITING:
+                self._write(conn)
+            if conn.state not in (BUSY, WRITING):
+                self._close(conn)
+
+    def close_unsent(self) -> None:
+        """End of a graceful stop: close the connections whose replies were not all taken in time."""
+        for conn in list(self.connections):
+            if conn.state == WRITING:
                 self._close(conn)
 
     def _take_handbacks(self) -> None:

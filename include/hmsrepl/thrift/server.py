@@ -56,7 +56,7 @@ from hmsrepl.thrift import sasl
 from hmsrepl.thrift.auth import AuthenticationError, Peer, ThriftSecurity, check_bind
 from hmsrepl.thrift.budget import BudgetExceeded, CallMemory, MemoryBudget, return_freed_memory
 from hmsrepl.thrift.frames import MessageRefused, MessageScanner
-from hmsrepl.thrift.frontend import Connection, FrontEnd
+from hmsrepl.thrift.frontend import BUSY, WRITING, Connection, FrontEnd
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
 
@@ -517,12 +517,15 @@ class ThriftServer:
             return 0, 0
         deadline = time.monotonic() + seconds
         frontend.close_idle()
-        waited = sum(1 for c in list(frontend.connections) if c.busy)
-        while (left := deadline - time.monotonic()) > 0 and any(c.busy for c in list(frontend.connections)):
+        waited = sum(1 for c in list(frontend.connections) if c.state in (BUSY, WRITING))
+        while (left := deadline - time.monotonic()) > 0 and any(
+            c.state in (BUSY, WRITING) for c in list(frontend.connections)
+        ):
             with frontend.state:
-                frontend.state.wait(min(left, 0.2))
-            frontend.close_idle()  # a call that ended hands its connection back: closed now
-        running = sum(1 for c in frontend.connections if c.busy)
+                frontend.state.wait(min(left, 0.05))
+            frontend.close_idle()  # a call that ended hands its connection back: closed once its reply is sent
+        running = sum(1 for c in frontend.connections if c.state in (BUSY, WRITING))
+        frontend.close_unsent()
         self.workers.stop()
         return waited - running, running
 
