@@ -5,8 +5,9 @@ A thread per connection let 250 idle sockets (or 330 that never start SASL) lock
 Here one thread multiplexes every socket (``selectors``): it accepts without ever waiting on a peer, runs TLS
 handshakes and reads bytes without blocking, finds where each request ends (``frames.MessageScanner``), and
 only then gives the request to a worker (``concurrency.PriorityWorkers``). The worker decodes it, runs the call,
-writes the reply and gives the connection back. A slow or silent client therefore costs a socket and its bytes
-so far, never a worker.
+writes what the socket takes of the reply and gives the connection back; the front end sends the rest as the
+client reads (``WRITING``, ``output.OutputBuffer``). A slow or silent client therefore costs a socket and its
+bytes, never a worker.
 
 Admission (``admission.Admission``): a connection limit, a per-address limit and a share reserved for admin
 principals; over a limit the longest-idle connection is closed at once. Deadlines: the first call (or SASL

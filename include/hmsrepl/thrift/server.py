@@ -6,9 +6,12 @@ step) to one of ``thrift_max_workers`` worker threads, which decodes it, runs th
 gives the connection back. Idle, silent or trickling clients therefore hold a socket, not a worker; Spark keeps a
 second connection open at no cost. Admission (``thrift.admission``) bounds connections in total, per address
 and for non-admins, closing the longest-idle one at once for a newcomer; one memory budget (``thrift.budget``)
-covers requests being received and decoded and replies being written, and large list replies (partitions) are
-encoded and written in pages of ``REPLY_PAGE`` structs. The C-accelerated binary protocol of thriftpy2 keeps
-large partition lists cheap to encode.
+covers requests being received and decoded, the handler's work (``budget.CallMemory``) and replies not yet
+sent. Partition lists longer than ``partition_pages.PAGE_ROWS`` are read from the database in keyset pages and
+encoded and written a page at a time; other large list replies in pages of ``REPLY_PAGE`` structs. Replies are
+written without blocking: what the client does not take at once is sent by the front end (``thrift.output``),
+so a slow reader holds no worker. The C-accelerated binary protocol of thriftpy2 keeps large partition lists
+cheap to encode.
 
 A housekeeping thread aborts timed-out transactions, releases abandoned locks, completes
 file work left pending by a crash (``metastore.intents``), lists the objects that declared writes left
