@@ -6,6 +6,7 @@ object, so it can send SIGTERM itself and read the exit code.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import socket
@@ -116,6 +117,33 @@ def string_field_header(field_id: int, declared_length: int) -> bytes:
 
 def string_list_header(field_id: int, declared_count: int) -> bytes:
     return struct.pack("!bhbi", 15, field_id, 11, declared_count)
+
+
+def encoded_reply(method: str, seqid: int, success: Any) -> bytes:
+    """The reply to ``method`` returning ``success``, as thriftpy2 encodes it whole (what clients expect)."""
+    from thriftpy2.protocol.cybin import TCyBinaryProtocol
+    from thriftpy2.thrift import TMessageType
+    from thriftpy2.transport import TCyMemoryBuffer
+
+    from hmsrepl.thrift.idl import Service
+
+    buffer = TCyMemoryBuffer()
+    protocol = TCyBinaryProtocol(buffer)
+    protocol.write_message_begin(method, TMessageType.REPLY, seqid)
+    getattr(Service, f"{method}_result")(success=success).write(protocol)
+    protocol.write_message_end()
+    protocol.trans.flush()
+    return bytes(buffer.getvalue())
+
+
+def read_exactly(sock: socket.socket, size: int, timeout: float = 30.0) -> bytes:
+    """``size`` bytes from ``sock`` (fewer when it closes or ``timeout`` passes first)."""
+    sock.settimeout(timeout)
+    data = bytearray()
+    with contextlib.suppress(TimeoutError, ConnectionResetError):
+        while len(data) < size and (chunk := sock.recv(min(size - len(data), 1 << 20))):
+            data += chunk
+    return bytes(data)
 
 
 def read_reply(sock: socket.socket, timeout: float = 30.0) -> bytes:

@@ -24,10 +24,10 @@ from hmsrepl.cache.filters import compile_filter
 from hmsrepl.cache.service import MetadataCache, database_key
 from hmsrepl.cache.visibility import check_visible
 from hmsrepl.exceptions import WriteNotVisibleError
-from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.catalog import CatalogService, Decode
 from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.metastore.partition_pages import Charges
 
 T = TypeVar("T")
 Convert = Callable[[Any], Any] | None
@@ -118,9 +118,13 @@ class CachedReads:
             to,
         )
 
-    def tables(self, db_name: str, table_names: Sequence[str], *, to: Convert = None) -> list[Any]:
+    def tables(
+        self, db_name: str, table_names: Sequence[str], *, to: Convert = None, charges: Charges | None = None
+    ) -> list[Any]:
         """Tables by name, from the database (one query per chunk); each one noted as answered."""
-        found = self._db((db_name, ""), lambda: self.catalog.get_table_objects(db_name, table_names))
+        found = self._db(
+            (db_name, ""), lambda: self.catalog.get_table_objects(db_name, table_names, charges=charges)
+        )
         if self.cache is not None:
             for table in found:
                 self.cache.note_database_answer((table.db_name, table.table_name))
@@ -138,7 +142,9 @@ class CachedReads:
         to: Convert = None,
         keep: Convert = None,
         decode: Decode = None,
-    ) -> list[Any]:
+        page_rows: int = 0,
+        charges: Charges | None = None,
+    ) -> Sequence[Any]:
         hit, found = self._select(
             db_name, table_name, write_ids, table_id, lambda s: _limit(s.ordered_partitions(), max_parts)
         )
@@ -147,7 +153,9 @@ class CachedReads:
         decode = _models_for(write_ids, decode)
         parts = self._db(
             (db_name, table_name),
-            lambda: self.catalog.get_partitions(db_name, table_name, max_parts, decode=decode),
+            lambda: self.catalog.get_partitions(
+                db_name, table_name, max_parts, decode=decode, **_paging(decode, page_rows, charges)
+            ),
             write_ids,
             list,
         )
@@ -183,7 +191,9 @@ class CachedReads:
         to: Convert = None,
         keep: Convert = None,
         decode: Decode = None,
-    ) -> list[Any]:
+        page_rows: int = 0,
+        charges: Charges | None = None,
+    ) -> Sequence[Any]:
         hit, found = self._select(
             db_name, table_name, write_ids, table_id, lambda s: s.partitions_by_names(names)
         )
@@ -192,7 +202,9 @@ class CachedReads:
         decode = _models_for(write_ids, decode)
         parts = self._db(
             (db_name, table_name),
-            lambda: self.catalog.get_partitions_by_names(db_name, table_name, names, decode=decode),
+            lambda: self.catalog.get_partitions_by_names(
+                db_name, table_name, names, decode=decode, **_paging(decode, page_rows, charges)
+            ),
             write_ids,
             list,
         )
@@ -231,7 +243,9 @@ class CachedReads:
         to: Convert = None,
         keep: Convert = None,
         decode: Decode = None,
-    ) -> list[Any]:
+        page_rows: int = 0,
+        charges: Charges | None = None,
+    ) -> Sequence[Any]:
         hit, found = self._select(
             db_name, table_name, write_ids, table_id, lambda s: s.matching(partial_values, max_parts)
         )
@@ -241,7 +255,12 @@ class CachedReads:
         parts = self._db(
             (db_name, table_name),
             lambda: self.catalog.get_partitions_ps(
-                db_name, table_name, partial_values, max_parts, decode=decode
+                db_name,
+                table_name,
+                partial_values,
+                max_parts,
+                decode=decode,
+                **_paging(decode, page_rows, charges),
             ),
             write_ids,
             list,
@@ -267,12 +286,10 @@ class CachedReads:
         if hit:
             return list(found or ())
 
-        def read() -> list[str]:
-            table = self.catalog.get_table(db_name, table_name)
-            parts = self.catalog.get_partitions_ps(db_name, table_name, partial_values, max_parts)
-            return [make_partition_name(table.partition_key_names, p.values) for p in parts]
-
-        return self._db((db_name, table_name), read)
+        return self._db(
+            (db_name, table_name),
+            lambda: self.catalog.get_partition_names_ps(db_name, table_name, partial_values, max_parts),
+        )
 
     def partitions_by_filter(
         self,
@@ -286,7 +303,9 @@ class CachedReads:
         to: Convert = None,
         keep: Convert = None,
         decode: Decode = None,
-    ) -> list[Any]:
+        page_rows: int = 0,
+        charges: Charges | None = None,
+    ) -> Sequence[Any]:
         def select(state: TableState) -> list[CachedObject]:
             if max_parts == 0:
                 return []
@@ -308,12 +327,22 @@ class CachedReads:
         parts = self._db(
             (db_name, table_name),
             lambda: self.catalog.get_partitions_by_filter(
-                db_name, table_name, filter_text, max_parts, decode=decode
+                db_name,
+                table_name,
+                filter_text,
+                max_parts,
+                decode=decode,
+                **_paging(decode, page_rows, charges),
             ),
             write_ids,
             list,
         )
         return parts if decode is not None else [self._conv(p, to) for p in parts]
+
+
+def _paging(decode: Decode, page_rows: int, charges: Charges | None) -> dict[str, Any]:
+    """Pages (``partition_pages``) for decoded structs only: models are judged for visibility whole."""
+    return {"page_rows": page_rows, "charges": charges} if decode is not None and page_rows else {}
 
 
 def _models_for(write_ids: ValidWriteIdList | None, decode: Decode) -> Decode:

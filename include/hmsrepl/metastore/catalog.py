@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, Select, and_, bindparam, delete, insert, select, update
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import (
@@ -55,6 +56,13 @@ from hmsrepl.metastore.model import Database, Function, Partition, Table, TableT
 from hmsrepl.metastore.moves import move_directory
 from hmsrepl.metastore.names import check_identifier, check_partition_values
 from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
+from hmsrepl.metastore.partition_pages import (
+    Charges,
+    PartitionPages,
+    page_cost,
+    read_named_pages,
+    read_pages,
+)
 from hmsrepl.metastore.patterns import matches
 from hmsrepl.metastore.protection import check_params, refusal
 from hmsrepl.metastore.schema import (
@@ -331,8 +339,12 @@ class CatalogService:
             row = conn.execute(_TABLE_ROW, {"db_name": db_name.lower(), "name": table_name.lower()}).first()
         return _table_from_row(row) if row is not None else None
 
-    def get_table_objects(self, db_name: str, table_names: Sequence[str]) -> list[Table]:
-        """Tables by name in one query per chunk; unknown names are skipped (Hive's get_table_objects_by_name)."""
+    def get_table_objects(
+        self, db_name: str, table_names: Sequence[str], *, charges: Charges | None = None
+    ) -> list[Table]:
+        """Tables by name in one query per chunk; unknown names are skipped (Hive's get_table_objects_by_name).
+        Each chunk's decoding (the models, then the caller's conversion of them) is charged to ``charges``
+        before it is done."""
         db_name = db_name.lower()
         out: list[Table] = []
         with self.events.reader() as conn:
@@ -342,7 +354,9 @@ class CatalogService:
                     select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id).where(
                         tbls.c.db_id == db_id, tbls.c.tbl_name.in_(chunk)
                     )
-                )
+                ).all()
+                if charges is not None:
+                    charges.charge(2 * page_cost(rows))
                 out.extend(_table_from_row(row) for row in rows)
         return out
 
@@ -787,8 +801,34 @@ class CatalogService:
         return found[0]
 
     def get_partitions_by_names(
-        self, db_name: str, table_name: str, names: Sequence[str], *, decode: Decode = None
-    ) -> list[Any]:
+        self,
+        db_name: str,
+        table_name: str,
+        names: Sequence[str],
+        *,
+        decode: Decode = None,
+        page_rows: int = 0,
+        charges: Charges | None = None,
+    ) -> list[Any] | PartitionPages:
+        """With ``page_rows``, more names than that are read a page at a time (``partition_pages``)."""
+        if page_rows:
+
+            def build(stack: ExitStack) -> Connection:
+                conn = stack.enter_context(self.events.reader(snapshot=True))
+                tbl_id = self._load_table(conn, db_name.lower(), table_name.lower())[0]
+                built.append(tbl_id)
+                return conn
+
+            built: list[int] = []
+            return read_named_pages(
+                build,
+                lambda chunk: _named_query(built[0], chunk),
+                list(names),
+                lambda rows: _decoded(rows, decode),
+                chunk=BATCH,
+                page_rows=page_rows,
+                charges=charges,
+            )
         with self.events.reader() as conn:
             tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
             return self._partitions_named(conn, tbl_id, names, decode)
@@ -805,17 +845,33 @@ class CatalogService:
     def _partitions_named(conn: Connection, tbl_id: int, names: Sequence[str], decode: Decode) -> list[Any]:
         out: list[Any] = []
         for chunk in _chunks(list(names)):
-            rows = conn.execute(
-                select(partitions.c.doc, partitions.c.write_id)
-                .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
-                .order_by(partitions.c.part_name)
-            )
-            out.extend(_decoded(rows, decode))
+            out.extend(_decoded(conn.execute(_named_query(tbl_id, chunk)), decode))
         return out
 
     def get_partitions(
-        self, db_name: str, table_name: str, max_parts: int = -1, *, decode: Decode = None
-    ) -> list[Any]:
+        self,
+        db_name: str,
+        table_name: str,
+        max_parts: int = -1,
+        *,
+        decode: Decode = None,
+        page_rows: int = 0,
+        charges: Charges | None = None,
+    ) -> list[Any] | PartitionPages:
+        """With ``page_rows``, more partitions than that are read a page at a time (``partition_pages``)."""
+        if page_rows:
+
+            def build(stack: ExitStack) -> tuple[Connection, Select[Any]]:
+                conn = stack.enter_context(self.events.reader(snapshot=True))
+                tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
+                query = (
+                    select(partitions.c.doc, partitions.c.write_id)
+                    .where(partitions.c.tbl_id == tbl_id)
+                    .order_by(partitions.c.part_name)
+                )
+                return conn, query
+
+            return _paged_read(build, decode, max_parts, page_rows, charges)
         with self.events.reader() as conn:
             tbl_id, _ = self._load_table(conn, db_name.lower(), table_name.lower())
             query = (
@@ -847,33 +903,83 @@ class CatalogService:
         max_parts: int = -1,
         *,
         decode: Decode = None,
-    ) -> list[Any]:
-        """Partitions matching a partial spec: an empty value matches anything (Hive's get_partitions_ps)."""
+        page_rows: int = 0,
+        charges: Charges | None = None,
+    ) -> list[Any] | PartitionPages:
+        """Partitions matching a partial spec: an empty value matches anything (Hive's get_partitions_ps).
+        With ``page_rows``, more partitions than that are read a page at a time (``partition_pages``)."""
+        query = self._partial_spec_query(
+            db_name, table_name, partial_values, partitions.c.doc, partitions.c.write_id
+        )
+        if page_rows:
+
+            def build(stack: ExitStack) -> tuple[Connection, Select[Any]]:
+                return stack.enter_context(self.events.reader(snapshot=True)), query
+
+            return _paged_read(build, decode, max_parts, page_rows, charges)
+        with self.events.reader() as conn:
+            if max_parts >= 0:
+                query = query.limit(max_parts)
+            return _decoded(conn.execute(query), decode)
+
+    def get_partition_names_ps(
+        self, db_name: str, table_name: str, partial_values: Sequence[str], max_parts: int = -1
+    ) -> list[str]:
+        """Names of the partitions matching a partial spec (``get_partitions_ps``), read as names only."""
+        query = self._partial_spec_query(db_name, table_name, partial_values, partitions.c.part_name)
+        if max_parts >= 0:
+            query = query.limit(max_parts)
+        with self.events.reader() as conn:
+            return list(conn.execute(query).scalars())
+
+    def _partial_spec_query(
+        self, db_name: str, table_name: str, partial_values: Sequence[str], *columns: Any
+    ) -> Select[Any]:
+        """``columns`` of the partitions matching a partial spec, in name order; an empty value matches any."""
         table = self.get_table(db_name, table_name)
         if len(partial_values) > len(table.partition_keys):
             raise InvalidObjectError(
                 f"partial spec {list(partial_values)} has more values than table '{table.qualified_name}' has keys"
             )
-        with self.events.reader() as conn:
-            query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
-            for idx, value in enumerate(partial_values):
-                if value == "":
-                    continue
-                kv = partition_key_vals.alias(f"kv{idx}")
-                query = query.join(
-                    kv, and_(kv.c.part_id == partitions.c.part_id, kv.c.idx == idx, kv.c.value == value)
-                )
-            query = query.order_by(partitions.c.part_name)
-            if max_parts >= 0:
-                query = query.limit(max_parts)
-            return _decoded(conn.execute(query), decode)
+        query = select(*columns).where(partitions.c.tbl_id == table.id)
+        for idx, value in enumerate(partial_values):
+            if value == "":
+                continue
+            kv = partition_key_vals.alias(f"kv{idx}")
+            query = query.join(
+                kv, and_(kv.c.part_id == partitions.c.part_id, kv.c.idx == idx, kv.c.value == value)
+            )
+        return query.order_by(partitions.c.part_name)
 
     def get_partitions_by_filter(
-        self, db_name: str, table_name: str, filter_text: str, max_parts: int = -1, *, decode: Decode = None
-    ) -> list[Any]:
-        """Partitions matching a Hive filter expression, evaluated by the database (see partition_filter)."""
+        self,
+        db_name: str,
+        table_name: str,
+        filter_text: str,
+        max_parts: int = -1,
+        *,
+        decode: Decode = None,
+        page_rows: int = 0,
+        charges: Charges | None = None,
+    ) -> list[Any] | PartitionPages:
+        """Partitions matching a Hive filter expression, evaluated by the database (see partition_filter).
+        With ``page_rows``, more partitions than that are read a page at a time (``partition_pages``), each
+        page's query under the statement time limit."""
         table = self.get_table(db_name, table_name)
         node = parse_filter(filter_text) if filter_text.strip() else None
+        if page_rows:
+
+            def build(stack: ExitStack) -> tuple[Connection, Select[Any]]:
+                conn = stack.enter_context(self.events.reader(snapshot=True))
+                stack.enter_context(
+                    statement_time_limit(conn, f"partition filter on '{table.qualified_name}'")
+                )
+                query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
+                if node is not None:
+                    query = apply_filter(query, node, table)
+                return conn, query.order_by(partitions.c.part_name)
+
+            return _paged_read(build, decode, max_parts, page_rows, charges)
         with (
             self.events.reader() as conn,
             statement_time_limit(conn, f"partition filter on '{table.qualified_name}'"),
@@ -1326,6 +1432,26 @@ def _table_from_row(row: Any) -> Table:
 
 def _partition_from_row(row: Any) -> Partition:
     return Partition.model_validate_json(row.doc).model_copy(update={"write_id": row.write_id})
+
+
+def _named_query(tbl_id: int, names: Sequence[str]) -> Select[Any]:
+    return (
+        select(partitions.c.doc, partitions.c.write_id)
+        .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(names))
+        .order_by(partitions.c.part_name)
+    )
+
+
+def _paged_read(
+    build: Callable[[ExitStack], tuple[Connection, Select[Any]]],
+    decode: Decode,
+    max_parts: int,
+    page_rows: int,
+    charges: Charges | None,
+) -> list[Any] | PartitionPages:
+    return read_pages(
+        build, lambda rows: _decoded(rows, decode), max_parts=max_parts, page_rows=page_rows, charges=charges
+    )
 
 
 def _decoded(rows: Iterable[Any], decode: Decode) -> list[Any]:

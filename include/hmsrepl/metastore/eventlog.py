@@ -99,13 +99,17 @@ class EventLog:
             action()
 
     @contextmanager
-    def reader(self) -> Iterator[Connection]:
-        """A connection for reads: the thread's open write transaction if any, else a fresh read."""
+    def reader(self, *, snapshot: bool = False) -> Iterator[Connection]:
+        """A connection for reads: the thread's open write transaction if any, else a fresh read. With
+        ``snapshot`` every statement of the read sees the same committed state (REPEATABLE READ where the
+        server default is READ COMMITTED; SQLite's WAL read transaction already does), for reads in pages."""
         tx: MetastoreTransaction | None = getattr(self._local, "tx", None)
         if tx is not None:
             yield tx.conn
             return
         with self.engine.connect() as conn:
+            if snapshot and conn.dialect.name != "sqlite":
+                conn.execution_options(isolation_level="REPEATABLE READ")
             yield conn
 
     def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:

@@ -15,9 +15,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from hmsrepl.exceptions import MetastoreError
 
-class BudgetExceeded(Exception):
-    """Memory for this work could not be had in time; ``message`` is the client's (retriable) error."""
+
+class BudgetExceeded(MetastoreError):
+    """Memory for this work could not be had in time; its text is the client's (retriable) error.
+
+    A ``MetastoreError``: raised inside a handler call, the client gets it as the method's MetaException."""
 
 
 def budget_message(budget: int, wanted: int) -> str:
@@ -76,6 +80,69 @@ class MemoryBudget:
             self.on_release()
 
 
+class CallMemory:
+    """The memory one call's handler work holds in the server's budget (structs decoded from the database,
+    results built), charged before the work by ``charge`` and given back when the call ends (``end``) or
+    earlier by ``give_back`` (a reply page once written). Without a server (in-process callers) nothing is
+    charged."""
+
+    _current = threading.local()
+
+    def __init__(self, budget: MemoryBudget, wait_seconds: float) -> None:
+        self.budget = budget
+        self.wait_seconds = wait_seconds
+        self.held = 0
+
+    @classmethod
+    def begin(cls, budget: MemoryBudget, wait_seconds: float) -> CallMemory:
+        """Make a new call's account current in this (worker) thread."""
+        memory = cls(budget, wait_seconds)
+        cls._current.memory = memory
+        return memory
+
+    @classmethod
+    def current(cls) -> CallMemory | None:
+        memory: CallMemory | None = getattr(cls._current, "memory", None)
+        return memory
+
+    def charge(self, size: int) -> int:
+        """Hold ``size`` bytes for this call's work before doing it (``BudgetExceeded`` when they never come)."""
+        if size <= 0:
+            return 0
+        self.budget.reserve(size, self.wait_seconds)
+        self.held += size
+        return size
+
+    def give_back(self, size: int) -> None:
+        """Return bytes ``charge`` took; nothing once the call has ended (``end`` gave them all back)."""
+        size = min(size, self.held)
+        if size > 0:
+            self.held -= size
+            self.budget.release(size)
+
+    def end(self) -> None:
+        """Give back whatever the call still holds; no longer current."""
+        held, self.held = self.held, 0
+        self.budget.release(held)
+        if getattr(self._current, "memory", None) is self:
+            self._current.memory = None
+
+
+def charge(size: int) -> int:
+    """Hold ``size`` bytes for the current call's work before doing it, waiting briefly for them;
+    ``BudgetExceeded`` (the method's MetaException naming the limit) when they never come. Returns what was
+    charged (0 outside a server call), for ``give_back``."""
+    memory = CallMemory.current()
+    return memory.charge(size) if memory is not None else 0
+
+
+def give_back(size: int) -> None:
+    """Return bytes ``charge`` took once the work they covered is gone (before the call ends)."""
+    memory = CallMemory.current()
+    if memory is not None:
+        memory.give_back(size)
+
+
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
@@ -94,4 +161,12 @@ def return_freed_memory() -> None:
         trim(0)
 
 
-__all__ = ["BudgetExceeded", "MemoryBudget", "budget_message", "return_freed_memory"]
+__all__ = [
+    "BudgetExceeded",
+    "CallMemory",
+    "MemoryBudget",
+    "budget_message",
+    "charge",
+    "give_back",
+    "return_freed_memory",
+]

@@ -5,8 +5,9 @@ A thread per connection let 250 idle sockets (or 330 that never start SASL) lock
 Here one thread multiplexes every socket (``selectors``): it accepts without ever waiting on a peer, runs TLS
 handshakes and reads bytes without blocking, finds where each request ends (``frames.MessageScanner``), and
 only then gives the request to a worker (``concurrency.PriorityWorkers``). The worker decodes it, runs the call,
-writes the reply and gives the connection back. A slow or silent client therefore costs a socket and its bytes
-so far, never a worker.
+writes what the socket takes of the reply and gives the connection back; the front end sends the rest as the
+client reads (``WRITING``, ``output.OutputBuffer``). A slow or silent client therefore costs a socket and its
+bytes, never a worker.
 
 Admission (``admission.Admission``): a connection limit, a per-address limit and a share reserved for admin
 principals; over a limit the longest-idle connection is closed at once. Deadlines: the first call (or SASL
@@ -43,6 +44,7 @@ from hmsrepl.thrift.auth import HANDSHAKE_TIMEOUT_SECONDS, Peer
 from hmsrepl.thrift.budget import MemoryBudget, budget_message
 from hmsrepl.thrift.frames import MessageRefused, MessageScanner
 from hmsrepl.thrift.idl import Service, hms
+from hmsrepl.thrift.output import OutputBuffer
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ _ACCEPTS_PER_ROUND = 256
 _RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _FRAME_LENGTH = struct.Struct("!I")
 
-TLS, SASL, READY, BUSY, DRAIN, CLOSED = "tls", "sasl", "ready", "busy", "drain", "closed"
+TLS, SASL, READY, BUSY, WRITING, DRAIN, CLOSED = "tls", "sasl", "ready", "busy", "writing", "drain", "closed"
 
 
 def refusal(name: str, seqid: int, message: str, *, retriable: bool) -> bytes:
@@ -93,7 +95,7 @@ def refusal(name: str, seqid: int, message: str, *, retriable: bool) -> bytes:
 class Connection:
     """One client connection; owned by the front end except while a worker runs its call (``BUSY``)."""
 
-    def __init__(self, sock: socket.socket, host: str, port: int, now: float) -> None:
+    def __init__(self, sock: socket.socket, host: str, port: int, now: float, out: OutputBuffer) -> None:
         self.sock: Any = sock
         self.host = host
         self.address = f"{host}:{port}"
@@ -117,6 +119,9 @@ class Connection:
         self.events = 0
         #: Set by the worker that completed the SASL negotiation; the front end then admits the principal.
         self.authenticated_as: Peer | None = None
+        #: Reply bytes not yet taken by the client: the worker's, then (``WRITING``) the front end's to send.
+        self.out = out
+        self.wrote_at = 0.0  # when the client last took reply bytes while WRITING
 
     @property
     def busy(self) -> bool:
@@ -253,10 +258,19 @@ class FrontEnd:
             self.listener.close()
 
     def close_idle(self) -> None:
-        """On a graceful stop (the loop has ended): close every connection not in a call."""
+        """On a graceful stop (the loop has ended): close every connection not in a call, after sending what
+        the client takes now of a reply still being written (``WRITING``: closed once it is all sent)."""
         self._take_handbacks()
         for conn in list(self.connections):
-            if conn.state != BUSY:
+            if conn.state == WRITING:
+                self._write(conn)
+            if conn.state not in (BUSY, WRITING):
+                self._close(conn)
+
+    def close_unsent(self) -> None:
+        """End of a graceful stop: close the connections whose replies were not all taken in time."""
+        for conn in list(self.connections):
+            if conn.state == WRITING:
                 self._close(conn)
 
     def _take_handbacks(self) -> None:
@@ -281,6 +295,12 @@ class FrontEnd:
                 conn.sock.setblocking(False)
             if self.stopping.is_set():
                 self._close(conn)
+                continue
+            if conn.out:  # the reply's rest is sent as the client reads; its next request after that
+                conn.state = WRITING
+                conn.wrote_at = conn.idle_since
+                self.admission.active(conn)
+                self._watch(conn, selectors.EVENT_WRITE)
                 continue
             self._watch(conn, selectors.EVENT_READ)
             if conn.data or conn.raw:
@@ -322,7 +342,7 @@ class FrontEnd:
         sock.setblocking(False)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(sock, host, port, now)
+        conn = Connection(sock, host, port, now, OutputBuffer(self.budget))
         self.connections.add(conn)
         self.admission.add(conn)
         if self.tls is not None:
@@ -370,6 +390,9 @@ class FrontEnd:
     def _on_event(self, conn: Connection) -> None:
         if conn.state == TLS:
             self._tls_step(conn)
+            return
+        if conn.state == WRITING:
+            self._write(conn)
             return
         if conn.state in (BUSY, CLOSED):
             self._watch(conn, 0)
@@ -441,6 +464,26 @@ class FrontEnd:
         conn.state = BUSY
         self._watch(conn, 0)
         self.dispatch(conn, request, scanner)
+
+    def _write(self, conn: Connection) -> None:
+        """Send what the client of a ``WRITING`` connection takes; once all is sent, read its next request."""
+        try:
+            sent = conn.out.send(conn.sock)
+        except (OSError, ssl.SSLError):
+            self._close(conn)
+            return
+        now = time.monotonic()
+        if sent:
+            conn.wrote_at = now
+        if conn.out:
+            return
+        conn.state = READY
+        conn.idle_since = now
+        self._watch(conn, selectors.EVENT_READ)
+        if conn.data or conn.raw:
+            self._consume(conn)  # sent while its reply was still being written
+        else:
+            self.admission.idle(conn)
 
     def _charge(self, conn: Connection, wanted: int) -> bool:
         """Hold ``wanted`` bytes of the budget for ``conn``'s request; False (reading paused) when it must wait."""
@@ -611,6 +654,7 @@ class FrontEnd:
             conn.events = 0
         conn.state = CLOSED
         self._release(conn)
+        conn.out.clear()
         self._waiting.discard(conn)
         self.admission.remove(conn)
         self.connections.discard(conn)
@@ -637,6 +681,13 @@ class FrontEnd:
             if state == DRAIN:
                 if now >= conn.drain_until:
                     self._close(conn)
+                continue
+            if state == WRITING:
+                if timeout and now - conn.wrote_at > timeout:
+                    self._counts["closed: reply not read within the client timeout"] += 1
+                    self._close(conn)
+                elif now - conn.wrote_at > first:
+                    self.admission.idle(conn)  # reading this slowly, it may be displaced like an idle one
                 continue
             age = now - conn.opened
             if not conn.greeted and age > first:
@@ -676,4 +727,4 @@ class FrontEnd:
                 self._counts.clear()
 
 
-__all__ = ["BUSY", "Connection", "FrontEnd"]
+__all__ = ["BUSY", "WRITING", "Connection", "FrontEnd"]

@@ -51,7 +51,9 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.locks import LockComponent, LockInfo
 from hmsrepl.metastore.model import Partition
+from hmsrepl.metastore.partition_pages import PAGE_ROWS, PartitionPages
 from hmsrepl.thrift import convert
+from hmsrepl.thrift.budget import CallMemory, charge
 from hmsrepl.thrift.catalogs import CATALOG, accept_qualified_names
 from hmsrepl.thrift.hive3_insert import hive3_overwrote
 from hmsrepl.thrift.idl import Service, hms
@@ -254,12 +256,36 @@ def _table_id(value: int | None) -> Any:
 
 def _partition_structs() -> dict[str, Any]:
     """How a partition list read answers the handler: structs (wire encodings kept on a cache hit), built
-    straight from the stored documents on the database path (a fresh decoder per reply)."""
-    return {"to": convert.partition_to_thrift, "keep": Wire, "decode": convert.PartitionDocs()}
+    straight from the stored documents on the database path (a fresh decoder per reply), in pages of
+    ``PAGE_ROWS`` read as the reply is written (``partition_pages``), each page's decoding charged to the
+    call's memory budget before it is done."""
+    return {
+        "to": convert.partition_to_thrift,
+        "keep": Wire,
+        "decode": convert.PartitionDocs(),
+        "page_rows": PAGE_ROWS,
+        "charges": CallMemory.current(),
+    }
 
 
-def _partitions_out(found: list[Any]) -> list[Any]:
-    """Cache hits come as Wire objects (encoded once); database reads as structs, encoded as usual."""
+#: Memory the models (and stored documents) built from one partition struct of a request take, at least
+#: (3.8 kB measured for a partition without parameters; charged per struct before they are built).
+PARTITION_MODEL_BYTES = 4096
+
+
+def _partition_models(parts: Sequence[Any], db_name: str, tbl_name: str) -> list[Partition]:
+    """A request's partitions as models, their memory charged to the call's budget before they are built
+    (a 99 MB ``add_partitions`` builds ~2 GB of models): refused with the method's MetaException naming the
+    limit when it cannot be had."""
+    charge(len(parts) * PARTITION_MODEL_BYTES)
+    return [convert.partition_from_thrift(p, db_name, tbl_name) for p in parts]
+
+
+def _partitions_out(found: Sequence[Any]) -> Sequence[Any]:
+    """Cache hits come as Wire objects (encoded once); database reads as structs, encoded as usual, or as
+    pages (``PartitionPages``) the server writes one at a time."""
+    if isinstance(found, PartitionPages):
+        return found
     if found and isinstance(found[0], Wire):
         return EncodedStructs(found)
     return found
@@ -515,7 +541,10 @@ class MetastoreHandler:
         return hms.CheckConstraintsResponse(checkConstraints=[])
 
     def get_table_objects_by_name(self, dbname: str, tbl_names: list[str]) -> list[Any]:
-        return self.reads.tables(dbname, tbl_names or [], to=convert.table_to_thrift)
+        """Each chunk's tables charged to the call's memory budget before they are decoded."""
+        return self.reads.tables(
+            dbname, tbl_names or [], to=convert.table_to_thrift, charges=CallMemory.current()
+        )
 
     def get_table_req(self, req: Any) -> Any:
         """Hive 4 sends the reader's ValidWriteIdList (field 6) and the table id (field 11, -1 if unset)."""
@@ -551,7 +580,7 @@ class MetastoreHandler:
         if not parts:
             return []
         first = parts[0]
-        models = [convert.partition_from_thrift(p, first.dbName, first.tableName) for p in parts]
+        models = _partition_models(parts, first.dbName, first.tableName)
         return self.catalog.add_partitions(first.dbName, first.tableName, models, if_not_exists=if_not_exists)
 
     def add_partition(self, new_part: Any) -> Any:
@@ -636,7 +665,7 @@ class MetastoreHandler:
     def get_partition_by_name(self, db_name: str, tbl_name: str, part_name: str) -> Any:
         return self.get_partition(db_name, tbl_name, self.partition_name_to_vals(part_name))
 
-    def get_partitions(self, db_name: str, tbl_name: str, max_parts: int) -> list[Any]:
+    def get_partitions(self, db_name: str, tbl_name: str, max_parts: int) -> Sequence[Any]:
         return _partitions_out(
             _capped(
                 db_name,
@@ -649,7 +678,7 @@ class MetastoreHandler:
 
     def get_partitions_with_auth(
         self, db_name: str, tbl_name: str, max_parts: int, user_name: str, group_names: Any
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         return self.get_partitions(db_name, tbl_name, max_parts)
 
     def get_partition_names(self, db_name: str, tbl_name: str, max_parts: int) -> list[str]:
@@ -657,7 +686,7 @@ class MetastoreHandler:
 
     def get_partitions_ps(
         self, db_name: str, tbl_name: str, part_vals: list[str], max_parts: int
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         return _partitions_out(
             _capped(
                 db_name,
@@ -678,7 +707,7 @@ class MetastoreHandler:
         max_parts: int,
         user_name: str,
         group_names: Any,
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         return self.get_partitions_ps(db_name, tbl_name, part_vals, max_parts)
 
     def get_partition_names_ps(
@@ -686,7 +715,9 @@ class MetastoreHandler:
     ) -> list[str]:
         return self.reads.partition_names_ps(db_name, tbl_name, part_vals or [], _limit(max_parts))
 
-    def get_partitions_by_filter(self, db_name: str, tbl_name: str, filter: str, max_parts: int) -> list[Any]:
+    def get_partitions_by_filter(
+        self, db_name: str, tbl_name: str, filter: str, max_parts: int
+    ) -> Sequence[Any]:
         return _partitions_out(
             _capped(
                 db_name,
@@ -698,7 +729,7 @@ class MetastoreHandler:
             )
         )
 
-    def get_partitions_by_names(self, db_name: str, tbl_name: str, names: list[str]) -> list[Any]:
+    def get_partitions_by_names(self, db_name: str, tbl_name: str, names: list[str]) -> Sequence[Any]:
         return _partitions_out(
             self.reads.partitions_by_names(db_name, tbl_name, names or [], **_partition_structs())
         )
@@ -712,7 +743,7 @@ class MetastoreHandler:
         then lists nothing (``CatalogService.alter_partitions``, ``declared``). A dynamic-partition load
         interleaves several partitions' pairs on one connection; each alter takes its own INSERT's
         declaration."""
-        models = [convert.partition_from_thrift(p, db_name, tbl_name) for p in new_parts or []]
+        models = _partition_models(new_parts or [], db_name, tbl_name)
         pending = self._declared()
         written = [(db_name.lower(), tbl_name.lower(), tuple(m.values)) for m in models]
         declared = bool(written) and all(key in pending for key in written)
@@ -740,7 +771,7 @@ class MetastoreHandler:
         if txn is None:
             return self.alter_partitions(db_name, tbl_name, new_parts)
         write = self.txn_writes.resolve(txn[0], txn[1], db_name, tbl_name)
-        models = [convert.partition_from_thrift(p, db_name, tbl_name) for p in new_parts or []]
+        models = _partition_models(new_parts or [], db_name, tbl_name)
         self.txn_writes.alter_partitions(db_name, tbl_name, models, write)
         return None
 
@@ -750,7 +781,7 @@ class MetastoreHandler:
     # 5/6); until they are served over Thrift, in-process callers read partitions consistently with these.
     def get_partitions_with_write_ids(
         self, db_name: str, tbl_name: str, valid_write_id_list: str, table_id: int, max_parts: int = -1
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         write_ids = _write_ids(valid_write_id_list)
         return _partitions_out(
             _capped(
@@ -766,7 +797,7 @@ class MetastoreHandler:
 
     def get_partitions_by_names_with_write_ids(
         self, db_name: str, tbl_name: str, names: list[str], valid_write_id_list: str, table_id: int
-    ) -> list[Any]:
+    ) -> Sequence[Any]:
         write_ids = _write_ids(valid_write_id_list)
         return _partitions_out(
             self.reads.partitions_by_names(
@@ -1209,9 +1240,9 @@ def _capped(
     db_name: str,
     tbl_name: str,
     max_parts: int | None,
-    fetch: Callable[[int], list[Any]],
+    fetch: Callable[[int], Sequence[Any]],
     count: Callable[[], int] | None = None,
-) -> list[Any]:
+) -> Sequence[Any]:
     """Partitions read with ``fetch(limit)``, refused when there are more than the per-call cap.
 
     Like Hive's ``hive.metastore.limit.partition.request``: a call asking for at most the cap (``max_parts``)

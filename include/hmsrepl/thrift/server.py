@@ -6,9 +6,12 @@ step) to one of ``thrift_max_workers`` worker threads, which decodes it, runs th
 gives the connection back. Idle, silent or trickling clients therefore hold a socket, not a worker; Spark keeps a
 second connection open at no cost. Admission (``thrift.admission``) bounds connections in total, per address
 and for non-admins, closing the longest-idle one at once for a newcomer; one memory budget (``thrift.budget``)
-covers requests being received and decoded and replies being written, and large list replies (partitions) are
-encoded and written in pages of ``REPLY_PAGE`` structs. The C-accelerated binary protocol of thriftpy2 keeps
-large partition lists cheap to encode.
+covers requests being received and decoded, the handler's work (``budget.CallMemory``) and replies not yet
+sent. Partition lists longer than ``partition_pages.PAGE_ROWS`` are read from the database in keyset pages and
+encoded and written a page at a time; other large list replies in pages of ``REPLY_PAGE`` structs. Replies are
+written without blocking: what the client does not take at once is sent by the front end (``thrift.output``),
+so a slow reader holds no worker. The C-accelerated binary protocol of thriftpy2 keeps large partition lists
+cheap to encode.
 
 A housekeeping thread aborts timed-out transactions, releases abandoned locks, completes
 file work left pending by a crash (``metastore.intents``), lists the objects that declared writes left
@@ -36,7 +39,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from thriftpy2.protocol.cybin import TCyBinaryProtocol
@@ -47,15 +50,16 @@ from hmsrepl.bounds import ResourceBounds, resource_bounds
 from hmsrepl.cache import MetadataCache
 from hmsrepl.concurrency import PriorityWorkers
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.partition_pages import PartitionPages
 from hmsrepl.monitoring.endpoint import MetricsEndpoint
 from hmsrepl.monitoring.server_metrics import ServerMetrics, ServerStateCollector
 from hmsrepl.monitoring.settings import MetricsSettings, metrics_settings
 from hmsrepl.replication.leftovers import retire_due_everywhere
 from hmsrepl.thrift import sasl
 from hmsrepl.thrift.auth import AuthenticationError, Peer, ThriftSecurity, check_bind
-from hmsrepl.thrift.budget import BudgetExceeded, MemoryBudget, return_freed_memory
+from hmsrepl.thrift.budget import BudgetExceeded, CallMemory, MemoryBudget, return_freed_memory
 from hmsrepl.thrift.frames import MessageRefused, MessageScanner
-from hmsrepl.thrift.frontend import Connection, FrontEnd
+from hmsrepl.thrift.frontend import BUSY, WRITING, Connection, FrontEnd
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
 
@@ -71,6 +75,12 @@ _TRIM_AFTER_BYTES = 16 * 1024 * 1024
 #: back to the front end (only when no other call waits for a worker), and how much it reads then.
 _LINGER_SECONDS = 0.01
 _LINGER_READ = 64 * 1024
+#: Unsent reply bytes a connection holds at least before its worker waits for the client (else 1/64 of the
+#: memory budget): larger replies to slow readers hold a worker, smaller ones never do.
+_HELD_MIN = 4 * 1024 * 1024
+#: Pieces of a reply up to this size in total are joined into one write; larger ones are written one by one
+#: (a page of a large reply is not copied again).
+_JOIN_MAX = 64 * 1024
 
 
 class _Processor(TProcessor):
@@ -118,6 +128,9 @@ class _Processor(TProcessor):
         (through the connection's 4 KB write buffer, a 1,000-partition reply took ~200 socket writes)."""
         success = getattr(result, "success", None)
         writer = getattr(oprot, "writer", None)
+        if writer is not None and isinstance(success, PartitionPages):
+            self._send_stream(writer, api, success, seqid)
+            return None
         if (
             writer is not None
             and isinstance(success, list)
@@ -139,23 +152,55 @@ class _Processor(TProcessor):
         return None
 
     @staticmethod
-    def _send_pages(writer: _ReplyWriter, api: str, items: list[Any], seqid: int) -> None:
+    def _reply_header(api: str, seqid: int, count: int) -> bytes:
+        """The reply's message header and the start of its success field, a list of ``count`` structs."""
         head = TCyMemoryBuffer()
         protocol = TCyBinaryProtocol(head)
         protocol.write_message_begin(api, TMessageType.REPLY, seqid)
         protocol.trans.flush()
-        header = head.getvalue() + _LIST_OF_STRUCTS.pack(TType.LIST, 0, TType.STRUCT, len(items))
+        header: bytes = head.getvalue() + _LIST_OF_STRUCTS.pack(TType.LIST, 0, TType.STRUCT, count)
+        return header
+
+    @staticmethod
+    def _encoded(items: Iterable[Any]) -> bytes:
+        buffer = TCyMemoryBuffer()
+        protocol = TCyBinaryProtocol(buffer)
+        for item in items:
+            item.write(protocol)
+        protocol.trans.flush()
+        page: bytes = buffer.getvalue()
+        return page
+
+    def _send_stream(self, writer: _ReplyWriter, api: str, items: PartitionPages, seqid: int) -> None:
+        """A reply read from the database a page at a time (``partition_pages``): each page encoded and
+        written before the next is read, so no more than one page of structs exists at once. A failure
+        after the first bytes ends the connection (the client sees a broken reply, never a wrong one)."""
+        try:
+            writer.write(self._reply_header(api, seqid, len(items)))
+            for page in items.pages():
+                while page:  # encoded REPLY_PAGE structs at a time, each let go once encoded
+                    encoded = self._encoded(page[:REPLY_PAGE])
+                    del page[:REPLY_PAGE]
+                    writer.send_page(encoded)
+                    del encoded
+                del page  # not held while the next page is read
+            writer.send_page(b"\x00")  # the STOP that closes the result struct
+        except Exception as exc:
+            if isinstance(exc, OSError):
+                raise
+            log.error("%s: the reply broke off after it began; closing the connection", api, exc_info=exc)
+            raise TTransportException(TTransportException.UNKNOWN, f"{api}: reply broke off") from exc
+        finally:
+            items.close()
+
+    def _send_pages(self, writer: _ReplyWriter, api: str, items: list[Any], seqid: int) -> None:
+        header = self._reply_header(api, seqid, len(items))
         encoded = items.encoded if isinstance(items, EncodedStructs) else None
         for start in range(0, len(items), REPLY_PAGE):
             if encoded is not None:
                 page = b"".join(encoded[start : start + REPLY_PAGE])
             else:
-                buffer = TCyMemoryBuffer()
-                protocol = TCyBinaryProtocol(buffer)
-                for item in items[start : start + REPLY_PAGE]:
-                    item.write(protocol)
-                protocol.trans.flush()
-                page = buffer.getvalue()
+                page = self._encoded(items[start : start + REPLY_PAGE])
             if start == 0:
                 page = header + page
             if start + REPLY_PAGE >= len(items):
@@ -188,32 +233,40 @@ class _RequestReader:
 
 
 class _ReplyWriter:
-    """Where a reply goes: the connection's socket (blocking, bounded by the client timeout while a worker owns
-    it), one SASL frame per flush. Pages of a large reply are charged to the memory budget while written."""
+    """Where a reply goes: the connection's socket without blocking, one SASL frame per flush. What the
+    socket does not take at once waits in the connection's ``OutputBuffer`` (charged to the memory budget),
+    sent by the front end once the call is over; the worker waits for its client only while the connection
+    holds more than ``held_max`` unsent bytes, at most the client timeout without progress."""
 
-    def __init__(self, conn: Connection, budget: MemoryBudget, wait_seconds: float) -> None:
+    def __init__(self, conn: Connection, wait_seconds: float, held_max: int, timeout: float | None) -> None:
         self.conn = conn
-        self.budget = budget
         self.wait_seconds = wait_seconds
+        self.held_max = held_max
+        self.timeout = timeout
         self._parts: list[bytes] = []
 
     def write(self, data: bytes) -> None:
         self._parts.append(data)
 
     def flush(self) -> None:
-        data = b"".join(self._parts)
-        self._parts = []
-        if data:
-            self.conn.sock.sendall(self.conn.frame(data))
+        parts, self._parts = self._parts, []
+        if not parts:
+            return
+        if len(parts) > 1 and sum(len(part) for part in parts) <= _JOIN_MAX:
+            parts = [b"".join(parts)]  # small pieces (a reply's header and body): one send, one SASL frame
+        conn = self.conn
+        for part in parts:
+            if part:
+                conn.out.write(conn.sock, conn.frame(part), self.wait_seconds)
+        del part
+        parts.clear()
+        if conn.out.size > self.held_max:
+            conn.out.wait_below(conn.sock, self.held_max // 2, self.timeout)
 
     def send_page(self, data: bytes) -> None:
-        """Write one page of a reply: buffered parts first, the page's bytes held in the budget while sent."""
-        self.budget.reserve(len(data), self.wait_seconds)
-        try:
-            self._parts.append(data)
-            self.flush()
-        finally:
-            self.budget.release(len(data))
+        """Write one page of a reply (buffered parts first)."""
+        self._parts.append(data)
+        self.flush()
 
     def is_open(self) -> bool:
         return True
@@ -262,6 +315,8 @@ class ThriftServer:
         self._lingering = 0
         self._lingering_lock = threading.Lock()
         self._max_lingering = max(1, limits.thrift_max_workers // 4)
+        #: Unsent reply bytes a connection may hold before its worker waits for the client to read.
+        self._held_max = max(_HELD_MIN, limits.thrift_memory_budget_bytes // 64)
         self.stopping = threading.Event()
         self.listener: socket.socket | None = None
         self.frontend: FrontEnd | None = None
@@ -378,7 +433,7 @@ class ThriftServer:
         waits for a worker and at most a quarter of the workers wait like this: a client calling in a loop is then served without two thread hand-offs through the
         front end per call (each a scheduling delay on a busy machine). Anything else goes back to the front
         end, bytes received so far included. Returns (request or None, whether the connection is over)."""
-        if conn.framed or self.workers.queued or self.stopping.is_set() or conn.data:
+        if conn.framed or self.workers.queued or self.stopping.is_set() or conn.data or conn.out:
             return None, False
         with self._lingering_lock:
             if self._lingering >= self._max_lingering:  # keep most workers free for calls yet to come
@@ -427,12 +482,17 @@ class ThriftServer:
         return request, False
 
     def _process(self, conn: Connection, reader: _RequestReader) -> bool:
-        """Decode, run and answer one call; True when the connection is over (the client left, or failed)."""
+        """Decode, run and answer one call; True when the connection is over (the client left, or failed).
+
+        The call's handler work is charged to the memory budget (``CallMemory``) and given back here; the
+        reply is written without blocking, its unsent rest left to the front end (``output``)."""
+        wait = self.limits.thrift_memory_wait_seconds
+        memory = CallMemory.begin(self.budget, wait)
         try:
-            self._own(conn)
+            conn.sock.setblocking(False)
             self.resume_connection(conn.handler_state)
             iprot = TCyBinaryProtocol(TCyBufferedTransport(reader))
-            oprot = _ReplyProtocol(_ReplyWriter(conn, self.budget, self.limits.thrift_memory_wait_seconds))
+            oprot = _ReplyProtocol(_ReplyWriter(conn, wait, self._held_max, _timeout(self.limits)))
             self.processor.process(iprot, oprot, decoded=reader.close)
         except (TTransportException, OSError, BudgetExceeded) as exc:
             log.info("connection from %s ended during a call: %s", conn.address, exc)
@@ -440,6 +500,8 @@ class ThriftServer:
         except Exception:
             log.exception("connection from %s failed", conn.address)
             return True
+        finally:
+            memory.end()
         return False
 
     # -- stopping ----------------------------------------------------------------------------------------------
@@ -458,12 +520,15 @@ class ThriftServer:
             return 0, 0
         deadline = time.monotonic() + seconds
         frontend.close_idle()
-        waited = sum(1 for c in list(frontend.connections) if c.busy)
-        while (left := deadline - time.monotonic()) > 0 and any(c.busy for c in list(frontend.connections)):
+        waited = sum(1 for c in list(frontend.connections) if c.state in (BUSY, WRITING))
+        while (left := deadline - time.monotonic()) > 0 and any(
+            c.state in (BUSY, WRITING) for c in list(frontend.connections)
+        ):
             with frontend.state:
-                frontend.state.wait(min(left, 0.2))
-            frontend.close_idle()  # a call that ended hands its connection back: closed now
-        running = sum(1 for c in frontend.connections if c.busy)
+                frontend.state.wait(min(left, 0.05))
+            frontend.close_idle()  # a call that ended hands its connection back: closed once its reply is sent
+        running = sum(1 for c in frontend.connections if c.state in (BUSY, WRITING))
+        frontend.close_unsent()
         self.workers.stop()
         return waited - running, running
 
