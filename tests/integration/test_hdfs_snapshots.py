@@ -126,7 +126,9 @@ def test_a_versioned_reference_reads_an_earlier_state_of_the_same_path_only(hdfs
     data = put(f"{directory}/t/f", b"old")
     fs = hdfs(data)
     identity = fs.identify(data)
-    assert identity.version_id and identity.version_id.startswith(parse_hdfs_uri(directory)[1] + "/.snapshot/")
+    assert identity.version_id and identity.version_id.startswith(
+        parse_hdfs_uri(directory)[1] + "/.snapshot/"
+    )
     assert fs.identify(data) == identity, "an unchanged file reuses its snapshot"
     put(data, b"new, longer content")
     pinned = versioned_reference(data, identity.version_id)

@@ -75,7 +75,9 @@ def test_spark_load_copies_from_an_hdfs_source_take_the_events_version_from_its_
         relative, data = f"p={i % 2}/part-{i:02d}", os.urandom(5_000 + i)
         fs.write_bytes(f"{src}/{relative}", data)
         identity = fs.identify(f"{src}/{relative}")  # what the metastore records with the event
-        encoded = EncodedFileUri(f"{src}/{relative}", identity.checksum, cmroot, "", identity.version_id or "")
+        encoded = EncodedFileUri(
+            f"{src}/{relative}", identity.checksum, cmroot, "", identity.version_id or ""
+        )
         tasks.append(CopyTask(encoded.encode(), f"{dst}/{relative}", (src, cmroot)))
         expected[relative] = identity.checksum
     fs.write_bytes(f"{src}/p=0/part-00", b"rewritten after its event, behind the metastore")
