@@ -51,7 +51,7 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.locks import LockComponent, LockInfo
 from hmsrepl.metastore.model import Partition
-from hmsrepl.thrift import convert
+from hmsrepl.thrift import compactions, convert
 from hmsrepl.thrift.catalogs import CATALOG, accept_qualified_names
 from hmsrepl.thrift.hive3_insert import hive3_overwrote
 from hmsrepl.thrift.idl import Service, hms
@@ -1013,6 +1013,16 @@ class MetastoreHandler:
     def show_locks(self, rqst: Any) -> Any:
         found = self.store.locks.show_locks(rqst.dbname, rqst.tablename, rqst.partname, rqst.txnid or None)
         return hms.ShowLocksResponse(locks=[_show_lock(info) for info in found])
+
+    # -- compaction (thrift.compactions) ------------------------------------------------------------------------
+    def compact(self, rqst: Any) -> None:
+        compactions.compact2(self.store, rqst)
+
+    def compact2(self, rqst: Any) -> Any:
+        return compactions.compact2(self.store, rqst)
+
+    def show_compact(self, rqst: Any) -> Any:
+        return compactions.show_compact(self.store, rqst)
 
     # -- column statistics -------------------------------------------------------------------------------------
     def update_table_column_statistics(self, stats_obj: Any) -> bool:
