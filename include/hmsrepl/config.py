@@ -67,6 +67,13 @@ class MetastoreConfig(BaseSettings):
         "exceed this fraction of the base's (or there is no base), else a minor one that merges the deltas "
         "and keeps the base (Hive's hive.compactor.delta.pct.threshold).",
     )
+    compaction_check_interval_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="A serving metastore runs a compaction pass (initiator, copy-engine worker, cleaner, aborted "
+        "writes) this often; 0: never (Hive 3's default: hive.compactor.initiator.on=false), compaction then runs "
+        "from 'hmsrepl compact' or the hmsrepl_compaction DAG (Spark).",
+    )
     compaction_cleaner_delay_seconds: float = Field(
         default=300.0,
         ge=0,

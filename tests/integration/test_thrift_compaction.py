@@ -7,6 +7,7 @@ queue and the replica as they were (compared whole, before and after).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from thriftpy2.thrift import TApplicationException
 
 from hmsrepl.acid.compaction_cycle import run_cycle
 from hmsrepl.acid.compaction_queue import CompactionQueue
+from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import REPLICA_OF, privileged
@@ -23,7 +25,7 @@ from hmsrepl.replication.verify import capture_state
 from hmsrepl.thrift.handler import ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import IDL_PATH
 from tests.backends import temporary_database
-from tests.integration.test_acid_compaction import append
+from tests.integration.test_acid_compaction import append, entries, rows
 from tests.integration.test_insert_only import create_table
 from tests.servers import RunningMetastore, metastore_server
 
@@ -158,3 +160,44 @@ def test_partition_names_are_matched_as_the_initiator_spells_them(metastore: Met
     assert (row.part_name, row.type) == ("ds=2024-01-01", "minor")
     # The initiator sees the same location as already queued.
     assert CompactionQueue(metastore.events).enqueue("sales", "daily", "ds=2024-01-01") is None
+
+
+def test_a_serving_metastore_compacts_on_its_own_when_told_to(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """With ``compaction_check_interval_seconds``, the server's housekeeping runs the initiator, worker and
+    cleaner: a location past the delta threshold ends as one base, read as the same rows."""
+    root = tmp_path_factory.mktemp("self-compacting")
+    settings = {
+        "HMSREPL_COMPACTION_CHECK_INTERVAL_SECONDS": "0.5",
+        "HMSREPL_COMPACTION_DELTA_THRESHOLD": "3",
+        "HMSREPL_COMPACTION_CLEANER_DELAY_SECONDS": "0",
+    }
+    url = f"sqlite:///{root}/ms.db"
+    config = MetastoreConfig(db_url=url, warehouse=str(root / "warehouse"), cmroot=str(root / "cmroot"))
+    store = Metastore.open(config)  # the appends are all in before the server looks
+    store.catalog.create_database(Database(name="sales"))
+    _tables(store)
+    for n in range(5):
+        append(store, n)
+    before = rows(store)
+    store.close()
+    with metastore_server(root, url, **settings) as server:
+        store = Metastore.open(server.config)
+        client = make_client(h3.ThriftHiveMetastore, "127.0.0.1", server.port, timeout=30000)
+        try:
+            deadline = time.monotonic() + 60
+            states: list[str] = []
+            left: list[str] = []
+            while time.monotonic() < deadline:  # the cleaner moves files right after it marks the row
+                states = [e.state for e in client.show_compact(h3.ShowCompactRequest()).compacts]
+                left = entries(store)
+                if states == ["succeeded"] and len(left) == 1:
+                    break
+                time.sleep(0.2)
+            assert states == ["succeeded"]
+            [base] = left
+            assert base.startswith("base_0000005_v") and rows(store) == before
+        finally:
+            client.close()
+            store.close()
