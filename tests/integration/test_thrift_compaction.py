@@ -27,7 +27,7 @@ from hmsrepl.thrift.idl import IDL_PATH
 from tests.backends import temporary_database
 from tests.integration.test_acid_compaction import append, entries, rows
 from tests.integration.test_insert_only import create_table
-from tests.servers import RunningMetastore, metastore_server
+from tests.servers import Hive2Client, RunningMetastore, metastore_server
 
 h3 = thriftpy2.load(str(IDL_PATH), module_name="hms_compaction_client_thrift")
 MAJOR, MINOR = h3.CompactionType.MAJOR, h3.CompactionType.MINOR
@@ -89,6 +89,47 @@ def test_a_hive_client_queues_a_compaction_sees_it_in_show_compact_and_a_worker_
     newer = client.compact2(request)
     newest = client.show_compact(h3.ShowCompactRequest(order="id desc", limit=1)).compacts
     assert [e.id for e in newest] == [newer.id] and newer.id > first.id
+
+
+def test_apache_thrift_bindings_of_hive_2_and_3_queue_and_list_compactions(remote, server) -> None:
+    """hmsclient (Hive 2.3's IDL, what Hive 2 clients send) and pyiceberg's binding (Hive 3's IDL)."""
+    from hive_metastore import ThriftHiveMetastore as Hive3Service
+    from hive_metastore import ttypes as t3
+    from hmsclient.genthrift.hive_metastore import ttypes as t2
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+
+    _, store = remote
+    append(store, 1, "daily", ["2024-03-01"])
+    hive2 = Hive2Client(server.port, timeout_ms=30000)
+    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", server.port))
+    hive3 = Hive3Service.Client(TBinaryProtocol.TBinaryProtocol(transport))
+    transport.open()
+    try:
+        request = dict(dbname="sales", tablename="daily", partitionname="ds=2024-03-01")
+        queued = hive2.compact2(t2.CompactionRequest(type=t2.CompactionType.MINOR, **request))
+        again = hive3.compact2(t3.CompactionRequest(type=t3.CompactionType.MAJOR, **request))
+        assert (queued.accepted, queued.state) == (True, "initiated")
+        assert (again.accepted, again.id) == (False, queued.id) and "already initiated" in again.errormessage
+        for shown in (
+            hive2.show_compact(t2.ShowCompactRequest()),
+            hive3.show_compact(t3.ShowCompactRequest()),
+        ):
+            [row] = [e for e in shown.compacts if e.id == queued.id]
+            assert (row.tablename, row.partitionname, row.type, row.state) == (
+                "daily",
+                "ds=2024-03-01",
+                t2.CompactionType.MINOR,
+                "initiated",
+            )
+        with pytest.raises(Exception, match="not a transactional table"):
+            hive2.compact(
+                t2.CompactionRequest(dbname="sales", tablename="plain", type=t2.CompactionType.MAJOR)
+            )
+        assert hive2.get_all_databases()  # the connection still serves after the error
+    finally:
+        hive2.close()
+        transport.close()
 
 
 def test_bad_requests_get_one_line_errors_naming_the_fix_and_queue_nothing(remote) -> None:
