@@ -8,7 +8,13 @@ and a bootstrap after a minor compaction gives the replica the same rows.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import time
+
+import pytest
 
 from hmsrepl.acid import InsertOnlyReader, InsertOnlyWriter
 from hmsrepl.acid.aborted import clean_aborted
@@ -18,7 +24,7 @@ from hmsrepl.acid.compaction_queue import MINOR, CompactionQueue
 from hmsrepl.acid.initiator import Initiator
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
-from tests.integration.test_acid_compaction import aborted_append, append, entries, rows
+from tests.integration.test_acid_compaction import ROOT, aborted_append, append, entries, rows
 from tests.integration.test_acid_compaction_replication import lines
 from tests.integration.test_acid_replication import (  # noqa: F401 - fixtures
     bootstrap,
@@ -137,3 +143,42 @@ def test_bootstrap_after_a_minor_compaction_gives_the_replica_the_same_rows(engi
     write(source, "orders", b"after")
     step(engine, None)
     assert lines(target, "sales_dr") == lines(source, "sales")
+
+
+@pytest.mark.parametrize(
+    "point", ["compaction_before_commit", "compaction_cleaner_before_commit", "recycle_after_file@3"]
+)
+def test_a_kill_during_a_minor_compaction_or_its_cleaning_loses_nothing(
+    sqlite_metastore: Metastore, point: str
+) -> None:
+    store = sqlite_metastore
+    store.catalog.create_database(Database(name="sales"))
+    create_table(store, "events")
+    base = big_base(store)
+    for n in range(2, 8):
+        append(store, n)
+    aborted_append(store, 8)
+    before = rows(store)
+    CompactionQueue(store.events).enqueue("sales", "events", None, MINOR)  # the child's worker takes it
+    config = {key: getattr(store.config, key) for key in ("db_url", "warehouse", "cmroot")}
+    env = {
+        **os.environ,
+        "HMSREPL_FAULT_POINT": point,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "include"), str(ROOT)]),
+    }
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.compaction_child", json.dumps(config)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    assert child.returncode == -9, child.stderr.decode()[-2000:]
+    assert rows(store) == before  # right after the kill
+
+    store.txns.abort_timed_out(now=time.time() + 10 * store.txns.timeout_seconds)  # the dead worker's txn
+    report = run_cycle(store, delta_threshold=100, cleaner_delay_seconds=0)
+    assert not report.failed and rows(store) == before
+    aborted = "delta_0000008_0000008_0000"  # above the merged range: the aborted-write cleanup's, later
+    [merged] = [name for name in entries(store) if name.startswith("delta_") and name != aborted]
+    assert entries(store) == [base, merged, aborted] and merged.startswith("delta_0000002_0000007_v")
+    assert {row.state for row in CompactionQueue(store.events).records()} == {"succeeded"}
