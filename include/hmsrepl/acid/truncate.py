@@ -4,8 +4,8 @@ Deleting the files would pull rows from under readers holding an older snapshot,
 hear of it (ACID data reaches it only through committed txns). Instead each location (the table's, or each
 named partition's) gets an overwrite that writes no rows: a ``base_<wid>`` holding only a marker, which hides
 everything below it from snapshots taken after its commit. Its COMMIT_TXN replicates like any overwrite (the
-replica gets the empty base, ``acid_replay``), older snapshots keep reading their files, and the compaction
-cleaner removes what the empty base made obsolete once nobody needs it.
+replica gets the empty base, ``acid_replay``), and older snapshots keep reading their files, which stay on
+disk (as after any overwrite) until a major compaction of the location after later writes cleans them.
 
 A partitioned table's partitions are emptied one txn each, in name order: a reader may see some emptied and
 others not while it runs (Hive empties them in one txn).
