@@ -57,8 +57,22 @@ class MetastoreConfig(BaseSettings):
     compaction_delta_threshold: int = Field(
         default=10,
         ge=1,
-        description="The compaction initiator queues a major compaction of an insert-only table or partition "
-        "once it holds more than this many delta directories (Hive's hive.compactor.delta.num.threshold).",
+        description="The compaction initiator queues a compaction of an insert-only table or partition once "
+        "it holds more than this many delta directories (Hive's hive.compactor.delta.num.threshold).",
+    )
+    compaction_delta_pct_threshold: float = Field(
+        default=0.1,
+        gt=0,
+        description="Past the delta threshold, the initiator queues a major compaction when the deltas' bytes "
+        "exceed this fraction of the base's (or there is no base), else a minor one that merges the deltas "
+        "and keeps the base (Hive's hive.compactor.delta.pct.threshold).",
+    )
+    compaction_check_interval_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="A serving metastore runs a compaction pass (initiator, copy-engine worker, cleaner, aborted "
+        "writes) this often; 0: never (Hive 3's default: hive.compactor.initiator.on=false), compaction then runs "
+        "from 'hmsrepl compact' or the hmsrepl_compaction DAG (Spark).",
     )
     compaction_cleaner_delay_seconds: float = Field(
         default=300.0,

@@ -484,6 +484,51 @@ class CmrootCleanupOperator(BaseOperator):
         run_app(run, self.log)
 
 
+class CompactionOperator(BaseOperator):
+    """``spark_apps/compact.py`` for one side: a compaction pass over its insert-only tables (initiator,
+    worker, cleaner, aborted writes), with that side's settings from its metastore connection.
+
+    A replica compacts on its own (a source compaction is not replicated), so the DAG runs one per side.
+    ``engine`` "spark" submits the application (rows rewritten into few files; the JVM starts only when a
+    compaction runs), "copy" runs it as a plain Python process.
+    """
+
+    def __init__(
+        self,
+        *,
+        side: str,
+        metastore_conn_id: str,
+        engine: str = "spark",
+        conn_id: str = SPARK_CONN_ID,
+        name: str = "hmsrepl-compact",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.side = side
+        self.metastore_conn_id = metastore_conn_id
+        self.engine = engine
+        self.conn_id = conn_id
+        self.name = name
+        self.application = spark_app("compact.py")
+
+    def execute(self, context: Any) -> None:
+        try:
+            env = application_environment(
+                {self.side: MetastoreNotificationHook(self.metastore_conn_id)}, os.environ
+            )
+        except MetastoreHookError as exc:
+            raise _hook_failure(exc) from exc
+        run = AppRun(
+            ["--side", self.side, "--engine", self.engine],
+            on_spark=self.engine == "spark",
+            name=self.name,
+            spark_conn_id=self.conn_id,
+            application="compact.py",
+            env=env,
+        )
+        run_app(run, self.log)
+
+
 def _side(side: str, conn_id: str) -> Any:
     """The source or target metastore's database, as the applications get it (``app_settings``)."""
     from hmsrepl.config import MetastoreConfig

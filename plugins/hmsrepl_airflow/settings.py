@@ -35,6 +35,9 @@ DEFAULT_LIMIT = 500
 SPARK_APPS_ENV = "HMSREPL_SPARK_APPS"
 INCREMENTAL_SCHEDULE_ENV = "HMSREPL_INCREMENTAL_SCHEDULE"
 CM_CLEANUP_SCHEDULE_ENV = "HMSREPL_CM_CLEANUP_SCHEDULE"
+COMPACTION_SCHEDULE_ENV = "HMSREPL_COMPACTION_SCHEDULE"
+#: How the compaction DAG rewrites rows: "spark" (spark-submit, few files) or "copy" (plain Python, no JVM).
+COMPACTION_ENGINE_ENV = "HMSREPL_COMPACTION_ENGINE"
 RETRIES_ENV = "HMSREPL_TASK_RETRIES"
 #: First wait before a retry (seconds; doubled each time, at most 30 minutes).
 RETRY_DELAY_ENV = "HMSREPL_TASK_RETRY_DELAY_SECONDS"
@@ -58,11 +61,13 @@ DEFAULT_DUMP_RETENTION_SECONDS = 7 * 86400
 FRESHNESS_DEADLINE_ENV = "HMSREPL_FRESHNESS_DEADLINE_SECONDS"
 DEFAULT_INCREMENTAL_SCHEDULE = "*/15 * * * *"
 DEFAULT_CM_CLEANUP_SCHEDULE = "@daily"
+DEFAULT_COMPACTION_SCHEDULE = "@hourly"
 
 VARIABLE_PREFIX = "hmsrepl_repl_last_id__"
 BOOTSTRAP_DAG_ID = "hmsrepl_bootstrap"
 INCREMENTAL_DAG_ID = "hmsrepl_incremental"
 CM_CLEANUP_DAG_ID = "hmsrepl_cm_cleanup"
+COMPACTION_DAG_ID = "hmsrepl_compaction"
 FAILOVER_DAG_ID = "hmsrepl_failover"
 RESTORE_DAG_ID = "hmsrepl_restore"
 
@@ -129,11 +134,24 @@ def schedule_setting(name: str, default: str) -> tuple[str | None, str | None]:
     )
 
 
+def compaction_engine() -> tuple[str, str | None]:
+    """``HMSREPL_COMPACTION_ENGINE`` (spark or copy; default spark), and the problem with it if malformed."""
+    raw = os.environ.get(COMPACTION_ENGINE_ENV, "").strip().lower()
+    if raw in ("", "spark", "copy"):
+        return raw or "spark", None
+    return (
+        "spark",
+        f"{COMPACTION_ENGINE_ENV}={raw!r} is not 'spark' or 'copy'; the DAG uses 'spark' until it is fixed",
+    )
+
+
 def configuration_problems() -> list[str]:
     """Every malformed pipeline setting, each as one line naming the variable and the fix."""
     problems = [
         schedule_setting(INCREMENTAL_SCHEDULE_ENV, DEFAULT_INCREMENTAL_SCHEDULE)[1],
         schedule_setting(CM_CLEANUP_SCHEDULE_ENV, DEFAULT_CM_CLEANUP_SCHEDULE)[1],
+        schedule_setting(COMPACTION_SCHEDULE_ENV, DEFAULT_COMPACTION_SCHEDULE)[1],
+        compaction_engine()[1],
         positive_int_setting(LIMIT_ENV, DEFAULT_LIMIT)[1],
         positive_int_setting(TASK_TIMEOUT_ENV, DEFAULT_TASK_TIMEOUT_MINUTES)[1],
         positive_int_setting(DAGRUN_TIMEOUT_ENV, DEFAULT_DAGRUN_TIMEOUT_MINUTES)[1],

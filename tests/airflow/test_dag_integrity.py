@@ -17,6 +17,7 @@ EXPECTED = {
     "hmsrepl_bootstrap",
     "hmsrepl_incremental",
     "hmsrepl_cm_cleanup",
+    "hmsrepl_compaction",
     "hmsrepl_failover",
     "hmsrepl_restore",
 }
@@ -110,7 +111,7 @@ def test_dags_import_without_database_or_network_and_declare_ownership(probed: d
             # the source frozen and says why); everything else that talks to a server retries.
             no_retry = task_id == "plan_replications" or dag_id in ("hmsrepl_failover", "hmsrepl_restore")
             assert task["retries"] >= (0 if no_retry else 1), (dag_id, task_id)
-            if task["type"] in ("SparkSubmitOperator", "CmrootCleanupOperator"):
+            if task["type"] in ("SparkSubmitOperator", "CmrootCleanupOperator", "CompactionOperator"):
                 assert Path(task["application"]).is_file(), (dag_id, task_id, task["application"])
 
 
@@ -137,6 +138,7 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
     ]
     assert bootstrap["params"] == ["policy", "target_db"]
     assert incremental["schedule"] != "None" and cleanup["schedule"] != "None"
+    assert dags["hmsrepl_compaction"]["schedule"] == "@hourly"
     assert incremental["params"] == ["limit", "replications"]
     kinds = {dag_id: {t: v["type"] for t, v in dag["tasks"].items()} for dag_id, dag in dags.items()}
     assert kinds == {
@@ -153,6 +155,10 @@ def test_dag_shapes_the_pipeline_relies_on(probed: dict) -> None:  # type: ignor
             "cleanup_source_cmroot": "CmrootCleanupOperator",
             "cleanup_target_cmroot": "CmrootCleanupOperator",
             "prune_dumps": "PruneDumpsOperator",
+        },
+        "hmsrepl_compaction": {
+            "compact_source": "CompactionOperator",
+            "compact_target": "CompactionOperator",
         },
         "hmsrepl_failover": {
             "failover": "FailoverOperator",
@@ -171,6 +177,8 @@ def test_malformed_settings_never_make_a_dag_vanish(tmp_path: Path) -> None:
         {
             "HMSREPL_INCREMENTAL_SCHEDULE": "every fifteen minutes",
             "HMSREPL_CM_CLEANUP_SCHEDULE": "61 * * * *",
+            "HMSREPL_COMPACTION_SCHEDULE": "hourly-ish",
+            "HMSREPL_COMPACTION_ENGINE": "gpu",
             "HMSREPL_REPL_LIMIT": "many",
             "HMSREPL_TASK_TIMEOUT_MINUTES": "-1",
             "HMSREPL_REPLICATIONS": "[{not json",
@@ -180,6 +188,7 @@ def test_malformed_settings_never_make_a_dag_vanish(tmp_path: Path) -> None:
     assert set(found["dags"]) == EXPECTED
     assert found["dags"]["hmsrepl_incremental"]["schedule"] == "*/15 * * * *"  # the default, until fixed
     assert found["dags"]["hmsrepl_cm_cleanup"]["schedule"] == "@daily"
+    assert found["dags"]["hmsrepl_compaction"]["schedule"] == "@hourly"
 
 
 def test_a_freshness_deadline_becomes_the_incremental_dags_deadline_alert(tmp_path: Path) -> None:

@@ -180,10 +180,27 @@ def test_compacted_delta_replaces_its_inputs() -> None:
     assert visible_directories(names, wids("db.t:3:9223372036854775807::")) == ["delta_0000001_0000002", D3]
 
 
-def test_delta_with_any_invalid_write_id_is_skipped_whole() -> None:
-    names = [D1, D2, "delta_0000001_0000002"]
+def test_a_writers_delta_with_any_invalid_write_id_is_skipped_whole() -> None:
+    names = [D1, D2, "delta_0000001_0000002_0000"]  # several write ids with a statement id: not a compactor's
     assert visible_directories(names, wids("db.t:2:9223372036854775807::2")) == [D1]
     assert visible_directories(names, wids("db.t:2:2:2:")) == [D1]
+
+
+def test_a_compactors_delta_may_span_aborted_write_ids_but_no_open_one() -> None:
+    """A minor compaction merges committed rows only: an aborted id inside its range hides nothing."""
+    for merged in ("delta_0000001_0000003", "delta_0000001_0000003_v0000020"):
+        names = [D1, D3, merged]
+        committed = ValidTxnList(30)
+        aborted_2 = wids("db.t:3:9223372036854775807::2")
+        assert visible_directories(names, aborted_2, valid_txns=committed) == [merged]
+        open_2 = wids("db.t:3:2:2:")
+        assert visible_directories(names, open_2, valid_txns=committed) == [D1, D3]
+        all_aborted = wids("db.t:3:9223372036854775807::1,2,3")
+        assert visible_directories(names, all_aborted, valid_txns=committed) == []
+    # Not yet committed compaction: its inputs are read.
+    pending = ValidTxnList(30, open_txns=frozenset({20}))
+    names = [D1, D3, "delta_0000001_0000003_v0000020"]
+    assert visible_directories(names, wids("db.t:3:9223372036854775807::2"), valid_txns=pending) == [D1, D3]
 
 
 def test_compactor_output_needs_its_txn_committed() -> None:
@@ -228,11 +245,14 @@ def model_visible(entries: list[tuple], hwm: int, open_ids: set[int], aborted_id
     committed = set(range(1, hwm + 1)) - open_ids - aborted_ids
     bases = [e for e in entries if e[0] == "base" and e[1] in committed]
     best = max((e[1] for e in bases), default=None)
-    candidates = [
-        e
-        for e in entries
-        if e[0] == "delta" and set(range(e[1], e[2] + 1)) <= committed and e[1] > (best or 0)
-    ]
+
+    def readable(e: tuple) -> bool:
+        ids = set(range(e[1], e[2] + 1))
+        if e[1] < e[2] and e[3].count("_") == 2:  # a compactor's (statement-less) delta
+            return e[2] <= hwm and not ids & open_ids and not ids <= aborted_ids
+        return ids <= committed
+
+    candidates = [e for e in entries if e[0] == "delta" and readable(e) and e[1] > (best or 0)]
     covered = {
         e[3]
         for e in candidates

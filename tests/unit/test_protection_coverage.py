@@ -32,7 +32,13 @@ def test_every_idl_method_sits_in_exactly_one_table() -> None:
 
 def test_the_tables_name_only_methods_of_the_idl_that_the_handler_serves() -> None:
     methods = set(idl_methods(IDL_PATH, "coverage_idl_thrift"))
-    listed = [*table.EVENT_WRITES, *table.LOCK_WRITES, *table.NO_DATABASE_STATE, *table.READS]
+    listed = [
+        *table.EVENT_WRITES,
+        *table.LOCK_WRITES,
+        *table.QUEUED_WRITES,
+        *table.NO_DATABASE_STATE,
+        *table.READS,
+    ]
     assert sorted(set(listed) - methods) == []  # no stale entry
     assert [m for m in listed if not callable(getattr(MetastoreHandler, m, None))] == []
 
@@ -40,7 +46,7 @@ def test_the_tables_name_only_methods_of_the_idl_that_the_handler_serves() -> No
 def test_reads_are_named_as_reads_and_writes_are_not() -> None:
     """A write filed under READS by mistake would escape the rule: reads must look like reads."""
     assert sorted(m for m in table.READS if not READ_NAMES.match(m)) == []
-    writes = [*table.EVENT_WRITES, *table.LOCK_WRITES, *table.NO_DATABASE_STATE]
+    writes = [*table.EVENT_WRITES, *table.LOCK_WRITES, *table.QUEUED_WRITES, *table.NO_DATABASE_STATE]
     assert [m for m in writes if READ_NAMES.match(m)] == []
 
 
@@ -57,6 +63,12 @@ def test_a_planted_write_in_the_idl_is_reported_uncovered(tmp_path: Path) -> Non
     methods = idl_methods(planted, "planted_idl_thrift")
     assert "drop_everything" in methods
     assert table.uncovered(methods) == ["drop_everything"]
+
+
+def test_compaction_requests_are_writes_judged_when_made_and_show_compact_is_a_read() -> None:
+    assert table.coverage("compact") == ["QUEUED_WRITES"]
+    assert table.coverage("compact2") == ["QUEUED_WRITES"]
+    assert table.coverage("show_compact") == ["READS"]
 
 
 def test_a_method_in_two_tables_is_reported(monkeypatch) -> None:

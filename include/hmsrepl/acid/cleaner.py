@@ -1,4 +1,5 @@
-"""The cleaner: removes what a compaction's base made obsolete, once no reader's snapshot can need it.
+"""The cleaner: removes what a compaction's base (or minor delta) made obsolete, once no reader's snapshot can
+need it.
 
 Hive's rule: a reader whose snapshot predates the compaction's commit cannot take the new base
 (``directories.is_valid_base``) and reads the deltas; such a reader holds a txn opened before the commit,
@@ -7,11 +8,11 @@ cleaner waits until no txn below it is open, plus ``compaction_cleaner_delay_sec
 took a snapshot without a txn (a Spark job listing its files, then reading them).
 
 Obsolete in a compacted location: deltas up to the horizon, older bases, pre-ACID originals (the base
-rewrote them all), and directories of compactor txns that aborted (a killed or failed worker). Their files
-go to cmroot through a recycle intent recorded in the same DB transaction that marks the compaction
-``succeeded``: events that named them (a replica's next load, a point-in-time restore) still find them, and a
-kill at any point leaves either the row ``ready for cleaning`` (redone) or the intent (completed by the
-housekeeping, or by the next run).
+rewrote them all), and directories of compactor txns that aborted (a killed or failed worker); after a minor
+compaction, the deltas inside its range. Their files go to cmroot through a recycle intent recorded in the
+same DB transaction that marks the compaction ``succeeded``: events that named them (a replica's next load,
+a point-in-time restore) still find them, and a kill at any point leaves either the row ``ready for
+cleaning`` (redone) or the intent (completed by the housekeeping, or by the next run).
 """
 
 from __future__ import annotations
@@ -61,15 +62,18 @@ def obsolete_entries(names: list[str], horizon: int, base_dir: str, valid_txns: 
     """Entries of a location made obsolete by the compacted base ``base_dir`` at write id ``horizon``.
 
     Kept: the base itself, anything above the horizon, hidden names, delete deltas (full ACID), and
-    directories of compactor txns that are still open (a running compaction).
+    directories of compactor txns that are still open (a running compaction). When ``base_dir`` is a minor
+    compaction's delta, only the deltas inside its write-id range are obsolete: the base and originals stay.
     """
+    output = parse_directory_name(base_dir)
+    minor = output is not None and output.kind is DirKind.DELTA
     out = []
     for name in sorted(names):
         if name == base_dir or is_hidden_name(name):
             continue
         parsed = parse_directory_name(name)
         if parsed is None:
-            if not looks_like_acid_name(name):
+            if not looks_like_acid_name(name) and not minor:
                 out.append(name)  # a pre-ACID original: the base rewrote it
             continue
         if parsed.kind is DirKind.DELETE_DELTA:
@@ -81,9 +85,15 @@ def obsolete_entries(names: list[str], horizon: int, base_dir: str, valid_txns: 
                 continue
             if not valid_txns.is_txn_valid(txn):
                 continue  # still open: a compaction at work
-        covered = (
-            parsed.max_write_id < horizon if parsed.kind is DirKind.BASE else parsed.max_write_id <= horizon
-        )
+        if minor:
+            assert output is not None
+            covered = parsed.kind is DirKind.DELTA and (
+                output.min_write_id <= parsed.min_write_id and parsed.max_write_id <= output.max_write_id
+            )
+        elif parsed.kind is DirKind.BASE:
+            covered = parsed.max_write_id < horizon
+        else:
+            covered = parsed.max_write_id <= horizon
         if covered:
             out.append(name)
     return out

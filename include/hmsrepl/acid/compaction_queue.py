@@ -13,7 +13,7 @@ whose heartbeat stopped), see ``reclaim_abandoned``.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, insert, or_, select, update
@@ -30,6 +30,8 @@ REFUSED = "refused"
 ACTIVE_STATES = (INITIATED, WORKING, READY_FOR_CLEANING)
 """A location with a row in one of these states is not queued again (Hive's initiator does the same)."""
 MAJOR = "major"
+MINOR = "minor"
+COMPACTION_TYPES = (MAJOR, MINOR)
 
 
 def now_ms() -> int:
@@ -63,6 +65,15 @@ class CompactionRecord:
         return f"{name}/{self.part_name}" if self.part_name else name
 
 
+@dataclass(frozen=True)
+class QueuedRequest:
+    """What a request to compact a location got: a new row (``accepted``) or the one already active there."""
+
+    id: int
+    state: str
+    accepted: bool
+
+
 def _record(row: object) -> CompactionRecord:
     m = row._mapping  # type: ignore[attr-defined]
     return CompactionRecord(
@@ -93,10 +104,32 @@ class CompactionQueue:
 
     def enqueue(self, db_name: str, table_name: str, part_name: str | None, type_: str = MAJOR) -> int | None:
         """Queue a compaction of one location; ``None`` when one is already queued, working or cleaning."""
+        queued = self.request(db_name, table_name, part_name, type_)
+        return queued.id if queued.accepted else None
+
+    def request(
+        self,
+        db_name: str,
+        table_name: str,
+        part_name: str | None,
+        type_: str = MAJOR,
+        *,
+        guard: Callable[[Connection], None] | None = None,
+    ) -> QueuedRequest:
+        """Queue a compaction of one location, or name the one already queued, working or cleaning there
+        (Hive's ``compact2`` answer: accepted, or the existing id and state).
+
+        ``guard`` runs first in the same DB transaction (a client request's protection check), so a refused
+        request leaves no row.
+        """
+        if type_ not in COMPACTION_TYPES:
+            raise ValueError(f"compaction type '{type_}' is not one of {', '.join(COMPACTION_TYPES)}")
         cq = compaction_queue
         with self.events.transaction() as tx:
+            if guard is not None:
+                guard(tx.conn)
             active = tx.conn.execute(
-                select(cq.c.id)
+                select(cq.c.id, cq.c.state)
                 .where(
                     cq.c.db_name == db_name.lower(),
                     cq.c.tbl_name == table_name.lower(),
@@ -106,7 +139,7 @@ class CompactionQueue:
                 .with_for_update()
             ).first()
             if active is not None:
-                return None
+                return QueuedRequest(int(active.id), active.state, accepted=False)
             result = tx.conn.execute(
                 insert(cq).values(
                     db_name=db_name.lower(),
@@ -119,7 +152,7 @@ class CompactionQueue:
             )
             key = result.inserted_primary_key
             assert key is not None  # an INSERT of one row always reports its key
-            return int(key[0])
+            return QueuedRequest(int(key[0]), INITIATED, accepted=True)
 
     def claim(
         self, worker: str, *, db_name: str | None = None, table_name: str | None = None

@@ -1,4 +1,5 @@
-"""The compaction worker: a major compaction of one insert-only location into ``base_<horizon>_v<txn>``.
+"""The compaction worker: a major compaction of one insert-only location into ``base_<horizon>_v<txn>``, or a
+minor one of its deltas above the base into ``delta_<min>_<max>_v<txn>`` (the base stays as it is).
 
 Hive's rule, kept here: the compaction runs in a txn of its own (type ``compaction``); its horizon is the
 highest write id below which no write id is open in that txn's snapshot (below the table's lowest open
@@ -25,10 +26,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from hmsrepl.acid.compaction_queue import FAILED, REFUSED, CompactionQueue, CompactionRecord
+from hmsrepl.acid.compaction_queue import FAILED, MINOR, REFUSED, CompactionQueue, CompactionRecord
 from hmsrepl.acid.directories import (
     DirKind,
+    ParsedDirectory,
     compacted_base_dir_name,
+    compacted_delta_dir_name,
     parse_directory_name,
     visible_directories,
 )
@@ -146,14 +149,18 @@ class Worker:
         kinds = [parse_directory_name(name) for name in chosen]
         if any(parsed is not None and parsed.kind is DirKind.DELETE_DELTA for parsed in kinds):
             raise ValueError(f"'{location}' holds delete deltas, which only full ACID tables have")
-        if not chosen or (len(chosen) == 1 and kinds[0] is not None and kinds[0].kind is DirKind.BASE):
+        if record.type == MINOR:
+            chosen, output, reason = _minor_plan(chosen, txn_id, horizon)
+        else:
+            output = compacted_base_dir_name(horizon, txn_id)
+            reason = None
+            if not chosen:
+                reason = f"nothing to compact: horizon {horizon}, nothing visible"
+            elif len(chosen) == 1 and kinds[0] is not None and kinds[0].kind is DirKind.BASE:
+                reason = f"nothing to compact: no committed delta at or below write id {horizon}"
+        if reason is not None:
             heartbeat.stop()
             txns.commit_txn(txn_id)
-            reason = "nothing to compact: " + (
-                f"no committed delta at or below write id {horizon}"
-                if chosen
-                else f"horizon {horizon}, nothing visible"
-            )
             self.queue.finish(record.id, REFUSED, reason)
             return CompactionOutcome(record, REFUSED, message=reason)
         inputs = [
@@ -162,7 +169,7 @@ class Worker:
             for status in sorted(listing[name], key=lambda s: s.uri)
             if not is_hidden(relative_to(status.uri, location))
         ]
-        base = compacted_base_dir_name(horizon, txn_id)
+        base = output
         target = join_uri(location, base)
         fs = filesystem_for(target)
         fs.makedirs(target)
@@ -179,8 +186,9 @@ class Worker:
             next_txn_id = tx.conn.execute(
                 select(txn_sequence.c.next_txn_id).where(txn_sequence.c.id == 1).with_for_update()
             ).scalar_one()
+            highest = horizon if record.type != MINOR else _parsed(base).max_write_id
             self.queue.mark_compacted(
-                tx.conn, record.id, highest_write_id=horizon, next_txn_id=next_txn_id, base_dir=base
+                tx.conn, record.id, highest_write_id=highest, next_txn_id=next_txn_id, base_dir=base
             )
         log.info(
             "compacted %s: %d directories, %d files into %s", record.target, len(chosen), len(inputs), base
@@ -189,3 +197,26 @@ class Worker:
         return CompactionOutcome(
             record, state, base, len(chosen), len(inputs), f"{len(chosen)} directories into {base}"
         )
+
+
+def _parsed(name: str) -> ParsedDirectory:
+    parsed = parse_directory_name(name)
+    assert parsed is not None  # only names this module made or chose are parsed here
+    return parsed
+
+
+def _minor_plan(chosen: Sequence[str], txn_id: int, horizon: int) -> tuple[list[str], str, str | None]:
+    """A minor compaction's inputs (the deltas a reader opens above the base, which stays), its output
+    ``delta_<min>_<max>_v<txn>``, and why there is nothing to do, if so.
+
+    It needs deltas of at least two write ids: merging the statements of one write id would give a delta
+    with the same range as its inputs, which readers could not tell apart from them.
+    """
+    deltas = [name for name in chosen if _parsed(name).kind is DirKind.DELTA]
+    if not deltas:
+        return [], "", f"nothing to compact: no committed delta at or below write id {horizon}"
+    low = min(_parsed(name).min_write_id for name in deltas)
+    high = max(_parsed(name).max_write_id for name in deltas)
+    if low == high or len(deltas) < 2:
+        return [], "", f"nothing to merge: the deltas at or below write id {horizon} cover one write id"
+    return deltas, compacted_delta_dir_name(low, high, txn_id), None

@@ -86,6 +86,46 @@ def compacted_base_dir_name(write_id: int, visibility_txn_id: int) -> str:
     return f"{base_dir_name(write_id)}_v{visibility_txn_id:07d}"
 
 
+def compacted_delta_dir_name(min_write_id: int, max_write_id: int, visibility_txn_id: int) -> str:
+    """``delta_<min:07d>_<max:07d>_v<txn:07d>``: a minor compaction's merge of the deltas in that range,
+    visible only once its txn committed (Hive 4's naming; Hive 3's compactor left out the suffix)."""
+    _check_write_id(visibility_txn_id)
+    return f"{delta_dir_name(min_write_id, max_write_id, None)}_v{visibility_txn_id:07d}"
+
+
+def is_compacted_delta(parsed: ParsedDirectory) -> bool:
+    """Whether a delta was written by a compactor: a ``_v<txn>`` suffix (Hive 4), or a statement-less range
+    of several write ids (Hive 3's minor compactor, and what a bootstrap copies a compacted delta as).
+
+    Writers of insert-only tables write one write id per delta, with a statement id; only a compactor
+    merges several, and it merges committed rows only (no aborted write id's rows are in it).
+    """
+    if parsed.kind is not DirKind.DELTA:
+        return False
+    return parsed.visibility_txn_id is not None or (
+        parsed.statement_id is None and parsed.min_write_id < parsed.max_write_id
+    )
+
+
+def is_valid_delta(parsed: ParsedDirectory, valid_write_ids: ValidWriteIdList) -> bool:
+    """Whether a reader may read the delta ``parsed`` whole.
+
+    A writer's delta needs every write id in its range valid: insert-only rows carry no write id to filter
+    by. A compactor's delta holds only the committed rows of its range, so aborted ids inside it are fine;
+    it needs no id in its range open for the reader (whose snapshot would then predate the compaction) and
+    at least one not aborted (Hive takes a wholly aborted range for an aborted write's).
+    """
+    low, high = parsed.min_write_id, parsed.max_write_id
+    if not is_compacted_delta(parsed):
+        return valid_write_ids.is_write_id_range_valid(low, high)
+    if high > valid_write_ids.high_watermark:
+        return False
+    if any(low <= w <= high for w in valid_write_ids.open_write_ids):
+        return False
+    aborted_inside = sum(1 for w in valid_write_ids.aborted_write_ids if low <= w <= high)
+    return aborted_inside < high - low + 1
+
+
 def is_hidden_name(name: str) -> bool:
     """Hive's and Hadoop's rule: ``_``/``.`` names are bookkeeping (``_SUCCESS``, ``.crc``, staging dirs)."""
     return name.startswith(("_", "."))
@@ -134,9 +174,9 @@ def visible_directories(
     - "original" (pre-ACID) entries, non-ACID names, only when no valid base exists, since a base rewrote
       them.
 
-    Hidden names are never visible. Unlike Hive, a delta spanning an invalid write id is skipped entirely
-    (Hive reads it when any id in it is valid): insert-only rows carry no write id to filter by, so a partly
-    valid delta cannot be read safely. Directories with a compactor's visibility suffix need ``valid_txns``
+    Hidden names are never visible. Unlike Hive, a writer's delta spanning an invalid write id is skipped
+    entirely (Hive reads it when any id in it is valid): insert-only rows carry no write id to filter by, so
+    a partly valid delta cannot be read safely. A compactor's delta may span aborted ids (``is_valid_delta``). Directories with a compactor's visibility suffix need ``valid_txns``
     to tell whether the compaction committed; without it they raise ``ValueError``, as does a name that
     starts like an ACID directory but does not parse (Hive fails such reads as well).
 
@@ -162,7 +202,7 @@ def visible_directories(
         if parsed.kind is DirKind.BASE:
             if is_valid_base(parsed, valid_write_ids):
                 bases.append((parsed.max_write_id, name))
-        elif valid_write_ids.is_write_id_range_valid(parsed.min_write_id, parsed.max_write_id):
+        elif is_valid_delta(parsed, valid_write_ids):
             deltas.append((parsed, name))
 
     base = max(bases) if bases else None

@@ -136,6 +136,9 @@ class CatalogService:
         self.locations = policy or LocationPolicy(
             warehouse, protected=[("HMSREPL_CMROOT", cm.cmroot), ("HMSREPL_TRASH_ROOT", trash_root)]
         )
+        self.transactional_truncate: Callable[[Table, Sequence[str] | None], object] | None = None
+        """How a transactional table is truncated (set by ``Metastore``: ``acid.truncate``, which needs
+        the txn manager this catalog does not know)."""
 
     @classmethod
     def for_config(cls, events: EventLog, cm: ChangeManager, config: MetastoreConfig) -> CatalogService:
@@ -524,11 +527,23 @@ class CatalogService:
     def truncate_table(
         self, db_name: str, table_name: str, partition_names: Sequence[str] | None = None
     ) -> None:
-        """Remove all data files (recycled into cmroot); visible as ALTER events with a complete, empty change."""
+        """Remove all data files (recycled into cmroot); visible as ALTER events with a complete, empty change.
+
+        A transactional table is emptied as Hive 4 does it, by an empty overwrite under a write id
+        (``acid.truncate``): readers keep their snapshots and the COMMIT_TXN replicates.
+        """
         self._check_writable(db_name)
         table = self.get_table(db_name, table_name)
         if not table.is_managed:
             raise InvalidOperationError(f"cannot truncate external table '{table.qualified_name}'")
+        if table.is_transactional:
+            if self.transactional_truncate is None:
+                raise InvalidOperationError(
+                    f"cannot truncate transactional table '{table.qualified_name}' from a bare catalog: open "
+                    "it through Metastore, which empties it under a write id"
+                )
+            self.transactional_truncate(table, partition_names)
+            return
         if table.partition_keys:
             names = (
                 list(partition_names) if partition_names else self.get_partition_names(db_name, table_name)

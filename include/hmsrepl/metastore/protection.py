@@ -147,6 +147,14 @@ def check_write_locks(conn: Connection, db_names: Iterable[str]) -> None:
         _check_row(conn, name, locking=False)
 
 
+def check_queued_request(conn: Connection, db_name: str) -> None:
+    """Refuse a client's request that queues work on a database (a compaction request): it logs no event,
+    so it is judged when made. The database's own housekeeping queues work without this check."""
+    if is_privileged():
+        return
+    _check_row(conn, db_name.lower(), locking=False)
+
+
 def named_databases(event: PendingEvent) -> set[str]:
     """Every database a write names: the one its event is logged under and the one of each object snapshot
     in its message, before and after (a rename across databases names both)."""

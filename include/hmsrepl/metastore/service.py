@@ -25,7 +25,7 @@ from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import NotificationEvent
 from hmsrepl.metastore.intents import IntentRunResult
 from hmsrepl.metastore.locks import LockService
-from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.model import Database, Table
 from hmsrepl.metastore.statistics import StatisticsService
 from hmsrepl.metastore.transactions import TransactionService
 
@@ -48,6 +48,7 @@ class Metastore:
         )
         self.cm = ChangeManager(config.cmroot, enabled=config.cm_enabled, roots=data_roots(config))
         self.catalog = CatalogService.for_config(self.events, self.cm, config)
+        self.catalog.transactional_truncate = self._truncate_transactional
         self.txns = TransactionService(self.events, self.catalog, timeout_seconds=config.txn_timeout_seconds)
         self.locks = LockService(self.events, timeout_seconds=config.txn_timeout_seconds)
         self.stats = StatisticsService(self.catalog)
@@ -122,6 +123,11 @@ class Metastore:
 
     def cleanup_events(self, now: float | None = None) -> int:
         return self.events.cleanup(self.config.event_ttl_seconds, now)
+
+    def _truncate_transactional(self, table: Table, partition_names: Sequence[str] | None) -> list[int]:
+        from hmsrepl.acid.truncate import truncate_insert_only  # hmsrepl.acid builds on this module
+
+        return truncate_insert_only(self, table, partition_names)
 
     def complete_file_intents(
         self, lease_seconds: float | None = None, *, include_parked: bool = False

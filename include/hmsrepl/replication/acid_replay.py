@@ -21,7 +21,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hmsrepl.acid.directories import DirKind, base_dir_name, parse_directory_name, visible_directories
+from hmsrepl.acid.directories import (
+    DirKind,
+    base_dir_name,
+    delta_dir_name,
+    parse_directory_name,
+    visible_directories,
+)
 from hmsrepl.exceptions import InvalidObjectError, NoSuchObjectError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import parse_partition_name
@@ -295,6 +301,8 @@ def dump_acid_files(
     source txn, which means nothing (or another txn) on the replica. Without it the base is valid on the
     replica when its write id is, which is the same snapshot: the base was valid in the dumped one (no
     write id at or below it open there) and every write id the replica opens later is above the watermark.
+    A minor compaction's ``delta_<min>_<max>_v<txn>`` is placed as ``delta_<min>_<max>`` for the same
+    reason; a statement-less range of write ids still reads as a compactor's (``is_compacted_delta``).
     """
     files = describe_files(location, source.cm, visible_statuses(location, snapshot_ids, valid_txns))
     return [_without_compactor_suffix(text) for text in files]
@@ -304,9 +312,13 @@ def _without_compactor_suffix(text: str) -> str:
     entry = EncodedFileUri.decode(text)
     top, slash, rest = entry.subdir.partition("/")
     parsed = parse_directory_name(top)
-    if parsed is None or parsed.kind is not DirKind.BASE or parsed.visibility_txn_id is None:
+    if parsed is None or parsed.kind is DirKind.DELETE_DELTA or parsed.visibility_txn_id is None:
         return text
-    return dataclasses.replace(entry, subdir=base_dir_name(parsed.max_write_id) + slash + rest).encode()
+    if parsed.kind is DirKind.BASE:
+        plain = base_dir_name(parsed.max_write_id)
+    else:  # a minor compaction's delta: statement-less, as Hive 3's compactor named it (still a compactor's)
+        plain = delta_dir_name(parsed.min_write_id, parsed.max_write_id, None)
+    return dataclasses.replace(entry, subdir=plain + slash + rest).encode()
 
 
 # -- load side ----------------------------------------------------------------------------------------------

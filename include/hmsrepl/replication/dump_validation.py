@@ -165,10 +165,11 @@ def check_partition_values(keys: Sequence[str], values: Any, max_chars: int = 10
 
 
 def _is_compacted_base_of(canonical: str, subdir: str, name: str) -> bool:
-    """Whether a bootstrap entry placed under ``base_<wid>`` comes from the compactor's ``base_<wid>_v<txn>``
-    of the same write id (``acid_replay.dump_acid_files`` drops the suffix, which names a source txn)."""
+    """Whether a bootstrap entry placed under ``base_<wid>`` (or ``delta_<min>_<max>``) comes from the
+    compactor's ``base_<wid>_v<txn>`` (``delta_<min>_<max>_v<txn>``) of the same write ids
+    (``acid_replay.dump_acid_files`` drops the suffix, which names a source txn)."""
     top, _, rest = subdir.partition("/")
-    if not re.fullmatch(r"base_[0-9]+", top):
+    if not re.fullmatch(r"base_[0-9]+|delta_[0-9]+_[0-9]+", top):
         return False
     tail = f"{rest.rstrip('/')}/{name}" if rest else name
     return re.search(rf"/{re.escape(top)}_v[0-9]+/{re.escape(tail)}$", canonical) is not None

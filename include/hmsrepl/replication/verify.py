@@ -4,7 +4,9 @@ Objects are compared as replication promises them: names, schemas, storage forma
 locations compared relative to their database (the replica lives in another warehouse); data compared as
 ``relative path -> checksum`` per table or partition; for ACID tables that is the snapshot a reader with the
 store's current ValidWriteIdList reads, plus the write-id state itself (high watermark, open and aborted
-ids), so a replica equals its source when its readers see what the source's saw at the same event id.
+ids), so a replica equals its source when its readers see what the source's saw at the same event id. An ACID
+location compacted on one side only holds the same rows in other files: it is equal when the files' checksums
+or, failing that, its rows are (``acid_content``).
 Parameters the metastore or the replica itself own (``repl.*``, replica markers, ``transient_lastDdlTime``)
 are left out. Locations are compared without the version marks of the replica's directories
 (``t.hmsrepl-v12`` is ``t``): files are compared relative to each object's own location, so the name of the
@@ -30,6 +32,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.replication import iceberg
+from hmsrepl.replication.acid_content import RowDigest, RowReader, row_reader
 from hmsrepl.replication.acid_replay import visible_statuses
 from hmsrepl.replication.filecopy import logical_location
 from hmsrepl.replication.leftovers import Retirer, find_leftovers
@@ -38,7 +41,7 @@ from hmsrepl.replication.named_locations import missing_locations
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replica_dirs import external_dirs
 from hmsrepl.replication.target import TARGET_ONLY_PARAMS, VOLATILE_PARAMS
-from hmsrepl.storage.base import filesystem_for, is_hidden, relative_to
+from hmsrepl.storage.base import filesystem_for, is_hidden, join_uri, relative_to
 
 IGNORED_PARAMS = set(TARGET_ONLY_PARAMS) | set(VOLATILE_PARAMS)
 
@@ -48,6 +51,8 @@ class ObjectState:
     metadata: dict[str, Any]
     files: dict[str, str] | None
     stale: str | None = None  # the replica's stale mark (``lost_files``): why it may differ
+    # An ACID location's rows, read only when its files differ from the other side's (``acid_content``).
+    rows: RowReader | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -113,23 +118,27 @@ def capture_state(
     for table in objects:
         write_ids = snapshots.get(table.table_name)
 
-        def files(location: str | None, ids: ValidWriteIdList | None = write_ids) -> dict[str, str] | None:
+        def files(
+            location: str | None, ids: ValidWriteIdList | None = write_ids, table: Table = table
+        ) -> tuple[dict[str, str] | None, RowReader | None]:
             if not with_files:
-                return None
-            return _files(location) if ids is None else _visible_files(location, ids, valid_txns)
+                return None, None
+            if ids is None:
+                return _files(location), None
+            visible = _visible_files(location, ids, valid_txns)
+            uris = [join_uri(location, path) for path in sorted(visible)] if location else []
+            return visible, row_reader(table, uris)
 
         metadata = _normalise(table, root)
         if write_ids is not None:
             metadata["write_ids"] = _write_id_state(write_ids)
-        state.tables[table.table_name] = ObjectState(
-            metadata,
-            files(table.sd.location) if not table.partition_keys else None,
-            table.parameters.get(STALE),
-        )
+        own, rows = files(table.sd.location) if not table.partition_keys else (None, None)
+        state.tables[table.table_name] = ObjectState(metadata, own, table.parameters.get(STALE), rows)
         for part in catalog.get_partitions(db_name, table.table_name) if table.partition_keys else []:
             name = make_partition_name(table.partition_key_names, part.values)
+            part_files, part_rows = files(part.sd.location)
             state.partitions[(table.table_name, name)] = ObjectState(
-                _normalise(part, root), files(part.sd.location), part.parameters.get(STALE)
+                _normalise(part, root), part_files, part.parameters.get(STALE), part_rows
             )
     return state
 
@@ -195,14 +204,35 @@ def _diff_object(kind: str, label: str, a: ObjectState, b: ObjectState) -> list[
         keys = sorted(k for k in set(a.metadata) | set(b.metadata) if a.metadata.get(k) != b.metadata.get(k))
         out.append(f"{kind} {label}: metadata differs in {keys}")
     if a.files is not None and b.files is not None and a.files != b.files:
+        same = same_rows(a, b)
+        if same is True:
+            return out
         missing = sorted(set(a.files) - set(b.files))
         extra = sorted(set(b.files) - set(a.files))
         changed = sorted(k for k in set(a.files) & set(b.files) if a.files[k] != b.files[k])
         why = f"; marked stale on the replica ({b.stale}): {FIX}" if b.stale else ""
+        rows = f"; {same}" if isinstance(same, str) else ""
         out.append(
-            f"{kind} {label}: files differ (missing {missing}, extra {extra}, checksum {changed}){why}"
+            f"{kind} {label}: files differ (missing {missing}, extra {extra}, checksum {changed}){rows}{why}"
         )
     return out
+
+
+def same_rows(a: ObjectState, b: ObjectState) -> bool | str:
+    """Whether two ACID locations whose files differ still give readers the same rows (``acid_content``):
+    True, False (not an ACID location), or one line saying how they differ or why it cannot be told."""
+    if a.rows is None or b.rows is None or a.files is None or b.files is None:
+        return False
+    if sorted(a.files.values()) == sorted(b.files.values()):
+        return True  # the same files in other directories (a copy-engine compaction on one side)
+    left, right = a.rows(), b.rows()
+    for side, found in (("source", left), ("replica", right)):
+        if isinstance(found, str):
+            return f"compacted differently on each side? {side}: {found}"
+    if left == right:
+        return True
+    assert isinstance(left, RowDigest) and isinstance(right, RowDigest)
+    return f"rows differ too (source {left.rows}, replica {right.rows})"
 
 
 def verify(

@@ -52,7 +52,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.locks import LockComponent, LockInfo
 from hmsrepl.metastore.model import Partition
 from hmsrepl.metastore.partition_pages import PAGE_ROWS, PartitionPages
-from hmsrepl.thrift import convert
+from hmsrepl.thrift import compactions, convert
 from hmsrepl.thrift.budget import CallMemory, charge
 from hmsrepl.thrift.catalogs import CATALOG, accept_qualified_names
 from hmsrepl.thrift.hive3_insert import hive3_overwrote
@@ -1044,6 +1044,16 @@ class MetastoreHandler:
     def show_locks(self, rqst: Any) -> Any:
         found = self.store.locks.show_locks(rqst.dbname, rqst.tablename, rqst.partname, rqst.txnid or None)
         return hms.ShowLocksResponse(locks=[_show_lock(info) for info in found])
+
+    # -- compaction (thrift.compactions) ------------------------------------------------------------------------
+    def compact(self, rqst: Any) -> None:
+        compactions.compact2(self.store, rqst)
+
+    def compact2(self, rqst: Any) -> Any:
+        return compactions.compact2(self.store, rqst)
+
+    def show_compact(self, rqst: Any) -> Any:
+        return compactions.show_compact(self.store, rqst)
 
     # -- column statistics -------------------------------------------------------------------------------------
     def update_table_column_statistics(self, stats_obj: Any) -> bool:

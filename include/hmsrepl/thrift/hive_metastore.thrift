@@ -505,6 +505,61 @@ struct HeartbeatRequest {
   2: optional i64 txnid
 }
 
+// ---- compaction (Hive 3.1's structs; fields Hive 4 added are optional, so either client reads them) ------
+enum CompactionType { MINOR = 1, MAJOR = 2 }
+
+struct CompactionRequest {
+  1: required string dbname,
+  2: required string tablename,
+  3: optional string partitionname,
+  4: required CompactionType type,
+  5: optional string runas,
+  6: optional map<string, string> properties
+}
+
+struct CompactionResponse {
+  1: required i64 id,
+  2: required string state,
+  3: required bool accepted,
+  4: optional string errormessage
+}
+
+// Hive 3.1 sends an empty request; Hive 4's filters are honoured when set.
+struct ShowCompactRequest {
+  1: optional i64 id,
+  2: optional string poolName,
+  3: optional string dbName,
+  4: optional string tbName,
+  5: optional string partName,
+  6: optional CompactionType type,
+  7: optional string state,
+  8: optional i64 limit,
+  9: optional string order
+}
+
+struct ShowCompactResponseElement {
+  1: required string dbname,
+  2: required string tablename,
+  3: optional string partitionname,
+  4: required CompactionType type,
+  5: required string state,
+  6: optional string workerid,
+  7: optional i64 start,
+  8: optional string runAs,
+  9: optional i64 hightestTxnId,
+  10: optional string metaInfo,
+  11: optional i64 endTime,
+  12: optional string hadoopJobId = "None",
+  13: optional i64 id,
+  14: optional string errorMessage,
+  15: optional i64 enqueueTime,
+  21: optional i64 nextTxnId,
+  22: optional i64 txnId,
+  24: optional i64 hightestWriteId
+}
+
+struct ShowCompactResponse { 1: required list<ShowCompactResponseElement> compacts }
+
 // ---- column statistics (Hive's structs; engine/catName/isStatsCompliant are Hive 3/4 additions) --------
 struct BooleanColumnStatsData {
   1: required i64 numTrues,
@@ -881,6 +936,11 @@ service ThriftHiveMetastore {
   ShowLocksResponse show_locks(1: ShowLocksRequest rqst),
   void heartbeat(1: HeartbeatRequest ids)
       throws (1: NoSuchLockException o1, 2: NoSuchTxnException o2, 3: TxnAbortedException o3),
+
+  // compaction: no declared exceptions (Hive's IDL has none), so errors arrive as TApplicationException
+  void compact(1: CompactionRequest rqst),
+  CompactionResponse compact2(1: CompactionRequest rqst),
+  ShowCompactResponse show_compact(1: ShowCompactRequest rqst),
 
   // column statistics (Hive 4 adds 'engine' to the two deletes; older clients leave it out)
   bool update_table_column_statistics(1: ColumnStatistics stats_obj)

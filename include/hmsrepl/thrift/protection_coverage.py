@@ -8,6 +8,7 @@ none of them a handler method:
   every database the write's events name, before and after (renames, cascades, ``fire_listener_event``,
   write ids: every catalog, statistics and ACID write logs an event naming its database);
 - ``check_write_locks`` when a lock is requested: a write lock logs no event, so it is judged on its own;
+- ``check_queued_request`` when a compaction is requested, for the same reason;
 - methods that change no database's state (sessions, leases, transactions before they write) need none.
 
 Every method of the IDL must sit in exactly one of the tables below, so a new write added to the IDL fails
@@ -61,6 +62,12 @@ EVENT_WRITES: dict[str, tuple[E, ...]] = {
 
 #: Writes judged when they are requested (``protection.check_write_locks``).
 LOCK_WRITES: frozenset[str] = frozenset({"lock"})
+
+#: Requests that queue work on a database, judged when made (``protection.check_queued_request``).
+QUEUED_WRITES: dict[str, str] = {
+    "compact": "queues a compaction (Hive 2/3 clients' void form of compact2)",
+    "compact2": "queues a compaction; the worker's commit logs no event naming the database",
+}
 
 #: Writes of state that belongs to no database, each with the reason the rule has nothing to judge.
 NO_DATABASE_STATE: dict[str, str] = {
@@ -134,6 +141,7 @@ READS: frozenset[str] = frozenset(
         "get_valid_write_ids",
         "partition_name_to_spec",
         "partition_name_to_vals",
+        "show_compact",
         "show_locks",
     }
 )
@@ -144,6 +152,7 @@ def coverage(method: str) -> list[str]:
     tables = {
         "EVENT_WRITES": method in EVENT_WRITES,
         "LOCK_WRITES": method in LOCK_WRITES,
+        "QUEUED_WRITES": method in QUEUED_WRITES,
         "NO_DATABASE_STATE": method in NO_DATABASE_STATE,
         "READS": method in READS,
     }

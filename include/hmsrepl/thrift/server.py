@@ -617,10 +617,36 @@ class MetastoreServer:
             except Exception:  # housekeeping must outlive a database hiccup
                 log.exception("metastore housekeeping failed; retrying in %s s", interval_seconds)
 
+    def compaction_housekeeping(self, interval_seconds: float) -> None:
+        """Hive's compactor threads in the metastore: one pass of ``run_cycle`` (copy engine: no Spark in
+        this process) every ``compaction_check_interval_seconds``. Several servers on one database may run
+        it: workers claim queue rows under a row lock."""
+        from hmsrepl.acid.compaction_cycle import run_cycle
+
+        while not self._stop.wait(interval_seconds):
+            try:
+                report = run_cycle(self.store)
+            except Exception:  # like the housekeeping above: a failed pass is retried at the next one
+                log.exception("compaction housekeeping failed; retrying in %s s", interval_seconds)
+                continue
+            if report.queued or report.compacted or report.cleaned:
+                log.info(
+                    "compaction housekeeping: %d queued, %d compacted (%d failed), %d cleaned",
+                    sum(1 for c in report.queued if c.compaction_id is not None),
+                    len(report.compacted),
+                    len(report.failed),
+                    sum(1 for c in report.cleaned if c.cleaned),
+                )
+
     def serve_forever(self, housekeeping_interval: float = 60.0) -> None:
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.start()  # first: a port in use fails before anything else starts
         threading.Thread(target=self.housekeeping, args=(housekeeping_interval,), daemon=True).start()
+        compaction_interval = self.store.config.compaction_check_interval_seconds
+        if compaction_interval > 0:
+            threading.Thread(
+                target=self.compaction_housekeeping, args=(compaction_interval,), daemon=True
+            ).start()
         if self.cache is not None:
             self.cache.start()
         self.server.bind()
