@@ -116,8 +116,22 @@ def _snapshot(obj: Database | Table | Partition | Function) -> dict[str, Any]:
     return obj.model_dump(mode="json")
 
 
+def as_stored(table: Table) -> Table:
+    """``table`` with the type Hive's ObjectStore stores for it: a message carries the table as the client
+    sent it, but the store makes a MANAGED_TABLE whose ``EXTERNAL`` parameter is true external, and an
+    EXTERNAL_TABLE without it managed. Hive 4 turns a plain managed table into an external one on create; a
+    client that then alters it without that parameter makes it managed again while the message still says
+    external."""
+    external = table.parameters.get("EXTERNAL", "").strip().upper() == "TRUE"
+    if table.table_type == TableType.MANAGED_TABLE and external:
+        return table.model_copy(update={"table_type": TableType.EXTERNAL_TABLE})
+    if table.table_type == TableType.EXTERNAL_TABLE and not external:
+        return table.model_copy(update={"table_type": TableType.MANAGED_TABLE})
+    return table
+
+
 def _table(doc: Mapping[str, Any], key: str = "tableObjJson") -> Table:
-    return table_from_thrift(tjson.loads(hms.Table, doc[key]))
+    return as_stored(table_from_thrift(tjson.loads(hms.Table, doc[key])))
 
 
 def _partition(text: str, table: Table) -> Partition:
