@@ -6,7 +6,8 @@
 Starts the release (``tests.peers.hive_metastore``), makes through its Thrift API the changes of
 ``data/hive23_notification_log.json`` (database ``sales``, table ``t`` partitioned by ``dt``: create, add
 partition, insert, alter partition, alter table, drop partition, create and drop a function, drop table),
-then alters the database, and writes the events as ``get_next_notification`` returned them, one JSON object
+with an ``alter_partitions`` of one partition after the alter partition (Hive 4 logs it as ALTER_PARTITIONS:
+its default, which the capture keeps), then alters the database, and writes the events as ``get_next_notification`` returned them, one JSON object
 each. The unit tests then read these messages (json-0.2 from 3.1, gzip(json-2.0) from 4.2) without a JVM.
 """
 
@@ -18,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hmsrepl.hive_source.messages import BATCH_ALTER_SETTING
 from hmsrepl.thrift.idl import hms
 from tests.integration.test_hive_source import Writer
 from tests.peers import hive_metastore
@@ -32,6 +34,9 @@ def changes(writer: Writer) -> None:
     writer.add_partition("t", "d1", {"part-0.txt": "a\n"})
     writer.append("t", "d1", "part-1.txt", "b\n")
     writer.alter_partition("t", "d1", quality="checked")
+    [partition] = writer.client.get_partitions_by_names("sales", "t", ["dt=d1"])
+    partition.parameters = {**partition.parameters, "reviewed": "yes"}
+    writer.client.alter_partitions("sales", "t", [partition])  # Hive 4: one ALTER_PARTITIONS event
     writer.alter_table("t", parameters={"owner_team": "crm"})
     writer.client.drop_partition("sales", "t", ["d1"], True)
     function = hms.Function(
@@ -54,7 +59,11 @@ def changes(writer: Writer) -> None:
 
 def capture(version: str) -> list[dict[str, Any]]:
     release = hive_metastore.RELEASES[version]
-    with tempfile.TemporaryDirectory() as root, hive_metastore.running(release, Path(root)) as hive:
+    hive_default = {BATCH_ALTER_SETTING: "true"}
+    with (
+        tempfile.TemporaryDirectory() as root,
+        hive_metastore.running(release, Path(root), hive_default) as hive,
+    ):
         writer = Writer(hive, "sales", version)
         try:
             changes(writer)

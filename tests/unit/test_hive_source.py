@@ -23,7 +23,9 @@ from hmsrepl.exceptions import EventsCleanedUpError
 from hmsrepl.hive_import.reader import StockMetastoreError, StockMetastoreReader
 from hmsrepl.hive_source import tjson
 from hmsrepl.hive_source.messages import (
+    BATCH_ALTER_SETTING,
     FACTORY_SETTING,
+    BatchAlterError,
     HiveEvent,
     UnknownMessageFormatError,
     as_stored,
@@ -205,7 +207,42 @@ def test_every_type_a_real_listener_logs_translates_into_a_body_our_typed_messag
         assert event is not None, doc["eventType"]
         parse_event(event)
         kinds.append(event.event_type)
-    assert kinds == [doc["eventType"] for doc in LOG] + ["ALTER_DATABASE"]
+    # The capture also holds an alter_partitions of one partition after the ALTER_PARTITION.
+    expected = [doc["eventType"] for doc in LOG]
+    assert kinds == [*expected[:5], "ALTER_PARTITION", *expected[5:], "ALTER_DATABASE"]
+
+
+def _hive4(kind: str) -> dict[str, Any]:
+    return next(doc for doc in RELEASE_LOGS["4.2.0"] if doc["eventType"] == kind)
+
+
+def test_hive4_alter_partitions_of_one_partition_is_an_alter_partition() -> None:
+    event = translate(_event(_hive4("ALTER_PARTITIONS")), FakeLookups())
+    assert event is not None and event.event_type == EventType.ALTER_PARTITION
+    body = event.body()
+    assert body["after"]["values"] == ["d1"] and body["after"]["parameters"]["reviewed"] == "yes"
+    assert body["files"] and body["is_truncate"] is False
+    parse_event(event)
+
+
+def test_hive4_alter_partitions_of_several_partitions_is_refused_naming_the_setting() -> None:
+    doc = _hive4("ALTER_PARTITIONS")
+    message = decode(_event(doc))
+    message["partitionListJson"] = message["partitionListJson"] * 2
+    packed = base64.b64encode(gzip.compress(json.dumps(message).encode())).decode()
+    with pytest.raises(BatchAlterError, match=f"{BATCH_ALTER_SETTING}=false") as refused:
+        translate(_event(doc, message=packed), FakeLookups())
+    assert f"event {doc['eventId']} (ALTER_PARTITIONS)" in str(refused.value) and "2 partitions" in str(
+        refused.value
+    )
+
+
+def test_a_filter_on_alter_partition_reads_hive4_alter_partitions() -> None:
+    log = [doc for doc in RELEASE_LOGS["4.2.0"] if doc["eventType"] != "ALTER_PARTITIONS"][:3]
+    batch = {**_hive4("ALTER_PARTITIONS"), "eventId": 4}
+    source = _source([*log, batch], warehouse="/")
+    events = source.events.next_events(0, event_types=["ALTER_PARTITION"])
+    assert [(e.event_id, e.event_type) for e in events] == [(4, "ALTER_PARTITION")]
 
 
 @pytest.mark.parametrize("version", ["3.1.3", "4.2.0"])

@@ -33,7 +33,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidTxnList
 from hmsrepl.hive_import.reader import StockMetastoreError, StockMetastoreReader
-from hmsrepl.hive_source.messages import TRANSLATORS, HiveEvent, translate
+from hmsrepl.hive_source.messages import TRANSLATORS, HiveEvent, kind_of, translate
 from hmsrepl.hive_source.roots import StockRoots
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.events import NotificationEvent
@@ -261,7 +261,7 @@ class StockEventLog:
                     continue
                 if table_name is not None and raw.table_name != table_name.lower():
                     continue
-                if event_types is not None and raw.event_type not in event_types:
+                if event_types is not None and kind_of(raw.event_type) not in event_types:
                     continue
                 event = self._translate(raw)
                 if event is not None:
