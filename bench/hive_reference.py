@@ -144,6 +144,7 @@ class HiveReferenceMetastore:
         jars: tuple[str, ...] | None = None,
         java: str = "java",
         derby_template: Path | None = None,
+        jvm_options: tuple[str, ...] = (),
     ) -> None:
         """``properties`` go into hive-site.xml; ``classpath`` entries come before the metastore's ``jars``
         (default: pyspark's, i.e. Hive 2.3); ``java`` runs it; ``derby_template``, a Derby database whose
@@ -157,6 +158,7 @@ class HiveReferenceMetastore:
         self.jars = jars
         self.java = java
         self.derby_template = derby_template
+        self.jvm_options = jvm_options
         self.log_path = self.root / "hive-metastore.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -175,7 +177,16 @@ class HiveReferenceMetastore:
             shutil.copytree(self.derby_template, self.root / "metastore_db")
         jars = self.jars if self.jars is not None else (f"{pyspark_jars_dir()}/*",)
         classpath = os.pathsep.join([str(self.root), *self.classpath, *jars])
-        command = [self.java, f"-Xmx{self.heap}", "-cp", classpath, MAIN_CLASS, "-p", str(self.port)]
+        command = [
+            self.java,
+            f"-Xmx{self.heap}",
+            *self.jvm_options,
+            "-cp",
+            classpath,
+            MAIN_CLASS,
+            "-p",
+            str(self.port),
+        ]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 command,

@@ -54,7 +54,10 @@ def hive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveReferenceMeta
         LISTENER_SETTING: LISTENER_CLASS,
         "hive.repl.cmrootdir": str(root / "cmroot"),
     }
-    with HiveReferenceMetastore(root, properties=properties, classpath=(str(classes),)) as metastore:
+    quick = hive_metastore.JVM_OPTIONS
+    with HiveReferenceMetastore(
+        root, properties=properties, classpath=(str(classes),), jvm_options=quick
+    ) as metastore:
         metastore.wait_ready()
         yield metastore
 
@@ -387,7 +390,7 @@ def test_cli_replicates_and_verifies_with_a_thrift_source_url(
 
 def test_a_stock_metastore_without_notification_log_is_refused_in_one_line(tmp_path: Path) -> None:
     """The same Hive without the listener: the dump names the setting to turn on and writes nothing."""
-    with HiveReferenceMetastore(tmp_path / "silent") as silent:
+    with HiveReferenceMetastore(tmp_path / "silent", jvm_options=hive_metastore.JVM_OPTIONS) as silent:
         silent.wait_ready()
         open_store(tmp_path, "replica").close()
         done = _cli(
