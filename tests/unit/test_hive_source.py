@@ -237,6 +237,21 @@ def test_hive4_alter_partitions_of_several_partitions_is_refused_naming_the_sett
     )
 
 
+@pytest.mark.parametrize("answer", ["true", "TRUE "])
+def test_a_hive4_logging_alter_partitions_as_one_event_is_refused_before_the_first_read(answer: str) -> None:
+    """Hive 4.2 answers ``true`` for the setting when it is unset (its default); Hive 2.3 and 3.1 answer the
+    default the caller gives (they do not know it)."""
+    source = _source(LOG, {**LISTENING, BATCH_ALTER_SETTING: answer})
+    with pytest.raises(BatchAlterError, match=f"{BATCH_ALTER_SETTING}=true, Hive 4's default") as refused:
+        source.get_current_notification_event_id()
+    assert "set it to false" in str(refused.value)
+    assert "get_next_notification" not in source.reader.calls  # type: ignore[attr-defined]
+    for accepted in ("false", ""):
+        assert (
+            _source(LOG, {**LISTENING, BATCH_ALTER_SETTING: accepted}).get_current_notification_event_id() > 0
+        )
+
+
 def test_a_filter_on_alter_partition_reads_hive4_alter_partitions() -> None:
     log = [doc for doc in RELEASE_LOGS["4.2.0"] if doc["eventType"] != "ALTER_PARTITIONS"][:3]
     batch = {**_hive4("ALTER_PARTITIONS"), "eventId": 4}
