@@ -1,11 +1,12 @@
-"""REPL DUMP from a stock Hive Metastore 2.3.10 against the same dump from an hmsrepl source.
+"""REPL DUMP from a stock Hive Metastore (2.3.10, 3.1.3 or 4.2.0) against the same dump from an hmsrepl source.
 
-    python bench/bench_hive_source.py [--partitions 300] [--repeat 3]
+    python bench/bench_hive_source.py [--partitions 300] [--repeat 3] [--hive 2.3.10|3.1.3|4.2.0]
 
 Builds the same database in both sources: a partitioned table of ``--partitions`` partitions (one small
 file each, one ADD_PARTITION event each), then as many more partitions for an incremental window. The stock
 one is Hive Metastore 2.3.10 from pyspark's jars on Derby, keeping its notification log with the test
-listener (``tests/integration/hive_listener``); the hmsrepl one is an embedded SQLite metastore. Each repeat
+listener (``tests/integration/hive_listener``), or with ``--hive`` 3.1.3 or 4.2.0 one with hcatalog's own
+``DbNotificationListener`` (``tests.peers.hive_metastore``: json-0.2, gzip(json-2.0) messages); the hmsrepl one is an embedded SQLite metastore. Each repeat
 takes a bootstrap dump (objects) and an incremental dump of the window (events) with a fresh source object
 (no translation kept from an earlier repeat). Prints seconds, median and min, side by side, and the ratio.
 What the stock source pays on top: Thrift reads, Hive's Thrift-JSON snapshots decoded, and each event's
@@ -40,6 +41,7 @@ from hmsrepl.metastore.model import Database, FieldSchema, Partition, StorageDes
 from hmsrepl.replication.commands import parse_command  # noqa: E402
 from hmsrepl.replication.dump import DumpEngine  # noqa: E402
 from hmsrepl.thrift.convert import database_to_thrift, partition_to_thrift, table_to_thrift  # noqa: E402
+from tests.peers import hive_metastore  # noqa: E402
 
 DB = "bench"
 
@@ -121,21 +123,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--hive", choices=["2.3.10", *hive_metastore.RELEASES], default="2.3.10")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hive-source-") as tmp:
         root = Path(tmp)
-        classes = compile_notification_listener(root / "listener")
-        properties = {LISTENER_SETTING: LISTENER_CLASS}
-        with HiveReferenceMetastore(root / "hive", properties=properties, classpath=(str(classes),)) as hive:
-            hive.wait_ready()
+        if args.hive == "2.3.10":
+            classes = compile_notification_listener(root / "listener")
+            properties = {LISTENER_SETTING: LISTENER_CLASS}
+            metastore = HiveReferenceMetastore(
+                root / "hive", properties=properties, classpath=(str(classes),)
+            )
+            version = f"{hive_version()}; {java_version()}"
+        else:
+            metastore = hive_metastore.metastore(hive_metastore.RELEASES[args.hive], root / "hive")
+            version = f"{args.hive}; {metastore.java}"
+        with metastore as hive:
+            hive.wait_ready(timeout=180)
             add_stock = build_stock(hive, args.partitions)
             ours, add_ours = build_ours(root / "ours", args.partitions)
-            stock_start = StockHiveSource(hive.uri).get_current_notification_event_id()
+            roots = {"warehouse": str(hive.root / "warehouse"), "cmroot": str(hive.root / "cmroot")}
+
+            def stock() -> StockHiveSource:
+                return StockHiveSource(hive.uri, **roots)
+
+            stock_start = stock().get_current_notification_event_id()
             ours_start = ours.get_current_notification_event_id()
             add_stock(args.partitions)
             add_ours(args.partitions)
             print(
-                f"Hive Metastore {hive_version()} (Derby) vs hmsrepl (SQLite); {java_version()}; "
+                f"Hive Metastore {version} (Derby) vs hmsrepl (SQLite); "
                 f"{args.partitions} partitions, then {args.partitions} ADD_PARTITION events; "
                 f"{args.repeat} repeats"
             )
@@ -151,7 +167,7 @@ def main() -> None:
             for label, stock_command, ours_command in cases:
                 stock_s, ours_s = [], []
                 for i in range(args.repeat):  # interleaved, so both see the same machine load
-                    stock_s.append(timed(lambda: StockHiveSource(hive.uri), root / f"d{i}s", stock_command))
+                    stock_s.append(timed(stock, root / f"d{i}s", stock_command))
                     ours_s.append(timed(lambda: ours, root / f"d{i}o", ours_command))
                 sm, om = statistics.median(stock_s), statistics.median(ours_s)
                 print(

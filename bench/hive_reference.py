@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -140,13 +141,24 @@ class HiveReferenceMetastore:
         *,
         properties: dict[str, str] | None = None,
         classpath: tuple[str, ...] = (),
+        jars: tuple[str, ...] | None = None,
+        java: str = "java",
+        derby_template: Path | None = None,
+        jvm_options: tuple[str, ...] = (),
     ) -> None:
-        """``properties`` go into hive-site.xml; ``classpath`` entries come before pyspark's jars."""
+        """``properties`` go into hive-site.xml; ``classpath`` entries come before the metastore's ``jars``
+        (default: pyspark's, i.e. Hive 2.3); ``java`` runs it; ``derby_template``, a Derby database whose
+        schema Hive's schematool created, is copied in before the first start (Hive 3 and later need the
+        tables DataNucleus does not create, such as the transaction tables)."""
         self.root = Path(root)
         self.port = port or free_port()
         self.heap = heap
         self.properties = dict(properties or {})
         self.classpath = classpath
+        self.jars = jars
+        self.java = java
+        self.derby_template = derby_template
+        self.jvm_options = jvm_options
         self.log_path = self.root / "hive-metastore.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -161,8 +173,20 @@ class HiveReferenceMetastore:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "warehouse").mkdir(exist_ok=True)
         (self.root / "hive-site.xml").write_text(hive_site_xml(self.root, self.properties))
-        classpath = os.pathsep.join([str(self.root), *self.classpath, f"{pyspark_jars_dir()}/*"])
-        command = ["java", f"-Xmx{self.heap}", "-cp", classpath, MAIN_CLASS, "-p", str(self.port)]
+        if self.derby_template is not None and not (self.root / "metastore_db").exists():
+            shutil.copytree(self.derby_template, self.root / "metastore_db")
+        jars = self.jars if self.jars is not None else (f"{pyspark_jars_dir()}/*",)
+        classpath = os.pathsep.join([str(self.root), *self.classpath, *jars])
+        command = [
+            self.java,
+            f"-Xmx{self.heap}",
+            *self.jvm_options,
+            "-cp",
+            classpath,
+            MAIN_CLASS,
+            "-p",
+            str(self.port),
+        ]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 command,

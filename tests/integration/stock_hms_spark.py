@@ -7,6 +7,9 @@
 The ``mart-*`` modes are the replication-source workload: a first state, then every kind of change a Spark
 job makes (append, overwrite, add/drop partition, rename, drop and re-create).
 
+``STOCK_HMS_SPARK_CONF`` (a JSON object) adds Spark settings, e.g. those of the Hive 3.1.3 client
+(``tests.peers.hive31.spark_settings``) for a Hive 4 metastore, which Spark's built-in 2.3 client cannot read.
+
 A process per metastore because one JVM holds one Hive client: the import tests write through the stock Hive
 Metastore and read through hmsrepl. Both print one JSON line: per table, its row count and a checksum of its
 rows, so the two sides can be compared row for row.
@@ -15,6 +18,7 @@ rows, so the two sides can be compared row for row.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -84,7 +88,8 @@ def read(spark, tables: tuple[str, ...] = TABLES) -> dict[str, list[int]]:  # ty
 
 def main() -> None:
     mode, uri, warehouse = sys.argv[1:4]
-    spark = hive_spark_session(f"stock-hms-{mode}", uri, warehouse)
+    extra = json.loads(os.environ.get("STOCK_HMS_SPARK_CONF") or "{}")
+    spark = hive_spark_session(f"stock-hms-{mode}", uri, warehouse, extra_conf=extra)
     spark.sparkContext.setLogLevel("ERROR")
     try:
         if mode == "write":

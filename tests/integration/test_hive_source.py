@@ -18,6 +18,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import verify
 from hmsrepl.thrift.idl import Service, hms
 from tests.helpers import open_store
+from tests.peers import hive_metastore
 from tests.servers import REPO, free_port
 
 HMSREPL = str(Path(sys.executable).parent / "hmsrepl")
@@ -52,9 +54,50 @@ def hive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveReferenceMeta
         LISTENER_SETTING: LISTENER_CLASS,
         "hive.repl.cmrootdir": str(root / "cmroot"),
     }
-    with HiveReferenceMetastore(root, properties=properties, classpath=(str(classes),)) as metastore:
+    quick = hive_metastore.JVM_OPTIONS
+    with HiveReferenceMetastore(
+        root, properties=properties, classpath=(str(classes),), jvm_options=quick
+    ) as metastore:
         metastore.wait_ready()
         yield metastore
+
+
+@pytest.fixture(scope="session")
+def hive31(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveReferenceMetastore]:
+    """Hive Metastore 3.1.3 with hcatalog's DbNotificationListener (json-0.2 messages), once per run."""
+    with hive_metastore.running(hive_metastore.HIVE_31, tmp_path_factory.mktemp("hive-3.1.3")) as metastore:
+        yield metastore
+
+
+@pytest.fixture(scope="session")
+def hive4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveReferenceMetastore]:
+    """Hive Metastore 4.2.0 with hcatalog's DbNotificationListener (gzip(json-2.0) messages), once per run."""
+    with hive_metastore.running(hive_metastore.HIVE_4, tmp_path_factory.mktemp("hive-4.2.0")) as metastore:
+        yield metastore
+
+
+#: Each stock release, the fixture that runs it, and the message format of its notification log.
+STOCK_RELEASES = {
+    "2.3.10": ("hive", "json-0.2"),
+    "3.1.3": ("hive31", hive_metastore.HIVE_31.message_format),
+    "4.2.0": ("hive4", hive_metastore.HIVE_4.message_format),
+}
+
+
+@dataclass(frozen=True)
+class Stock:
+    """A running stock metastore of one release, and the message format its log is expected in."""
+
+    version: str
+    hive: HiveReferenceMetastore
+    message_format: str
+
+
+@pytest.fixture(params=list(STOCK_RELEASES))
+def stock(request: pytest.FixtureRequest) -> Stock:
+    """Each stock release in turn (one metastore per release and run)."""
+    fixture, message_format = STOCK_RELEASES[request.param]
+    return Stock(request.param, request.getfixturevalue(fixture), message_format)
 
 
 def stock_roots(hive: HiveReferenceMetastore) -> dict[str, str]:
@@ -68,12 +111,17 @@ def stock_root_args(hive: HiveReferenceMetastore) -> list[str]:
 
 
 class Writer:
-    """A Hive client writing through the stock metastore's Thrift API, files first, as Hive does."""
+    """A Hive client writing through the stock metastore's Thrift API, files first, as Hive does.
 
-    def __init__(self, hive: HiveReferenceMetastore, db: str) -> None:
+    ``version`` is the metastore's release: from Hive 3 on, ``InsertEventRequestData`` starts with a
+    ``replace`` flag where Hive 2.3 has the file list, so INSERT events go through Hive 4's bindings."""
+
+    def __init__(self, hive: HiveReferenceMetastore, db: str, version: str = "2.3.10") -> None:
         from thriftpy2.rpc import make_client
 
         self.client: Any = make_client(Service, "127.0.0.1", hive.port, timeout=120_000)
+        self.port = hive.port
+        self.modern = not version.startswith("2.")
         self.db = db
         self.db_dir = hive.root / "warehouse" / f"{db}.db"
 
@@ -128,6 +176,9 @@ class Writer:
         """Write a file and fire the INSERT event a Hive client fires (hive.metastore.dml.events)."""
         location = self.db_dir / table / (f"dt={dt}" if dt else "")
         (location / file_name).write_text(text)
+        if self.modern:
+            self._fire_insert_hive3(table, dt, [str(location / file_name)])
+            return
         data = hms.InsertEventRequestData(filesAdded=[str(location / file_name)])
         self.client.fire_listener_event(
             hms.FireEventRequest(
@@ -139,11 +190,57 @@ class Writer:
             )
         )
 
+    def _fire_insert_hive3(self, table: str, dt: str | None, files: list[str]) -> None:
+        from hive_metastore import ThriftHiveMetastore as Hive4
+        from hive_metastore import ttypes as h4
+        from thrift.protocol import TBinaryProtocol
+        from thrift.transport import TSocket, TTransport
+
+        transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", self.port))
+        transport.open()
+        try:
+            Hive4.Client(TBinaryProtocol.TBinaryProtocol(transport)).fire_listener_event(
+                h4.FireEventRequest(
+                    successful=True,
+                    # hcatalog's listener reads one checksum per file; the local file system has none.
+                    data=h4.FireEventRequestData(
+                        insertData=h4.InsertEventRequestData(
+                            replace=False, filesAdded=files, filesAddedChecksum=[""] * len(files)
+                        )
+                    ),
+                    dbName=self.db,
+                    tableName=table,
+                    partitionVals=[dt] if dt else None,
+                )
+            )
+        finally:
+            transport.close()
+
     def alter_table(self, name: str, **changes: Any) -> None:
-        table = self.client.get_table(self.db, name)
+        table = self.client.get_table_req(hms.GetTableRequest(dbName=self.db, tblName=name)).table
         for key, value in changes.items():
             setattr(table, key, value)
         self.client.alter_table(self.db, name, table)
+
+    def alter_partition(self, table: str, dt: str, **parameters: str) -> None:
+        partition = self.client.get_partition(self.db, table, [dt])
+        partition.parameters = {**(partition.parameters or {}), **parameters}
+        self.client.alter_partition(self.db, table, partition)
+
+    def alter_partitions(self, table: str, days: list[str], **parameters: str) -> None:
+        """One ``alter_partitions`` call (Spark's stats updates): Hive 4 logs it as one event by default."""
+        names = [f"dt={day}" for day in days]
+        partitions = self.client.get_partitions_by_names(self.db, table, names)
+        for partition in partitions:
+            partition.parameters = {**(partition.parameters or {}), **parameters}
+        self.client.alter_partitions(self.db, table, partitions)
+
+    def message_formats(self) -> set[str]:
+        """The message formats of this database's events in the metastore's own notification log."""
+        response = self.client.get_next_notification(
+            hms.NotificationEventRequest(lastEvent=0, maxEvents=10_000)
+        )
+        return {e.messageFormat for e in response.events if (e.dbName or "").lower() == self.db}
 
     def close(self) -> None:
         self.client.close()
@@ -155,10 +252,9 @@ def _replicate(engine: ReplicationEngine, command: str, target_db: str) -> int:
     return loaded.last_event_id  # type: ignore[union-attr]
 
 
-def test_bootstrap_then_incremental_rounds_from_a_stock_metastore(
-    hive: HiveReferenceMetastore, tmp_path: Path
-) -> None:
-    writer = Writer(hive, "sales")
+def test_bootstrap_then_incremental_rounds_from_a_stock_metastore(stock: Stock, tmp_path: Path) -> None:
+    hive = stock.hive
+    writer = Writer(hive, "sales", stock.version)
     writer.create_database()
     writer.create_table("customers", partitioned=False, files={"part-0.txt": "ann\nbob\n"})
     writer.create_table("orders", partitioned=True)
@@ -195,8 +291,11 @@ def test_bootstrap_then_incremental_rounds_from_a_stock_metastore(
         writer.client.drop_table("sales", "scratch", True)
         writer.create_table("scratch", partitioned=False, files={"b.txt": "y\n"})
         writer.alter_table("scratch", tableName="scratch_v2")
+        writer.alter_partition("orders", "2024-01-03", quality="checked")
+        writer.alter_partitions("orders", ["2024-01-01", "2024-01-04"], reviewed="yes")
         current = source.get_current_notification_event_id()
         assert current > last
+        assert writer.message_formats() == {stock.message_format}
         rounds = 0
         while last < current:
             last = _replicate(engine, f"REPL DUMP sales FROM {last} LIMIT 3", "sales_dr")
@@ -207,6 +306,10 @@ def test_bootstrap_then_incremental_rounds_from_a_stock_metastore(
         assert names == ["dt=2024-01-01", "dt=2024-01-03", "dt=2024-01-04"]
         assert sorted(target.catalog.get_tables("sales_dr")) == ["customers", "orders", "scratch_v2"]
         assert target.catalog.get_table("sales_dr", "customers").parameters["owner_team"] == "crm"
+        assert (
+            target.catalog.get_partition("sales_dr", "orders", ["2024-01-03"]).parameters["quality"]
+            == "checked"
+        )
     finally:
         writer.close()
         source.close()
@@ -287,7 +390,7 @@ def test_cli_replicates_and_verifies_with_a_thrift_source_url(
 
 def test_a_stock_metastore_without_notification_log_is_refused_in_one_line(tmp_path: Path) -> None:
     """The same Hive without the listener: the dump names the setting to turn on and writes nothing."""
-    with HiveReferenceMetastore(tmp_path / "silent") as silent:
+    with HiveReferenceMetastore(tmp_path / "silent", jvm_options=hive_metastore.JVM_OPTIONS) as silent:
         silent.wait_ready()
         open_store(tmp_path, "replica").close()
         done = _cli(

@@ -1,8 +1,11 @@
 """Hive's notification messages into our event bodies, and the stock source's reading of Hive's log.
 
 The messages are the ones a real Hive Metastore 2.3.10 wrote (``data/hive23_notification_log.json``,
-captured from pyspark's jars with the test listener that stores ``JSONMessageFactory`` messages); the
-source's Thrift calls are answered by a fake reader, so these tests need no JVM.
+captured from pyspark's jars with the test listener that stores ``JSONMessageFactory`` messages), and those
+real 3.1.3 (json-0.2) and 4.2.0 (gzip(json-2.0)) metastores wrote through hcatalog's own
+``DbNotificationListener`` for the same changes (``data/hive31_…`` and ``data/hive42_…``, recorded with
+``python -m tests.peers.hive_log_capture``); the source's Thrift calls are answered by a fake reader, so these
+tests need no JVM.
 """
 
 from __future__ import annotations
@@ -17,23 +20,33 @@ from typing import Any
 import pytest
 
 from hmsrepl.exceptions import EventsCleanedUpError
-from hmsrepl.hive_import.reader import StockMetastoreError
+from hmsrepl.hive_import.reader import StockMetastoreError, StockMetastoreReader
 from hmsrepl.hive_source import tjson
 from hmsrepl.hive_source.messages import (
+    BATCH_ALTER_SETTING,
     FACTORY_SETTING,
+    BatchAlterError,
     HiveEvent,
     UnknownMessageFormatError,
+    as_stored,
     decode,
     translate,
 )
 from hmsrepl.hive_source.source import LISTENER_SETTING, NotificationsDisabledError, StockHiveSource
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.model import Database, Partition, Table
+from hmsrepl.metastore.model import Database, Partition, Table, TableType
 from hmsrepl.replication import acid_replay
 from hmsrepl.thrift.idl import hms
 
-LOG = json.loads((Path(__file__).parent / "data" / "hive23_notification_log.json").read_text())
+DATA = Path(__file__).parent / "data"
+LOG = json.loads((DATA / "hive23_notification_log.json").read_text())
+#: Each release's log of the same changes (and ALTER_DATABASE, which the 2.3.10 stand-in does not log).
+RELEASE_LOGS = {
+    "2.3.10": LOG,
+    "3.1.3": json.loads((DATA / "hive31_notification_log.json").read_text()),
+    "4.2.0": json.loads((DATA / "hive42_notification_log.json").read_text()),
+}
 #: The logged table as it is now (INSERT messages of Hive 2.3 name it only).
 TABLE = Table(
     db_name="sales",
@@ -181,6 +194,126 @@ def test_an_unknown_message_format_names_the_factory_setting() -> None:
         decode(_event(LOG[0], messageFormat="avro-1"))
     with pytest.raises(UnknownMessageFormatError, match="not valid"):
         decode(_event(LOG[0], message="{not json"))
+
+
+@pytest.mark.parametrize("version", ["3.1.3", "4.2.0"])
+def test_every_type_a_real_listener_logs_translates_into_a_body_our_typed_messages_read(version: str) -> None:
+    log = RELEASE_LOGS[version]
+    assert {doc["messageFormat"] for doc in log} == {"json-0.2" if version == "3.1.3" else "gzip(json-2.0)"}
+    lookups = FakeLookups({"t": TABLE})
+    kinds = []
+    for doc in log:
+        event = translate(_event(doc), lookups)
+        assert event is not None, doc["eventType"]
+        parse_event(event)
+        kinds.append(event.event_type)
+    # The capture also holds an alter_partitions of one partition after the ALTER_PARTITION.
+    expected = [doc["eventType"] for doc in LOG]
+    assert kinds == [*expected[:5], "ALTER_PARTITION", *expected[5:], "ALTER_DATABASE"]
+
+
+def _hive4(kind: str) -> dict[str, Any]:
+    return next(doc for doc in RELEASE_LOGS["4.2.0"] if doc["eventType"] == kind)
+
+
+def test_hive4_alter_partitions_of_one_partition_is_an_alter_partition() -> None:
+    event = translate(_event(_hive4("ALTER_PARTITIONS")), FakeLookups())
+    assert event is not None and event.event_type == EventType.ALTER_PARTITION
+    body = event.body()
+    assert body["after"]["values"] == ["d1"] and body["after"]["parameters"]["reviewed"] == "yes"
+    assert body["files"] and body["is_truncate"] is False
+    parse_event(event)
+
+
+def test_hive4_alter_partitions_of_several_partitions_is_refused_naming_the_setting() -> None:
+    doc = _hive4("ALTER_PARTITIONS")
+    message = decode(_event(doc))
+    message["partitionListJson"] = message["partitionListJson"] * 2
+    packed = base64.b64encode(gzip.compress(json.dumps(message).encode())).decode()
+    with pytest.raises(BatchAlterError, match=f"{BATCH_ALTER_SETTING}=false") as refused:
+        translate(_event(doc, message=packed), FakeLookups())
+    assert f"event {doc['eventId']} (ALTER_PARTITIONS)" in str(refused.value) and "2 partitions" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize("answer", ["true", "TRUE "])
+def test_a_hive4_logging_alter_partitions_as_one_event_is_refused_before_the_first_read(answer: str) -> None:
+    """Hive 4.2 answers ``true`` for the setting when it is unset (its default); Hive 2.3 and 3.1 answer the
+    default the caller gives (they do not know it)."""
+    source = _source(LOG, {**LISTENING, BATCH_ALTER_SETTING: answer})
+    with pytest.raises(BatchAlterError, match=f"{BATCH_ALTER_SETTING}=true, Hive 4's default") as refused:
+        source.get_current_notification_event_id()
+    assert "set it to false" in str(refused.value)
+    assert "get_next_notification" not in source.reader.calls  # type: ignore[attr-defined]
+    for accepted in ("false", ""):
+        assert (
+            _source(LOG, {**LISTENING, BATCH_ALTER_SETTING: accepted}).get_current_notification_event_id() > 0
+        )
+
+
+def test_a_filter_on_alter_partition_reads_hive4_alter_partitions() -> None:
+    log = [doc for doc in RELEASE_LOGS["4.2.0"] if doc["eventType"] != "ALTER_PARTITIONS"][:3]
+    batch = {**_hive4("ALTER_PARTITIONS"), "eventId": 4}
+    source = _source([*log, batch], warehouse="/")
+    events = source.events.next_events(0, event_types=["ALTER_PARTITION"])
+    assert [(e.event_id, e.event_type) for e in events] == [(4, "ALTER_PARTITION")]
+
+
+@pytest.mark.parametrize("version", ["3.1.3", "4.2.0"])
+def test_hive3_and_4_messages_carry_the_objects_hive_2_left_out(version: str) -> None:
+    """INSERT names its table and partition, DROP_TABLE its table: nothing is read from the source for them."""
+    log = {doc["eventType"]: _event(doc) for doc in RELEASE_LOGS[version]}
+    lookups = FakeLookups()  # knows no table: every object must come from the message
+    insert = translate(log["INSERT"], lookups)
+    assert insert is not None and insert.body()["partition"]["values"] == ["d1"]
+    assert insert.body()["table"]["table_name"] == "t"
+    dropped = translate(log["DROP_TABLE"], lookups)
+    assert dropped is not None and dropped.body()["table"]["partition_keys"][0]["name"] == "dt"
+    altered = translate(log["ALTER_DATABASE"], lookups)
+    assert altered is not None and altered.body()["after"]["parameters"]["team"] == "sales"
+
+
+def test_hive4_alter_that_drops_the_external_flag_replicates_a_managed_table() -> None:
+    """Hive 4 creates a client's plain managed table as external (``EXTERNAL=TRUE``); an alter that sends the
+    parameters without it makes Hive store it managed, while the message still says EXTERNAL_TABLE."""
+    log = {doc["eventType"]: doc for doc in RELEASE_LOGS["4.2.0"]}
+    created = translate(_event(log["CREATE_TABLE"]), FakeLookups())
+    altered = translate(_event(log["ALTER_TABLE"]), FakeLookups())
+    assert created is not None and altered is not None
+    assert created.body()["table"]["table_type"] == "EXTERNAL_TABLE"
+    assert decode(_event(log["ALTER_TABLE"]))["tableObjAfterJson"].count('"EXTERNAL_TABLE"') == 1
+    assert altered.body()["before"]["table_type"] == "EXTERNAL_TABLE"
+    assert altered.body()["after"]["table_type"] == "MANAGED_TABLE"
+    assert "EXTERNAL" not in altered.body()["after"]["parameters"]
+
+
+def test_as_stored_follows_the_external_parameter_both_ways() -> None:
+    flagged = Table(db_name="d", table_name="t", parameters={"EXTERNAL": "true"})
+    assert as_stored(flagged).table_type == TableType.EXTERNAL_TABLE
+    unflagged = Table(db_name="d", table_name="t", table_type=TableType.EXTERNAL_TABLE)
+    assert as_stored(unflagged).table_type == TableType.MANAGED_TABLE
+    view = Table(db_name="d", table_name="v", table_type=TableType.VIRTUAL_VIEW)
+    assert as_stored(view) is view and as_stored(TABLE) is TABLE
+
+
+def test_the_reader_asks_for_tables_with_get_table_req_which_hive_4_2_still_answers() -> None:
+    class Hive42Client:
+        """Answers ``get_table_req`` only, as Hive 4.2 does (it removed ``get_table``)."""
+
+        def __init__(self) -> None:
+            self.requests: list[Any] = []
+
+        def get_table_req(self, request: Any) -> Any:
+            self.requests.append(request)
+            raw = hms.Table(tableName=request.tblName, dbName=request.dbName, tableType="MANAGED_TABLE")
+            return hms.GetTableResult(table=raw)
+
+    reader = StockMetastoreReader("thrift://hms:9083")
+    reader._client = client = Hive42Client()
+    table = reader.table("sales", "t")
+    assert (table.db_name, table.table_name) == ("sales", "t")
+    assert [(r.dbName, r.tblName) for r in client.requests] == [("sales", "t")]
 
 
 # -- the source over a fake Thrift reader ----------------------------------------------------------------

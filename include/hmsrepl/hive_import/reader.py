@@ -1,8 +1,8 @@
 """Reading a stock Hive Metastore: the read calls every Hive version since 2.3 answers, in pages.
 
-Only calls Hive 2.3 has (``get_all_databases``, ``get_table``, ``get_partition_names``,
-``get_partitions_by_names``, ``get_functions``/``get_function``), so a Hive 2, 3 or 4 metastore can be read
-alike; partitions are fetched by name in pages, so a table of 100,000 partitions never arrives as one
+Only calls every release from Hive 2.3 to 4.2 answers (``get_all_databases``, ``get_table_req``,
+``get_partition_names``, ``get_partitions_by_names``, ``get_functions``/``get_function``), so a Hive 2, 3 or 4
+metastore can be read alike (Hive 4.2 no longer answers the older ``get_table``); partitions are fetched by name in pages, so a table of 100,000 partitions never arrives as one
 message. The structs are converted into this product's model by the same code the Thrift server uses.
 """
 
@@ -90,8 +90,11 @@ class StockMetastoreReader:
         return sorted(self._call(f"the tables of '{db_name}'", "get_all_tables", db_name))
 
     def table(self, db_name: str, table_name: str) -> Table:
-        raw = self._call(f"table '{db_name}.{table_name}'", "get_table", db_name, table_name)
-        return table_from_thrift(raw)
+        from hmsrepl.thrift.idl import hms
+
+        request = hms.GetTableRequest(dbName=db_name, tblName=table_name)
+        raw = self._call(f"table '{db_name}.{table_name}'", "get_table_req", request)
+        return table_from_thrift(raw.table)
 
     def partition_names(self, db_name: str, table_name: str) -> list[str]:
         what = f"the partition names of '{db_name}.{table_name}'"

@@ -49,6 +49,14 @@ class UnknownMessageFormatError(HmsReplError):
     """A notification message in a format this reader does not know (another message factory)."""
 
 
+#: Hive 4's setting that makes one ``alter_partitions`` call log one ALTER_PARTITIONS event (default true).
+BATCH_ALTER_SETTING = "hive.metastore.alterPartitions.notification.v2.enabled"
+
+
+class BatchAlterError(HmsReplError):
+    """A Hive 4 ALTER_PARTITIONS event naming several partitions: replayed here one partition per event."""
+
+
 @dataclass(frozen=True)
 class HiveEvent:
     """One event of a stock metastore's notification log, as ``get_next_notification`` returns it."""
@@ -116,8 +124,22 @@ def _snapshot(obj: Database | Table | Partition | Function) -> dict[str, Any]:
     return obj.model_dump(mode="json")
 
 
+def as_stored(table: Table) -> Table:
+    """``table`` with the type Hive's ObjectStore stores for it: a message carries the table as the client
+    sent it, but the store makes a MANAGED_TABLE whose ``EXTERNAL`` parameter is true external, and an
+    EXTERNAL_TABLE without it managed. Hive 4 turns a plain managed table into an external one on create; a
+    client that then alters it without that parameter makes it managed again while the message still says
+    external."""
+    external = table.parameters.get("EXTERNAL", "").strip().upper() == "TRUE"
+    if table.table_type == TableType.MANAGED_TABLE and external:
+        return table.model_copy(update={"table_type": TableType.EXTERNAL_TABLE})
+    if table.table_type == TableType.EXTERNAL_TABLE and not external:
+        return table.model_copy(update={"table_type": TableType.MANAGED_TABLE})
+    return table
+
+
 def _table(doc: Mapping[str, Any], key: str = "tableObjJson") -> Table:
-    return table_from_thrift(tjson.loads(hms.Table, doc[key]))
+    return as_stored(table_from_thrift(tjson.loads(hms.Table, doc[key])))
 
 
 def _partition(text: str, table: Table) -> Partition:
@@ -213,6 +235,31 @@ def _alter_partition(event: HiveEvent, doc: dict[str, Any], lookups: Lookups) ->
     }
 
 
+def _alter_partitions(event: HiveEvent, doc: dict[str, Any], lookups: Lookups) -> Body:
+    """Hive 4's ALTER_PARTITIONS (one event per ``alter_partitions`` call, the new partitions only): one
+    partition is an ALTER_PARTITION; several are refused, naming the setting that makes Hive log one
+    ALTER_PARTITION per partition, since this product's log and loads hold one partition per such event."""
+    texts = doc.get("partitionListJson") or []
+    if len(texts) != 1:
+        raise BatchAlterError(
+            f"event {event.event_id} (ALTER_PARTITIONS) of the stock metastore alters {len(texts)} partitions of "
+            f"'{event.db_name}.{event.table_name}' in one event, which hmsrepl does not replay; set "
+            f"{BATCH_ALTER_SETTING}=false in the source's hive-site.xml (Hive then logs one ALTER_PARTITION per "
+            "partition), restart it and take a bootstrap dump"
+        )
+    table = _table(doc)
+    after = _partition(texts[0], table)
+    files, emptied = _data(table, after.sd.location, lookups)
+    return {
+        "table": _snapshot(table),
+        "before": _snapshot(after),
+        "after": _snapshot(after),
+        "is_truncate": emptied,
+        "files": files,
+        "recycled": [],
+    }
+
+
 def _drop_partition(event: HiveEvent, doc: dict[str, Any], lookups: Lookups) -> Body:
     table = _table(doc)
     parts = [
@@ -272,13 +319,28 @@ TRANSLATORS: dict[EventType, Translator] = {
 }
 
 
-def translate(event: HiveEvent, lookups: Lookups) -> NotificationEvent | None:
-    """The event as this product's log would hold it, or None for a type with no counterpart here."""
+#: Hive event types translated into one of this product's other types, with their translators.
+ALIASES: dict[str, tuple[EventType, Translator]] = {
+    "ALTER_PARTITIONS": (EventType.ALTER_PARTITION, _alter_partitions)
+}
+
+
+def kind_of(event_type: str) -> EventType | None:
+    """This product's type for a Hive event type (None: no counterpart)."""
+    if event_type in ALIASES:
+        return ALIASES[event_type][0]
     try:
-        kind = EventType(event.event_type)
+        return EventType(event_type)
     except ValueError:
         return None
-    translator = TRANSLATORS.get(kind)
+
+
+def translate(event: HiveEvent, lookups: Lookups) -> NotificationEvent | None:
+    """The event as this product's log would hold it, or None for a type with no counterpart here."""
+    kind = kind_of(event.event_type)
+    if kind is None:
+        return None
+    translator = ALIASES[event.event_type][1] if event.event_type in ALIASES else TRANSLATORS.get(kind)
     if translator is None:
         return None
     body = translator(event, decode(event), lookups)

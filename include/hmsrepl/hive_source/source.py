@@ -33,7 +33,14 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidTxnList
 from hmsrepl.hive_import.reader import StockMetastoreError, StockMetastoreReader
-from hmsrepl.hive_source.messages import TRANSLATORS, HiveEvent, translate
+from hmsrepl.hive_source.messages import (
+    BATCH_ALTER_SETTING,
+    TRANSLATORS,
+    BatchAlterError,
+    HiveEvent,
+    kind_of,
+    translate,
+)
 from hmsrepl.hive_source.roots import StockRoots
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.events import NotificationEvent
@@ -261,7 +268,7 @@ class StockEventLog:
                     continue
                 if table_name is not None and raw.table_name != table_name.lower():
                     continue
-                if event_types is not None and raw.event_type not in event_types:
+                if event_types is not None and kind_of(raw.event_type) not in event_types:
                     continue
                 event = self._translate(raw)
                 if event is not None:
@@ -356,7 +363,8 @@ class StockHiveSource:
         """Refuse a metastore that keeps no notification log: a dump of it would silently miss changes.
 
         Judged by its listener settings; a metastore that will not show them is given the benefit of the
-        doubt (its log is then read as it is)."""
+        doubt (its log is then read as it is). Also refused: a Hive 4 that logs a whole ``alter_partitions``
+        call as one ALTER_PARTITIONS event (its default), which would fail a later dump at such an event."""
         values = [self._setting(name) for name in LISTENER_SETTINGS]
         if all(value is None for value in values):
             return
@@ -364,6 +372,12 @@ class StockHiveSource:
             raise NotificationsDisabledError(
                 f"the metastore at {self.uri} keeps no notification log; set {LISTENER_SETTING}="
                 f"{DB_NOTIFICATION_LISTENER} in its hive-site.xml and restart it, then take a bootstrap dump"
+            )
+        if (self._setting(BATCH_ALTER_SETTING) or "").strip().lower() == "true":
+            raise BatchAlterError(
+                f"the metastore at {self.uri} logs each alter_partitions call as one ALTER_PARTITIONS event "
+                f"({BATCH_ALTER_SETTING}=true, Hive 4's default), which hmsrepl does not replay; set it to false "
+                "in its hive-site.xml and restart it, then take a bootstrap dump"
             )
 
     def get_current_notification_event_id(self) -> int:
