@@ -26,11 +26,12 @@ setup: krb5-packages db-packages $(STAMP) check-java peer-jars  ## .venv with ev
 
 # JVM peers from Maven Central, pinned and SHA-1 checked, cached under var/peers: hadoop-aws and the AWS SDK
 # modules for Spark's s3a:// (pyspark ships neither), and Spark's Hive 3.1.3 metastore client.
-peer-jars: $(STAMP)  ## fetch the JVM peers (jars, the Trino server, the HDFS minicluster) into var/peers (needs mvn)
+peer-jars: $(STAMP)  ## fetch the JVM peers (jars, the Trino server, the HDFS minicluster, Hive 3.1/4.2 metastores) into var/peers
 	$(BIN)/python -m tests.peers.s3a >/dev/null
 	$(BIN)/python -m tests.peers.hive31 >/dev/null
 	$(BIN)/python -m tests.peers.trino >/dev/null
 	$(BIN)/python -m tests.peers.hdfs >/dev/null
+	$(BIN)/python -m tests.peers.hive_metastore >/dev/null
 
 db-packages:  ## Debian's PostgreSQL and MariaDB servers, for the tests' throwaway servers (as root, when missing)
 	@$(DB_SERVERS) install
