@@ -30,7 +30,7 @@ import pytest
 
 from hmsrepl.exceptions import NoSuchObjectError
 from hmsrepl.metastore import Metastore
-from hmsrepl.replication import target as target_module
+from hmsrepl.replication import replica_versions as target_module
 from hmsrepl.replication.commands import parse_policy
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.leftovers import RETIRE_GRACE_ENV

@@ -22,6 +22,7 @@ from hmsrepl.metastore.model import Function
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.filecopy import is_staging_name
 from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.replica_versions import VersionPublisher
 from hmsrepl.replication.target import TargetWriter
 from hmsrepl.replication.verify import capture_state, diff_states, replica_leftovers, verify
 from hmsrepl.storage.local import local_path
@@ -209,9 +210,9 @@ def test_a_failed_batch_leaves_no_staged_copy_and_changes_nothing(engine, source
     dumped = engine.execute(f"REPL DUMP sales FROM {last}")
     before = capture_state(target, "sales_dr")
     staged: list[str] = []
-    real = TargetWriter._publish_in_place
+    real = VersionPublisher._publish_in_place
 
-    def spy(self: TargetWriter, *args):  # type: ignore[no-untyped-def]
+    def spy(self: VersionPublisher, *args):  # type: ignore[no-untyped-def]
         published = real(self, *args)
         staged.extend(published.files if published is not None else ())
         return published
@@ -219,7 +220,7 @@ def test_a_failed_batch_leaves_no_staged_copy_and_changes_nothing(engine, source
     def full_disk(self: TargetWriter, *args, **kwargs):  # type: ignore[no-untyped-def]
         raise OSError(28, "No space left on device")  # the batch fails after its file was staged
 
-    monkeypatch.setattr(TargetWriter, "_publish_in_place", spy)
+    monkeypatch.setattr(VersionPublisher, "_publish_in_place", spy)
     monkeypatch.setattr(TargetWriter, "set_last_id", full_disk)
     with pytest.raises(Exception, match="no space left on the target file system"):
         engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")

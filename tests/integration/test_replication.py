@@ -304,7 +304,7 @@ def test_published_files_are_made_durable_before_the_position_records_them(
     engine, source, target, monkeypatch
 ) -> None:
     """A crash after the position commits must not find a replicated file still under its staged name."""
-    import hmsrepl.replication.target as target_module
+    import hmsrepl.replication.replica_versions as target_module
 
     seed(source)
     bootstrap(engine)

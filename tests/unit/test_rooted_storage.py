@@ -150,3 +150,49 @@ def test_a_change_manager_touches_nothing_outside_its_roots(tmp_path: Path) -> N
             action([cm.encode(str(secret), checksum_bytes(b"secret"))])
     assert tree_digest(tmp_path) == before
     assert not (tmp_path / "cmroot").exists()
+
+
+def test_a_batch_resolves_each_directory_once_and_still_refuses_a_link_out(tmp_path: Path) -> None:
+    """Recycling a dropped table resolves its directories once for the batch, not once per file; a
+    partition directory that is a symlink leading out is still refused, next to plain ones admitted."""
+    warehouse, outside = tmp_path / "warehouse", tmp_path / "elsewhere"
+    table = warehouse / "db" / "t"
+    for n in range(3):
+        (table / f"p={n}").mkdir(parents=True)
+        (table / f"p={n}" / "f").write_bytes(b"data")
+    outside.mkdir()
+    (outside / "f").write_bytes(b"secret")
+    os.symlink(outside, table / "p=out")
+    os.symlink(table / "p=0", table / "p=in")  # a link that stays inside the root
+    fs = RootedFileSystem([str(warehouse)], purpose="test work")
+    batch = fs.batch()
+    for n in range(3):
+        assert batch.admit(f"{table}/p={n}/f").checksum(f"{table}/p={n}/f") == checksum_bytes(b"data")
+    assert batch.check(f"{table}/p=in/f") == f"{table}/p=in/f"
+    assert batch.check(f"{table}/p=9/new") == f"{table}/p=9/new"  # a missing directory: its parent decides
+    with pytest.raises(OutsideRootsError, match="resolves to"):
+        batch.admit(f"{table}/p=out/f")
+    with pytest.raises(OutsideRootsError):
+        batch.admit(f"{table}/p=0/../../../../elsewhere/f")
+    assert (outside / "f").read_bytes() == b"secret"
+    for path in (f"{table}/p=1", f"{table}/p=in", f"{table}/p=out", f"{table}/p=9", str(table)):
+        assert batch._real_directory(path) == os.path.realpath(path)  # what realpath says, every time
+    assert fs._directories is None and fs.batch()._directories == {}  # nothing kept beyond the batch
+
+
+def test_a_change_manager_recycles_a_tree_and_refuses_its_link_out(tmp_path: Path) -> None:
+    warehouse, outside = tmp_path / "warehouse", tmp_path / "elsewhere"
+    table = warehouse / "t"
+    (table / "p=1").mkdir(parents=True)
+    (table / "p=1" / "f").write_bytes(b"data")
+    outside.mkdir()
+    (outside / "f").write_bytes(b"secret")
+    os.symlink(outside, table / "p=out")
+    cm = ChangeManager(str(tmp_path / "cmroot"), roots=[str(warehouse)])
+    cm.recycle([cm.encode(f"{table}/p=1/f", checksum_bytes(b"data"))])
+    assert not (table / "p=1" / "f").exists()
+    assert (tmp_path / "cmroot" / f"f_{checksum_bytes(b'data')}").read_bytes() == b"data"
+    before = tree_digest(outside)
+    with pytest.raises(OutsideRootsError):
+        cm.recycle([cm.encode(f"{table}/p=out/f", checksum_bytes(b"secret"))])
+    assert tree_digest(outside) == before

@@ -92,10 +92,11 @@ class ChangeManager:
         moved = 0
         now = time.time()
         renamed_in: dict[str, FileSystem] = {}  # directories whose renames are made durable once, at the end
+        files = self.files.batch()  # a dropped tree's directories are resolved once, not once per file
         try:
             for text in encoded_files:
                 entry = EncodedFileUri.decode(text)
-                fs = self.files.admit(entry.file_uri)  # checked once for its exists, checksum, rename, delete
+                fs = files.admit(entry.file_uri)  # checked once for its exists, checksum, rename, delete
                 if not fs.exists(entry.file_uri):
                     continue  # recycled by an earlier, interrupted run
                 if not self.enabled:

@@ -657,7 +657,7 @@ class LoadEngine:
 
 
 def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
-    """Tables whose data changes in a batch may be added in place (``TargetWriter._publish_in_place``).
+    """Tables whose data changes in a batch may be added in place (``VersionPublisher._publish_in_place``).
 
     Files added in place appear after the batch's commit, renamed one by one in the order the source wrote
     them (``written_at``), while objects given new versions switch at the commit: a table's readers must

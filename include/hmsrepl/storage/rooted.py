@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
 
@@ -131,20 +132,58 @@ class RootedFileSystem(FileSystem):
             self._require(canonical, canonical, self._local)
             return uri
         parent, name = canonical.rsplit("/", 1)
-        real_parent = self._resolved.get(parent) or real_path(parent or "/")
+        real_parent = self._resolved.get(parent) or self._real_directory(parent or "/")
         named = f"{real_parent.rstrip('/')}/{name}"
         self._require(canonical, named, self._local)
         if follow and os.path.islink(named):
             self._require(canonical, real_path(named), self._local)
         return uri
 
+    #: Directories resolved in this batch (``batch``), by canonical path; None: each check resolves anew.
+    _directories: dict[str, str] | None = None
+
+    def _real_directory(self, path: str) -> str:
+        """Where the kernel will act for a directory (``real_path``); a batch (``batch``) remembers it, and
+        resolves a plain directory inside one it resolved with one ``lstat``."""
+        memo = self._directories
+        if memo is None:
+            return real_path(path)
+        known = memo.get(path)
+        if known is not None:
+            return known
+        real = None
+        parent, name = path.rsplit("/", 1)
+        parent = parent or "/"
+        if path != "/" and name not in ("", ".", ".."):
+            real_parent = self._resolved.get(parent) or self._real_directory(parent)
+            try:
+                plain = stat.S_ISDIR(os.lstat(path).st_mode)  # a directory itself, not a symlink to one
+            except OSError:
+                plain = False
+            if plain:
+                real = f"{real_parent.rstrip('/')}/{name}"
+        if real is None:
+            real = real_path(path)
+        memo[path] = real
+        return real
+
+    def batch(self) -> RootedFileSystem:
+        """This file system for one piece of work on many paths of the same trees (recycling a dropped
+        table's files): each directory's real path is resolved once for the batch, and a directory whose
+        parent was resolved costs one ``lstat`` (a plain directory inside a resolved one is where it is
+        named; a symlink is resolved in full). Every path is still checked; only the directories' answers
+        are shared, for the length of the batch (made anew per batch, never kept)."""
+        return _Batch(self)
+
     def _require(self, canonical: str, real: str, roots: Sequence[str]) -> None:
-        if not any(is_below(real, root) for root in roots):
-            shown = real if real == canonical else f"{canonical} (resolves to {real})"
-            raise OutsideRootsError(
-                f"{self.purpose}: refused '{shown}': it is outside the roots it may touch "
-                f"({', '.join(self.roots)}); fix the location, or the configured roots if it belongs there"
-            )
+        for root in roots:  # a loop, not any(): this runs for every path checked
+            if is_below(real, root):
+                return
+        shown = real if real == canonical else f"{canonical} (resolves to {real})"
+        raise OutsideRootsError(
+            f"{self.purpose}: refused '{shown}': it is outside the roots it may touch "
+            f"({', '.join(self.roots)}); fix the location, or the configured roots if it belongs there"
+        )
 
     def admit(self, *uris: str) -> RootedFileSystem:
         """This file system with ``uris`` checked once (name and content): for several operations on the
@@ -278,11 +317,32 @@ class RootedFileSystem(FileSystem):
 
 
 class _Admitted(RootedFileSystem):
-    """A rooted file system that knows some paths passed already (``RootedFileSystem.admit``)."""
+    """A rooted file system that knows some paths passed already (``RootedFileSystem.admit``), with the store
+    that serves each one (looked up on its first use, not on every operation)."""
 
     def __init__(self, rooted: RootedFileSystem, uris: Sequence[str]) -> None:
         self.__dict__.update(rooted.__dict__)
-        self._admitted = frozenset([*getattr(rooted, "_admitted", ()), *uris])
+        self._admitted: dict[str, FileSystem | None] = {
+            **getattr(rooted, "_admitted", {}),
+            **dict.fromkeys(uris),
+        }
 
     def check(self, uri: str, *, follow: bool = True) -> str:
         return uri if uri in self._admitted else super().check(uri, follow=follow)
+
+    def _fs(self, uri: str, *, follow: bool = True) -> FileSystem:
+        if uri not in self._admitted:
+            return super()._fs(uri, follow=follow)
+        store = self._admitted[uri]
+        if store is None:
+            store = self._admitted[uri] = filesystem_for(uri)
+        return store
+
+
+class _Batch(RootedFileSystem):
+    """A rooted file system whose directory resolutions are remembered for one batch (``batch``); the paths
+    it admits share them."""
+
+    def __init__(self, rooted: RootedFileSystem) -> None:
+        self.__dict__.update(rooted.__dict__)
+        self._directories = {}

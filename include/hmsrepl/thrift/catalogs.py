@@ -9,7 +9,7 @@ it are unwrapped before the handler sees them, and any other catalog is refused 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from hmsrepl.exceptions import NoSuchObjectError
@@ -76,10 +76,11 @@ def _qualified(method: Callable[..., Any], positions: list[int], structs: list[i
     return call
 
 
-def accept_qualified_names(handler: Any) -> None:
-    """Wrap every handler method that takes a database name or a struct with a catalog field."""
+def accept_qualified_names(methods: MutableMapping[str, Callable[..., Any]]) -> None:
+    """Wrap every method (of a handler's dispatch table) that takes a database name or a struct with a catalog
+    field."""
     for name in Service.thrift_services:
-        method = getattr(handler, name, None)
+        method = methods.get(name)
         if method is None:
             continue
         spec = list(getattr(Service, f"{name}_args").thrift_spec.values())
@@ -93,7 +94,7 @@ def accept_qualified_names(handler: Any) -> None:
             and any(f in _fields(entry[2]) for f in (*_CATALOG_FIELDS, *_DB_FIELDS))
         ]
         if positions or structs:
-            setattr(handler, name, _qualified(method, positions, structs))
+            methods[name] = _qualified(method, positions, structs)
 
 
 def _fields(cls: type) -> set[str]:

@@ -1,0 +1,566 @@
+"""Version directories of a replica: how a load publishes each object's data (the writer's data job).
+
+Data follows the pseudo-snapshot in the event, and is published by *location flip*: an object whose data
+changes gets a new version directory (``<logical location>.hmsrepl-v<event id>``, a sibling no metadata names
+yet) that is made to hold exactly the listed files (unchanged files hard-linked from the current directory,
+server-side copied on S3; new ones copied, checksum-verified, under hidden staging names), and the object's
+location is switched to it by the same metadata call, in the load batch's database transaction, which also
+advances ``repl.last.id``. Live directories are never written: a reader that took a table's or partition's
+metadata and then lists its location sees one committed state. Directories a batch stops naming (older
+versions, dropped objects) are handed to ``leftovers.Retirer`` and removed only after the commit and a grace
+period; a failed batch's new directories are removed before its transaction ends.
+
+Why not keep unchanged files in place and add only the new ones: a reader lists a location recursively, so
+a file added to a live directory is visible at once, before the metadata commits (and after a kill); an
+overwrite must also hide the old files at the same instant. One directory per version is the only layout
+where the metadata switch alone decides what readers see for any change. Its cost is O(files) links per
+changed object, not a data copy (local disks); on S3 each unchanged file costs a server-side copy.
+
+The exception is the most common change of all, one file added (an append, a streaming micro-batch): one
+rename makes one whole file appear, so a reader sees the listing before the change or after it, never a
+part. Such a file is copied under its hidden staged name into the object's current directory and named in
+a publish intent (``metastore.intents``) in the batch's transaction; the intent renames it after the
+commit, or housekeeping does after a crash. Readers never see it before its metadata; for the moment
+between the commit and the rename they see the state before it. Several such appends to one object in a
+batch are renamed in the order they were written, so a reader sees the listing as of one of them, each a
+listing the source had (one append of several files must appear at once and takes a new version). On an
+object store the "rename" is a server-side copy of the one file onto its key (which S3 replaces whole) and
+a delete of the staged one. The load then costs what was added, whatever the object holds: the new files
+copied, not every file it keeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hmsrepl.exceptions import HmsReplError
+from hmsrepl.formats import listing_digest
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.metastore import Metastore, listings
+from hmsrepl.metastore.file_capture import count_data_files, describe_files, encode_at, list_data_files
+from hmsrepl.metastore.listings import ObjectKey
+from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
+from hmsrepl.metastore.model import Partition
+from hmsrepl.replication.apply_stats import ApplyStats
+from hmsrepl.replication.failures import fault_point
+from hmsrepl.replication.filecopy import (
+    CopyResult,
+    adopt_staged_copy,
+    below_any,
+    copy_verified,
+    link_file,
+    logical_location,
+    publish_all,
+    remove_staging_leftovers,
+    versioned_location,
+)
+from hmsrepl.replication.leftovers import Retirement
+from hmsrepl.replication.replica_files import (
+    AddedOneByOne,
+    HeldListing,
+    Published,
+    drift,
+    read_record,
+    record,
+    scan,
+    stamp_of,
+    unchanged,
+)
+from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, parent_uri, relative_to
+from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.local import sync_uris
+from hmsrepl.storage.staging import staging_name
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaDriftError(HmsReplError):
+    """A replica file changed behind the load's back and cannot be fetched again from the source."""
+
+
+class VersionPublisher:
+    """Makes the directories a load batch names: each object's data published by location flip or added in
+    place, what the batch stops naming retired after its commit, and its renames made durable."""
+
+    def __init__(
+        self, target: Metastore, *, source_cmroot: str, copy_data: bool = True, stats: ApplyStats
+    ) -> None:
+        self.target = target
+        self.catalog = target.catalog
+        self.source_cmroot = source_cmroot.rstrip("/")
+        self.copy_data = copy_data
+        self.stats = stats
+        self._unsynced_dirs: set[str] = set()  # directories with renames not yet made durable
+        # The event being applied names the version directories it makes (set by the load per event).
+        self.version = 0
+        self._created: list[str] = []  # version directories made in the current batch (not yet named)
+        self._retire: list[Retirement] = []  # directories the current batch stops naming
+        # Files added in place this batch (final URI -> the event that wrote it, encoded), staged until a
+        # rename after the commit, which goes in event order.
+        self._in_place: dict[str, tuple[int, str]] = {}
+        # The relative paths added in place this batch, by the location of the object they were added to.
+        self._added_in_place: dict[str, set[str]] = {}
+        # Plans of in-place additions checked together for a table's partitions, by current location.
+        self._planned: dict[str, tuple[dict[str, str], dict[str, str], listings.Summary]] = {}
+        # The event that wrote each file a one-file append of the batch adds (encoded source URI -> event
+        # id; set by the load per batch): files added in place are renamed in this order.
+        self.written_at: Mapping[str, int] = {}
+        # Copies the load staged and verified before its first change (``prestage``), by planned target:
+        # counted as the copies they are (from cmroot or not), not as a copier's prefetch.
+        self.copied_ahead: dict[str, CopyResult] = {}
+
+    def all_in_place(self, writes: Sequence[PartitionWrite]) -> bool:
+        """Whether a table's partition writes may be added in place: one data change always may (it
+        decides alone), several only if every one of them can be (see ``load.in_place_tables``).
+
+        Files added in place appear after the batch's commit; an object given a new version switches at
+        the commit. Were some partitions of a table added in place and others not, a reader could see a
+        later partition's new files without an earlier one's. Each plan is kept for the publish that
+        follows, so the two cannot disagree; nested partition directories are not added together in place
+        (one's staged copies would lie below the other).
+        """
+        if not self.copy_data:
+            return True
+        writes = [w for w in writes if w.change is not None and w.part.sd.location]
+        if len(writes) <= 1:
+            return True
+        locations = sorted((w.current.sd.location or "").rstrip("/") + "/" for w in writes if w.current)
+        if len(locations) != len(writes) or any(b.startswith(a) for a, b in itertools.pairwise(locations)):
+            return False
+        plans = {}
+        for write in writes:
+            assert write.current is not None and write.change is not None
+            current, logical = write.current.sd.location, write.part.sd.location or ""
+            plan = self._in_place_plan(current, logical, write.change, write.key, write.what)
+            if plan is None:
+                return False
+            plans[current or ""] = plan
+        self._planned.update(plans)
+        return True
+
+    def record_version(self, key: ObjectKey, published: Published, *, logged: bool) -> None:
+        """Record what a version holds, in the batch's transaction (a failed batch records nothing).
+
+        A version the catalog's call ``logged`` from its change alone (``Published.as_delta``: files added in
+        place, for which the call is always made, or a local version keeping most of its files) is recorded
+        already: that call (``capture_delta``) wrote exactly these records."""
+        if logged and published.as_delta:
+            return
+        if published.replace or published.stamps or published.removed:
+            with self.target.events.transaction() as tx:
+                record(tx.conn, key, published)
+
+    # -- data: location flips ------------------------------------------------------------------------------
+    def location_for(
+        self,
+        current: str | None,
+        logical: str | None,
+        change: DataChange | None,
+        source_location: str | None,
+        key: ObjectKey | None,
+        what: str,
+        *,
+        in_place: bool = True,
+    ) -> tuple[str | None, Published | None]:
+        """The location to record for an object: a new version with ``change`` applied, or the one it has.
+
+        ``change`` None is a metadata-only change: the object keeps its directory (unless the source moved
+        the object elsewhere, then it names the new logical location).
+        """
+        if change is not None and logical and self.copy_data:
+            published = self.publish_version(
+                current, logical, change, source_location, key, what, in_place=in_place
+            )
+            return published.location, published
+        if current and logical and logical_location(current) == logical.rstrip("/"):
+            return current, None
+        return logical, None
+
+    def _new_version(self, logical: str, current: str | None) -> str:
+        attempt = 0
+        while True:
+            candidate = versioned_location(logical, self.version, attempt)
+            if candidate != (current or "").rstrip("/") and candidate not in self._created:
+                return candidate
+            attempt += 1
+
+    def publish_version(
+        self,
+        current: str | None,
+        logical: str,
+        change: DataChange,
+        source_location: str | None,
+        key: ObjectKey | None = None,
+        what: str = "",
+        *,
+        in_place: bool = True,
+    ) -> Published:
+        """A directory holding the object's listing after ``change``: ``current`` if it already does, else a
+        new version.
+
+        The listing before the change is the replica's record of the object (``replica_files``; without one,
+        ``current`` is listed and read once). The change's count and digest, when it has them, must match the
+        result (else an event is missing: one-line error, nothing of the batch stays). A new version reuses
+        what an interrupted attempt left in it, links the files ``current`` holds with the right checksum
+        (after a size and modification-time check against the record, no read), copies the rest
+        (checksum-verified, original location, recorded version, then cmroot), and publishes the copies inside
+        it: nothing a reader can see changes until the caller records the returned location. A change that
+        adds one file is instead added to ``current`` (``_publish_in_place``) unless ``in_place`` is False.
+        """
+        added_in_place = (
+            self._publish_in_place(current, logical, change, source_location, key, what) if in_place else None
+        )
+        if added_in_place is not None:
+            return added_in_place
+        fs = filesystem_for(logical)
+        held = self._held(current, key)
+        wanted = change.apply(held.files)
+        if not change.complete:  # a complete change is its own listing: only deltas can miss an event
+            change.check(wanted, what or logical)
+        kept = unchanged(held, wanted)
+        stamps: dict[str, int] = {} if held.recorded else held.stamps
+        drifted: set[str] = set()
+        staged_here = self._staged_below(current)  # added in place earlier in this batch: not there yet
+        if current and held.recorded and kept:
+            drifted, restamped = drift(current, held, kept - staged_here.keys())
+            stamps.update(restamped)
+            self.stats.files_reverified += len(restamped) + len(drifted)
+            for rel in sorted(drifted):
+                log.warning("%s: '%s' changed on the replica behind its back; copying it again", what, rel)
+            kept -= drifted
+        removed = set(held.files) - set(wanted)
+        if current and not drifted and len(kept) == len(wanted) == len(held.files):
+            self._retire_staging_area(logical, current)  # already this state (a re-run, or no file changed)
+            return Published(current, wanted, stamps, removed, not held.recorded)
+        new = self._new_version(logical, current)
+        fs.makedirs(new)
+        self._created.append(new)
+        present = {relative_to(s.uri, new): s for s in list_data_files(new)}  # an interrupted attempt's
+        for rel, status in present.items():
+            if rel not in wanted or rel in kept:
+                fs.delete(status.uri)
+        allowed = below_any(source_location, self.source_cmroot)
+        from_event = {relative_path(encoded) for encoded in change.added}
+        to_publish = []
+        for rel, encoded in wanted.items():
+            target_uri = join_uri(new, rel)
+            if rel in kept:
+                link_file(staged_here.get(rel) or join_uri(current or "", rel), target_uri)
+                fault_point()
+                continue
+            if rel in present and _checksum_matches(fs, present[rel], encoded):
+                stamps[rel] = present[rel].stamp
+                continue
+            source = encoded if rel in from_event else self._source_copy(encoded, source_location, what)
+            self._copy_in(source, target_uri, allowed, prefetched_at=join_uri(logical, rel))
+            to_publish.append(target_uri)
+            fault_point()
+        publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
+        fault_point()
+        if filesystem_for(new).hard_links:
+            self._unsynced_dirs.add(new)
+            stamps.update((relative_to(uri, new), stamp_of(uri)) for uri in to_publish)
+        else:  # a server-side copy is a new object: every file of the version gets a new stamp
+            stamps.update((relative_to(s.uri, new), s.stamp) for s in list_data_files(new))
+        self.stats.files_kept += len(kept)
+        if current:
+            self._retire.append(Retirement(current, frozenset(kept)))
+            self.stats.files_removed += len(removed)
+        self._retire_staging_area(logical, current)
+        return Published(new, wanted, stamps, removed, not held.recorded)
+
+    def _publish_in_place(
+        self,
+        current: str | None,
+        logical: str,
+        change: DataChange,
+        source_location: str | None,
+        key: ObjectKey | None,
+        what: str,
+    ) -> Published | None:
+        """A change that adds files one by one, published in the object's current directory: None if it is
+        not one.
+
+        One rename makes one file appear whole, so a reader listing the directory sees the listing before
+        the change or after it, never a part of a step. A change of one file qualifies, and so does a batch's
+        run of them on one object (``AddedOneByOne``, or an object already added to in place this batch):
+        the files are renamed in step order, so a reader sees the listing as of one step or another, each a
+        listing the source had. The files are copied under their hidden staged names and named in the
+        batch's publish intent (``owe_publishes``), which renames them once the batch has committed (after a
+        crash, housekeeping does), so readers never see one before its metadata. The kept files are neither
+        read nor linked, only counted by name (a file added or removed behind the replica's back takes a new
+        version, which holds exactly the listing), and the record is read for the new paths and its summary
+        only: the load costs what was added whatever the object holds (on an object store the count lists
+        the object's keys, 1,000 a request, and nothing is copied but the new files). Everything else (a step
+        of several files, a file replaced or removed, no record yet) takes a new version.
+        """
+        plan = self._planned.pop(current or "", None) or self._in_place_plan(
+            current, logical, change, key, what
+        )
+        if plan is None:
+            return None
+        assert current is not None
+        new, checksums, before = plan
+        allowed = below_any(source_location, self.source_cmroot)
+        files: dict[str, str] = {}
+        stamps: dict[str, int] = {}
+        for rel, encoded in new.items():  # in step order: the publish intent renames them in this order
+            target_uri = join_uri(current, rel)
+            self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
+            fault_point()
+            staged = staging_name(target_uri)
+            files[rel] = encode_at(self.target.cm, current, rel, FileIdentity(checksums[rel]))
+            self._in_place[target_uri] = (self.written_at.get(encoded, self.version), files[rel])
+            stamps[rel] = stamp_of(staged)
+            self._unsynced_dirs.add(parent_uri(staged))  # durable before the commit
+        self._added_in_place.setdefault(current, set()).update(new)
+        self.stats.files_kept += before.count
+        self._retire_staging_area(logical, current)
+        return Published(current, files, stamps, set(), False, in_place=True)
+
+    def _in_place_plan(
+        self, current: str | None, logical: str, change: DataChange, key: ObjectKey | None, what: str
+    ) -> tuple[dict[str, str], dict[str, str], listings.Summary] | None:
+        """Whether ``change`` can be added in place to ``current`` (``_publish_in_place``), and if so its new
+        files (relative path -> encoded URI, in step order), their checksums and the record's summary before.
+        Reads the record's summary and the new paths, and counts the directory's data files by name."""
+        if not current or key is None or current in self._created:
+            return None
+        if change.complete or change.removed or not change.added:
+            return None
+        if len(change.added) > 1 and not isinstance(change, AddedOneByOne):
+            return None
+        earlier = self._added_in_place.get(current, set())
+        if set(self._staged_below(current)) != earlier:  # another object's staged copies below this one
+            return None
+        if logical_location(current) != logical.rstrip("/"):
+            return None
+        new = {relative_path(encoded): encoded for encoded in change.added}
+        checksums = {rel: checksum_of(encoded) for rel, encoded in new.items()}
+        if not all(checksums.values()) or new.keys() & earlier:
+            return None
+        with self.target.events.reader() as conn:
+            before = listings.summary(conn, key)
+            if before.count == 0 or listings.read_paths(conn, key, new):
+                return None
+        # Files added or removed behind the replica's back: a new version holds exactly the listing.
+        if count_data_files(current) + len(earlier) != before.count:
+            return None
+        after = listing_digest.combine(before.digest, checksums.items())
+        change.check_summary(before.count + len(new), after, what or logical)
+        return new, checksums, before
+
+    def _staged_below(self, location: str | None) -> dict[str, str]:
+        """Files this batch added in place below ``location`` (relative path -> staged copy)."""
+        if not location or not self._in_place:
+            return {}
+        root = location.rstrip("/") + "/"
+        return {uri[len(root) :]: staging_name(uri) for uri in self._in_place if uri.startswith(root)}
+
+    def owe_publishes(self) -> None:
+        """Name the batch's files added in place in one publish intent, in its transaction (call last).
+
+        One intent for the batch: after the commit its files are renamed one after the other, before any
+        other file work of the batch, so readers wait for them as little as possible. They are renamed in the
+        order the source wrote them (``written_at``; a stable sort keeps one event's files in step order),
+        across the partitions of a table too, so a reader sees the source's states one after the other.
+        """
+        if self._in_place:
+            self.make_durable()
+            order = sorted(self._in_place.values(), key=lambda written: written[0])  # stable
+            with self.target.events.transaction() as tx:
+                self.catalog.intents.publish(tx, [encoded for _, encoded in order])
+
+    def _held(self, current: str | None, key: ObjectKey | None) -> HeldListing:
+        """What the object's current version holds: the replica's record, else a listing read once."""
+        if not current:
+            return HeldListing()
+        if key is not None:
+            with self.target.events.reader() as conn:
+                held = read_record(conn, key, current)
+            if held is not None:
+                return held
+        return scan(current, self.target.cm)
+
+    def _source_copy(self, held: str, source_location: str | None, what: str) -> str:
+        """Where the source keeps a file the replica held but lost: its object's location, or cmroot."""
+        entry = EncodedFileUri.decode(held)
+        if not source_location:
+            raise ReplicaDriftError(
+                f"{what}: '{entry.file_name}' changed on the replica and the event names no source location "
+                "to copy it from again; load from a new bootstrap dump"
+            )
+        rel = f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
+        return EncodedFileUri(
+            join_uri(source_location, rel), entry.checksum, self.source_cmroot, entry.subdir
+        ).encode()
+
+    def _retire_staging_area(self, logical: str, current: str | None) -> None:
+        """A copier working ahead stages files at the logical location: retired with the batch if unnamed."""
+        if logical.rstrip("/") != (current or "").rstrip("/") and filesystem_for(logical).exists(logical):
+            self._retire.append(Retirement(logical, recycle=False))
+
+    def relink(self, current: str, logical: str, key: ObjectKey | None) -> str:
+        """A new version at ``logical`` holding exactly the files the replica's record of ``key`` lists (all
+        of ``current``'s without a record; ``copy_data`` False: ``logical`` itself, nothing linked)."""
+        if not self.copy_data:
+            return logical
+        recorded = None
+        if key is not None:
+            with self.target.events.reader() as conn:
+                held = read_record(conn, key, current)
+            recorded = set(held.files) if held is not None else None
+        return self.relink_files(current, logical, recorded)
+
+    def retire(self, retirement: Retirement) -> None:
+        """Retire a directory once the batch commits (and its readers' grace period has passed)."""
+        self._retire.append(retirement)
+
+    def relink_files(self, current: str, logical: str, only: set[str] | None = None) -> str:
+        """A new version at ``logical`` with the same files as ``current`` (a rename): links only.
+
+        ``only``: the relative paths to carry (a file beside them that the replica's record does not list,
+        such as one another replica added to a directory of the shared layout, is left behind)."""
+        new = self._new_version(logical, current)
+        fs = filesystem_for(new)
+        fs.delete_tree(new)  # whatever an interrupted attempt left: links are cheap to make again
+        fs.makedirs(new)
+        self._created.append(new)
+        carried = set()
+        for status in list_data_files(current):
+            rel = relative_to(status.uri, current)
+            if only is not None and rel not in only:
+                continue
+            link_file(status.uri, join_uri(new, rel))
+            carried.add(rel)
+            fault_point()
+        for rel, staged in self._staged_below(current).items():  # added in place earlier in this batch
+            link_file(staged, join_uri(new, rel))
+            carried.add(rel)
+        self._unsynced_dirs.add(new)
+        self._retire.append(Retirement(current, frozenset(carried)))
+        self._retire_staging_area(logical, current)
+        return new
+
+    def _copy_in(
+        self, encoded: str, target_uri: str, allowed: Callable[[str], bool], *, prefetched_at: str
+    ) -> None:
+        """One checksum-verified copy of an event's file to a place no reader sees yet, counted."""
+        ahead = self.copied_ahead.pop(prefetched_at, None)
+        result = adopt_staged_copy(ahead, prefetched_at, target_uri) if ahead is not None else None
+        if result is None:
+            result = copy_verified(
+                encoded,
+                target_uri,
+                default_cmroot=self.source_cmroot,
+                allowed=allowed,
+                prefetched_at=prefetched_at,
+            )
+        self.stats.files_copied += 1
+        self.stats.bytes_copied += result.bytes_copied
+        self.stats.files_from_cmroot += int(result.from_cmroot)
+        self.stats.files_prefetched += int(result.prefetched)
+
+    def discard_batch(self) -> None:
+        """The batch failed: remove the version directories it made (nothing names them; frees space).
+
+        Called before the batch's transaction ends, so it holds the replica's row lock: no other load
+        can be filling a directory of the same name.
+        """
+        for directory in self._created:
+            with contextlib.suppress(Exception):
+                filesystem_for(directory).delete_tree(directory)
+        for uri in self._in_place:  # hidden copies in live directories: never published
+            with contextlib.suppress(Exception):
+                filesystem_for(uri).delete(staging_name(uri))
+        self._retire.clear()
+        self._forget_batch_files()
+
+    def take_retirements(self) -> list[Retirement]:
+        """The batch committed: the directories it stopped naming, for retirement after the grace period."""
+        out, self._retire = self._retire, []
+        self._forget_batch_files()  # the publish intent renames the files added in place now
+        return out
+
+    def _forget_batch_files(self) -> None:
+        """The batch ended (committed or failed): what it made and added in place is no longer its own."""
+        self._created.clear()
+        self._in_place.clear()
+        self._added_in_place.clear()
+        self._planned.clear()
+
+    # -- data: in place (ACID write directories, which belong to one write id) -----------------------------
+    def reconcile(self, target_location: str, files: Sequence[str], source_location: str | None) -> None:
+        """Make ``target_location`` hold exactly ``files`` (by relative path and checksum), in place.
+
+        Only for directories no reader trusts before the metadata commits: an ACID write directory
+        (``delta_<w>_<w>``) is invisible to readers until its write id commits, in the same transaction.
+        """
+        if not self.copy_data:
+            return
+        fs = filesystem_for(target_location)
+        fs.makedirs(target_location)
+        wanted = {relative_path(encoded): encoded for encoded in files}
+        present = {relative_to(s.uri, target_location): s for s in list_data_files(target_location)}
+        needed = {
+            rel: encoded
+            for rel, encoded in wanted.items()
+            if not _checksum_matches(fs, present.get(rel), encoded)
+        }
+        # Staged copies of files that need no copy (already in place) or are no longer wanted are leftovers.
+        remove_staging_leftovers(
+            target_location, {staging_name(join_uri(target_location, rel)) for rel in needed}
+        )
+        allowed = below_any(source_location, self.source_cmroot)
+        logical = logical_location(target_location)  # where a copier working ahead staged them
+        to_publish = []
+        for rel, encoded in needed.items():
+            target_uri = join_uri(target_location, rel)
+            self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
+            to_publish.append(target_uri)
+        extras = [status for rel, status in present.items() if rel not in wanted]
+        if extras:  # replaced on the source: keep them in the target's own cmroot (chained replication)
+            self.target.cm.recycle(describe_files(target_location, self.target.cm, extras))
+            self.stats.files_removed += len(extras)
+        publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
+        if to_publish:
+            self._unsynced_dirs.add(target_location)
+        if logical != target_location.rstrip("/") and fs.exists(logical):
+            self._retire.append(Retirement(logical, recycle=False))  # a copier's staged copies, if unnamed
+
+    def make_durable(self) -> None:
+        """One ``syncfs`` per file system for every rename published since the last call.
+
+        Publishing renames a staged copy into place; until the rename reaches the disk, a crash could leave
+        the target's metadata (committed with the position) naming a file still under its staged name. One
+        sync per load batch instead of one per file keeps this cheap.
+        """
+        if self._unsynced_dirs:
+            sync_uris(self._unsynced_dirs)
+            self._unsynced_dirs.clear()
+
+
+def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
+    """An existing target file already holds the content (size first: it avoids reading most files)."""
+    entry = EncodedFileUri.decode(encoded)
+    if status is None or not entry.checksum or checksum_size(entry.checksum) != status.size:
+        return False
+    return bool(fs.checksum(status.uri) == entry.checksum)
+
+
+@dataclass(frozen=True)
+class PartitionWrite:
+    """One partition of a ``put_partitions`` call, with its data change decided (``LostFiles.decide``)."""
+
+    name: str
+    part: Partition
+    current: Partition | None
+    change: DataChange | None
+    source_location: str | None
+    key: ObjectKey | None
+    what: str

@@ -1,0 +1,114 @@
+"""Column statistics over Thrift."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hmsrepl.exceptions import InvalidObjectError, NoSuchObjectError
+from hmsrepl.thrift.api.base import Area
+from hmsrepl.thrift.idl import hms
+from hmsrepl.thrift.statistics import stat_from_thrift, stat_to_thrift
+
+
+class StatisticsApi(Area):
+    """Table and partition column statistics: update, read, aggregate and delete."""
+
+    def update_table_column_statistics(self, stats_obj: Any) -> bool:
+        return self._update_statistics(stats_obj, partitioned=False)
+
+    def update_partition_column_statistics(self, stats_obj: Any) -> bool:
+        return self._update_statistics(stats_obj, partitioned=True)
+
+    def _update_statistics(self, stats_obj: Any, *, partitioned: bool, merge: bool = False) -> bool:
+        desc = stats_obj.statsDesc
+        if desc is None or not desc.dbName or not desc.tableName:
+            raise InvalidObjectError("column statistics without statsDesc.dbName/tableName; name the table")
+        if partitioned and not desc.partName:
+            raise InvalidObjectError(
+                f"partition statistics of '{desc.dbName}.{desc.tableName}' without statsDesc.partName; "
+                "name the partition (e.g. ds=2024-01-01)"
+            )
+        self.store.stats.update(
+            desc.dbName,
+            desc.tableName,
+            [stat_from_thrift(obj) for obj in stats_obj.statsObj or []],
+            partition_name=desc.partName if partitioned else None,
+            engine=stats_obj.engine,
+            last_analyzed=desc.lastAnalyzed,
+            merge=merge,
+        )
+        return True
+
+    def get_table_column_statistics(self, db_name: str, tbl_name: str, col_name: str) -> Any:
+        found = self.store.stats.table_stats(db_name, tbl_name, [col_name])
+        if not found:
+            raise NoSuchObjectError(f"column '{col_name}' of table '{db_name}.{tbl_name}' has no statistics")
+        desc = hms.ColumnStatisticsDesc(isTblLevel=True, dbName=db_name.lower(), tableName=tbl_name.lower())
+        return hms.ColumnStatistics(statsDesc=desc, statsObj=[stat_to_thrift(s) for s in found])
+
+    def get_partition_column_statistics(
+        self, db_name: str, tbl_name: str, part_name: str, col_name: str
+    ) -> Any:
+        found = self.store.stats.partition_stats(db_name, tbl_name, [part_name], [col_name]).get(part_name)
+        if not found:
+            raise NoSuchObjectError(
+                f"column '{col_name}' of partition '{part_name}' of table '{db_name}.{tbl_name}' has no statistics"
+            )
+        desc = hms.ColumnStatisticsDesc(
+            isTblLevel=False, dbName=db_name.lower(), tableName=tbl_name.lower(), partName=part_name
+        )
+        return hms.ColumnStatistics(statsDesc=desc, statsObj=[stat_to_thrift(s) for s in found])
+
+    def get_table_statistics_req(self, request: Any) -> Any:
+        found = self.store.stats.table_stats(
+            request.dbName, request.tblName, request.colNames or [], engine=request.engine
+        )
+        return hms.TableStatsResult(tableStats=[stat_to_thrift(s) for s in found])
+
+    def get_partitions_statistics_req(self, request: Any) -> Any:
+        found = self.store.stats.partition_stats(
+            request.dbName,
+            request.tblName,
+            request.partNames or [],
+            request.colNames or [],
+            engine=request.engine,
+        )
+        return hms.PartitionsStatsResult(
+            partStats={part: [stat_to_thrift(s) for s in stats] for part, stats in found.items() if part}
+        )
+
+    def get_aggr_stats_for(self, request: Any) -> Any:
+        merged, found = self.store.stats.aggregate(
+            request.dbName,
+            request.tblName,
+            request.partNames or [],
+            request.colNames or [],
+            engine=request.engine,
+        )
+        return hms.AggrStats(colStats=[stat_to_thrift(s) for s in merged], partsFound=found)
+
+    def set_aggr_stats_for(self, request: Any) -> bool:
+        """Several tables' or partitions' statistics at once (Hive's SetPartitionsStatsRequest), in one commit."""
+        with self.store.events.transaction():
+            for stats in request.colStats or []:
+                if request.engine and not stats.engine:
+                    stats.engine = request.engine
+                partitioned = stats.statsDesc is not None and not stats.statsDesc.isTblLevel
+                self._update_statistics(stats, partitioned=partitioned, merge=bool(request.needMerge))
+        return True
+
+    def delete_table_column_statistics(
+        self, db_name: str, tbl_name: str, col_name: str | None, engine: str | None = None
+    ) -> bool:
+        self.store.stats.delete(db_name, tbl_name, col_name or None, engine=engine)
+        return True
+
+    def delete_partition_column_statistics(
+        self, db_name: str, tbl_name: str, part_name: str, col_name: str | None, engine: str | None = None
+    ) -> bool:
+        if not part_name:
+            raise InvalidObjectError(
+                f"delete_partition_column_statistics of '{db_name}.{tbl_name}' needs part_name"
+            )
+        self.store.stats.delete(db_name, tbl_name, col_name or None, partition_name=part_name, engine=engine)
+        return True
