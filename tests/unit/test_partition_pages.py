@@ -24,7 +24,8 @@ from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.partition_pages import PAGE_ROWS, PartitionPages, page_cost
 from hmsrepl.metastore.schema import partitions
 from hmsrepl.thrift import convert
-from hmsrepl.thrift import handler as handler_module
+from hmsrepl.thrift.api import partition_reads as handler_module
+from hmsrepl.thrift.api import partitions as partition_writes
 from hmsrepl.thrift.budget import CallMemory, MemoryBudget
 from hmsrepl.thrift.handler import ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
@@ -239,7 +240,7 @@ def test_partitions_a_request_would_build_beyond_the_budget_are_refused_unchange
     table = catalog.create_table(make_table("w", "t", partition_keys=("p",)))
     structs = [convert.partition_to_thrift(make_partition(table, str(index))) for index in range(100)]
     before = catalog.events.current_event_id()
-    budget = MemoryBudget(100 * handler_module.PARTITION_MODEL_BYTES - 1)
+    budget = MemoryBudget(100 * partition_writes.PARTITION_MODEL_BYTES - 1)
     memory = CallMemory.begin(budget, 0.1)
     try:
         sink = _served(sqlite_metastore, "add_partitions", new_parts=structs)
