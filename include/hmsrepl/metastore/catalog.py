@@ -30,7 +30,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.iceberg_tables import metadata_refusal
 from hmsrepl.formats.partition_names import make_partition_name
-from hmsrepl.metastore import listings
+from hmsrepl.metastore import database, listings
 from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, AppliedListing, applied_checksums
 from hmsrepl.metastore.capture import (
     Captured,
@@ -310,7 +310,7 @@ class CatalogService:
                 self.intents.makedirs(tx, [location])
             data = None
             if location and not table.partition_keys:  # partitions carry their own files
-                listings.forget(tx.conn, ObjectKey(tbl_id))
+                # A new id (ids are never reused) has nothing recorded under it: nothing to forget or read.
                 data = self._captured(tx.conn, ObjectKey(tbl_id), location, applied_files, fresh=True)
             tx.emit(
                 EventType.CREATE_TABLE,
@@ -686,8 +686,7 @@ class CatalogService:
             ids = self._insert_partitions(tx.conn, tbl_id, added, keys)
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
-            if added:
-                listings.forget_partitions(tx.conn, tbl_id, ids.values())
+            if added:  # new ids, never used before: nothing recorded under them
                 changes = [
                     self._captured(
                         tx.conn, ObjectKey(tbl_id, ids[name]), part.sd.location, applied.get(name), fresh=True
@@ -1314,8 +1313,9 @@ class CatalogService:
                 .execution_options(yield_per=5_000)
             )
             out: list[tuple[str, str, int]] = []
-            for rows in conn.execute(query).partitions():
-                out.extend((row.part_name, row.doc, row.write_id) for row in rows)
+            with database.streaming(conn):
+                for rows in conn.execute(query).partitions():
+                    out.extend((row.part_name, row.doc, row.write_id) for row in rows)
             return out
 
 

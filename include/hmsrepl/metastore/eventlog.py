@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, Executable, Select, delete, func, insert, select, update
 
 from hmsrepl.exceptions import EventsCleanedUpError
-from hmsrepl.metastore.database import writer
+from hmsrepl.metastore.database import reads, writer
 from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent, encode_message
 from hmsrepl.metastore.protection import check_crossing, check_writable
@@ -64,6 +64,7 @@ class EventLog:
     def __init__(self, engine: Engine, *, compress: bool = True, compress_min_bytes: int = 1024) -> None:
         self.engine = engine
         self.write_engine = writer(engine)
+        self.read_engine = reads(engine)  # reads outside a write transaction (autocommit on PostgreSQL)
         self.compress = compress
         self.compress_min_bytes = compress_min_bytes
         self._local = threading.local()
@@ -98,6 +99,22 @@ class EventLog:
         for action in tx.after_commit:
             action()
 
+    def execute_alone(self, statement: Executable) -> None:
+        """Run one write statement that logs no event: in this thread's open transaction if any, else as a
+        transaction of its own.
+
+        On PostgreSQL a lone statement is atomic without a transaction, so it runs in autocommit: one round
+        trip instead of BEGIN, the statement and COMMIT (a request deleting the file intent it just completed
+        pays this after every create). Elsewhere it is a short write transaction.
+        """
+        tx = self.current_transaction()
+        if tx is not None:
+            tx.conn.execute(statement)
+            return
+        engine = self.read_engine if self.engine.dialect.name == "postgresql" else self.write_engine
+        with engine.begin() as conn:
+            conn.execute(statement)
+
     @contextmanager
     def reader(self) -> Iterator[Connection]:
         """A connection for reads: the thread's open write transaction if any, else a fresh read."""
@@ -105,7 +122,7 @@ class EventLog:
         if tx is not None:
             yield tx.conn
             return
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             yield conn
 
     def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:
@@ -161,7 +178,7 @@ class EventLog:
 
     # -- reads -----------------------------------------------------------------------------------------
     def current_event_id(self) -> int:
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             return self._current(conn)
 
     @staticmethod
@@ -191,7 +208,7 @@ class EventLog:
         query = _filtered(query, db_name, table_name, event_types)
         limit = max_events if max_events is not None and max_events > 0 else None
         events: list[NotificationEvent] = []
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             self._check_not_cleaned(conn, after_event_id)
             after = after_event_id
             while True:
@@ -257,18 +274,18 @@ class EventLog:
             .limit(max_events)
         )
         query = _filtered(query, db_name, table_name, event_types)
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             return [NotificationEvent(*row) for row in conn.execute(query).all()]
 
     def oldest_event_id(self) -> int | None:
         """The oldest event the log still holds (None: empty), to tell a cleaned-up history from none."""
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             return conn.execute(select(func.min(notification_log.c.event_id))).scalar()
 
     def last_event_at(self, timestamp: int) -> int:
         """The id of the last event logged at or before ``timestamp`` (seconds), 0 when none was."""
         log = notification_log
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             found = conn.execute(
                 select(func.max(log.c.event_id)).where(log.c.event_time <= timestamp)
             ).scalar()
@@ -280,7 +297,7 @@ class EventLog:
         query = select(func.count()).where(log.c.event_id > from_event_id, log.c.db_name == db_name.lower())
         if to_event_id is not None:
             query = query.where(log.c.event_id <= to_event_id)
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             return conn.execute(query).scalar_one()
 
     def cleanup(self, ttl_seconds: int, now: float | None = None) -> int:
