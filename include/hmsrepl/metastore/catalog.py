@@ -98,6 +98,7 @@ _TABLE_ROW = (
     .where(dbs.c.name == bindparam("db_name"), tbls.c.tbl_name == bindparam("name"))
 )
 _TABLE_ROW_FOR_UPDATE = _TABLE_ROW.with_for_update()
+_HELD_DATABASES = "catalog_held_databases"  # MetastoreTransaction.shared key: see _held_databases
 _INSERT_PARTITIONS_RETURNING = insert(partitions).returning(partitions.c.part_name, partitions.c.part_id)
 
 
@@ -191,6 +192,9 @@ class CatalogService:
         with self.events.transaction() as tx:
             old = self._load_db(tx.conn, name, for_update=True)
             tx.conn.execute(update(dbs).where(dbs.c.name == name).values(doc=new_db.model_dump_json()))
+            held = self._held_databases(tx.conn)
+            if held is not None:
+                held[name] = new_db.model_copy(deep=True)
             tx.emit(
                 EventType.ALTER_DATABASE, name, None, {"before": _snapshot(old), "after": _snapshot(new_db)}
             )
@@ -224,6 +228,7 @@ class CatalogService:
             if tx.conn.execute(select(tbls.c.tbl_id).where(tbls.c.db_id == db_id).limit(1)).first():
                 raise InvalidOperationError(f"database '{name}' got a new table while being dropped; retry")
             tx.conn.execute(delete(dbs).where(dbs.c.db_id == db_id))
+            (self._held_databases(tx.conn) or {}).pop(name, None)
             tx.emit(EventType.DROP_DATABASE, name, None, {"database": _snapshot(db)})
             if remove and db.location_uri == location:
                 self.intents.recycle(tx, leftovers, [location or ""])
@@ -248,6 +253,9 @@ class CatalogService:
         return db_id
 
     def _load_db(self, conn: Connection, name: str, *, for_update: bool = False) -> Database:
+        held = self._held_databases(conn)
+        if held is not None and name in held:
+            return held[name].model_copy(deep=True)
         if for_update:
             db_id = self._db_id(conn, name)
             row = conn.execute(_DB_DOC_FOR_UPDATE, {"db_id": db_id}).first()
@@ -255,7 +263,24 @@ class CatalogService:
             row = conn.execute(_DB_DOC, {"db_name": name}).first()
         if row is None:
             raise NoSuchDatabaseError(name)
-        return Database.model_validate_json(row.doc)
+        db = Database.model_validate_json(row.doc)
+        if for_update and held is not None:
+            held[name] = db.model_copy(deep=True)
+        return db
+
+    def _held_databases(self, conn: Connection) -> dict[str, Database] | None:
+        """The database rows this thread's open transaction on ``conn`` holds locked FOR UPDATE, by name.
+
+        No other writer can change a locked row until the commit, and this transaction's own changes go
+        through ``alter_database`` and ``drop_database``, which keep the entry current. So a load batch,
+        which locks its database first, reads the row once rather than once per table it creates. None: no
+        open transaction on ``conn`` (a read outside one must see what others committed).
+        """
+        tx = self.events.current_transaction()
+        if tx is None or tx.conn is not conn:
+            return None
+        held: dict[str, Database] = tx.shared.setdefault(_HELD_DATABASES, {})
+        return held
 
     # -- tables ----------------------------------------------------------------------------------------
     def create_table(self, table: Table, *, applied_files: AppliedFiles | None = None) -> Table:
