@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, exists, insert, select, update
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import (
@@ -91,6 +91,20 @@ _DB_ID_AND_TABLE = (
     .select_from(dbs)
     .outerjoin(tbls, and_(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name == bindparam("name")))
     .where(dbs.c.name == bindparam("db_name"))
+)
+# A table's row inserted into its database only where the name is free, returning its id: what the two
+# statements above and ``_INSERT_TABLE`` do, in one round trip (no row back: see which one refuses).
+_TABLE_VALUES = ("tbl_name", "tbl_type", "location", "location_key", "doc", "write_id")
+_INSERT_TABLE_IF_FREE = (
+    insert(tbls)
+    .from_select(
+        ["db_id", *_TABLE_VALUES],
+        select(dbs.c.db_id, *(bindparam(name, type_=tbls.c[name].type) for name in _TABLE_VALUES)).where(
+            dbs.c.name == bindparam("db_name"),
+            ~exists().where(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name == bindparam("tbl_name")),
+        ),
+    )
+    .returning(tbls.c.tbl_id)
 )
 _TABLE_ROW = (
     select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id)
@@ -308,28 +322,28 @@ class CatalogService:
                 )
         self.intents.settle([location], f"table '{table.qualified_name}'")
         with self.events.transaction() as tx:
-            found = tx.conn.execute(
-                _DB_ID_AND_TABLE, {"db_name": table.db_name, "name": table.table_name}
-            ).first()
-            if found is None:
-                raise NoSuchDatabaseError(table.db_name)
-            db_id = found.db_id
-            if found.tbl_id is not None:
-                raise AlreadyExistsError(
-                    f"table '{table.qualified_name}' already exists; drop it or use another name"
-                )
-            tbl_id = tx.conn.execute(
-                _INSERT_TABLE,
-                {
-                    "db_id": db_id,
-                    "tbl_name": table.table_name,
-                    "tbl_type": str(table.table_type),
-                    "location": location,
-                    "location_key": key,
-                    "doc": table.model_dump_json(exclude={"id", "write_id"}),
-                    "write_id": 0,
-                },
-            ).inserted_primary_key[0]
+            row = {
+                "tbl_name": table.table_name,
+                "tbl_type": str(table.table_type),
+                "location": location,
+                "location_key": key,
+                "doc": table.model_dump_json(exclude={"id", "write_id"}),
+                "write_id": 0,
+            }
+            tbl_id = None
+            if tx.conn.dialect.insert_returning:  # one statement: inserted where the name is free
+                tbl_id = tx.conn.execute(_INSERT_TABLE_IF_FREE, {**row, "db_name": table.db_name}).scalar()
+            if tbl_id is None:  # not inserted (say why), or a database without INSERT ... RETURNING
+                found = tx.conn.execute(
+                    _DB_ID_AND_TABLE, {"db_name": table.db_name, "name": table.table_name}
+                ).first()
+                if found is None:
+                    raise NoSuchDatabaseError(table.db_name)
+                if found.tbl_id is not None:
+                    raise AlreadyExistsError(
+                        f"table '{table.qualified_name}' already exists; drop it or use another name"
+                    )
+                tbl_id = tx.conn.execute(_INSERT_TABLE, {**row, "db_id": found.db_id}).inserted_primary_key[0]
             table = table.model_copy(update={"id": tbl_id})
             if location and table.is_managed:  # made after commit: a failed create leaves no directory
                 self.intents.makedirs(tx, [location])
@@ -1338,7 +1352,7 @@ class CatalogService:
                 .execution_options(yield_per=5_000)
             )
             out: list[tuple[str, str, int]] = []
-            with database.streaming(conn):
+            with database.in_transaction(conn):
                 for rows in conn.execute(query).partitions():
                     out.extend((row.part_name, row.doc, row.write_id) for row in rows)
             return out

@@ -157,10 +157,11 @@ def reads(engine: Engine) -> Engine:
 
 
 @contextmanager
-def streaming(conn: Connection) -> Iterator[None]:
-    """Around a read that streams rows (``yield_per``): PostgreSQL streams through a server-side cursor,
-    which only exists inside a transaction, so on a connection from ``reads`` (autocommit) one is opened
-    for the stream and ended after it (or rolled back when the caller stops reading early)."""
+def in_transaction(conn: Connection) -> Iterator[None]:
+    """Around read work that only exists inside a transaction on PostgreSQL: a stream of rows (``yield_per``
+    reads through a server-side cursor) or a setting made with ``SET LOCAL``. On a connection from ``reads``
+    (autocommit) a transaction is opened for the block and ended after it (rolled back on an error, or when
+    the caller stops reading a stream early); elsewhere the block runs as it is."""
     if (
         conn.dialect.name != "postgresql"
         or conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT"

@@ -108,7 +108,7 @@ def stream_rows(
         .where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
         .execution_options(yield_per=STREAM_ROWS)
     )
-    with database.streaming(conn):
+    with database.in_transaction(conn):
         for rows in conn.execute(query).partitions():
             yield from rows
 
