@@ -66,7 +66,11 @@ def test_single_create_table_round_trips(metastore: Metastore) -> None:
         metastore.catalog.create_table(make_table("d", "t"))
     counter.close()
     assert counts.pings == 0
-    assert counts.round_trips <= 21, counts
+    # PostgreSQL: the reads before the write run without a transaction, the deletion of the directory
+    # intent after the commit is one autocommit statement, the new row is inserted where its name is free
+    # in one statement (21 round trips before these).
+    limit = {"postgresql": 11, "mysql": 14, "sqlite": 17}[metastore.engine.dialect.name]
+    assert counts.round_trips <= limit, counts
 
 
 def test_bulk_reads_page_through_tables_and_partitions_as_single_reads_do(

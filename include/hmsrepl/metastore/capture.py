@@ -162,8 +162,8 @@ def capture(
     ``applied``: a load's published listing (relative path -> checksum), recorded exactly without reading.
     ``named``: relative paths of files the writer says it wrote (each must be listed); with ``only_named``
     they become the whole listing and the other files present are returned as ``excluded`` (to recycle).
-    ``fresh``: a new object whose caller forgot whatever was recorded under its id (in one statement for
-    all the partitions an ADD_PARTITION makes): nothing recorded is read.
+    ``fresh``: a new object, under an id never used before (the schema never reuses ids): nothing is
+    recorded under it, so nothing recorded is read.
     """
     listed_at = time.time_ns()
     current = stat_listing(location)

@@ -8,13 +8,15 @@ lock up front is what keeps two processes from both reading the same next event 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 
@@ -138,6 +140,36 @@ def _configure_sqlite(engine: Engine) -> None:
 def writer(engine: Engine) -> Engine:
     """The engine to use for write transactions (on SQLite they begin IMMEDIATE)."""
     return engine.execution_options(**{WRITE_OPTION: True})
+
+
+def reads(engine: Engine) -> Engine:
+    """The engine for reads made outside a write transaction.
+
+    On PostgreSQL they run in autocommit: the metastore reads at READ COMMITTED, where every statement takes
+    its own snapshot inside a transaction too, so a read sees the same rows, and psycopg then sends neither
+    the BEGIN nor the ROLLBACK that would cost a lone read two of its three round trips. SQLite keeps its
+    transaction (a deferred BEGIN costs no round trip and gives a multi-statement read one snapshot), and so
+    does MariaDB (PyMySQL switching autocommit on and off would cost a round trip each way).
+    """
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="AUTOCOMMIT")
+    return engine
+
+
+@contextmanager
+def in_transaction(conn: Connection) -> Iterator[None]:
+    """Around read work that only exists inside a transaction on PostgreSQL: a stream of rows (``yield_per``
+    reads through a server-side cursor) or a setting made with ``SET LOCAL``. On a connection from ``reads``
+    (autocommit) a transaction is opened for the block and ended after it (rolled back on an error, or when
+    the caller stops reading a stream early); elsewhere the block runs as it is."""
+    if (
+        conn.dialect.name != "postgresql"
+        or conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT"
+    ):
+        yield
+        return
+    with conn.connection.driver_connection.transaction():
+        yield
 
 
 def alembic_config(db_url: str) -> Config:

@@ -234,8 +234,7 @@ class FileIntents:
         # Joins the caller's transaction if one is open (a create settling a drop inside a load batch): a
         # rollback then brings the rows back, and the work, being idempotent, is simply done again.
         if done:
-            with self.events.transaction() as tx:
-                tx.conn.execute(delete(file_intents).where(file_intents.c.id.in_(done)))
+            self.events.execute_alone(delete(file_intents).where(file_intents.c.id.in_(done)))
         return failed
 
     def _perform(self, intent: Intent) -> None:
@@ -270,7 +269,7 @@ class FileIntents:
             query = query.where(file_intents.c.parked_at.is_(None))
         if limit is not None:
             query = query.limit(limit)
-        reader = self.events.engine.connect() if committed_only else self.events.reader()
+        reader = self.events.read_engine.connect() if committed_only else self.events.reader()
         with reader as conn:
             return [
                 Intent(

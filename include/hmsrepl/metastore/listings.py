@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Row, bindparam, delete, func, insert, select, update
 
 from hmsrepl.formats import listing_digest
+from hmsrepl.metastore import database
 from hmsrepl.metastore.schema import data_files, data_listings
 
 TABLE_LEVEL = 0  # ``part_id`` of a table's own location
@@ -107,8 +108,9 @@ def stream_rows(
         .where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
         .execution_options(yield_per=STREAM_ROWS)
     )
-    for rows in conn.execute(query).partitions():
-        yield from rows
+    with database.in_transaction(conn):
+        for rows in conn.execute(query).partitions():
+            yield from rows
 
 
 def summary(conn: Connection, key: ObjectKey) -> Summary:

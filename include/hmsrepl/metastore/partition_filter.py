@@ -28,6 +28,7 @@ from sqlalchemy.exc import DBAPIError
 
 from hmsrepl.bounds import resource_bounds
 from hmsrepl.exceptions import InvalidObjectError, LimitExceededError
+from hmsrepl.metastore.database import in_transaction
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.schema import partition_key_vals, partitions
 
@@ -187,14 +188,15 @@ def statement_time_limit(conn: Connection, what: str) -> Iterator[None]:
         return
     dialect = conn.dialect
     if dialect.name == "postgresql":
-        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
-        try:
-            yield
-        except DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) == "57014":  # query_canceled
-                raise _timed_out(what, seconds) from exc
-            raise
-        conn.exec_driver_sql("SET LOCAL statement_timeout TO DEFAULT")
+        with in_transaction(conn):  # SET LOCAL outside a transaction would set nothing
+            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+            try:
+                yield
+            except DBAPIError as exc:
+                if getattr(exc.orig, "sqlstate", None) == "57014":  # query_canceled
+                    raise _timed_out(what, seconds) from exc
+                raise
+            conn.exec_driver_sql("SET LOCAL statement_timeout TO DEFAULT")
     elif dialect.name in ("mysql", "mariadb"):
         mariadb = getattr(dialect, "is_mariadb", False)
         variable = "max_statement_time" if mariadb else "max_execution_time"

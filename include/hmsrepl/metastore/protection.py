@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from hmsrepl.exceptions import InvalidOperationError
 from hmsrepl.metastore.events import EventType, PendingEvent
@@ -120,6 +120,8 @@ def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
     for event in events:
         names |= named_databases(event)
     for name in sorted(names):
+        if _check_unheld_row(conn, name):
+            continue
         # A plain read refuses writes into replicas without waiting for (or deadlocking with) a load that
         # holds the row; the shared lock is then taken only for writable databases, against a freeze.
         for locking in (False, True):
@@ -166,14 +168,50 @@ def named_databases(event: PendingEvent) -> set[str]:
     return names
 
 
+_UNHELD_DOC = (
+    select(dbs.c.doc).where(dbs.c.name == bindparam("name")).with_for_update(read=True, skip_locked=True)
+)
+
+
+def _check_unheld_row(conn: Connection, name: str) -> bool:
+    """The commit check in one statement where it can be: True if database ``name`` was judged (refused, or
+    its row now share-locked), False if the two-step check must run.
+
+    Most commits find the row unheld: ``FOR SHARE SKIP LOCKED`` (PostgreSQL, MariaDB 10.6+) then locks and
+    reads it at once, and returns nothing, without waiting, when a load or a freeze holds it (or it does not
+    exist). On SQLite the writer already holds the database's write lock, so the plain read is the locked one.
+    """
+    dialect = conn.dialect
+    if dialect.name == "sqlite":
+        _check_row(conn, name, locking=False)
+        return True
+    if not (dialect.name == "postgresql" or _mariadb_skips_locked(dialect)):
+        return False
+    row = conn.execute(_UNHELD_DOC, {"name": name}).first()
+    if row is None:
+        return False
+    _refuse_database(row.doc)
+    return True
+
+
+def _mariadb_skips_locked(dialect: Any) -> bool:
+    """MariaDB reads ``LOCK IN SHARE MODE SKIP LOCKED`` from 10.6 on; MySQL does not with that syntax."""
+    version = getattr(dialect, "server_version_info", None) or (0,)
+    return bool(getattr(dialect, "is_mariadb", False)) and tuple(version[:2]) >= (10, 6)
+
+
+def _refuse_database(doc: str) -> None:
+    db = Database.model_validate_json(doc)
+    _refuse({"name": db.name, "parameters": db.parameters})
+
+
 def _check_row(conn: Connection, name: str, *, locking: bool) -> bool:
     """Refuse if database ``name`` is protected now; False if it does not exist."""
     query = select(dbs.c.doc).where(dbs.c.name == name)
     row = conn.execute(query.with_for_update(read=True) if locking else query).first()
     if row is None:
         return False
-    db = Database.model_validate_json(row.doc)
-    _refuse({"name": db.name, "parameters": db.parameters})
+    _refuse_database(row.doc)
     return True
 
 

@@ -6,7 +6,8 @@ time, and lets tests pin the counts so a change that adds a read per object is n
 
 A round trip here is one statement sent by the driver (a multi-row insert batch counts once), plus the
 transaction's own exchanges: COMMIT or ROLLBACK, BEGIN where the driver sends it separately (psycopg does;
-PyMySQL and SQLite's explicit BEGIN are statements already), and the pool's liveness ping on checkout.
+PyMySQL and SQLite's explicit BEGIN are statements already), and the pool's liveness ping on checkout. A
+connection in autocommit (reads on PostgreSQL) sends no BEGIN, COMMIT or ROLLBACK, so none is counted.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, event
 
 from hmsrepl.metastore import database
 
@@ -94,14 +95,20 @@ class StatementCounter:
         if self._active:
             self.counts.statements += 1
 
-    def _on_transaction_end(self, *_args: object) -> None:
-        if self._active:
+    def _on_transaction_end(self, conn: Connection, *_args: object) -> None:
+        if self._active and not _autocommit(conn):
             self.counts.transactions += 1
 
-    def _on_begin(self, *_args: object) -> None:
-        if self._active:
+    def _on_begin(self, conn: Connection, *_args: object) -> None:
+        if self._active and not _autocommit(conn):
             self.counts.begins += 1
 
     def _on_checkout(self, *_args: object) -> None:
         if self._active:
             self.counts.pings += 1
+
+
+def _autocommit(conn: Connection) -> bool:
+    """Whether ``conn`` runs without a transaction: SQLAlchemy still reports a begin and a rollback around its
+    work, but the driver sends neither (``database.reads`` on PostgreSQL)."""
+    return conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"

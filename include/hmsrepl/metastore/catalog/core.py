@@ -33,6 +33,8 @@ from hmsrepl.metastore.schema import data_files, partitions, tbls
 from hmsrepl.metastore.trash import TrashAdopter
 from hmsrepl.storage.base import join_uri, path_key
 
+_HELD_DATABASES = "catalog_held_databases"  # MetastoreTransaction.shared key: see CatalogCore.held_databases
+
 
 class CatalogCore:
     """What every object family of the catalog shares: the event log whose transactions are the one write
@@ -98,6 +100,9 @@ class CatalogCore:
         return db_id
 
     def load_db(self, conn: Connection, name: str, *, for_update: bool = False) -> Database:
+        held = self.held_databases(conn)
+        if held is not None and name in held:
+            return held[name].model_copy(deep=True)
         if for_update:
             db_id = self.db_id(conn, name)
             row = conn.execute(_DB_DOC_FOR_UPDATE, {"db_id": db_id}).first()
@@ -105,7 +110,24 @@ class CatalogCore:
             row = conn.execute(_DB_DOC, {"db_name": name}).first()
         if row is None:
             raise NoSuchDatabaseError(name)
-        return Database.model_validate_json(row.doc)
+        db = Database.model_validate_json(row.doc)
+        if for_update and held is not None:
+            held[name] = db.model_copy(deep=True)
+        return db
+
+    def held_databases(self, conn: Connection) -> dict[str, Database] | None:
+        """The database rows this thread's open transaction on ``conn`` holds locked FOR UPDATE, by name.
+
+        No other writer can change a locked row until the commit, and this transaction's own changes go
+        through ``alter_database`` and ``drop_database``, which keep the entry current. So a load batch,
+        which locks its database first, reads the row once rather than once per table it creates. None: no
+        open transaction on ``conn`` (a read outside one must see what others committed).
+        """
+        tx = self.events.current_transaction()
+        if tx is None or tx.conn is not conn:
+            return None
+        held: dict[str, Database] = tx.shared.setdefault(_HELD_DATABASES, {})
+        return held
 
     def get_table(self, db_name: str, table_name: str) -> Table:
         with self.events.reader() as conn:

@@ -73,6 +73,9 @@ class DatabaseCatalog(CatalogFamily):
         with self.events.transaction() as tx:
             old = self.core.load_db(tx.conn, name, for_update=True)
             tx.conn.execute(update(dbs).where(dbs.c.name == name).values(doc=new_db.model_dump_json()))
+            held = self.core.held_databases(tx.conn)
+            if held is not None:
+                held[name] = new_db.model_copy(deep=True)
             tx.emit(
                 EventType.ALTER_DATABASE, name, None, {"before": _snapshot(old), "after": _snapshot(new_db)}
             )
@@ -106,6 +109,7 @@ class DatabaseCatalog(CatalogFamily):
             if tx.conn.execute(select(tbls.c.tbl_id).where(tbls.c.db_id == db_id).limit(1)).first():
                 raise InvalidOperationError(f"database '{name}' got a new table while being dropped; retry")
             tx.conn.execute(delete(dbs).where(dbs.c.db_id == db_id))
+            (self.core.held_databases(tx.conn) or {}).pop(name, None)
             tx.emit(EventType.DROP_DATABASE, name, None, {"database": _snapshot(db)})
             if remove and db.location_uri == location:
                 self.intents.recycle(tx, leftovers, [location or ""])

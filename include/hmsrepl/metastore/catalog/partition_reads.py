@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Select, and_, select
 
 from hmsrepl.exceptions import InvalidObjectError, NoSuchPartitionError
+from hmsrepl.metastore import database
 from hmsrepl.metastore.catalog.core import CatalogFamily
 from hmsrepl.metastore.catalog.rows import BATCH, Decode, _chunks, _decoded, _partition_name
 from hmsrepl.metastore.model import Partition, Table
@@ -247,8 +248,9 @@ class PartitionReads(CatalogFamily):
                 .execution_options(yield_per=5_000)
             )
             out: list[tuple[str, str, int]] = []
-            for rows in conn.execute(query).partitions():
-                out.extend((row.part_name, row.doc, row.write_id) for row in rows)
+            with database.in_transaction(conn):
+                for rows in conn.execute(query).partitions():
+                    out.extend((row.part_name, row.doc, row.write_id) for row in rows)
             return out
 
 

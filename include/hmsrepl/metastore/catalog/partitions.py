@@ -99,8 +99,7 @@ class PartitionCatalog(CatalogFamily):
             ids = self._insert_partitions(tx.conn, tbl_id, added, location_keys)
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
-            if added:
-                listings.forget_partitions(tx.conn, tbl_id, ids.values())
+            if added:  # new ids, never used before: nothing recorded under them
                 changes = [
                     self.core.captured(
                         tx.conn, ObjectKey(tbl_id, ids[name]), part.sd.location, applied.get(name), fresh=True

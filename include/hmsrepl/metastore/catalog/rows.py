@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, CursorResult, and_, bindparam, insert, select, update
+from sqlalchemy import Connection, CursorResult, and_, bindparam, exists, insert, select, update
 
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.formats.partition_names import make_partition_name
@@ -46,6 +46,20 @@ _TABLE_ROW = (
     .where(dbs.c.name == bindparam("db_name"), tbls.c.tbl_name == bindparam("name"))
 )
 _TABLE_ROW_FOR_UPDATE = _TABLE_ROW.with_for_update()
+# A table's row inserted into its database only where the name is free, returning its id: what
+# ``_DB_ID_AND_TABLE`` and ``_INSERT_TABLE`` do, in one round trip (no row back: see which one refuses).
+_TABLE_VALUES = ("tbl_name", "tbl_type", "location", "location_key", "doc", "write_id")
+_INSERT_TABLE_IF_FREE = (
+    insert(tbls)
+    .from_select(
+        ["db_id", *_TABLE_VALUES],
+        select(dbs.c.db_id, *(bindparam(name, type_=tbls.c[name].type) for name in _TABLE_VALUES)).where(
+            dbs.c.name == bindparam("db_name"),
+            ~exists().where(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name == bindparam("tbl_name")),
+        ),
+    )
+    .returning(tbls.c.tbl_id)
+)
 _INSERT_PARTITIONS_RETURNING = insert(partitions).returning(partitions.c.part_name, partitions.c.part_id)
 
 

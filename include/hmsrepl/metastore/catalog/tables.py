@@ -25,6 +25,7 @@ from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _DB_ID_AND_TABLE,
     _INSERT_TABLE,
+    _INSERT_TABLE_IF_FREE,
     _TABLE_ROW,
     _bulk_update_partitions,
     _chunks,
@@ -91,36 +92,34 @@ class TableCatalog(CatalogFamily):
                 )
         self.intents.settle([location], f"table '{table.qualified_name}'")
         with self.events.transaction() as tx:
-            found = tx.conn.execute(
-                _DB_ID_AND_TABLE, {"db_name": table.db_name, "name": table.table_name}
-            ).first()
-            if found is None:
-                raise NoSuchDatabaseError(table.db_name)
-            db_id = found.db_id
-            if found.tbl_id is not None:
-                raise AlreadyExistsError(
-                    f"table '{table.qualified_name}' already exists; drop it or use another name"
-                )
-            tbl_id = _inserted_id(
-                tx.conn.execute(
-                    _INSERT_TABLE,
-                    {
-                        "db_id": db_id,
-                        "tbl_name": table.table_name,
-                        "tbl_type": str(table.table_type),
-                        "location": location,
-                        "location_key": key,
-                        "doc": table.model_dump_json(exclude={"id", "write_id"}),
-                        "write_id": 0,
-                    },
-                )
-            )
+            row = {
+                "tbl_name": table.table_name,
+                "tbl_type": str(table.table_type),
+                "location": location,
+                "location_key": key,
+                "doc": table.model_dump_json(exclude={"id", "write_id"}),
+                "write_id": 0,
+            }
+            tbl_id = None
+            if tx.conn.dialect.insert_returning:  # one statement: inserted where the name is free
+                tbl_id = tx.conn.execute(_INSERT_TABLE_IF_FREE, {**row, "db_name": table.db_name}).scalar()
+            if tbl_id is None:  # not inserted (say why), or a database without INSERT ... RETURNING
+                found = tx.conn.execute(
+                    _DB_ID_AND_TABLE, {"db_name": table.db_name, "name": table.table_name}
+                ).first()
+                if found is None:
+                    raise NoSuchDatabaseError(table.db_name)
+                if found.tbl_id is not None:
+                    raise AlreadyExistsError(
+                        f"table '{table.qualified_name}' already exists; drop it or use another name"
+                    )
+                tbl_id = _inserted_id(tx.conn.execute(_INSERT_TABLE, {**row, "db_id": found.db_id}))
             table = table.model_copy(update={"id": tbl_id})
             if location and table.is_managed:  # made after commit: a failed create leaves no directory
                 self.intents.makedirs(tx, [location])
             data = None
             if location and not table.partition_keys:  # partitions carry their own files
-                listings.forget(tx.conn, ObjectKey(tbl_id))
+                # A new id (ids are never reused) has nothing recorded under it: nothing to forget or read.
                 data = self.core.captured(tx.conn, ObjectKey(tbl_id), location, applied_files, fresh=True)
             tx.emit(
                 EventType.CREATE_TABLE,
