@@ -15,6 +15,7 @@ from typing import Any
 
 from hmsrepl.formats.bounded import inflate_gzip
 from hmsrepl.formats.json_text import dumps_sorted, loads
+from hmsrepl.metastore.payloads import Payload, encode
 
 JSON_FORMAT = "json-1"
 GZIP_JSON_FORMAT = "gzip(json-1)"
@@ -45,10 +46,13 @@ class EventType(StrEnum):
 
 
 def encode_message(
-    body: dict[str, Any], *, compress: bool, compress_min_bytes: int, exact_floats: bool = False
+    body: Payload | dict[str, Any], *, compress: bool, compress_min_bytes: int, exact_floats: bool = False
 ) -> tuple[str, str]:
-    """Return (stored text, message_format); ``exact_floats``: the body may hold NaN (``EventSpec.floats``)."""
-    data = dumps_sorted(body, exact_floats=exact_floats)
+    """Return (stored text, message_format); ``exact_floats``: the body may hold NaN (``EventSpec.floats``).
+
+    ``body`` is an event's typed payload, or a document already in the log's form (a copy of stored events).
+    """
+    data = dumps_sorted(encode(body) if isinstance(body, Payload) else body, exact_floats=exact_floats)
     if compress and len(data) >= compress_min_bytes:
         packed = base64.b64encode(gzip.compress(data, compresslevel=5)).decode("ascii")
         return packed, GZIP_JSON_FORMAT
@@ -87,9 +91,12 @@ class NotificationEvent:
 
 @dataclass
 class PendingEvent:
-    """An event created inside a metastore transaction, numbered when the transaction commits."""
+    """An event created inside a metastore transaction, numbered when the transaction commits.
+
+    ``body``: the typed payload of a catalog write, or a document already in the log's form.
+    """
 
     event_type: EventType
     db_name: str | None
     table_name: str | None
-    body: dict[str, Any]
+    body: Payload | dict[str, Any]

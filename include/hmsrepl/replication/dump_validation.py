@@ -675,7 +675,7 @@ class DumpValidator:
         for obj in objects:
             if obj.change.added:  # the location only matters to files (a metadata-only change has none)
                 self._object_files(
-                    list(obj.change.added), self._canonical_location_of(dict(obj.snapshot)), where
+                    list(obj.change.added), self._canonical_location_of(obj.snapshot.to_json()), where
                 )
             for removed in obj.change.removed:
                 try:
