@@ -185,10 +185,9 @@ def test_the_commit_check_alone_refuses_every_write(
     pair: tuple[ReplicationEngine, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without the entry checks, the check at commit still refuses everything (and changes nothing)."""
-    from hmsrepl.metastore import catalog as catalog_module
+    from hmsrepl.metastore.catalog.core import CatalogCore
 
-    monkeypatch.setattr(catalog_module.CatalogService, "_check_writable", lambda self, db_name: None)
-    monkeypatch.setattr(catalog_module, "check_params", lambda db: None)
+    monkeypatch.setattr(CatalogCore, "refuse_protected", lambda self, db: None)
     engine, _ = pair
     target = engine.target
     assert target is not None

@@ -158,7 +158,7 @@ def test_truncate_is_a_complete_empty_change_and_forgets_the_files(store: Metast
     change = _change(store.events.next_events(before)[0])
     assert (change.added, change.complete, change.count, change.digest) == ((), True, 0, listing_digest.EMPTY)
     with store.events.reader() as conn:
-        [part_id] = store.catalog._part_ids(conn, table.id or 0, ["d=1"]).values()
+        [part_id] = store.catalog.core.part_ids(conn, table.id or 0, ["d=1"]).values()
         assert listings.read(conn, ObjectKey(table.id or 0, part_id)) == {}
         assert listings.summary(conn, ObjectKey(table.id or 0, part_id)) == listings.Summary(0)
 
@@ -167,7 +167,7 @@ def test_truncate_is_a_complete_empty_change_and_forgets_the_files(store: Metast
 def test_drops_forget_the_recorded_files(store: Metastore, drop: str) -> None:
     table, _ = _partitioned(store, 2)
     with store.events.reader() as conn:
-        [part_id] = store.catalog._part_ids(conn, table.id or 0, ["d=1"]).values()
+        [part_id] = store.catalog.core.part_ids(conn, table.id or 0, ["d=1"]).values()
         assert len(listings.read(conn, ObjectKey(table.id or 0, part_id))) == 2
     if drop == "table":
         store.catalog.drop_table("sales", "orders")
@@ -347,7 +347,7 @@ def test_a_named_file_that_is_not_there_is_refused_and_nothing_is_recorded(store
         store.catalog.insert("sales", "orders", ["1"], new_files=[f"{part.sd.location}/missing.parquet"])
     assert store.events.next_events(before) == []
     with store.events.reader() as conn:
-        [part_id] = store.catalog._part_ids(conn, table.id or 0, ["d=1"]).values()
+        [part_id] = store.catalog.core.part_ids(conn, table.id or 0, ["d=1"]).values()
         assert sorted(listings.read(conn, ObjectKey(table.id or 0, part_id))) == ["part-00000.parquet"]
 
 

@@ -11,7 +11,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hmsrepl.metastore.catalog import _partition_from_row
+from hmsrepl.metastore.catalog.rows import _partition_from_row
 from hmsrepl.metastore.model import FieldSchema, Order, Partition, SerDeInfo, StorageDescriptor
 from hmsrepl.thrift.convert import PartitionDocs, partition_to_thrift
 

@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterator
 
 from sqlalchemy import Connection, and_, bindparam, or_, select
 
-from hmsrepl.metastore.catalog import _partition_from_row, _table_from_row
+from hmsrepl.metastore.catalog.rows import _partition_from_row, _table_from_row
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.schema import dbs, partitions, tbls

@@ -173,7 +173,7 @@ class StatisticsService:
         db_name, table_name, engine = db_name.lower(), table_name.lower(), engine or DEFAULT_ENGINE
         wanted = [c.lower() for c in col_names] if col_names is not None else None
         with self.events.reader() as conn:
-            tbl_id, table = self.catalog._load_table(conn, db_name, table_name)
+            tbl_id, table = self.catalog.core.load_table(conn, db_name, table_name)
             query = (
                 select(column_stats.c.col_name, column_stats.c.stats, partitions.c.part_name)
                 .outerjoin(partitions, partitions.c.part_id == column_stats.c.part_id)
@@ -201,7 +201,7 @@ class StatisticsService:
         db_name, table_name = db_name.lower(), table_name.lower()
         c = column_stats.c
         with self.events.reader() as conn:
-            tbl_id, _table = self.catalog._load_table(conn, db_name, table_name)
+            tbl_id, _table = self.catalog.core.load_table(conn, db_name, table_name)
             rows = conn.execute(_STATS_ROWS.where(c.tbl_id == tbl_id).order_by(*_STATS_ORDER)).all()
         return _groups(rows)
 
@@ -249,7 +249,7 @@ class StatisticsService:
     def _target(
         self, conn: Connection, db_name: str, table_name: str, partition_name: str | None
     ) -> tuple[int, int | None, dict[str, str]]:
-        tbl_id, table = self.catalog._load_table(conn, db_name, table_name)
+        tbl_id, table = self.catalog.core.load_table(conn, db_name, table_name)
         columns = {c.name.lower(): c.type for c in table.sd.cols}
         if not partition_name:
             return tbl_id, None, columns

@@ -225,7 +225,7 @@ class TransactionService:
         with self.events.transaction() as tx:
             # Lock the table row: the first allocation for a table inserts its counter row, and two first
             # allocations at once would otherwise both insert it.
-            self.catalog._load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            self.catalog.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
             key = (next_write_id.c.db_name == table.db_name) & (next_write_id.c.tbl_name == table.table_name)
             next_id = tx.conn.execute(
                 select(next_write_id.c.next_write_id).where(key).with_for_update()
@@ -372,7 +372,7 @@ class TransactionService:
                 db_name, _, table_name = full_name.lower().partition(".")
                 if not table_name:
                     raise InvalidObjectError(f"table name '{full_name}' must be 'db.table'")
-                table_id, _ = self.catalog._load_table(conn, db_name, table_name)
+                table_id, _ = self.catalog.core.load_table(conn, db_name, table_name)
                 out.append(
                     TableWriteIds(table_id, self._table_write_ids(conn, db_name, table_name, snapshot))
                 )

@@ -1,0 +1,223 @@
+"""The catalog's shared state and look-ups: what every object family reads and writes through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import Connection, select
+
+from hmsrepl.config import MetastoreConfig
+from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
+from hmsrepl.metastore import listings
+from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, applied_checksums
+from hmsrepl.metastore.capture import capture, capture_delta
+from hmsrepl.metastore.catalog.rows import (
+    _DB_DOC,
+    _DB_DOC_FOR_UPDATE,
+    _DB_ID,
+    _TABLE_ROW,
+    _TABLE_ROW_FOR_UPDATE,
+    DEFAULT_DB,
+    _chunks,
+    _table_from_row,
+)
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.eventlog import EventLog
+from hmsrepl.metastore.intents import FileIntents
+from hmsrepl.metastore.listings import FileRecord, ObjectKey
+from hmsrepl.metastore.location_policy import LocationPolicy
+from hmsrepl.metastore.messages import DataChange
+from hmsrepl.metastore.model import Database, Table
+from hmsrepl.metastore.protection import check_params
+from hmsrepl.metastore.schema import data_files, partitions, tbls
+from hmsrepl.metastore.trash import TrashAdopter
+from hmsrepl.storage.base import join_uri, path_key
+
+
+class CatalogCore:
+    """What every object family of the catalog shares: the event log whose transactions are the one write
+    path, the change manager, the location policy and the intents owed after commit, and the look-ups of
+    databases and tables each family's writes start from (their rows locked inside the write's transaction).
+    """
+
+    def __init__(
+        self,
+        events: EventLog,
+        cm: ChangeManager,
+        warehouse: str,
+        trash_root: str = "",
+        *,
+        policy: LocationPolicy | None = None,
+    ) -> None:
+        self.events = events
+        self.cm = cm
+        self.warehouse = warehouse.rstrip("/")
+        self.trash = TrashAdopter(trash_root, cm)
+        self.intents = FileIntents(events, cm)
+        self.locations = policy or LocationPolicy(
+            warehouse, protected=[("HMSREPL_CMROOT", cm.cmroot), ("HMSREPL_TRASH_ROOT", trash_root)]
+        )
+
+    @classmethod
+    def for_config(cls, events: EventLog, cm: ChangeManager, config: MetastoreConfig) -> CatalogCore:
+        """The catalog state of a metastore configured by ``config``, with its location policy."""
+        return cls(events, cm, config.warehouse, config.trash_root, policy=LocationPolicy.for_config(config))
+
+    def refuse_protected(self, db: Database) -> None:
+        """The entry check of a client write into a protected replica (``protection.check_params``), before
+        any file work; every family asks it here, so it is one place to reason about."""
+        check_params(db)
+
+    def default_db_location(self, name: str) -> str:
+        return self.warehouse if name == DEFAULT_DB else join_uri(self.warehouse, f"{name}.db")
+
+    def get_database(self, name: str) -> Database:
+        with self.events.reader() as conn:
+            row = conn.execute(_DB_DOC, {"db_name": name.lower()}).first()
+        if row is None:
+            raise NoSuchDatabaseError(name.lower())
+        return Database.model_validate_json(row.doc)
+
+    def check_writable(self, db_name: str) -> None:
+        """Refuse a client write into a protected replica before any file work (see ``protection``).
+
+        The authoritative check runs again at commit, in the event log, for every write.
+        """
+        self.refuse_protected(self.get_database(db_name))
+
+    def writable_table(self, db_name: str, table_name: str) -> Table:
+        """``check_writable`` and ``get_table`` on one connection (a client write asks both, then changes)."""
+        with self.events.reader() as conn:
+            self.refuse_protected(self.load_db(conn, db_name.lower()))
+            return self.load_table(conn, db_name.lower(), table_name.lower())[1]
+
+    def db_id(self, conn: Connection, name: str, *, missing_ok: bool = False) -> int | None:
+        db_id = conn.execute(_DB_ID, {"db_name": name}).scalar()
+        if db_id is None and not missing_ok:
+            raise NoSuchDatabaseError(name)
+        return db_id
+
+    def load_db(self, conn: Connection, name: str, *, for_update: bool = False) -> Database:
+        if for_update:
+            db_id = self.db_id(conn, name)
+            row = conn.execute(_DB_DOC_FOR_UPDATE, {"db_id": db_id}).first()
+        else:
+            row = conn.execute(_DB_DOC, {"db_name": name}).first()
+        if row is None:
+            raise NoSuchDatabaseError(name)
+        return Database.model_validate_json(row.doc)
+
+    def get_table(self, db_name: str, table_name: str) -> Table:
+        with self.events.reader() as conn:
+            return self.load_table(conn, db_name.lower(), table_name.lower())[1]
+
+    def load_table(
+        self, conn: Connection, db_name: str, table_name: str, *, for_update: bool = False
+    ) -> tuple[int, Table]:
+        query = _TABLE_ROW_FOR_UPDATE if for_update else _TABLE_ROW
+        row = conn.execute(query, {"db_name": db_name, "name": table_name}).first()
+        if row is None:
+            if self.db_id(conn, db_name, missing_ok=True) is None:
+                raise NoSuchDatabaseError(db_name)
+            raise NoSuchTableError(db_name, table_name)
+        return row.tbl_id, _table_from_row(row)
+
+    def captured(
+        self,
+        conn: Connection,
+        key: ObjectKey,
+        location: str | None,
+        applied_files: AppliedFiles | None,
+        *,
+        fresh: bool = False,
+    ) -> DataChange:
+        """The data change a write records for one object: from its location, or from what a load applied."""
+        if isinstance(applied_files, AppliedDelta):
+            return capture_delta(conn, self.cm, key, location, applied_files).change
+        applied = applied_checksums(applied_files) if applied_files is not None else None
+        return capture(conn, self.cm, key, location, applied=applied, fresh=fresh).change
+
+    def part_ids(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for chunk in _chunks(list(names)):
+            out.update(
+                (row.part_name, row.part_id)
+                for row in conn.execute(
+                    select(partitions.c.part_name, partitions.c.part_id).where(
+                        partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
+                    )
+                )
+            )
+        return out
+
+    def known_files(
+        self, conn: Connection, tbl_id: int, part_ids: Iterable[int] | None
+    ) -> dict[str, FileRecord]:
+        """Recorded files of a table's objects (``None``: all of them) by absolute path key: the checksums a
+        drop or truncate reuses for files it recycles instead of reading them again. Only the named objects'
+        rows are read: dropping one partition of a large table costs that partition."""
+        roots: dict[int, str] = {}
+        wanted = None if part_ids is None else sorted(set(part_ids))
+        if wanted is None or listings.TABLE_LEVEL in wanted:
+            table_location = conn.execute(select(tbls.c.location).where(tbls.c.tbl_id == tbl_id)).scalar()
+            if table_location:
+                roots[listings.TABLE_LEVEL] = table_location
+        locations = select(partitions.c.part_id, partitions.c.location).where(partitions.c.tbl_id == tbl_id)
+        files = select(
+            data_files.c.part_id,
+            data_files.c.rel_path,
+            data_files.c.size,
+            data_files.c.mtime_ns,
+            data_files.c.checksum,
+            data_files.c.version_id,
+        ).where(data_files.c.tbl_id == tbl_id)
+        if wanted is None:
+            batches = [(locations, files)]
+        else:
+            batches = [
+                (
+                    locations.where(partitions.c.part_id.in_(chunk)),
+                    files.where(data_files.c.part_id.in_(chunk)),
+                )
+                for chunk in _chunks(wanted)
+            ]
+        out: dict[str, FileRecord] = {}
+        for located, recorded in batches:
+            roots.update((part_id, location) for part_id, location in conn.execute(located) if location)
+            for row in conn.execute(recorded):
+                root = roots.get(row.part_id)
+                if root is not None:
+                    out[path_key(join_uri(root, row.rel_path))] = FileRecord(*row[1:])
+        return out
+
+
+class CatalogFamily:
+    """One object family of the catalog (databases, tables, ...): it reads and writes through the shared
+    core, so every family commits through the same event log and checks the same locations."""
+
+    def __init__(self, core: CatalogCore) -> None:
+        self.core = core
+
+    @property
+    def events(self) -> EventLog:
+        return self.core.events
+
+    @property
+    def cm(self) -> ChangeManager:
+        return self.core.cm
+
+    @property
+    def warehouse(self) -> str:
+        return self.core.warehouse
+
+    @property
+    def trash(self) -> TrashAdopter:
+        return self.core.trash
+
+    @property
+    def intents(self) -> FileIntents:
+        return self.core.intents
+
+    @property
+    def locations(self) -> LocationPolicy:
+        return self.core.locations

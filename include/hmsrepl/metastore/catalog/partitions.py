@@ -1,0 +1,332 @@
+"""Partition writes: add, alter and drop, each batch in one transaction with its events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import Connection, delete, insert, select
+
+from hmsrepl.exceptions import (
+    AlreadyExistsError,
+    InvalidObjectError,
+    InvalidOperationError,
+    NoSuchPartitionError,
+)
+from hmsrepl.metastore import listings
+from hmsrepl.metastore.applied_files import AppliedFiles
+from hmsrepl.metastore.capture import declared_change
+from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
+from hmsrepl.metastore.catalog.partition_reads import PartitionReads
+from hmsrepl.metastore.catalog.rows import (
+    _INSERT_PARTITIONS_RETURNING,
+    _bulk_update_partitions,
+    _chunks,
+    _lookup,
+    _partition_from_row,
+    _partition_name,
+    _snapshot,
+)
+from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.file_capture import describe_known
+from hmsrepl.metastore.listings import ObjectKey
+from hmsrepl.metastore.messages import MessageBuilder
+from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.metastore.names import check_partition_values
+from hmsrepl.metastore.schema import partition_key_vals, partitions
+from hmsrepl.storage.base import join_uri
+
+
+class PartitionCatalog(CatalogFamily):
+    """Adds, alters and drops partitions of a table."""
+
+    def __init__(self, core: CatalogCore, reads: PartitionReads) -> None:
+        super().__init__(core)
+        self.reads = reads
+
+    def add_partitions(
+        self,
+        db_name: str,
+        table_name: str,
+        parts: Sequence[Partition],
+        *,
+        if_not_exists: bool = False,
+        applied_files: Sequence[AppliedFiles | None] | None = None,
+    ) -> list[Partition]:
+        """Add many partitions in one transaction with batched inserts and one ADD_PARTITION event.
+
+        Returns the partitions added (with defaulted locations); with ``if_not_exists`` existing ones are
+        skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
+        it): as in ``create_table``.
+        """
+        table = self.core.writable_table(db_name, table_name)
+        keys = table.partition_key_names
+        if not keys:
+            raise InvalidObjectError(
+                f"table '{table.qualified_name}' is not partitioned; cannot add partitions"
+            )
+        now = int(time.time())
+        prepared: dict[str, Partition] = {}
+        applied: dict[str, AppliedFiles] = {}
+        for part in parts:
+            if (part.db_name, part.table_name) != (table.db_name, table.table_name):
+                raise InvalidObjectError(
+                    f"partition {part.values} names table '{part.db_name}.{part.table_name}', "
+                    f"not '{table.qualified_name}'"
+                )
+            name = _partition_name(table, part.values)
+            check_partition_values(table.qualified_name, keys, part.values)
+            if name in prepared:
+                raise InvalidObjectError(f"partition '{name}' is listed twice in one add_partitions call")
+            location = part.sd.location or join_uri(table.sd.location or "", name)
+            sd = part.sd.model_copy(update={"location": location})
+            prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
+            if applied_files is not None and applied_files[len(prepared) - 1] is not None:
+                applied[name] = applied_files[len(prepared) - 1] or []
+        location_keys = self._check_partition_locations(table, prepared)
+        self.intents.settle(
+            [part.sd.location for part in prepared.values()], f"a partition of '{table.qualified_name}'"
+        )
+        with self.events.transaction() as tx:
+            tbl_id, current = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            existing = self._existing_names(tx.conn, tbl_id, list(prepared))
+            if existing and not if_not_exists:
+                raise AlreadyExistsError(
+                    f"partition '{sorted(existing)[0]}' of table '{table.qualified_name}' already exists"
+                    + (f" (and {len(existing) - 1} more)" if len(existing) > 1 else "")
+                )
+            added = [(name, part) for name, part in prepared.items() if name not in existing]
+            ids = self._insert_partitions(tx.conn, tbl_id, added, location_keys)
+            if table.is_managed:  # made after commit: a failed or killed call leaves no directories
+                self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
+            if added:
+                listings.forget_partitions(tx.conn, tbl_id, ids.values())
+                changes = [
+                    self.core.captured(
+                        tx.conn, ObjectKey(tbl_id, ids[name]), part.sd.location, applied.get(name), fresh=True
+                    )
+                    for name, part in added
+                ]
+                body = {"table": _snapshot(current), "partitions": [_snapshot(part) for _, part in added]}
+                tx.emit(
+                    EventType.ADD_PARTITION,
+                    table.db_name,
+                    table.table_name,
+                    MessageBuilder(body).with_partition_data(changes),
+                )
+        return [part for _, part in added]
+
+    def _check_partition_locations(self, table: Table, parts: dict[str, Partition]) -> dict[str, str | None]:
+        """Refuse partition locations that are not their own (``LocationPolicy.check_partitions``); returns
+        each one's lookup key by name."""
+        with self.events.reader() as conn:
+            return self.locations.check_partitions(
+                conn,
+                table.qualified_name,
+                {name: part.sd.location for name, part in parts.items()},
+                managed=table.is_managed,
+                table_location=table.sd.location,
+                table_id=table.id,
+            )
+
+    def _existing_names(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(names):
+            found.update(
+                conn.execute(
+                    select(partitions.c.part_name).where(
+                        partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
+                    )
+                ).scalars()
+            )
+        return found
+
+    def _insert_partitions(
+        self,
+        conn: Connection,
+        tbl_id: int,
+        added: Sequence[tuple[str, Partition]],
+        keys: Mapping[str, str | None],
+    ) -> dict[str, int]:
+        """Insert partitions with their key values; returns their ids by name (``keys``: location keys)."""
+        out: dict[str, int] = {}
+        # The new ids come back with the insert where the database returns rows from a multi-row insert
+        # (PostgreSQL, SQLite, MariaDB 10.5+): one statement per chunk instead of an insert and a read back.
+        returning = conn.dialect.insert_executemany_returning
+        for chunk in _chunks(added):
+            rows = [
+                {
+                    "tbl_id": tbl_id,
+                    "part_name": name,
+                    "location": part.sd.location,
+                    "location_key": keys[name],
+                    "doc": part.model_dump_json(exclude={"write_id"}),
+                    "write_id": part.write_id,
+                }
+                for name, part in chunk
+            ]
+            if returning:
+                ids = {row.part_name: row.part_id for row in conn.execute(_INSERT_PARTITIONS_RETURNING, rows)}
+            else:
+                conn.execute(insert(partitions), rows)
+                ids = {
+                    row.part_name: row.part_id
+                    for row in conn.execute(
+                        select(partitions.c.part_name, partitions.c.part_id).where(
+                            partitions.c.tbl_id == tbl_id,
+                            partitions.c.part_name.in_([name for name, _ in chunk]),
+                        )
+                    )
+                }
+            conn.execute(
+                insert(partition_key_vals),
+                [
+                    {"part_id": ids[name], "tbl_id": tbl_id, "idx": idx, "value": value}
+                    for name, part in chunk
+                    for idx, value in enumerate(part.values)
+                ],
+            )
+            out.update(ids)
+        return out
+
+    def alter_partitions(
+        self,
+        db_name: str,
+        table_name: str,
+        new_parts: Sequence[Partition],
+        *,
+        capture_files: bool = True,
+        applied_files: Sequence[AppliedFiles | None] | None = None,
+        declared: bool = False,
+    ) -> None:
+        """Replace partitions' metadata (values unchanged); one ALTER_PARTITION event per partition.
+
+        ``applied_files`` (one entry per partition, None: list it): as in ``create_table``. ``declared``:
+        the client's INSERT just recorded the new files of these partitions (Hive's loadPartition fires it
+        before this alter), so a partition that stays where it is is not listed (``capture.declared_change``).
+        """
+        table = self.core.writable_table(db_name, table_name)
+        names = [_partition_name(table, part.values) for part in new_parts]
+        applied = list(applied_files) if applied_files is not None else [None] * len(new_parts)
+        keys = self._check_partition_locations(table, dict(zip(names, new_parts, strict=True)))
+        adopted = {
+            name: self.trash.adopt(part.sd.location) if capture_files and given is None else []
+            for name, part, given in zip(names, new_parts, applied, strict=True)
+        }
+        given_files = dict(zip(names, applied, strict=True))
+        with self.events.transaction() as tx:
+            tbl_id, current = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            old_rows = {}
+            for chunk in _chunks(names):
+                for row in tx.conn.execute(
+                    select(
+                        partitions.c.part_id, partitions.c.part_name, partitions.c.doc, partitions.c.write_id
+                    )
+                    .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
+                    .with_for_update()
+                ):
+                    old_rows[row.part_name] = row
+            updates = []
+            for name, part in zip(names, new_parts, strict=True):
+                if name not in old_rows:
+                    raise NoSuchPartitionError(table.db_name, table.table_name, name)
+                before = _partition_from_row(old_rows[name])
+                part = part.model_copy(update={"write_id": before.write_id})
+                updates.append(
+                    {
+                        "b_part_id": old_rows[name].part_id,
+                        "b_doc": part.model_dump_json(),
+                        "b_location": part.sd.location,
+                        "b_key": keys[name],
+                    }
+                )
+                data = None
+                key = ObjectKey(tbl_id, old_rows[name].part_id)
+                stays = part.sd.location == before.sd.location
+                if capture_files and declared and given_files[name] is None and stays:
+                    data = declared_change(tx.conn, key)
+                elif capture_files:
+                    data = self.core.captured(tx.conn, key, part.sd.location, given_files[name])
+                body = {
+                    "table": _snapshot(current),
+                    "before": _snapshot(before),
+                    "after": _snapshot(part),
+                    "recycled": adopted[name],
+                }
+                tx.emit(
+                    EventType.ALTER_PARTITION,
+                    table.db_name,
+                    table.table_name,
+                    MessageBuilder(body).with_data(data),
+                )
+            _bulk_update_partitions(tx.conn, updates)
+
+    def drop_partitions(
+        self, db_name: str, table_name: str, values_list: Sequence[Sequence[str]], *, delete_data: bool = True
+    ) -> list[Partition]:
+        """Drop partitions in one transaction and one DROP_PARTITION event; files go to cmroot after commit."""
+        self.core.check_writable(db_name)
+        table = self.core.get_table(db_name, table_name)
+        names = [_partition_name(table, values) for values in values_list]
+        found = {
+            _partition_name(table, p.values): p
+            for p in self.reads.get_partitions_by_names(db_name, table_name, names)
+        }
+        for name in names:
+            if name not in found:
+                raise NoSuchPartitionError(table.db_name, table.table_name, name)
+        dropped = [found[name] for name in names]
+        recycle = delete_data and table.is_managed
+        if recycle:  # only directories that are the partitions' own are emptied
+            with self.events.reader() as conn:
+                own = [
+                    self.locations.removable(
+                        conn,
+                        f"partition '{table.qualified_name}/{name}'",
+                        p.sd.location,
+                        skip_partitions=(table.id or 0, set(names)),
+                        owner_location=table.sd.location,
+                    )
+                    for name, p in zip(names, dropped, strict=True)
+                ]
+        else:
+            own = [False] * len(dropped)
+        with self.events.reader() as conn:
+            known = self.core.known_files(
+                conn, table.id or 0, self.core.part_ids(conn, table.id or 0, names).values()
+            )
+        recycled = [
+            describe_known(p.sd.location, self.cm, _lookup(known, p.sd.location)) if keep else []
+            for p, keep in zip(dropped, own, strict=True)
+        ]
+        with self.events.transaction() as tx:
+            tbl_id, current = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            listings.forget_partitions(tx.conn, tbl_id, self.core.part_ids(tx.conn, tbl_id, names).values())
+            for chunk in _chunks(names):
+                part_ids = select(partitions.c.part_id).where(
+                    partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
+                )
+                tx.conn.execute(delete(partition_key_vals).where(partition_key_vals.c.part_id.in_(part_ids)))
+                count = tx.conn.execute(
+                    delete(partitions).where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
+                ).rowcount
+                if count != len(chunk):
+                    raise InvalidOperationError(
+                        f"partitions of '{table.qualified_name}' were dropped concurrently; retry"
+                    )
+            tx.emit(
+                EventType.DROP_PARTITION,
+                table.db_name,
+                table.table_name,
+                {
+                    "table": _snapshot(current),
+                    "partitions": [_snapshot(p) for p in dropped],
+                    "recycled": recycled,
+                },
+            )
+            if recycle:
+                flat = [uri for uris in recycled for uri in uris]
+                self.intents.recycle(
+                    tx, flat, [p.sd.location or "" for p, keep in zip(dropped, own, strict=True) if keep]
+                )
+        return dropped

@@ -1,0 +1,115 @@
+"""Rows of the catalog's tables as models, the statements every family runs, and small helpers they share.
+
+Statements used for every created table are built once (see the note on the look-ups below).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, CursorResult, and_, bindparam, insert, select, update
+
+from hmsrepl.exceptions import InvalidObjectError
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore.capture import still_recorded
+from hmsrepl.metastore.listings import FileRecord
+from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.metastore.schema import dbs, partitions, tbls
+from hmsrepl.storage.base import FileIdentity, join_uri, path_key
+from hmsrepl.storage.local_tree import StatIdentity
+
+BATCH = 500
+# Builds a caller's object straight from a stored partition document and its write id, skipping the model.
+Decode = Callable[[str, int], Any] | None
+DEFAULT_DB = "default"
+
+# Look-ups run several times for every table a client or a replication load creates, built once with bound
+# parameters: building a statement and its cache key costs SQLAlchemy ~40 us a call, several times what
+# SQLite then takes to answer it (a built statement keeps its cache key).
+_DB_ID = select(dbs.c.db_id).where(dbs.c.name == bindparam("db_name"))
+_DB_DOC = select(dbs.c.doc).where(dbs.c.name == bindparam("db_name"))
+# Locked by primary key only: a lock taken through the unique name index first holds that index entry while
+# it waits for the row, which MariaDB turns into a deadlock with a writer holding the row (the locker loses).
+_DB_DOC_FOR_UPDATE = select(dbs.c.doc).where(dbs.c.db_id == bindparam("db_id")).with_for_update()
+_INSERT_TABLE = insert(tbls)  # built once: a load creates tables by the hundred
+# A database's id and whether it holds a table of that name, in one statement (every created table asks).
+_DB_ID_AND_TABLE = (
+    select(dbs.c.db_id, tbls.c.tbl_id)
+    .select_from(dbs)
+    .outerjoin(tbls, and_(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name == bindparam("name")))
+    .where(dbs.c.name == bindparam("db_name"))
+)
+_TABLE_ROW = (
+    select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id)
+    .join(dbs, dbs.c.db_id == tbls.c.db_id)
+    .where(dbs.c.name == bindparam("db_name"), tbls.c.tbl_name == bindparam("name"))
+)
+_TABLE_ROW_FOR_UPDATE = _TABLE_ROW.with_for_update()
+_INSERT_PARTITIONS_RETURNING = insert(partitions).returning(partitions.c.part_name, partitions.c.part_id)
+
+
+def _snapshot(obj: Database | Table | Partition | Function) -> dict[str, Any]:
+    return obj.model_dump(mode="json")
+
+
+def _chunks(items: Sequence[Any], size: int = BATCH) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _table_from_row(row: Any) -> Table:
+    table = Table.model_validate_json(row.doc)
+    return table.model_copy(update={"id": row.tbl_id, "write_id": row.write_id})
+
+
+def _partition_from_row(row: Any) -> Partition:
+    return Partition.model_validate_json(row.doc).model_copy(update={"write_id": row.write_id})
+
+
+def _decoded(rows: Iterable[Any], decode: Decode) -> list[Any]:
+    """Partition rows as models, or as what ``decode(doc, write_id)`` builds (the Thrift read path's structs)."""
+    if decode is None:
+        return [_partition_from_row(row) for row in rows]
+    return [decode(row.doc, row.write_id) for row in rows]
+
+
+def _partition_name(table: Table, values: Sequence[str]) -> str:
+    try:
+        return make_partition_name(table.partition_key_names, values)
+    except ValueError as exc:
+        raise InvalidObjectError(f"table '{table.qualified_name}': {exc}") from exc
+
+
+def _bulk_update_partitions(conn: Connection, updates: list[dict[str, Any]]) -> None:
+    """Rewrite partitions' documents and locations: rows of ``b_part_id``, ``b_doc``, ``b_location`` and
+    ``b_key`` (the location's lookup key)."""
+    from sqlalchemy import bindparam
+
+    if not updates:
+        return
+    stmt = (
+        update(partitions)
+        .where(partitions.c.part_id == bindparam("b_part_id"))
+        .values(doc=bindparam("b_doc"), location=bindparam("b_location"), location_key=bindparam("b_key"))
+    )
+    for chunk in _chunks(updates):
+        conn.execute(stmt, list(chunk))
+
+
+def _lookup(known: dict[str, FileRecord], location: str | None) -> Any:
+    """``describe_known``'s question for files below ``location``, answered from recorded files."""
+    root = join_uri(location or "", "")
+
+    def identity(rel: str, stat: StatIdentity) -> FileIdentity | None:
+        return still_recorded(known.get(path_key(root + rel.lstrip("/"))), stat)
+
+    return identity
+
+
+def _inserted_id(result: CursorResult[Any]) -> int:
+    """The primary key a one-row insert generated (SQLAlchemy types it optional: other statements have none)."""
+    key = result.inserted_primary_key
+    if key is None:
+        raise RuntimeError("the insert returned no primary key")
+    return int(key[0])

@@ -1,0 +1,471 @@
+"""Tables: create, read, alter (rename and move included), truncate and drop."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, delete, select, update
+
+from hmsrepl.exceptions import (
+    AlreadyExistsError,
+    InvalidObjectError,
+    InvalidOperationError,
+    NoSuchDatabaseError,
+)
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.iceberg_tables import metadata_refusal
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore import listings
+from hmsrepl.metastore.applied_files import AppliedFiles
+from hmsrepl.metastore.capture import declared_change
+from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
+from hmsrepl.metastore.catalog.partition_reads import PartitionReads
+from hmsrepl.metastore.catalog.rows import (
+    _DB_ID_AND_TABLE,
+    _INSERT_TABLE,
+    _TABLE_ROW,
+    _bulk_update_partitions,
+    _chunks,
+    _inserted_id,
+    _lookup,
+    _snapshot,
+    _table_from_row,
+)
+from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.file_capture import describe_known
+from hmsrepl.metastore.listings import ObjectKey
+from hmsrepl.metastore.locations import location_key
+from hmsrepl.metastore.messages import DataChange, MessageBuilder
+from hmsrepl.metastore.model import Partition, Table, TableType
+from hmsrepl.metastore.moves import move_directory
+from hmsrepl.metastore.names import check_identifier
+from hmsrepl.metastore.patterns import matches
+from hmsrepl.metastore.schema import (
+    next_write_id,
+    partition_key_vals,
+    partitions,
+    tbls,
+    txn_to_write_id,
+    txn_write_notifications,
+)
+from hmsrepl.storage.base import join_uri
+
+
+class TableCatalog(CatalogFamily):
+    """A database's tables; their partitions are read through ``PartitionReads``."""
+
+    def __init__(self, core: CatalogCore, reads: PartitionReads) -> None:
+        super().__init__(core)
+        self.reads = reads
+
+    def create_table(self, table: Table, *, applied_files: AppliedFiles | None = None) -> Table:
+        """Create a table; the CREATE_TABLE event lists the files already at its location (a complete change).
+
+        ``applied_files``: the encoded files a replication load just placed there (see ``applied_files``),
+        recorded with their verified checksums instead of reading the files again.
+        """
+        check_identifier(table.table_name, "table")
+        key = None
+        with self.events.reader() as conn:  # the database and the location checks: one connection
+            db = self.core.load_db(conn, table.db_name.lower())
+            self.core.refuse_protected(db)  # protected replica: refused before any file work
+            if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
+                location: str | None = join_uri(
+                    db.location_uri or self.core.default_db_location(db.name), table.table_name
+                )
+                table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
+            _check_table(table)
+            table = table.model_copy(
+                update={"create_time": table.create_time or int(time.time()), "write_id": 0}
+            )
+            location = table.sd.location
+            if location:
+                key = self.locations.check_table(
+                    conn, table.qualified_name, location, managed=table.is_managed
+                )
+        self.intents.settle([location], f"table '{table.qualified_name}'")
+        with self.events.transaction() as tx:
+            found = tx.conn.execute(
+                _DB_ID_AND_TABLE, {"db_name": table.db_name, "name": table.table_name}
+            ).first()
+            if found is None:
+                raise NoSuchDatabaseError(table.db_name)
+            db_id = found.db_id
+            if found.tbl_id is not None:
+                raise AlreadyExistsError(
+                    f"table '{table.qualified_name}' already exists; drop it or use another name"
+                )
+            tbl_id = _inserted_id(
+                tx.conn.execute(
+                    _INSERT_TABLE,
+                    {
+                        "db_id": db_id,
+                        "tbl_name": table.table_name,
+                        "tbl_type": str(table.table_type),
+                        "location": location,
+                        "location_key": key,
+                        "doc": table.model_dump_json(exclude={"id", "write_id"}),
+                        "write_id": 0,
+                    },
+                )
+            )
+            table = table.model_copy(update={"id": tbl_id})
+            if location and table.is_managed:  # made after commit: a failed create leaves no directory
+                self.intents.makedirs(tx, [location])
+            data = None
+            if location and not table.partition_keys:  # partitions carry their own files
+                listings.forget(tx.conn, ObjectKey(tbl_id))
+                data = self.core.captured(tx.conn, ObjectKey(tbl_id), location, applied_files, fresh=True)
+            tx.emit(
+                EventType.CREATE_TABLE,
+                table.db_name,
+                table.table_name,
+                MessageBuilder({"table": _snapshot(table)}).with_data(data),
+            )
+        return table
+
+    def find_table(self, db_name: str, table_name: str) -> Table | None:
+        """The table, or None when it or its database does not exist: one query, where ``get_table`` needs a
+        second to say which is missing (a load asks this of every table it creates)."""
+        with self.events.reader() as conn:
+            row = conn.execute(_TABLE_ROW, {"db_name": db_name.lower(), "name": table_name.lower()}).first()
+        return _table_from_row(row) if row is not None else None
+
+    def get_table_objects(self, db_name: str, table_names: Sequence[str]) -> list[Table]:
+        """Tables by name in one query per chunk; unknown names are skipped (Hive's get_table_objects_by_name)."""
+        db_name = db_name.lower()
+        out: list[Table] = []
+        with self.events.reader() as conn:
+            db_id = self.core.db_id(conn, db_name)
+            for chunk in _chunks([name.lower() for name in table_names]):
+                rows = conn.execute(
+                    select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id).where(
+                        tbls.c.db_id == db_id, tbls.c.tbl_name.in_(chunk)
+                    )
+                )
+                out.extend(_table_from_row(row) for row in rows)
+        return out
+
+    def get_tables(
+        self, db_name: str, pattern: str | None = None, table_type: str | None = None
+    ) -> list[str]:
+        db_name = db_name.lower()
+        with self.events.reader() as conn:
+            db_id = self.core.db_id(conn, db_name)
+            query = select(tbls.c.tbl_name).where(tbls.c.db_id == db_id).order_by(tbls.c.tbl_name)
+            if table_type:
+                query = query.where(tbls.c.tbl_type == table_type)
+            names = conn.execute(query).scalars().all()
+        return [name for name in names if matches(pattern, name)]
+
+    def alter_table(
+        self,
+        db_name: str,
+        table_name: str,
+        new_table: Table,
+        *,
+        capture_files: bool = True,
+        applied_files: AppliedFiles | None = None,
+        declared: bool = False,
+    ) -> Table:
+        """Change a table; a new db/name is a rename. The ALTER_TABLE event holds both snapshots.
+
+        A managed table whose data sits at its default location moves with a rename, as in Hive, and its
+        partitions' locations under it follow. ``applied_files``: as in ``create_table``. ``declared``: the
+        client names the files it writes in INSERTs (Hive's loadTable alters the table, then fires the
+        INSERT), so a table that stays where it is is not listed; it is marked for the listing
+        reconciliation in case no INSERT follows (``capture.declared_change``).
+        """
+        db_name, table_name = db_name.lower(), table_name.lower()
+        self.core.check_writable(db_name)
+        old = self.core.get_table(db_name, table_name)
+        renamed = (new_table.db_name, new_table.table_name) != (db_name, table_name)
+        move: tuple[str, str] | None = None
+        if renamed:
+            check_identifier(new_table.table_name, "table")
+            default_old = join_uri(self.core.get_database(db_name).location_uri or "", table_name)
+            if old.is_managed and old.sd.location and old.sd.location.rstrip("/") == default_old:
+                target_db = self.core.get_database(new_table.db_name)
+                new_location = join_uri(target_db.location_uri or "", new_table.table_name)
+                if new_table.sd.location in (None, old.sd.location):
+                    new_table = new_table.model_copy(
+                        update={"sd": new_table.sd.model_copy(update={"location": new_location})}
+                    )
+                    move = (old.sd.location, new_location)
+        new_table = new_table.model_copy(update={"id": old.id, "write_id": old.write_id})
+        _check_table(new_table)
+        if new_table.sd.location and (
+            (new_table.sd.location, new_table.is_managed) != (old.sd.location, old.is_managed) or move
+        ):
+            with self.events.reader() as conn:
+                self.locations.check_table(
+                    conn,
+                    new_table.qualified_name,
+                    new_table.sd.location,
+                    managed=new_table.is_managed,
+                    table_id=old.id,
+                )
+        recycled: list[str] = []
+        captured = not new_table.partition_keys and (capture_files or move is not None)
+        applied = None if move else applied_files
+        if move:  # events before the rename name the old paths: keep them in cmroot
+            with self.events.reader() as conn:
+                known = self.core.known_files(conn, old.id or 0, None)
+            self.cm.preserve(describe_known(move[0], self.cm, _lookup(known, move[0])))
+        elif captured and applied_files is None:
+            recycled = self.trash.adopt(new_table.sd.location)
+        with self.events.transaction() as tx:
+            tbl_id, current = self.core.load_table(tx.conn, db_name, table_name, for_update=True)
+            if current.id != old.id:
+                raise InvalidOperationError(
+                    f"table '{db_name}.{table_name}' was replaced concurrently; retry"
+                )
+            values: dict[str, Any] = {
+                "tbl_name": new_table.table_name,
+                "location": new_table.sd.location,
+                "location_key": location_key(new_table.sd.location),
+                "tbl_type": str(new_table.table_type),
+                "doc": new_table.model_dump_json(exclude={"id", "write_id"}),
+            }
+            if new_table.db_name != db_name:
+                values["db_id"] = self.core.db_id(tx.conn, new_table.db_name)
+            if renamed:
+                clash = tx.conn.execute(
+                    select(tbls.c.tbl_id).where(
+                        tbls.c.db_id == values.get("db_id", self.core.db_id(tx.conn, db_name)),
+                        tbls.c.tbl_name == new_table.table_name,
+                    )
+                ).first()
+                if clash:
+                    raise AlreadyExistsError(
+                        f"cannot rename to '{new_table.qualified_name}': that table exists"
+                    )
+            tx.conn.execute(update(tbls).where(tbls.c.tbl_id == tbl_id).values(**values))
+            moved_partitions: list[str] = []
+            if renamed:
+                moved_partitions = self._rewrite_partitions_for_rename(tx.conn, tbl_id, new_table, move)
+                _rename_write_ids(tx.conn, (db_name, table_name), (new_table.db_name, new_table.table_name))
+            data = None
+            stays = not renamed and new_table.sd.location == old.sd.location
+            if captured and declared and applied is None and stays:
+                data = declared_change(tx.conn, ObjectKey(tbl_id))
+                listings.mark_unlisted(tx.conn, ObjectKey(tbl_id), time.time_ns())
+            elif captured:  # a move is captured at the old place; the files it added are named at the new one
+                where = move[0] if move else new_table.sd.location
+                data = self.core.captured(tx.conn, ObjectKey(tbl_id), where, applied)
+                if move:
+                    data = _rerooted(data, move[0], move[1])
+            body = {"before": _snapshot(current), "after": _snapshot(new_table), "recycled": recycled}
+            tx.emit(EventType.ALTER_TABLE, db_name, table_name, MessageBuilder(body).with_data(data))
+            if move:
+                source, target = move
+                # Inside the transaction: if the move fails, the rename rolls back with it.
+                move_directory(source, target, moved_partitions)
+        return new_table
+
+    def _rewrite_partitions_for_rename(
+        self, conn: Connection, tbl_id: int, table: Table, move: tuple[str, str] | None
+    ) -> list[str]:
+        """Name the renamed table in its partitions; returns the new locations of those the move carries."""
+        rows = conn.execute(
+            select(partitions.c.part_id, partitions.c.doc).where(partitions.c.tbl_id == tbl_id)
+        ).all()
+        updates = []
+        moved = []
+        for row in rows:
+            part = Partition.model_validate_json(row.doc)
+            location = part.sd.location
+            if move and location and location.startswith(move[0].rstrip("/") + "/"):
+                location = move[1].rstrip("/") + location[len(move[0].rstrip("/")) :]
+                moved.append(location)
+            part = part.model_copy(
+                update={
+                    "db_name": table.db_name,
+                    "table_name": table.table_name,
+                    "sd": part.sd.model_copy(update={"location": location}),
+                }
+            )
+            updates.append(
+                {
+                    "b_part_id": row.part_id,
+                    "b_doc": part.model_dump_json(),
+                    "b_location": location,
+                    "b_key": location_key(location),
+                }
+            )
+        _bulk_update_partitions(conn, updates)
+        return moved
+
+    def truncate_table(
+        self, db_name: str, table_name: str, partition_names: Sequence[str] | None = None
+    ) -> None:
+        """Remove all data files (recycled into cmroot); visible as ALTER events with a complete, empty change."""
+        self.core.check_writable(db_name)
+        table = self.core.get_table(db_name, table_name)
+        if not table.is_managed:
+            raise InvalidOperationError(f"cannot truncate external table '{table.qualified_name}'")
+        if table.partition_keys:
+            names = (
+                list(partition_names)
+                if partition_names
+                else self.reads.get_partition_names(db_name, table_name)
+            )
+            targets = {
+                make_partition_name(table.partition_key_names, p.values): p
+                for p in self.reads.get_partitions_by_names(db_name, table_name, names)
+            }
+            self._check_truncatable(table, [p.sd.location for p in targets.values()], {*names})
+            with self.events.reader() as conn:
+                ids = self.core.part_ids(conn, table.id or 0, list(targets))
+                known = self.core.known_files(conn, table.id or 0, list(ids.values()))
+            recycled = {
+                name: describe_known(p.sd.location, self.cm, _lookup(known, p.sd.location))
+                for name, p in targets.items()
+            }
+            with self.events.transaction() as tx:
+                tbl_id, _ = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+                for name, part in targets.items():
+                    body = {
+                        "table": _snapshot(table),
+                        "before": _snapshot(part),
+                        "after": _snapshot(part),
+                        "recycled": recycled[name],
+                    }
+                    emptied = _emptied(tx.conn, ObjectKey(tbl_id, ids[name]))
+                    tx.emit(
+                        EventType.ALTER_PARTITION,
+                        table.db_name,
+                        table.table_name,
+                        MessageBuilder(body).with_data(emptied),
+                    )
+                self.intents.recycle(tx, [uri for uris in recycled.values() for uri in uris])
+            return
+        self._check_truncatable(table, [table.sd.location], set())
+        with self.events.reader() as conn:
+            known = self.core.known_files(conn, table.id or 0, [listings.TABLE_LEVEL])
+        files = describe_known(table.sd.location, self.cm, _lookup(known, table.sd.location))
+        with self.events.transaction() as tx:
+            tbl_id, _ = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            body = {"before": _snapshot(table), "after": _snapshot(table), "recycled": files}
+            emptied = _emptied(tx.conn, ObjectKey(tbl_id))
+            tx.emit(
+                EventType.ALTER_TABLE,
+                table.db_name,
+                table.table_name,
+                MessageBuilder(body).with_data(emptied),
+            )
+            self.intents.recycle(tx, files)
+
+    def _check_truncatable(self, table: Table, locations: Sequence[str | None], names: set[str]) -> None:
+        """Refuse to empty a directory outside the managed roots or one that holds another object."""
+        with self.events.reader() as conn:
+            for location in locations:
+                reason = self.locations.removal_refusal(
+                    conn,
+                    location or "",
+                    skip_table_id=None if names else table.id,
+                    skip_partitions=(table.id or 0, names) if names else None,
+                    owner_location=table.sd.location if names else None,
+                )
+                if reason:
+                    raise InvalidOperationError(
+                        f"cannot truncate '{table.qualified_name}': its directory '{location}' is not its "
+                        f"own ({reason}); move the table's data to a directory of its own first"
+                    )
+
+    def drop_table(self, db_name: str, table_name: str, *, delete_data: bool = True) -> Table:
+        """Drop a table and its partitions; a managed table's files are recycled into cmroot after commit."""
+        self.core.check_writable(db_name)
+        db_name, table_name = db_name.lower(), table_name.lower()
+        table = self.core.get_table(db_name, table_name)
+        recycled: list[str] = []
+        extra_dirs: list[str] = []
+        if delete_data and table.is_managed:
+            locations = [table.sd.location, *(p.sd.location for p in self._iter_partitions_outside(table))]
+            with self.events.reader() as conn:  # only directories that are the table's own are emptied
+                own = [
+                    location or ""
+                    for location in locations
+                    if self.locations.removable(
+                        conn, f"table '{table.qualified_name}'", location, skip_table_id=table.id
+                    )
+                ]
+            with self.events.reader() as conn:
+                known = self.core.known_files(conn, table.id or 0, None)
+            for location in own:
+                recycled.extend(describe_known(location, self.cm, _lookup(known, location)))
+                extra_dirs.append(location)
+        with self.events.transaction() as tx:
+            tbl_id, current = self.core.load_table(tx.conn, db_name, table_name, for_update=True)
+            if current.id != table.id:
+                raise InvalidOperationError(
+                    f"table '{db_name}.{table_name}' was replaced concurrently; retry"
+                )
+            part_ids = select(partitions.c.part_id).where(partitions.c.tbl_id == tbl_id)
+            tx.conn.execute(delete(partition_key_vals).where(partition_key_vals.c.part_id.in_(part_ids)))
+            tx.conn.execute(delete(partitions).where(partitions.c.tbl_id == tbl_id))
+            tx.conn.execute(delete(tbls).where(tbls.c.tbl_id == tbl_id))
+            listings.forget_table(tx.conn, tbl_id)
+            _forget_write_ids(tx.conn, db_name, table_name)
+            tx.emit(
+                EventType.DROP_TABLE, db_name, table_name, {"table": _snapshot(table), "recycled": recycled}
+            )
+            if delete_data and table.is_managed:
+                self.intents.recycle(tx, recycled, extra_dirs)
+        return table
+
+    def _iter_partitions_outside(self, table: Table) -> Iterable[Partition]:
+        """Partitions whose location is not below the table's (their files are not in the table's listing)."""
+        root = (table.sd.location or "").rstrip("/") + "/"
+        for part in self.reads.get_partitions(table.db_name, table.table_name):
+            if part.sd.location and not part.sd.location.startswith(root):
+                yield part
+
+
+def _check_table(table: Table) -> None:
+    """What a table's own document must satisfy, as created or altered (its final location decided): no
+    column twice, and an Iceberg table's metadata below its own location (``formats.iceberg_tables``)."""
+    seen: set[str] = set()
+    for col in [*table.sd.cols, *table.partition_keys]:
+        if col.name in seen:
+            raise InvalidObjectError(f"table '{table.qualified_name}' has column '{col.name}' twice")
+        seen.add(col.name)
+    reason = metadata_refusal(table.qualified_name, table.parameters, table.sd.location)
+    if reason:
+        raise InvalidObjectError(reason)
+
+
+def _reroot(encoded: str, old_root: str, new_root: str) -> str:
+    entry = EncodedFileUri.decode(encoded)
+    moved = new_root.rstrip("/") + entry.file_uri[len(old_root.rstrip("/")) :]
+    return EncodedFileUri(moved, entry.checksum, entry.cmroot, entry.subdir, entry.version_id).encode()
+
+
+def _rerooted(change: DataChange, old_root: str, new_root: str) -> DataChange:
+    """A change captured before a move, naming its added files where the move puts them."""
+    added = tuple(_reroot(uri, old_root, new_root) for uri in change.added)
+    return DataChange(added, change.removed, change.complete, change.count, change.digest)
+
+
+def _emptied(conn: Connection, key: ObjectKey) -> DataChange:
+    """Record an object as holding no file (a truncate): a complete change with no files."""
+    after = listings.replace_all(conn, key, [])
+    return DataChange((), (), True, after.count, after.digest)
+
+
+def _forget_write_ids(conn: Connection, db_name: str, table_name: str) -> None:
+    """A dropped table's write ids must not leak into a new table created under the same name."""
+    for table in (next_write_id, txn_to_write_id):
+        conn.execute(delete(table).where(table.c.db_name == db_name, table.c.tbl_name == table_name))
+
+
+def _rename_write_ids(conn: Connection, old: tuple[str, str], new: tuple[str, str]) -> None:
+    """Write ids follow a renamed table (Hive's onRename), keeping its snapshots readable."""
+    for table in (next_write_id, txn_to_write_id, txn_write_notifications):
+        conn.execute(
+            update(table)
+            .where(table.c.db_name == old[0], table.c.tbl_name == old[1])
+            .values(db_name=new[0], tbl_name=new[1])
+        )
