@@ -41,15 +41,10 @@ class MetastoreTransaction:
     event_ids: list[int] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what components gather per transaction
 
-    def emit(
-        self,
-        event_type: EventType,
-        db_name: str | None,
-        table_name: str | None,
-        body: Payload | dict[str, Any],
-    ) -> None:
+    def emit(self, event_type: EventType, db_name: str | None, table_name: str | None, body: Payload) -> None:
+        """Log an event of this transaction; ``body`` is the payload its type carries (``SPECS``)."""
         wanted = SPECS[event_type].message.body_type
-        if isinstance(body, Payload) and not isinstance(body, wanted):
+        if not isinstance(body, wanted):
             raise TypeError(f"{event_type} carries a {wanted.__name__}, not a {type(body).__name__}")
         event = PendingEvent(event_type, db_name, table_name, body)
         check_crossing(self.conn, event)  # a rename into a protected database: refused before its file work
