@@ -61,7 +61,9 @@ from hmsrepl.metastore.messages import (
     CommitTxnMessage,
     CreateTableMessage,
     DatabaseMessage,
+    DropDatabaseMessage,
     DropPartitionMessage,
+    DropTableMessage,
     Message,
 )
 from hmsrepl.metastore.model import Database, Partition, Table
@@ -258,7 +260,7 @@ class EventApplier:
         entry = CachedObject(Database.model_validate(snapshot), snapshot_size(snapshot))
         self.store.put_database(name, DatabaseEntry(entry, event.event_id))
 
-    def _drop_database(self, event: NotificationEvent, message: AnyMessage) -> None:
+    def _drop_database(self, event: NotificationEvent, message: DropDatabaseMessage) -> None:
         name = event.db_name or ""
         current = self.store.database(name)
         if current is None or event.event_id > current.base_event_id:
@@ -307,7 +309,7 @@ class EventApplier:
         with self.store.changing(state):
             self._change(state, ReplaceTable(Table.model_validate(document), snapshot_size(document)), claim)
 
-    def _drop_table(self, event: NotificationEvent, message: AnyMessage) -> None:
+    def _drop_table(self, event: NotificationEvent, message: DropTableMessage) -> None:
         key = (event.db_name or "", event.table_name or "")
         if self._current(event, key) is not None:
             self.store.remove(key)

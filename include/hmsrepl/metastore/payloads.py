@@ -508,7 +508,10 @@ def convert(document: Any, kind: type[T], what: str) -> T:
 
 
 def encode(payload: msgspec.Struct) -> dict[str, Any]:
-    """The JSON document of a payload or snapshot (what the log stores, with NaN kept as a float)."""
+    """The JSON document of a payload or snapshot (what the log stores, with NaN kept as a float).
+
+    A data change's file lists stay tuples (JSON arrays once written): no second pass over the document.
+    """
     document: dict[str, Any] = msgspec.to_builtins(payload)
     return document
 

@@ -41,6 +41,7 @@ from hmsrepl.metastore.messages import (
     CreateTableMessage,
     DataChange,
     DeleteColumnStatMessage,
+    DropDatabaseMessage,
     DropFunctionMessage,
     DropPartitionMessage,
     DropTableMessage,
@@ -1033,7 +1034,7 @@ def _alter_database(
     w.put_database(msg.database.to_json(), {})
 
 
-def _drop_database(w: TargetWriter, ev: dict[str, Any], msg: Message[Any], meta: DumpMetadata) -> None:
+def _drop_database(w: TargetWriter, ev: dict[str, Any], msg: DropDatabaseMessage, meta: DumpMetadata) -> None:
     with contextlib.suppress(NoSuchObjectError):
         w.catalog.drop_database(w.db, cascade=True)
 
