@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hmsrepl.metastore.event_specs import SPECS, parse
-from hmsrepl.metastore.events import EventType, decode_message, encode_message
+from hmsrepl.metastore.event_specs import SPECS, parse, parse_event
+from hmsrepl.metastore.events import EventType, NotificationEvent, decode_message, encode_message
 from hmsrepl.metastore.payloads import Payload, PayloadFormatError, encode
 from tests.payload_history import facts, run
 
@@ -97,6 +97,8 @@ def test_every_payload_round_trips_through_the_codec_unchanged(
     document = decode_message(text, message_format)
     message = parse(kind, document, "db", "t")
     assert message.body == payload
+    logged = NotificationEvent(1, 0, str(kind), "db", "t", text, message_format)
+    assert parse_event(logged) == message  # decoded from the stored text straight into the payload type
     assert _as_json(message.document()) == document  # read and written again: the stored document
     assert _as_json(encode(payload)) == document
 

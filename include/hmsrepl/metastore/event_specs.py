@@ -9,12 +9,15 @@ has a spec and that every reader's behaviour table covers every type.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from hmsrepl.metastore.events import EventType, NotificationEvent
+import msgspec
+
+from hmsrepl.metastore.events import EventType, NotificationEvent, message_json
 from hmsrepl.metastore.messages import (
     AbortTxnMessage,
     AcidWriteMessage,
@@ -39,6 +42,7 @@ from hmsrepl.metastore.messages import (
     UpdatePartitionColumnStatMessage,
     UpdateTableColumnStatMessage,
 )
+from hmsrepl.metastore.payloads import Payload
 
 
 class Scope(StrEnum):
@@ -132,4 +136,19 @@ def parse(
 
 
 def parse_event(event: NotificationEvent) -> Message[Any]:
-    return parse(event.event_type, event.body(), event.db_name, event.table_name)
+    """The typed message of a logged event, decoded from its stored text straight into its payload type.
+
+    A text the typed decoder refuses (NaN in statistics, which only the standard library reads, or a
+    document that does not fit) takes the document path, which reads what can be read and names the rest.
+    """
+    message = spec_of(event.event_type).message
+    try:
+        body = _decoder(message.body_type).decode(message_json(event.message, event.message_format))
+    except msgspec.DecodeError:
+        return parse(event.event_type, event.body(), event.db_name, event.table_name)
+    return message(event.event_type, body, event.db_name, event.table_name)
+
+
+@functools.cache
+def _decoder(body_type: type[Payload]) -> msgspec.json.Decoder[Payload]:
+    return msgspec.json.Decoder(body_type)

@@ -59,14 +59,18 @@ def encode_message(
     return data.decode("utf-8"), JSON_FORMAT
 
 
+def message_json(text: str, message_format: str) -> bytes | str:
+    """A stored message's JSON text (inflated when the log stored it compressed)."""
+    if message_format == GZIP_JSON_FORMAT:
+        return inflate_gzip(base64.b64decode(text), "notification message")
+    if message_format == JSON_FORMAT:
+        return text
+    raise ValueError(f"unknown notification message format '{message_format}'")
+
+
 def decode_message(text: str, message_format: str) -> dict[str, Any]:
     """A notification message's document: always a JSON object (a message of any other shape is refused)."""
-    if message_format == GZIP_JSON_FORMAT:
-        document = loads(inflate_gzip(base64.b64decode(text), "notification message"))
-    elif message_format == JSON_FORMAT:
-        document = loads(text)
-    else:
-        raise ValueError(f"unknown notification message format '{message_format}'")
+    document = loads(message_json(text, message_format))
     if not isinstance(document, dict):
         raise ValueError(f"a notification message must be a JSON object, not {type(document).__name__}")
     return document

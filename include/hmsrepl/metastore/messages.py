@@ -65,10 +65,6 @@ __all__ = [
     "relative_path",
 ]
 
-DATA_KEYS = ("files", "is_truncate", "data")
-"""Where a message document of either format keeps its data change: without them, an event changes metadata
-only (for builders of documents, e.g. tests' fixtures)."""
-
 B = TypeVar("B", bound=Payload)
 
 

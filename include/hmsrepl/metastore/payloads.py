@@ -15,11 +15,13 @@ The wire format is the one the log always had:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
+import msgspec.inspect
 from msgspec import UNSET, UnsetType
 from pydantic import BaseModel
 
@@ -28,8 +30,6 @@ from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import EncodedFileUri
 
 MESSAGE_FORMAT_VERSION = 2
-
-__all__ = ["UNSET", "UnsetType"]
 
 
 class PayloadFormatError(HmsReplError, ValueError):
@@ -530,19 +530,40 @@ def prior_database(body: Payload | Mapping[str, Any]) -> DatabaseSnapshot | None
 
 def named_databases(body: Payload | Mapping[str, Any]) -> set[str]:
     """The database of every object snapshot in a body (tables, partitions, functions), lower-cased."""
-    values: Iterable[Any] = (
-        body.values()
-        if isinstance(body, Mapping)
-        else (getattr(body, name) for name in body.__struct_fields__)
-    )
     names: set[str] = set()
-    for value in values:
+    if isinstance(body, Payload):
+        for name in _snapshot_fields(type(body)):
+            value = getattr(body, name)
+            for item in value if isinstance(value, list) else (value,):
+                if isinstance(item, TableSnapshot | PartitionSnapshot | FunctionSnapshot):
+                    names.add(item.db_name.lower())
+        return names
+    for value in body.values():  # a document already in the log's form
         for item in value if isinstance(value, list) else (value,):
             if isinstance(item, dict) and isinstance(item.get("db_name"), str):
                 names.add(item["db_name"].lower())
-            elif isinstance(item, TableSnapshot | PartitionSnapshot | FunctionSnapshot):
-                names.add(item.db_name.lower())
     return names
+
+
+_NAMED = (TableSnapshot, PartitionSnapshot, FunctionSnapshot)
+
+
+@functools.cache
+def _snapshot_fields(kind: type[Payload]) -> tuple[str, ...]:
+    """The fields of a body type that hold snapshots naming a database (found once per type)."""
+
+    def holds(info: msgspec.inspect.Type) -> bool:
+        if isinstance(info, msgspec.inspect.StructType):
+            return info.cls in _NAMED
+        if isinstance(info, msgspec.inspect.UnionType):
+            return any(holds(t) for t in info.types)
+        if isinstance(info, msgspec.inspect.ListType):
+            return holds(info.item_type)
+        return False
+
+    struct = msgspec.inspect.type_info(kind)
+    assert isinstance(struct, msgspec.inspect.StructType)
+    return tuple(f.name for f in struct.fields if holds(f.type))
 
 
 class ObjectMetadata(msgspec.Struct, frozen=True, kw_only=True):
