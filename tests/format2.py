@@ -93,7 +93,7 @@ def to_format(dump_dir: str, listings: dict[Key, dict[str, str]], version: int) 
         nonlocal rewritten
         kind, body = doc["event_type"], doc["message"]
         msg = parse(kind, body, doc.get("db"), doc.get("table"))
-        table = (msg.table or {}).get("table_name")
+        table = msg.table.table_name if msg.table is not None else None
         spec = spec_of(kind)
         if spec.drops:  # a later object of the same name starts empty
             names = set(msg.partition_names()) if spec.scope is Scope.PARTITION else None
@@ -102,7 +102,7 @@ def to_format(dump_dir: str, listings: dict[Key, dict[str, str]], version: int) 
         if kind not in DATA_KINDS:
             return doc
         if msg.rename_target is not None:
-            old = msg.before["table_name"]  # type: ignore[attr-defined]
+            old = msg.before.table_name
             for key in [k for k in listings if k[0] == old]:
                 listings[(msg.rename_target, key[1])] = listings.pop(key)
         changes: dict[Key, DataChange] = {}

@@ -27,6 +27,7 @@ from hmsrepl.metastore.database import make_engine, upgrade_schema
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent
 from hmsrepl.metastore.model import Database, FieldSchema, StorageDescriptor, Table
+from hmsrepl.metastore.payloads import DatabaseBody, DatabaseSnapshot, InsertBody, TableSnapshot
 from hmsrepl.metastore.schema import dbs, notification_log, notification_sequence
 
 WORKERS = 3
@@ -216,8 +217,10 @@ def _fail_after_emit(log: EventLog) -> None:
     """A catalog change and its events are written, then the caller's code fails before commit."""
     with log.transaction() as tx:
         tx.conn.execute(insert(dbs).values(name="doomed", doc="{}", create_time=0))
-        tx.emit(EventType.CREATE_DATABASE, "doomed", None, {"database": {"name": "doomed"}})
-        tx.emit(EventType.INSERT, "doomed", None, {"files": []})
+        tx.emit(
+            EventType.CREATE_DATABASE, "doomed", None, DatabaseBody(database=DatabaseSnapshot(name="doomed"))
+        )
+        tx.emit(EventType.INSERT, "doomed", None, InsertBody(table=TableSnapshot(db_name="doomed"), files=[]))
         raise _Boom("failure after emit")
 
 

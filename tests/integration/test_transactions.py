@@ -7,6 +7,7 @@ import pytest
 from hmsrepl.exceptions import InvalidObjectError, NoSuchTxnError, TxnAbortedError, TxnNotOpenError
 from hmsrepl.formats.writeids import MAX_ID, ValidWriteIdList
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.payloads import TableWriteId
 from tests.helpers import create_db_and_table, make_table
 
 ACID = {"transactional": "true", "transactional_properties": "insert_only"}
@@ -29,8 +30,8 @@ def test_write_ids_are_dense_per_table_and_stable_within_a_txn(acid_store: Metas
     assert acid_store.txns.allocate_table_write_ids([t2], "sales", "orders")[0].write_id == 2
     assert acid_store.txns.allocate_table_write_ids([t2], "sales", "items")[0].write_id == 1
     assert acid_store.txns.write_ids_of_txn(t2) == [
-        {"db": "sales", "table": "items", "write_id": 1},
-        {"db": "sales", "table": "orders", "write_id": 2},
+        TableWriteId(db="sales", table="items", write_id=1),
+        TableWriteId(db="sales", table="orders", write_id=2),
     ]
 
 

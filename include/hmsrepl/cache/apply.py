@@ -52,14 +52,22 @@ from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.messages import (
+    AbortTxnMessage,
+    AcidWriteMessage,
     AddPartitionMessage,
+    AllocWriteIdMessage,
     AlterPartitionMessage,
     AlterTableMessage,
+    CommitTxnMessage,
+    CreateTableMessage,
     DatabaseMessage,
+    DropDatabaseMessage,
     DropPartitionMessage,
+    DropTableMessage,
     Message,
 )
 from hmsrepl.metastore.model import Database, Partition, Table
+from hmsrepl.metastore.payloads import Snapshot, TableSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -75,37 +83,43 @@ class Scope:
 NOTHING = Scope(frozenset(), frozenset())
 
 
-def _table_scope(event: NotificationEvent, message: Message | None) -> Scope:
+AnyMessage = Message[Any]
+
+
+def _table_scope(event: NotificationEvent, message: AnyMessage | None) -> Scope:
     if not (event.db_name and event.table_name):
         return NOTHING
     return Scope(frozenset({(event.db_name, event.table_name)}), frozenset())
 
 
-def _altered_table_scope(event: NotificationEvent, message: Message | None) -> Scope:
+def _altered_table_scope(event: NotificationEvent, message: AnyMessage | None) -> Scope:
     """Both names of a rename (across databases too)."""
     scope = _table_scope(event, message)
     if not scope.tables:
         return scope
-    after = (message or parse_event(event)).table or {}
-    new = (str(after.get("db_name", event.db_name)), str(after.get("table_name", "")))
-    return Scope(scope.tables | {new}, frozenset())
+    after = (message or parse_event(event)).table
+    if after is None:
+        return scope
+    return Scope(scope.tables | {(after.db_name, after.table_name)}, frozenset())
 
 
-def _txn_end_scope(event: NotificationEvent, message: Message | None) -> Scope:
-    entries = (message or parse_event(event)).raw.get("write_ids") or []
-    return Scope(frozenset((entry["db"], entry["table"]) for entry in entries), frozenset())
+def _txn_end_scope(event: NotificationEvent, message: AnyMessage | None) -> Scope:
+    parsed = message or parse_event(event)
+    if not isinstance(parsed, CommitTxnMessage | AbortTxnMessage):
+        return NOTHING
+    return Scope(frozenset((entry.db, entry.table) for entry in parsed.body.write_ids), frozenset())
 
 
-def _database_scope(event: NotificationEvent, message: Message | None) -> Scope:
+def _database_scope(event: NotificationEvent, message: AnyMessage | None) -> Scope:
     return Scope(frozenset(), frozenset({event.db_name} if event.db_name else ()))
 
 
-def _no_scope(event: NotificationEvent, message: Message | None) -> Scope:
+def _no_scope(event: NotificationEvent, message: AnyMessage | None) -> Scope:
     """Nothing the cache holds: functions and column statistics are not cached, OPEN_TXN changes no table."""
     return NOTHING
 
 
-SCOPES: dict[EventType, Callable[[NotificationEvent, Message | None], Scope]] = {
+SCOPES: dict[EventType, Callable[[NotificationEvent, AnyMessage | None], Scope]] = {
     EventType.CREATE_DATABASE: _database_scope,
     EventType.ALTER_DATABASE: _database_scope,
     EventType.DROP_DATABASE: _database_scope,
@@ -136,25 +150,26 @@ SCOPES: dict[EventType, Callable[[NotificationEvent, Message | None], Scope]] = 
 """What each event type changes in the cache's terms."""
 
 
-def event_scope(event: NotificationEvent, message: Message | None = None) -> Scope:
+def event_scope(event: NotificationEvent, message: AnyMessage | None = None) -> Scope:
     """What ``event`` changes; a load that overlaps such an event may have read a mix of versions."""
     scope = SCOPES.get(event.event_type)  # type: ignore[call-overload]
     return scope(event, message) if scope is not None else NOTHING
 
 
-def empties_data(message: Message) -> bool:
+def empties_data(message: AlterTableMessage | AlterPartitionMessage) -> bool:
     """A truncate: the change leaves no file and the metadata as it was (format 1 flags it ``is_truncate``).
 
     An ALTER that changes metadata and records an empty object for the first time is no truncate.
     """
-    if message.raw.get("before") != message.raw.get("after"):
+    if message.body.before != message.body.after:
         return False
     return any(obj.change.complete and not obj.change.added for obj in message.objects())
 
 
-def snapshot_size(snapshot: dict[str, Any]) -> int:
+def snapshot_size(snapshot: dict[str, Any] | Snapshot) -> int:
     """Bytes of an object's JSON form: the cache's (approximate) measure of what an entry costs."""
-    return len(json.dumps(snapshot, separators=(",", ":")))
+    document = snapshot.to_json() if isinstance(snapshot, Snapshot) else snapshot
+    return len(json.dumps(document, separators=(",", ":")))
 
 
 class EventApplier:
@@ -170,7 +185,7 @@ class EventApplier:
         if handler is None:  # a type of no cached object (IGNORED), or one this version does not know
             return
         self._event_id = event.event_id
-        message: Message | None = None
+        message: AnyMessage | None = None
         with self.store.lock:
             try:
                 message = parse_event(event)
@@ -194,11 +209,11 @@ class EventApplier:
             return None
         return state
 
-    def _with_id(self, event: NotificationEvent, table_snapshot: dict[str, Any]) -> TableState | None:
+    def _with_id(self, event: NotificationEvent, table_snapshot: TableSnapshot) -> TableState | None:
         """Like ``_current``, but a different table id means the name now belongs to another table."""
         key = (event.db_name or "", event.table_name or "")
         state = self._current(event, key)
-        if state is not None and table_snapshot.get("id") != state.table_id:
+        if state is not None and table_snapshot.id != state.table_id:
             self._forget(key)
             return None
         return state
@@ -236,17 +251,16 @@ class EventApplier:
         return claim.txn_id if owner in (None, claim.txn_id) else None
 
     # -- databases (eventually consistent) --------------------------------------------------------------------
-    def _database(self, event: NotificationEvent, message: Message) -> None:
+    def _database(self, event: NotificationEvent, message: DatabaseMessage[Any]) -> None:
         name = event.db_name or ""
         current = self.store.database(name)
         if current is not None and event.event_id <= current.base_event_id:
             return
-        assert isinstance(message, DatabaseMessage)
-        snapshot = dict(message.database)
+        snapshot = message.database.to_json()
         entry = CachedObject(Database.model_validate(snapshot), snapshot_size(snapshot))
         self.store.put_database(name, DatabaseEntry(entry, event.event_id))
 
-    def _drop_database(self, event: NotificationEvent, message: Message) -> None:
+    def _drop_database(self, event: NotificationEvent, message: DropDatabaseMessage) -> None:
         name = event.db_name or ""
         current = self.store.database(name)
         if current is None or event.event_id > current.base_event_id:
@@ -257,12 +271,12 @@ class EventApplier:
                 self.store.remove(key)
 
     # -- tables -------------------------------------------------------------------------------------------------
-    def _create_table(self, event: NotificationEvent, message: Message) -> None:
+    def _create_table(self, event: NotificationEvent, message: CreateTableMessage) -> None:
         key = (event.db_name or "", event.table_name or "")
         existing = self.store.table(key)
         if existing is not None and event.event_id <= existing.base_event_id:
             return
-        snapshot = dict(message.raw["table"])
+        snapshot = message.table.to_json()
         table = Table.model_validate(snapshot)
         self.store.install(
             TableState(
@@ -274,11 +288,10 @@ class EventApplier:
             )
         )
 
-    def _alter_table(self, event: NotificationEvent, message: Message) -> None:
-        assert isinstance(message, AlterTableMessage)
-        before, after = dict(message.before), dict(message.table)
+    def _alter_table(self, event: NotificationEvent, message: AlterTableMessage) -> None:
+        before, after = message.before, message.table
         old_key = (event.db_name or "", event.table_name or "")
-        new_key = (after["db_name"], after["table_name"])
+        new_key = (after.db_name, after.table_name)
         if new_key != old_key:
             # A rename moves partitions (and their locations) and write ids in the database; rather than
             # re-derive all that, forget both names and load the table afresh under its new one.
@@ -291,89 +304,89 @@ class EventApplier:
         state = self._with_id(event, after)
         if state is None or empties_data(message):  # a truncate removes files, not metadata
             return
-        claim = claimed_write(before.get("parameters"), after.get("parameters") or {})
+        claim = claimed_write(before.parameters, after.parameters)
+        document = after.to_json()
         with self.store.changing(state):
-            self._change(state, ReplaceTable(Table.model_validate(after), snapshot_size(after)), claim)
+            self._change(state, ReplaceTable(Table.model_validate(document), snapshot_size(document)), claim)
 
-    def _drop_table(self, event: NotificationEvent, message: Message) -> None:
+    def _drop_table(self, event: NotificationEvent, message: DropTableMessage) -> None:
         key = (event.db_name or "", event.table_name or "")
         if self._current(event, key) is not None:
             self.store.remove(key)
 
-    def _add_partitions(self, event: NotificationEvent, message: Message) -> None:
-        assert isinstance(message, AddPartitionMessage)
-        state = self._with_id(event, message.raw["table"])
+    def _add_partitions(self, event: NotificationEvent, message: AddPartitionMessage) -> None:
+        state = self._with_id(event, message.table)
         if state is None:
             return
         with self.store.changing(state):
             for snapshot in message.partitions:
-                part = Partition.model_validate(snapshot)
-                change = PutPartition(state.partition_name(part.values), part, snapshot_size(snapshot))
+                document = snapshot.to_json()
+                part = Partition.model_validate(document)
+                change = PutPartition(state.partition_name(part.values), part, snapshot_size(document))
                 self._change(state, change, claimed_write(None, part.parameters))
 
-    def _alter_partition(self, event: NotificationEvent, message: Message) -> None:
-        assert isinstance(message, AlterPartitionMessage)
-        state = self._with_id(event, message.raw["table"])
+    def _alter_partition(self, event: NotificationEvent, message: AlterPartitionMessage) -> None:
+        state = self._with_id(event, message.table)
         if state is None or empties_data(message):
             return
-        after = dict(message.after)
+        after = message.after.to_json()
         part = Partition.model_validate(after)
-        claim = claimed_write(message.raw["before"].get("parameters"), part.parameters)
+        before = message.before
+        claim = claimed_write(before.parameters if before is not None else None, part.parameters)
         with self.store.changing(state):
             self._change(
                 state, PutPartition(state.partition_name(part.values), part, snapshot_size(after)), claim
             )
 
-    def _drop_partitions(self, event: NotificationEvent, message: Message) -> None:
-        assert isinstance(message, DropPartitionMessage)
-        state = self._with_id(event, message.raw["table"])
+    def _drop_partitions(self, event: NotificationEvent, message: DropPartitionMessage) -> None:
+        state = self._with_id(event, message.table)
         if state is None:
             return
         with self.store.changing(state):
             for snapshot in message.partitions:
-                self._change(state, DropPartition(state.partition_name(snapshot["values"])), None)
+                self._change(state, DropPartition(state.partition_name(snapshot.values)), None)
 
     # -- transactions -------------------------------------------------------------------------------------------
-    def _acid_write(self, event: NotificationEvent, message: Message) -> None:
-        body = message.raw
-        state = self._with_id(event, body["table"])
+    def _acid_write(self, event: NotificationEvent, message: AcidWriteMessage) -> None:
+        body = message.body
+        state = self._with_id(event, body.table)
         if state is None:
             return
-        partition = body.get("partition")
-        name = state.partition_name(partition["values"]) if partition else None
-        state.hold(int(body["txn_id"]), MarkWritten(int(body["write_id"]), name), event.event_id)
+        name = state.partition_name(body.partition.values) if body.partition is not None else None
+        state.hold(body.txn_id, MarkWritten(body.write_id, name), event.event_id)
 
-    def _alloc_write_ids(self, event: NotificationEvent, message: Message) -> None:
-        body = message.raw
-        key = (body["db"], body["table"])
+    def _alloc_write_ids(self, event: NotificationEvent, message: AllocWriteIdMessage) -> None:
+        body = message.body
+        key = (body.db, body.table)
         state = self._current(event, key)
         if state is None:
             return
         try:
             ids = state.write_ids
-            for pair in body["txn_to_write_ids"]:
-                ids = allocated(ids, int(pair["write_id"]))
-                state.owners[int(pair["write_id"])] = int(pair["txn_id"])
+            for pair in body.txn_to_write_ids:
+                ids = allocated(ids, pair.write_id)
+                state.owners[pair.write_id] = pair.txn_id
             state.write_ids = ids
         except WriteIdStateError:
             log.warning("cache: %s; reloading %s.%s", event.event_id, *key, exc_info=True)
             self._forget(key)
 
-    def _commit_txn(self, event: NotificationEvent, message: Message) -> None:
+    def _commit_txn(self, event: NotificationEvent, message: CommitTxnMessage) -> None:
         self._end_txn(event, message, commit=True)
 
-    def _abort_txn(self, event: NotificationEvent, message: Message) -> None:
+    def _abort_txn(self, event: NotificationEvent, message: AbortTxnMessage) -> None:
         self._end_txn(event, message, commit=False)
 
-    def _end_txn(self, event: NotificationEvent, message: Message, *, commit: bool) -> None:
-        body = message.raw
-        txn_id = int(body["txn_id"])
-        for entry in body.get("write_ids") or []:
-            key = (entry["db"], entry["table"])
+    def _end_txn(
+        self, event: NotificationEvent, message: CommitTxnMessage | AbortTxnMessage, *, commit: bool
+    ) -> None:
+        txn_id = message.body.txn_id
+        for entry in message.body.write_ids:
+            key = (entry.db, entry.table)
             state = self._current(event, key)
             if state is None:
                 continue
-            write_id = int(entry["write_id"])
+            write_id = entry.write_id
             try:
                 ids = committed(state.write_ids, write_id) if commit else aborted(state.write_ids, write_id)
             except WriteIdStateError:
@@ -409,7 +422,9 @@ def _shown(change: Change) -> Table | Partition | None:
     return None
 
 
-Handler = Callable[[EventApplier, NotificationEvent, Message], None]
+Handler = Callable[[EventApplier, NotificationEvent, Any], None]
+"""A handler receives the message class of the event type it is registered for (``SPECS``; checked by
+``tests/unit/test_event_specs.py``), so it reads its typed body without a downcast."""
 HANDLERS: dict[EventType, Handler] = {
     EventType.CREATE_DATABASE: EventApplier._database,
     EventType.ALTER_DATABASE: EventApplier._database,

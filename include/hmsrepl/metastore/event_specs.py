@@ -9,26 +9,40 @@ has a spec and that every reader's behaviour table covers every type.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from hmsrepl.metastore.events import EventType, NotificationEvent
+import msgspec
+
+from hmsrepl.metastore.events import EventType, NotificationEvent, message_json
 from hmsrepl.metastore.messages import (
+    AbortTxnMessage,
+    AcidWriteMessage,
     AddPartitionMessage,
+    AllocWriteIdMessage,
+    AlterDatabaseMessage,
     AlterPartitionMessage,
     AlterTableMessage,
-    ColumnStatMessage,
+    CommitTxnMessage,
+    CreateDatabaseMessage,
+    CreateFunctionMessage,
     CreateTableMessage,
-    DatabaseMessage,
+    DeletePartitionColumnStatMessage,
+    DeleteTableColumnStatMessage,
+    DropDatabaseMessage,
+    DropFunctionMessage,
     DropPartitionMessage,
     DropTableMessage,
-    FunctionMessage,
     InsertMessage,
     Message,
-    TxnMessage,
+    OpenTxnMessage,
+    UpdatePartitionColumnStatMessage,
+    UpdateTableColumnStatMessage,
 )
+from hmsrepl.metastore.payloads import Payload
 
 
 class Scope(StrEnum):
@@ -43,7 +57,7 @@ class Scope(StrEnum):
 @dataclass(frozen=True)
 class EventSpec:
     kind: EventType
-    message: type[Message]
+    message: type[Message[Any]]
     scope: Scope
     transactional: bool = False  # part of a transaction's replay: never compacted, a barrier for its tables
     structural: bool = False  # creates or adds an object: a later event never makes it redundant
@@ -59,10 +73,15 @@ SPECS: dict[EventType, EventSpec] = {
     spec.kind: spec
     for spec in (
         EventSpec(
-            E.CREATE_DATABASE, DatabaseMessage, Scope.DATABASE, structural=True, replayed=False, db_wide=True
+            E.CREATE_DATABASE,
+            CreateDatabaseMessage,
+            Scope.DATABASE,
+            structural=True,
+            replayed=False,
+            db_wide=True,
         ),
-        EventSpec(E.ALTER_DATABASE, DatabaseMessage, Scope.DATABASE, db_wide=True),
-        EventSpec(E.DROP_DATABASE, DatabaseMessage, Scope.DATABASE, drops=True, db_wide=True),
+        EventSpec(E.ALTER_DATABASE, AlterDatabaseMessage, Scope.DATABASE, db_wide=True),
+        EventSpec(E.DROP_DATABASE, DropDatabaseMessage, Scope.DATABASE, drops=True, db_wide=True),
         EventSpec(E.CREATE_TABLE, CreateTableMessage, Scope.TABLE, structural=True, data=True),
         EventSpec(E.ALTER_TABLE, AlterTableMessage, Scope.TABLE, data=True),
         EventSpec(E.DROP_TABLE, DropTableMessage, Scope.TABLE, drops=True),
@@ -70,17 +89,17 @@ SPECS: dict[EventType, EventSpec] = {
         EventSpec(E.ALTER_PARTITION, AlterPartitionMessage, Scope.PARTITION, data=True),
         EventSpec(E.DROP_PARTITION, DropPartitionMessage, Scope.PARTITION, drops=True),
         EventSpec(E.INSERT, InsertMessage, Scope.PARTITION, data=True),
-        EventSpec(E.CREATE_FUNCTION, FunctionMessage, Scope.FUNCTION, structural=True, db_wide=True),
-        EventSpec(E.DROP_FUNCTION, FunctionMessage, Scope.FUNCTION, drops=True, db_wide=True),
-        EventSpec(E.OPEN_TXN, TxnMessage, Scope.TXN, transactional=True),
-        EventSpec(E.COMMIT_TXN, TxnMessage, Scope.TXN, transactional=True),
-        EventSpec(E.ABORT_TXN, TxnMessage, Scope.TXN, transactional=True),
-        EventSpec(E.ALLOC_WRITE_ID, TxnMessage, Scope.TXN, transactional=True),
-        EventSpec(E.ACID_WRITE, TxnMessage, Scope.TXN, transactional=True),
-        EventSpec(E.UPDATE_TABLE_COLUMN_STAT, ColumnStatMessage, Scope.STATS, floats=True),
-        EventSpec(E.UPDATE_PARTITION_COLUMN_STAT, ColumnStatMessage, Scope.STATS, floats=True),
-        EventSpec(E.DELETE_TABLE_COLUMN_STAT, ColumnStatMessage, Scope.STATS, floats=True),
-        EventSpec(E.DELETE_PARTITION_COLUMN_STAT, ColumnStatMessage, Scope.STATS, floats=True),
+        EventSpec(E.CREATE_FUNCTION, CreateFunctionMessage, Scope.FUNCTION, structural=True, db_wide=True),
+        EventSpec(E.DROP_FUNCTION, DropFunctionMessage, Scope.FUNCTION, drops=True, db_wide=True),
+        EventSpec(E.OPEN_TXN, OpenTxnMessage, Scope.TXN, transactional=True),
+        EventSpec(E.COMMIT_TXN, CommitTxnMessage, Scope.TXN, transactional=True),
+        EventSpec(E.ABORT_TXN, AbortTxnMessage, Scope.TXN, transactional=True),
+        EventSpec(E.ALLOC_WRITE_ID, AllocWriteIdMessage, Scope.TXN, transactional=True),
+        EventSpec(E.ACID_WRITE, AcidWriteMessage, Scope.TXN, transactional=True),
+        EventSpec(E.UPDATE_TABLE_COLUMN_STAT, UpdateTableColumnStatMessage, Scope.STATS, floats=True),
+        EventSpec(E.UPDATE_PARTITION_COLUMN_STAT, UpdatePartitionColumnStatMessage, Scope.STATS, floats=True),
+        EventSpec(E.DELETE_TABLE_COLUMN_STAT, DeleteTableColumnStatMessage, Scope.STATS, floats=True),
+        EventSpec(E.DELETE_PARTITION_COLUMN_STAT, DeletePartitionColumnStatMessage, Scope.STATS, floats=True),
     )
 }
 
@@ -111,10 +130,25 @@ def spec_of(kind: str) -> EventSpec:
 
 def parse(
     kind: str, body: Mapping[str, Any], db_name: str | None = None, table_name: str | None = None
-) -> Message:
+) -> Message[Any]:
     """The typed message of one event's stored body."""
     return spec_of(kind).message.parse(kind, body, db_name, table_name)
 
 
-def parse_event(event: NotificationEvent) -> Message:
-    return parse(event.event_type, event.body(), event.db_name, event.table_name)
+def parse_event(event: NotificationEvent) -> Message[Any]:
+    """The typed message of a logged event, decoded from its stored text straight into its payload type.
+
+    A text the typed decoder refuses (NaN in statistics, which only the standard library reads, or a
+    document that does not fit) takes the document path, which reads what can be read and names the rest.
+    """
+    message = spec_of(event.event_type).message
+    try:
+        body = _decoder(message.body_type).decode(message_json(event.message, event.message_format))
+    except msgspec.DecodeError:
+        return parse(event.event_type, event.body(), event.db_name, event.table_name)
+    return message(event.event_type, body, event.db_name, event.table_name)
+
+
+@functools.cache
+def _decoder(body_type: type[Payload]) -> msgspec.json.Decoder[Payload]:
+    return msgspec.json.Decoder(body_type)

@@ -32,6 +32,7 @@ from hmsrepl.exceptions import EventsCleanedUpError
 from hmsrepl.metastore.database import reads, writer
 from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent, encode_message
+from hmsrepl.metastore.payloads import Payload
 from hmsrepl.metastore.protection import check_crossing, check_writable
 from hmsrepl.metastore.schema import notification_log, notification_sequence
 
@@ -51,9 +52,11 @@ class MetastoreTransaction:
     event_ids: list[int] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what components gather per transaction
 
-    def emit(
-        self, event_type: EventType, db_name: str | None, table_name: str | None, body: dict[str, Any]
-    ) -> None:
+    def emit(self, event_type: EventType, db_name: str | None, table_name: str | None, body: Payload) -> None:
+        """Log an event of this transaction; ``body`` is the payload its type carries (``SPECS``)."""
+        wanted = SPECS[event_type].message.body_type
+        if not isinstance(body, wanted):
+            raise TypeError(f"{event_type} carries a {wanted.__name__}, not a {type(body).__name__}")
         event = PendingEvent(event_type, db_name, table_name, body)
         check_crossing(self.conn, event)  # a rename into a protected database: refused before its file work
         self.events.append(event)
@@ -167,7 +170,7 @@ class EventLog:
                 }
             )
         conn.execute(insert(notification_log), rows)
-        return [row["event_id"] for row in rows]
+        return [next_id + offset for offset in range(len(rows))]
 
     @staticmethod
     def _take_ids(conn: Connection, count: int) -> int:
@@ -180,12 +183,12 @@ class EventLog:
         advance = update(seq).where(seq.c.id == 1)
         if conn.dialect.update_returning:
             stmt = advance.values(next_event_id=seq.c.next_event_id + count).returning(seq.c.next_event_id)
-            return conn.execute(stmt).scalar_one() - count
+            return int(conn.execute(stmt).scalar_one()) - count
         next_id = conn.execute(
             select(seq.c.next_event_id).where(seq.c.id == 1).with_for_update()
         ).scalar_one()
         conn.execute(advance.values(next_event_id=next_id + count))
-        return next_id
+        return int(next_id)
 
     def append(self, events: Sequence[PendingEvent]) -> list[int]:
         """Log events that have no catalog change of their own (e.g. fire_listener_event), in one batch."""
@@ -201,7 +204,7 @@ class EventLog:
     @staticmethod
     def _current(conn: Connection) -> int:
         seq = notification_sequence
-        return conn.execute(select(seq.c.next_event_id).where(seq.c.id == 1)).scalar_one() - 1
+        return int(conn.execute(select(seq.c.next_event_id).where(seq.c.id == 1)).scalar_one()) - 1
 
     def next_events(
         self,

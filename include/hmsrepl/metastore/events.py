@@ -15,6 +15,7 @@ from typing import Any
 
 from hmsrepl.formats.bounded import inflate_gzip
 from hmsrepl.formats.json_text import dumps_sorted, loads
+from hmsrepl.metastore.payloads import Payload, encode
 
 JSON_FORMAT = "json-1"
 GZIP_JSON_FORMAT = "gzip(json-1)"
@@ -45,24 +46,31 @@ class EventType(StrEnum):
 
 
 def encode_message(
-    body: dict[str, Any], *, compress: bool, compress_min_bytes: int, exact_floats: bool = False
+    body: Payload | dict[str, Any], *, compress: bool, compress_min_bytes: int, exact_floats: bool = False
 ) -> tuple[str, str]:
-    """Return (stored text, message_format); ``exact_floats``: the body may hold NaN (``EventSpec.floats``)."""
-    data = dumps_sorted(body, exact_floats=exact_floats)
+    """Return (stored text, message_format); ``exact_floats``: the body may hold NaN (``EventSpec.floats``).
+
+    ``body`` is an event's typed payload, or a document already in the log's form (a copy of stored events).
+    """
+    data = dumps_sorted(encode(body) if isinstance(body, Payload) else body, exact_floats=exact_floats)
     if compress and len(data) >= compress_min_bytes:
         packed = base64.b64encode(gzip.compress(data, compresslevel=5)).decode("ascii")
         return packed, GZIP_JSON_FORMAT
     return data.decode("utf-8"), JSON_FORMAT
 
 
+def message_json(text: str, message_format: str) -> bytes | str:
+    """A stored message's JSON text (inflated when the log stored it compressed)."""
+    if message_format == GZIP_JSON_FORMAT:
+        return inflate_gzip(base64.b64decode(text), "notification message")
+    if message_format == JSON_FORMAT:
+        return text
+    raise ValueError(f"unknown notification message format '{message_format}'")
+
+
 def decode_message(text: str, message_format: str) -> dict[str, Any]:
     """A notification message's document: always a JSON object (a message of any other shape is refused)."""
-    if message_format == GZIP_JSON_FORMAT:
-        document = loads(inflate_gzip(base64.b64decode(text), "notification message"))
-    elif message_format == JSON_FORMAT:
-        document = loads(text)
-    else:
-        raise ValueError(f"unknown notification message format '{message_format}'")
+    document = loads(message_json(text, message_format))
     if not isinstance(document, dict):
         raise ValueError(f"a notification message must be a JSON object, not {type(document).__name__}")
     return document
@@ -87,9 +95,12 @@ class NotificationEvent:
 
 @dataclass
 class PendingEvent:
-    """An event created inside a metastore transaction, numbered when the transaction commits."""
+    """An event created inside a metastore transaction, numbered when the transaction commits.
+
+    ``body``: the typed payload of a catalog write, or a document already in the log's form.
+    """
 
     event_type: EventType
     db_name: str | None
     table_name: str | None
-    body: dict[str, Any]
+    body: Payload | dict[str, Any]

@@ -1,4 +1,4 @@
-"""Typed notification messages: each stored message parsed once, into the class its event type names.
+"""Typed notification messages: one class per event type, each holding its typed body (``payloads``).
 
 Readers (dump, consolidation, compaction, load, ACID replay, the metadata cache) used to read message bodies
 by key and re-derive the same facts each in its own way ("does this ALTER carry a new listing?", "which files
@@ -12,8 +12,9 @@ does this event name?"). A message class answers those once, for both message fo
   exactly the source's listing as of the event. ``complete`` marks a change whose ``added`` is the whole
   listing (creates, bootstraps, overwrites that kept no file, truncates).
 
-Both formats parse to the same ``DataChange``: a format-1 listing is a complete change. Snapshots stay the
-JSON documents the log stores (they go to the target as they are).
+Both formats parse to the same ``DataChange``: a format-1 listing is a complete change. A message is parsed
+once, where its document enters (``parse``), and its document is made again only where it leaves
+(``document``: a dump writes it).
 """
 
 from __future__ import annotations
@@ -21,123 +22,54 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, cast
+from typing import Any, ClassVar, Generic, TypeVar
 
-from hmsrepl.exceptions import HmsReplError
-from hmsrepl.formats import listing_digest
-from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.metastore.payloads import (
+    MESSAGE_FORMAT_VERSION,
+    AbortTxnBody,
+    AcidWriteBody,
+    AddPartitionBody,
+    AllocWriteIdBody,
+    AlterDatabaseBody,
+    AlterPartitionBody,
+    AlterTableBody,
+    CommitTxnBody,
+    CreateTableBody,
+    DatabaseBody,
+    DatabaseSnapshot,
+    DataChange,
+    DeleteColumnStatBody,
+    DropPartitionBody,
+    DropTableBody,
+    FunctionBody,
+    FunctionSnapshot,
+    InsertBody,
+    ListingMismatchError,
+    OpenTxnBody,
+    PartitionSnapshot,
+    Payload,
+    TableSnapshot,
+    UpdateColumnStatBody,
+    checksum_of,
+    convert,
+    encode,
+    relative_path,
+)
 
-MESSAGE_FORMAT_VERSION = 2
-DATA_KEYS = ("files", "is_truncate", "data")
-"""Where a message of either format keeps its data change: without them, an event changes metadata only."""
+__all__ = [
+    "MESSAGE_FORMAT_VERSION",
+    "DataChange",
+    "ListingMismatchError",
+    "checksum_of",
+    "relative_path",
+]
 
-
-class ListingMismatchError(HmsReplError):
-    """Deltas applied to a held listing did not give the listing the source recorded."""
-
-
-def relative_path(encoded: str) -> str:
-    """Where an encoded file sits below its object's location: its subdirectory and name."""
-    entry = EncodedFileUri.decode(encoded)
-    return f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
-
-
-def checksum_of(encoded: str) -> str:
-    return EncodedFileUri.decode(encoded).checksum
-
-
-@dataclass(frozen=True)
-class DataChange:
-    """What one write did to one table's or partition's data files."""
-
-    added: tuple[str, ...] = ()  # encoded URIs of files new or changed by the write
-    removed: tuple[str, ...] = ()  # relative paths of files the write removed (not with ``complete``)
-    complete: bool = False  # ``added`` is the whole listing after the change: nothing else remains
-    count: int | None = None  # files after the change (format 2)
-    digest: str | None = None  # listing digest after the change (format 2)
-
-    @classmethod
-    def full(cls, files: Iterable[str]) -> DataChange:
-        """A change that sets the listing to ``files`` (format 1's listings, bootstraps, overwrites)."""
-        added = tuple(files)
-        digest = listing_digest.of((relative_path(f), checksum_of(f)) for f in added)
-        return cls(added, (), True, len(added), digest)
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> DataChange:
-        return cls(
-            tuple(doc.get("added") or ()),
-            tuple(doc.get("removed") or ()),
-            bool(doc.get("complete")),
-            doc.get("count"),
-            doc.get("digest"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"added": list(self.added), "removed": list(self.removed)}
-        if self.complete:
-            doc["complete"] = True
-        if self.count is not None:
-            doc["count"] = self.count
-        if self.digest is not None:
-            doc["digest"] = self.digest
-        return doc
-
-    @property
-    def is_empty(self) -> bool:
-        """A write that changed no file (e.g. the second event of a client's write pair)."""
-        return not self.added and not self.removed and not self.complete
-
-    def apply(self, listing: Mapping[str, str]) -> dict[str, str]:
-        """The listing (relative path -> encoded URI) after this change, given the one before it."""
-        out = {} if self.complete else dict(listing)
-        for rel in self.removed:
-            out.pop(rel, None)
-        for encoded in self.added:
-            out[relative_path(encoded)] = encoded
-        return out
-
-    def check(self, listing: Mapping[str, str], what: str) -> None:
-        """Raise unless ``listing`` (after applying this change) is the one the source recorded."""
-        digest = None
-        if self.digest is not None and (self.count is None or len(listing) == self.count):
-            digest = listing_digest.of((rel, checksum_of(enc)) for rel, enc in listing.items())
-        self.check_summary(len(listing), digest, what)
-
-    def check_summary(self, count: int, digest: str | None, what: str) -> None:
-        """Raise unless a listing of ``count`` files with ``digest`` (None: not computed) is the source's.
-
-        A load that keeps a listing's summary up to date per change checks it without the listing itself.
-        """
-        if self.count is not None and count != self.count:
-            raise ListingMismatchError(
-                f"{what}: rebuilt listing has {count} files, the source recorded {self.count}; an "
-                "event is missing or was applied twice: load from a new bootstrap dump"
-            )
-        if self.digest is not None and digest is not None and digest != self.digest:
-            raise ListingMismatchError(
-                f"{what}: rebuilt listing differs from the source's (digest {digest} != {self.digest}); "
-                "an event is missing or was applied twice: load from a new bootstrap dump"
-            )
-
-
-def _data_v1(body: Mapping[str, Any], always: bool = False) -> DataChange | None:
-    files = body.get("files")
-    if always or files or body.get("is_truncate"):
-        return DataChange.full(files or ())
-    return None
-
-
-def _data(body: Mapping[str, Any], always: bool = False) -> DataChange | None:
-    """The message's data change in either format (None: metadata only)."""
-    if body.get("v", 1) >= 2:
-        doc = body.get("data")
-        return DataChange.from_json(doc) if doc is not None else None
-    return _data_v1(body, always)
+B = TypeVar("B", bound=Payload)
 
 
 def partition_key_names(table: Mapping[str, Any]) -> list[str]:
+    """The partition keys of a table document (for builders of documents)."""
     return [k["name"] for k in table.get("partition_keys") or []]
 
 
@@ -145,34 +77,49 @@ def partition_key_names(table: Mapping[str, Any]) -> list[str]:
 class ObjectData:
     """One object's data change in an event: its snapshot (table or partition), location and change."""
 
-    snapshot: Mapping[str, Any]
+    snapshot: TableSnapshot | PartitionSnapshot
     partition_name: str | None
     change: DataChange
 
     @property
     def location(self) -> str | None:
-        return (self.snapshot.get("sd") or {}).get("location")
+        return self.snapshot.sd.location
 
 
 @dataclass(frozen=True)
-class Message:
-    """A parsed message. ``raw`` is the stored document, for the parts that go to the target as they are."""
+class Message(Generic[B]):
+    """A parsed message: its event type, typed body, and the database and table the log files it under."""
 
     kind: str
-    raw: Mapping[str, Any]
+    body: B
     db_name: str | None = None
     table_name: str | None = None
-    version: int = 1
+    body_type: ClassVar[type[Payload]] = Payload
 
     @classmethod
-    def parse(cls, kind: str, body: Mapping[str, Any], db: str | None, table: str | None) -> Message:
-        return cls(kind, body, db, table, int(body.get("v", 1)))
+    def parse(cls, kind: str, document: Mapping[str, Any], db: str | None, table: str | None) -> Message[B]:
+        """The message of one stored document (the log's or a dump's edge: the only place it is read)."""
+        body: B = convert(document, cls.body_type, f"{kind} message")  # type: ignore[assignment]
+        return cls(kind, body, db, table)
+
+    def document(self) -> dict[str, Any]:
+        """The stored document of this message (what a dump writes: the document that was read)."""
+        return encode(self.body)
 
     # -- facts every reader asks; each class answers for its own events --------------------------------
     @property
-    def table(self) -> Mapping[str, Any] | None:
+    def version(self) -> int:
+        return 1
+
+    @property
+    def table(self) -> TableSnapshot | None:
         """The table's snapshot as of the event (after an ALTER), None for non-table events."""
-        return self.raw.get("table")
+        return None
+
+    @property
+    def carries_data(self) -> bool:
+        """The document names a data change (in either format), even an empty one."""
+        return False
 
     @property
     def rename_target(self) -> str | None:
@@ -201,87 +148,166 @@ class Message:
         """Every file the event adds (what a dump's ``_files`` names for it)."""
         return [f for obj in self.objects() for f in obj.change.added]
 
-    def _partition_name(self, snapshot: Mapping[str, Any]) -> str:
-        return make_partition_name(self._key_names, snapshot["values"])
+    def _partition_name(self, snapshot: PartitionSnapshot) -> str:
+        return make_partition_name(self._key_names, snapshot.values)
 
     @cached_property
     def _key_names(self) -> list[str]:
-        return partition_key_names(self.table or {})
+        table = self.table
+        return table.partition_key_names if table is not None else []
 
 
-class DatabaseMessage(Message):
+# -- databases and functions -----------------------------------------------------------------------------
+class DatabaseMessage(Message[B]):
     @property
-    def database(self) -> Mapping[str, Any]:
-        return cast("Mapping[str, Any]", self.raw.get("after") or self.raw["database"])
+    def database(self) -> DatabaseSnapshot:
+        raise NotImplementedError
 
 
-class FunctionMessage(Message):
+class CreateDatabaseMessage(DatabaseMessage[DatabaseBody]):
+    body_type = DatabaseBody
+
     @property
-    def function(self) -> Mapping[str, Any]:
-        return cast("Mapping[str, Any]", self.raw["function"])
+    def database(self) -> DatabaseSnapshot:
+        return self.body.database
 
 
-class CreateTableMessage(Message):
-    def objects(self) -> list[ObjectData]:
-        table = self.raw["table"]
-        if partition_key_names(table):
-            return []
-        change = _data(self.raw, always=True)
-        return [ObjectData(table, None, change)] if change is not None else []
-
-
-class DropTableMessage(Message):
+class DropDatabaseMessage(CreateDatabaseMessage):
     pass
 
 
-class AlterTableMessage(Message):
-    @property
-    def table(self) -> Mapping[str, Any]:
-        return cast("Mapping[str, Any]", self.raw["after"])
+class AlterDatabaseMessage(DatabaseMessage[AlterDatabaseBody]):
+    body_type = AlterDatabaseBody
 
     @property
-    def before(self) -> Mapping[str, Any]:
-        return cast("Mapping[str, Any]", self.raw["before"])
+    def database(self) -> DatabaseSnapshot:
+        return self.body.after
+
+    @property
+    def before(self) -> DatabaseSnapshot:
+        return self.body.before
+
+
+class FunctionMessage(Message[FunctionBody]):
+    body_type = FunctionBody
+
+    @property
+    def function(self) -> FunctionSnapshot:
+        return self.body.function
+
+
+class CreateFunctionMessage(FunctionMessage):
+    pass
+
+
+class DropFunctionMessage(FunctionMessage):
+    pass
+
+
+# -- tables and partitions -------------------------------------------------------------------------------
+class CreateTableMessage(Message[CreateTableBody]):
+    body_type = CreateTableBody
+
+    @property
+    def table(self) -> TableSnapshot:
+        return self.body.table
+
+    @property
+    def version(self) -> int:
+        return self.body.version
+
+    @property
+    def carries_data(self) -> bool:
+        return self.body.carries_data
+
+    def objects(self) -> list[ObjectData]:
+        if self.body.table.partition_keys:
+            return []
+        change = self.body.change(always=True)
+        return [ObjectData(self.body.table, None, change)] if change is not None else []
+
+
+class DropTableMessage(Message[DropTableBody]):
+    body_type = DropTableBody
+
+    @property
+    def table(self) -> TableSnapshot:
+        return self.body.table
+
+
+class AlterTableMessage(Message[AlterTableBody]):
+    body_type = AlterTableBody
+
+    @property
+    def table(self) -> TableSnapshot:
+        return self.body.after
+
+    @property
+    def before(self) -> TableSnapshot:
+        return self.body.before
+
+    @property
+    def version(self) -> int:
+        return self.body.version
+
+    @property
+    def carries_data(self) -> bool:
+        return self.body.carries_data
 
     @property
     def rename_target(self) -> str | None:
-        new = self.raw["after"]["table_name"]
-        return new if new != self.raw["before"]["table_name"] else None
+        new = self.body.after.table_name
+        return new if new != self.body.before.table_name else None
 
     @property
     def data(self) -> DataChange | None:
-        if partition_key_names(self.raw["after"]):
+        if self.body.after.partition_keys:
             return None  # partitions carry their own files
-        return _data(self.raw)
+        return self.body.change()
 
     def objects(self) -> list[ObjectData]:
         change = self.data
-        return [ObjectData(self.raw["after"], None, change)] if change is not None else []
+        return [ObjectData(self.body.after, None, change)] if change is not None else []
 
 
-class PartitionListMessage(Message):
+P = TypeVar("P", AddPartitionBody, DropPartitionBody)
+
+
+class PartitionListMessage(Message[P]):
     """An event naming a list of partitions (added or dropped)."""
 
     @property
-    def partitions(self) -> list[Mapping[str, Any]]:
-        return list(self.raw["partitions"])
+    def table(self) -> TableSnapshot:
+        return self.body.table
+
+    @property
+    def partitions(self) -> list[PartitionSnapshot]:
+        return self.body.partitions
 
     @cached_property
     def _names(self) -> tuple[str, ...]:
         """Made once: a dump, its validation and a load each ask for them several times (escaping is the
         costly part of a metadata replay's partition events)."""
-        return tuple(self._partition_name(p) for p in self.raw["partitions"])
+        return tuple(self._partition_name(p) for p in self.body.partitions)
 
     def partition_names(self) -> tuple[str, ...]:
         return self._names
 
 
-class AddPartitionMessage(PartitionListMessage):
+class AddPartitionMessage(PartitionListMessage[AddPartitionBody]):
+    body_type = AddPartitionBody
+
+    @property
+    def version(self) -> int:
+        return self.body.version
+
+    @property
+    def carries_data(self) -> bool:
+        return self.body.carries_data
+
     def changes(self) -> list[DataChange | None]:
         """One change per partition (None: an ACID partition, whose files come with its writes)."""
-        if self.version >= 2:
-            return [DataChange.from_json(d) if d is not None else None for d in self.raw.get("data") or []]
-        return [DataChange.full(f) if f is not None else None for f in self.raw.get("files") or []]
+        return self.body.changes()
 
     def objects(self) -> list[ObjectData]:
         return [
@@ -291,23 +317,41 @@ class AddPartitionMessage(PartitionListMessage):
         ]
 
 
-class DropPartitionMessage(PartitionListMessage):
-    pass
+class DropPartitionMessage(PartitionListMessage[DropPartitionBody]):
+    body_type = DropPartitionBody
 
 
-class AlterPartitionMessage(Message):
+class AlterPartitionMessage(Message[AlterPartitionBody]):
+    body_type = AlterPartitionBody
+
     @property
-    def after(self) -> Mapping[str, Any]:
-        return cast("Mapping[str, Any]", self.raw["after"])
+    def table(self) -> TableSnapshot:
+        return self.body.table
+
+    @property
+    def after(self) -> PartitionSnapshot:
+        return self.body.after
+
+    @property
+    def before(self) -> PartitionSnapshot | None:
+        return self.body.before
+
+    @property
+    def version(self) -> int:
+        return self.body.version
+
+    @property
+    def carries_data(self) -> bool:
+        return self.body.carries_data
 
     @property
     def renames(self) -> bool:
-        before = self.raw.get("before") or {}
-        return "values" in before and before["values"] != self.after.get("values")
+        before = self.body.before
+        return before is not None and before.values != self.body.after.values
 
     @property
     def data(self) -> DataChange | None:
-        return _data(self.raw)
+        return self.body.change()
 
     def objects(self) -> list[ObjectData]:
         change = self.data
@@ -321,53 +365,115 @@ class AlterPartitionMessage(Message):
         return self._partition_name(self.after)
 
 
-class InsertMessage(Message):
+class InsertMessage(Message[InsertBody]):
+    body_type = InsertBody
+
     @property
-    def partition(self) -> Mapping[str, Any] | None:
-        return self.raw.get("partition")
+    def table(self) -> TableSnapshot:
+        return self.body.table
+
+    @property
+    def partition(self) -> PartitionSnapshot | None:
+        return self.body.partition
+
+    @property
+    def version(self) -> int:
+        return self.body.version
+
+    @property
+    def carries_data(self) -> bool:
+        return self.body.carries_data
 
     @property
     def data(self) -> DataChange:
-        change = _data(self.raw, always=True)
-        assert change is not None
-        return change
+        change = self.body.change(always=True)
+        return change if change is not None else DataChange()
 
     def objects(self) -> list[ObjectData]:
         part = self.partition
-        if part:
+        if part is not None:
             return [ObjectData(part, self._partition_name(part), self.data)]
-        return [ObjectData(self.raw["table"], None, self.data)]
+        return [ObjectData(self.body.table, None, self.data)]
 
     def partition_names(self) -> tuple[str, ...]:
-        return (self._partition_name(self.partition),) if self.partition else ()
+        return (self._partition_name(self.partition),) if self.partition is not None else ()
 
 
-class TxnMessage(Message):
-    @property
-    def table(self) -> Mapping[str, Any] | None:
-        return self.raw.get("table") if isinstance(self.raw.get("table"), dict) else None
+# -- transactions ------------------------------------------------------------------------------------------
+T = TypeVar("T", OpenTxnBody, CommitTxnBody, AbortTxnBody, AllocWriteIdBody, AcidWriteBody)
+
+
+class TxnMessage(Message[T]):
+    """An event of a transaction's replay: its tables are the ones its writes and write ids name."""
 
     def txn_tables(self) -> tuple[str, ...]:
         """Names of the tables a commit or abort names (its writes and write ids)."""
-        names = {
-            entry["table"]
-            for key in ("write_ids", "writes")
-            for entry in self.raw.get(key) or []
-            if isinstance(entry, dict) and entry.get("table")
-        }
-        return tuple(sorted(names))
+        return ()
+
+
+class OpenTxnMessage(TxnMessage[OpenTxnBody]):
+    body_type = OpenTxnBody
+
+
+class CommitTxnMessage(TxnMessage[CommitTxnBody]):
+    body_type = CommitTxnBody
+
+    def txn_tables(self) -> tuple[str, ...]:
+        names = {w.table for w in self.body.write_ids} | {w.table for w in self.body.writes}
+        return tuple(sorted(name for name in names if name))
 
     def files(self) -> list[str]:
-        return [f for write in self.raw.get("writes") or [] for f in write.get("files") or []]
+        return [f for write in self.body.writes for f in write.files]
 
 
-class ColumnStatMessage(Message):
+class AbortTxnMessage(TxnMessage[AbortTxnBody]):
+    body_type = AbortTxnBody
+
+    def txn_tables(self) -> tuple[str, ...]:
+        return tuple(sorted({w.table for w in self.body.write_ids if w.table}))
+
+
+class AllocWriteIdMessage(TxnMessage[AllocWriteIdBody]):
+    body_type = AllocWriteIdBody
+
+
+class AcidWriteMessage(TxnMessage[AcidWriteBody]):
+    body_type = AcidWriteBody
+
+    @property
+    def table(self) -> TableSnapshot:
+        return self.body.table
+
+
+# -- column statistics -----------------------------------------------------------------------------------
+class UpdateColumnStatMessage(Message[UpdateColumnStatBody]):
+    body_type = UpdateColumnStatBody
+
+
+class UpdateTableColumnStatMessage(UpdateColumnStatMessage):
+    pass
+
+
+class UpdatePartitionColumnStatMessage(UpdateColumnStatMessage):
+    pass
+
+
+class DeleteColumnStatMessage(Message[DeleteColumnStatBody]):
+    body_type = DeleteColumnStatBody
+
+
+class DeleteTableColumnStatMessage(DeleteColumnStatMessage):
+    pass
+
+
+class DeletePartitionColumnStatMessage(DeleteColumnStatMessage):
     pass
 
 
 @dataclass
 class MessageBuilder:
-    """Builds format-2 bodies: the data of each object as a ``DataChange`` under ``data``."""
+    """Builds format-2 documents: the data of each object as a ``DataChange`` under ``data`` (documents
+    made outside the catalog: fixtures and tools that write a log directly)."""
 
     body: dict[str, Any] = field(default_factory=dict)
 

@@ -28,6 +28,8 @@ from sqlalchemy import Connection, bindparam, select
 from hmsrepl.exceptions import InvalidOperationError
 from hmsrepl.metastore.events import EventType, PendingEvent
 from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.payloads import named_databases as payload_databases
+from hmsrepl.metastore.payloads import prior_database
 from hmsrepl.metastore.schema import dbs
 
 REPLICA_OF = "hmsrepl.replica.of"  # also replication.target.REPLICA_OF (set by bootstrap loads)
@@ -113,9 +115,9 @@ def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
     if is_privileged():
         return
     for event in events:
-        prior = PRIOR_DATABASE.get(event.event_type)
+        prior = prior_database(event.body) if event.event_type in PRIOR_DATABASE else None
         if prior is not None:
-            _refuse(event.body.get(prior) or {})
+            _refuse(prior.name, prior.parameters)
     names: set[str] = set()
     for event in events:
         names |= named_databases(event)
@@ -161,11 +163,7 @@ def named_databases(event: PendingEvent) -> set[str]:
     """Every database a write names: the one its event is logged under and the one of each object snapshot
     in its message, before and after (a rename across databases names both)."""
     names = {event.db_name.lower()} if event.db_name else set()
-    for value in event.body.values():
-        for item in value if isinstance(value, list) else (value,):
-            if isinstance(item, dict) and isinstance(item.get("db_name"), str):
-                names.add(item["db_name"].lower())
-    return names
+    return names | payload_databases(event.body)
 
 
 _UNHELD_DOC = (
@@ -202,7 +200,7 @@ def _mariadb_skips_locked(dialect: Any) -> bool:
 
 def _refuse_database(doc: str) -> None:
     db = Database.model_validate_json(doc)
-    _refuse({"name": db.name, "parameters": db.parameters})
+    _refuse(db.name, db.parameters)
 
 
 def _check_row(conn: Connection, name: str, *, locking: bool) -> bool:
@@ -215,16 +213,13 @@ def _check_row(conn: Connection, name: str, *, locking: bool) -> bool:
     return True
 
 
-PRIOR_DATABASE: dict[EventType, str] = {
-    EventType.ALTER_DATABASE: "before",
-    EventType.DROP_DATABASE: "database",
-}
-"""Where a database event's message keeps the database as it was before the change (the state a protected
+PRIOR_DATABASE = frozenset({EventType.ALTER_DATABASE, EventType.DROP_DATABASE})
+"""The database events whose message keeps the database as it was before the change (the state a protected
 replica is judged by); the other database-scoped type, CREATE_DATABASE, has no state before it."""
 
 
-def _refuse(snapshot: dict[str, Any]) -> None:
-    reason = refusal(str(snapshot.get("name", "")), snapshot.get("parameters") or {})
+def _refuse(name: str, parameters: dict[str, str]) -> None:
+    reason = refusal(name, parameters)
     if reason:
         raise ReplicaProtectedError(reason)
 

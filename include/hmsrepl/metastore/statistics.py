@@ -18,7 +18,6 @@ import base64
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -27,6 +26,8 @@ from sqlalchemy import Connection, delete, insert, select, update
 from hmsrepl.exceptions import InvalidInputError, InvalidObjectError, NoSuchObjectError, NoSuchPartitionError
 from hmsrepl.metastore.catalog import CatalogService
 from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.payloads import ColumnStat as ColumnStat
+from hmsrepl.metastore.payloads import DeleteColumnStatBody, UpdateColumnStatBody
 from hmsrepl.metastore.schema import column_stats, dbs, partitions, tbls
 
 KINDS = (
@@ -40,23 +41,6 @@ KINDS = (
     "timestampStats",
 )
 DEFAULT_ENGINE = "hive"
-
-
-@dataclass(frozen=True)
-class ColumnStat:
-    """One column's statistics: ``kind`` names the union member, ``data`` its fields (binary as base64)."""
-
-    col_name: str
-    col_type: str
-    kind: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"col_name": self.col_name, "col_type": self.col_type, "kind": self.kind, "data": self.data}
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> ColumnStat:
-        return cls(doc["col_name"], doc["col_type"], doc["kind"], dict(doc["data"]))
 
 
 class StatisticsService:
@@ -117,12 +101,9 @@ class StatisticsService:
                 kind,
                 db_name,
                 table_name,
-                {
-                    "partition": partition_name,
-                    "engine": engine,
-                    "last_analyzed": analyzed,
-                    "stats": [s.to_json() for s in stored],
-                },
+                UpdateColumnStatBody(
+                    partition=partition_name, engine=engine, last_analyzed=analyzed, stats=stored
+                ),
             )
 
     def delete(
@@ -163,7 +144,7 @@ class StatisticsService:
                     kind,
                     db_name,
                     table_name,
-                    {"partition": partition_name, "engine": engine, "columns": names},
+                    DeleteColumnStatBody(partition=partition_name, engine=engine, columns=names),
                 )
         return len(names)
 

@@ -28,6 +28,19 @@ from hmsrepl.metastore.catalog import CatalogService
 from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.locks import LockService
+from hmsrepl.metastore.payloads import (
+    AbortTxnBody,
+    AcidWriteBody,
+    AllocWriteIdBody,
+    CommitTxnBody,
+    OpenTxnBody,
+    PartitionSnapshot,
+    TableSnapshot,
+    TableWriteId,
+    TxnWrite,
+    TxnWriteIdPair,
+    snapshot_of,
+)
 from hmsrepl.metastore.schema import (
     next_write_id,
     notification_sequence,
@@ -96,7 +109,7 @@ class TransactionService:
             raise InvalidObjectError(f"cannot open {count} transactions; ask for at least one")
         with self.events.transaction() as tx:
             ids = self._new_txns(tx.conn, count, OPEN, user, host, txn_type)
-            tx.emit(EventType.OPEN_TXN, None, None, {"txn_ids": ids, "user": user, "host": host})
+            tx.emit(EventType.OPEN_TXN, None, None, OpenTxnBody(txn_ids=ids, user=user, host=host))
         return ids
 
     @staticmethod
@@ -136,13 +149,13 @@ class TransactionService:
             self._require_open(tx.conn, txn_id, lock=True)
             write_ids = self._write_ids_of(tx.conn, txn_id)
             writes = [
-                {
-                    "db": row.db_name,
-                    "table": row.tbl_name,
-                    "partition": row.part_name,
-                    "write_id": row.write_id,
-                    "files": json.loads(row.files),
-                }
+                TxnWrite(
+                    db=row.db_name,
+                    table=row.tbl_name,
+                    partition=row.part_name,
+                    write_id=row.write_id,
+                    files=json.loads(row.files),
+                )
                 for row in tx.conn.execute(
                     select(txn_write_notifications)
                     .where(txn_write_notifications.c.txn_id == txn_id)
@@ -153,7 +166,10 @@ class TransactionService:
             LockService.release_txn_locks(tx.conn, txn_id)
             tx.conn.execute(delete(txn_write_notifications).where(txn_write_notifications.c.txn_id == txn_id))
             tx.emit(
-                EventType.COMMIT_TXN, None, None, {"txn_id": txn_id, "write_ids": write_ids, "writes": writes}
+                EventType.COMMIT_TXN,
+                None,
+                None,
+                CommitTxnBody(txn_id=txn_id, write_ids=write_ids, writes=writes),
             )
         return tx.event_ids[-1] if tx.event_ids else None
 
@@ -172,7 +188,9 @@ class TransactionService:
         tx.conn.execute(update(txns).where(txns.c.txn_id == txn_id).values(state=ABORTED))
         LockService.release_txn_locks(tx.conn, txn_id)
         tx.conn.execute(delete(txn_write_notifications).where(txn_write_notifications.c.txn_id == txn_id))
-        tx.emit(EventType.ABORT_TXN, None, None, {"txn_id": txn_id, "write_ids": write_ids, "reason": reason})
+        tx.emit(
+            EventType.ABORT_TXN, None, None, AbortTxnBody(txn_id=txn_id, write_ids=write_ids, reason=reason)
+        )
 
     def abort_timed_out(self, now: float | None = None) -> list[int]:
         """Abort open txns without a heartbeat for the timeout (Hive's AcidHouseKeeperService)."""
@@ -245,11 +263,13 @@ class TransactionService:
                     EventType.ALLOC_WRITE_ID,
                     table.db_name,
                     table.table_name,
-                    {
-                        "db": table.db_name,
-                        "table": table.table_name,
-                        "txn_to_write_ids": [{"txn_id": p.txn_id, "write_id": p.write_id} for p in allocated],
-                    },
+                    AllocWriteIdBody(
+                        db=table.db_name,
+                        table=table.table_name,
+                        txn_to_write_ids=[
+                            TxnWriteIdPair(txn_id=p.txn_id, write_id=p.write_id) for p in allocated
+                        ],
+                    ),
                 )
         return out
 
@@ -311,13 +331,13 @@ class TransactionService:
                 EventType.ACID_WRITE,
                 table.db_name,
                 table.table_name,
-                {
-                    "txn_id": txn_id,
-                    "write_id": write_id,
-                    "table": table.model_dump(mode="json"),
-                    "partition": partition.model_dump(mode="json") if partition else None,
-                    "files": list(files),
-                },
+                AcidWriteBody(
+                    txn_id=txn_id,
+                    write_id=write_id,
+                    table=snapshot_of(table, TableSnapshot),
+                    partition=snapshot_of(partition, PartitionSnapshot) if partition else None,
+                    files=list(files),
+                ),
             )
 
     # -- snapshots ------------------------------------------------------------------------------------
@@ -411,7 +431,7 @@ class TransactionService:
         with self.events.reader() as conn:
             return STATE_NAMES[self._state(conn, txn_id)]
 
-    def write_ids_of_txn(self, txn_id: int) -> list[dict[str, object]]:
+    def write_ids_of_txn(self, txn_id: int) -> list[TableWriteId]:
         with self.events.reader() as conn:
             return self._write_ids_of(conn, txn_id)
 
@@ -668,10 +688,10 @@ class TransactionService:
             raise TxnNotOpenError(txn_id, STATE_NAMES[state])
 
     @staticmethod
-    def _write_ids_of(conn: Connection, txn_id: int) -> list[dict[str, object]]:
+    def _write_ids_of(conn: Connection, txn_id: int) -> list[TableWriteId]:
         rows = conn.execute(
             select(txn_to_write_id.c.db_name, txn_to_write_id.c.tbl_name, txn_to_write_id.c.write_id)
             .where(txn_to_write_id.c.txn_id == txn_id)
             .order_by(txn_to_write_id.c.db_name, txn_to_write_id.c.tbl_name)
         )
-        return [{"db": r.db_name, "table": r.tbl_name, "write_id": r.write_id} for r in rows]
+        return [TableWriteId(db=r.db_name, table=r.tbl_name, write_id=r.write_id) for r in rows]

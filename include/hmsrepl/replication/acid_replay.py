@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
+
 from hmsrepl.acid.directories import (
     DirKind,
     base_dir_name,
@@ -35,7 +37,17 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files
-from hmsrepl.metastore.messages import DATA_KEYS, relative_path
+from hmsrepl.metastore.messages import (
+    AbortTxnMessage,
+    AcidWriteMessage,
+    AddPartitionMessage,
+    AllocWriteIdMessage,
+    CommitTxnMessage,
+    Message,
+    OpenTxnMessage,
+    relative_path,
+)
+from hmsrepl.metastore.payloads import TableSnapshot, TableWriteId, TxnWrite
 from hmsrepl.metastore.transactions import ReplicationSnapshot, ReplicationTxnError
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.layout import DumpDir, DumpLayout, DumpMetadata
@@ -108,18 +120,21 @@ def wait_for_open_txns(
     return pending
 
 
-def is_acid_snapshot(table: Mapping[str, Any] | None) -> bool:
-    """Whether a table snapshot (an event's or a dump's JSON) is a transactional table."""
-    params = (table or {}).get("parameters") or {}
+def is_acid_snapshot(table: TableSnapshot | Mapping[str, Any] | None) -> bool:
+    """Whether a table snapshot (an event's, or a bootstrap dump's document) is a transactional table."""
+    if isinstance(table, TableSnapshot):
+        params: Mapping[str, Any] = table.parameters
+    else:
+        params = (table or {}).get("parameters") or {}
     return str(params.get("transactional", "")).strip().lower() == "true"
 
 
-Prepare = Callable[[DumpEvent, ReplicationPolicy, Metastore | None], DumpEvent | None]
+Prepare = Callable[[DumpEvent[Any], ReplicationPolicy, Metastore | None], DumpEvent[Any] | None]
 
 
 def prepare_for_dump(
-    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None = None
-) -> DumpEvent | None:
+    event: DumpEvent[Any], policy: ReplicationPolicy, source: Metastore | None = None
+) -> DumpEvent[Any] | None:
     """The event as an incremental dump of ``policy`` writes it, or None to leave it out (``DUMP_PREPARATION``).
 
     COMMIT_TXN keeps only the writes of the policy's tables (and lists their files under ``files`` so a
@@ -131,54 +146,56 @@ def prepare_for_dump(
     return DUMP_PREPARATION[event.kind](event, policy, source)
 
 
-def _as_is(event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None) -> DumpEvent | None:
+def _as_is(
+    event: DumpEvent[Any], policy: ReplicationPolicy, source: Metastore | None
+) -> DumpEvent[Any] | None:
     return event
 
 
 def _commit_for_policy(
-    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None
-) -> DumpEvent | None:
-    body = event.message.raw
-    writes = [w for w in body.get("writes", []) if _included(w, policy)]
+    event: DumpEvent[CommitTxnMessage], policy: ReplicationPolicy, source: Metastore | None
+) -> DumpEvent[Any] | None:
+    body = event.message.body
+    writes = [w for w in body.writes if _included(w, policy)]
     if source is not None:
-        writes = [w if w["files"] else {**w, "files": _empty_base_marker(source, w)} for w in writes]
+        writes = [
+            w if w.files else msgspec.structs.replace(w, files=_empty_base_marker(source, w)) for w in writes
+        ]
     return event.rewritten(
-        {
-            **body,
-            "writes": writes,
-            "write_ids": [w for w in body.get("write_ids", []) if _included(w, policy)],
-            "files": [uri for w in writes for uri in w["files"]],
-        }
+        msgspec.structs.replace(
+            body,
+            writes=writes,
+            write_ids=[w for w in body.write_ids if _included(w, policy)],
+            files=[uri for w in writes for uri in w.files],
+        )
     )
 
 
-def _carries_acid_data(event: DumpEvent) -> bool:
-    return is_acid_snapshot(event.message.table) and any(key in event.message.raw for key in DATA_KEYS)
+def _carries_acid_data(message: Message[Any]) -> bool:
+    return is_acid_snapshot(message.table) and message.carries_data
 
 
 def _without_acid_data(
-    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None
-) -> DumpEvent | None:
-    if not _carries_acid_data(event):
+    event: DumpEvent[Any], policy: ReplicationPolicy, source: Metastore | None
+) -> DumpEvent[Any] | None:
+    if not _carries_acid_data(event.message):
         return event
     return event.without_data()
 
 
 def _partitions_without_acid_data(
-    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None
-) -> DumpEvent | None:
+    event: DumpEvent[AddPartitionMessage], policy: ReplicationPolicy, source: Metastore | None
+) -> DumpEvent[Any] | None:
     """None per partition: its data is left to the commits writing it (in the format's own key)."""
-    if not _carries_acid_data(event):
+    if not _carries_acid_data(event.message):
         return event
-    body = {k: v for k, v in event.message.raw.items() if k not in DATA_KEYS}
-    body["data" if event.message.version >= 2 else "files"] = [None] * len(body["partitions"])
-    return event.rewritten(body)
+    return event.rewritten(event.message.body.without_data())
 
 
 def _not_acid_insert(
-    event: DumpEvent, policy: ReplicationPolicy, source: Metastore | None
-) -> DumpEvent | None:
-    return None if _carries_acid_data(event) else event
+    event: DumpEvent[Any], policy: ReplicationPolicy, source: Metastore | None
+) -> DumpEvent[Any] | None:
+    return None if _carries_acid_data(event.message) else event
 
 
 DUMP_PREPARATION: dict[EventType, Prepare] = {
@@ -212,43 +229,41 @@ DUMP_PREPARATION: dict[EventType, Prepare] = {
 """How an incremental dump writes each event type (every type listed: ``tests/unit/test_event_tables.py``)."""
 
 
-def _empty_base_marker(source: Metastore, write: dict[str, Any]) -> list[str]:
+def _empty_base_marker(source: Metastore, write: TxnWrite) -> list[str]:
     """The marker of an overwrite that wrote no rows: its ``base_<wid>`` holds only ``_SUCCESS``.
 
     Commits list data files only, but that empty base is what hides the older data from readers, so the
     replica needs the directory too. Looked up at dump time (best effort: a table dropped since has
     nothing left to show).
     """
-    values = [v for _, v in parse_partition_name(write["partition"])] if write.get("partition") else None
+    values = [v for _, v in parse_partition_name(write.partition)] if write.partition else None
     try:
-        table = source.catalog.get_table(write["db"], write["table"])
-        obj = source.catalog.get_partition(write["db"], write["table"], values) if values else table
+        table = source.catalog.get_table(write.db, write.table)
+        obj = source.catalog.get_partition(write.db, write.table, values) if values else table
     except NoSuchObjectError:
         return []
     if not obj.sd.location:
         return []
-    directory = join_uri(obj.sd.location, base_dir_name(write["write_id"]))
+    directory = join_uri(obj.sd.location, base_dir_name(write.write_id))
     fs = filesystem_for(directory)
     statuses = list(fs.list_files(directory)) if fs.exists(directory) else []
     return describe_files(obj.sd.location, source.cm, statuses)
 
 
-def write_locations(body: dict[str, Any]) -> list[tuple[str, list[str]]]:
+def write_locations(message: CommitTxnMessage) -> list[tuple[str, list[str]]]:
     """(source table/partition location, files) of each write of a dumped COMMIT_TXN, for copy planners:
     a file's place below its location is its ``subdir`` and name, as for every other event."""
     out = []
-    for write in body.get("writes", []):
-        if write["files"]:
-            first = write["files"][0]
+    for write in message.body.writes:
+        if write.files:
+            first = write.files[0]
             uri = EncodedFileUri.decode(first).file_uri
-            out.append((uri[: -len(relative_path(first)) - 1], list(write["files"])))
+            out.append((uri[: -len(relative_path(first)) - 1], list(write.files)))
     return out
 
 
-def _included(write: dict[str, Any], policy: ReplicationPolicy) -> bool:
-    return (
-        write["db"] == policy.db_name and not policy.functions_only and policy.includes_table(write["table"])
-    )
+def _included(write: TxnWrite | TableWriteId, policy: ReplicationPolicy) -> bool:
+    return write.db == policy.db_name and not policy.functions_only and policy.includes_table(write.table)
 
 
 def visible_statuses(
@@ -341,38 +356,40 @@ def load_bootstrap_state(writer: TargetWriter, dump: DumpDir, meta: DumpMetadata
         )
 
 
-def _open_txn(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    w.target.txns.repl_open_txns(w.db, body["txn_ids"], user=body.get("user") or "hive", host=REPL_HOST)
+def _open_txn(w: TargetWriter, ev: dict[str, Any], msg: OpenTxnMessage, meta: DumpMetadata) -> None:
+    w.target.txns.repl_open_txns(w.db, msg.body.txn_ids, user=msg.body.user or "hive", host=REPL_HOST)
 
 
-def _alloc_write_id(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
-    for pair in body["txn_to_write_ids"]:
-        w.target.txns.repl_allocate_write_id(w.db, pair["txn_id"], w.db, body["table"], pair["write_id"])
+def _alloc_write_id(
+    w: TargetWriter, ev: dict[str, Any], msg: AllocWriteIdMessage, meta: DumpMetadata
+) -> None:
+    for pair in msg.body.txn_to_write_ids:
+        w.target.txns.repl_allocate_write_id(w.db, pair.txn_id, w.db, msg.body.table, pair.write_id)
 
 
-def _acid_write(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+def _acid_write(w: TargetWriter, ev: dict[str, Any], msg: AcidWriteMessage, meta: DumpMetadata) -> None:
     """Checked only: the files travel with the COMMIT_TXN (which records them as write notifications on
     the target txn), but a write of a txn the replica never opened is reported here, at the first event."""
-    w.target.txns.repl_target_txn(w.db, body["txn_id"], event=f"ACID_WRITE (event {ev['event_id']})")
+    w.target.txns.repl_target_txn(w.db, msg.body.txn_id, event=f"ACID_WRITE (event {ev['event_id']})")
 
 
-def _commit_txn(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+def _commit_txn(w: TargetWriter, ev: dict[str, Any], msg: CommitTxnMessage, meta: DumpMetadata) -> None:
     """Copy the txn's files into its write directories, record them, commit the target txn."""
     txns = w.target.txns
-    src_txn = body["txn_id"]
+    src_txn = msg.body.txn_id
     target_txn = txns.repl_target_txn(w.db, src_txn, event=f"COMMIT_TXN (event {ev['event_id']})")
-    for write in body.get("writes", []):
-        table = w.get_table(write["table"])
+    for write in msg.body.writes:
+        table = w.get_table(write.table)
         if table is None:
             raise ReplicationTxnError(
                 f"COMMIT_TXN (event {ev['event_id']}) of source txn {src_txn} wrote table "
-                f"'{write['table']}', which replica database '{w.db}' does not have; run a bootstrap"
+                f"'{write.table}', which replica database '{w.db}' does not have; run a bootstrap"
             )
-        values = [v for _, v in parse_partition_name(write["partition"])] if write.get("partition") else None
+        values = [v for _, v in parse_partition_name(write.partition)] if write.partition else None
         location = (w.catalog.get_partition(w.db, table.table_name, values) if values else table).sd.location
         if not location:
             raise ReplicationTxnError(f"'{w.db}.{table.table_name}' has no location on the replica")
-        files = write["files"] if not meta.metadata_only else []
+        files = write.files if not meta.metadata_only else []
         _copy_write_dirs(w, location, files)
         recorded = [
             w.target.cm.encode(join_uri(location, relative_path(encoded)), entry.checksum, entry.subdir)
@@ -380,7 +397,7 @@ def _commit_txn(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta:
             if not is_hidden(relative_path(encoded))
             for entry in [EncodedFileUri.decode(encoded)]
         ]
-        txns.add_write_notification(target_txn, write["write_id"], w.db, table.table_name, values, recorded)
+        txns.add_write_notification(target_txn, write.write_id, w.db, table.table_name, values, recorded)
     txns.repl_close_txn(w.db, src_txn, commit=True)
 
 
@@ -406,17 +423,17 @@ def _copy_write_dirs(w: TargetWriter, location: str, files: list[str]) -> None:
         w.reconcile(join_uri(location, top), group, source_dir)
 
 
-def _abort_txn(w: TargetWriter, ev: dict[str, Any], body: dict[str, Any], meta: DumpMetadata) -> None:
+def _abort_txn(w: TargetWriter, ev: dict[str, Any], msg: AbortTxnMessage, meta: DumpMetadata) -> None:
     """Abort the replaying txn; nothing is copied. An abort of a txn never opened here has nothing to undo."""
     try:
-        w.target.txns.repl_close_txn(w.db, body["txn_id"], commit=False)
+        w.target.txns.repl_close_txn(w.db, msg.body.txn_id, commit=False)
     except ReplicationTxnError:
         log.warning(
-            "ABORT_TXN of source txn %s: no target txn in '%s'; nothing to abort", body["txn_id"], w.db
+            "ABORT_TXN of source txn %s: no target txn in '%s'; nothing to abort", msg.body.txn_id, w.db
         )
 
 
-HANDLERS = {
+HANDLERS: dict[str, Callable[[TargetWriter, dict[str, Any], Any, DumpMetadata], None]] = {
     EventType.OPEN_TXN: _open_txn,
     EventType.ALLOC_WRITE_ID: _alloc_write_id,
     EventType.ACID_WRITE: _acid_write,

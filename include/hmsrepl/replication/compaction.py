@@ -88,30 +88,30 @@ def data_effects(change: DataChange | None) -> frozenset[str]:
     return frozenset({DATA if change.complete else DELTA})
 
 
-def _object_effects(message: Message) -> frozenset[str]:
+def _object_effects(message: Message[Any]) -> frozenset[str]:
     return frozenset().union(*(data_effects(obj.change) for obj in message.objects()))
 
 
-def _none(message: Message) -> frozenset[str]:
+def _none(message: Message[Any]) -> frozenset[str]:
     return frozenset()
 
 
-def _meta_and_data(message: Message) -> frozenset[str]:
+def _meta_and_data(message: Message[Any]) -> frozenset[str]:
     """An ALTER (or a create) sets its object's metadata, and whatever its data change sets."""
     return frozenset({META}) | _object_effects(message)
 
 
-def _added(message: Message) -> frozenset[str]:
+def _added(message: Message[Any]) -> frozenset[str]:
     """A new partition: its metadata and its whole listing (nothing earlier of it survives)."""
     return frozenset({META, DATA})
 
 
-def _insert(message: Message) -> frozenset[str]:
+def _insert(message: Message[Any]) -> frozenset[str]:
     """The load puts an unpartitioned table's snapshot with its files; a partition's INSERT only its files."""
     return _object_effects(message) | (frozenset() if message.partition_names() else frozenset({META}))
 
 
-EFFECTS: dict[EventType, Callable[[Message], frozenset[str]]] = {
+EFFECTS: dict[EventType, Callable[[Message[Any]], frozenset[str]]] = {
     EventType.CREATE_TABLE: _meta_and_data,
     EventType.ALTER_TABLE: _meta_and_data,
     EventType.ADD_PARTITION: _added,
@@ -142,7 +142,7 @@ EFFECTS: dict[EventType, Callable[[Message], frozenset[str]]] = {
 """What each event type sets on its object, as the load applies it (load.py's handlers)."""
 
 
-def summarize(event: DumpEvent | NotificationEvent) -> EventSummary:
+def summarize(event: DumpEvent[Any] | NotificationEvent) -> EventSummary:
     dumped = event if isinstance(event, DumpEvent) else DumpEvent.of(event)
     return summarize_message(dumped.event_id, dumped.event.table_name, dumped.message)
 
@@ -151,7 +151,7 @@ def summarize_body(event_id: int, kind: str, table: str | None, body: dict[str, 
     return summarize_message(event_id, table, parse(kind, body, None, table))
 
 
-def summarize_message(event_id: int, table: str | None, message: Message) -> EventSummary:
+def summarize_message(event_id: int, table: str | None, message: Message[Any]) -> EventSummary:
     """Effects as the load applies them: see the module docstring and ``EFFECTS``."""
     kind = EventType(message.kind)
     if kind in TXN_KINDS:

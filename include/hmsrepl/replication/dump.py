@@ -28,11 +28,13 @@ from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import (
     AddPartitionMessage,
+    AlterDatabaseMessage,
     AlterPartitionMessage,
     AlterTableMessage,
-    DatabaseMessage,
+    CreateFunctionMessage,
+    CreateTableMessage,
     DataChange,
-    FunctionMessage,
+    DropFunctionMessage,
     relative_path,
 )
 from hmsrepl.metastore.model import Partition, Table
@@ -93,7 +95,7 @@ class TableEntry:
         return make_partition_name(self.key_names, snapshot["values"])
 
 
-def relevant(event: DumpEvent, policy: ReplicationPolicy) -> bool:
+def relevant(event: DumpEvent[Any], policy: ReplicationPolicy) -> bool:
     """Does the event belong to the policy's database and (for table events) an included table?
 
     OPEN/COMMIT/ABORT_TXN belong to no database and go to every dump, as Hive dumps them: when a txn
@@ -299,7 +301,7 @@ class DumpEngine:
 
     def _events(
         self, policy: ReplicationPolicy, after: int, upto: int, *, with_markers: bool = False
-    ) -> Iterator[DumpEvent]:
+    ) -> Iterator[DumpEvent[Any]]:
         """The policy's events in (after, upto], as dumps write them: the database's events merged with
         the database-less txn events (two indexed reads per page, never the whole log).
 
@@ -417,7 +419,7 @@ def check_window_start(command: DumpCommand, current: int) -> None:
         )
 
 
-def event_document(event: DumpEvent) -> dict[str, object]:
+def event_document(event: DumpEvent[Any]) -> dict[str, object]:
     """What a dump keeps of one event: its row and its message as the log stored it."""
     row = event.event
     return {
@@ -426,7 +428,7 @@ def event_document(event: DumpEvent) -> dict[str, object]:
         "event_type": row.event_type,
         "db": row.db_name,
         "table": row.table_name,
-        "message": event.message.raw,
+        "message": event.message.document(),
     }
 
 
@@ -484,53 +486,47 @@ class Consolidation:
                 self.engine._write_entry(self.dump, self.db, final)
 
 
-Consolidate = Callable[[Consolidation, DumpEvent], None]
+Consolidate = Callable[[Consolidation, Any], None]
+"""An entry receives ``DumpEvent[M]`` for the message class ``M`` of its event type (``SPECS``)."""
 
 
-def _ignored(run: Consolidation, event: DumpEvent) -> None:
+def _ignored(run: Consolidation, event: DumpEvent[Any]) -> None:
     """Changes nothing a bootstrap dump holds (txns: ACID tables are listed for the txn snapshot; stats
     are read at the end; the database was read as it is, and a drop during the dump leaves it to the next)."""
 
 
-def _alter_database(run: Consolidation, event: DumpEvent) -> None:
-    message = event.message
-    assert isinstance(message, DatabaseMessage)
-    run.dump.write_json(DumpLayout.database(run.db), {"database": message.database})
+def _alter_database(run: Consolidation, event: DumpEvent[AlterDatabaseMessage]) -> None:
+    run.dump.write_json(DumpLayout.database(run.db), {"database": event.message.database.to_json()})
 
 
-def _create_function(run: Consolidation, event: DumpEvent) -> None:
-    message = event.message
-    assert isinstance(message, FunctionMessage)
-    name = message.function["function_name"]
-    run.dump.write_json(DumpLayout.function(run.db, name), {"function": message.function})
+def _create_function(run: Consolidation, event: DumpEvent[CreateFunctionMessage]) -> None:
+    function = event.message.function
+    run.dump.write_json(DumpLayout.function(run.db, function.function_name), {"function": function.to_json()})
 
 
-def _drop_function(run: Consolidation, event: DumpEvent) -> None:
-    message = event.message
-    assert isinstance(message, FunctionMessage)
-    run.dump.remove_tree(DumpLayout.function_dir(run.db, message.function["function_name"]))
+def _drop_function(run: Consolidation, event: DumpEvent[DropFunctionMessage]) -> None:
+    run.dump.remove_tree(DumpLayout.function_dir(run.db, event.message.function.function_name))
 
 
-def _create_table(run: Consolidation, event: DumpEvent) -> None:
+def _create_table(run: Consolidation, event: DumpEvent[CreateTableMessage]) -> None:
     name, message = event.event.table_name or "", event.message
-    table = dict(message.table or {})
+    table = message.table.to_json()
     objects = message.objects()
     files = run.listing(objects[0].change, None) if objects else None
-    if run.with_data and not table.get("partition_keys") and files is None:
+    if run.with_data and not message.table.partition_keys and files is None:
         files = []  # a format-2 create without data: the table starts empty
     run.touched[name] = TableEntry(table, files) if run.wanted(table) else None
 
 
-def _drop_table(run: Consolidation, event: DumpEvent) -> None:
+def _drop_table(run: Consolidation, event: DumpEvent[Any]) -> None:
     name = event.event.table_name or ""
     run.entry(name)
     run.touched[name] = None
 
 
-def _alter_table(run: Consolidation, event: DumpEvent) -> None:
+def _alter_table(run: Consolidation, event: DumpEvent[AlterTableMessage]) -> None:
     name, message = event.event.table_name or "", event.message
-    assert isinstance(message, AlterTableMessage)
-    after = dict(message.table)
+    after = message.table.to_json()
     current = run.entry(name)
     new_name = message.rename_target
     if new_name is not None:
@@ -549,33 +545,32 @@ def _alter_table(run: Consolidation, event: DumpEvent) -> None:
     current.files = run.listing(message.data, current.files)
 
 
-def _add_partitions(run: Consolidation, event: DumpEvent) -> None:
+def _add_partitions(run: Consolidation, event: DumpEvent[AddPartitionMessage]) -> None:
     message = event.message
-    assert isinstance(message, AddPartitionMessage)
     current = run.entry(event.event.table_name or "")
     if current is None:
         return
-    for snapshot, change in zip(message.partitions, message.changes(), strict=True):
-        name = current.partition_name(dict(snapshot))
+    for part, change in zip(message.partitions, message.changes(), strict=True):
+        snapshot = part.to_json()
+        name = current.partition_name(snapshot)
         previous = current.partitions.get(name, (snapshot, []))[1]
         # No change: an ACID partition, listed for the dump's txn snapshot at the end.
         files = run.listing(change, previous) if change is not None else run.listing(None, [])
-        current.partitions[name] = (dict(snapshot), files)
+        current.partitions[name] = (snapshot, files)
 
 
-def _alter_partition(run: Consolidation, event: DumpEvent) -> None:
+def _alter_partition(run: Consolidation, event: DumpEvent[AlterPartitionMessage]) -> None:
     message = event.message
-    assert isinstance(message, AlterPartitionMessage)
     current = run.entry(event.event.table_name or "")
     if current is None:
         return
-    snapshot = dict(message.after)
+    snapshot = message.after.to_json()
     name = current.partition_name(snapshot)
     previous = current.partitions.get(name, (snapshot, None))[1]
     current.partitions[name] = (snapshot, run.listing(message.data, previous))
 
 
-def _drop_partitions(run: Consolidation, event: DumpEvent) -> None:
+def _drop_partitions(run: Consolidation, event: DumpEvent[Any]) -> None:
     current = run.entry(event.event.table_name or "")
     if current is None:
         return
@@ -583,7 +578,7 @@ def _drop_partitions(run: Consolidation, event: DumpEvent) -> None:
         current.partitions.pop(name, None)
 
 
-def _insert(run: Consolidation, event: DumpEvent) -> None:
+def _insert(run: Consolidation, event: DumpEvent[Any]) -> None:
     """An INSERT changes data only: a partition keeps its snapshot, and one not dumped stays so."""
     current = run.entry(event.event.table_name or "")
     if current is None:

@@ -9,23 +9,28 @@ trimmed to the policy's tables, partitions taken out by compaction, a rename out
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from hmsrepl.metastore.event_specs import EventSpec, parse, parse_event, spec_of
+from hmsrepl.metastore.event_specs import EventSpec, parse_event, spec_of
 from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent, encode_message
-from hmsrepl.metastore.messages import DATA_KEYS, Message
+from hmsrepl.metastore.messages import Message
+from hmsrepl.metastore.payloads import Payload
+
+M = TypeVar("M", bound=Message[Any])
 
 
 @dataclass(frozen=True)
-class DumpEvent:
+class DumpEvent(Generic[M]):
+    """An event and its message; ``DumpEvent[AlterTableMessage]`` is what a table's entry for ALTER_TABLE
+    receives (the spec's message class, so no entry downcasts)."""
+
     event: NotificationEvent
-    message: Message
+    message: M
 
     @classmethod
-    def of(cls, event: NotificationEvent) -> DumpEvent:
-        return cls(event, parse_event(event))
+    def of(cls, event: NotificationEvent) -> DumpEvent[Any]:
+        return DumpEvent(event, parse_event(event))
 
     @property
     def event_id(self) -> int:
@@ -39,10 +44,9 @@ class DumpEvent:
     def spec(self) -> EventSpec:
         return spec_of(self.event.event_type)
 
-    def rewritten(self, body: Mapping[str, Any], kind: EventType | None = None) -> DumpEvent:
+    def rewritten(self, body: Payload, kind: EventType | None = None) -> DumpEvent[Any]:
         """The same event saying ``body`` (and, for a rename out of the policy, being a ``kind``)."""
         kind = kind or self.kind
-        body = dict(body)
         text, message_format = encode_message(
             body, compress=False, compress_min_bytes=0, exact_floats=spec_of(kind).floats
         )
@@ -50,9 +54,10 @@ class DumpEvent:
         event = dataclasses.replace(
             self.event, event_type=str(kind), message=text, message_format=message_format
         )
-        # Parsed from the body itself: decoding the text just written would give the same message.
-        return DumpEvent(event, parse(kind, body, event.db_name, event.table_name))
+        # Made from the body itself: decoding the text just written would give the same message.
+        message = spec_of(kind).message(str(kind), body, event.db_name, event.table_name)
+        return DumpEvent(event, message)
 
-    def without_data(self) -> DumpEvent:
+    def without_data(self) -> DumpEvent[Any]:
         """The same event without its data change (the load applies its metadata only)."""
-        return self.rewritten({k: v for k, v in self.message.raw.items() if k not in DATA_KEYS})
+        return self.rewritten(self.message.body.without_data())

@@ -293,7 +293,7 @@ class SourceRoots:
             )
             if not value
         ]
-        if missing:
+        if missing or warehouse is None or cmroot is None:
             raise DumpValidationError(
                 f"the source roots are not configured: set {' and '.join(missing)}; REPL LOAD checks every "
                 "path of a dump against the source's roots from its own configuration, never the dump's"
@@ -676,7 +676,7 @@ class DumpValidator:
         for obj in objects:
             if obj.change.added:  # the location only matters to files (a metadata-only change has none)
                 self._object_files(
-                    list(obj.change.added), self._canonical_location_of(dict(obj.snapshot)), where
+                    list(obj.change.added), self._canonical_location_of(obj.snapshot.to_json()), where
                 )
             for removed in obj.change.removed:
                 try:
@@ -688,7 +688,8 @@ class DumpValidator:
 
     def _message(self, body: dict[str, Any], where: str) -> None:
         """Every snapshot and file list an event message holds, whatever its type."""
-        table_location, keys = None, []
+        table_location: str | None = None
+        keys: list[str] = []
         table = body.get("table")
         if isinstance(table, dict):
             table_location, keys = self._table(table, where)
@@ -873,7 +874,7 @@ class DumpValidator:
         location = sd.get("location")
         if location in (None, ""):
             return None
-        return location  # type: ignore[no-any-return]
+        return location
 
     def _location(self, location: str, where: str, *, kind: str, table_location: str | None = None) -> None:
         """A source location: normalised, below the source roots; mapped, strictly below the target warehouse.

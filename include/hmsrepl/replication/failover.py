@@ -25,6 +25,9 @@ from hmsrepl.exceptions import EventsCleanedUpError, HmsReplError, NoSuchDatabas
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import is_deadlock
+from hmsrepl.metastore.event_specs import parse_event
+from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.messages import AlterTableMessage
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import (
     FAILBACK_FROM,
@@ -333,10 +336,10 @@ def _touched_tables(store: Metastore, db_name: str, after: int, upto: int | None
     for event in events:
         if event.table_name:
             tables.add(event.table_name.lower())
-        if event.event_type == "ALTER_TABLE":  # a rename changes the new name too
-            after_doc = event.body().get("after") or {}
-            if after_doc.get("table_name"):
-                tables.add(str(after_doc["table_name"]).lower())
+        if event.event_type == EventType.ALTER_TABLE:  # a rename changes the new name too
+            message = parse_event(event)
+            if isinstance(message, AlterTableMessage):
+                tables.add(message.table.table_name.lower())
     return tables, len(events)
 
 

@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,19 +33,26 @@ from hmsrepl.metastore.event_specs import Scope, kinds, parse, spec_of
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import (
     AddPartitionMessage,
+    AlterDatabaseMessage,
     AlterPartitionMessage,
     AlterTableMessage,
-    DatabaseMessage,
+    CommitTxnMessage,
+    CreateFunctionMessage,
+    CreateTableMessage,
     DataChange,
+    DeleteColumnStatMessage,
+    DropDatabaseMessage,
+    DropFunctionMessage,
     DropPartitionMessage,
-    FunctionMessage,
+    DropTableMessage,
     InsertMessage,
     Message,
+    UpdateColumnStatMessage,
     relative_path,
 )
 from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.payloads import ObjectMetadata, PartitionSnapshot, TableSnapshot, convert
 from hmsrepl.metastore.protection import privileged_call
-from hmsrepl.metastore.statistics import ColumnStat
 from hmsrepl.replication import acid_replay, lost_files, signing
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
@@ -373,12 +380,9 @@ class LoadEngine:
         """(source location, files) of every table and partition of a bootstrap dump."""
         objects: list[tuple[str | None, Sequence[str]]] = []
         for relative in dump.metadata_files(meta.db_name):
-            body = dump.read_json(relative)
-            obj = body.get("table") or body.get("partition")
-            if obj is not None:
-                objects.append(
-                    (obj["sd"].get("location"), dump.read_files(relative[: -len(METADATA)] + FILES))
-                )
+            found = convert(dump.read_json(relative), ObjectMetadata, relative)
+            if found.table is not None or found.partition is not None:
+                objects.append((found.location, dump.read_files(relative[: -len(METADATA)] + FILES)))
         return objects
 
     @staticmethod
@@ -587,7 +591,7 @@ class LoadEngine:
             result.stale = lost.report(target_db)
 
     @staticmethod
-    def _pending_messages(dump: DumpDir, pending: PendingEvents) -> Iterator[tuple[int, Message]]:
+    def _pending_messages(dump: DumpDir, pending: PendingEvents) -> Iterator[tuple[int, Message[Any]]]:
         for event_id in pending.ids:
             yield event_id, parse_event(pending.document(dump, event_id))
 
@@ -656,7 +660,7 @@ class LoadEngine:
         return result
 
 
-def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
+def in_place_tables(messages: Iterable[Message[Any]]) -> frozenset[str]:
     """Tables whose data changes in a batch may be added in place (``VersionPublisher._publish_in_place``).
 
     Files added in place appear after the batch's commit, renamed one by one in the order the source wrote
@@ -677,7 +681,7 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
     database_level = False
     for msg in messages:
         for obj in msg.objects():
-            changed.setdefault(str(obj.snapshot.get("table_name")), set()).add(obj.partition_name)
+            changed.setdefault(obj.snapshot.table_name, set()).add(obj.partition_name)
         if msg.table_name is None:
             database_level = database_level or database_event(msg)
             continue
@@ -694,21 +698,21 @@ def in_place_tables(messages: Iterable[Message]) -> frozenset[str]:
     )
 
 
-def database_event(msg: Message) -> bool:
+def database_event(msg: Message[Any]) -> bool:
     """An event without a table that every table's run must be applied before (a database's creation,
     change or drop). A transaction's events write ACID tables only (``PartitionRuns.flush_for``) and a
     function's touch no table: neither orders a plain table's writes."""
     return msg.table_name is None and spec_of(msg.kind).scope not in (Scope.TXN, Scope.FUNCTION)
 
 
-def _reshapes(msg: Message) -> bool:
+def _reshapes(msg: Message[Any]) -> bool:
     """The event adds, drops or renames a partition, or drops or renames the table: it shows at the commit,
     so files renamed into the table after the commit (written before it, maybe) would show out of order."""
     spec = spec_of(msg.kind)
     return spec.structural or spec.drops or msg.renames
 
 
-def written_at(events: Iterable[tuple[dict[str, Any], Message]]) -> dict[str, int]:
+def written_at(events: Iterable[tuple[dict[str, Any], Message[Any]]]) -> dict[str, int]:
     """The event that wrote each file a one-file append of the batch adds (encoded URI -> event id)."""
     return {
         obj.change.added[0]: int(event["event_id"])
@@ -718,14 +722,14 @@ def written_at(events: Iterable[tuple[dict[str, Any], Message]]) -> dict[str, in
     }
 
 
-def _one_file_partition_write(msg: Message) -> bool:
+def _one_file_partition_write(msg: Message[Any]) -> bool:
     """An ALTER_PARTITION or partition INSERT whose data change adds one file and removes none, or is none."""
     if not isinstance(msg, AlterPartitionMessage | InsertMessage) or not msg.partition_names():
         return False
     return all(adds_one_file(obj.change) or obj.change.is_empty for obj in msg.objects())
 
 
-EventBatch = list[tuple[dict[str, Any], Message]]
+EventBatch = list[tuple[dict[str, Any], Message[Any]]]
 
 
 def commit_batches(chunks: Iterable[EventBatch], holds: Holds, end: int) -> Iterator[tuple[EventBatch, int]]:
@@ -831,7 +835,7 @@ def split_before_reuse(events: EventBatch) -> list[EventBatch]:
     dropped_parts: set[tuple[str, str]] = set()
     for event, msg in events:
         spec = spec_of(msg.kind)
-        table = (msg.table or {}).get("table_name")
+        table = msg.table.table_name if msg.table is not None else None
         reused = (spec.structural or isinstance(msg, AlterTableMessage)) and (
             table in dropped_tables or any((table, name) in dropped_parts for name in msg.partition_names())
         )
@@ -860,20 +864,20 @@ class PartitionRuns:
 
     def __init__(self, writer: TargetWriter, meta: DumpMetadata) -> None:
         self.writer, self.meta = writer, meta
-        self.tables: dict[str, Mapping[str, Any]] = {}
+        self.tables: dict[str, TableSnapshot] = {}
         self.parts: dict[str, dict[str, PartState | None]] = {}
 
-    def absorb(self, msg: Message) -> bool:
+    def absorb(self, msg: Message[Any]) -> bool:
         """Take a partition event into its table's run; False for any other event (flush, then apply it)."""
         fold = _FOLDS.get(EventType(msg.kind))
-        if fold is None or (isinstance(msg, InsertMessage) and not msg.partition):
+        table = msg.table
+        if fold is None or table is None or (isinstance(msg, InsertMessage) and msg.partition is None):
             return False
-        table = msg.table or {}
-        self.tables[table["table_name"]] = table
-        fold(self.parts.setdefault(table["table_name"], {}), msg, self.meta)
+        self.tables[table.table_name] = table
+        fold(self.parts.setdefault(table.table_name, {}), msg, self.meta)
         return True
 
-    def flush_for(self, msg: Message) -> None:
+    def flush_for(self, msg: Message[Any]) -> None:
         """Flush the runs an event depends on: its table's (both names for a rename), all for a database
         event, every transactional table's for a transaction's event (it writes ACID tables only), none for
         a function's."""
@@ -886,7 +890,7 @@ class PartitionRuns:
             return
         names = {msg.table_name}
         if isinstance(msg, AlterTableMessage):
-            names |= {msg.before["table_name"], msg.table["table_name"]}
+            names |= {msg.before.table_name, msg.table.table_name}
         for name in names:
             self._flush_table(name)
 
@@ -901,9 +905,9 @@ class PartitionRuns:
         dropped = [part_name for part_name, state in parts.items() if state is None]
         if dropped:
             self.writer.drop_partitions(name, [[v for _, v in parse_partition_name(n)] for n in dropped])
-        kept = [(state.snapshot, state.change) for state in parts.values() if state is not None]
+        kept = [(state.snapshot.to_json(), state.change) for state in parts.values() if state is not None]
         if kept:
-            self.writer.put_partitions(name, kept, table["sd"].get("location"))
+            self.writer.put_partitions(name, kept, table.location)
 
 
 @dataclass
@@ -911,49 +915,65 @@ class PartState:
     """A partition's state at the end of a table's run: its snapshot and its data change since the batch
     began (composed; None: no data change)."""
 
-    snapshot: Mapping[str, Any]
+    snapshot: PartitionSnapshot
     change: DataChange | None
 
 
-def _fold_add(parts: dict[str, PartState | None], msg: Message, meta: DumpMetadata) -> None:
-    assert isinstance(msg, AddPartitionMessage)
+def _fold_add(parts: dict[str, PartState | None], msg: AddPartitionMessage, meta: DumpMetadata) -> None:
     for name, snapshot, change in zip(msg.partition_names(), msg.partitions, msg.changes(), strict=True):
         parts[name] = PartState(snapshot, _data(change, meta))
 
 
-def _fold_drop(parts: dict[str, PartState | None], msg: Message, meta: DumpMetadata) -> None:
+def _fold_drop(parts: dict[str, PartState | None], msg: DropPartitionMessage, meta: DumpMetadata) -> None:
     for name in msg.partition_names():
         parts[name] = None
 
 
-def _fold_write(parts: dict[str, PartState | None], msg: Message, meta: DumpMetadata) -> None:
-    """ALTER_PARTITION (new metadata, maybe data) and partition INSERT (data only): compose onto the run."""
-    assert isinstance(msg, AlterPartitionMessage | InsertMessage)
+def _fold_alter(parts: dict[str, PartState | None], msg: AlterPartitionMessage, meta: DumpMetadata) -> None:
+    """ALTER_PARTITION (new metadata, maybe data): compose onto the run."""
+    _fold_write(parts, msg.partition_names()[0], msg.after, msg.data, meta)
+
+
+def _fold_insert(parts: dict[str, PartState | None], msg: InsertMessage, meta: DumpMetadata) -> None:
+    """A partition INSERT (data only: it changes data, not the partition's metadata)."""
     (name,) = msg.partition_names()
     previous = parts.get(name)
-    snapshot = msg.after if isinstance(msg, AlterPartitionMessage) else msg.partition
-    if isinstance(msg, InsertMessage) and previous is not None:
-        snapshot = previous.snapshot  # an INSERT changes data, not the partition's metadata
-    change = compose(previous.change if previous else None, _data(msg.data, meta))
-    parts[name] = PartState(snapshot or {}, change)
+    snapshot = previous.snapshot if previous is not None else msg.partition
+    if snapshot is not None:
+        _fold_write(parts, name, snapshot, msg.data, meta)
 
 
-_FOLDS: dict[EventType, Callable[[dict[str, PartState | None], Message, DumpMetadata], None]] = {
+def _fold_write(
+    parts: dict[str, PartState | None],
+    name: str,
+    snapshot: PartitionSnapshot,
+    data: DataChange | None,
+    meta: DumpMetadata,
+) -> None:
+    previous = parts.get(name)
+    parts[name] = PartState(snapshot, compose(previous.change if previous else None, _data(data, meta)))
+
+
+Fold = Callable[[dict[str, PartState | None], Any, DumpMetadata], None]
+"""A fold receives the message class of its event type (``SPECS``), as handlers do."""
+_FOLDS: dict[EventType, Fold] = {
     EventType.ADD_PARTITION: _fold_add,
     EventType.DROP_PARTITION: _fold_drop,
-    EventType.ALTER_PARTITION: _fold_write,
-    EventType.INSERT: _fold_write,
+    EventType.ALTER_PARTITION: _fold_alter,
+    EventType.INSERT: _fold_insert,
 }
 
 
 # -- event handlers: one per event type (a table of behaviours, not a chain of ifs) ----------------------------
-Handler = Callable[[TargetWriter, dict[str, Any], Message, DumpMetadata], None]
+Handler = Callable[[TargetWriter, dict[str, Any], Any, DumpMetadata], None]
+"""A handler receives the message class of the event type it is registered for (``SPECS``; checked by
+``tests/unit/test_event_specs.py``), so it reads its typed body without a downcast."""
 
 
-def objects_to_copy(msg: Message) -> list[tuple[str | None, Sequence[str]]]:
+def objects_to_copy(msg: Message[Any]) -> list[tuple[str | None, Sequence[str]]]:
     """(source location, files) of each object whose data an event changes: the files a load copies."""
-    if spec_of(msg.kind).transactional:  # COMMIT_TXN: each write's files, below its table or partition
-        return list(acid_replay.write_locations(dict(msg.raw)))
+    if isinstance(msg, CommitTxnMessage):  # each write's files, below its table or partition
+        return list(acid_replay.write_locations(msg))
     return [(obj.location, obj.change.added) for obj in msg.objects() if obj.change.added]
 
 
@@ -961,111 +981,99 @@ def _data(change: DataChange | None, meta: DumpMetadata) -> DataChange | None:
     return None if meta.metadata_only else change
 
 
-def _table_change(msg: Message, meta: DumpMetadata) -> DataChange | None:
+def _table_change(msg: Message[Any], meta: DumpMetadata) -> DataChange | None:
     """The data change of a table-level event (None: metadata only, or a partitioned table)."""
     objects = msg.objects()
     return _data(objects[0].change, meta) if objects else None
 
 
-def _create_table(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    table = dict(msg.table or {})
-    w.put_table(table, _table_change(msg, meta), table["sd"].get("location"))
+def _create_table(w: TargetWriter, ev: dict[str, Any], msg: CreateTableMessage, meta: DumpMetadata) -> None:
+    w.put_table(msg.table.to_json(), _table_change(msg, meta), msg.table.location)
 
 
-def _alter_table(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    assert isinstance(msg, AlterTableMessage)
-    after = dict(msg.table)
+def _alter_table(w: TargetWriter, ev: dict[str, Any], msg: AlterTableMessage, meta: DumpMetadata) -> None:
+    after = msg.table.to_json()
     if msg.rename_target is not None:
-        w.rename_table(msg.before["table_name"], after)
-    w.put_table(after, _table_change(msg, meta), after["sd"].get("location"))
+        w.rename_table(msg.before.table_name, after)
+    w.put_table(after, _table_change(msg, meta), msg.table.location)
 
 
-def _drop_table(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    w.drop_table((msg.table or {})["table_name"])
+def _drop_table(w: TargetWriter, ev: dict[str, Any], msg: DropTableMessage, meta: DumpMetadata) -> None:
+    w.drop_table(msg.table.table_name)
 
 
-def _add_partition(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    assert isinstance(msg, AddPartitionMessage)
-    parts = [(dict(p), _data(c, meta)) for p, c in zip(msg.partitions, msg.changes(), strict=True)]
-    table = msg.table or {}
-    w.put_partitions(table["table_name"], parts, table["sd"].get("location"))
+def _add_partition(w: TargetWriter, ev: dict[str, Any], msg: AddPartitionMessage, meta: DumpMetadata) -> None:
+    parts = [(p.to_json(), _data(c, meta)) for p, c in zip(msg.partitions, msg.changes(), strict=True)]
+    w.put_partitions(msg.table.table_name, parts, msg.table.location)
 
 
-def _alter_partition(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    assert isinstance(msg, AlterPartitionMessage)
-    table = msg.table or {}
-    w.put_partitions(
-        table["table_name"], [(dict(msg.after), _data(msg.data, meta))], table["sd"].get("location")
-    )
+def _alter_partition(
+    w: TargetWriter, ev: dict[str, Any], msg: AlterPartitionMessage, meta: DumpMetadata
+) -> None:
+    w.put_partitions(msg.table.table_name, [(msg.after.to_json(), _data(msg.data, meta))], msg.table.location)
 
 
-def _drop_partition(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    assert isinstance(msg, DropPartitionMessage)
-    w.drop_partitions((msg.table or {})["table_name"], [p["values"] for p in msg.partitions])
+def _drop_partition(
+    w: TargetWriter, ev: dict[str, Any], msg: DropPartitionMessage, meta: DumpMetadata
+) -> None:
+    w.drop_partitions(msg.table.table_name, [p.values for p in msg.partitions])
 
 
-def _insert(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    assert isinstance(msg, InsertMessage)
+def _insert(w: TargetWriter, ev: dict[str, Any], msg: InsertMessage, meta: DumpMetadata) -> None:
     if meta.metadata_only:
         return
-    table = msg.table or {}
-    if msg.partition:
-        w.put_partitions(table["table_name"], [(dict(msg.partition), msg.data)])
+    if msg.partition is not None:
+        w.put_partitions(msg.table.table_name, [(msg.partition.to_json(), msg.data)])
     else:
-        w.put_table(dict(table), msg.data, table["sd"].get("location"))
+        w.put_table(msg.table.to_json(), msg.data, msg.table.location)
 
 
-def _alter_database(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    assert isinstance(msg, DatabaseMessage)
-    w.put_database(dict(msg.database), {})
+def _alter_database(
+    w: TargetWriter, ev: dict[str, Any], msg: AlterDatabaseMessage, meta: DumpMetadata
+) -> None:
+    w.put_database(msg.database.to_json(), {})
 
 
-def _drop_database(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+def _drop_database(w: TargetWriter, ev: dict[str, Any], msg: DropDatabaseMessage, meta: DumpMetadata) -> None:
     with contextlib.suppress(NoSuchObjectError):
         w.catalog.drop_database(w.db, cascade=True)
 
 
-def _create_function(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    assert isinstance(msg, FunctionMessage)
-    w.put_function(dict(msg.function))
+def _create_function(
+    w: TargetWriter, ev: dict[str, Any], msg: CreateFunctionMessage, meta: DumpMetadata
+) -> None:
+    w.put_function(msg.function.to_json())
 
 
-def _drop_function(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    assert isinstance(msg, FunctionMessage)
-    w.drop_function(msg.function["function_name"])
+def _drop_function(w: TargetWriter, ev: dict[str, Any], msg: DropFunctionMessage, meta: DumpMetadata) -> None:
+    w.drop_function(msg.function.function_name)
 
 
-def _update_column_stats(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
+def _update_column_stats(
+    w: TargetWriter, ev: dict[str, Any], msg: UpdateColumnStatMessage, meta: DumpMetadata
+) -> None:
     """Statistics follow their table: a table or partition dropped later in the window is not an error."""
-    body = msg.raw
-    stats = [ColumnStat.from_json(doc) for doc in body["stats"]]
+    body = msg.body
     with contextlib.suppress(NoSuchObjectError):
         w.target.stats.update(
             w.db,
-            ev["table"],
-            stats,
-            partition_name=body.get("partition"),
-            engine=body.get("engine"),
-            last_analyzed=body.get("last_analyzed"),
+            msg.table_name or "",
+            body.stats,
+            partition_name=body.partition,
+            engine=body.engine,
+            last_analyzed=body.last_analyzed,
         )
 
 
-def _delete_column_stats(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-    body = msg.raw
-    for column in body.get("columns") or []:
+def _delete_column_stats(
+    w: TargetWriter, ev: dict[str, Any], msg: DeleteColumnStatMessage, meta: DumpMetadata
+) -> None:
+    body = msg.body
+    for column in body.columns:
         with contextlib.suppress(NoSuchObjectError):  # already gone: replaying twice, or dropped since
             w.target.stats.delete(
-                w.db, ev["table"], column, partition_name=body.get("partition"), engine=body.get("engine")
+                w.db, msg.table_name or "", column, partition_name=body.partition, engine=body.engine
             )
-
-
-def _raw(handler: Callable[[TargetWriter, dict[str, Any], dict[str, Any], DumpMetadata], None]) -> Handler:
-    """A handler of the stored message document (ACID replay's, which read their txn fields as stored)."""
-
-    def apply(w: TargetWriter, ev: dict[str, Any], msg: Message, meta: DumpMetadata) -> None:
-        handler(w, ev, ev["message"], meta)
-
-    return apply
 
 
 HANDLERS: dict[str, Handler] = {
@@ -1084,19 +1092,19 @@ HANDLERS: dict[str, Handler] = {
     EventType.UPDATE_PARTITION_COLUMN_STAT: _update_column_stats,
     EventType.DELETE_TABLE_COLUMN_STAT: _delete_column_stats,
     EventType.DELETE_PARTITION_COLUMN_STAT: _delete_column_stats,
-    **{kind: _raw(handler) for kind, handler in acid_replay.HANDLERS.items()},  # txn events
+    **acid_replay.HANDLERS,  # txn events
 }
 # Counted, not applied: the replica database itself is made by the bootstrap.
 NOT_YET_REPLAYED = kinds(replayed=False)
 
 
-def parse_event(event: dict[str, Any]) -> Message:
+def parse_event(event: dict[str, Any]) -> Message[Any]:
     """The typed message of a dumped event (parsed once per event, for every step of its load)."""
     return parse(event["event_type"], event["message"], event.get("db"), event.get("table"))
 
 
 def apply_event(
-    writer: TargetWriter, event: dict[str, Any], meta: DumpMetadata, msg: Message | None = None
+    writer: TargetWriter, event: dict[str, Any], meta: DumpMetadata, msg: Message[Any] | None = None
 ) -> None:
     kind = event["event_type"]
     handler = HANDLERS.get(kind)

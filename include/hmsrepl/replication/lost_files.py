@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hmsrepl.exceptions import FileLostError
 from hmsrepl.metastore.messages import DataChange, Message
@@ -61,7 +62,7 @@ class LostFiles:
     cleared: set[ObjectName] = field(default_factory=set)  # stale objects this load brought up to date
 
     @classmethod
-    def attribute(cls, lost: Sequence[str], events: Iterable[tuple[int, Message]]) -> LostFiles:
+    def attribute(cls, lost: Sequence[str], events: Iterable[tuple[int, Message[Any]]]) -> LostFiles:
         """Which tables and partitions name ``lost`` files in ``events``; refuse lost files of anything else."""
         missing = set(lost)
         seen: dict[ObjectName, tuple[int, set[str]]] = {}

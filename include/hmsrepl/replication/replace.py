@@ -36,7 +36,8 @@ from hmsrepl.exceptions import HmsReplError, NoSuchDatabaseError, NoSuchTableErr
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.event_specs import TXN_KINDS
 from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.messages import AlterTableMessage
+from hmsrepl.metastore.messages import AddPartitionMessage, AlterTableMessage, DropPartitionMessage
+from hmsrepl.metastore.payloads import DropTableBody, metadata_location
 from hmsrepl.replication.compaction import (
     TABLE_CREATES,
     TABLE_DROPS,
@@ -191,31 +192,22 @@ class WindowPlan:
     def skipped_events(self) -> int:
         return len(self.compacted)
 
-    def rewrite(self, event: DumpEvent) -> DumpEvent | None:
+    def rewrite(self, event: DumpEvent[Any]) -> DumpEvent[Any] | None:
         """The event as the dump writes it, or None when it is not written."""
         action = self.actions.get(event.event_id, EMIT)
         if action == SKIP or event.event_id in self.compacted:
             return None
         message = event.message
-        if action == DROP:  # a rename out of the policy: the target drops the table under its old name
-            assert isinstance(message, AlterTableMessage)
-            drop: dict[str, Any] = {
-                "table": message.before,
-                "recycled": [],
-                "renamed_to": message.rename_target,
-            }
+        if action == DROP and isinstance(message, AlterTableMessage):
+            # A rename out of the policy: the target drops the table under its old name.
+            drop = DropTableBody(table=message.before, recycled=[], renamed_to=message.rename_target)
             return event.rewritten(drop, EventType.DROP_TABLE)
         if event.event_id in self.stripped:
             return event.without_data()
         names = self.trimmed.get(event.event_id)
-        if names:
-            body = dict(message.raw)
+        if names and isinstance(message, AddPartitionMessage | DropPartitionMessage):
             keep = [name not in names for name in message.partition_names()]
-            # Every per-partition list of either message format loses the same entries.
-            for key in ("partitions", "files", "data", "recycled"):
-                if isinstance(body.get(key), list) and len(body[key]) == len(keep):
-                    body[key] = [item for item, k in zip(body[key], keep, strict=True) if k]
-            return event.rewritten(body)
+            return event.rewritten(message.body.keeping(keep))
         return event
 
 
@@ -322,9 +314,7 @@ def bootstrap_part_objects(dump: DumpDir, meta: DumpMetadata) -> list[tuple[str 
     out: list[tuple[str | None, list[str]]] = []
     for name in meta.bootstrapped_tables:
         for rel, _ in sub.entries(DumpLayout.table_dir(meta.db_name, name)):
-            body = sub.read_json(rel)
-            obj = body.get("table") or body.get("partition") or {}
-            out.append((obj.get("sd", {}).get("location"), sub.read_listing(rel) or []))
+            out.append((metadata_location(sub.read_json(rel), rel), sub.read_listing(rel) or []))
     return out
 
 

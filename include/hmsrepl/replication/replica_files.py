@@ -44,11 +44,10 @@ def as_change(files: DataChange | Sequence[str] | None) -> DataChange | None:
     """A data change from what callers pass: a change, a complete listing (bootstraps), or None (no data)."""
     if files is None or isinstance(files, DataChange):
         return files
-    return DataChange(tuple(files), complete=True)
+    return DataChange(tuple(files), (), complete=True)
 
 
-@dataclass(frozen=True)
-class AddedOneByOne(DataChange):
+class AddedOneByOne(DataChange, frozen=True, omit_defaults=True):
     """A composed change each of whose steps added one new file and removed nothing, ``added`` in step order.
 
     Publishing its files one after the other shows readers only listings the source had, one per step (an

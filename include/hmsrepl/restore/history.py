@@ -36,9 +36,10 @@ def _names(event: NotificationEvent) -> tuple[tuple[str, str], tuple[str, str]] 
     if event.event_type != EventType.ALTER_TABLE:
         return None
     message = parse_event(event)
-    assert isinstance(message, AlterTableMessage)
-    before = (message.before["db_name"], message.before["table_name"])
-    after = (message.table["db_name"], message.table["table_name"])
+    if not isinstance(message, AlterTableMessage):
+        return None
+    before = (message.before.db_name, message.before.table_name)
+    after = (message.table.db_name, message.table.table_name)
     return (before, after) if before != after else None
 
 

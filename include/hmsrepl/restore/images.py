@@ -13,13 +13,15 @@ from typing import Any
 
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.event_specs import parse_event
-from hmsrepl.metastore.events import EventType, NotificationEvent
+from hmsrepl.metastore.events import NotificationEvent
 from hmsrepl.metastore.messages import (
     AddPartitionMessage,
     AlterPartitionMessage,
     AlterTableMessage,
+    CreateTableMessage,
     DataChange,
     DropPartitionMessage,
+    InsertMessage,
     ObjectData,
     partition_key_names,
 )
@@ -64,33 +66,28 @@ def replay(events: Iterable[NotificationEvent], as_of: int) -> TableImage:
     image: TableImage | None = None
     for event in events:
         message = parse_event(event)
-        kind = event.event_type
-        if kind == EventType.CREATE_TABLE:
-            image = TableImage(dict(message.raw["table"]), as_of)
+        if isinstance(message, CreateTableMessage):
+            image = TableImage(message.table.to_json(), as_of)
             for obj in message.objects():
                 _apply(image, _TableObject(image), obj.change, event)
         elif image is None:
             raise RestoreError(
                 f"history of table '{event.db_name}.{event.table_name}' does not start at its creation"
             )
-        elif kind == EventType.ALTER_TABLE:
-            assert isinstance(message, AlterTableMessage)
+        elif isinstance(message, AlterTableMessage):
             _alter_table(image, message, event)
-        elif kind == EventType.ADD_PARTITION:
-            assert isinstance(message, AddPartitionMessage)
+        elif isinstance(message, AddPartitionMessage):
             for snapshot, change in zip(message.partitions, message.changes(), strict=True):
-                name = image.partition_name(snapshot["values"])
-                image.partitions[name] = ObjectImage(dict(snapshot))
+                name = image.partition_name(snapshot.values)
+                image.partitions[name] = ObjectImage(snapshot.to_json())
                 if change is not None:
                     _apply(image, image.partitions[name], change, event)
-        elif kind == EventType.DROP_PARTITION:
-            assert isinstance(message, DropPartitionMessage)
+        elif isinstance(message, DropPartitionMessage):
             for snapshot in message.partitions:
-                image.partitions.pop(image.partition_name(snapshot["values"]), None)
-        elif kind == EventType.ALTER_PARTITION:
-            assert isinstance(message, AlterPartitionMessage)
+                image.partitions.pop(image.partition_name(snapshot.values), None)
+        elif isinstance(message, AlterPartitionMessage):
             _alter_partition(image, message, event)
-        elif kind == EventType.INSERT:
+        elif isinstance(message, InsertMessage):
             for obj in message.objects():
                 _apply(image, _object_of(image, obj, event), obj.change, event)
     if image is None:
@@ -125,8 +122,7 @@ def _apply(image: TableImage, obj: ObjectImage, change: DataChange, event: Notif
 
 
 def _alter_table(image: TableImage, message: AlterTableMessage, event: NotificationEvent) -> None:
-    old_location, new = image.location, dict(message.table)
-    new_location = (new.get("sd") or {}).get("location")
+    old_location, new, new_location = image.location, message.table.to_json(), message.table.location
     if old_location and new_location and old_location != new_location:
         for part in image.partitions.values():  # a rename moves the partitions below the table with it
             part.snapshot = _rerooted(part.snapshot, old_location, new_location)
@@ -137,10 +133,10 @@ def _alter_table(image: TableImage, message: AlterTableMessage, event: Notificat
 
 
 def _alter_partition(image: TableImage, message: AlterPartitionMessage, event: NotificationEvent) -> None:
-    before = message.raw.get("before") or {}
-    after = dict(message.after)
-    name = image.partition_name(after["values"])
-    old_name = image.partition_name(before["values"]) if "values" in before else name
+    before = message.before
+    after = message.after.to_json()
+    name = image.partition_name(message.after.values)
+    old_name = image.partition_name(before.values) if before is not None else name
     part = image.partitions.pop(old_name, None) or ObjectImage(after)
     part.snapshot = after
     image.partitions[name] = part

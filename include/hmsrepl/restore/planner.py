@@ -16,7 +16,7 @@ from hmsrepl.formats.iceberg_tables import METADATA_LOCATION, PREVIOUS_METADATA_
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.messages import checksum_of
+from hmsrepl.metastore.messages import DropDatabaseMessage, DropFunctionMessage, checksum_of
 from hmsrepl.metastore.model import Database, Function, Table
 from hmsrepl.metastore.names import check_identifier
 from hmsrepl.metastore.protection import refusal
@@ -104,20 +104,29 @@ class RestorePlanner:
             raise RestoreError(
                 f"database '{target}' exists; restore into another name with --into NEW, or drop it first"
             )
-        snapshot = drop.body()["database"]
-        reason = refusal(db, snapshot.get("parameters") or {})
+        dropped = parse_event(drop)
+        if not isinstance(dropped, DropDatabaseMessage):
+            raise RestoreError(f"event {drop.event_id} is no drop of database '{db}'; the log is damaged")
+        snapshot = dropped.database
+        reason = refusal(db, snapshot.parameters)
         if reason:  # it would come back protected, and refuse its own tables
             raise RestoreError(f"restore refused: {reason}")
-        location = snapshot.get("location_uri") if target == db else None
+        location = snapshot.location_uri if target == db else None
         database = Database.model_validate(
-            {**snapshot, "name": target, "location_uri": location or self.catalog.default_db_location(target)}
+            {
+                **snapshot.to_json(),
+                "name": target,
+                "location_uri": location or self.catalog.default_db_location(target),
+            }
         )
         plan = self._plan("undrop-database", f"database '{target}'", drop.event_id - 1)
         plan.database = database
         for event in history.drop_run(self.log, db, drop.event_id):
-            body = event.body()
-            if event.event_type == EventType.DROP_FUNCTION:
-                plan.functions.append(Function.model_validate({**body["function"], "db_name": target}))
+            message = parse_event(event)
+            if isinstance(message, DropFunctionMessage):
+                plan.functions.append(
+                    Function.model_validate({**message.function.to_json(), "db_name": target})
+                )
                 continue
             image = self._image(db, str(event.table_name), event.event_id - 1)
             plan.tables.append(self._create(plan, image, database, str(event.table_name)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import select
 
@@ -18,8 +17,8 @@ from hmsrepl.metastore.catalog.rows import _partition_from_row, _partition_name,
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
-from hmsrepl.metastore.messages import MessageBuilder
 from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.metastore.payloads import AlterPartitionBody, AlterTableBody, InsertBody, format2
 from hmsrepl.metastore.protection import refusal
 from hmsrepl.metastore.schema import partitions, tbls
 
@@ -90,16 +89,15 @@ class DataCatalog(CatalogFamily):
                     tx.conn, self.cm, key, location, applied=applied, named=named, only_named=replace
                 )
             added = got.named if named is not None else list(got.change.added)
-            body = {
-                "table": _snapshot(current),
-                "partition": _snapshot(partition) if partition else None,
-                "replace": replace,
-                "new_files": added,
-                "recycled": adopted + got.excluded,
-            }
-            tx.emit(
-                EventType.INSERT, table.db_name, table.table_name, MessageBuilder(body).with_data(got.change)
+            body = InsertBody(
+                table=_snapshot(current),
+                partition=_snapshot(partition) if partition else None,
+                replace=replace,
+                new_files=added,
+                recycled=adopted + got.excluded,
+                **format2(got.change),
             )
+            tx.emit(EventType.INSERT, table.db_name, table.table_name, body)
             self.intents.recycle(tx, got.excluded)
         return added
 
@@ -137,12 +135,16 @@ class DataCatalog(CatalogFamily):
             change = capture(tx.conn, self.cm, key, location).change
             if change.is_empty:
                 return False
-            before = _snapshot(partition if partition is not None else table)
-            body: dict[str, Any] = {"before": before, "after": before, "recycled": []}
-            kind = EventType.ALTER_TABLE
             if partition is not None:
-                body, kind = {"table": _snapshot(table), **body}, EventType.ALTER_PARTITION
-            tx.emit(kind, table.db_name, table.table_name, MessageBuilder(body).with_data(change))
+                part = _snapshot(partition)
+                altered = AlterPartitionBody(
+                    table=_snapshot(table), before=part, after=part, recycled=[], **format2(change)
+                )
+                tx.emit(EventType.ALTER_PARTITION, table.db_name, table.table_name, altered)
+            else:
+                same = _snapshot(table)
+                body = AlterTableBody(before=same, after=same, recycled=[], **format2(change))
+                tx.emit(EventType.ALTER_TABLE, table.db_name, table.table_name, body)
         return True
 
     def describe_data(self, table: Table, partition: Partition | None = None) -> list[str]:

@@ -16,6 +16,7 @@ from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.names import check_identifier
 from hmsrepl.metastore.patterns import matches
+from hmsrepl.metastore.payloads import AlterDatabaseBody, DatabaseBody
 from hmsrepl.metastore.schema import dbs, tbls
 
 
@@ -41,7 +42,7 @@ class DatabaseCatalog(CatalogFamily):
             tx.conn.execute(
                 insert(dbs).values(name=db.name, doc=db.model_dump_json(), create_time=int(time.time()))
             )
-            tx.emit(EventType.CREATE_DATABASE, db.name, None, {"database": _snapshot(db)})
+            tx.emit(EventType.CREATE_DATABASE, db.name, None, DatabaseBody(database=_snapshot(db)))
             self.intents.makedirs(tx, [db.location_uri or ""])
         return db
 
@@ -77,7 +78,10 @@ class DatabaseCatalog(CatalogFamily):
             if held is not None:
                 held[name] = new_db.model_copy(deep=True)
             tx.emit(
-                EventType.ALTER_DATABASE, name, None, {"before": _snapshot(old), "after": _snapshot(new_db)}
+                EventType.ALTER_DATABASE,
+                name,
+                None,
+                AlterDatabaseBody(before=_snapshot(old), after=_snapshot(new_db)),
             )
         return new_db
 
@@ -110,6 +114,6 @@ class DatabaseCatalog(CatalogFamily):
                 raise InvalidOperationError(f"database '{name}' got a new table while being dropped; retry")
             tx.conn.execute(delete(dbs).where(dbs.c.db_id == db_id))
             (self.core.held_databases(tx.conn) or {}).pop(name, None)
-            tx.emit(EventType.DROP_DATABASE, name, None, {"database": _snapshot(db)})
+            tx.emit(EventType.DROP_DATABASE, name, None, DatabaseBody(database=_snapshot(db)))
             if remove and db.location_uri == location:
                 self.intents.recycle(tx, leftovers, [location or ""])

@@ -13,6 +13,7 @@ from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Function
 from hmsrepl.metastore.names import check_identifier
 from hmsrepl.metastore.patterns import matches
+from hmsrepl.metastore.payloads import FunctionBody
 from hmsrepl.metastore.schema import funcs
 
 
@@ -37,7 +38,9 @@ class FunctionCatalog(CatalogFamily):
                     db_id=db_id, func_name=function.function_name, doc=function.model_dump_json()
                 )
             )
-            tx.emit(EventType.CREATE_FUNCTION, function.db_name, None, {"function": _snapshot(function)})
+            tx.emit(
+                EventType.CREATE_FUNCTION, function.db_name, None, FunctionBody(function=_snapshot(function))
+            )
         return function
 
     def get_function(self, db_name: str, function_name: str) -> Function:
@@ -67,4 +70,6 @@ class FunctionCatalog(CatalogFamily):
             ).rowcount
             if count == 0:
                 raise NoSuchFunctionError(function.db_name, function.function_name)
-            tx.emit(EventType.DROP_FUNCTION, function.db_name, None, {"function": _snapshot(function)})
+            tx.emit(
+                EventType.DROP_FUNCTION, function.db_name, None, FunctionBody(function=_snapshot(function))
+            )

@@ -30,9 +30,16 @@ from hmsrepl.metastore.catalog.rows import (
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.listings import ObjectKey
-from hmsrepl.metastore.messages import MessageBuilder
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.names import check_partition_values
+from hmsrepl.metastore.payloads import (
+    MESSAGE_FORMAT_VERSION,
+    AddPartitionBody,
+    AlterPartitionBody,
+    DataChange,
+    DropPartitionBody,
+    format2,
+)
 from hmsrepl.metastore.schema import partition_key_vals, partitions
 from hmsrepl.storage.base import join_uri
 
@@ -100,19 +107,19 @@ class PartitionCatalog(CatalogFamily):
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
             if added:  # new ids, never used before: nothing recorded under them
-                changes = [
+                changes: list[DataChange | None] = [
                     self.core.captured(
                         tx.conn, ObjectKey(tbl_id, ids[name]), part.sd.location, applied.get(name), fresh=True
                     )
                     for name, part in added
                 ]
-                body = {"table": _snapshot(current), "partitions": [_snapshot(part) for _, part in added]}
-                tx.emit(
-                    EventType.ADD_PARTITION,
-                    table.db_name,
-                    table.table_name,
-                    MessageBuilder(body).with_partition_data(changes),
+                body = AddPartitionBody(
+                    table=_snapshot(current),
+                    partitions=[_snapshot(part) for _, part in added],
+                    v=MESSAGE_FORMAT_VERSION,
+                    data=changes,
                 )
+                tx.emit(EventType.ADD_PARTITION, table.db_name, table.table_name, body)
         return [part for _, part in added]
 
     def _check_partition_locations(self, table: Table, parts: dict[str, Partition]) -> dict[str, str | None]:
@@ -246,18 +253,14 @@ class PartitionCatalog(CatalogFamily):
                     data = declared_change(tx.conn, key)
                 elif capture_files:
                     data = self.core.captured(tx.conn, key, part.sd.location, given_files[name])
-                body = {
-                    "table": _snapshot(current),
-                    "before": _snapshot(before),
-                    "after": _snapshot(part),
-                    "recycled": adopted[name],
-                }
-                tx.emit(
-                    EventType.ALTER_PARTITION,
-                    table.db_name,
-                    table.table_name,
-                    MessageBuilder(body).with_data(data),
+                body = AlterPartitionBody(
+                    table=_snapshot(current),
+                    before=_snapshot(before),
+                    after=_snapshot(part),
+                    recycled=adopted[name],
+                    **format2(data),
                 )
+                tx.emit(EventType.ALTER_PARTITION, table.db_name, table.table_name, body)
             _bulk_update_partitions(tx.conn, updates)
 
     def drop_partitions(
@@ -317,11 +320,9 @@ class PartitionCatalog(CatalogFamily):
                 EventType.DROP_PARTITION,
                 table.db_name,
                 table.table_name,
-                {
-                    "table": _snapshot(current),
-                    "partitions": [_snapshot(p) for p in dropped],
-                    "recycled": recycled,
-                },
+                DropPartitionBody(
+                    table=_snapshot(current), partitions=[_snapshot(p) for p in dropped], recycled=recycled
+                ),
             )
             if recycle:
                 flat = [uri for uris in recycled for uri in uris]

@@ -6,7 +6,7 @@ Statements used for every created table are built once (see the note on the look
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import Connection, CursorResult, and_, bindparam, exists, insert, select, update
 
@@ -15,6 +15,14 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.capture import still_recorded
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.metastore.payloads import (
+    DatabaseSnapshot,
+    FunctionSnapshot,
+    PartitionSnapshot,
+    Snapshot,
+    TableSnapshot,
+    snapshot_of,
+)
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 from hmsrepl.storage.base import FileIdentity, join_uri, path_key
 from hmsrepl.storage.local_tree import StatIdentity
@@ -63,8 +71,25 @@ _INSERT_TABLE_IF_FREE = (
 _INSERT_PARTITIONS_RETURNING = insert(partitions).returning(partitions.c.part_name, partitions.c.part_id)
 
 
-def _snapshot(obj: Database | Table | Partition | Function) -> dict[str, Any]:
-    return obj.model_dump(mode="json")
+@overload
+def _snapshot(obj: Database) -> DatabaseSnapshot: ...
+@overload
+def _snapshot(obj: Table) -> TableSnapshot: ...
+@overload
+def _snapshot(obj: Partition) -> PartitionSnapshot: ...
+@overload
+def _snapshot(obj: Function) -> FunctionSnapshot: ...
+def _snapshot(obj: Database | Table | Partition | Function) -> Snapshot:
+    """The object as its event records it (the typed form of its JSON snapshot)."""
+    return snapshot_of(obj, _SNAPSHOT_TYPES[type(obj)])
+
+
+_SNAPSHOT_TYPES: dict[type[Database | Table | Partition | Function], type[Snapshot]] = {
+    Database: DatabaseSnapshot,
+    Table: TableSnapshot,
+    Partition: PartitionSnapshot,
+    Function: FunctionSnapshot,
+}
 
 
 def _chunks(items: Sequence[Any], size: int = BATCH) -> Iterable[Sequence[Any]]:

@@ -38,12 +38,19 @@ from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.locations import location_key
-from hmsrepl.metastore.messages import DataChange, MessageBuilder
+from hmsrepl.metastore.messages import DataChange
 from hmsrepl.metastore.model import Partition, Table, TableType
 from hmsrepl.metastore.moves import move_directory
 from hmsrepl.metastore.names import check_identifier
 from hmsrepl.metastore.partition_pages import Charges, page_cost
 from hmsrepl.metastore.patterns import matches
+from hmsrepl.metastore.payloads import (
+    AlterPartitionBody,
+    AlterTableBody,
+    CreateTableBody,
+    DropTableBody,
+    format2,
+)
 from hmsrepl.metastore.schema import (
     next_write_id,
     partition_key_vals,
@@ -125,7 +132,7 @@ class TableCatalog(CatalogFamily):
                 EventType.CREATE_TABLE,
                 table.db_name,
                 table.table_name,
-                MessageBuilder({"table": _snapshot(table)}).with_data(data),
+                CreateTableBody(table=_snapshot(table), **format2(data)),
             )
         return table
 
@@ -266,8 +273,10 @@ class TableCatalog(CatalogFamily):
                 data = self.core.captured(tx.conn, ObjectKey(tbl_id), where, applied)
                 if move:
                     data = _rerooted(data, move[0], move[1])
-            body = {"before": _snapshot(current), "after": _snapshot(new_table), "recycled": recycled}
-            tx.emit(EventType.ALTER_TABLE, db_name, table_name, MessageBuilder(body).with_data(data))
+            body = AlterTableBody(
+                before=_snapshot(current), after=_snapshot(new_table), recycled=recycled, **format2(data)
+            )
+            tx.emit(EventType.ALTER_TABLE, db_name, table_name, body)
             if move:
                 source, target = move
                 # Inside the transaction: if the move fails, the rename rolls back with it.
@@ -348,19 +357,15 @@ class TableCatalog(CatalogFamily):
             with self.events.transaction() as tx:
                 tbl_id, _ = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
                 for name, part in targets.items():
-                    body = {
-                        "table": _snapshot(table),
-                        "before": _snapshot(part),
-                        "after": _snapshot(part),
-                        "recycled": recycled[name],
-                    }
                     emptied = _emptied(tx.conn, ObjectKey(tbl_id, ids[name]))
-                    tx.emit(
-                        EventType.ALTER_PARTITION,
-                        table.db_name,
-                        table.table_name,
-                        MessageBuilder(body).with_data(emptied),
+                    body = AlterPartitionBody(
+                        table=_snapshot(table),
+                        before=_snapshot(part),
+                        after=_snapshot(part),
+                        recycled=recycled[name],
+                        **format2(emptied),
                     )
+                    tx.emit(EventType.ALTER_PARTITION, table.db_name, table.table_name, body)
                 self.intents.recycle(tx, [uri for uris in recycled.values() for uri in uris])
             return
         self._check_truncatable(table, [table.sd.location], set())
@@ -369,14 +374,11 @@ class TableCatalog(CatalogFamily):
         files = describe_known(table.sd.location, self.cm, _lookup(known, table.sd.location))
         with self.events.transaction() as tx:
             tbl_id, _ = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
-            body = {"before": _snapshot(table), "after": _snapshot(table), "recycled": files}
             emptied = _emptied(tx.conn, ObjectKey(tbl_id))
-            tx.emit(
-                EventType.ALTER_TABLE,
-                table.db_name,
-                table.table_name,
-                MessageBuilder(body).with_data(emptied),
+            truncated = AlterTableBody(
+                before=_snapshot(table), after=_snapshot(table), recycled=files, **format2(emptied)
             )
+            tx.emit(EventType.ALTER_TABLE, table.db_name, table.table_name, truncated)
             self.intents.recycle(tx, files)
 
     def _check_truncatable(self, table: Table, locations: Sequence[str | None], names: set[str]) -> None:
@@ -431,7 +433,10 @@ class TableCatalog(CatalogFamily):
             listings.forget_table(tx.conn, tbl_id)
             _forget_write_ids(tx.conn, db_name, table_name)
             tx.emit(
-                EventType.DROP_TABLE, db_name, table_name, {"table": _snapshot(table), "recycled": recycled}
+                EventType.DROP_TABLE,
+                db_name,
+                table_name,
+                DropTableBody(table=_snapshot(table), recycled=recycled),
             )
             if delete_data and table.is_managed:
                 self.intents.recycle(tx, recycled, extra_dirs)
