@@ -43,7 +43,9 @@ def insert_only_tables(metastore: Metastore, db_name: str | None = None) -> list
 
 def visible_delta_count(reader: InsertOnlyReader, location: str) -> int:
     """Deltas ``reader``'s snapshot opens in ``location`` (what a compaction would save)."""
-    names = visible_directories(entries(location), reader.valid_write_ids, valid_txns=reader.valid_txns)
+    names = visible_directories(
+        entries(reader.metastore.cm.files, location), reader.valid_write_ids, valid_txns=reader.valid_txns
+    )
     return sum(
         1 for name in names if (p := parse_directory_name(name)) is not None and p.kind is DirKind.DELTA
     )

@@ -35,7 +35,8 @@ from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.layout import DumpDir, DumpLayout, DumpMetadata
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.target import TargetWriter
-from hmsrepl.storage.base import FileStatus, filesystem_for, is_hidden, join_uri, relative_to
+from hmsrepl.storage.base import FileStatus, is_hidden, join_uri, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,7 @@ def _empty_base_marker(source: Metastore, write: dict[str, Any]) -> list[str]:
     if not obj.sd.location:
         return []
     directory = join_uri(obj.sd.location, base_dir_name(write["write_id"]))
-    fs = filesystem_for(directory)
+    fs = source.cm.files
     statuses = list(fs.list_files(directory)) if fs.exists(directory) else []
     return describe_files(obj.sd.location, source.cm, statuses)
 
@@ -246,7 +247,7 @@ def _included(write: dict[str, Any], policy: ReplicationPolicy) -> bool:
 
 
 def visible_statuses(
-    location: str | None, write_ids: ValidWriteIdList, valid_txns: ValidTxnList
+    fs: RootedFileSystem, location: str | None, write_ids: ValidWriteIdList, valid_txns: ValidTxnList
 ) -> list[FileStatus]:
     """Files of one ACID location that make up the snapshot ``write_ids`` (what a reader would read).
 
@@ -255,7 +256,6 @@ def visible_statuses(
     """
     if not location:
         return []
-    fs = filesystem_for(location)
     if not fs.exists(location):
         return []
     entries: dict[str, list[FileStatus]] = {}
@@ -296,7 +296,9 @@ def dump_acid_files(
     replica when its write id is, which is the same snapshot: the base was valid in the dumped one (no
     write id at or below it open there) and every write id the replica opens later is above the watermark.
     """
-    files = describe_files(location, source.cm, visible_statuses(location, snapshot_ids, valid_txns))
+    files = describe_files(
+        location, source.cm, visible_statuses(source.cm.files, location, snapshot_ids, valid_txns)
+    )
     return [_without_compactor_suffix(text) for text in files]
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.replication.policy import ReplicationPolicy
-from hmsrepl.storage.base import filesystem_for
 
 
 def _named(store: Any, db_name: str, policy: ReplicationPolicy | None) -> Iterator[tuple[str, str]]:
@@ -35,9 +34,13 @@ def _named(store: Any, db_name: str, policy: ReplicationPolicy | None) -> Iterat
 
 
 def missing_locations(store: Any, db_name: str, policy: ReplicationPolicy | None = None) -> list[str]:
-    """One line per location the metadata names that does not exist (local filesystems only)."""
-    return [
-        f"{what}: location '{location}' does not exist"
-        for what, location in _named(store, db_name, policy)
-        if (fs := filesystem_for(location)).has_directories and not fs.exists(location)
-    ]
+    """One line per location the metadata names that does not exist (local filesystems only), or that lies
+    outside the metastore's roots (looked at through its change manager's rooted file system, never read)."""
+    fs = store.cm.files
+    out = []
+    for what, location in _named(store, db_name, policy):
+        if not fs.contains(location, follow=False):
+            out.append(f"{what}: location '{location}' is outside the metastore's roots")
+        elif fs.traits(location).has_directories and not fs.exists(location):
+            out.append(f"{what}: location '{location}' does not exist")
+    return out
