@@ -4,6 +4,10 @@ The rule is ruff's banned-API check (TID251, configured in pyproject.toml) over 
 ``storage/`` and an explicit, commented whitelist of modules that handle no warehouse path exempt. Ruff does
 not resolve builtins, so ``open()`` is held to the same whitelist here. Each check is also run on a planted
 violation, so a configuration that stopped checking would fail this test instead of passing silently.
+
+The same rule bans the unbound entry points of ``hmsrepl.storage`` (``filesystem_for``, ``copy_file``,
+``copy_files``, ``move_file``) outside ``storage/``: a module reaches files only through a ``RootedFileSystem``
+bound to the roots of its work. The thin layers (Spark apps, Airflow plugins, DAGs) import none of them.
 """
 
 from __future__ import annotations
