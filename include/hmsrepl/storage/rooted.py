@@ -159,9 +159,10 @@ class RootedFileSystem(FileSystem):
         return _Admitted(self, [*uris, *(parent_uri(uri) for uri in uris)])
 
     def traits(self, uri: str) -> StoreTraits:
-        """What the store of ``uri`` is like (hard links, directories, in-place writes, parallelism), for a
-        path below the roots: callers ask the rooted file system, never the unbound store."""
-        return store_traits(self.check(uri, follow=False))
+        """What the store of ``uri`` is like (hard links, directories, in-place writes, parallelism): callers
+        ask the rooted file system, never the unbound store. No file is touched, so nothing is checked here:
+        every operation on the path is."""
+        return store_traits(uri)
 
     def _fs(self, uri: str, *, follow: bool = True) -> FileSystem:
         return filesystem_for(self.check(uri, follow=follow))
