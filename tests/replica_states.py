@@ -20,6 +20,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.storage.base import filesystem_for, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 States = dict[str, object]  # table name -> state
 
@@ -29,7 +30,7 @@ def _files(location: str | None) -> frozenset[tuple[str, bytes]]:
         return frozenset()
     fs = filesystem_for(location)
     out = []
-    for status in list_data_files(location):
+    for status in list_data_files(RootedFileSystem([location], purpose="test"), location):
         with fs.open_read(status.uri) as stream:
             out.append((relative_to(status.uri, location), stream.read()))
     return frozenset(out)

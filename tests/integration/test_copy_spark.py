@@ -17,6 +17,7 @@ from hmsrepl.replication.filecopy import CopyTask, publish_all, staging_name
 from hmsrepl.spark.copy import SparkCopyError, spark_copy
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import DURABILITY_MODES, LocalFileSystem
+from hmsrepl.storage.rooted import RootedFileSystem
 
 
 def dump_task(src: Path, dst: Path, cmroot: Path, relative: str, data: bytes) -> CopyTask:
@@ -24,7 +25,7 @@ def dump_task(src: Path, dst: Path, cmroot: Path, relative: str, data: bytes) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     encoded = EncodedFileUri(str(path), checksum_bytes(data), str(cmroot)).encode()
-    return CopyTask(encoded, str(dst / relative), (str(src), str(cmroot)))
+    return CopyTask(encoded, str(dst / relative), (str(src), str(cmroot)), target_roots=(str(dst),))
 
 
 @pytest.mark.parametrize("durability", DURABILITY_MODES)
@@ -56,7 +57,7 @@ def test_spark_copy_stages_verified_copies_and_names_the_lost_file(
     # The re-run without the lost file reuses every verified staged copy, then the load publishes them.
     results = spark_copy(spark, [*good, from_cm], durability=durability)  # type: ignore[arg-type]
     assert all(r.prefetched for r in results)
-    publish_all([task.target_uri for task in [*good, from_cm]])
+    publish_all(RootedFileSystem([str(dst)], purpose="test"), [task.target_uri for task in [*good, from_cm]])
     fs = LocalFileSystem()
     copied = {
         s.uri[len(str(dst)) + 1 :]: fs.checksum(s.uri) for s in fs.list_files(str(dst))

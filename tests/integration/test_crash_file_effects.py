@@ -36,6 +36,7 @@ from hmsrepl.metastore.model import Database
 from hmsrepl.storage.base import filesystem_for
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
+from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.thrift.idl import IDL_PATH
 from tests.helpers import make_partition, make_table, write_file
 from tests.servers import REPO, metastore_server
@@ -187,7 +188,11 @@ def _assert_converged(config: MetastoreConfig, operation: str) -> None:
 
 
 def _data_files(location: str | None) -> list[str]:
-    return sorted(Path(status.uri).name for status in list_data_files(location))
+    if not location:
+        return []
+    return sorted(
+        Path(s.uri).name for s in list_data_files(RootedFileSystem([location], purpose="test"), location)
+    )
 
 
 def _assert_not_resurrected(store: Metastore, operation: str) -> None:

@@ -74,7 +74,7 @@ def test_a_parked_intent_completes_once_its_cause_is_gone(metastore: Metastore, 
 
     from hmsrepl.metastore.schema import file_intents
 
-    fixed = str(tmp_path / "fixed")
+    fixed = f"{metastore.config.warehouse}/s.db/fixed"  # inside the metastore's roots, as every intent is
     with metastore.events.transaction() as tx:
         tx.conn.execute(
             update(file_intents)

@@ -36,6 +36,7 @@ from hmsrepl.replication.locations import EXTERNAL_DIR, EXTERNAL_ROOT, legacy_ex
 from hmsrepl.replication.replica_layout import ExternalRootConflictError, owned_external_root
 from hmsrepl.replication.verify import capture_state, verify
 from hmsrepl.storage.base import filesystem_for, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 from tests.helpers import make_partition, make_table, settle, side_args, write_file
 
 DB, A, B = "extdb", "extdb_dr", "extdb_dr2"
@@ -111,7 +112,7 @@ def contents(location: str | None) -> tuple[tuple[str, bytes], ...]:
         return ()
     fs = filesystem_for(location)
     out = []
-    for status in list_data_files(location):
+    for status in list_data_files(RootedFileSystem([location], purpose="test"), location):
         with fs.open_read(status.uri) as stream:
             out.append((relative_to(status.uri, location), stream.read()))
     return tuple(sorted(out))
@@ -213,7 +214,7 @@ def test_a_dropped_external_partition_and_table_leave_nothing_under_external(
         relative_to(s.uri, str(own))
         for name in ("e1", "e2")
         for location in locations_of(target, A, name)
-        for s in list_data_files(location)
+        for s in list_data_files(RootedFileSystem([location], purpose="test"), location)
     }
     assert left == sorted(kept)  # only what metadata names: no old version, no dropped partition
     source.catalog.drop_table(DB, "e2", delete_data=False)

@@ -6,6 +6,7 @@ Each replica verifies equal (exit 0) when it is, and a planted difference makes 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,7 +94,11 @@ def _verify_cli(source: Metastore, target: Metastore, *options: str) -> Result:
         *side_args("source", source),
         *side_args("target", target),
     ]
-    return CliRunner().invoke(main, args)
+    # The source metastore's external root, as its own settings name it: verify reads files only below the
+    # roots the command's settings give the metastore.
+    return CliRunner().invoke(
+        main, args, env={"HMSREPL_EXTERNAL_ROOTS": json.dumps(source.config.external_roots)}
+    )
 
 
 def _replica_dir(target: Metastore, table: str) -> Path:

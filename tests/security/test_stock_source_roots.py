@@ -21,6 +21,7 @@ from hmsrepl.hive_source.roots import StockRootsError
 from hmsrepl.hive_source.source import StockHiveSource
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.storage.rooted import OutsideRootsError
 from tests.backends import temporary_database
 from tests.helpers import open_replica
 from tests.security.fake_stock_source import HostileMetastore, hostile_metastore
@@ -163,3 +164,24 @@ def test_a_table_inside_the_configured_roots_still_replicates(scene: Scene) -> N
             source.close()
     copied = Path(scene.replica.catalog.get_table("sales_dr", "loot").sd.location or "")
     assert (Path(str(copied).removeprefix("file:")) / "000000_0").read_bytes() == b"rows\n"
+
+
+def test_a_table_directory_that_is_a_symlink_out_of_the_roots_is_not_listed(scene: Scene) -> None:
+    """The metastore names a table below the configured warehouse, but that directory is a symlink to the
+    victim's: the location passes the textual check, the listing goes through a file system bound to the
+    operator's roots and refuses it (one line), before a file is read."""
+    link = scene.warehouse / "sales.db" / "loot"
+    link.symlink_to(scene.victim, target_is_directory=True)
+    answers = HostileMetastore({}, db_location=str(scene.warehouse / "sales.db"), table_location=str(link))
+    before = scene.untouched()
+    with hostile_metastore(answers) as uri:
+        source = StockHiveSource(uri, warehouse=str(scene.warehouse), cmroot=str(scene.cmroot))
+        try:
+            with pytest.raises(OutsideRootsError) as info:
+                _dump_and_load(scene, source)
+        finally:
+            source.close()
+    message = str(info.value)
+    assert "\n" not in message and "outside the roots" in message and str(scene.victim) in message, message
+    assert "sales_dr" not in scene.replica.catalog.get_databases()
+    scene.assert_untouched(before)

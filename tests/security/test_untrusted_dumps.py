@@ -632,22 +632,23 @@ def test_external_tables_load_only_from_configured_external_roots(scene: Scene) 
     external = scene.root / "ext" / "events"
     table = make_table("sales", "ext_events").model_copy(update={"table_type": TableType.EXTERNAL_TABLE})
     table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": str(external)})})
-    # The source metastore itself must allow that external root (HMSREPL_EXTERNAL_ROOTS).
+    # The source metastore itself must allow that external root (HMSREPL_EXTERNAL_ROOTS): its dump reads the
+    # table's files through its own roots.
     config = scene.source.config.model_copy(update={"external_roots": [str(scene.root / "ext")]})
     source = Metastore(config)
     try:
         source.catalog.create_table(table)
         write_file(str(external), "e1", b"external rows")
         source.catalog.insert("sales", "ext_events")
+        dumped = ReplicationEngine(str(scene.root / "dumps"), source, scene.target).execute("REPL DUMP sales")
+        scene.assert_refused(dumped.dump_dir, "table 'ext_events'", "HMSREPL_SOURCE_EXTERNAL_ROOTS")
+        done = scene.cli_load(dumped.dump_dir, HMSREPL_SOURCE_EXTERNAL_ROOTS=str(scene.root / "ext"))
+        assert done.returncode == 0, done.stderr
+        loaded = scene.target.catalog.get_table("sales_dr", "ext_events")
+        assert loaded.sd.location.startswith(scene.target.config.warehouse)  # under <warehouse>/_external/
+        assert verify(source, "sales", scene.target, "sales_dr") == []
     finally:
         source.close()
-    dumped = scene.engine.execute("REPL DUMP sales")
-    scene.assert_refused(dumped.dump_dir, "table 'ext_events'", "HMSREPL_SOURCE_EXTERNAL_ROOTS")
-    done = scene.cli_load(dumped.dump_dir, HMSREPL_SOURCE_EXTERNAL_ROOTS=str(scene.root / "ext"))
-    assert done.returncode == 0, done.stderr
-    loaded = scene.target.catalog.get_table("sales_dr", "ext_events")
-    assert loaded.sd.location.startswith(scene.target.config.warehouse)  # under <warehouse>/_external/
-    assert verify(scene.source, "sales", scene.target, "sales_dr") == []
 
 
 def test_a_tampered_one_file_append_into_a_replica_partition_writes_nothing(scene: Scene) -> None:

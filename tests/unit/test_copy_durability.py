@@ -18,16 +18,19 @@ from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.replication.filecopy import (
     CopyTask,
+    below_any,
     copy_verified,
     publish_all,
     run_copy_task,
     staging_name,
 )
+from hmsrepl.replication.prestage import target_files as replica_files
 from hmsrepl.spark.copy import FileFailure, _copy_failure, _copy_task_outcome, _run_group
 from hmsrepl.storage import local
 from hmsrepl.storage.base import copy_file
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import COPY_CHUNK_BYTES, WRITEBACK_BYTES, LocalFileSystem, deferred_sync
+from hmsrepl.storage.rooted import RootedFileSystem
 
 
 class SyncCounter:
@@ -71,7 +74,11 @@ def make_tasks(tmp_path: Path, sizes: list[int]) -> list[CopyTask]:
         path = src / f"p={index % 3}" / f"part-{index:03d}"
         token = write_source(path, size)
         target = dst / path.relative_to(src)
-        tasks.append(CopyTask(EncodedFileUri(str(path), token).encode(), str(target), (str(src),)))
+        tasks.append(
+            CopyTask(
+                EncodedFileUri(str(path), token).encode(), str(target), (str(src),), target_roots=(str(dst),)
+            )
+        )
     return tasks
 
 
@@ -180,15 +187,16 @@ def test_changed_source_falls_back_to_cmroot_or_fails_leaving_nothing(tmp_path: 
     encoded = EncodedFileUri(str(source), token, str(cmroot)).encode()
     target = str(tmp_path / "dst" / "part-0")
     allowed = (str(source.parent), str(cmroot))
+    replica = RootedFileSystem([str(tmp_path / "dst")], purpose="replica")
 
     with pytest.raises(FileLostError, match=re.escape(f"no copy of '{source}' with checksum {token}")):
-        copy_verified(encoded, target, allowed=lambda uri: uri.startswith(allowed))
+        copy_verified(encoded, target, target=replica, allowed=below_any(*allowed))
     assert not os.path.exists(staging_name(target)) and not os.path.exists(target)
     assert os.listdir(tmp_path / "dst") == []  # no temporary file either
 
     cmroot.mkdir()
     (cmroot / f"part-0_{token}").write_bytes(original)
-    result = copy_verified(encoded, target, allowed=lambda uri: uri.startswith(allowed))
+    result = copy_verified(encoded, target, target=replica, allowed=below_any(*allowed))
     assert result.from_cmroot and Path(staging_name(target)).read_bytes() == original
 
 
@@ -198,7 +206,7 @@ def test_publish_all_renames_then_syncs_once(tmp_path: Path, monkeypatch: pytest
         for task in tasks:
             run_copy_task(task)
     counter = SyncCounter(monkeypatch)
-    publish_all([task.target_uri for task in tasks])
+    publish_all(replica_files(tasks), [task.target_uri for task in tasks])
     assert counter.syncfs == 1
     for task in tasks:
         assert (
@@ -218,7 +226,7 @@ def test_publish_all_leaves_the_sync_to_a_caller_that_batches_it(
         for task in tasks:
             run_copy_task(task)
     counter = SyncCounter(monkeypatch)
-    publish_all([task.target_uri for task in tasks], durable=False)
+    publish_all(replica_files(tasks), [task.target_uri for task in tasks], durable=False)
     assert counter.syncfs == 0
     assert all(os.path.exists(task.target_uri) for task in tasks)
     assert not any(os.path.exists(staging_name(task.target_uri)) for task in tasks)

@@ -12,6 +12,7 @@ import pytest
 from hmsrepl.exceptions import StorageError
 from hmsrepl.metastore.file_capture import stat_listing
 from hmsrepl.storage.local import LocalFileSystem
+from hmsrepl.storage.rooted import RootedFileSystem
 
 
 def _hostile_location(tmp_path: Path) -> Path:
@@ -64,7 +65,7 @@ def test_a_writes_listing_takes_the_same_files_and_keeps_no_descriptor_open(tmp_
     open_before = len(os.listdir("/proc/self/fd"))
     try:
         for root in (location, link):
-            listed = stat_listing(f"file:{root}")
+            listed = stat_listing(RootedFileSystem([str(tmp_path)], purpose="test"), f"file:{root}")
             assert listed == {
                 "b": (2, (location / "b").stat().st_mtime_ns),
                 "p=k%3Av/q=1/a": (1, (location / "p=k%3Av" / "q=1" / "a").stat().st_mtime_ns),
@@ -72,8 +73,12 @@ def test_a_writes_listing_takes_the_same_files_and_keeps_no_descriptor_open(tmp_
         assert len(os.listdir("/proc/self/fd")) == open_before
     finally:
         sock.close()
-    assert stat_listing(f"file:{location}/b") == {"b": (2, (location / "b").stat().st_mtime_ns)}
-    assert stat_listing(f"file:{location}/nothing-here") == {}
+    assert stat_listing(RootedFileSystem([str(tmp_path)], purpose="test"), f"file:{location}/b") == {
+        "b": (2, (location / "b").stat().st_mtime_ns)
+    }
+    assert (
+        stat_listing(RootedFileSystem([str(tmp_path)], purpose="test"), f"file:{location}/nothing-here") == {}
+    )
 
 
 @pytest.mark.parametrize("name", ["fifo", "zero", "stolen"])

@@ -82,7 +82,7 @@ def clean_aborted(
             continue
         remaining: set[int] = set()
         for _, location in locations(metastore, table):
-            listing = entries(location)
+            listing = entries(metastore.cm.files, location)
             names = _aborted_dirs(list(listing), aborted)
             if not names:
                 continue
@@ -91,7 +91,9 @@ def clean_aborted(
             with metastore.events.transaction() as tx:
                 metastore.catalog.intents.recycle(tx, files, [join_uri(location, n) for n in names])
             recycled += len(names)
-            left = _aborted_dirs(list(entries(location)), aborted)  # the intent ran at the commit
+            left = _aborted_dirs(
+                list(entries(metastore.cm.files, location)), aborted
+            )  # the intent ran at the commit
             for name in left:
                 parsed = parse_directory_name(name)
                 if parsed is not None:

@@ -136,7 +136,7 @@ class Cleaner:
         except Exception as exc:  # the table or partition was dropped: its files went with it
             self.queue.finish(record.id, FAILED, f"not cleaned: {type(exc).__name__}: {exc}")
             return CleanOutcome(record, False, message=str(exc))
-        listing = entries(location)
+        listing = entries(metastore.cm.files, location)
         assert record.base_dir is not None and record.highest_write_id is not None
         if record.base_dir not in listing:
             message = f"base '{record.base_dir}' is missing from '{location}'; nothing was removed"

@@ -42,7 +42,8 @@ from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.schema import txn_sequence
 from hmsrepl.metastore.service import Metastore
-from hmsrepl.storage.base import base_name, copy_file, filesystem_for, is_hidden, join_uri, relative_to
+from hmsrepl.storage.base import base_name, is_hidden, join_uri, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ ACID_METADATA_FILE = "_metadata_acid"
 ACID_METADATA = b'{"thisFileFormat":"0","dataFormat":"compacted"}'
 """What Hive's compactor writes into the bases it makes (``AcidUtils.MetaDataFile``)."""
 
-Rewriter = Callable[[Table, Sequence[str], str], None]
+Rewriter = Callable[[Table, Sequence[str], str, RootedFileSystem], None]
 """``(table, input file URIs in read order, target directory URI)``: write the inputs' rows into the target."""
 
 
@@ -67,15 +68,16 @@ class CompactionOutcome:
     message: str = ""
 
 
-def copy_rewriter(table: Table, inputs: Sequence[str], target: str) -> None:
+def copy_rewriter(table: Table, inputs: Sequence[str], target: str, fs: RootedFileSystem) -> None:
     """Copy each input file into the base, named after its directory (``delta_..._0000-part-0``), verified.
 
     Any format stays readable (an insert-only reader reads every file of the base), and readers list one
-    directory instead of hundreds; the file count stays. Use the Spark rewriter to merge files.
+    directory instead of hundreds; the file count stays. Use the Spark rewriter to merge files. ``fs``: the
+    metastore's roots (an input or target outside them is refused).
     """
     for uri in inputs:
         parent = base_name(uri.rsplit("/", 1)[0])
-        copy_file(uri, join_uri(target, f"{parent}-{base_name(uri)}"))
+        fs.copy_file(uri, join_uri(target, f"{parent}-{base_name(uri)}"))
 
 
 def compaction_horizon(write_ids: ValidWriteIdList) -> int:
@@ -136,7 +138,7 @@ class Worker:
         [entry] = txns.get_valid_write_ids([table.qualified_name], valid_txns)
         write_ids = entry.write_ids
         horizon = compaction_horizon(write_ids)
-        listing = entries(location)
+        listing = entries(self.metastore.cm.files, location)
         chosen: list[str] = []
         if horizon >= 1:
             capped = ValidWriteIdList(
@@ -171,13 +173,13 @@ class Worker:
         ]
         base = output
         target = join_uri(location, base)
-        fs = filesystem_for(target)
+        fs = self.metastore.cm.files
         fs.makedirs(target)
         # Hive's marker of a compactor's base; it also makes the directory show in file listings from the
         # start, so the cleaner finds it even if this worker dies before writing any row.
         fs.write_bytes(join_uri(target, ACID_METADATA_FILE), ACID_METADATA)
         fault_point("compaction_before_rewrite")
-        self.rewriter(table, inputs, target)
+        self.rewriter(table, inputs, target, fs)
         fault_point("compaction_before_commit")
         heartbeat.stop()
         with self.metastore.events.transaction() as tx:

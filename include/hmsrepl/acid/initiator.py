@@ -68,7 +68,7 @@ def insert_only_tables(metastore: Metastore, db_name: str | None = None) -> list
 
 def location_shape(reader: InsertOnlyReader, location: str) -> LocationShape:
     """Deltas ``reader``'s snapshot opens in ``location`` and their bytes, and the bytes of what they sit on."""
-    listing = entries(location)
+    listing = entries(reader.metastore.cm.files, location)
     names = visible_directories(listing, reader.valid_write_ids, valid_txns=reader.valid_txns)
     deltas = delta_bytes = base_bytes = 0
     for name in names:

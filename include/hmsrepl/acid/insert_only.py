@@ -37,7 +37,7 @@ from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.service import Metastore
-from hmsrepl.storage.base import filesystem_for, is_hidden, join_uri, relative_to
+from hmsrepl.storage.base import is_hidden, join_uri, relative_to
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -205,7 +205,7 @@ class InsertOnlyWriter:
                 base_dir_name(self._write_id) if self.mode == "overwrite" else delta_dir_name(self._write_id)
             )
             self._target = join_uri(location, name)
-            fs = filesystem_for(self._target)
+            fs = self.metastore.cm.files  # the metastore's data roots
             if next(iter(fs.list_files(self._target)), None) is not None:
                 raise InvalidOperationError(
                     f"directory '{self._target}' already holds files although write id {self._write_id} of "
@@ -239,7 +239,7 @@ class InsertOnlyWriter:
         self._require_open("commit")
         target, location = self.target_uri, self.location
         try:
-            fs = filesystem_for(target)
+            fs = self.metastore.cm.files
             statuses = list(fs.list_files(target))
             if not statuses:
                 fs.write_bytes(join_uri(target, EMPTY_DIRECTORY_MARKER), b"")
@@ -403,7 +403,7 @@ class InsertOnlyReader:
         if not location:
             return []
         entries: dict[str, list[str]] = {}
-        for status in filesystem_for(location).list_files(location):
+        for status in self.metastore.cm.files.list_files(location):
             relative = relative_to(status.uri, location)
             # Hidden files still reveal their directory (an empty base holds only a marker).
             uris = entries.setdefault(relative.split("/", 1)[0], [])

@@ -10,7 +10,8 @@ from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.formats.partition_names import make_partition_name, parse_partition_name
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.service import Metastore
-from hmsrepl.storage.base import FileStatus, filesystem_for, relative_to
+from hmsrepl.storage.base import FileStatus, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 
 def locations(metastore: Metastore, table: Table) -> list[tuple[str | None, str]]:
@@ -43,9 +44,9 @@ def location_of(metastore: Metastore, table: Table, part_name: str | None) -> st
     return location
 
 
-def entries(location: str) -> dict[str, list[FileStatus]]:
-    """Files under ``location`` grouped by the top-level entry (directory or file) they are in."""
-    fs = filesystem_for(location)
+def entries(fs: RootedFileSystem, location: str) -> dict[str, list[FileStatus]]:
+    """Files under ``location`` grouped by the top-level entry (directory or file) they are in, listed
+    through ``fs`` (the metastore's roots)."""
     if not fs.exists(location):
         return {}
     out: dict[str, list[FileStatus]] = {}

@@ -22,6 +22,7 @@ from hmsrepl.formats.partition_names import DEFAULT_PARTITION_NAME
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.model import FieldSchema, Partition, Table
 from hmsrepl.metastore.service import Metastore
+from hmsrepl.storage.rooted import RootedFileSystem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -239,13 +240,12 @@ def spark_rewriter(spark: SparkSession, *, target_file_bytes: int = 128 * 1024 *
     partition of hundreds of small appends becomes one file. Rows are written as read, columns conformed to
     the table's schema as any insert-only write is.
     """
-    from hmsrepl.storage.base import filesystem_for
 
-    def rewrite(table: Table, inputs: Sequence[str], target: str) -> None:
+    def rewrite(table: Table, inputs: Sequence[str], target: str, fs: RootedFileSystem) -> None:
         if not inputs:
             return
         fmt = spark_format(table)
-        fs = filesystem_for(inputs[0])
+        fs.check(target, follow=False)  # Spark writes it: only below the metastore's roots
         total = sum(status.size for uri in inputs if (status := fs.status(uri)) is not None)
         files = max(1, -(-total // target_file_bytes))
         frame = (

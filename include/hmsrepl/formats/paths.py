@@ -8,6 +8,7 @@ segment-wise test on canonical forms (``is_below``), never a raw string prefix. 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any
 
@@ -31,57 +32,127 @@ def canonical_uri(uri: Any, max_chars: int = 4096) -> str:
     """The normalised form of a location or file URI, or InvalidPathError saying what is wrong with it.
 
     Local paths (``/x``, ``file:/x``, ``file:///x``, ``file://localhost/x``) become ``/x``; ``s3a://`` and
-    ``s3n://`` become ``s3://``; ``hdfs://`` keeps its NameNode address, lower-cased. Segments are kept verbatim (never URL-decoded: ``%2E%2E`` is a directory
-    name, not ``..``); a ``.``, ``..`` or empty segment is refused rather than resolved, since no writer of
-    this product produces one and resolving would hide where a path was meant to lead.
+    ``s3n://`` become ``s3://``; ``hdfs://`` keeps its NameNode address, lower-cased. Segments are kept
+    verbatim (never URL-decoded: ``%2E%2E`` is a directory name, not ``..``); a ``.``, ``..`` or empty
+    segment is refused rather than resolved, since no writer of this product produces one and resolving
+    would hide where a path was meant to lead.
     """
-    if not isinstance(uri, str) or not uri:
-        raise InvalidPathError("is empty or not a string")
-    if len(uri) > max_chars:
+    scheme, authority, path = parse_uri(uri, max_chars=max_chars)
+    return path if scheme == "file" else f"{scheme}://{authority}{path}"
+
+
+def parse_uri(uri: Any, *, lenient: bool = False, max_chars: int | None = 4096) -> tuple[str, str, str]:
+    """The one parser of locations and file URIs: ``(scheme, authority, path)``, ``path`` starting with ``/``.
+
+    Strict (the default, ``canonical_uri``): what files and dumps may name; ``.``/``..``/empty segments and
+    schemes other than local, S3 and HDFS are refused. ``lenient``: what a client may send the metastore
+    as a location (``metastore.locations``): any ``scheme://authority`` form, and ``.``/``..``/repeated
+    slashes of local and HDFS-like paths resolved lexically (POSIX rules), S3 keys still refused them (S3
+    keeps them as literal key characters). Either way: never URL-decoded, NUL and control characters refused,
+    local ``file:`` URIs with no host or ``localhost`` only, S3 aliases spelled ``s3``.
+    """
+    if not isinstance(uri, str) or not uri or (lenient and not uri.strip()):
+        raise InvalidPathError("is empty" if lenient else "is empty or not a string")
+    if max_chars is not None and len(uri) > max_chars:
         raise InvalidPathError(f"is longer than {max_chars} characters")
-    if CONTROL_CHARACTERS.search(uri):
-        raise InvalidPathError("holds a NUL or control character")
+    found = CONTROL_CHARACTERS.search(uri)
+    if found:
+        raise InvalidPathError(
+            f"contains the control character {ord(found.group()):#04x}"
+            if lenient
+            else "holds a NUL or control character"
+        )
+    if lenient:
+        return _parse_lenient(uri)
     if uri.startswith("/"):
-        prefix, path = "", uri
-    else:
-        scheme, colon, rest = uri.partition(":")
-        scheme = scheme.lower()
-        if not colon or scheme not in LOCAL_SCHEMES + S3_SCHEMES + HDFS_SCHEMES:
-            shown = scheme if colon else "none (a relative path)"
-            raise InvalidPathError(
-                f"has scheme {shown}; only absolute local paths, file:, s3/s3a/s3n and hdfs URIs are allowed"
-            )
-        if scheme in LOCAL_SCHEMES:
-            if rest.startswith("//"):
-                authority, slash, path = rest[2:].partition("/")
-                if authority not in ("", "localhost"):
-                    raise InvalidPathError(f"names host {show(authority)}; a file: URI must be local")
-                path = slash + path
-            else:
-                path = rest
-            if not path.startswith("/"):
-                raise InvalidPathError("is not an absolute path")
-            prefix = ""
-        elif scheme in HDFS_SCHEMES:
-            if not rest.startswith("//"):
-                raise InvalidPathError("is not of the form hdfs://namenode/path")
-            authority, slash, path = rest[2:].partition("/")
-            if not authority or "@" in authority:
-                raise InvalidPathError("has no plain NameNode address (hdfs://namenode:port/path)")
-            prefix, path = f"hdfs://{authority.lower()}", slash + path
-        else:
-            if not rest.startswith("//"):
-                raise InvalidPathError("is not of the form s3://bucket/key")
-            bucket, slash, path = rest[2:].partition("/")
-            if not bucket or "@" in bucket:
-                raise InvalidPathError("has no plain bucket name (s3://bucket/key)")
-            prefix, path = f"s3://{bucket}", slash + path
+        return _strict_path("file", "", uri)
+    scheme, colon, rest = uri.partition(":")
+    scheme = scheme.lower()
+    if not colon or scheme not in LOCAL_SCHEMES + S3_SCHEMES + HDFS_SCHEMES:
+        shown = scheme if colon else "none (a relative path)"
+        raise InvalidPathError(
+            f"has scheme {shown}; only absolute local paths, file:, s3/s3a/s3n and hdfs URIs are allowed"
+        )
+    if scheme in LOCAL_SCHEMES:
+        path = _local_part(rest)
+        if not path.startswith("/"):
+            raise InvalidPathError("is not an absolute path")
+        return _strict_path("file", "", path)
+    if not rest.startswith("//"):
+        form = "hdfs://namenode/path" if scheme in HDFS_SCHEMES else "s3://bucket/key"
+        raise InvalidPathError(f"is not of the form {form}")
+    authority, slash, path = rest[2:].partition("/")
+    if scheme in HDFS_SCHEMES:
+        if not authority or "@" in authority:
+            raise InvalidPathError("has no plain NameNode address (hdfs://namenode:port/path)")
+        return _strict_path("hdfs", authority.lower(), slash + path)
+    if not authority or "@" in authority:
+        raise InvalidPathError("has no plain bucket name (s3://bucket/key)")
+    return _strict_path("s3", authority, slash + path)
+
+
+def _local_part(rest: str) -> str:
+    """The native path of a ``file:`` URI's remainder, not URL-decoded: ``//host/p`` only for no host or
+    ``localhost``."""
+    if not rest.startswith("//"):
+        return rest
+    authority, slash, path = rest[2:].partition("/")
+    if authority not in ("", "localhost"):
+        raise InvalidPathError(f"names host {show(authority)}; a file: URI must be local")
+    return slash + path
+
+
+def _strict_path(scheme: str, authority: str, path: str) -> tuple[str, str, str]:
+    """A strict path: one trailing ``/`` dropped, no ``.``, ``..`` or empty segment."""
     body = path[:-1] if len(path) > 1 and path.endswith("/") else path
-    segments = body.split("/")[1:] if body != "/" else []
-    for segment in segments:
-        if segment in ("", ".", ".."):
-            raise InvalidPathError(f"has a {show(segment) if segment else 'empty'} path segment")
-    return prefix + (body if body else "/")
+    if body and body != "/":
+        for segment in body.split("/")[1:]:
+            if segment in ("", ".", ".."):
+                raise InvalidPathError(f"has a {show(segment) if segment else 'empty'} path segment")
+    return scheme, authority, body or "/"
+
+
+def local_path_of(uri: str) -> str:
+    """The native path a local location names, exactly as the kernel will be given it (not normalised;
+    lenient spellings: a plain path, ``file:`` with no host or ``localhost``)."""
+    scheme, rest = _lenient_scheme(uri)
+    if scheme != "file":
+        raise InvalidPathError(f"is not a local path ({scheme}://)")
+    try:
+        path = _local_part(rest)
+    except InvalidPathError:
+        authority = rest[2:].partition("/")[0]
+        raise InvalidPathError(f"names host '{authority}'; only local file URIs are supported") from None
+    if not path.startswith("/"):
+        raise InvalidPathError("is a relative path; give an absolute path or a file:/ URI")
+    return path
+
+
+def _lenient_scheme(uri: str) -> tuple[str, str]:
+    """(lower-case scheme, rest after ``scheme:``) of a client's location; plain paths are ``file``."""
+    if "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        if not scheme or not all(ch.isalnum() or ch in "+-." for ch in scheme):
+            raise InvalidPathError("has a malformed scheme")
+        return scheme.lower(), "//" + rest
+    if uri.lower().startswith("file:"):
+        return "file", uri[len("file:") :]
+    return "file", "/" + uri.lstrip("/") if uri.startswith("/") else uri
+
+
+def _parse_lenient(uri: str) -> tuple[str, str, str]:
+    scheme, rest = _lenient_scheme(uri)
+    if scheme == "file":
+        return "file", "", posixpath.normpath("/" + local_path_of(uri).lstrip("/"))  # normpath keeps '//'
+    authority, _, key = rest[2:].partition("/")
+    if not authority:
+        raise InvalidPathError(f"has no bucket or host after '{scheme}://'")
+    if scheme in S3_SCHEMES:
+        segments = key.rstrip("/").split("/") if key.rstrip("/") else []
+        if any(segment in ("", ".", "..") for segment in segments):
+            raise InvalidPathError("has an empty, '.' or '..' segment, which S3 would keep as a literal key")
+        return "s3", authority, "/" + "/".join(segments)
+    return scheme, authority.lower(), posixpath.normpath("/" + key)
 
 
 def is_below(child: str, root: str, *, strictly: bool = False) -> bool:

@@ -17,6 +17,7 @@ from hmsrepl.hive_import.reader import StockMetastoreReader
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import StorageDescriptor, TableType
 from hmsrepl.storage.base import path_key
+from hmsrepl.storage.rooted import RootedFileSystem
 
 VOLATILE_PARAMETERS = frozenset({"transient_lastDdlTime"})
 
@@ -108,7 +109,10 @@ def _data_differences(
 
 
 def _listing(location: str | None) -> dict[str, int]:
-    return {relative: status.size for relative, status in data_files(location)} if location else {}
+    if not location:
+        return {}
+    fs = RootedFileSystem([location], purpose=f"comparison of '{location}'")  # nothing outside it is read
+    return {relative: status.size for relative, status in data_files(fs, location)}
 
 
 def _formats(sd: StorageDescriptor) -> tuple[str | None, str | None, str | None]:

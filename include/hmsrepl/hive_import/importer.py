@@ -22,7 +22,8 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.hive_import.reader import DEFAULT_PAGE, StockMetastoreReader
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Partition, Table, TableType
-from hmsrepl.storage.base import FileStatus, copy_files, filesystem_for, join_uri, path_key, relative_to
+from hmsrepl.storage.base import FileStatus, join_uri, path_key, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem, copy_files_between
 
 log = logging.getLogger("hmsrepl.hive_import")
 
@@ -170,10 +171,14 @@ class HiveImporter:
 
     # -- files -----------------------------------------------------------------------------------------------
     def _copy_tree(self, source_location: str, target_location: str) -> None:
-        """Copy every file under ``source_location``, keeping relative paths; files already copied stay."""
-        dst_fs = filesystem_for(target_location)
+        """Copy every file under ``source_location``, keeping relative paths; files already copied stay.
+
+        Reads stay below the stock object's own location (a symlink out of it is refused), writes below this
+        metastore's roots."""
+        src_fs = RootedFileSystem([source_location], purpose=f"import from '{source_location}'")
+        dst_fs = self.store.cm.files
         tasks = []
-        for relative, status in data_files(source_location):
+        for relative, status in data_files(src_fs, source_location):
             target = join_uri(target_location, relative)
             done = next(iter(dst_fs.list_files(target)), None)
             if done is not None and done.size == status.size:
@@ -181,17 +186,17 @@ class HiveImporter:
             tasks.append((status.uri, target))
             self.result.bytes_copied += status.size
         dst_fs.makedirs(target_location)
-        copy_files(tasks, threads=self.options.threads)
+        copy_files_between(src_fs, dst_fs, tasks, threads=self.options.threads)
         self.result.files_copied += len(tasks)
 
 
-def data_files(location: str) -> Iterator[tuple[str, FileStatus]]:
+def data_files(fs: RootedFileSystem, location: str) -> Iterator[tuple[str, FileStatus]]:
     """The data files under ``location`` with their paths relative to it.
 
     Hidden and marker files (``.part-0.crc``, ``_SUCCESS``), and anything under a hidden or underscore
     directory (a writer's ``_temporary``), are not data, as Hive and Spark readers skip them too.
     """
-    for status in filesystem_for(location).list_files(location):
+    for status in fs.list_files(location):
         relative = relative_to(status.uri, location)
         if not any(part.startswith((".", "_")) for part in relative.split("/")):
             yield relative, status

@@ -184,7 +184,7 @@ class StockLookups:
         if not self.catalog.readable("an object of an event", location):
             return []
         assert location is not None
-        statuses = list_data_files(location)
+        statuses = list_data_files(self.cm.files, location)  # the operator's StockRoots and cmroot
         keys = [(location, s.uri, s.size, s.mtime) for s in statuses]
         new = [s for s, key in zip(statuses, keys, strict=True) if key not in self._described]
         for status, encoded in zip(new, describe_files(location, self.cm, new), strict=True):

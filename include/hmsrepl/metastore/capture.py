@@ -53,9 +53,10 @@ from hmsrepl.metastore.file_capture import (
 )
 from hmsrepl.metastore.listings import FileRecord, ObjectKey, Summary
 from hmsrepl.metastore.messages import DataChange
-from hmsrepl.storage.base import FileIdentity, filesystem_for, is_hidden, path_key
+from hmsrepl.storage.base import FileIdentity, is_hidden, path_key
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local_tree import StatIdentity
+from hmsrepl.storage.rooted import RootedFileSystem
 
 #: New files identified, pinned and recorded per round (bounds what a huge first capture holds at once).
 BATCH = 2_000
@@ -166,7 +167,8 @@ def capture(
     recorded under it, so nothing recorded is read.
     """
     listed_at = time.time_ns()
-    current = stat_listing(location)
+    fs = cm.files  # the metastore's data roots and cmroot: a location outside them is refused
+    current = stat_listing(fs, location)
     if applied is not None:
         current = _applied_stats(current, applied)
     if fresh and not current and not named:  # a new, empty object: nothing to read or record
@@ -214,7 +216,7 @@ def capture(
         records = listings.read_paths(conn, key, [*kept_named, *kept_excluded])
         out.named.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_named)
         out.excluded.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_excluded)
-    if applied is None and filesystem_for(loc).writes_in_place:
+    if applied is None and loc and fs.traits(loc).writes_in_place:
         current = _settle(current, listed_at)
     summary, unchanged = _record_new(
         conn, cm, key, loc, current, applied, wanted, removed, refreshed, restamp, out
@@ -227,7 +229,7 @@ def capture(
         rels = sorted(others)
         out.excluded.extend(
             encode_at(cm, loc, rel, identity)
-            for rel, identity in zip(rels, _identify(loc, rels), strict=True)
+            for rel, identity in zip(rels, _identify(fs, loc, rels), strict=True)
         )
     if applied is None and not fresh:  # only a write's listing can clear a declared write's mark
         listings.mark_listed(conn, key)
@@ -251,7 +253,7 @@ def capture_named(
     if not location:
         return capture(conn, cm, key, location, named=named)
     listed_at = time.time_ns()
-    stats = _named_stats(location, named)
+    stats = _named_stats(cm.files, location, named)
     missing = sorted(set(named) - stats.keys())
     if missing:
         raise InvalidObjectError(f"files {missing[:3]} were not found under '{location}'; write them first")
@@ -267,7 +269,7 @@ def capture_named(
         out.change = _no_change(before)
         return out
     rewritten = known.keys() & stats.keys()
-    if filesystem_for(location).writes_in_place:
+    if cm.files.traits(location).writes_in_place:
         stats = _settle(stats, listed_at)
     summary, unchanged = _record_new(
         conn, cm, key, location, stats, None, set(named), [], [], rewritten, out, before
@@ -293,10 +295,10 @@ def _no_change(recorded: Summary) -> DataChange:
     return DataChange((), (), recorded.count == 0, recorded.count, recorded.digest)
 
 
-def _named_stats(location: str, named: Collection[str]) -> dict[str, StatIdentity]:
+def _named_stats(fs: RootedFileSystem, location: str, named: Collection[str]) -> dict[str, StatIdentity]:
     """Size and stamp of each named file that is there: one ``stat`` each on a file system, one HEAD each on
     an object store (never a listing of the location)."""
-    return filesystem_for(location).stat_named(location, named)
+    return fs.stat_named(location, named)
 
 
 def still_recorded(record: FileRecord | None, now: StatIdentity) -> FileIdentity | None:
@@ -373,9 +375,9 @@ def _record_new(
     summary = before
     for start in range(0, max(len(rels), 1), BATCH):
         batch = rels[start : start + BATCH]
-        identities = _applied_identities(location, batch, applied) if applied is not None else None
+        identities = _applied_identities(cm.files, location, batch, applied) if applied is not None else None
         if identities is None:
-            identities = _identify(location, batch)
+            identities = _identify(cm.files, location, batch)
         records = [
             FileRecord(rel, *fresh[rel], identity.checksum, identity.version_id)
             for rel, identity in zip(batch, identities, strict=True)
@@ -407,17 +409,16 @@ def _identity(record: FileRecord) -> FileIdentity:
     return FileIdentity(record.checksum, record.version_id)
 
 
-def _identify(location: str, rels: Sequence[str]) -> list[FileIdentity]:
+def _identify(fs: RootedFileSystem, location: str, rels: Sequence[str]) -> list[FileIdentity]:
     if not rels:
         return []
-    fs = filesystem_for(location)
     return identify_all(fs, [f"{location.rstrip('/')}/{rel}" for rel in rels])
 
 
 def _applied_identities(
-    location: str, rels: Sequence[str], applied: Mapping[str, str]
+    fs: RootedFileSystem, location: str, rels: Sequence[str], applied: Mapping[str, str]
 ) -> list[FileIdentity] | None:
     """A load's files carry the checksums it verified; only a versioned store must still say the version."""
-    if rels and not filesystem_for(location).writes_in_place:  # an object store: versions to look up
+    if rels and not fs.traits(location).writes_in_place:  # an object store: versions to look up
         return None
     return [FileIdentity(applied[rel]) for rel in rels]

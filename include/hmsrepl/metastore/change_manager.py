@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.faults import fault_point
 from hmsrepl.formats.file_uri import EncodedFileUri
-from hmsrepl.storage.base import FileSystem, base_name, filesystem_for, join_uri, parent_uri
+from hmsrepl.storage.base import FileSystem, base_name, join_uri, parent_uri, store_traits
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.rooted import RootedFileSystem
 
@@ -343,7 +343,7 @@ class ChangeManager:
 
 def _has_links(uri: str) -> bool:
     """Whether ``uri`` is in a store that pins by hard links (a file system; object stores pin by version)."""
-    return filesystem_for(uri).hard_links
+    return store_traits(uri).hard_links
 
 
 def verified_copy(fs: FileSystem, uri: str, checksum: str) -> bool:

@@ -24,22 +24,22 @@ from hmsrepl.storage.base import (
     FileStatus,
     FileSystem,
     base_name,
-    filesystem_for,
     is_hidden,
     relative_to,
 )
 from hmsrepl.storage.local_tree import StatIdentity
+from hmsrepl.storage.rooted import RootedFileSystem
 
 PARALLEL_CHECKSUM_THRESHOLD = 8
 
 
-def list_data_files(location: str | None) -> list[FileStatus]:
-    return list(_data_files(location)) if location else []
+def list_data_files(fs: RootedFileSystem, location: str | None) -> list[FileStatus]:
+    """The data files below ``location``, listed through ``fs`` (bound to the roots the work may touch)."""
+    return list(_data_files(fs, location)) if location else []
 
 
-def _data_files(location: str) -> Iterator[FileStatus]:
+def _data_files(fs: RootedFileSystem, location: str) -> Iterator[FileStatus]:
     """The data files below ``location`` as the store lists them, hidden entries left out."""
-    fs = filesystem_for(location)
     return (status for status in fs.list_files(location) if not is_hidden(_relative(status.uri, location)))
 
 
@@ -47,19 +47,19 @@ def _relative(uri: str, location: str) -> str:
     return relative_to(uri, location) if uri.rstrip("/") != location.rstrip("/") else base_name(uri)
 
 
-def stat_listing(location: str | None) -> dict[str, StatIdentity]:
+def stat_listing(fs: RootedFileSystem, location: str | None) -> dict[str, StatIdentity]:
     """Data files below ``location`` by relative path, with size and modification time: one listing, no
     reads, one small tuple per file (a 1,000,000-file partition fits in a few hundred MB)."""
     if not location:
         return {}
-    return filesystem_for(location).stat_tree(location)
+    return fs.stat_tree(location)
 
 
-def count_data_files(location: str) -> int:
+def count_data_files(fs: RootedFileSystem, location: str) -> int:
     """How many data files ``list_data_files`` would return, holding none of them: on a local disk by names
     and entry types alone (no stat per file), on an object store from the listing pages (1,000 keys a
     request). A cheap check that nothing was added or removed since a count was taken."""
-    return filesystem_for(location).count_files(location)
+    return fs.count_files(location)
 
 
 def identify_all(fs: FileSystem, uris: Sequence[str]) -> list[FileIdentity]:
@@ -79,12 +79,15 @@ def encode_at(cm: ChangeManager, location: str, rel: str, identity: FileIdentity
 def describe_files(
     location: str | None, cm: ChangeManager, files: list[FileStatus] | None = None
 ) -> list[str]:
-    """Encoded URIs (``fileuri#checksum#cmroot#subdir[#versionid]``) of the data files under ``location``."""
+    """Encoded URIs (``fileuri#checksum#cmroot#subdir[#versionid]``) of the data files under ``location``.
+
+    Read through the change manager's file system (its cmroot and the metastore's data roots): a location or
+    a listed file (a symlink) outside them is refused with ``OutsideRootsError``, never read."""
+    fs = cm.files
     if files is None:
-        files = list_data_files(location)
+        files = list_data_files(fs, location)
     if not files or location is None:
         return []
-    fs = filesystem_for(location)
     identities = identify_all(fs, [s.uri for s in files])
     out = []
     for status, identity in zip(files, identities, strict=True):
@@ -105,13 +108,13 @@ def describe_known(location: str | None, cm: ChangeManager, known: KnownIdentity
         return []
     out: dict[str, str] = {}
     unknown: list[str] = []
-    for rel, now in stat_listing(location).items():
+    fs = cm.files
+    for rel, now in stat_listing(fs, location).items():
         identity = known(rel, now)
         if identity is None:
             unknown.append(rel)
         else:
             out[rel] = encode_at(cm, location, rel, identity)
-    fs = filesystem_for(location)
     uris = [f"{location.rstrip('/')}/{rel}" for rel in unknown]
     for rel, identity in zip(unknown, identify_all(fs, uris), strict=True):
         out[rel] = encode_at(cm, location, rel, identity)

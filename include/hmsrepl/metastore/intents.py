@@ -38,7 +38,8 @@ from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.schema import file_intents
-from hmsrepl.storage.base import filesystem_for, path_key
+from hmsrepl.storage.base import path_key
+from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import publish_owed, staging_name
 
 log = logging.getLogger(__name__)
@@ -240,17 +241,17 @@ class FileIntents:
     def _perform(self, intent: Intent) -> None:
         if intent.kind == MAKEDIRS:
             for directory in intent.payload.get("dirs", []):
-                filesystem_for(directory).makedirs(directory)
+                self.cm.files.makedirs(directory)
         elif intent.kind == PUBLISH:
             files = intent.payload.get("files", [])
-            publish_owed([EncodedFileUri.decode(text).file_uri for text in files])
+            publish_owed(self.cm.files, [EncodedFileUri.decode(text).file_uri for text in files])
             self.cm.pin(files)
         elif intent.kind == RECYCLE:
             files = intent.payload.get("files", [])
             self.cm.recycle(files)
             named = {path_key(EncodedFileUri.decode(text).file_uri) for text in files}
             for directory in intent.payload.get("dirs", []):
-                _remove_directory(directory, named)
+                _remove_directory(self.cm.files, directory, named)
         else:
             raise InvalidOperationError(
                 f"file intent {intent.id} has unknown kind '{intent.kind}'; upgrade this metastore to one "
@@ -394,15 +395,14 @@ def _overlaps(paths: Sequence[str], keys: set[str]) -> bool:
     return any(ancestor in normalized for key in keys for ancestor in _ancestors(key))
 
 
-def _remove_directory(directory: str, named: set[str]) -> None:
+def _remove_directory(fs: RootedFileSystem, directory: str, named: set[str]) -> None:
     """Remove a dropped object's directory, unless it holds data files the drop did not name.
 
     Those were written after the drop was decided (a new writer of the same name): deleting them would
     lose data, so the directory is kept and they are left to their object. Hidden files (``_SUCCESS``,
     ``.crc``) and empty subdirectories go with the directory.
     """
-    fs = filesystem_for(directory)
-    strangers = [s.uri for s in list_data_files(directory) if path_key(s.uri) not in named]
+    strangers = [s.uri for s in list_data_files(fs, directory) if path_key(s.uri) not in named]
     if strangers:
         log.warning(
             "kept directory '%s' of a dropped object: it holds %s data files the drop did not name (e.g. '%s')",

@@ -6,7 +6,8 @@ belongs to the object: ``<warehouse>/a.db/../b.db`` is database ``b``'s director
 ``/w/x``, and a symlink inside the warehouse may point anywhere. This module answers those questions and
 nothing else (the catalog decides what to refuse, see ``LocationPolicy``).
 
-- ``normalise`` is pure: one canonical ``Location`` per spelling (``file:`` URIs and plain paths are the same
+- ``normalise`` is pure (``formats.paths.parse_uri``, the project's one parser, in its lenient mode): one
+  canonical ``Location`` per spelling (``file:`` URIs and plain paths are the same
   local path; ``s3a://`` and ``s3n://`` are ``s3://``), ``.``/``..`` and repeated slashes resolved lexically
   for local paths, NUL and control characters refused. It never URL-decodes: ``p=k%3Av`` is a directory
   named with a literal ``%3A`` (Hive's escaping), a different directory from ``p=k:v``.
@@ -22,14 +23,13 @@ Stored locations stay exactly as the client sent them: the canonical form is use
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from hmsrepl.formats import paths
 from hmsrepl.storage.rooted import real_path
 
-S3_ALIASES = ("s3", "s3a", "s3n")
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
+S3_ALIASES = paths.S3_SCHEMES
 
 
 class BadLocationError(ValueError):
@@ -77,31 +77,9 @@ class Location:
 
 def check_characters(uri: str) -> None:
     """Refuse NUL and control characters: they cut paths short in C calls or hide what a log shows."""
-    found = _CONTROL.search(uri)
+    found = paths.CONTROL_CHARACTERS.search(uri)
     if found:
         raise BadLocationError(f"contains the control character {ord(found.group()):#04x}")
-
-
-def _split_scheme(uri: str) -> tuple[str, str]:
-    """(lower-case scheme, rest after ``scheme:``); plain paths are ``file`` with no authority."""
-    if "://" in uri:
-        scheme, rest = uri.split("://", 1)
-        if not scheme or not all(ch.isalnum() or ch in "+-." for ch in scheme):
-            raise BadLocationError("has a malformed scheme")
-        return scheme.lower(), "//" + rest
-    if uri.lower().startswith("file:"):
-        return "file", uri[len("file:") :]
-    return "file", "/" + uri.lstrip("/") if uri.startswith("/") else uri
-
-
-def _local_path(rest: str) -> str:
-    """The native path of a ``file:`` URI's remainder (or a plain path), not URL-decoded."""
-    if rest.startswith("//"):
-        authority, _, path = rest[2:].partition("/")
-        if authority not in ("", "localhost"):
-            raise BadLocationError(f"names host '{authority}'; only local file URIs are supported")
-        return "/" + path
-    return rest
 
 
 def local_path_of(uri: str) -> str:
@@ -109,34 +87,22 @@ def local_path_of(uri: str) -> str:
     if not uri or not uri.strip():
         raise BadLocationError("is empty")
     check_characters(uri)
-    scheme, rest = _split_scheme(uri)
-    if scheme != "file":
-        raise BadLocationError(f"is not a local path ({scheme}://)")
-    path = _local_path(rest)
-    if not path.startswith("/"):
-        raise BadLocationError("is a relative path; give an absolute path or a file:/ URI")
-    return path
+    try:
+        return paths.local_path_of(uri)
+    except paths.InvalidPathError as exc:
+        raise BadLocationError(str(exc)) from None
 
 
 def normalise(uri: str) -> Location:
-    """The canonical form of ``uri`` (pure: no file system access). Raises ``BadLocationError``."""
-    if not uri or not uri.strip():
-        raise BadLocationError("is empty")
-    check_characters(uri)
-    scheme, rest = _split_scheme(uri)
-    if scheme == "file":
-        path = local_path_of(uri)
-        return Location("file", "", posixpath.normpath("/" + path.lstrip("/")))  # normpath keeps '//'
+    """The canonical form of ``uri`` (pure: no file system access). Raises ``BadLocationError``.
 
-    authority, _, key = rest[2:].partition("/")
-    if not authority:
-        raise BadLocationError(f"has no bucket or host after '{scheme}://'")
-    if scheme in S3_ALIASES:
-        segments = key.rstrip("/").split("/") if key.rstrip("/") else []
-        if any(segment in ("", ".", "..") for segment in segments):
-            raise BadLocationError("has an empty, '.' or '..' segment, which S3 would keep as a literal key")
-        return Location("s3", authority, "/" + "/".join(segments))
-    return Location(scheme, authority.lower(), posixpath.normpath("/" + key))
+    The project's one parser (``formats.paths.parse_uri``) in its lenient mode: a client's ``..`` in a
+    local or HDFS-like path is resolved lexically here (``canonical`` resolves it as the kernel does)."""
+    try:
+        scheme, authority, path = paths.parse_uri(uri, lenient=True, max_chars=None)
+    except paths.InvalidPathError as exc:
+        raise BadLocationError(str(exc)) from None
+    return Location(scheme, authority, path)
 
 
 def resolve(location: Location) -> Location:

@@ -20,7 +20,7 @@ import functools
 from hmsrepl.exceptions import StorageError
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.locations import BadLocationError, normalise, safe_join
-from hmsrepl.storage.base import filesystem_for, relative_to
+from hmsrepl.storage.base import relative_to, store_traits
 from hmsrepl.storage.rooted import RootedFileSystem
 
 
@@ -44,7 +44,7 @@ class TrashAdopter:
         """
         if not self.trash_root or not self.cm.enabled:
             return None
-        fs = filesystem_for(location)
+        fs = store_traits(location)  # what the store is like; files are reached through self.files only
         if not fs.has_directories:
             return None
         if not fs.hard_links:  # not a local disk: a file system with a trash of its own (HDFS)

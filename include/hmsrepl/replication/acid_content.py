@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hmsrepl.metastore.model import Table
-from hmsrepl.storage.base import filesystem_for
+from hmsrepl.storage.rooted import RootedFileSystem
 
 LINE_FORMATS = frozenset({"csv", "text", "json"})
 """Hive text tables (delimited, JSON): one row per line."""
@@ -63,8 +63,9 @@ def table_format(table: Table) -> str | None:
         return None
 
 
-def row_reader(table: Table, uris: Sequence[str]) -> RowReader:
-    """A reader of the rows of ``uris`` (visible data files of one location of ``table``), run on demand."""
+def row_reader(fs: RootedFileSystem, table: Table, uris: Sequence[str]) -> RowReader:
+    """A reader of the rows of ``uris`` (visible data files of one location of ``table``, read through the
+    metastore's rooted file system), run on demand."""
     fmt = table_format(table)
 
     def read() -> RowDigest | str:
@@ -75,7 +76,7 @@ def row_reader(table: Table, uris: Sequence[str]) -> RowReader:
             )
         total = RowDigest(0, 0)
         for uri in uris:
-            with filesystem_for(uri).open_read(uri) as stream:
+            with fs.open_read(uri) as stream:
                 data = stream.read()
             try:
                 total = total + RowDigest.of(_rows(fmt, data))

@@ -53,7 +53,8 @@ from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.layout import DumpDir, DumpLayout, DumpMetadata
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.target import TargetWriter
-from hmsrepl.storage.base import FileStatus, filesystem_for, is_hidden, join_uri, relative_to
+from hmsrepl.storage.base import FileStatus, is_hidden, join_uri, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ def _empty_base_marker(source: Metastore, write: TxnWrite) -> list[str]:
     if not obj.sd.location:
         return []
     directory = join_uri(obj.sd.location, base_dir_name(write.write_id))
-    fs = filesystem_for(directory)
+    fs = source.cm.files
     statuses = list(fs.list_files(directory)) if fs.exists(directory) else []
     return describe_files(obj.sd.location, source.cm, statuses)
 
@@ -267,7 +268,7 @@ def _included(write: TxnWrite | TableWriteId, policy: ReplicationPolicy) -> bool
 
 
 def visible_statuses(
-    location: str | None, write_ids: ValidWriteIdList, valid_txns: ValidTxnList
+    fs: RootedFileSystem, location: str | None, write_ids: ValidWriteIdList, valid_txns: ValidTxnList
 ) -> list[FileStatus]:
     """Files of one ACID location that make up the snapshot ``write_ids`` (what a reader would read).
 
@@ -276,7 +277,6 @@ def visible_statuses(
     """
     if not location:
         return []
-    fs = filesystem_for(location)
     if not fs.exists(location):
         return []
     entries: dict[str, list[FileStatus]] = {}
@@ -319,7 +319,9 @@ def dump_acid_files(
     A minor compaction's ``delta_<min>_<max>_v<txn>`` is placed as ``delta_<min>_<max>`` for the same
     reason; a statement-less range of write ids still reads as a compactor's (``is_compacted_delta``).
     """
-    files = describe_files(location, source.cm, visible_statuses(location, snapshot_ids, valid_txns))
+    files = describe_files(
+        location, source.cm, visible_statuses(source.cm.files, location, snapshot_ids, valid_txns)
+    )
     return [_without_compactor_suffix(text) for text in files]
 
 

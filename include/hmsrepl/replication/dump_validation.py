@@ -76,9 +76,9 @@ from hmsrepl.replication.layout import (
     DumpLimits,
     DumpMetadata,
 )
-from hmsrepl.storage.base import filesystem_for
+from hmsrepl.storage.base import store_traits
 from hmsrepl.storage.checksum import is_checksum_token
-from hmsrepl.storage.rooted import RootedFileSystem
+from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
 
 if TYPE_CHECKING:
     from hmsrepl.replication.locations import LocationMapper
@@ -246,11 +246,12 @@ def check_local_source_file(encoded: str, roots: SourceRoots) -> None:
     """
     entry = EncodedFileUri.decode(encoded)
     canonical = canonical_uri(entry.file_uri)
-    fs = filesystem_for(canonical)
-    if not fs.has_directories:
+    if not store_traits(canonical).has_directories:
         return  # object stores have no links
     try:
-        kind = fs.entry_kind(canonical)
+        kind = roots.files.entry_kind(canonical)  # the name only: a link is refused below, never followed
+    except OutsideRootsError:
+        raise InvalidPathError(f"file {show(entry.file_uri)} resolves outside the source roots") from None
     except StorageError as exc:
         raise InvalidPathError(f"file {show(entry.file_uri)} cannot be examined: {exc}") from None
     if kind is None:
@@ -327,6 +328,13 @@ class SourceRoots:
     def files(self) -> RootedFileSystem:
         """The source's data roots as a rooted file system (symlinks resolved once per root)."""
         return RootedFileSystem(self.data_roots, purpose="source files of this load")
+
+    @cached_property
+    def readable(self) -> RootedFileSystem:
+        """What a load may read: the source's data roots and its cmroot (copies of changed files)."""
+        return RootedFileSystem(
+            (*self.data_roots, self.canonical_cmroot), purpose="source files of this load"
+        )
 
     def may_hold_data(self, canonical: str) -> bool:
         """A table's/partition's location or data file: below the warehouse or a configured external root."""

@@ -11,8 +11,9 @@ object's location to it; the helpers here name those directories and link unchan
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -20,8 +21,9 @@ from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import FileLostError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below
-from hmsrepl.storage.base import copy_file, filesystem_for, join_uri
+from hmsrepl.storage.base import join_uri
 from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.rooted import RootedFileSystem, copy_between
 from hmsrepl.storage.staging import STAGING_PREFIX, publish, staging_name, sync_parents
 
 TEMP_PREFIX = ".tmp-"  # local atomic writes (storage.local) before their rename
@@ -46,18 +48,14 @@ def is_staging_name(name: str) -> bool:
     return name.startswith((STAGING_PREFIX, TEMP_PREFIX))
 
 
-def link_file(source_uri: str, target_uri: str) -> None:
+def link_file(fs: RootedFileSystem, source_uri: str, target_uri: str) -> None:
     """Give ``target_uri`` the content of ``source_uri`` without copying data where the store allows it.
 
     Local: a hard link (O(1), same inode; neither name is ever written in place, so they never diverge),
-    a copy across devices. S3: one server-side copy. An existing target is replaced.
+    a copy across devices. S3: one server-side copy. An existing target is replaced. Both lie in ``fs``'s
+    roots (the replica's), else ``OutsideRootsError`` and nothing is linked.
     """
-    source_fs = filesystem_for(source_uri)
-    if source_fs.same_store(filesystem_for(target_uri)) and source_fs.link(
-        source_uri, target_uri, replace=True
-    ):
-        return
-    copy_file(source_uri, target_uri)
+    fs.link_or_copy(source_uri, target_uri)
 
 
 @dataclass(frozen=True)
@@ -73,8 +71,9 @@ def copy_verified(
     encoded: str,
     target_uri: str,
     *,
+    target: RootedFileSystem,
     default_cmroot: str = "",
-    allowed: Callable[[str], bool] = lambda _uri: True,
+    allowed: BelowAny,
     prefetched_at: str | None = None,
 ) -> CopyResult:
     """Stage a verified copy of the content ``encoded`` names at ``target_uri`` (not yet published).
@@ -82,17 +81,19 @@ def copy_verified(
     Tries the original location first and the cmroot copy second; raises FileLostError if neither yields
     the recorded checksum. ``prefetched_at``: where a copier working ahead of the load (the Spark load app)
     planned this file; a verified staged copy there is moved into place instead of copying again.
+    ``allowed``: the roots the file may be read from (its object's location, the source cmroot), through a
+    file system bound to them; ``target``: the replica's roots. A path outside either is refused before
+    any I/O.
     """
     entry = EncodedFileUri.decode(encoded)
     staged = staging_name(target_uri)
-    prefetched = _verified_staged_copy(staged, entry.checksum)
+    prefetched = _verified_staged_copy(target, staged, entry.checksum)
     if prefetched is None and prefetched_at and prefetched_at != target_uri:
         ahead = staging_name(prefetched_at)
-        prefetched = _verified_staged_copy(ahead, entry.checksum)
+        prefetched = _verified_staged_copy(target, ahead, entry.checksum)
         if prefetched is not None:
-            fs = filesystem_for(staged)
-            fs.delete(staged)
-            fs.move(ahead, staged)
+            target.delete(staged)
+            target.move(ahead, staged)
     if prefetched is not None:  # copied ahead of the load (e.g. by the Spark load app) and still valid
         return CopyResult(target_uri, staged, prefetched, from_cmroot=False, prefetched=True)
     candidates = [entry.file_uri]
@@ -109,11 +110,12 @@ def copy_verified(
                 f"'{candidate}' is outside the source locations this dump may read (its object's location and "
                 "the source cmroot); the dump is corrupt or was edited"
             )
-        if not filesystem_for(candidate).exists(candidate):
+        source = bound(allowed.roots, "source files of this load")
+        if not source.exists(candidate):
             tried.append(f"{candidate} (missing)")
             continue
         try:
-            written = copy_file(candidate, staged, entry.checksum or None)
+            written = copy_between(source, candidate, target, staged, entry.checksum or None)
         except StorageError as exc:  # the copy did not match the recorded checksum and was removed
             tried.append(f"{candidate} ({exc})")
             continue
@@ -127,13 +129,14 @@ def copy_verified(
     )
 
 
-def adopt_staged_copy(ahead: CopyResult, planned: str, target_uri: str) -> CopyResult | None:
+def adopt_staged_copy(
+    fs: RootedFileSystem, ahead: CopyResult, planned: str, target_uri: str
+) -> CopyResult | None:
     """Take the copy this process staged and verified at ``planned`` for ``target_uri``, without reading it
     again (None when it is gone: copy as usual)."""
     ahead_staged, staged = staging_name(planned), staging_name(target_uri)
-    fs = filesystem_for(staged)
     if ahead_staged != staged:
-        if not filesystem_for(ahead_staged).exists(ahead_staged):
+        if not fs.exists(ahead_staged):
             return None
         fs.delete(staged)
         fs.move(ahead_staged, staged)
@@ -154,22 +157,34 @@ class CopyTask:
     target_uri: str
     allowed_roots: tuple[str, ...]
     default_cmroot: str = ""
+    #: The replica's roots the copy may be staged in (its warehouse and data roots, cmroot).
+    target_roots: tuple[str, ...] = ()
 
 
-def below_any(*roots: str | None) -> Callable[[str], bool]:
+@dataclass(frozen=True)
+class BelowAny:
     """A predicate: is a URI below one of ``roots`` (the places a dump's files may be read from)?
 
     Compared normalised and segment by segment (``formats.paths``), so ``<root>/../x`` is never below
     ``<root>`` and ``file:/r`` is the same place as ``/r``. The load validated the dump against its
-    configured roots already (``dump_validation``); this is the copier's own last check.
+    configured roots already (``dump_validation``); this is the copier's own last check, and ``roots`` are
+    those its reads are bound to (``copy_verified``).
     """
-    canonical = tuple(canonical_or_none(root) for root in roots if root)
 
-    def test(uri: str) -> bool:
+    roots: tuple[str, ...]
+    canonical: tuple[str | None, ...]
+
+    def __call__(self, uri: str) -> bool:
         child = canonical_or_none(uri)
-        return child is not None and any(root and is_below(child, root, strictly=True) for root in canonical)
+        return child is not None and any(
+            root and is_below(child, root, strictly=True) for root in self.canonical
+        )
 
-    return test
+
+def below_any(*roots: str | None) -> BelowAny:
+    """``BelowAny`` of the given roots (empty ones left out)."""
+    given = tuple(root for root in roots if root)
+    return BelowAny(given, tuple(canonical_or_none(root) for root in given))
 
 
 def canonical_or_none(uri: str) -> str | None:
@@ -180,19 +195,27 @@ def canonical_or_none(uri: str) -> str | None:
 
 
 def run_copy_task(task: CopyTask) -> CopyResult:
+    allowed = below_any(*task.allowed_roots)
     return copy_verified(
         task.encoded,
         task.target_uri,
+        target=bound(task.target_roots, "replica files of this load"),
         default_cmroot=task.default_cmroot,
-        allowed=below_any(*task.allowed_roots),
+        allowed=allowed,
     )
 
 
-def _verified_staged_copy(staged: str, checksum: str) -> int | None:
+@functools.lru_cache(maxsize=64)
+def bound(roots: tuple[str, ...], purpose: str) -> RootedFileSystem:
+    """A rooted file system for ``roots``, made once per process for the many tasks that share them (its
+    roots' real paths are resolved when it is made)."""
+    return RootedFileSystem(roots, purpose=purpose)
+
+
+def _verified_staged_copy(fs: RootedFileSystem, staged: str, checksum: str) -> int | None:
     """The size of an existing staged copy whose checksum is the expected one, else None."""
     if not checksum:
         return None
-    fs = filesystem_for(staged)
     size = checksum_size(checksum)
     for status in fs.list_files(staged):
         if status.uri.rstrip("/") == staged and status.size == size and fs.checksum(staged) == checksum:
@@ -200,36 +223,36 @@ def _verified_staged_copy(staged: str, checksum: str) -> int | None:
     return None
 
 
-def available_source(encoded: str, default_cmroot: str = "") -> str | None:
+def available_source(fs: RootedFileSystem, encoded: str, default_cmroot: str = "") -> str | None:
     """A cheap pre-flight check: where a copy would come from, judged by existence and size, or None.
 
     The checksum is verified during the copy itself; this only catches files that are plainly gone, so a
-    load can refuse to start instead of stopping half way.
+    load can refuse to start instead of stopping half way. ``fs``: the source's data roots and cmroot.
     """
     entry = EncodedFileUri.decode(encoded)
     size = checksum_size(entry.checksum) if entry.checksum else None
-    if _present(entry.file_uri, size):
+    if _present(fs, entry.file_uri, size):
         return entry.file_uri
-    if entry.version_id and filesystem_for(entry.file_uri).exists(entry.versioned_uri):
+    if entry.version_id and fs.exists(entry.versioned_uri):
         return entry.versioned_uri
     cmroot = entry.cmroot or default_cmroot
     if entry.checksum and cmroot:
         # A pin is a hard link to the warehouse file: a writer that rewrote the file in place changed it too.
         candidate = join_uri(cmroot, f"{entry.file_name}_{entry.checksum}")
-        if _present(candidate, size):
+        if _present(fs, candidate, size):
             return candidate
     return None
 
 
-def _present(uri: str, size: int | None) -> bool:
+def _present(fs: RootedFileSystem, uri: str, size: int | None) -> bool:
     """A file exists at ``uri`` with ``size`` bytes (any size when None): one listing request or stat."""
     return any(
         status.uri.rstrip("/") == uri.rstrip("/") and (size is None or status.size == size)
-        for status in filesystem_for(uri).list_files(uri)
+        for status in fs.list_files(uri)
     )
 
 
-def publish_all(target_uris: Sequence[str], *, durable: bool = True) -> None:
+def publish_all(fs: RootedFileSystem, target_uris: Sequence[str], *, durable: bool = True) -> None:
     """Publish verified staged copies, then make the local renames durable: one ``syncfs`` per file system.
 
     Call it before the load records the change as applied: a rename still only in memory when the machine
@@ -239,21 +262,26 @@ def publish_all(target_uris: Sequence[str], *, durable: bool = True) -> None:
     """
     if not target_uris:
         return
-    threads = min(len(target_uris), filesystem_for(target_uris[0]).io_parallelism)
+    threads = min(len(target_uris), fs.traits(target_uris[0]).io_parallelism)
     if threads == 1:  # most objects of a load get one new file: no pool for those
         for uri in target_uris:
-            publish(uri)
+            publish(fs, uri)
     else:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            for _ in bounded_map(pool, publish, target_uris, threads):  # the first failure raises
+            for _ in bounded_map(
+                pool, lambda uri: publish(fs, uri), target_uris, threads
+            ):  # the first failure raises
                 pass
     if durable:
         sync_parents(target_uris)
 
 
-def remove_staging_leftovers(directory: str, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+def remove_staging_leftovers(
+    fs: RootedFileSystem,
+    directory: str,
+    keep: set[str] = frozenset(),  # type: ignore[assignment]
+) -> None:
     """Delete staged copies left behind by an interrupted load, except those about to be used (``keep``)."""
-    fs = filesystem_for(directory)
     for status in fs.list_files(directory):
         if status.uri.rsplit("/", 1)[-1].startswith(STAGING_PREFIX) and status.uri not in keep:
             fs.delete(status.uri)

@@ -39,7 +39,8 @@ from hmsrepl.formats.iceberg_tables import METADATA_LOCATION, PREVIOUS_METADATA_
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.replication.iceberg_deletes import entry_updates, rewrite_position_deletes
-from hmsrepl.storage.base import filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import join_uri, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 if TYPE_CHECKING:  # pyiceberg is imported when an Iceberg table is replicated, not by every load
     from pyiceberg.schema import Schema
@@ -83,8 +84,9 @@ def localize(table: Table, source_location: str | None) -> Table:
     previous = params.get(PREVIOUS_METADATA_LOCATION)
     if previous:
         updated[PREVIOUS_METADATA_LOCATION] = copies.copy_of(previous)
-    if filesystem_for(copied_metadata).exists(copied_metadata):
-        updated[METADATA_LOCATION] = _Rewrite(copies).metadata(copied_metadata)
+    rewrite = _Rewrite(copies)
+    if rewrite.fs.exists(copied_metadata):
+        updated[METADATA_LOCATION] = rewrite.metadata(copied_metadata)
     else:
         log.warning(
             "Iceberg table %s: no copy of its metadata %s in %s (metadata-only load?): its metadata "
@@ -140,7 +142,8 @@ class _Rewrite:
     def __init__(self, copies: _Copies) -> None:
         self.copies = copies
         self.location = copies.location.rstrip("/")
-        self.fs = filesystem_for(self.location)
+        # Every read and write stays below the replica's copy of the table (a symlink out of it is refused).
+        self.fs = RootedFileSystem([self.location], purpose=f"Iceberg metadata of '{copies.table}'")
         self.written: dict[str, tuple[str, int]] = {}  # manifest -> rewrite and its length (in many lists)
         self._data: set[str] | None = None
         self.writer_location = ""
@@ -273,7 +276,7 @@ class _Rewrite:
 
     def _data_files(self) -> set[str]:
         if self._data is None:
-            self._data = {relative_to(s.uri, self.location) for s in list_data_files(self.location)}
+            self._data = {relative_to(s.uri, self.location) for s in list_data_files(self.fs, self.location)}
         return self._data
 
 

@@ -39,7 +39,7 @@ from hmsrepl.metastore.schema import dbs, partitions, tbls
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import is_staging_name
 from hmsrepl.replication.locations import EXTERNAL_ROOT, legacy_external_root
-from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, path_key, relative_to
+from hmsrepl.storage.base import FileStatus, join_uri, path_key, relative_to
 from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ def find_leftovers(
         named.data.add(spare.rstrip("/"))
     if fs.exists(tickets):  # awaiting their grace period: retired by a later load, not swept
         named.data.add(tickets.rstrip("/"))
-        named.data.update(r.directory.rstrip("/") for _, _, batch in read_tickets(tickets) for r in batch)
+        named.data.update(r.directory.rstrip("/") for _, _, batch in read_tickets(fs, tickets) for r in batch)
     owed = store.catalog.intents.owed_copies()  # staged copies whose publication a committed load owes
     found = Leftovers()
     found.files = [
@@ -243,7 +243,7 @@ def locked_cleanup(
                 legacy_external_root(store.config.warehouse),
             ]
             for root, recycle_except in roots:
-                if filesystem_for(root).exists(root):
+                if store.cm.files.exists(root):
                     removed += remove_leftovers(
                         store,
                         root,
@@ -273,9 +273,8 @@ def _prune_empty_parents(store: Metastore, root: str, stop: str) -> None:
         path = path.rsplit("/", 1)[0]
 
 
-def read_tickets(directory: str) -> list[tuple[str, float, list[Retirement]]]:
+def read_tickets(fs: RootedFileSystem, directory: str) -> list[tuple[str, float, list[Retirement]]]:
     """(ticket URI, due epoch seconds, retirements) of each deferred batch, oldest first."""
-    fs = filesystem_for(directory)
     out = []
     for status in sorted(fs.list_files(directory), key=lambda s: s.uri):
         try:
@@ -418,7 +417,7 @@ class Retirer:
 
     def defer(self) -> None:
         """Hand what is not yet due to a later load: one ticket per batch, with its wall-clock due time."""
-        fs = filesystem_for(self.tickets)
+        fs = self.store.cm.files  # tickets live in the replica's directory
         for due, batch in self.pending:
             wall_due = time.time() + max(0.0, due - time.monotonic())
             doc = {
@@ -441,19 +440,19 @@ class Retirer:
         """
         retired = Retired()
         tickets = self.tickets
-        fs = filesystem_for(tickets)
+        fs = self.store.cm.files  # tickets and retired directories lie below the replica's roots
         if not fs.exists(tickets):
             return retired
-        for uri, due, batch in read_tickets(tickets):
+        for uri, due, batch in read_tickets(fs, tickets):
             if due > time.time():
                 continue
-            present = [r for r in batch if filesystem_for(r.directory).exists(r.directory)]
+            present = [r for r in batch if fs.exists(r.directory)]
             removed = locked_cleanup(
                 self.store, self.db, [(r.directory, r.carried if r.recycle else None) for r in batch]
             )
             retired += Retired(len(present), removed)
             fs.delete(uri)
-        filesystem_for(tickets).remove_empty_directory(tickets)
+        fs.remove_empty_directory(tickets)
         return retired
 
     def run_due(self, *, wait: bool = False) -> int:

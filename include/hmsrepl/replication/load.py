@@ -139,26 +139,30 @@ def preflight(
     files: Sequence[str],
     source_cmroot: str,
     workers: int = 16,
-    roots: SourceRoots | None = None,
+    *,
+    roots: SourceRoots,
     dump_uri: str = "",
     allow_lost: bool = False,
 ) -> list[str]:
     """Refuse to start a load whose files are plainly gone, so a failure never leaves it half applied.
 
-    With ``roots``, local source files must also be regular files whose real paths stay below them (no
-    symbolic link out of the source warehouse). ``allow_lost``: return the lost files (encoded) instead of
-    refusing (``lost_files``: the load then leaves their objects stale).
+    Local source files must also be regular files whose real paths stay below ``roots`` (no symbolic link
+    out of the source warehouse); every file is looked for through the source's roots and cmroot only.
+    ``allow_lost``: return the lost files (encoded) instead of refusing (``lost_files``: the load then
+    leaves their objects stale).
     """
     unique = sorted(set(files))
-    if roots is not None:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            checked = bounded_map(pool, lambda uri: _local_problem(uri, roots), unique, workers)
-            problems = [p for p in checked if p]
-        if problems:
-            more = f" ({len(problems) - 1} more like it)" if len(problems) > 1 else ""
-            raise DumpValidationError(f"dump '{dump_uri}' refused, nothing was applied: {problems[0]}{more}")
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        found = list(bounded_map(pool, lambda uri: available_source(uri, source_cmroot), unique, workers))
+        checked = bounded_map(pool, lambda uri: _local_problem(uri, roots), unique, workers)
+        problems = [p for p in checked if p]
+    if problems:
+        more = f" ({len(problems) - 1} more like it)" if len(problems) > 1 else ""
+        raise DumpValidationError(f"dump '{dump_uri}' refused, nothing was applied: {problems[0]}{more}")
+    readable = roots.readable
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        found = list(
+            bounded_map(pool, lambda uri: available_source(readable, uri, source_cmroot), unique, workers)
+        )
     lost = [uri for uri, where in zip(unique, found, strict=True) if where is None]
     if lost and not allow_lost:
         raise FileLostError(
@@ -372,7 +376,8 @@ class LoadEngine:
             lost_files.mode(command.settings) == lost_files.SKIP_OBJECTS
         ):  # the load leaves their objects stale
             cmroot = self.source_roots.cmroot
-            return [task for task in tasks if available_source(task.encoded, cmroot) is not None]
+            files = self.source_roots.readable
+            return [task for task in tasks if available_source(files, task.encoded, cmroot) is not None]
         return tasks
 
     @staticmethod
@@ -406,6 +411,7 @@ class LoadEngine:
     ) -> list[CopyTask]:
         """One task per target path (the last version of a path wins), for ``objects`` of the dump."""
         writer = self._writer(target_db, meta, source_db_location, ApplyStats())
+        replica_roots = self.target.cm.files.roots  # the replica's data roots and cmroot: copies stage there
         tasks: dict[str, CopyTask] = {}
         for source_location, files in objects:
             target_location = writer.mapper.map(source_location)
@@ -414,7 +420,9 @@ class LoadEngine:
             roots = (source_location or "", self.source_roots.cmroot)
             for encoded in files:
                 target_uri = join_uri(target_location, relative_path(encoded))
-                tasks[target_uri] = CopyTask(encoded, target_uri, roots, self.source_roots.cmroot)
+                tasks[target_uri] = CopyTask(
+                    encoded, target_uri, roots, self.source_roots.cmroot, replica_roots
+                )
         return list(tasks.values())
 
     def _drop_unused_copies(self) -> None:
@@ -423,7 +431,7 @@ class LoadEngine:
             return
         owed = self.target.catalog.intents.owed_copies()
         discard_unpublished([t for t in self._staged if path_key(staging_name(t.target_uri)) not in owed])
-        remove_empty(self._ahead.made)
+        remove_empty(self.target.cm.files, self._ahead.made)
         self._staged, self._ahead = [], StagedAhead()
 
     def _stage_ahead(self, dump: DumpDir, tasks: list[CopyTask], *, tolerate_lost: bool = False) -> None:

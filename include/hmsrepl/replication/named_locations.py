@@ -15,7 +15,6 @@ from typing import Any
 
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.replication.policy import ReplicationPolicy
-from hmsrepl.storage.base import filesystem_for
 
 
 def _named(store: Any, db_name: str, policy: ReplicationPolicy | None) -> Iterator[tuple[str, str]]:
@@ -35,9 +34,14 @@ def _named(store: Any, db_name: str, policy: ReplicationPolicy | None) -> Iterat
 
 
 def missing_locations(store: Any, db_name: str, policy: ReplicationPolicy | None = None) -> list[str]:
-    """One line per location the metadata names that does not exist (local filesystems only)."""
+    """One line per location the metadata names that does not exist (local filesystems only). Looked at
+    through the metastore's rooted file system: a location outside its configured roots is not looked at
+    (a ``verify`` run whose settings name fewer roots than the metastore's own compares the rest)."""
+    fs = store.cm.files
     return [
         f"{what}: location '{location}' does not exist"
         for what, location in _named(store, db_name, policy)
-        if (fs := filesystem_for(location)).has_directories and not fs.exists(location)
+        if fs.contains(location, follow=False)
+        and fs.traits(location).has_directories
+        and not fs.exists(location)
     ]

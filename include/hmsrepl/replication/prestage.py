@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import FileLostError
 from hmsrepl.replication.dump_validation import DumpValidationError
-from hmsrepl.replication.filecopy import CopyResult, CopyTask, run_copy_task
-from hmsrepl.storage.base import filesystem_for, parent_uri
+from hmsrepl.replication.filecopy import CopyResult, CopyTask, bound, run_copy_task
+from hmsrepl.storage.base import parent_uri
+from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import staging_name
 
 
@@ -41,7 +42,7 @@ def stage_ahead(tasks: Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool
     if not tasks:
         return StagedAhead()
     made = _directories_to_make(tasks)
-    workers = filesystem_for(tasks[0].target_uri).io_parallelism
+    workers = target_files(tasks).traits(tasks[0].target_uri).io_parallelism
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             outcomes = list(bounded_map(pool, _attempt, tasks, workers))
@@ -70,6 +71,11 @@ class DumpContentMismatchError(DumpValidationError, FileLostError):
     applied; neither cause goes away by retrying."""
 
 
+def target_files(tasks: Sequence[CopyTask]) -> RootedFileSystem:
+    """The replica's roots the tasks copy into (a load's tasks share them)."""
+    return bound(tasks[0].target_roots, "replica files of this load")
+
+
 def _attempt(task: CopyTask) -> CopyResult | FileLostError:
     try:
         return run_copy_task(task)
@@ -81,8 +87,8 @@ def _directories_to_make(tasks: Sequence[CopyTask]) -> list[str]:
     """Directories the staged copies will create (deepest first): removed again on a refusal. Only stores
     with directories have any."""
     missing: set[str] = set()
-    for parent in {parent_uri(t.target_uri) for t in tasks if filesystem_for(t.target_uri).has_directories}:
-        fs = filesystem_for(parent)
+    fs = target_files(tasks)
+    for parent in {parent_uri(t.target_uri) for t in tasks if fs.traits(t.target_uri).has_directories}:
         while parent and parent != "/" and parent not in missing and not fs.is_directory(parent):
             missing.add(parent)
             parent = parent_uri(parent)
@@ -92,17 +98,19 @@ def _directories_to_make(tasks: Sequence[CopyTask]) -> list[str]:
 def remove_staged(tasks: Sequence[CopyTask], made: Sequence[str] = ()) -> None:
     """Delete the staged copies of ``tasks`` (absent ones are no error), then the emptied ``made`` directories."""
     staged = sorted({staging_name(task.target_uri) for task in tasks})
+    if not tasks:
+        return
+    fs = target_files(tasks)
     if staged:
-        fs = filesystem_for(staged[0])
-        with ThreadPoolExecutor(max_workers=fs.io_parallelism) as pool:
+        with ThreadPoolExecutor(max_workers=fs.traits(staged[0]).io_parallelism) as pool:
             list(pool.map(fs.delete, staged))
-    remove_empty(made)
+    remove_empty(fs, made)
 
 
-def remove_empty(made: Sequence[str]) -> None:
+def remove_empty(fs: RootedFileSystem, made: Sequence[str]) -> None:
     """Remove the directories of ``made`` (deepest first) that hold nothing: the others are in use now."""
     for directory in made:
-        filesystem_for(directory).remove_empty_directory(directory)
+        fs.remove_empty_directory(directory)
 
 
 def discard_unpublished(tasks: Sequence[CopyTask]) -> int:
@@ -115,9 +123,11 @@ def discard_unpublished(tasks: Sequence[CopyTask]) -> int:
     """
     staged = {staging_name(task.target_uri) for task in tasks}
     parents = sorted({uri.rsplit("/", 1)[0] for uri in staged})
+    if not parents:
+        return 0
+    fs = target_files(tasks)
 
     def sweep(parent: str) -> int:
-        fs = filesystem_for(parent)
         # Listings are recursive: take only this directory's own entries, so none is counted twice.
         found = [
             s.uri for s in fs.list_files(parent) if s.uri in staged and s.uri.rsplit("/", 1)[0] == parent
@@ -126,7 +136,5 @@ def discard_unpublished(tasks: Sequence[CopyTask]) -> int:
             fs.delete(uri)
         return len(found)
 
-    if not parents:
-        return 0
-    with ThreadPoolExecutor(max_workers=filesystem_for(parents[0]).io_parallelism) as pool:
+    with ThreadPoolExecutor(max_workers=fs.traits(parents[0]).io_parallelism) as pool:
         return sum(pool.map(sweep, parents))

@@ -34,8 +34,9 @@ from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.schema import data_files, partitions
-from hmsrepl.storage.base import filesystem_for, relative_to
+from hmsrepl.storage.base import relative_to, store_traits
 from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.rooted import RootedFileSystem
 
 WRITE_CHUNK = 5_000
 
@@ -110,7 +111,7 @@ def read_record(conn: Connection, key: ObjectKey, location: str) -> HeldListing 
 
 def scan(location: str, cm: ChangeManager) -> HeldListing:
     """List and read a directory once (the object has no record yet): its files with fresh checksums."""
-    statuses = list_data_files(location)
+    statuses = list_data_files(cm.files, location)
     held = HeldListing(recorded=False)
     for status, encoded in zip(statuses, describe_files(location, cm, statuses), strict=True):
         rel = relative_to(status.uri, location)
@@ -129,14 +130,15 @@ def unchanged(held: HeldListing, wanted: Mapping[str, str]) -> set[str]:
     return out
 
 
-def drift(location: str, held: HeldListing, kept: set[str]) -> tuple[set[str], dict[str, int]]:
+def drift(
+    fs: RootedFileSystem, location: str, held: HeldListing, kept: set[str]
+) -> tuple[set[str], dict[str, int]]:
     """Which ``kept`` files no longer are what the record says, and new stamps of those that still are.
 
     One listing of the directory; a file whose size or modification time differs from the record is read
     (checksum) to decide: same content (e.g. touched) keeps it with a new stamp, else it has drifted (as has
     a file gone missing) and must be copied again.
     """
-    fs = filesystem_for(location)
     seen: set[str] = set()
     drifted: set[str] = set()
     restamped: dict[str, int] = {}
@@ -162,9 +164,9 @@ def _size_of(encoded: str) -> int:
     return checksum_size(encoded.split(SEPARATOR, 2)[1])
 
 
-def stamp_of(uri: str) -> int:
+def stamp_of(fs: RootedFileSystem, uri: str) -> int:
     """The stamp (``FileStatus.stamp``) of one published file: one stat, or one HEAD."""
-    status = filesystem_for(uri).status(uri)
+    status = fs.status(uri)
     if status is None:
         raise FileNotFoundError(uri)
     return status.stamp
@@ -191,7 +193,7 @@ class Published:
         if self.in_place:
             return True
         mostly_kept = 2 * (len(self.stamps) + len(self.removed)) < len(self.files)
-        return not self.replace and mostly_kept and filesystem_for(self.location).hard_links
+        return not self.replace and mostly_kept and store_traits(self.location).hard_links
 
     def applied(self) -> AppliedFiles:
         """What the replica's own event records: the version's change (``as_delta``) or its whole listing."""

@@ -34,7 +34,6 @@ from hmsrepl.replication import iceberg
 from hmsrepl.replication.filecopy import logical_location
 from hmsrepl.replication.leftovers import Retirement
 from hmsrepl.replication.locations import EXTERNAL_ROOT, default_external_root, relocated_legacy
-from hmsrepl.storage.base import filesystem_for
 
 if TYPE_CHECKING:
     from hmsrepl.replication.target import TargetWriter
@@ -151,7 +150,7 @@ def move_to_own_root(writer: TargetWriter) -> int:
             if table.partition_keys:  # a container: its partitions hold the data
                 writer.retire(Retirement(table.sd.location or ""))
                 if writer.copy_data:
-                    filesystem_for(target).makedirs(target)  # readers list even an empty table
+                    writer.target.cm.files.makedirs(target)  # readers list even an empty table
                 location = target
             else:
                 key = ObjectKey(table.id) if table.id is not None else None

@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ from hmsrepl.metastore.model import Partition
 from hmsrepl.replication.apply_stats import ApplyStats
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import (
+    BelowAny,
     CopyResult,
     adopt_staged_copy,
     below_any,
@@ -71,7 +72,7 @@ from hmsrepl.replication.replica_files import (
     stamp_of,
     unchanged,
 )
-from hmsrepl.storage.base import FileIdentity, filesystem_for, join_uri, parent_uri, relative_to
+from hmsrepl.storage.base import FileIdentity, join_uri, parent_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import sync_uris
 from hmsrepl.storage.staging import staging_name
@@ -217,7 +218,7 @@ class VersionPublisher:
         )
         if added_in_place is not None:
             return added_in_place
-        fs = filesystem_for(logical)
+        fs = self.target.cm.files
         held = self._held(current, key)
         wanted = change.apply(held.files)
         if not change.complete:  # a complete change is its own listing: only deltas can miss an event
@@ -227,7 +228,7 @@ class VersionPublisher:
         drifted: set[str] = set()
         staged_here = self._staged_below(current)  # added in place earlier in this batch: not there yet
         if current and held.recorded and kept:
-            drifted, restamped = drift(current, held, kept - staged_here.keys())
+            drifted, restamped = drift(fs, current, held, kept - staged_here.keys())
             stamps.update(restamped)
             self.stats.files_reverified += len(restamped) + len(drifted)
             for rel in sorted(drifted):
@@ -240,7 +241,7 @@ class VersionPublisher:
         new = self._new_version(logical, current)
         fs.makedirs(new)
         self._created.append(new)
-        present = {relative_to(s.uri, new): s for s in list_data_files(new)}  # an interrupted attempt's
+        present = {relative_to(s.uri, new): s for s in list_data_files(fs, new)}  # an interrupted attempt's
         for rel, status in present.items():
             if rel not in wanted or rel in kept:
                 fs.delete(status.uri)
@@ -250,7 +251,7 @@ class VersionPublisher:
         for rel, encoded in wanted.items():
             target_uri = join_uri(new, rel)
             if rel in kept:
-                link_file(staged_here.get(rel) or join_uri(current or "", rel), target_uri)
+                link_file(fs, staged_here.get(rel) or join_uri(current or "", rel), target_uri)
                 fault_point()
                 continue
             if rel in present and _checksum_matches(fs, present[rel], encoded):
@@ -260,13 +261,13 @@ class VersionPublisher:
             self._copy_in(source, target_uri, allowed, prefetched_at=join_uri(logical, rel))
             to_publish.append(target_uri)
             fault_point()
-        publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
+        publish_all(fs, to_publish, durable=False)  # made durable with the batch, in set_last_id
         fault_point()
-        if filesystem_for(new).hard_links:
+        if fs.traits(new).hard_links:
             self._unsynced_dirs.add(new)
-            stamps.update((relative_to(uri, new), stamp_of(uri)) for uri in to_publish)
+            stamps.update((relative_to(uri, new), stamp_of(fs, uri)) for uri in to_publish)
         else:  # a server-side copy is a new object: every file of the version gets a new stamp
-            stamps.update((relative_to(s.uri, new), s.stamp) for s in list_data_files(new))
+            stamps.update((relative_to(s.uri, new), s.stamp) for s in list_data_files(fs, new))
         self.stats.files_kept += len(kept)
         if current:
             self._retire.append(Retirement(current, frozenset(kept)))
@@ -316,7 +317,7 @@ class VersionPublisher:
             staged = staging_name(target_uri)
             files[rel] = encode_at(self.target.cm, current, rel, FileIdentity(checksums[rel]))
             self._in_place[target_uri] = (self.written_at.get(encoded, self.version), files[rel])
-            stamps[rel] = stamp_of(staged)
+            stamps[rel] = stamp_of(self.target.cm.files, staged)
             self._unsynced_dirs.add(parent_uri(staged))  # durable before the commit
         self._added_in_place.setdefault(current, set()).update(new)
         self.stats.files_kept += before.count
@@ -349,7 +350,7 @@ class VersionPublisher:
             if before.count == 0 or listings.read_paths(conn, key, new):
                 return None
         # Files added or removed behind the replica's back: a new version holds exactly the listing.
-        if count_data_files(current) + len(earlier) != before.count:
+        if count_data_files(self.target.cm.files, current) + len(earlier) != before.count:
             return None
         after = listing_digest.combine(before.digest, checksums.items())
         change.check_summary(before.count + len(new), after, what or logical)
@@ -402,7 +403,7 @@ class VersionPublisher:
 
     def _retire_staging_area(self, logical: str, current: str | None) -> None:
         """A copier working ahead stages files at the logical location: retired with the batch if unnamed."""
-        if logical.rstrip("/") != (current or "").rstrip("/") and filesystem_for(logical).exists(logical):
+        if logical.rstrip("/") != (current or "").rstrip("/") and self.target.cm.files.exists(logical):
             self._retire.append(Retirement(logical, recycle=False))
 
     def relink(self, current: str, logical: str, key: ObjectKey | None) -> str:
@@ -427,36 +428,39 @@ class VersionPublisher:
         ``only``: the relative paths to carry (a file beside them that the replica's record does not list,
         such as one another replica added to a directory of the shared layout, is left behind)."""
         new = self._new_version(logical, current)
-        fs = filesystem_for(new)
+        fs = self.target.cm.files
         fs.delete_tree(new)  # whatever an interrupted attempt left: links are cheap to make again
         fs.makedirs(new)
         self._created.append(new)
         carried = set()
-        for status in list_data_files(current):
+        for status in list_data_files(fs, current):
             rel = relative_to(status.uri, current)
             if only is not None and rel not in only:
                 continue
-            link_file(status.uri, join_uri(new, rel))
+            link_file(fs, status.uri, join_uri(new, rel))
             carried.add(rel)
             fault_point()
         for rel, staged in self._staged_below(current).items():  # added in place earlier in this batch
-            link_file(staged, join_uri(new, rel))
+            link_file(fs, staged, join_uri(new, rel))
             carried.add(rel)
         self._unsynced_dirs.add(new)
         self._retire.append(Retirement(current, frozenset(carried)))
         self._retire_staging_area(logical, current)
         return new
 
-    def _copy_in(
-        self, encoded: str, target_uri: str, allowed: Callable[[str], bool], *, prefetched_at: str
-    ) -> None:
+    def _copy_in(self, encoded: str, target_uri: str, allowed: BelowAny, *, prefetched_at: str) -> None:
         """One checksum-verified copy of an event's file to a place no reader sees yet, counted."""
         ahead = self.copied_ahead.pop(prefetched_at, None)
-        result = adopt_staged_copy(ahead, prefetched_at, target_uri) if ahead is not None else None
+        result = (
+            adopt_staged_copy(self.target.cm.files, ahead, prefetched_at, target_uri)
+            if ahead is not None
+            else None
+        )
         if result is None:
             result = copy_verified(
                 encoded,
                 target_uri,
+                target=self.target.cm.files,
                 default_cmroot=self.source_cmroot,
                 allowed=allowed,
                 prefetched_at=prefetched_at,
@@ -474,10 +478,10 @@ class VersionPublisher:
         """
         for directory in self._created:
             with contextlib.suppress(Exception):
-                filesystem_for(directory).delete_tree(directory)
+                self.target.cm.files.delete_tree(directory)
         for uri in self._in_place:  # hidden copies in live directories: never published
             with contextlib.suppress(Exception):
-                filesystem_for(uri).delete(staging_name(uri))
+                self.target.cm.files.delete(staging_name(uri))
         self._retire.clear()
         self._forget_batch_files()
 
@@ -503,10 +507,10 @@ class VersionPublisher:
         """
         if not self.copy_data:
             return
-        fs = filesystem_for(target_location)
+        fs = self.target.cm.files
         fs.makedirs(target_location)
         wanted = {relative_path(encoded): encoded for encoded in files}
-        present = {relative_to(s.uri, target_location): s for s in list_data_files(target_location)}
+        present = {relative_to(s.uri, target_location): s for s in list_data_files(fs, target_location)}
         needed = {
             rel: encoded
             for rel, encoded in wanted.items()
@@ -514,7 +518,7 @@ class VersionPublisher:
         }
         # Staged copies of files that need no copy (already in place) or are no longer wanted are leftovers.
         remove_staging_leftovers(
-            target_location, {staging_name(join_uri(target_location, rel)) for rel in needed}
+            fs, target_location, {staging_name(join_uri(target_location, rel)) for rel in needed}
         )
         allowed = below_any(source_location, self.source_cmroot)
         logical = logical_location(target_location)  # where a copier working ahead staged them
@@ -527,7 +531,7 @@ class VersionPublisher:
         if extras:  # replaced on the source: keep them in the target's own cmroot (chained replication)
             self.target.cm.recycle(describe_files(target_location, self.target.cm, extras))
             self.stats.files_removed += len(extras)
-        publish_all(to_publish, durable=False)  # made durable with the batch, in set_last_id
+        publish_all(fs, to_publish, durable=False)  # made durable with the batch, in set_last_id
         if to_publish:
             self._unsynced_dirs.add(target_location)
         if logical != target_location.rstrip("/") and fs.exists(logical):

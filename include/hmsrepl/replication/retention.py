@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.target import BOOTSTRAP_IN_PROGRESS
-from hmsrepl.storage.base import FileStatus, filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import FileStatus, join_uri, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 DEFAULT_DUMP_RETENTION_SECONDS = 7 * 86400
 
@@ -62,7 +63,7 @@ def prune_dumps(
     """Remove dump directories under ``dump_root`` whose newest file is older than the retention."""
     if retention_seconds < 0:
         raise ValueError(f"retention {retention_seconds} s is negative; give 0 or more seconds")
-    fs = filesystem_for(dump_root)
+    fs = RootedFileSystem([dump_root], purpose=f"dump retention under '{dump_root}'")
     root = dump_root.rstrip("/")
     cutoff = (time.time() if now is None else now) - retention_seconds
     result = PruneResult()

@@ -39,7 +39,7 @@ from hmsrepl.replication.replica_files import (
 from hmsrepl.replication.replica_layout import is_below
 from hmsrepl.replication.replica_scope import SCOPE_PARAMS, ReplicaScope
 from hmsrepl.replication.replica_versions import PartitionWrite, ReplicaDriftError, VersionPublisher
-from hmsrepl.storage.base import filesystem_for, join_uri
+from hmsrepl.storage.base import join_uri
 
 __all__ = ["ApplyStats", "ReplicaDriftError", "ReplicationStateError", "TargetWriter"]
 
@@ -312,7 +312,7 @@ class TargetWriter:
                 self.data.retire(Retirement(location))
                 location = new_logical
                 if self.copy_data:
-                    filesystem_for(location).makedirs(location)  # readers list even an empty table
+                    self.target.cm.files.makedirs(location)  # readers list even an empty table
             elif self.copy_data:
                 location = self.data.relink_files(location, new_logical)
             else:

@@ -41,7 +41,8 @@ from hmsrepl.replication.named_locations import missing_locations
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replica_dirs import external_dirs
 from hmsrepl.replication.target import TARGET_ONLY_PARAMS, VOLATILE_PARAMS
-from hmsrepl.storage.base import filesystem_for, is_hidden, join_uri, relative_to
+from hmsrepl.storage.base import is_hidden, join_uri, relative_to
+from hmsrepl.storage.rooted import RootedFileSystem
 
 IGNORED_PARAMS = set(TARGET_ONLY_PARAMS) | set(VOLATILE_PARAMS)
 
@@ -63,11 +64,10 @@ class DatabaseState:
     partitions: dict[tuple[str, str], ObjectState] = field(default_factory=dict)
 
 
-def _files(location: str | None) -> dict[str, str]:
+def _files(fs: RootedFileSystem, location: str | None) -> dict[str, str]:
     if not location:
         return {}
-    fs = filesystem_for(location)
-    return {relative_to(s.uri, location): fs.checksum(s.uri) for s in list_data_files(location)}
+    return {relative_to(s.uri, location): fs.checksum(s.uri) for s in list_data_files(fs, location)}
 
 
 def _relative_location(location: str | None, root: str | None) -> str | None:
@@ -123,11 +123,12 @@ def capture_state(
         ) -> tuple[dict[str, str] | None, RowReader | None]:
             if not with_files:
                 return None, None
+            fs = store.cm.files  # the metastore's data roots: a location outside them is refused
             if ids is None:
-                return _files(location), None
-            visible = _visible_files(location, ids, valid_txns)
+                return _files(fs, location), None
+            visible = _visible_files(fs, location, ids, valid_txns)
             uris = [join_uri(location, path) for path in sorted(visible)] if location else []
-            return visible, row_reader(table, uris)
+            return visible, row_reader(fs, table, uris)
 
         metadata = _normalise(table, root)
         if write_ids is not None:
@@ -149,7 +150,7 @@ def _write_id_state(write_ids: ValidWriteIdList) -> str:
 
 
 def _visible_files(
-    location: str | None, write_ids: ValidWriteIdList, valid_txns: ValidTxnList | None
+    fs: RootedFileSystem, location: str | None, write_ids: ValidWriteIdList, valid_txns: ValidTxnList | None
 ) -> dict[str, str]:
     """What a reader holding ``write_ids`` reads of an ACID location: relative path -> checksum.
 
@@ -157,10 +158,9 @@ def _visible_files(
     aborted txns are never copied); the snapshots must not.
     """
     assert valid_txns is not None
-    statuses = visible_statuses(location, write_ids, valid_txns)
+    statuses = visible_statuses(fs, location, write_ids, valid_txns)
     if not statuses or not location:
         return {}
-    fs = filesystem_for(location)
     return {
         relative_to(s.uri, location): fs.checksum(s.uri)
         for s in statuses
@@ -264,10 +264,10 @@ def replica_leftovers(target: Metastore, target_db: str) -> list[str]:
     full URIs elsewhere (its external tables' directories)."""
     db = target.catalog.get_database(target_db)
     root = db.location_uri or target.catalog.default_db_location(target_db)
-    found = find_leftovers(target, root).describe(root) if filesystem_for(root).exists(root) else []
+    found = find_leftovers(target, root).describe(root) if target.cm.files.exists(root) else []
     tickets = Retirer(target, target_db).tickets  # directories awaiting retirement are not leftovers
     for owned in external_dirs(target, target_db):
-        if filesystem_for(owned.root).exists(owned.root):
+        if target.cm.files.exists(owned.root):
             entries = find_leftovers(target, owned.root, tickets=tickets).describe(owned.root)
             found += [f"{owned.root.rstrip('/')}/{entry}" for entry in entries if owned.owns(entry)]
     return found

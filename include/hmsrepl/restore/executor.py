@@ -24,7 +24,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Partition
 from hmsrepl.restore.errors import RestoreError
 from hmsrepl.restore.plan import ObjectPlan, RestorePlan, TablePlan
-from hmsrepl.storage.base import base_name, copy_files, filesystem_for, join_uri, parent_uri
+from hmsrepl.storage.base import base_name, join_uri, parent_uri
 from hmsrepl.storage.rooted import RootedFileSystem
 
 BATCH = 500  # partitions per ADD_PARTITION event
@@ -136,7 +136,7 @@ class RestoreExecutor:
         renames: list[tuple[str, str]] = []
         for placement in (p for obj in objects for p in obj.place):
             source, target = files.check(placement.source), files.check(placement.target, follow=False)
-            if not filesystem_for(target).has_directories:
+            if not files.traits(target).has_directories:
                 copies.append((source, target, placement.checksum))  # an object store's copy appears whole
                 continue
             tmp = join_uri(parent_uri(target), f".restore-{base_name(target)}-{uuid.uuid4().hex[:12]}")
@@ -144,7 +144,7 @@ class RestoreExecutor:
             if not (self.link and self._linked_into(files, source, tmp)):
                 copies.append((source, tmp, placement.checksum))
         try:
-            copy_files(copies, threads=COPY_THREADS)
+            files.copy_files(copies, threads=COPY_THREADS)
             for tmp, dst in renames:
                 if not files.rename(tmp, dst):
                     files.copy(tmp, dst)
@@ -170,12 +170,11 @@ class RestoreExecutor:
         self._linked += int(linked)
         return linked
 
-    @staticmethod
-    def _unplace(obj: ObjectPlan) -> None:
+    def _unplace(self, obj: ObjectPlan) -> None:
         """Take back the files placed for an object whose metadata could not be written."""
         for placement in obj.place:
             with contextlib.suppress(Exception):
-                filesystem_for(placement.target).delete(placement.target)
+                self.store.cm.files.delete(placement.target)
 
 
 def _subdir(rel: str) -> str:

@@ -24,8 +24,9 @@ from hmsrepl.restore import history
 from hmsrepl.restore.errors import RestoreError
 from hmsrepl.restore.images import ObjectImage, TableImage, replay
 from hmsrepl.restore.plan import FilePlacement, ObjectPlan, RestorePlan, TablePlan
-from hmsrepl.storage.base import filesystem_for, join_uri
+from hmsrepl.storage.base import join_uri
 from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.rooted import RootedFileSystem
 
 
 def split_name(qualified: str, default_db: str | None = None) -> tuple[str, str]:
@@ -206,7 +207,9 @@ class RestorePlanner:
         old_params = image.table.get("parameters") or {}
         root = current.sd.location or ""
         present = {
-            rel: enc for rel, enc in image.files.items() if _holds(join_uri(root, rel), checksum_of(enc))
+            rel: enc
+            for rel, enc in image.files.items()
+            if _holds(self.store.cm.files, join_uri(root, rel), checksum_of(enc))
         }
         obj = ObjectPlan(f"table '{db}.{table}'", "iceberg", root)
         self._placements(plan, obj, image.files, present)
@@ -404,8 +407,8 @@ def _rerooted(location: str | None, old_root: str | None, new_root: str | None) 
     return new_root.rstrip("/") + "/" + location[len(old) :] if location.startswith(old) else location
 
 
-def _holds(uri: str, checksum: str) -> bool:
+def _holds(fs: RootedFileSystem, uri: str, checksum: str) -> bool:
     """Whether ``uri`` is there with the size ``checksum`` records (a file the writer never rewrites in place:
     the size is enough to tell it is the recorded one, without reading it)."""
-    status = filesystem_for(uri).status(uri)
+    status = fs.status(uri)
     return status is not None and status.size == checksum_size(checksum)

@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hmsrepl.exceptions import HmsReplError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
-from hmsrepl.replication.filecopy import CopyResult, CopyTask, run_copy_task
+from hmsrepl.replication.filecopy import CopyResult, CopyTask, bound, run_copy_task
 from hmsrepl.spark.progress import CopyProgress, ProgressAddress, ProgressSender
-from hmsrepl.storage.base import base_name, copy_file, filesystem_for, join_uri, relative_to
+from hmsrepl.storage.base import base_name, join_uri, relative_to, store_traits
 from hmsrepl.storage.checksum import parse_checksum_token
 from hmsrepl.storage.local import Durability, deferred_sync
+from hmsrepl.storage.rooted import RootedFileSystem, copy_between
 from hmsrepl.storage.staging import STAGING_PREFIX, publish, staging_name
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def _in_place(task: CopyTask) -> bool:
         size = parse_checksum_token(checksum)[1]
     except ValueError:  # no (or a foreign) checksum: nothing to compare with, so copy
         return False
-    fs = filesystem_for(task.target_uri)
+    fs = bound(task.target_roots, "replica files of this load")
     for status in fs.list_files(task.target_uri):  # one stat (one LIST on S3), no error when absent
         if status.uri.rstrip("/") == task.target_uri.rstrip("/") and status.size == size:
             return fs.checksum(task.target_uri) == checksum
@@ -235,7 +236,7 @@ def spark_copy_tree(
     interrupted copy in the source are not copied. Raises SparkCopyError naming the failed files.
     ``durability`` as for ``spark_copy``.
     """
-    src_fs = filesystem_for(src_root)
+    src_fs = RootedFileSystem([src_root], purpose=f"copy from '{src_root}'")
     statuses = [s for s in src_fs.list_files(src_root) if not base_name(s.uri).startswith(STAGING_PREFIX)]
     pairs = [(s.uri, join_uri(dst_root, _relative(s.uri, src_root))) for s in statuses]
     if not pairs:
@@ -245,7 +246,7 @@ def spark_copy_tree(
         spark,
         pairs,
         [s.size + FILE_COST_BYTES for s in statuses],
-        _copy_and_publish,
+        _CopyAndPublish(src_root, dst_root),
         partitions,
         threads,
         f"hmsrepl copy tree: {len(pairs)} files from {src_root}",
@@ -263,15 +264,25 @@ def _relative(uri: str, root: str) -> str:
     return base_name(uri) if uri.rstrip("/") == root.rstrip("/") else relative_to(uri, root)
 
 
-def _copy_and_publish(pair: tuple[str, str]) -> int | FileFailure:
-    src, dst = pair
-    try:
-        expected = filesystem_for(src).checksum(src)
-        copy_file(src, staging_name(dst), expected)
-        publish(dst)
-        return parse_checksum_token(expected)[1]
-    except Exception as exc:  # reported with the file on the driver
-        return _pair_failure(pair, exc)
+@dataclass(frozen=True)
+class _CopyAndPublish:
+    """Executor side of ``spark_copy_tree``: one verified copy, read below ``src_root`` and written below
+    ``dst_root`` only (picklable: the rooted file systems are made on the executor)."""
+
+    src_root: str
+    dst_root: str
+
+    def __call__(self, pair: tuple[str, str]) -> int | FileFailure:
+        src, dst = pair
+        try:
+            source = bound((self.src_root,), f"copy from '{self.src_root}'")
+            target = bound((self.dst_root,), f"copy to '{self.dst_root}'")
+            expected = source.checksum(src)
+            copy_between(source, src, target, staging_name(dst), expected)
+            publish(target, dst)
+            return parse_checksum_token(expected)[1]
+        except Exception as exc:  # reported with the file on the driver
+            return _pair_failure(pair, exc)
 
 
 def _pair_failure(pair: tuple[str, str], exc: BaseException) -> FileFailure:
@@ -280,7 +291,7 @@ def _pair_failure(pair: tuple[str, str], exc: BaseException) -> FileFailure:
 
 def copy_threads(uri: str) -> int:
     """Copies worth keeping in flight per Spark task when writing to ``uri``'s store."""
-    return max(MIN_COPY_THREADS, filesystem_for(uri).io_parallelism)
+    return max(MIN_COPY_THREADS, store_traits(uri).io_parallelism)
 
 
 # -- distribution -------------------------------------------------------------------------------------------

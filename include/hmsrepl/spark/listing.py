@@ -31,7 +31,8 @@ from hmsrepl.metastore.change_manager import ChangeManager, CleanupResult
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.replication.dump import DumpEngine, TableEntry
 from hmsrepl.spark.copy import FileFailure, distribute, failure_reason, group_count
-from hmsrepl.storage.base import filesystem_for
+from hmsrepl.storage.base import store_traits
+from hmsrepl.storage.rooted import RootedFileSystem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,8 +78,8 @@ def spark_describe(
         return {}
     known = recorded or {}
     items = [(location, dict(known.get(location, {}))) for location in unique]
-    work = _Describe(cm.cmroot, cm.enabled)
-    threads = threads or filesystem_for(unique[0]).io_parallelism
+    work = _Describe(cm.cmroot, cm.enabled, cm.roots)
+    threads = threads or store_traits(unique[0]).io_parallelism
     slots = spark.sparkContext.defaultParallelism * DESCRIBE_GROUPS_PER_CORE
     outcomes = distribute(
         spark,
@@ -100,15 +101,16 @@ def spark_describe(
 
 
 class _Describe:
-    """The executor side of ``spark_describe``: a picklable callable holding only the cmroot settings."""
+    """The executor side of ``spark_describe``: a picklable callable holding only the cmroot settings and the
+    metastore's data roots (what the executors may read)."""
 
-    def __init__(self, cmroot: str, enabled: bool) -> None:
-        self.cmroot, self.enabled = cmroot, enabled
+    def __init__(self, cmroot: str, enabled: bool, roots: Sequence[str]) -> None:
+        self.cmroot, self.enabled, self.roots = cmroot, enabled, tuple(roots)
 
     def __call__(self, item: tuple[str, dict[str, FileRecord]]) -> list[str] | FileFailure:
         location, records = item
         try:
-            cm = ChangeManager(self.cmroot, enabled=self.enabled)
+            cm = ChangeManager(self.cmroot, enabled=self.enabled, roots=self.roots)
             return describe_recorded(location, cm, records)
         except Exception as exc:  # reported with the location on the driver
             return FileFailure(location, failure_reason(exc))
@@ -190,14 +192,14 @@ def cleanup_cmroot(
     the counts and the files that could not be deleted (the others are deleted regardless).
     """
     cutoff = (time.time() if now is None else now) - retention_seconds
-    fs = filesystem_for(cmroot)
+    fs = RootedFileSystem([cmroot], purpose=f"cmroot retention of '{cmroot}'")
     expired, kept = [], 0
     for status in fs.list_files(cmroot):
         if status.mtime < cutoff:
             expired.append(status.uri)
         else:
             kept += 1
-    work = _DeleteExpired(cutoff)
+    work = _DeleteExpired(cmroot, cutoff)
     threads = threads or fs.io_parallelism
     if spark is not None and len(expired) >= min_spark_files:
         outcomes = distribute(
@@ -219,12 +221,12 @@ class _DeleteExpired:
     Returns the size deleted, -1 for a file renewed (or gone) since the listing, or the failure.
     """
 
-    def __init__(self, cutoff: float) -> None:
-        self.cutoff = cutoff
+    def __init__(self, cmroot: str, cutoff: float) -> None:
+        self.cmroot, self.cutoff = cmroot, cutoff
 
     def __call__(self, uri: str) -> int | FileFailure:
         try:
-            fs = filesystem_for(uri)
+            fs = RootedFileSystem([self.cmroot], purpose=f"cmroot retention of '{self.cmroot}'")
             for status in fs.list_files(uri):
                 if status.uri.rstrip("/") == uri.rstrip("/") and status.mtime < self.cutoff:
                     fs.delete(uri)

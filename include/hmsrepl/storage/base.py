@@ -331,6 +331,26 @@ def _local_filesystem() -> FileSystem:
     return LocalFileSystem()
 
 
+@dataclass(frozen=True)
+class StoreTraits:
+    """What a store is like, without touching any file: what callers outside ``storage/`` may know of a
+    store whose files they reach only through a ``RootedFileSystem`` (see ``FileSystem``'s attributes)."""
+
+    io_parallelism: int
+    move_keeps_mtime: bool
+    hard_links: bool
+    has_directories: bool
+    writes_in_place: bool
+
+
+def store_traits(uri: str) -> StoreTraits:
+    """The traits of the store ``uri`` names (no I/O: its scheme and registered prefixes decide)."""
+    fs = filesystem_for(uri)
+    return StoreTraits(
+        fs.io_parallelism, fs.move_keeps_mtime, fs.hard_links, fs.has_directories, fs.writes_in_place
+    )
+
+
 def copy_file(src: str, dst: str, expected_checksum: str | None = None) -> str:
     """Copy one file between any two locations; returns the copy's checksum token.
 

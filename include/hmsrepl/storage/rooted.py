@@ -33,10 +33,13 @@ from hmsrepl.storage.base import (
     FileIdentity,
     FileStatus,
     FileSystem,
+    StoreTraits,
     copy_file,
+    copy_files,
     filesystem_for,
     move_file,
     parent_uri,
+    store_traits,
 )
 
 
@@ -194,6 +197,12 @@ class RootedFileSystem(FileSystem):
             self.check(uri)
         return _Admitted(self, [*uris, *(parent_uri(uri) for uri in uris)])
 
+    def traits(self, uri: str) -> StoreTraits:
+        """What the store of ``uri`` is like (hard links, directories, in-place writes, parallelism): callers
+        ask the rooted file system, never the unbound store. No file is touched, so nothing is checked here:
+        every operation on the path is."""
+        return store_traits(uri)
+
     def _fs(self, uri: str, *, follow: bool = True) -> FileSystem:
         return filesystem_for(self.check(uri, follow=follow))
 
@@ -229,6 +238,34 @@ class RootedFileSystem(FileSystem):
         self.check(src)
         self.check(dst, follow=False)
         return copy_file(src, dst)
+
+    def copy_file(self, src: str, dst: str, expected_checksum: str | None = None) -> str:
+        """``storage.base.copy_file`` (across stores, verified against ``expected_checksum``), both ends checked."""
+        self.check(src)
+        self.check(dst, follow=False)
+        return copy_file(src, dst, expected_checksum)
+
+    def copy_files(self, tasks: Iterable[Sequence[str | None]], threads: int = 16) -> list[str]:
+        """``storage.base.copy_files`` with every source and target checked first (nothing copied if one is
+        outside the roots)."""
+        work = [tuple(task) for task in tasks]
+        for src, dst, *_rest in work:
+            if src:
+                self.check(src)
+            if dst:
+                self.check(dst, follow=False)
+        return copy_files(work, threads=threads)
+
+    def link_or_copy(self, src: str, dst: str) -> None:
+        """Give ``dst`` the content of ``src``: a hard link where the store allows it (replacing ``dst``),
+        else a copy (server-side within one object store)."""
+        if not self.link(src, dst, replace=True):
+            self.copy_file(src, dst)
+
+    def replace(self, src: str, dst: str) -> None:
+        """Put ``src`` at ``dst`` whole (an atomic rename where the store has one, else the store's replace)."""
+        if not self.rename(src, dst):
+            self._fs(src, follow=False).replace(src, dst)
 
     def move(self, src: str, dst: str) -> None:
         self.check(src, follow=False)
@@ -314,6 +351,32 @@ class RootedFileSystem(FileSystem):
 
     def same_store(self, other: FileSystem) -> bool:
         return False  # a rooted file system spans stores: copies go through copy_file, checked here
+
+
+def copy_files_between(
+    source: RootedFileSystem, target: RootedFileSystem, tasks: Iterable[Sequence[str]], threads: int = 16
+) -> list[str]:
+    """``copy_files`` of ``(src, dst[, checksum])`` tasks, every source checked against ``source`` and every
+    target against ``target`` before the first copy (one refused path: nothing is copied)."""
+    work = [tuple(task) for task in tasks]
+    for src, dst, *_rest in work:
+        source.check(src)
+        target.check(dst, follow=False)
+    return copy_files(work, threads=threads)
+
+
+def copy_between(
+    source: RootedFileSystem,
+    src: str,
+    target: RootedFileSystem,
+    dst: str,
+    expected_checksum: str | None = None,
+) -> str:
+    """Copy ``src`` (below ``source``'s roots) to ``dst`` (below ``target``'s roots), verified against
+    ``expected_checksum``: a load reads the source's files and writes the replica's, two sets of roots."""
+    source.check(src)
+    target.check(dst, follow=False)
+    return copy_file(src, dst, expected_checksum)
 
 
 class _Admitted(RootedFileSystem):

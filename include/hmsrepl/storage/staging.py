@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from hmsrepl.storage.base import filesystem_for
 from hmsrepl.storage.local import is_local_uri, local_path, sync_file_systems
+from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +27,15 @@ def staging_name(final_uri: str) -> str:
     return f"{parent}/{STAGING_PREFIX}{name}"
 
 
-def publish(target_uri: str) -> None:
-    """Rename a verified staged copy into place (replacing an older file of the same name).
+def publish(fs: RootedFileSystem, target_uri: str) -> None:
+    """Rename a verified staged copy into place (replacing an older file of the same name); both names must
+    lie in ``fs``'s roots (else ``OutsideRootsError``, nothing renamed).
 
     The rename is not synced: ``publish_owed`` and the loads' batch sync make renames durable.
     """
     staged = staging_name(target_uri)
+    fs.check(staged, follow=False)
+    fs.check(target_uri, follow=False)
     if is_local_uri(target_uri):
         os.replace(local_path(staged), local_path(target_uri))
         return
@@ -40,7 +44,7 @@ def publish(target_uri: str) -> None:
     filesystem_for(target_uri).replace(staged, target_uri)
 
 
-def publish_owed(target_uris: Sequence[str]) -> None:
+def publish_owed(files: RootedFileSystem, target_uris: Sequence[str]) -> None:
     """Publish staged copies a committed change names, idempotently, and make the renames durable.
 
     Run after the commit, and again after a crash: a copy already in place (no staged name left) is done; a
@@ -49,10 +53,9 @@ def publish_owed(target_uris: Sequence[str]) -> None:
     """
     for uri in target_uris:
         staged = staging_name(uri)
-        fs = filesystem_for(uri)
-        if fs.exists(staged):
-            publish(uri)
-        elif not fs.exists(uri):
+        if files.exists(staged):
+            publish(files, uri)
+        elif not files.exists(uri):
             log.warning("'%s' was to be published but neither it nor its staged copy is there", uri)
     sync_parents(target_uris)
 

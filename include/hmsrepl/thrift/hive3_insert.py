@@ -37,4 +37,4 @@ def hive3_overwrote(
     except NoSuchObjectError:
         return False  # the insert itself reports what is missing
     location = target.sd.location or ""
-    return set(stat_listing(location)) == set(relative_names(location, files))
+    return set(stat_listing(catalog.cm.files, location)) == set(relative_names(location, files))
