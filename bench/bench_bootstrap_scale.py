@@ -101,7 +101,9 @@ def run_phase(phase: str, url: str, target_url: str, root: Path, dump_dir: str, 
         import pstats
 
         profiler.disable()
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(
+            int(os.environ.get("BENCH_PROFILE_LINES", "25"))
+        )
     out = {"seconds": seconds, "dump_dir": getattr(result, "dump_dir", dump_dir)}
     source.close()
     target.close()

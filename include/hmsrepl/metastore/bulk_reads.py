@@ -108,7 +108,7 @@ class _GroupScan:
                 "rows": PAGE_ROWS,
             }
             rows = conn.execute(_PAGE, params).all()
-        self.rows = rows
+        self.rows = list(rows)
         self.done = len(rows) < PAGE_ROWS
         if rows:
             self.after = (rows[-1].tbl_id, rows[-1].part_name)

@@ -104,6 +104,7 @@ from hmsrepl.storage.staging import staging_name
 log = logging.getLogger(__name__)
 
 BATCH_EVENTS = 500
+PARTITION_PAGE = 500  # partitions of a bootstrapped table written per catalog call
 # A load marks the replica's directory while it runs (a file in this hidden subdirectory); a mark found at
 # the start is an earlier load that did not finish (killed, or failed): this one then sweeps the whole
 # directory at its end, removing what no metadata names (the marks included).
@@ -354,7 +355,7 @@ class LoadEngine:
                 return []  # loaded before: load() will do nothing
             self._check_bootstrap_target(target_db, meta)
             source_db_location = self.validate_bootstrap(dump, meta, target_db).source_db_location
-            objects = self._bootstrap_objects(dump, meta)
+            objects: Iterable[tuple[str | None, Sequence[str]]] = self._bootstrap_objects(dump, meta)
         else:
             db, last = self._check_incremental_target(target_db, meta)
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
@@ -369,17 +370,14 @@ class LoadEngine:
         return tasks
 
     @staticmethod
-    def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> list[tuple[str | None, Sequence[str]]]:
-        """(source location, files) of every table and partition of a bootstrap dump."""
-        objects: list[tuple[str | None, Sequence[str]]] = []
+    def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> Iterator[tuple[str | None, Sequence[str]]]:
+        """(source location, files) of every table and partition of a bootstrap dump, one at a time (a
+        million partitions are never held as a list)."""
         for relative in dump.metadata_files(meta.db_name):
             body = dump.read_json(relative)
             obj = body.get("table") or body.get("partition")
             if obj is not None:
-                objects.append(
-                    (obj["sd"].get("location"), dump.read_files(relative[: -len(METADATA)] + FILES))
-                )
-        return objects
+                yield obj["sd"].get("location"), dump.read_files(relative[: -len(METADATA)] + FILES)
 
     @staticmethod
     def _incremental_objects(
@@ -533,15 +531,17 @@ class LoadEngine:
         writer.put_table(table, files, location)
         if not table.get("partition_keys"):
             return
-        parts = []
+        parts: list[tuple[dict[str, Any], list[str] | None]] = []  # one page: a table's are never held whole
         for relative in dump.metadata_files(base):
             if relative == f"{base}/{METADATA}":
                 continue
             snapshot = dump.read_json(relative)["partition"]
             part_files = None if meta.metadata_only else dump.read_files(relative[: -len(METADATA)] + FILES)
             parts.append((snapshot, part_files))
-        for start in range(0, len(parts), 500):
-            writer.put_partitions(table["table_name"], parts[start : start + 500], location)
+            if len(parts) == PARTITION_PAGE:
+                writer.put_partitions(table["table_name"], parts, location)
+                parts = []
+        writer.put_partitions(table["table_name"], parts, location)
 
     # -- incremental ----------------------------------------------------------------------------------------
     def _incremental(

@@ -155,7 +155,8 @@ class TargetWriter:
         self._unsynced_dirs: set[str] = set()  # directories with renames not yet made durable
         # The event being applied names the version directories it makes (set by the load per event).
         self.version = 0
-        self._created: list[str] = []  # version directories made in the current batch (not yet named)
+        # version directories made in the current batch (not yet named), in order; a dict for O(1) membership
+        self._created: dict[str, None] = {}
         self._retire: list[Retirement] = []  # directories the current batch stops naming
         # Files added in place this batch (final URI -> the event that wrote it, encoded), staged until a
         # rename after the commit, which goes in event order.
@@ -630,7 +631,7 @@ class TargetWriter:
             return Published(current, wanted, stamps, removed, not held.recorded)
         new = self._new_version(logical, current)
         fs.makedirs(new)
-        self._created.append(new)
+        self._created[new] = None
         present = {relative_to(s.uri, new): s for s in list_data_files(new)}  # an interrupted attempt's
         for rel, status in present.items():
             if rel not in wanted or rel in kept:
@@ -825,7 +826,7 @@ class TargetWriter:
         fs = filesystem_for(new)
         fs.delete_tree(new)  # whatever an interrupted attempt left: links are cheap to make again
         fs.makedirs(new)
-        self._created.append(new)
+        self._created[new] = None
         carried = set()
         for status in list_data_files(current):
             rel = relative_to(status.uri, current)
