@@ -45,7 +45,6 @@ from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
-    PARTITION,
     TABLE,
     DumpDir,
     DumpLayout,
@@ -62,7 +61,6 @@ log = logging.getLogger(__name__)
 
 PAGE = 10_000
 WRITERS = 8
-PARALLEL_WRITES = 64  # partitions of a page from which they are written by WRITERS threads
 METADATA_ONLY = "hive.repl.dump.metadata.only"
 INCLUDE_EXTERNAL = "hive.repl.include.external.tables"
 
@@ -227,11 +225,11 @@ class DumpEngine:
         if pages is None or not table.partition_keys:
             self._write_entry(dump, db, self._read_entry(table, with_data, None if pages is None else []))
             return
-        first = True
+        number = 0
         for page in pages:
-            self._write_entry(dump, db, self._read_entry(table, with_data, page), table_too=first)
-            first = False
-        if first:  # no partitions at all
+            number = self._write_entry(dump, db, self._read_entry(table, with_data, page), first_page=number)
+            number = max(number, 1)  # the table is written: later pages only add partitions
+        if number == 0:  # no partitions at all
             self._write_entry(dump, db, self._read_entry(table, with_data, []))
 
     def _read_entry(self, table: Table, with_data: bool, parts: list[Partition] | None = None) -> TableEntry:
@@ -289,37 +287,24 @@ class DumpEngine:
                 self._write_entry(dump, db, entry)
         dump.write_json(DumpLayout.acid_state(db), acid_replay.acid_state_document(snapshot, acid_tables))
 
-    def _write_entry(self, dump: DumpDir, db: str, entry: TableEntry, *, table_too: bool = True) -> None:
-        """The entry's table (replacing what the dump held of it) and partitions; ``table_too`` False: a
-        further page of partitions of a table written already."""
+    def _write_entry(self, dump: DumpDir, db: str, entry: TableEntry, *, first_page: int = 0) -> int:
+        """The entry's table (replacing what the dump held of it) and partitions, in pages numbered from
+        ``first_page`` (above 0: a further page of a table written already); returns the next number."""
         name = entry.table["table_name"]
-        if table_too:
+        if first_page == 0:
             dump.remove_tree(DumpLayout.table_dir(db, name))
             dump.write_object(DumpLayout.table(db, name), {"table": entry.table}, entry.files)
-        if len(entry.partitions) < PARALLEL_WRITES:
-            for part_name, (snapshot, files) in entry.partitions.items():
-                dump.write_object(DumpLayout.partition(db, name, part_name), {"partition": snapshot}, files)
-            return
-        # Two small files a partition: on a busy disk each open costs a fraction of a millisecond, spent
-        # waiting, not computing; several writers overlap those waits.
-        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            for done in [
-                pool.submit(
-                    dump.write_object, DumpLayout.partition(db, name, part), {"partition": snapshot}, files
-                )
-                for part, (snapshot, files) in entry.partitions.items()
-            ]:
-                done.result()
+        parts = ((part, snapshot, files) for part, (snapshot, files) in entry.partitions.items())
+        return dump.write_partitions(db, name, first_page, parts)
 
     def _load_entry(self, dump: DumpDir, db: str, table: str) -> TableEntry | None:
         metadata = DumpLayout.table(db, table)
         if not dump.exists(metadata):
             return None
         entry = TableEntry(dump.read_json(metadata)["table"], dump.read_listing(metadata))
-        for relative, found in dump.entries(DumpLayout.table_dir(db, table)):
-            if found.kind == PARTITION:
-                snapshot = dump.read_json(relative)["partition"]
-                entry.partitions[entry.partition_name(snapshot)] = (snapshot, dump.read_listing(relative))
+        for dumped in dump.partitions(DumpLayout.table_dir(db, table)):
+            snapshot = dumped.document["partition"]
+            entry.partitions[entry.partition_name(snapshot)] = (snapshot, dumped.files)
         return entry
 
     def _consolidate(
@@ -368,14 +353,14 @@ class DumpEngine:
     def _count(dump: DumpDir, db: str) -> tuple[int, int, int, int]:
         tables = partitions = files = size = 0
         for relative, found in dump.entries(db):
-            if found.kind not in (TABLE, PARTITION):
+            if found.kind != TABLE or found.table is None:
                 continue
-            if found.kind == TABLE:
-                tables += 1
-            else:
-                partitions += 1
+            tables += 1
             listed = dump.read_listing(relative) or []
             files, size = files + len(listed), size + referenced_bytes(listed)
+            for dumped in dump.partitions(DumpLayout.table_dir(db, found.table)):
+                partitions += 1
+                files, size = files + len(dumped.files or []), size + referenced_bytes(dumped.files or [])
         return tables, partitions, files, size
 
     # -- incremental -----------------------------------------------------------------------------------------

@@ -65,8 +65,10 @@ from hmsrepl.replication.layout import (
     FILES,
     FUNCTIONS_DIR,
     METADATA,
+    TABLE,
     DumpDir,
     DumpError,
+    DumpLayout,
     DumpMetadata,
 )
 from hmsrepl.replication.leftovers import Retirer, locked_cleanup, own_directories
@@ -374,10 +376,13 @@ class LoadEngine:
         """(source location, files) of every table and partition of a bootstrap dump, one at a time (a
         million partitions are never held as a list)."""
         for relative in dump.metadata_files(meta.db_name):
-            body = dump.read_json(relative)
-            obj = body.get("table") or body.get("partition")
-            if obj is not None:
-                yield obj["sd"].get("location"), dump.read_files(relative[: -len(METADATA)] + FILES)
+            found = DumpLayout.entry(relative)
+            if found.kind != TABLE or found.table is None:
+                continue  # partitions in their own directories come with their table's
+            table = dump.read_json(relative)["table"]
+            yield table["sd"].get("location"), dump.read_files(relative[: -len(METADATA)] + FILES)
+            for dumped in dump.partitions(DumpLayout.table_dir(meta.db_name, found.table)):
+                yield dumped.document["partition"]["sd"].get("location"), dumped.files or []
 
     @staticmethod
     def _incremental_objects(
@@ -532,12 +537,8 @@ class LoadEngine:
         if not table.get("partition_keys"):
             return
         parts: list[tuple[dict[str, Any], list[str] | None]] = []  # one page: a table's are never held whole
-        for relative in dump.metadata_files(base):
-            if relative == f"{base}/{METADATA}":
-                continue
-            snapshot = dump.read_json(relative)["partition"]
-            part_files = None if meta.metadata_only else dump.read_files(relative[: -len(METADATA)] + FILES)
-            parts.append((snapshot, part_files))
+        for dumped in dump.partitions(base):
+            parts.append((dumped.document["partition"], None if meta.metadata_only else dumped.files or []))
             if len(parts) == PARTITION_PAGE:
                 writer.put_partitions(table["table_name"], parts, location)
                 parts = []
