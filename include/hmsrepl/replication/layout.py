@@ -199,7 +199,7 @@ def encode_partition(snapshot: dict[str, Any], files: list[str] | None) -> bytes
     body: dict[str, Any] = {"partition": snapshot}
     if files is not None:
         body["files"] = files
-    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    return dumps_sorted(body)
 
 
 def encode_event(document: dict[str, Any], files: list[str]) -> bytes:
