@@ -21,7 +21,7 @@ from hmsrepl.metastore.messages import (
     partition_key_names,
     relative_path,
 )
-from hmsrepl.replication.layout import FILES, METADATA, DumpDir
+from hmsrepl.replication.layout import FILES, METADATA, TABLE, DumpDir, DumpLayout
 from tests.dump_events import read_events, rewrite_events
 
 Key = tuple[str, str | None]  # (table name, partition name or None)
@@ -31,19 +31,17 @@ def bootstrap_listings(bootstrap_dir: str, db: str) -> dict[Key, dict[str, str]]
     """Each object's listing (relative path -> encoded URI) in a bootstrap dump."""
     dump = DumpDir(bootstrap_dir)
     out: dict[Key, dict[str, str]] = {}
-    keys: dict[str, list[str]] = {}
-    for relative in sorted(dump.metadata_files(db), key=lambda rel: rel.count("/")):
-        doc = dump.read_json(relative)
-        files = dump.read_files(relative[: -len(METADATA)] + FILES)
-        if "table" in doc:
-            keys[doc["table"]["table_name"]] = partition_key_names(doc["table"])
-            key: Key = (doc["table"]["table_name"], None)
-        elif "partition" in doc:
-            name = relative.split("/")[1]
-            key = (name, make_partition_name(keys[name], doc["partition"]["values"]))
-        else:
+    for relative in dump.metadata_files(db):
+        found = DumpLayout.entry(relative)
+        if found.kind != TABLE or found.table is None:
             continue
-        out[key] = {relative_path(f): f for f in files}
+        doc = dump.read_json(relative)
+        keys = partition_key_names(doc["table"])
+        files = dump.read_files(relative[: -len(METADATA)] + FILES)
+        out[(found.table, None)] = {relative_path(f): f for f in files}
+        for dumped in dump.partitions(DumpLayout.table_dir(db, found.table)):
+            key = (found.table, make_partition_name(keys, dumped.document["partition"]["values"]))
+            out[key] = {relative_path(f): f for f in dumped.files or []}
     return out
 
 

@@ -159,3 +159,53 @@ def record_listing_writes(monkeypatch: Any) -> list[str]:
 
     monkeypatch.setattr(listings, "apply", recording)
     return written
+
+
+def dumped_partitions(
+    dump_dir: str, db: str, table: str
+) -> dict[str, tuple[dict[str, Any], list[str] | None]]:
+    """A bootstrapped table's partitions in a dump, by Hive partition name: (snapshot, files or None),
+    wherever the dump keeps them (pages, or a directory of their own)."""
+    from hmsrepl.formats.partition_names import make_partition_name
+    from hmsrepl.replication.layout import DumpDir, DumpLayout
+
+    dump = DumpDir(dump_dir)
+    keys = [k["name"] for k in dump.read_json(DumpLayout.table(db, table))["table"]["partition_keys"]]
+    out = {}
+    for dumped in dump.partitions(DumpLayout.table_dir(db, table)):
+        snapshot = dumped.document["partition"]
+        out[make_partition_name(keys, snapshot["values"])] = (snapshot, dumped.files)
+    return out
+
+
+def edit_dumped_partition(dump_dir: Path, db: str, table: str, name: str, change: Any) -> None:
+    """Rewrite one partition of a bootstrap dump in place: ``change(document, files)`` edits the document
+    (``{"partition": snapshot}``) and returns the files to write instead (None: the files stay)."""
+    import json
+
+    from hmsrepl.formats.partition_names import make_partition_name
+    from hmsrepl.replication.layout import DumpDir, DumpLayout, encode_partition
+
+    dump = DumpDir(str(dump_dir))
+    keys = [k["name"] for k in dump.read_json(DumpLayout.table(db, table))["table"]["partition_keys"]]
+    for page in dump.partition_pages(DumpLayout.table_dir(db, table)):
+        lines = []
+        for dumped in dump.read_partition_page(page):
+            snapshot, files = dumped.document["partition"], dumped.files
+            if make_partition_name(keys, snapshot["values"]) == name:
+                files = _or_same(change(dumped.document, files), files)
+                snapshot = dumped.document["partition"]
+            lines.append(encode_partition(snapshot, files))
+        (dump_dir / page).write_bytes(b"".join(line + b"\n" for line in lines))
+    own = dump_dir / DumpLayout.partition(db, table, name)
+    if own.exists():
+        document = json.loads(own.read_text())
+        files_at = own.parent / "_files"
+        before = files_at.read_text().splitlines() if files_at.exists() else None
+        files = _or_same(change(document, before), before)
+        own.write_text(json.dumps(document))
+        files_at.write_text("".join(f"{line}\n" for line in files or []))
+
+
+def _or_same(files: list[str] | None, before: list[str] | None) -> list[str] | None:
+    return before if files is None else files

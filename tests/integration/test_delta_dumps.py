@@ -33,9 +33,9 @@ from hmsrepl.metastore.messages import DataChange, MessageBuilder, checksum_of, 
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.commands import DumpCommand, parse_command
 from hmsrepl.replication.dump import DumpEngine
-from hmsrepl.replication.layout import DumpDir, DumpLayout
+from hmsrepl.replication.layout import DumpDir
 from tests.dump_events import read_events
-from tests.helpers import make_partition, make_table, open_store, write_file
+from tests.helpers import dumped_partitions, make_partition, make_table, open_store, write_file
 
 TABLES = ("t", "u")
 Listing = dict[str, str]
@@ -170,5 +170,5 @@ def test_bootstrap_consolidates_deltas_made_while_it_reads(source, before, durin
     dump = DumpDir(dumped.dump_dir)
     assert dumped.last_event_id == store.get_current_notification_event_id()
     for name in TABLES:
-        files = dump.read_listing(DumpLayout.partition(db, name, "p=1")) or []
+        files = dumped_partitions(dump.uri, db, name)["p=1"][1] or []
         assert {relative_path(e): e for e in files} == writer.listings[name], name

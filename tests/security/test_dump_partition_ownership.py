@@ -9,10 +9,10 @@ sides are hashed before and after, on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +22,14 @@ from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.storage.local import local_path
 from tests.backends import temporary_database
-from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, write_file
+from tests.helpers import (
+    edit_dumped_partition,
+    make_partition,
+    make_table,
+    open_replica,
+    open_sqlite_source,
+    write_file,
+)
 from tests.security.untouched import Untouched
 
 
@@ -45,11 +52,12 @@ class Scene:
         (without files of its own, so that only its location is in question)."""
         copy = self.root / "dumps" / f"tampered-{name}"
         shutil.copytree(self.dump, copy)
-        metadata = copy / "sales" / "events" / partition_dir / "_metadata"
-        doc = json.loads(metadata.read_text())
-        doc["partition"]["sd"]["location"] = location
-        metadata.write_text(json.dumps(doc))
-        (copy / "sales" / "events" / partition_dir / "_files").write_text("")
+
+        def declare(doc: dict[str, Any], files: list[str] | None) -> list[str]:
+            doc["partition"]["sd"]["location"] = location
+            return []
+
+        edit_dumped_partition(copy, "sales", "events", partition_dir, declare)
         return str(copy)
 
 

@@ -40,7 +40,14 @@ from hmsrepl.replication.verify import verify
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
 from tests.dump_events import edit_event
-from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, write_file
+from tests.helpers import (
+    edit_dumped_partition,
+    make_partition,
+    make_table,
+    open_replica,
+    open_sqlite_source,
+    write_file,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = b"the victim's private data, outside every root"
@@ -266,17 +273,23 @@ def bootstrap_attacks(
             {},
         ),
         "partition value with '/..'": (
-            lambda d: edit_json(
-                next((d / "sales/orders").glob("day=d1/_metadata")),
-                lambda b: b["partition"].update(values=["d1/.."]),
+            lambda d: edit_dumped_partition(
+                d,
+                "sales",
+                "orders",
+                "day=d1",
+                lambda b, files: b["partition"].update(values=["d1/.."]),
             ),
             ("partition value 'd1/..'",),
             {},
         ),
         "a partition value the catalog refuses (longer than Hive's 256 characters)": (
-            lambda d: edit_json(
-                next((d / "sales/orders").glob("day=d2/_metadata")),
-                lambda b: b["partition"].update(values=["d" * 300]),
+            lambda d: edit_dumped_partition(
+                d,
+                "sales",
+                "orders",
+                "day=d2",
+                lambda b, files: b["partition"].update(values=["d" * 300]),
             ),
             ("for key 'day'", "is too long (300 characters); use at most 256"),
             {},

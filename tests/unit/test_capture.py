@@ -22,7 +22,7 @@ from hmsrepl.storage.base import FileStatus
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import LocalFileSystem, local_path
 from tests.conftest import make_config
-from tests.helpers import create_db_and_table, make_partition, settle, write_file
+from tests.helpers import create_db_and_table, dumped_partitions, make_partition, settle, write_file
 
 
 @pytest.fixture
@@ -386,7 +386,6 @@ def test_a_bootstrap_dump_lists_the_warehouse_without_reading_recorded_files(
 ) -> None:
     from hmsrepl.replication.commands import parse_command
     from hmsrepl.replication.dump import DumpEngine
-    from hmsrepl.replication.layout import DumpDir, DumpLayout
 
     _, part = _partitioned(store, 30)
     reads.clear()
@@ -399,7 +398,7 @@ def test_a_bootstrap_dump_lists_the_warehouse_without_reading_recorded_files(
     second = engine.dump(parse_command("REPL DUMP sales"))  # type: ignore[arg-type]
     assert [os.path.basename(uri) for uri in reads] == ["part-00007.parquet"]
     for dumped, expected in ((first, b"row 7"), (second, changed.read_bytes())):
-        listing = DumpDir(dumped.dump_dir).read_listing(DumpLayout.partition("sales", "orders", "d=1")) or []
+        listing = dumped_partitions(dumped.dump_dir, "sales", "orders")["d=1"][1] or []
         [entry] = [f for f in listing if relative_path(f) == "part-00007.parquet"]
         assert checksum_of(entry) == checksum_bytes(expected)
         assert len(listing) == 30

@@ -12,8 +12,9 @@ would give (a dump consolidates later changes from the notification log either w
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
+from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, or_, select
+from sqlalchemy import Row, and_, bindparam, or_, select
 
 from hmsrepl.metastore.catalog.rows import _partition_from_row, _table_from_row
 from hmsrepl.metastore.eventlog import EventLog
@@ -53,6 +54,22 @@ def tables_with_partitions(
 ) -> Iterator[tuple[str, tuple[Table, list[Partition]] | None]]:
     """``(name, (table, its partitions by name))`` for each of ``names``, in their order; ``(name, None)`` for
     a table that no longer exists. Partitions come only for partitioned tables."""
+    found = list(table_pages(events, db_name, names))
+    order = {name: index for index, name in enumerate(dict.fromkeys(name.lower() for name in names))}
+    for name, table, pages in sorted(found, key=lambda item: order[item[0]]):
+        yield name, None if table is None else (table, [part for page in pages for part in page])
+
+
+def table_pages(
+    events: EventLog, db_name: str, names: Collection[str]
+) -> Iterator[tuple[str, Table | None, Iterator[list[Partition]]]]:
+    """``(name, table, its partitions in pages)`` for each of ``names`` (``table`` None: it no longer exists),
+    a group's tables in id order, so a bootstrap dump holds one page of partitions, never a table's.
+
+    A group's partitions are read by one keyset scan, a page per statement and a connection per page (no
+    connection is held while the caller works on a page). Consume a table's pages before the next table's:
+    pages left unread are skipped (a partitioned table's pages come only from the scan of its group).
+    """
     with events.reader() as conn:
         found = {
             row.tbl_name: _table_from_row(row) for row in conn.execute(_TABLES, {"db_name": db_name.lower()})
@@ -60,33 +77,60 @@ def tables_with_partitions(
     ordered = list(dict.fromkeys(name.lower() for name in names))
     for start in range(0, len(ordered), TABLES_PER_GROUP):
         group = ordered[start : start + TABLES_PER_GROUP]
-        tables = {name: found[name] for name in group if name in found}
-        ids = [table.id for table in tables.values() if table.partition_keys and table.id is not None]
-        parts = _partitions_of(events, ids) if ids else {}
         for name in group:
-            table = tables.get(name)
-            if table is None:
-                yield name, None
+            if name not in found:
+                yield name, None, iter(())
+        tables = sorted((found[name] for name in group if name in found), key=lambda t: t.id or 0)
+        ids = [table.id for table in tables if table.partition_keys and table.id is not None]
+        scan = _GroupScan(events, ids)
+        for table in tables:
+            if table.partition_keys and table.id is not None:
+                yield table.table_name, table, scan.pages_of(table.id)
             else:
-                yield name, (table, parts.get(table.id, []) if table.id is not None else [])
+                yield table.table_name, table, iter(())
 
 
-def _partitions_of(events: EventLog, ids: list[int]) -> dict[int, list[Partition]]:
-    out: dict[int, list[Partition]] = {}
-    with events.reader() as conn:
-        for tbl_id, part in _pages(conn, ids):
-            out.setdefault(tbl_id, []).append(part)
-    return out
+class _GroupScan:
+    """One keyset scan over a group of tables' partitions, handed out table by table in id order."""
 
+    def __init__(self, events: EventLog, ids: list[int]) -> None:
+        self.events, self.ids = events, ids
+        self.after: tuple[int, str] = (-1, "")
+        self.rows: list[Row[Any]] = []  # the fetched page's rows not handed out yet
+        self.done = not ids
 
-def _pages(conn: Connection, ids: list[int]) -> Iterator[tuple[int, Partition]]:
-    after_tbl, after_name = -1, ""
-    while True:
-        rows = conn.execute(
-            _PAGE, {"ids": ids, "after_tbl": after_tbl, "after_name": after_name, "rows": PAGE_ROWS}
-        ).all()
-        for row in rows:
-            yield row.tbl_id, _partition_from_row(row)
-        if len(rows) < PAGE_ROWS:
-            return
-        after_tbl, after_name = rows[-1].tbl_id, rows[-1].part_name
+    def _fetch(self) -> None:
+        with self.events.reader() as conn:
+            params = {
+                "ids": self.ids,
+                "after_tbl": self.after[0],
+                "after_name": self.after[1],
+                "rows": PAGE_ROWS,
+            }
+            rows = conn.execute(_PAGE, params).all()
+        self.rows = list(rows)
+        self.done = len(rows) < PAGE_ROWS
+        if rows:
+            self.after = (rows[-1].tbl_id, rows[-1].part_name)
+
+    def pages_of(self, tbl_id: int) -> Iterator[list[Partition]]:
+        while True:
+            if not self.rows:
+                if self.done:
+                    return
+                self._fetch()
+                continue
+            self.rows = (
+                [row for row in self.rows if row.tbl_id >= tbl_id]
+                if self.rows[0].tbl_id < tbl_id
+                else self.rows
+            )
+            mine = [row for row in self.rows if row.tbl_id == tbl_id]
+            if not mine:
+                if self.rows:  # the scan is past this table
+                    return
+                continue
+            self.rows = self.rows[len(mine) :]
+            yield [_partition_from_row(row) for row in mine]
+            if self.rows:  # the next table's rows follow: this table's are all out
+                return

@@ -73,6 +73,23 @@ def read(conn: Connection, key: ObjectKey) -> dict[str, FileRecord]:
     return {record.rel_path: record for record in stream(conn, key)}
 
 
+def read_many(conn: Connection, tbl_id: int, part_ids: Iterable[int]) -> dict[int, dict[str, FileRecord]]:
+    """The recorded files of several partitions of one table (part id -> relative path -> record), a
+    statement per CHUNK of partitions: a bootstrap dump lists a page of partitions in a few statements,
+    not one per partition. Partitions with nothing recorded are absent."""
+    wanted = sorted(set(part_ids))
+    out: dict[int, dict[str, FileRecord]] = {}
+    for start in range(0, len(wanted), CHUNK):
+        rows = conn.execute(
+            select(data_files.c.part_id, *RECORD_COLUMNS).where(
+                data_files.c.tbl_id == tbl_id, data_files.c.part_id.in_(wanted[start : start + CHUNK])
+            )
+        )
+        for part_id, *record in rows:
+            out.setdefault(part_id, {})[record[0]] = FileRecord(*record)
+    return out
+
+
 def read_paths(conn: Connection, key: ObjectKey, paths: Iterable[str]) -> dict[str, FileRecord]:
     """The records of some paths of the object (those recorded), in O(paths) rows."""
     wanted = sorted(set(paths))

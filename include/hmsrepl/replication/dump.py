@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
-from hmsrepl.metastore.bulk_reads import tables_with_partitions
+from hmsrepl.metastore.bulk_reads import table_pages
 from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import (
@@ -47,7 +47,6 @@ from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
-    PARTITION,
     TABLE,
     DumpDir,
     DumpLayout,
@@ -182,11 +181,11 @@ class DumpEngine:
             else [t for t in catalog.get_tables(policy.db_name) if policy.includes_table(t)]
         )
         with self.clock.stage("read"):
-            for table_name, read in self._tables_with_partitions(policy.db_name, tables):
-                if read is None:  # dropped while we were reading: consolidation settles it
+            for table_name, table, pages in self._table_pages(policy.db_name, tables):
+                if table is None:  # dropped while we were reading: consolidation settles it
                     log.info("table %s.%s was dropped during the bootstrap dump", policy.db_name, table_name)
-                elif external or read[0].is_managed:
-                    self._write_entry(dump, policy.db_name, self._read_entry(read[0], with_data, read[1]))
+                elif external or table.is_managed:
+                    self._dump_table(dump, policy.db_name, table, pages, with_data)
                 if self.on_table_dumped is not None:
                     self.on_table_dumped(table_name)
         # The dump ends at the txn snapshot's event: ACID tables are listed for exactly that snapshot.
@@ -204,23 +203,39 @@ class DumpEngine:
             dump.uri, end, tables=counts[0], partitions=counts[1], files=counts[2], bytes=counts[3]
         )
 
-    def _tables_with_partitions(
+    def _table_pages(
         self, db_name: str, tables: list[str]
-    ) -> Iterator[tuple[str, tuple[Table, list[Partition] | None] | None]]:
-        """Each table with its partitions, or None when it was dropped meanwhile. From an hmsrepl metastore's
-        database in a few statements per group of tables, not three per table; from a stock Hive Metastore
-        (read over Thrift) one table at a time, its partitions read with its entry."""
+    ) -> Iterator[tuple[str, Table | None, Iterable[list[Partition]] | None]]:
+        """Each table with its partitions in pages (``table`` None: dropped meanwhile). From an hmsrepl
+        metastore's database in a few statements per group of tables, not three per table, a page of
+        partitions at a time; from a stock Hive Metastore (read over Thrift) one table at a time, its
+        partitions (pages None) read with its entry."""
         if isinstance(self.source, Metastore):
-            yield from tables_with_partitions(self.source.events, db_name, tables)
+            yield from table_pages(self.source.events, db_name, tables)
             return
         for table_name in tables:
             try:
-                yield table_name, (self.source.catalog.get_table(db_name, table_name), None)
+                yield table_name, self.source.catalog.get_table(db_name, table_name), None
             except NoSuchTableError:
-                yield table_name, None
+                yield table_name, None, None
+
+    def _dump_table(
+        self, dump: DumpDir, db: str, table: Table, pages: Iterable[list[Partition]] | None, with_data: bool
+    ) -> None:
+        """Write one table's entry, a page of partitions at a time: a table of 100,000 partitions is never
+        held whole (``pages`` None: the entry reads its partitions itself)."""
+        if pages is None or not table.partition_keys:
+            self._write_entry(dump, db, self._read_entry(table, with_data, None if pages is None else []))
+            return
+        number = 0
+        for page in pages:
+            number = self._write_entry(dump, db, self._read_entry(table, with_data, page), first_page=number)
+            number = max(number, 1)  # the table is written: later pages only add partitions
+        if number == 0:  # no partitions at all
+            self._write_entry(dump, db, self._read_entry(table, with_data, []))
 
     def _read_entry(self, table: Table, with_data: bool, parts: list[Partition] | None = None) -> TableEntry:
-        """The table's dump entry; ``parts``: its partitions when the caller read them already."""
+        """The table's dump entry; ``parts``: its partitions (or a page of them) when the caller read them."""
         entry = TableEntry(table.model_dump(mode="json"))
         # ACID tables are listed once the dump's txn snapshot is known (_finish_acid_tables): a listing
         # now would include files of open and aborted txns.
@@ -231,8 +246,12 @@ class DumpEngine:
             return entry
         if parts is None:
             parts = catalog.get_partitions(table.db_name, table.table_name)
-        for part in parts:
-            files = catalog.describe_data(table, part) if with_data else None
+        listed: list[list[str] | None] = [None] * len(parts)
+        if with_data and isinstance(self.source, Metastore):
+            listed = list(self.source.catalog.describe_partitions(table, parts))
+        elif with_data:
+            listed = [catalog.describe_data(table, part) for part in parts]
+        for part, files in zip(parts, listed, strict=True):
             snapshot = part.model_dump(mode="json")
             entry.partitions[entry.partition_name(snapshot)] = (snapshot, files)
         return entry
@@ -270,22 +289,24 @@ class DumpEngine:
                 self._write_entry(dump, db, entry)
         dump.write_json(DumpLayout.acid_state(db), acid_replay.acid_state_document(snapshot, acid_tables))
 
-    def _write_entry(self, dump: DumpDir, db: str, entry: TableEntry) -> None:
+    def _write_entry(self, dump: DumpDir, db: str, entry: TableEntry, *, first_page: int = 0) -> int:
+        """The entry's table (replacing what the dump held of it) and partitions, in pages numbered from
+        ``first_page`` (above 0: a further page of a table written already); returns the next number."""
         name = entry.table["table_name"]
-        dump.remove_tree(DumpLayout.table_dir(db, name))
-        dump.write_object(DumpLayout.table(db, name), {"table": entry.table}, entry.files)
-        for part_name, (snapshot, files) in entry.partitions.items():
-            dump.write_object(DumpLayout.partition(db, name, part_name), {"partition": snapshot}, files)
+        if first_page == 0:
+            dump.remove_tree(DumpLayout.table_dir(db, name))
+            dump.write_object(DumpLayout.table(db, name), {"table": entry.table}, entry.files)
+        parts = ((part, snapshot, files) for part, (snapshot, files) in entry.partitions.items())
+        return dump.write_partitions(db, name, first_page, parts)
 
     def _load_entry(self, dump: DumpDir, db: str, table: str) -> TableEntry | None:
         metadata = DumpLayout.table(db, table)
         if not dump.exists(metadata):
             return None
         entry = TableEntry(dump.read_json(metadata)["table"], dump.read_listing(metadata))
-        for relative, found in dump.entries(DumpLayout.table_dir(db, table)):
-            if found.kind == PARTITION:
-                snapshot = dump.read_json(relative)["partition"]
-                entry.partitions[entry.partition_name(snapshot)] = (snapshot, dump.read_listing(relative))
+        for dumped in dump.partitions(DumpLayout.table_dir(db, table)):
+            snapshot = dumped.document["partition"]
+            entry.partitions[entry.partition_name(snapshot)] = (snapshot, dumped.files)
         return entry
 
     def _consolidate(
@@ -334,14 +355,14 @@ class DumpEngine:
     def _count(dump: DumpDir, db: str) -> tuple[int, int, int, int]:
         tables = partitions = files = size = 0
         for relative, found in dump.entries(db):
-            if found.kind not in (TABLE, PARTITION):
+            if found.kind != TABLE or found.table is None:
                 continue
-            if found.kind == TABLE:
-                tables += 1
-            else:
-                partitions += 1
+            tables += 1
             listed = dump.read_listing(relative) or []
             files, size = files + len(listed), size + referenced_bytes(listed)
+            for dumped in dump.partitions(DumpLayout.table_dir(db, found.table)):
+                partitions += 1
+                files, size = files + len(dumped.files or []), size + referenced_bytes(dumped.files or [])
         return tables, partitions, files, size
 
     # -- incremental -----------------------------------------------------------------------------------------

@@ -68,6 +68,7 @@ from hmsrepl.replication.layout import (
     FUNCTION,
     FUNCTIONS_DIR,
     METADATA,
+    PARTITIONS_DIR,
     TABLE,
     DumpDir,
     DumpedEvent,
@@ -576,6 +577,7 @@ class DumpValidator:
         tables: dict[str, tuple[str | None, list[str]]] = {}
         managed: set[str] = set()
         owners = DumpOwnership()  # managed tables' and partitions' locations: each must own its own
+        own_dirs: dict[str, set[str]] = {}  # partitions in their own directories, by table
         listed = list(dump.metadata_files(base))
         # tables before partitions: a partition directory may sort before its table's _metadata ('%', digits)
         for relative in sorted(listed, key=lambda rel: rel.count("/")):
@@ -615,12 +617,60 @@ class DumpValidator:
                 if not isinstance(part, dict):
                     raise self.fail(where, "holds no partition snapshot")
                 location = self._partition(part, keys, table_location, where)
+                own_dirs.setdefault(found.table, set()).add(_partition_name(keys, part))
                 if found.table in managed:
                     owners.partition(found.table, _partition_name(keys, part), location)
                 self._object_files(files, location, shown + files_at)
+        self._pages(dump, base, shown, tables, managed, owners, own_dirs)
         conflict = owners.conflict()
         if conflict:
             raise self.fail(shown + base if base else shown or self.dump.uri, conflict)
+
+    def _pages(
+        self,
+        dump: DumpDir,
+        base: str,
+        shown: str,
+        tables: dict[str, tuple[str | None, list[str]]],
+        managed: set[str],
+        owners: DumpOwnership,
+        own_dirs: dict[str, set[str]],
+    ) -> None:
+        """The partition pages below ``base``: each at ``<db>/<table>/_partitions/<page>`` of a dumped table,
+        each line a partition of it (named once in the table) with its files."""
+        marker = f"/{PARTITIONS_DIR}/"
+        page_tables = set()
+        for relative in dump.files_below(base):
+            if marker not in relative:
+                continue
+            parts = relative.split("/")
+            if len(parts) != 4 or parts[2] != PARTITIONS_DIR:
+                raise self.fail(shown + relative, "is not where a dump keeps a page of partitions")
+            if parts[1] not in tables:
+                raise self.fail(
+                    shown + relative, f"holds partitions of table {show(parts[1])}, which has no _metadata"
+                )
+            page_tables.add(parts[1])
+        for name in sorted(page_tables):
+            table_location, keys = tables[name]
+            seen = own_dirs.get(name, set())
+            for page in dump.partition_pages(DumpLayout.table_dir(parts_db(base), name)):
+                for dumped in dump.read_partition_page(page):
+                    where = shown + dumped.where
+                    doc = dumped.document
+                    part = doc.get("partition") if isinstance(doc, dict) else None
+                    if not isinstance(part, dict):
+                        raise self.fail(where, "holds no partition snapshot")
+                    location = self._partition(part, keys, table_location, where)
+                    part_name = _partition_name(keys, part)
+                    if part_name in seen:
+                        raise self.fail(
+                            where, f"names partition {show(part_name)} of {show(name)} a second time"
+                        )
+                    seen.add(part_name)
+                    if name in managed:
+                        owners.partition(name, part_name, location)
+                    self._object_files([] if dumped.files is None else dumped.files, location, where)
 
     def _event_id(self, event: DumpedEvent, first: int, previous: int) -> int:
         """The event's id, which must follow ``previous`` and lie in its segment (starting at ``first``)."""
@@ -949,6 +999,11 @@ class DumpValidator:
             raise self.fail(where, str(exc)) from None
         self.report.files += 1
         self.report.pending_files.append(encoded)
+
+
+def parts_db(base: str) -> str:
+    """The database of a bootstrap layout's ``base`` (``<db>`` or ``<db>/<table>``)."""
+    return base.split("/", 1)[0]
 
 
 def _is_managed(table: dict[str, Any]) -> bool:

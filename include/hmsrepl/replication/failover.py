@@ -512,9 +512,8 @@ def _drop_stale(writer: Any, dump: DumpDir, meta: DumpMetadata, table: dict[str,
     if keys:
         base = f"{meta.db_name}/{name}"
         held = {
-            rel[len(base) + 1 : -len(METADATA) - 1]
-            for rel in dump.metadata_files(base)
-            if rel != f"{base}/{METADATA}"
+            make_partition_name(keys, dumped.document["partition"]["values"])
+            for dumped in dump.partitions(base)
         }
         stale = [
             p.values

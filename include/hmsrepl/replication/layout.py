@@ -11,8 +11,11 @@
     <dump>/<db>/<table>/_metadata            the table (as of the dump's last event id)
     <dump>/<db>/<table>/_files               unpartitioned table: encoded file URIs, one per line
     <dump>/<db>/<table>/_column_stats        the table's column statistics (column_stats.py)
-    <dump>/<db>/<table>/<k=v/...>/_metadata  each partition, under its Hive partition name
-    <dump>/<db>/<table>/<k=v/...>/_files
+    <dump>/<db>/<table>/_partitions/<page>   its partitions, up to PAGE_PARTITIONS a page, one JSON document a
+                                             line: {"partition": snapshot, "files": [encoded, ...]} ("files"
+                                             absent: metadata only); pages are read in name order
+    <dump>/<db>/<table>/<k=v/...>/_metadata  a partition of more than PAGE_FILES files, under its Hive
+    <dump>/<db>/<table>/<k=v/...>/_files     partition name (layout format 2 and older: every partition)
     incremental:
     <dump>/events/<first event id>/_events   a segment: up to SEGMENT_EVENTS consecutive events of the dump, one
                                              JSON document a line in event id order, each the event with its
@@ -28,6 +31,11 @@ list the files that event adds (``Message.files``: a format-1 message's listing,
 ``added``), and its ``message`` is the message as the log stored it. ``DumpLayout`` builds every one of these
 paths.
 
+Partitions come in pages for the same reason: a bootstrap of 100,000 partitions would otherwise write and
+read 200,000 small files. A partition with a large listing keeps its own ``_metadata`` and ``_files`` (a page
+stays within the reader's document bound), and dumps of layout format 2 (a directory per partition) still
+load: ``DumpDir.partitions`` reads both.
+
 Events come in segments because a file and a directory per event bound a dump by file-system calls (half a
 millisecond each on a busy disk): a segment holds a thousand events. Dumps of layout format 1 (one
 ``events/<event id>/_metadata`` and ``_files`` per event) still load: ``DumpDir.read_segment`` reads both.
@@ -38,7 +46,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -49,8 +57,9 @@ from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.storage.base import join_uri, relative_to
 from hmsrepl.storage.rooted import RootedFileSystem
 
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)  # format 1: a directory per event (events/<event id>/_metadata and _files)
+FORMAT_VERSION = 3
+# format 1: a directory per event (events/<event id>/_metadata and _files); 2: a directory per partition
+READABLE_FORMATS = (1, 2, 3)
 DUMP_METADATA = "_dumpmetadata"
 ACK = "_finished_dump"
 SIGNATURE = "_signature"
@@ -63,6 +72,9 @@ SEGMENT_BYTES = 8 * 1024 * 1024  # a segment is closed once it holds this much (
 FUNCTIONS_DIR = "_functions"
 BOOTSTRAP_DIR = "_bootstrap"
 ACID_STATE = "_acid_state"
+PARTITIONS_DIR = "_partitions"
+PAGE_PARTITIONS = 5000  # partitions of one page at most
+PAGE_FILES = 10_000  # a partition listing more files is written on its own, not into a page
 DATABASE, FUNCTION, TABLE, PARTITION = "database", "function", "table", "partition"
 
 
@@ -109,6 +121,15 @@ class DumpLayout:
     @classmethod
     def partition(cls, db: str, table: str, partition_name: str) -> str:
         return f"{cls.table_dir(db, table)}/{partition_name}/{METADATA}"
+
+    @classmethod
+    def partitions_dir(cls, db: str, table: str) -> str:
+        return f"{cls.table_dir(db, table)}/{PARTITIONS_DIR}"
+
+    @classmethod
+    def partition_page(cls, db: str, table: str, number: int) -> str:
+        """The ``number``-th page of a table's partitions (names sort in page order)."""
+        return f"{cls.partitions_dir(db, table)}/{number:06d}"
 
     @staticmethod
     def files_of(metadata: str) -> str:
@@ -162,6 +183,23 @@ class DumpedEvent:
     document: Any  # a dict when well formed; validation refuses anything else
     files: Any  # a list of encoded file entries when well formed
     size: int  # bytes of its JSON, counted against a reader's budget
+
+
+@dataclass(frozen=True)
+class DumpedPartition:
+    """One partition as a bootstrap dump holds it: its document, its files, and where it is written."""
+
+    where: str  # the page and line, or the partition's own _metadata, for messages
+    document: Any  # {"partition": snapshot} when well formed; validation refuses anything else
+    files: Any  # a list of encoded file entries when well formed; None: metadata only
+
+
+def encode_partition(snapshot: dict[str, Any], files: list[str] | None) -> bytes:
+    """One page line: the partition's snapshot with its files (None: no ``files`` key)."""
+    body: dict[str, Any] = {"partition": snapshot}
+    if files is not None:
+        body["files"] = files
+    return dumps_sorted(body)
 
 
 def encode_event(document: dict[str, Any], files: list[str]) -> bytes:
@@ -450,6 +488,58 @@ class DumpDir:
         """Each ``_metadata`` below ``relative`` (a database or a table directory) with what it describes."""
         for metadata in self.metadata_files(relative):
             yield metadata, DumpLayout.entry(metadata)
+
+    def write_partitions(
+        self,
+        db: str,
+        table: str,
+        first_page: int,
+        parts: Iterable[tuple[str, dict[str, Any], list[str] | None]],
+    ) -> int:
+        """A table's partitions (name, snapshot, files) as pages numbered from ``first_page``, a partition
+        listing more than PAGE_FILES files in its own directory; returns the next page's number."""
+        page: list[bytes] = []
+        number = first_page
+        for name, snapshot, files in parts:
+            if files is not None and len(files) > PAGE_FILES:
+                self.write_object(DumpLayout.partition(db, table, name), {"partition": snapshot}, files)
+                continue
+            page.append(encode_partition(snapshot, files))
+            if len(page) == PAGE_PARTITIONS:
+                self._write(DumpLayout.partition_page(db, table, number), b"\n".join(page) + b"\n")
+                page, number = [], number + 1
+        if page:
+            self._write(DumpLayout.partition_page(db, table, number), b"\n".join(page) + b"\n")
+            number += 1
+        return number
+
+    def partitions(self, table_dir: str) -> Iterator[DumpedPartition]:
+        """A bootstrapped table's partitions (``table_dir``: ``<db>/<table>``): its pages in order, then those
+        written in their own directories (large listings; every partition of a format-2 dump)."""
+        for page in self.partition_pages(table_dir):
+            yield from self.read_partition_page(page)
+        for metadata in self.metadata_files(table_dir):
+            if metadata.count("/") > table_dir.count("/") + 1:  # not the table's own _metadata
+                yield DumpedPartition(metadata, self.read_json(metadata), self.read_listing(metadata))
+
+    def partition_pages(self, table_dir: str) -> list[str]:
+        """The partition pages of the table at ``table_dir`` (``<db>/<table>``), in page order."""
+        pages = f"{table_dir}/{PARTITIONS_DIR}"
+        if not self.exists(pages):
+            return []
+        return sorted(name for name in self.files_below(pages) if "/" not in name[len(pages) + 1 :])
+
+    def read_partition_page(self, relative: str) -> list[DumpedPartition]:
+        """The partitions of one page, bounded as any ``_metadata`` (one line each)."""
+        uri = self.path(relative)
+        data = self._read_document(uri)
+        out = []
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if line:
+                document = self._parse_json(line, f"{uri} line {number}")
+                files = document.pop("files", None) if isinstance(document, dict) else None
+                out.append(DumpedPartition(f"{relative} line {number}", document, files))
+        return out
 
     def write_object(self, metadata: str, document: dict[str, Any], files: list[str] | None) -> None:
         """A table's or partition's ``_metadata`` and, unless ``files`` is None, its ``_files`` listing."""

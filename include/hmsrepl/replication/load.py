@@ -51,7 +51,13 @@ from hmsrepl.metastore.messages import (
     relative_path,
 )
 from hmsrepl.metastore.model import Database
-from hmsrepl.metastore.payloads import ObjectMetadata, PartitionSnapshot, TableSnapshot, convert
+from hmsrepl.metastore.payloads import (
+    ObjectMetadata,
+    PartitionSnapshot,
+    TableSnapshot,
+    convert,
+    metadata_location,
+)
 from hmsrepl.metastore.protection import privileged_call
 from hmsrepl.replication import acid_replay, lost_files, signing
 from hmsrepl.replication.column_stats import load_column_stats
@@ -72,8 +78,10 @@ from hmsrepl.replication.layout import (
     FILES,
     FUNCTIONS_DIR,
     METADATA,
+    TABLE,
     DumpDir,
     DumpError,
+    DumpLayout,
     DumpMetadata,
 )
 from hmsrepl.replication.leftovers import Retirer, locked_cleanup, own_directories
@@ -111,6 +119,7 @@ from hmsrepl.storage.staging import staging_name
 log = logging.getLogger(__name__)
 
 BATCH_EVENTS = 500
+PARTITION_PAGE = 500  # partitions of a bootstrapped table written per catalog call
 # A load marks the replica's directory while it runs (a file in this hidden subdirectory); a mark found at
 # the start is an earlier load that did not finish (killed, or failed): this one then sweeps the whole
 # directory at its end, removing what no metadata names (the marks included).
@@ -365,7 +374,7 @@ class LoadEngine:
                 return []  # loaded before: load() will do nothing
             self._check_bootstrap_target(target_db, meta)
             source_db_location = self.validate_bootstrap(dump, meta, target_db).source_db_location
-            objects = self._bootstrap_objects(dump, meta)
+            objects: Iterable[tuple[str | None, Sequence[str]]] = self._bootstrap_objects(dump, meta)
         else:
             db, last = self._check_incremental_target(target_db, meta)
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
@@ -381,14 +390,17 @@ class LoadEngine:
         return tasks
 
     @staticmethod
-    def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> list[tuple[str | None, Sequence[str]]]:
-        """(source location, files) of every table and partition of a bootstrap dump."""
-        objects: list[tuple[str | None, Sequence[str]]] = []
+    def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> Iterator[tuple[str | None, Sequence[str]]]:
+        """(source location, files) of every table and partition of a bootstrap dump, one at a time (a
+        million partitions are never held as a list)."""
         for relative in dump.metadata_files(meta.db_name):
-            found = convert(dump.read_json(relative), ObjectMetadata, relative)
-            if found.table is not None or found.partition is not None:
-                objects.append((found.location, dump.read_files(relative[: -len(METADATA)] + FILES)))
-        return objects
+            found = DumpLayout.entry(relative)
+            if found.kind != TABLE or found.table is None:
+                continue  # partitions in their own directories come with their table's
+            table = convert(dump.read_json(relative), ObjectMetadata, relative)
+            yield table.location, dump.read_files(relative[: -len(METADATA)] + FILES)
+            for dumped in dump.partitions(DumpLayout.table_dir(meta.db_name, found.table)):
+                yield metadata_location(dumped.document, dumped.where), dumped.files or []
 
     @staticmethod
     def _incremental_objects(
@@ -545,15 +557,13 @@ class LoadEngine:
         writer.put_table(table, files, location)
         if not table.get("partition_keys"):
             return
-        parts = []
-        for relative in dump.metadata_files(base):
-            if relative == f"{base}/{METADATA}":
-                continue
-            snapshot = dump.read_json(relative)["partition"]
-            part_files = None if meta.metadata_only else dump.read_files(relative[: -len(METADATA)] + FILES)
-            parts.append((snapshot, part_files))
-        for start in range(0, len(parts), 500):
-            writer.put_partitions(table["table_name"], parts[start : start + 500], location)
+        parts: list[tuple[dict[str, Any], list[str] | None]] = []  # one page: a table's are never held whole
+        for dumped in dump.partitions(base):
+            parts.append((dumped.document["partition"], None if meta.metadata_only else dumped.files or []))
+            if len(parts) == PARTITION_PAGE:
+                writer.put_partitions(table["table_name"], parts, location)
+                parts = []
+        writer.put_partitions(table["table_name"], parts, location)
 
     # -- incremental ----------------------------------------------------------------------------------------
     def _incremental(

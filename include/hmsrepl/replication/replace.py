@@ -313,8 +313,12 @@ def bootstrap_part_objects(dump: DumpDir, meta: DumpMetadata) -> list[tuple[str 
     sub = dump.bootstrap_part()
     out: list[tuple[str | None, list[str]]] = []
     for name in meta.bootstrapped_tables:
-        for rel, _ in sub.entries(DumpLayout.table_dir(meta.db_name, name)):
-            out.append((metadata_location(sub.read_json(rel), rel), sub.read_listing(rel) or []))
+        metadata = DumpLayout.table(meta.db_name, name)
+        if not sub.exists(metadata):
+            continue  # dropped: nothing to copy
+        out.append((metadata_location(sub.read_json(metadata), metadata), sub.read_listing(metadata) or []))
+        for dumped in sub.partitions(DumpLayout.table_dir(meta.db_name, name)):
+            out.append((metadata_location(dumped.document, dumped.where), dumped.files or []))
     return out
 
 
@@ -352,7 +356,7 @@ def apply_bootstrap_part(
             writer.drop_table(name)
             existing = None
         if existing is not None and keys:
-            dumped = {found.partition for _, found in sub.entries(base) if found.partition is not None}
+            dumped = {_part_name(keys, held.document["partition"]["values"]) for held in sub.partitions(base)}
             stale = [
                 p.values for p in catalog.get_partitions(db, name) if _part_name(keys, p.values) not in dumped
             ]

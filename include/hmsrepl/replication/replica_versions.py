@@ -99,7 +99,8 @@ class VersionPublisher:
         self._unsynced_dirs: set[str] = set()  # directories with renames not yet made durable
         # The event being applied names the version directories it makes (set by the load per event).
         self.version = 0
-        self._created: list[str] = []  # version directories made in the current batch (not yet named)
+        # version directories made in the current batch (not yet named), in order; a dict for O(1) membership
+        self._created: dict[str, None] = {}
         self._retire: list[Retirement] = []  # directories the current batch stops naming
         # Files added in place this batch (final URI -> the event that wrote it, encoded), staged until a
         # rename after the commit, which goes in event order.
@@ -240,7 +241,7 @@ class VersionPublisher:
             return Published(current, wanted, stamps, removed, not held.recorded)
         new = self._new_version(logical, current)
         fs.makedirs(new)
-        self._created.append(new)
+        self._created[new] = None
         present = {relative_to(s.uri, new): s for s in list_data_files(fs, new)}  # an interrupted attempt's
         for rel, status in present.items():
             if rel not in wanted or rel in kept:
@@ -431,7 +432,7 @@ class VersionPublisher:
         fs = self.target.cm.files
         fs.delete_tree(new)  # whatever an interrupted attempt left: links are cheap to make again
         fs.makedirs(new)
-        self._created.append(new)
+        self._created[new] = None
         carried = set()
         for status in list_data_files(fs, current):
             rel = relative_to(status.uri, current)

@@ -91,6 +91,7 @@ class CatalogService:
         self.insert = self.data.insert
         self.reconcile_listing = self.data.reconcile_listing
         self.describe_data = self.data.describe_data
+        self.describe_partitions = self.data.describe_partitions
         self.recorded_listings = self.data.recorded_listings
         # functions
         self.create_function = self.functions.create_function

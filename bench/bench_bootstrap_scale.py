@@ -1,0 +1,254 @@
+"""Bootstrap dump and load at warehouse scale: seconds and peak RSS per phase, against Hive's own read floor.
+
+    python bench/bench_bootstrap_scale.py [--sizes 1x10000,1x100000,1000x1000] [--backend sqlite,postgres]
+        [--hive-max 100000] [--profile dump|load] [--workers N]
+
+Each size is TABLES x PARTITIONS (``1x100000``: one table of 100,000 partitions; ``10000x10``: the 10,000-table
+goal; ``1000x1000``: a million partitions). The source is built once per size and backend (not measured);
+then REPL DUMP and REPL LOAD each run in a fresh Python process, so the peak RSS printed is that phase's own
+(``wait4``), not the set-up's. Partitions have their default locations under the table and no files, so
+the figures are the catalog's and the dump's, not the disk's.
+
+The floor: the same tables and partitions written into the stock Hive Metastore 2.3.10 of pyspark's jars (on
+Derby, ``bench/hive_reference.py``) and read back over Thrift the way the import reads it
+(``get_table``, ``get_partition_names``, ``get_partitions_by_names`` in pages of 500): what any HMS-to-HMS
+tool pays just to read the objects. Sizes above ``--hive-max`` partitions skip it (Derby fills slowly).
+
+``--profile dump`` (or ``load``) runs that phase under cProfile and prints the top 25 functions by
+cumulative time.
+
+Goals (issue 34): 1x100,000 dump + load <= 15 s; 10,000x10 <= 60 s; 1,000x1,000 <= 300 s; peak RSS of either
+phase <= 400 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "include"), str(REPO)]
+
+from bench.statement_table import CHOICES, chosen_backends  # noqa: E402
+
+DB = "boot"
+ADD_BATCH = 1000
+GOALS = {(1, 100_000): 15.0, (10_000, 10): 60.0, (1_000, 1_000): 300.0}
+RSS_GOAL_MB = 400
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    tables, _, parts = text.lower().partition("x")
+    try:
+        return int(tables), int(parts)
+    except ValueError:
+        raise SystemExit(f"size '{text}' is not TABLESxPARTITIONS (e.g. 1x100000)") from None
+
+
+def _config(url: str, root: Path, name: str):
+    from hmsrepl.config import MetastoreConfig
+
+    return MetastoreConfig(db_url=url, warehouse=str(root / f"{name}_wh"), cmroot=str(root / f"{name}_cm"))
+
+
+def build_source(url: str, root: Path, tables: int, partitions: int) -> None:
+    """The source database: ``tables`` tables of ``partitions`` partitions each (batches of ADD_BATCH)."""
+    from hmsrepl.metastore import Metastore
+    from hmsrepl.metastore.model import Database
+    from tests.helpers import make_partition, make_table
+
+    store = Metastore.open(_config(url, root, "src"))
+    try:
+        store.catalog.create_database(Database(name=DB))
+        for t in range(tables):
+            table = store.catalog.create_table(make_table(DB, f"t{t:05d}", partition_keys=("p",)))
+            for first in range(0, partitions, ADD_BATCH):
+                chunk = [
+                    make_partition(table, f"{p:07d}")
+                    for p in range(first, min(partitions, first + ADD_BATCH))
+                ]
+                store.catalog.add_partitions(DB, table.table_name, chunk)
+    finally:
+        store.close()
+
+
+def run_phase(phase: str, url: str, target_url: str, root: Path, dump_dir: str, profile: bool) -> dict:
+    """In the child process: one REPL DUMP or REPL LOAD, timed; the parent reads the peak RSS."""
+    from hmsrepl.metastore import Metastore
+    from hmsrepl.replication.engine import ReplicationEngine
+
+    source = Metastore.open(_config(url, root, "src"))
+    target = Metastore.open(_config(target_url, root, "dst"))
+    engine = ReplicationEngine(str(root / "dumps"), source, target)
+    command = "REPL DUMP boot" if phase == "dump" else f"REPL LOAD boot FROM '{dump_dir}'"
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    started = time.perf_counter()
+    result = engine.execute(command)
+    seconds = time.perf_counter() - started
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(
+            int(os.environ.get("BENCH_PROFILE_LINES", "25"))
+        )
+    out = {"seconds": seconds, "dump_dir": getattr(result, "dump_dir", dump_dir)}
+    source.close()
+    target.close()
+    return out
+
+
+def child(
+    phase: str, url: str, target_url: str, root: Path, dump_dir: str, profile: bool
+) -> tuple[dict, float]:
+    """Run one phase in a fresh interpreter; (its JSON answer, its peak RSS in MB)."""
+    argv = [sys.executable, __file__, "--phase", phase, "--url", url, "--target-url", target_url]
+    argv += ["--root", str(root), "--dump-dir", dump_dir] + (["--profile", phase] if profile else [])
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=os.environ.copy())
+    assert proc.stdout is not None
+    output = proc.stdout.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{phase} failed (exit {proc.returncode})")
+    return json.loads(output.decode().strip().splitlines()[-1]), usage.ru_maxrss / 1024
+
+
+def hive_floor(stack: ExitStack, root: Path, tables: int, partitions: int) -> float:
+    """Seconds to read the tables and partitions back from a stock Hive Metastore 2.3.10 over Thrift."""
+    from thriftpy2.rpc import make_client
+
+    from bench.hive_reference import HiveReferenceMetastore
+    from hmsrepl.hive_import.reader import StockMetastoreReader
+    from hmsrepl.metastore.model import Database
+    from hmsrepl.thrift.convert import database_to_thrift, partition_to_thrift, table_to_thrift
+    from hmsrepl.thrift.idl import Service
+    from tests.helpers import make_partition, make_table
+
+    hive = stack.enter_context(HiveReferenceMetastore(root / "hive", heap="2g"))
+    hive.wait_ready()
+    client = make_client(Service, "127.0.0.1", hive.port, timeout=3_600_000)
+    warehouse = hive.root / "warehouse" / f"{DB}.db"
+    client.create_database(database_to_thrift(Database(name=DB, location_uri=str(warehouse))))
+    for t in range(tables):
+        table = make_table(DB, f"t{t:05d}", partition_keys=("p",))
+        table.sd.location = str(warehouse / table.table_name)
+        client.create_table(table_to_thrift(table))
+        for first in range(0, partitions, ADD_BATCH):
+            chunk = []
+            for p in range(first, min(partitions, first + ADD_BATCH)):
+                part = make_partition(table, f"{p:07d}")
+                part.sd = table.sd.model_copy(update={"location": f"{table.sd.location}/p={p:07d}"})
+                chunk.append(partition_to_thrift(part))
+            client.add_partitions(chunk)
+    client.close()
+    reader = StockMetastoreReader(hive.uri, timeout_seconds=3600)
+    started = time.perf_counter()
+    read = 0
+    for name in reader.table_names(DB):
+        reader.table(DB, name)
+        for page in reader.partitions(DB, name, reader.partition_names(DB, name)):
+            read += len(page)
+    seconds = time.perf_counter() - started
+    reader.close()
+    assert read == tables * partitions, (read, tables * partitions)
+    return seconds
+
+
+def bench_size(backend: str, tables: int, partitions: int, args: argparse.Namespace) -> dict:
+    from tests.backends import temporary_database
+
+    with tempfile.TemporaryDirectory(prefix="bench-boot-scale-") as tmp, ExitStack() as stack:
+        root = Path(tmp)
+        url = stack.enter_context(temporary_database(backend, tmp))
+        target_url = stack.enter_context(temporary_database(backend, tmp))
+        label = f"{backend} {tables:,}x{partitions:,}"
+        print(f"  {label}: building the source...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        build_source(url, root, tables, partitions)
+        print(f"  {label}: built in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        dumped, dump_rss = child("dump", url, target_url, root, "", args.profile == "dump")
+        loaded, load_rss = child("load", url, target_url, root, dumped["dump_dir"], args.profile == "load")
+        return {
+            "dump": (dumped["seconds"], dump_rss),
+            "load": (loaded["seconds"], load_rss),
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes", default="1x10000,1x100000,1000x1000", help="TABLESxPARTITIONS, comma-separated"
+    )
+    parser.add_argument(
+        "--backend", default="sqlite", help=f"one of {', '.join(CHOICES)}, or a comma-separated list"
+    )
+    parser.add_argument(
+        "--hive-max", type=int, default=100_000, help="largest size (partitions) read from Hive"
+    )
+    parser.add_argument("--profile", choices=("dump", "load"), help="cProfile that phase (top 25 to stderr)")
+    parser.add_argument("--phase", choices=("dump", "load"), help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--target-url", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    parser.add_argument("--dump-dir", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        answer = run_phase(
+            args.phase, args.url, args.target_url, Path(args.root), args.dump_dir, bool(args.profile)
+        )
+        print(json.dumps(answer))
+        return
+    sizes = [parse_size(text) for text in args.sizes.split(",") if text.strip()]
+    backends = chosen_backends(args.backend)
+    print(
+        f"bootstrap at scale on {', '.join(backends)}; python {sys.version.split()[0]}; {os.cpu_count()} cores"
+    )
+    header = f"{'backend':<9}{'size':>14}{'dump s':>9}{'MB':>6}{'load s':>9}{'MB':>6}{'total s':>9}{'ms/part':>9}  goal"
+    rows = []
+    for tables, partitions in sizes:
+        for backend in backends:
+            result = bench_size(backend, tables, partitions, args)
+            (dump_s, dump_mb), (load_s, load_mb) = result["dump"], result["load"]
+            total = dump_s + load_s
+            goal = GOALS.get((tables, partitions))
+            verdicts = []
+            if goal is not None:
+                verdicts.append(f"<= {goal:.0f} s {'PASS' if total <= goal else 'FAIL'}")
+            verdicts.append(
+                f"RSS <= {RSS_GOAL_MB} MB {'PASS' if max(dump_mb, load_mb) <= RSS_GOAL_MB else 'FAIL'}"
+            )
+            rows.append(
+                f"{backend:<9}{f'{tables:,}x{partitions:,}':>14}{dump_s:>9.2f}{dump_mb:>6.0f}{load_s:>9.2f}"
+                f"{load_mb:>6.0f}{total:>9.2f}{1000 * total / (tables * partitions):>9.3f}  {', '.join(verdicts)}"
+            )
+            print(rows[-1], file=sys.stderr, flush=True)
+    print(header)
+    print("\n".join(rows))
+    floors = [(t, p) for t, p in sizes if t * p <= args.hive_max]
+    if floors:
+        from bench.hive_reference import hive_version
+
+        print(f"\nfloor: reading the same objects from Hive Metastore {hive_version()} (Derby) over Thrift")
+        for tables, partitions in floors:
+            with tempfile.TemporaryDirectory(prefix="bench-boot-hive-") as tmp, ExitStack() as stack:
+                print(f"  hive {tables:,}x{partitions:,}: building...", file=sys.stderr, flush=True)
+                seconds = hive_floor(stack, Path(tmp), tables, partitions)
+            per = 1000 * seconds / (tables * partitions)
+            print(f"{'hive read':<9}{f'{tables:,}x{partitions:,}':>14}{seconds:>9.2f}{'':>36}{per:>9.3f}")
+
+
+if __name__ == "__main__":
+    main()
