@@ -63,6 +63,8 @@ from hmsrepl.spark.listing import DEFAULT_MIN_SPARK_LOCATIONS  # noqa: E402
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from hmsrepl.hive_source.source import StockHiveSource
+
 log = logging.getLogger("hmsrepl.spark_apps")
 
 #: Exit codes of the applications (see the module docstring); 2 is click's own for bad options.
@@ -152,7 +154,7 @@ def application(func: Callable[..., dict[str, Any]]) -> Callable[..., None]:
             summary = func(*args, **kwargs)
         except EXPECTED_ERRORS as exc:
             error = click.ClickException(one_line(exc))
-            error.exit_code = exit_code_for(exc)
+            error.exit_code = exit_code_for(exc)  # type: ignore[misc]  # per error, as click's own subclasses do
             raise error from exc
         summary["seconds"] = round(time.perf_counter() - started, 3)
         click.echo(json.dumps(summary, sort_keys=True))
@@ -204,7 +206,7 @@ def parse_as(text: str, kind: type[C], name: str) -> C:
     return command
 
 
-def _stock_source(side: str, url: str, values: dict[str, Any]) -> Any:
+def _stock_source(side: str, url: str, values: dict[str, Any]) -> StockHiveSource:
     """A stock Hive Metastore as the replication source (``thrift://host:port``); never a target."""
     if side != "source":
         raise ConfigurationError(
@@ -221,6 +223,15 @@ def _stock_source(side: str, url: str, values: dict[str, Any]) -> Any:
     )
 
 
+def open_source(values: dict[str, Any]) -> Metastore | StockHiveSource:
+    """The source: a stock Hive Metastore at ``thrift://host:port``, else this product's metastore
+    (``open_metastore``)."""
+    url = values.get("source_db_url")
+    if url and url.startswith("thrift://"):
+        return _stock_source("source", url, values)
+    return open_metastore("source", values)
+
+
 def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
     """The ``side`` metastore from its options, checked to exist, be reachable and have a current schema.
 
@@ -232,14 +243,18 @@ def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
     if not url:
         raise click.UsageError(f"--{side}-db-url (or {env}) is required")
     if url.startswith("thrift://"):
-        return _stock_source(side, url, values)
+        _stock_source(side, url, values)  # refuses any side but the source, in Hive's terms
+        raise ConfigurationError(
+            f"--{side}-db-url {url} is a Thrift address; this application needs an hmsrepl metastore's "
+            "database URL (a stock Hive Metastore can only be read as a replication source)"
+        )
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
         raise ConfigurationError(f"--{side}-db-url is not a database URL: {exc}") from exc
     shown = parsed.render_as_string(hide_password=True)
     sqlite_file = parsed.database if parsed.get_backend_name() == "sqlite" else None
-    if sqlite_file not in (None, "", ":memory:") and not Path(sqlite_file).is_file():
+    if sqlite_file and sqlite_file != ":memory:" and not Path(sqlite_file).is_file():
         raise ConfigurationError(
             f"the {side} metastore database {shown} does not exist; check --{side}-db-url ({env}), "
             "or create it with 'hmsrepl --db-url URL schema upgrade'"

@@ -38,6 +38,7 @@ from hmsrepl.acid.compaction_cycle import run_cycle
 from hmsrepl.acid.compactor import Rewriter, copy_rewriter
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore.model import Table
+from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger("hmsrepl.spark_apps.compact")
 
@@ -45,10 +46,10 @@ log = logging.getLogger("hmsrepl.spark_apps.compact")
 def lazy_spark_rewriter(spark: LazySpark) -> Rewriter:
     """The Spark rewriter, its session started by the first compaction that runs (none: no JVM)."""
 
-    def rewrite(table: Table, inputs: Sequence[str], target: str) -> None:
+    def rewrite(table: Table, inputs: Sequence[str], target: str, fs: RootedFileSystem) -> None:
         from hmsrepl.acid.spark import spark_rewriter
 
-        spark_rewriter(spark())(table, inputs, target)
+        spark_rewriter(spark())(table, inputs, target, fs)
 
     return rewrite
 

@@ -26,12 +26,13 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
     app_options,
     application,
     dump_options,
-    open_metastore,
+    open_source,
     parse_as,
     side_options,
 )
 
 # isort: split
+from hmsrepl.hive_source.source import StockHiveSource
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import DumpCommand
 from hmsrepl.replication.dump import DumpEngine, DumpResult
@@ -53,7 +54,7 @@ def main(
 ) -> dict[str, Any]:
     """Run one REPL DUMP command against the source metastore and write its dump directory."""
     command = parse_as(command_text, DumpCommand, "REPL DUMP")
-    source = open_metastore("source", sides)
+    source = open_source(sides)
     spark = LazySpark("hmsrepl-repl-dump", master)
     try:
         # A stock Hive Metastore source has no database of ours to record the dump in.
@@ -68,7 +69,7 @@ def main(
 
 def run_dump(
     command: DumpCommand,
-    source: Metastore,
+    source: Metastore | StockHiveSource,
     dump_root: str,
     spark: LazySpark,
     spark_min_locations: int = DEFAULT_MIN_SPARK_LOCATIONS,

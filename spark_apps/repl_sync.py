@@ -37,12 +37,14 @@ from spark_apps.common import (  # first: it puts hmsrepl on the path (here and 
     application,
     dump_options,
     open_metastore,
+    open_source,
     side_options,
     spark_min_files_option,
 )
 
 # isort: split
 from hmsrepl.exceptions import HmsReplError
+from hmsrepl.hive_source.source import StockHiveSource
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import LoadCommand
 from hmsrepl.replication.dump_validation import SourceRoots
@@ -63,7 +65,7 @@ class NotBootstrappedError(HmsReplError):
 class Sync:
     """What the run needs besides the replication itself."""
 
-    source: Metastore
+    source: Metastore | StockHiveSource
     target: Metastore
     dump_root: str
     spark: LazySpark
@@ -115,7 +117,7 @@ def main(
     replications = parse_replications(replications_text, "--replications")
     if not replications:
         raise click.UsageError("--replications is empty: name at least one policy and target_db")
-    source = open_metastore("source", sides)
+    source = open_source(sides)
     target = open_metastore("target", sides)
     spark = LazySpark("hmsrepl-repl-sync", master)
     try:

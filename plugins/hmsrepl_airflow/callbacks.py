@@ -45,8 +45,9 @@ def on_task_failure(context: dict[str, Any]) -> None:
     ti = context.get("task_instance") or context.get("ti")
     error = context.get("exception")
     where = f"{getattr(ti, 'dag_id', '?')}.{getattr(ti, 'task_id', '?')}"
-    if getattr(ti, "map_index", -1) not in (-1, None):
-        where += f"[{ti.map_index}]"
+    map_index = getattr(ti, "map_index", -1)
+    if map_index not in (-1, None):
+        where += f"[{map_index}]"
     log.error("hmsrepl task %s failed: %s", where, " ".join(str(error).split()) if error else "unknown error")
     _call_configured(FAILURE_CALLBACK_ENV, context)
 

@@ -255,7 +255,7 @@ class MetastoreNotificationHook(BaseHook):
 
     def _secure_client(self, host: str, port: int, security: dict[str, Any]) -> Any:
         """A client over TLS and/or SASL GSSAPI; a Kerberos failure names the principal and what to check."""
-        import gssapi.exceptions
+        from gssapi.raw.misc import GSSError
 
         from hmsrepl.thrift.auth import connect
         from hmsrepl.thrift.sasl import SaslError
@@ -272,7 +272,7 @@ class MetastoreNotificationHook(BaseHook):
                 timeout_ms=TIMEOUT_MS,
                 qop=security["qop"],
             )
-        except (gssapi.exceptions.GSSError, SaslError) as exc:
+        except (GSSError, SaslError) as exc:
             error = MetastoreHookError if kdc_unreachable(exc) else MetastoreAuthError
             raise error(
                 f"connection '{self.metastore_conn_id}' could not authenticate to thrift://{host}:{port} as "

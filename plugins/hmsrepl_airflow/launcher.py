@@ -9,14 +9,13 @@ refused input); this module turns that into Airflow's two kinds of failure.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -63,7 +62,13 @@ def failure(exit_code: int, lines: Iterable[str], how: str) -> Exception:
     return AirflowException(message)
 
 
-def run_app(run: AppRun, log: logging.Logger) -> None:
+class TaskLog(Protocol):
+    """What the launcher writes to: a task's logger (Airflow's own type is private to its SDK)."""
+
+    def info(self, msg: Any, /, *args: Any) -> Any: ...
+
+
+def run_app(run: AppRun, log: TaskLog) -> None:
     """Run the application; raise ``AirflowFailException`` (no retry) or ``AirflowException`` (retry)."""
     if run.on_spark:
         _spark_submit(run, log)
@@ -71,7 +76,7 @@ def run_app(run: AppRun, log: logging.Logger) -> None:
         _python(run, log)
 
 
-def _spark_submit(run: AppRun, log: logging.Logger) -> None:
+def _spark_submit(run: AppRun, log: TaskLog) -> None:
     hook = _submit_hook(run)
     submission = ClusterSubmission(hook._connection["master"], hook._connection["deploy_mode"])
     properties: dict[str, str] = {}
@@ -98,7 +103,7 @@ def _submit_hook(run: AppRun, extra_properties_file: str | None = None) -> Any:
     """Airflow's SparkSubmitHook for ``run``, with spark-submit's ``--extra-properties-file`` when given."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    class _LayeredPropertiesSubmitHook(SparkSubmitHook):  # type: ignore[misc]
+    class _LayeredPropertiesSubmitHook(SparkSubmitHook):
         def _build_spark_submit_command(self, application: str) -> list[str]:
             command: list[str] = super()._build_spark_submit_command(application)
             if extra_properties_file:
@@ -110,7 +115,7 @@ def _submit_hook(run: AppRun, extra_properties_file: str | None = None) -> Any:
     )
 
 
-def _python(run: AppRun, log: logging.Logger) -> None:
+def _python(run: AppRun, log: TaskLog) -> None:
     """The application as a child Python process, its output streamed into the task log."""
     command = [sys.executable, spark_app(run.application), *run.args, "--master", _spark_master(run)]
     log.info("running without spark-submit (small work): %s", " ".join(command[1:]))

@@ -543,7 +543,7 @@ def _side(side: str, conn_id: str) -> Any:
             f"no database URL for the {side} metastore: set extra 'db_url' of Airflow connection '{conn_id}' "
             f"(or HMSREPL_{side.upper()}_DB_URL); it is needed for a failover"
         )
-    return Metastore(MetastoreConfig(**settings))
+    return Metastore(MetastoreConfig.model_validate(settings))
 
 
 class FailoverOperator(BaseOperator):

@@ -124,7 +124,7 @@ def schedule_setting(name: str, default: str) -> tuple[str | None, str | None]:
     if raw.lower() in ("none", "off"):
         return None, None
     from airflow.utils.dates import cron_presets
-    from croniter import croniter
+    from croniter import croniter  # type: ignore[import-untyped]  # no stubs
 
     if croniter.is_valid(cron_presets.get(raw, raw)):
         return raw, None
@@ -186,7 +186,11 @@ def deadline_alerts() -> Any:
     if not seconds:
         return None
     try:
-        from airflow.sdk import DeadlineAlert, DeadlineReference, SyncCallback
+        from airflow.sdk import (  # type: ignore[attr-defined]  # Airflow 3.1+
+            DeadlineAlert,
+            DeadlineReference,
+            SyncCallback,
+        )
     except ImportError:
         return None
     return DeadlineAlert(

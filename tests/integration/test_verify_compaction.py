@@ -20,7 +20,9 @@ from hmsrepl.acid.spark import FORMAT_PARAMETER
 from hmsrepl.metastore.model import Table
 from hmsrepl.replication.acid_content import RowDigest, row_reader
 from hmsrepl.replication.verify import verify
-from hmsrepl.storage.base import filesystem_for, join_uri
+from hmsrepl.storage import filesystem_for
+from hmsrepl.storage.base import join_uri
+from hmsrepl.storage.rooted import RootedFileSystem
 from tests.helpers import make_table
 from tests.integration.test_acid_replication import (  # noqa: F401 - fixtures
     ACID,
@@ -33,12 +35,13 @@ from tests.integration.test_acid_replication import (  # noqa: F401 - fixtures
 )
 
 
-def merging_rewriter(table: Table, inputs: Sequence[str], output: str) -> None:
+def merging_rewriter(table: Table, inputs: Sequence[str], output: str, fs: RootedFileSystem) -> None:
     """What a Spark compaction does to a text table: every row of the inputs in one new file, reordered."""
     rows: list[bytes] = []
     for uri in inputs:
-        rows += filesystem_for(uri).open_read(uri).read().splitlines()
-    filesystem_for(output).write_bytes(join_uri(output, "part-00000"), b"\n".join(sorted(rows, reverse=True)))
+        with fs.open_read(uri) as stream:
+            rows += stream.read().splitlines()
+    fs.write_bytes(join_uri(output, "part-00000"), b"\n".join(sorted(rows, reverse=True)))
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])  # what the backend does here is tested elsewhere
@@ -83,9 +86,10 @@ def test_parquet_rows_are_compared_whatever_files_hold_them(tmp_path) -> None:
     changed = tmp_path / "changed.parquet"
     changed.write_bytes(_parquet([(2, "y"), (1, "x"), (3, "y")]))
 
-    two = row_reader(table, [str(p) for p in deltas])()
+    fs = RootedFileSystem([str(tmp_path)], purpose="test")
+    two = row_reader(fs, table, [str(p) for p in deltas])()
     assert isinstance(two, RowDigest) and two.rows == 3
-    assert row_reader(table, [str(merged)])() == two
-    assert row_reader(table, [str(changed)])() != two
+    assert row_reader(fs, table, [str(merged)])() == two
+    assert row_reader(fs, table, [str(changed)])() != two
     avro = table.model_copy(update={"parameters": {**ACID, FORMAT_PARAMETER: "avro"}})
-    assert "cannot be compared here" in str(row_reader(avro, [str(merged)])())
+    assert "cannot be compared here" in str(row_reader(fs, avro, [str(merged)])())

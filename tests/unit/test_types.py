@@ -1,4 +1,5 @@
-"""mypy checks the core (``include/hmsrepl``) strictly, with the project's configuration (pyproject.toml), in
+"""mypy checks the core (``include/hmsrepl``) and the Spark and Airflow layers over it strictly, with the
+project's configuration (pyproject.toml), in
 ``make test``: a change to a field, a signature or a payload is found by the tool, not in production.
 
 Modules not yet strict are listed in ``[[tool.mypy.overrides]]`` with the reason; the list only shrinks.
@@ -41,6 +42,9 @@ def test_the_core_type_checks_strictly() -> None:
 def test_the_exceptions_are_few_and_each_gives_its_reason() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
     assert config["strict"] is True
+    assert set(config["files"]) == {"include/hmsrepl", "spark_apps", "plugins", "dags"}, (
+        "every layer is checked"
+    )
     text = (REPO / "pyproject.toml").read_text()
     for override in config.get("overrides", []):
         if not override.get("ignore_errors"):

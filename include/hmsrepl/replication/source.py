@@ -21,8 +21,11 @@ from hmsrepl.metastore.transactions import ReplicationSnapshot
 class SourceConfig(Protocol):
     """Where the source's data lives: recorded in dumps, and the roots a load may read from."""
 
-    warehouse: str
-    cmroot: str
+    @property
+    def warehouse(self) -> str: ...
+
+    @property
+    def cmroot(self) -> str: ...
 
 
 class SourceCatalog(Protocol):
@@ -85,11 +88,23 @@ class SourceStats(Protocol):
 class ReplicationSource(Protocol):
     """A metastore a dump reads: catalog, notification log, txn snapshot, statistics, change manager."""
 
-    config: SourceConfig
-    catalog: SourceCatalog
-    events: SourceEvents
-    txns: SourceTxns
-    stats: SourceStats
-    cm: ChangeManager
+    # Read-only members (properties), so an implementation may hold more specific types.
+    @property
+    def config(self) -> SourceConfig: ...
+
+    @property
+    def catalog(self) -> SourceCatalog: ...
+
+    @property
+    def events(self) -> SourceEvents: ...
+
+    @property
+    def txns(self) -> SourceTxns: ...
+
+    @property
+    def stats(self) -> SourceStats: ...
+
+    @property
+    def cm(self) -> ChangeManager: ...
 
     def get_current_notification_event_id(self) -> int: ...

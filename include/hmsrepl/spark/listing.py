@@ -37,8 +37,8 @@ from hmsrepl.storage.rooted import RootedFileSystem
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from hmsrepl.metastore import Metastore
     from hmsrepl.metastore.model import Partition, Table
+    from hmsrepl.replication.source import ReplicationSource
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class SparkDumpEngine(DumpEngine):
 
     def __init__(
         self,
-        source: Metastore,
+        source: ReplicationSource,
         dump_root: str,
         spark: Callable[[], SparkSession],
         *,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Literal, overload
 
 from sqlalchemy import Connection, Select, and_, select
 
@@ -87,6 +87,30 @@ class PartitionReads(CatalogFamily):
         for chunk in _chunks(list(names)):
             out.extend(_decoded(conn.execute(_named_query(tbl_id, chunk)), decode))
         return out
+
+    @overload
+    def get_partitions(
+        self,
+        db_name: str,
+        table_name: str,
+        max_parts: int = -1,
+        *,
+        decode: Decode = None,
+        page_rows: Literal[0] = 0,
+        charges: Charges | None = None,
+    ) -> list[Any]: ...
+
+    @overload
+    def get_partitions(
+        self,
+        db_name: str,
+        table_name: str,
+        max_parts: int = -1,
+        *,
+        decode: Decode = None,
+        page_rows: int,
+        charges: Charges | None = None,
+    ) -> list[Any] | PartitionPages: ...
 
     def get_partitions(
         self,
