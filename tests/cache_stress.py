@@ -159,7 +159,11 @@ class Slots:
     def _start(self, slot: int) -> RunningMetastore:
         path = self.root / f"i{slot}-{self.generation[slot]}"
         path.mkdir(parents=True, exist_ok=True)
-        return self._stacks[slot].enter_context(metastore_server(path, self.db_url, **CACHE_ENV))
+        roots = {  # instances of one metastore: one database, one warehouse and cmroot
+            "HMSREPL_WAREHOUSE": str(self.root / "warehouse"),
+            "HMSREPL_CMROOT": str(self.root / "cmroot"),
+        }
+        return self._stacks[slot].enter_context(metastore_server(path, self.db_url, **CACHE_ENV, **roots))
 
     def restart(self, slot: int) -> None:
         self._stacks[slot].close()

@@ -37,8 +37,10 @@ class RunningMetastore:
 
 @contextmanager
 def metastore_server(root: Path, db_url: str, **env: str) -> Iterator[RunningMetastore]:
-    """Run ``hmsrepl metastore serve`` as a separate process with its warehouse and cmroot under ``root``."""
-    warehouse, cmroot = root / "warehouse", root / "cmroot"
+    """Run ``hmsrepl metastore serve`` as a separate process with its warehouse and cmroot under ``root``
+    (unless ``env`` names others: instances of one metastore share its database and its roots)."""
+    warehouse = env.get("HMSREPL_WAREHOUSE", str(root / "warehouse"))
+    cmroot = env.get("HMSREPL_CMROOT", str(root / "cmroot"))
     settings = {
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "include"), os.environ.get("PYTHONPATH")])),
         "HMSREPL_DB_URL": db_url,

@@ -57,7 +57,14 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     with (
         temporary_database("postgres", str(root)) as url,
         metastore_server(root / "a", url, **CACHE_ENV) as a,
-        metastore_server(root / "b", url, **CACHE_ENV, HMSREPL_CACHE_FRESHNESS="equal") as b,
+        metastore_server(
+            root / "b",
+            url,
+            **CACHE_ENV,
+            HMSREPL_CACHE_FRESHNESS="equal",
+            HMSREPL_WAREHOUSE=a.warehouse,  # one metastore, two instances: one database, one set of roots
+            HMSREPL_CMROOT=a.cmroot,
+        ) as b,
     ):
         yield Servers(a, b, url)
 

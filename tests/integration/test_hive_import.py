@@ -26,12 +26,19 @@ import pytest
 from bench.hive_reference import HiveReferenceMetastore
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.hive_import.compare import compare_import
-from hmsrepl.hive_import.importer import data_files
+from hmsrepl.hive_import.importer import data_files as data_files_below
 from hmsrepl.hive_import.reader import StockMetastoreReader
 from hmsrepl.metastore import Metastore
-from hmsrepl.storage.base import filesystem_for
+from hmsrepl.storage.base import FileStatus, filesystem_for
+from hmsrepl.storage.rooted import RootedFileSystem
 from tests.helpers import open_store
 from tests.servers import REPO, free_port, metastore_server
+
+
+def data_files(location: str) -> dict[str, FileStatus]:
+    """The data files below ``location`` (relative path -> status), read through a file system bound to it."""
+    return dict(data_files_below(RootedFileSystem([location], purpose=f"listing of '{location}'"), location))
+
 
 #: Partitions of the big table: 300 by default (Spark writing through Hive on Derby is slow on 2 cores);
 #: HMSREPL_IMPORT_TEST_PARTITIONS=1000 for the full-size run.
@@ -131,7 +138,7 @@ def test_copy_import_moves_managed_data_into_this_warehouse(
 ) -> None:
     hive, _ = stock
     store = open_store(tmp_path, "copied")
-    before = {rel: st.size for rel, st in data_files(str(hive.root / "warehouse"))}
+    before = {rel: st.size for rel, st in data_files(str(hive.root / "warehouse")).items()}
 
     run = _import(store, hive.uri, "--copy", "--database", "shop")
     out, err = run.communicate(timeout=600)
@@ -144,13 +151,15 @@ def test_copy_import_moves_managed_data_into_this_warehouse(
         orders = store.catalog.get_table("shop", "orders")
         assert orders.sd.location and orders.sd.location.startswith(str(store.config.warehouse))
         their = reader.table("shop", "orders").sd.location or ""
-        ours = {rel: filesystem_for(st.uri).checksum(st.uri) for rel, st in data_files(orders.sd.location)}
-        theirs = {rel: filesystem_for(st.uri).checksum(st.uri) for rel, st in data_files(their)}
+        ours = {
+            rel: filesystem_for(st.uri).checksum(st.uri) for rel, st in data_files(orders.sd.location).items()
+        }
+        theirs = {rel: filesystem_for(st.uri).checksum(st.uri) for rel, st in data_files(their).items()}
         assert ours == theirs and len(ours) >= PARTITIONS
     finally:
         reader.close()
     # The stock warehouse is read, never changed.
-    assert {rel: st.size for rel, st in data_files(str(hive.root / "warehouse"))} == before
+    assert {rel: st.size for rel, st in data_files(str(hive.root / "warehouse")).items()} == before
 
 
 def test_bad_input_is_one_line_and_changes_nothing(

@@ -20,6 +20,7 @@ from hmsrepl.spark.copy import spark_copy, spark_copy_tree
 from hmsrepl.storage import filesystem_for
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.hdfs import ENDPOINTS_ENV, USER_ENV, HdfsFileSystem
+from hmsrepl.storage.rooted import RootedFileSystem
 from tests.peers.hdfs import MiniDfs
 
 pytestmark = pytest.mark.spark
@@ -78,10 +79,10 @@ def test_spark_load_copies_from_an_hdfs_source_take_the_events_version_from_its_
         encoded = EncodedFileUri(
             f"{src}/{relative}", identity.checksum, cmroot, "", identity.version_id or ""
         )
-        tasks.append(CopyTask(encoded.encode(), f"{dst}/{relative}", (src, cmroot)))
+        tasks.append(CopyTask(encoded.encode(), f"{dst}/{relative}", (src, cmroot), target_roots=(dst,)))
         expected[relative] = identity.checksum
     fs.write_bytes(f"{src}/p=0/part-00", b"rewritten after its event, behind the metastore")
     results = spark_copy(spark, tasks)  # type: ignore[arg-type]
     assert len(results) == len(tasks)
-    publish_all([task.target_uri for task in tasks])
+    publish_all(RootedFileSystem([dst], purpose="test"), [task.target_uri for task in tasks])
     assert checksums_below(dst) == expected

@@ -104,6 +104,9 @@ def write_config(root: Path, port: int, server: Path, catalogs: dict[str, dict[s
         **node,
         "coordinator": "true",
         "node-scheduler.include-coordinator": "true",
+        # One node that is its own worker: a heartbeat missed on a loaded machine must not take the only
+        # worker away (NO_NODES_AVAILABLE); Trino's own testing servers turn the detector off likewise.
+        "failure-detector.enabled": "false",
         "http-server.http.port": str(port),
         "discovery.uri": f"http://127.0.0.1:{port}",
         "log.path": str(root / "server.log"),

@@ -91,5 +91,7 @@ def test_no_jvm_is_started_for_checksums_inside_a_spark_task(monkeypatch: pytest
         raise AssertionError("a JVM gateway was started inside a Spark task")
 
     monkeypatch.setattr(pyspark.TaskContext, "get", staticmethod(lambda: object()))
+    # An executor's Python worker has no SparkContext (a driver's, left by another test, must not count).
+    monkeypatch.setattr(pyspark.SparkContext, "_active_spark_context", None)
     monkeypatch.setattr(pyspark.java_gateway, "launch_gateway", no_gateway)
     assert hadoop_checksums.composite_checksum("hdfs://nn:8020/wh/t/f") is None
