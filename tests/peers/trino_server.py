@@ -68,7 +68,23 @@ class TrinoServer:
     log_path: Path
 
     def query(self, sql: str, catalog: str | None = None, schema: str | None = None) -> list[list[Any]]:
-        """The rows of one statement (DDL and DML answer their row count, as Trino's CLI shows)."""
+        """The rows of one statement (DDL and DML answer their row count, as Trino's CLI shows).
+
+        A statement refused with NO_NODES_AVAILABLE never started (the one node missed its announcement on
+        a starved machine): it is run again once the node lists itself as active, as a client would retry.
+        """
+        from trino.exceptions import TrinoQueryError
+
+        for attempt in range(3):
+            try:
+                return self._query_once(sql, catalog, schema)
+            except TrinoQueryError as exc:
+                if exc.error_name != "NO_NODES_AVAILABLE" or attempt == 2:
+                    raise
+                _wait_for_a_worker(self, time.monotonic() + 60)
+        raise AssertionError("unreachable")
+
+    def _query_once(self, sql: str, catalog: str | None, schema: str | None) -> list[list[Any]]:
         import trino
 
         connection = trino.dbapi.connect(
@@ -142,7 +158,9 @@ def _wait_for_a_worker(running: TrinoServer, deadline: float) -> None:
     between fails with NO_NODES_AVAILABLE. Wait until one runs."""
     while True:
         try:
-            rows = running.query("SELECT count(*) FROM system.runtime.nodes WHERE state = 'active'")
+            rows = running._query_once(
+                "SELECT count(*) FROM system.runtime.nodes WHERE state = 'active'", None, None
+            )
             if rows and rows[0][0] >= 1:
                 return
             why = "no active node yet"
