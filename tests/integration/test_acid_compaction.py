@@ -31,6 +31,24 @@ from tests.integration.test_insert_only import create_table, put, rows_of, table
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def compaction_killed_at(store: Metastore, point: str) -> None:
+    """One compaction pass over ``store`` in a process of its own (``tests.compaction_child``), SIGKILLed at
+    the fault point ``point``; fails if it was not killed there."""
+    config = {key: getattr(store.config, key) for key in ("db_url", "warehouse", "cmroot")}
+    env = {
+        **os.environ,
+        "HMSREPL_FAULT_POINT": point,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "include"), str(ROOT)]),
+    }
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.compaction_child", json.dumps(config)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    assert child.returncode == -9, child.stderr.decode()[-2000:]
+
+
 @pytest.fixture
 def store(metastore: Metastore) -> Metastore:
     metastore.catalog.create_database(Database(name="sales"))
@@ -186,19 +204,7 @@ def test_a_kill_during_compaction_or_cleaning_loses_nothing(lite: Metastore, poi
         append(lite, n)
     aborted_append(lite, 9)
     before = rows(lite)
-    config = {key: getattr(lite.config, key) for key in ("db_url", "warehouse", "cmroot")}
-    env = {
-        **os.environ,
-        "HMSREPL_FAULT_POINT": point,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "include"), str(ROOT)]),
-    }
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.compaction_child", json.dumps(config)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-    )
-    assert child.returncode == -9, child.stderr.decode()[-2000:]
+    compaction_killed_at(lite, point)
     assert rows(lite) == before  # right after the kill
 
     lite.txns.abort_timed_out(now=time.time() + 10 * lite.txns.timeout_seconds)  # the dead worker's txn

@@ -8,10 +8,7 @@ and a bootstrap after a minor compaction gives the replica the same rows.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -24,7 +21,7 @@ from hmsrepl.acid.compaction_queue import MINOR, CompactionQueue
 from hmsrepl.acid.initiator import Initiator
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
-from tests.integration.test_acid_compaction import ROOT, aborted_append, append, entries, rows
+from tests.integration.test_acid_compaction import aborted_append, append, compaction_killed_at, entries, rows
 from tests.integration.test_acid_compaction_replication import lines
 from tests.integration.test_acid_replication import (  # noqa: F401 - fixtures
     bootstrap,
@@ -161,19 +158,7 @@ def test_a_kill_during_a_minor_compaction_or_its_cleaning_loses_nothing(
     aborted_append(store, 8)
     before = rows(store)
     CompactionQueue(store.events).enqueue("sales", "events", None, MINOR)  # the child's worker takes it
-    config = {key: getattr(store.config, key) for key in ("db_url", "warehouse", "cmroot")}
-    env = {
-        **os.environ,
-        "HMSREPL_FAULT_POINT": point,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "include"), str(ROOT)]),
-    }
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.compaction_child", json.dumps(config)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-    )
-    assert child.returncode == -9, child.stderr.decode()[-2000:]
+    compaction_killed_at(store, point)
     assert rows(store) == before  # right after the kill
 
     store.txns.abort_timed_out(now=time.time() + 10 * store.txns.timeout_seconds)  # the dead worker's txn

@@ -23,22 +23,13 @@ from hmsrepl.storage.hdfs import HdfsFileSystem, parse_hdfs_uri
 from hmsrepl.storage.hdfs_snapshots import SNAPSHOT_PREFIX
 from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
 from tests.helpers import make_table
+from tests.store_replication import put, read
 
 
 def hdfs(uri: str) -> HdfsFileSystem:
     fs = filesystem_for(uri)
     assert isinstance(fs, HdfsFileSystem)
     return fs
-
-
-def put(uri: str, data: bytes) -> str:
-    hdfs(uri).write_bytes(uri, data)
-    return uri
-
-
-def read(uri: str) -> bytes:
-    with filesystem_for(uri).open_read(uri) as stream:
-        return stream.read()
 
 
 def allow_snapshots(uri: str) -> None:

@@ -109,7 +109,8 @@ class Message(Generic[B]):
     # -- facts every reader asks; each class answers for its own events --------------------------------
     @property
     def version(self) -> int:
-        return 1
+        """The message format (1 or 2) its body is written in; 1 for bodies without a data change."""
+        return self.body.version
 
     @property
     def table(self) -> TableSnapshot | None:
@@ -119,7 +120,7 @@ class Message(Generic[B]):
     @property
     def carries_data(self) -> bool:
         """The document names a data change (in either format), even an empty one."""
-        return False
+        return self.body.carries_data
 
     @property
     def rename_target(self) -> str | None:
@@ -212,14 +213,6 @@ class CreateTableMessage(Message[CreateTableBody]):
     def table(self) -> TableSnapshot:
         return self.body.table
 
-    @property
-    def version(self) -> int:
-        return self.body.version
-
-    @property
-    def carries_data(self) -> bool:
-        return self.body.carries_data
-
     def objects(self) -> list[ObjectData]:
         if self.body.table.partition_keys:
             return []
@@ -245,14 +238,6 @@ class AlterTableMessage(Message[AlterTableBody]):
     @property
     def before(self) -> TableSnapshot:
         return self.body.before
-
-    @property
-    def version(self) -> int:
-        return self.body.version
-
-    @property
-    def carries_data(self) -> bool:
-        return self.body.carries_data
 
     @property
     def rename_target(self) -> str | None:
@@ -297,14 +282,6 @@ class PartitionListMessage(Message[P]):
 class AddPartitionMessage(PartitionListMessage[AddPartitionBody]):
     body_type = AddPartitionBody
 
-    @property
-    def version(self) -> int:
-        return self.body.version
-
-    @property
-    def carries_data(self) -> bool:
-        return self.body.carries_data
-
     def changes(self) -> list[DataChange | None]:
         """One change per partition (None: an ACID partition, whose files come with its writes)."""
         return self.body.changes()
@@ -337,14 +314,6 @@ class AlterPartitionMessage(Message[AlterPartitionBody]):
         return self.body.before
 
     @property
-    def version(self) -> int:
-        return self.body.version
-
-    @property
-    def carries_data(self) -> bool:
-        return self.body.carries_data
-
-    @property
     def renames(self) -> bool:
         before = self.body.before
         return before is not None and before.values != self.body.after.values
@@ -375,14 +344,6 @@ class InsertMessage(Message[InsertBody]):
     @property
     def partition(self) -> PartitionSnapshot | None:
         return self.body.partition
-
-    @property
-    def version(self) -> int:
-        return self.body.version
-
-    @property
-    def carries_data(self) -> bool:
-        return self.body.carries_data
 
     @property
     def data(self) -> DataChange:

@@ -269,6 +269,11 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True):
     """One event's message body."""
 
     @property
+    def version(self) -> int:
+        """The message format of the body: 1 unless a data-carrying body says ``v``."""
+        return 1
+
+    @property
     def carries_data(self) -> bool:
         """The body names a data change (of either format): without one, an event changes metadata only."""
         return False

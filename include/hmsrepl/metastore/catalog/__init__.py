@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from hmsrepl.config import MetastoreConfig
-from hmsrepl.metastore.catalog.core import CatalogCore
+from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
 from hmsrepl.metastore.catalog.data import DataCatalog
 from hmsrepl.metastore.catalog.databases import DatabaseCatalog
 from hmsrepl.metastore.catalog.functions import FunctionCatalog
@@ -24,15 +24,13 @@ from hmsrepl.metastore.catalog.rows import DEFAULT_DB, Decode
 from hmsrepl.metastore.catalog.tables import TableCatalog
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
-from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.location_policy import LocationPolicy
 from hmsrepl.metastore.model import Table
-from hmsrepl.metastore.trash import TrashAdopter
 
 __all__ = ["DEFAULT_DB", "CatalogService", "Decode"]
 
 
-class CatalogService:
+class CatalogService(CatalogFamily):
     """The catalog as callers know it: one object whose methods are those of its families.
 
     Each family (databases, tables, partition reads and writes, data changes, functions) is a class of its
@@ -49,7 +47,7 @@ class CatalogService:
         *,
         policy: LocationPolicy | None = None,
     ) -> None:
-        self.core = CatalogCore(events, cm, warehouse, trash_root, policy=policy)
+        super().__init__(CatalogCore(events, cm, warehouse, trash_root, policy=policy))
         core = self.core
         self.functions = FunctionCatalog(core)
         self.partition_reads = PartitionReads(core)
@@ -105,26 +103,6 @@ class CatalogService:
         return cls(events, cm, config.warehouse, config.trash_root, policy=LocationPolicy.for_config(config))
 
     @property
-    def events(self) -> EventLog:
-        return self.core.events
-
-    @property
-    def cm(self) -> ChangeManager:
-        return self.core.cm
-
-    @property
-    def warehouse(self) -> str:
-        return self.core.warehouse
-
-    @property
-    def trash(self) -> TrashAdopter:
-        return self.core.trash
-
-    @property
-    def intents(self) -> FileIntents:
-        return self.core.intents
-
-    @property
     def transactional_truncate(self) -> Callable[[Table, Sequence[str] | None], object] | None:
         """How a transactional table is truncated (``TableCatalog.transactional_truncate``)."""
         return self.tables.transactional_truncate
@@ -141,4 +119,5 @@ class CatalogService:
 
     @locations.setter
     def locations(self, policy: LocationPolicy) -> None:
+        """Callers (tests, the metastore's own set-up) may give the catalog another location policy."""
         self.core.locations = policy

@@ -13,7 +13,13 @@ from hmsrepl.metastore import database
 from hmsrepl.metastore.catalog.core import CatalogFamily
 from hmsrepl.metastore.catalog.rows import BATCH, Decode, _chunks, _decoded, _partition_name
 from hmsrepl.metastore.model import Partition, Table
-from hmsrepl.metastore.partition_filter import apply_filter, parse_filter, statement_time_limit
+from hmsrepl.metastore.partition_filter import (
+    BoolOp,
+    Comparison,
+    apply_filter,
+    parse_filter,
+    statement_time_limit,
+)
 from hmsrepl.metastore.partition_pages import (
     Charges,
     PartitionPages,
@@ -128,21 +134,12 @@ class PartitionReads(CatalogFamily):
             def build(stack: ExitStack) -> tuple[Connection, Select[Any]]:
                 conn = stack.enter_context(self.events.reader(snapshot=True))
                 tbl_id, _ = self.core.load_table(conn, db_name.lower(), table_name.lower())
-                query = (
-                    select(partitions.c.doc, partitions.c.write_id)
-                    .where(partitions.c.tbl_id == tbl_id)
-                    .order_by(partitions.c.part_name)
-                )
-                return conn, query
+                return conn, _table_query(tbl_id)
 
             return _paged_read(build, decode, max_parts, page_rows, charges)
         with self.events.reader() as conn:
             tbl_id, _ = self.core.load_table(conn, db_name.lower(), table_name.lower())
-            query = (
-                select(partitions.c.doc, partitions.c.write_id)
-                .where(partitions.c.tbl_id == tbl_id)
-                .order_by(partitions.c.part_name)
-            )
+            query = _table_query(tbl_id)
             if max_parts >= 0:
                 query = query.limit(max_parts)
             return _decoded(conn.execute(query), decode)
@@ -238,20 +235,14 @@ class PartitionReads(CatalogFamily):
                 stack.enter_context(
                     statement_time_limit(conn, f"partition filter on '{table.qualified_name}'")
                 )
-                query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
-                if node is not None:
-                    query = apply_filter(query, node, table)
-                return conn, query.order_by(partitions.c.part_name)
+                return conn, _filter_query(table, node)
 
             return _paged_read(build, decode, max_parts, page_rows, charges)
         with (
             self.events.reader() as conn,
             statement_time_limit(conn, f"partition filter on '{table.qualified_name}'"),
         ):
-            query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
-            if node is not None:
-                query = apply_filter(query, node, table)
-            query = query.order_by(partitions.c.part_name)
+            query = _filter_query(table, node)
             if max_parts >= 0:
                 query = query.limit(max_parts)
             return _decoded(conn.execute(query), decode)
@@ -276,6 +267,23 @@ class PartitionReads(CatalogFamily):
                 for rows in conn.execute(query).partitions():
                     out.extend((row.part_name, row.doc, row.write_id) for row in rows)
             return out
+
+
+def _table_query(tbl_id: int) -> Select[Any]:
+    """A table's partitions (document, write id) in name order."""
+    return (
+        select(partitions.c.doc, partitions.c.write_id)
+        .where(partitions.c.tbl_id == tbl_id)
+        .order_by(partitions.c.part_name)
+    )
+
+
+def _filter_query(table: Table, node: Comparison | BoolOp | None) -> Select[Any]:
+    """A table's partitions matching a parsed Hive filter (all of them without one), in name order."""
+    query = select(partitions.c.doc, partitions.c.write_id).where(partitions.c.tbl_id == table.id)
+    if node is not None:
+        query = apply_filter(query, node, table)
+    return query.order_by(partitions.c.part_name)
 
 
 def _named_query(tbl_id: int, names: Sequence[str]) -> Select[Any]:
