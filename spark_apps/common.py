@@ -206,13 +206,8 @@ def parse_as(text: str, kind: type[C], name: str) -> C:
     return command
 
 
-def _stock_source(side: str, url: str, values: dict[str, Any]) -> StockHiveSource:
-    """A stock Hive Metastore as the replication source (``thrift://host:port``); never a target."""
-    if side != "source":
-        raise ConfigurationError(
-            f"--{side}-db-url {url} is a Thrift address; only the source may be a stock Hive Metastore, "
-            f"the {side} is an hmsrepl metastore's database URL"
-        )
+def _stock_source(url: str, values: dict[str, Any]) -> StockHiveSource:
+    """A stock Hive Metastore as the replication source (``thrift://host:port``)."""
     from hmsrepl.hive_source.source import StockHiveSource
 
     return StockHiveSource(
@@ -228,7 +223,7 @@ def open_source(values: dict[str, Any]) -> Metastore | StockHiveSource:
     (``open_metastore``)."""
     url = values.get("source_db_url")
     if url and url.startswith("thrift://"):
-        return _stock_source("source", url, values)
+        return _stock_source(url, values)
     return open_metastore("source", values)
 
 
@@ -243,10 +238,9 @@ def open_metastore(side: str, values: dict[str, Any]) -> Metastore:
     if not url:
         raise click.UsageError(f"--{side}-db-url (or {env}) is required")
     if url.startswith("thrift://"):
-        _stock_source(side, url, values)  # refuses any side but the source, in Hive's terms
         raise ConfigurationError(
-            f"--{side}-db-url {url} is a Thrift address; this application needs an hmsrepl metastore's "
-            "database URL (a stock Hive Metastore can only be read as a replication source)"
+            f"--{side}-db-url {url} is a Thrift address; a stock Hive Metastore can only be read as a "
+            f"replication source (dump, sync): give the {side} an hmsrepl metastore's database URL"
         )
     try:
         parsed = make_url(url)
