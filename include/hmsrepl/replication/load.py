@@ -286,7 +286,6 @@ class LoadEngine:
         self.retirer = Retirer(self.target, target_db)
         self._changed = False
         root = self.target.catalog.default_db_location(target_db)
-        self.retirer.run_tickets()  # earlier loads' replaced directories whose readers' grace has passed
         fs = RootedFileSystem([root], purpose=f"load into '{root}'")
         marks = join_uri(root, RUNNING_MARKS_DIR)
         earlier = [status.uri for status in fs.list_files(marks)]  # loads that did not finish (or still run)
@@ -306,6 +305,9 @@ class LoadEngine:
             for directory in [marks] if had_root else [marks, root]:
                 fs.remove_empty_directory(directory)
             raise
+        # Earlier loads' replaced directories whose readers' grace has passed go once this load succeeded: a
+        # refused load leaves every file as it was, the housekeeping it owes included.
+        self.retirer.run_tickets()
         self.retirer.run_due()
         self.retirer.defer()  # the rest waits for its grace period in tickets, not in this process
         if earlier:
