@@ -214,8 +214,7 @@ def test_a_load_killed_at_each_step_while_bootstrapping_a_transactional_table_co
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
     run(engine, f"REPL DUMP {old}")
     held = OpenTxn(source, "events")
-    for i in range(3):
-        write(source, "events", f"events {i}".encode() * 512)
+    write(source, "events", b"events two" * 512)
     write(source, "orders", b"orders rows")
     dumped = engine.execute(f"REPL DUMP {new} REPLACE {old} FROM {repl_status(target, 'sales_dr')}")
     command = f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'"
