@@ -23,7 +23,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.Serializable;
-import java.net.URI;
 import java.net.URLDecoder;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
@@ -51,7 +50,8 @@ public final class HadoopCopy {
     public static final String ENGINE = "hadoop-filesystem";
     static final String COMPOSITE_CRC32C = "COMPOSITE-CRC32C";
     static final String STAGING_PREFIX = ".hmsrepl-staging-";
-    static final String TEMP_PREFIX = ".hmsrepl-hadoop-";
+    // A staging name too, so that a copy cut short (a killed executor) is swept like any unpublished copy.
+    static final String TEMP_PREFIX = STAGING_PREFIX + "tmp-";
     static final int BUFFER = 1 << 20;
     static final List<String> SCHEMES = Arrays.asList("hdfs");
 
@@ -144,15 +144,18 @@ public final class HadoopCopy {
         }
     }
 
-    /** A path of a supported scheme with an authority, absolute, without '.', '..' or empty segments. */
+    /** A path of a supported scheme with an authority, absolute, without '.', '..' or empty segments.
+     *  The string is a Hadoop path as Hive and Spark write it: '%' is part of a name ("day=k%3Av"), not an
+     *  escape, so it is read with Path(String), and Hadoop's reading must name exactly the path checked. */
     static Path checked(String uri) {
-        URI parsed = URI.create(uri);
-        if (parsed.getScheme() == null || !SCHEMES.contains(parsed.getScheme().toLowerCase())) {
+        int sep = uri.indexOf("://");
+        if (sep <= 0 || !SCHEMES.contains(uri.substring(0, sep).toLowerCase())) {
             throw new IllegalArgumentException("'" + uri + "' is not an hdfs:// path");
         }
-        String path = parsed.getPath();
-        if (parsed.getAuthority() == null || path == null || !path.startsWith("/") || path.length() < 2
-                || parsed.getQuery() != null || parsed.getFragment() != null) {
+        String rest = uri.substring(sep + 3);
+        int slash = rest.indexOf('/');
+        String path = slash > 0 ? rest.substring(slash) : "";
+        if (path.length() < 2) {
             throw new IllegalArgumentException("'" + uri + "' is not an absolute hdfs://namenode/path");
         }
         for (String segment : path.substring(1).split("/", -1)) {
@@ -160,7 +163,11 @@ public final class HadoopCopy {
                 throw new IllegalArgumentException("'" + uri + "' has an empty, '.' or '..' segment");
             }
         }
-        return new Path(parsed);
+        Path parsed = new Path(uri);
+        if (!path.equals(parsed.toUri().getPath()) || parsed.toUri().getAuthority() == null) {
+            throw new IllegalArgumentException("'" + uri + "' does not name one HDFS path");
+        }
+        return parsed;
     }
 
     /** One task's copy: the files it names, and its own temporary name. */
