@@ -87,6 +87,7 @@ def test_spark_copies_a_tree_from_hdfs_to_hdfs_and_to_a_local_disk(
     for relative, data in expected.items():
         hdfs(src).write_bytes(f"{src}/{relative}", data)
     wanted = {relative: checksum_bytes(data) for relative, data in expected.items()}
+    hdfs(src).write_bytes(f"{hdfs_root}/dst/p=1/part-01", b"an older file the copy replaces")
     caplog.set_level(logging.INFO, logger="hmsrepl.spark.copy")
     with executor_env(spark, f"{hdfs_env.namenode}=http://127.0.0.1:9"):  # no WebHDFS for the executors
         result = spark_copy_tree(spark, src, f"{hdfs_root}/dst")  # type: ignore[arg-type]

@@ -14,6 +14,11 @@ as the work it is and large files spread over the cores instead of queueing behi
 per core only add task overhead (a Spark job of 4 empty tasks: 0.15-0.3 s here, as long as cp takes for
 1 GB).
 
+Between two ``hdfs://`` paths the copies run in the executors' JVMs through Hadoop's FileSystem API instead
+(``spark.hadoop_copy``: block streaming over the DataNodes' RPC, composite CRCs from HDFS, Hadoop's own
+Kerberos and delegation tokens); the driver checks every path against the copy's roots before handing the
+tasks over and every reported checksum after. Local, S3 and mixed copies run in Python as described here.
+
 Every file is staged under a hidden name, verified against a checksum known before the copy, and only then
 published (the load publishes its own staged copies when it applies metadata; the tree copy renames each
 file into place itself). A failed file never stops the others: all failures are collected and reported

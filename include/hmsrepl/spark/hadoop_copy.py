@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -55,7 +56,7 @@ ENGINE_MODES = ("auto", "hadoop", "python")
 ENGINE = "hadoop-filesystem"
 SCHEMES = ("hdfs",)
 
-_copiers: dict[tuple[int, str], Any] = {}
+_copiers: dict[tuple[str, str], Any] = {}
 _lock = threading.Lock()
 
 
@@ -172,12 +173,22 @@ def run(
             ]
             lines.append("\t".join(quote(field, safe="") for field in [*fields, *task.candidates]))
     copier = _copier(spark)
+    began = time.perf_counter()
     answer = copier.copy(spark.sparkContext._jsc, "\n".join(lines), threads)
     outcomes: list[HadoopOutcome | None] = [None] * len(tasks)
     for line in filter(None, str(answer).split("\n")):
         fields = [unquote_plus(field) for field in line.split("\t")]
         index = int(fields[0])
         outcomes[index] = HadoopOutcome(fields[1], fields[2], int(fields[3]), int(fields[4]), *fields[5:10])
+    done = [outcome for outcome in outcomes if outcome is not None]
+    log.info(
+        "Hadoop-API copier: %d files reported, %d copied (%d bytes), %d failed, in %.1f s",
+        len(done),
+        sum(1 for o in done if o.status == "copied"),
+        sum(o.bytes_copied for o in done),
+        sum(1 for o in done if o.status == "failed"),
+        time.perf_counter() - began,
+    )
     missing = [tasks[i].final for i, outcome in enumerate(outcomes) if outcome is None]
     if missing:
         raise StorageError(
@@ -196,7 +207,7 @@ def _copier(spark: SparkSession) -> Any:
 
     sc = spark.sparkContext
     jar = str(build())
-    key = (id(sc._jsc), jar)
+    key = (sc.applicationId, jar)  # unique per SparkContext: a new session ships the jar again
     with _lock:
         if key not in _copiers:
             sc._jsc.addJar(jar)

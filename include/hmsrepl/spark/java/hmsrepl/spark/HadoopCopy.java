@@ -40,8 +40,10 @@ import java.util.concurrent.Future;
 import java.util.zip.CRC32C;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileChecksum;
+import org.apache.hadoop.fs.FileContext;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Options;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
@@ -272,12 +274,10 @@ public final class HadoopCopy {
                 if (stored != null && !stored.equals(streamed)) {
                     return "!stored checksum crc32c-" + stored + " differs from the bytes written (" + streamed + ")";
                 }
-                if (target.exists(destination) && !target.delete(destination, false)) {
-                    throw new IOException("cannot replace " + destination);
-                }
-                if (!target.rename(temp, destination)) {
-                    throw new IOException("cannot rename the copy to " + destination);
-                }
+                // One rename that replaces an older file (HDFS: atomic), so a reader sees the old file or
+                // the new one, never neither.
+                FileContext.getFileContext(destination.toUri(), conf)
+                        .rename(temp, destination, Options.Rename.OVERWRITE);
                 done = true;
                 return result(id, "copied", candidate.toString(), copied, copied, streamed,
                         stored == null ? "" : stored, want, "");
