@@ -140,8 +140,8 @@ def spark_copy(
             threads,
             f"hmsrepl copy: {len(indexes)} files",
         )
-        for index, outcome in zip(indexes, reported, strict=True):
-            outcomes[index] = _checked_load(tasks[index], jvm_tasks[index], outcome)
+        for index, reported_outcome in zip(indexes, reported, strict=True):
+            outcomes[index] = _checked_load(tasks[index], jvm_tasks[index], reported_outcome)
     rest = [index for index in range(len(tasks)) if index not in on_jvm]
     if rest:
         copied = distribute(

@@ -211,7 +211,8 @@ def _copier(spark: SparkSession) -> Any:
     with _lock:
         if key not in _copiers:
             sc._jsc.addJar(jar)
-            jvm, gateway = sc._jvm, sc._gateway
+            jvm: Any = sc._jvm
+            gateway: Any = sc._gateway
             urls = gateway.new_array(jvm.java.net.URL, 1)
             urls[0] = jvm.java.io.File(jar).toURI().toURL()
             loader = jvm.java.net.URLClassLoader(
