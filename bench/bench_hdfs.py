@@ -8,6 +8,10 @@ started here and stopped after), in one run:
     against the source's checksum token (what a replication load does outside Spark);
   - ``hdfs dfs -cp``: Hadoop's shell (``FsShell -cp <dir> <dir>``, the same jars), one JVM per call, its
     start included, as an operator would run it;
+  - with ``--spark`` (HDFS -> HDFS only), ``spark.copy.spark_copy_tree`` on a local[2] SparkSession (started
+    once, its start reported on its own line): through Hadoop's FileSystem API in the executors' JVMs
+    (``spark.hadoop_copy``, the default between HDFS paths), and through WebHDFS in the executors' Python
+    workers (``HMSREPL_SPARK_HDFS_COPY=python``), both verified;
 - checksums of every file of each workload, by
   - ``composite CRC``: HDFS's whole-file CRC32C (``dfs.checksum.combine.mode=COMPOSITE_CRC``) asked of
     Hadoop's client through the py4j gateway (``storage.hadoop_checksums``; the gateway's start is reported
@@ -22,6 +26,7 @@ machine with this process, so absolute speeds are those of loopback on a busy ho
 Each figure is the median of ``--rounds`` rounds.
 
 Run:  python bench/bench_hdfs.py [--large-count 4 --large-mb 16 --small-count 200 --small-kb 4 --rounds 2]
+      [--spark] [--copies-only]
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ for _path in (ROOT / "include", ROOT):  # run as a plain script from a checkout,
         sys.path.insert(0, str(_path))
 
 from bench.bench_s3_copy import Row, Workload  # noqa: E402
+from hmsrepl.spark import hadoop_copy  # noqa: E402
 from hmsrepl.storage import (  # noqa: E402
     copy_files,
     filesystem_for,
@@ -54,6 +60,7 @@ from tests.peers import hdfs as peer  # noqa: E402
 
 THREADS = 16
 CHECKSUM_THREADS = 8
+SPARK: list[object] = []  # the SparkSession of --spark, started once
 
 
 def prepare(root: str, workload: Workload) -> list[tuple[str, str]]:
@@ -84,9 +91,32 @@ def hdfs_cp(_: list[tuple[str, str]], src_dir: str, dst_dir: str, cluster: peer.
         raise SystemExit(f"hdfs dfs -cp failed: {run.stderr[-500:]}")
 
 
-COPY_METHODS: list[tuple[str, Callable[[list[tuple[str, str]], str, str, peer.MiniDfs], None]]] = [
+def spark_tree_copy(engine: str) -> Callable[[list[tuple[str, str]], str, str, peer.MiniDfs], None]:
+    """``spark_copy_tree`` with the copy engine ``engine`` (``HMSREPL_SPARK_HDFS_COPY``)."""
+
+    def copy(sources: list[tuple[str, str]], src_dir: str, dst_dir: str, _: peer.MiniDfs) -> None:
+        from hmsrepl.spark.copy import spark_copy_tree
+
+        os.environ[hadoop_copy.ENGINE_ENV] = engine
+        try:
+            result = spark_copy_tree(SPARK[0], src_dir, dst_dir)  # type: ignore[arg-type]
+        finally:
+            os.environ.pop(hadoop_copy.ENGINE_ENV, None)
+        if result.files != len(sources):
+            raise SystemExit(f"spark_copy_tree copied {result.files} of {len(sources)} files")
+
+    copy.__name__ = f"spark_{engine}"
+    return copy
+
+
+Method = Callable[[list[tuple[str, str]], str, str, peer.MiniDfs], None]
+COPY_METHODS: list[tuple[str, Method]] = [
     ("hmsrepl copy_files (16 threads, verified)", ours),
     ("hdfs dfs -cp (FsShell, JVM start included)", hdfs_cp),
+]
+SPARK_METHODS: list[tuple[str, Method]] = [
+    ("Spark local[2], Hadoop FS API in executor JVMs", spark_tree_copy("hadoop")),
+    ("Spark local[2], WebHDFS in executor Python", spark_tree_copy("python")),
 ]
 
 
@@ -114,7 +144,9 @@ def pinned(fs: HdfsFileSystem, sources: list[tuple[str, str]]) -> int:
     return len({identity.version_id for identity in found})
 
 
-def run(cluster: peer.MiniDfs, workloads: list[Workload], rounds: int, local_root: Path) -> list[Row]:
+def run(
+    cluster: peer.MiniDfs, workloads: list[Workload], rounds: int, local_root: Path, copies_only: bool = False
+) -> list[Row]:
     rows = []
     namenode = parse_hdfs_uri(cluster.namenode + "/")[0]
     by_mode = {mode: HdfsFileSystem(namenode, checksum_mode=mode) for mode in ("composite", "read")}
@@ -130,7 +162,8 @@ def run(cluster: peer.MiniDfs, workloads: list[Workload], rounds: int, local_roo
             ("HDFS -> HDFS", f"{cluster.namenode}/bench/dst{index}"),
             ("HDFS -> local", str(local_root / f"dst{index}")),
         ):
-            for method_name, method in COPY_METHODS:
+            spark = SPARK_METHODS if SPARK and target_name == "HDFS -> HDFS" else []
+            for method_name, method in COPY_METHODS + spark:
                 timings = []
                 for round_no in range(rounds):
                     dst_dir = f"{target_root}/{method.__name__}-{round_no}"
@@ -143,6 +176,9 @@ def run(cluster: peer.MiniDfs, workloads: list[Workload], rounds: int, local_roo
                 rows.append(
                     Row(workload.name, label, statistics.median(timings), workload.count, workload.size)
                 )
+        if copies_only:
+            filesystem_for(src_dir).delete_tree(src_dir)
+            continue
         for mode, label in (("composite", "composite CRC from HDFS"), ("read", "read + CRC32C here")):
             timings = []
             for _ in range(rounds):
@@ -175,6 +211,23 @@ def print_table(rows: list[Row]) -> None:
         )
 
 
+def start_spark() -> None:
+    """A local[2] SparkSession whose Python workers import this checkout (the WebHDFS address is already in
+    the environment they inherit); the Hadoop copier's jar is built before the clock starts."""
+    from hmsrepl.spark.hadoop_jar import build
+    from hmsrepl.spark_session import local_spark_session
+
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT / "include"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    )
+    build()
+    began = time.perf_counter()
+    session = local_spark_session("bench-hdfs", master="local[2]")
+    session.sparkContext.setLogLevel("ERROR")
+    SPARK.append(session)
+    print(f"SparkSession start: {time.perf_counter() - began:.1f} s (once)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--large-count", type=int, default=4)
@@ -182,6 +235,8 @@ def main() -> int:
     parser.add_argument("--small-count", type=int, default=200)
     parser.add_argument("--small-kb", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--spark", action="store_true", help="add the Spark copies (HDFS -> HDFS)")
+    parser.add_argument("--copies-only", action="store_true", help="skip the checksum and snapshot rows")
     args = parser.parse_args()
     workloads = [
         Workload(f"{args.large_count} x {args.large_mb} MB", args.large_count, args.large_mb * 1_000_000),
@@ -192,10 +247,14 @@ def main() -> int:
         try:
             print(f"MiniDFSCluster start: {cluster.start_seconds:.1f} s")
             os.environ[ENDPOINTS_ENV] = cluster.endpoints
+            if args.spark:
+                start_spark()
             local_root = Path(tmp) / "local"
-            rows = run(cluster, workloads, args.rounds, local_root)
+            rows = run(cluster, workloads, args.rounds, local_root, args.copies_only)
             shutil.rmtree(local_root, ignore_errors=True)
         finally:
+            if SPARK:
+                SPARK.pop().stop()  # type: ignore[attr-defined]
             hadoop_checksums.stop_gateway()
             cluster.stop()
     print_table(rows)

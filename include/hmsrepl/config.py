@@ -80,6 +80,33 @@ class MetastoreConfig(BaseSettings):
         description="The compaction cleaner waits this long after a compaction before removing what it made "
         "obsolete, for readers that listed files without a txn (Hive's hive.compactor.cleaner.retention.time).",
     )
+    compaction_history_retention_succeeded: int = Field(
+        default=3,
+        ge=0,
+        description="Ended compactions kept per table or partition in the succeeded state; older ones are "
+        "purged by the compaction pass (Hive's hive.compactor.history.retention.succeeded).",
+    )
+    compaction_history_retention_failed: int = Field(
+        default=3, ge=0, description="Likewise for failed ones (hive.compactor.history.retention.failed)."
+    )
+    compaction_history_retention_did_not_initiate: int = Field(
+        default=2,
+        ge=0,
+        description="Likewise for locations the initiator could not examine "
+        "(hive.compactor.history.retention.did.not.initiate).",
+    )
+    compaction_history_retention_refused: int = Field(
+        default=3,
+        ge=0,
+        description="Likewise for compactions a worker found nothing to do for "
+        "(metastore.compactor.history.retention.refused).",
+    )
+    compaction_history_retention_timeout_seconds: float = Field(
+        default=7 * 24 * 3600,
+        ge=0,
+        description="Failed, not initiated and refused compactions older than this are purged once a later "
+        "compaction of the same location succeeded (metastore.compactor.history.retention.timeout).",
+    )
     notification_api_auth: bool = Field(default=True, description="Remote notification API for admins only.")
     admin_users: list[str] = Field(default_factory=lambda: ["hive", "admin", "root"])
 

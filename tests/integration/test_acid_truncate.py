@@ -11,6 +11,7 @@ import pytest
 from hmsrepl.acid import InsertOnlyReader, visible_files
 from hmsrepl.exceptions import InvalidObjectError, NoSuchPartitionError
 from hmsrepl.metastore import Metastore
+from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.verify import capture_state, verify
 from hmsrepl.storage.base import filesystem_for
 from tests.helpers import make_table
@@ -39,17 +40,26 @@ def test_truncate_hides_rows_from_new_snapshots_only_and_the_replica_follows(eng
     for n in range(3):
         write(source, "orders", f"order {n}".encode())
         write(source, "daily", f"day {n}".encode(), values=["d1"])
+        write(source, "daily", f"day 2 {n}".encode(), values=["d2"])
     bootstrap(engine)
     assert rows(target, "sales_dr", "orders") == rows(source, "sales", "orders") != []
     old_snapshot = InsertOnlyReader(source, "sales", "orders")
 
     source.catalog.truncate_table("sales", "orders")
-    source.catalog.truncate_table("sales", "daily")  # every partition
+    before = source.get_current_notification_event_id()
+    source.catalog.truncate_table("sales", "daily")  # every partition, in one txn under one write id
 
+    commits = [e for e in source.events.next_events(before, 100) if e.event_type == "COMMIT_TXN"]
+    assert len(commits) == 1
+    [writes] = [DumpEvent.of(e).message.body.writes for e in commits]
+    assert sorted(w.partition for w in writes) == ["day=d1", "day=d2"]
+    assert len({w.write_id for w in writes}) == 1
     assert rows(source, "sales", "orders") == [] and rows(source, "sales", "daily", ["d1"]) == []
+    assert rows(source, "sales", "daily", ["d2"]) == []
     assert _read(old_snapshot.files()) == [b"order 0", b"order 1", b"order 2"]  # its snapshot stays
     step(engine, None)
     assert rows(target, "sales_dr", "orders") == [] and rows(target, "sales_dr", "daily", ["d1"]) == []
+    assert rows(target, "sales_dr", "daily", ["d2"]) == []
     assert verify(source, "sales", target, "sales_dr") == []
 
     write(source, "orders", b"after the truncate")

@@ -19,7 +19,6 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import DumpDir
 from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.replication.policy import ReplicationPolicy
-from hmsrepl.replication.replace import PolicyChangeError
 from hmsrepl.replication.verify import capture_state, diff_states, verify
 from tests.dump_events import read_events
 from tests.helpers import make_partition, make_table, write_file
@@ -188,19 +187,3 @@ def test_replace_refuses_another_database_and_bootstrap_dumps(engine, source, tm
     with pytest.raises(CommandError, match=r"database 'other'.*'sales'"):
         DumpEngine(source, str(tmp_path / "dumps")).dump(command)
     assert not (tmp_path / "dumps").exists() or not os.listdir(tmp_path / "dumps")
-
-
-def test_replace_refuses_to_bootstrap_a_transactional_table_inside_an_incremental(
-    engine, source, target
-) -> None:
-    source.catalog.create_database(Database(name="sales"))
-    partitioned(source, "orders", ("d1",))
-    source.catalog.create_table(
-        make_table("sales", "events", transactional="true", transactional_properties="insert_only")
-    )
-    load(engine, engine.execute("REPL DUMP sales.['orders']").dump_dir)
-    last = repl_status(target, "sales_dr")
-    source.catalog.insert("sales", "orders", ["d1"])
-    with pytest.raises(PolicyChangeError, match=r"'sales\.events' is transactional.*without FROM"):
-        engine.execute(f"REPL DUMP sales REPLACE sales.['orders'] FROM {last}")
-    assert repl_status(target, "sales_dr") == last

@@ -1,5 +1,5 @@
-"""One pass of compaction housekeeping: cleaner, initiator, worker, cleaner again, then aborted writes (what ``hmsrepl compact`` and
-the compaction DAG run).
+"""One pass of compaction housekeeping: cleaner, initiator, worker, cleaner again, then aborted writes and the
+queue's history past its retention (what ``hmsrepl compact`` and the compaction DAG run).
 
 Pending file intents are completed first, so a cleaner killed after it committed finishes its recycling
 before anything new is decided. Every step is safe to repeat after a kill (see each module).
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from hmsrepl.acid.aborted import AbortedCleanReport, clean_aborted
 from hmsrepl.acid.cleaner import Cleaner, CleanOutcome
+from hmsrepl.acid.compaction_history import HistoryRetention, purge_history
 from hmsrepl.acid.compactor import CompactionOutcome, Rewriter, Worker, copy_rewriter
 from hmsrepl.acid.initiator import Candidate, Initiator
 from hmsrepl.acid.insert_only import require_insert_only
@@ -25,6 +26,7 @@ class CycleReport:
     compacted: list[CompactionOutcome] = field(default_factory=list)
     cleaned: list[CleanOutcome] = field(default_factory=list)
     aborted: AbortedCleanReport | None = None
+    history_purged: int = 0  # ended queue rows past their retention (compaction_history)
 
     @property
     def failed(self) -> list[CompactionOutcome]:
@@ -79,4 +81,5 @@ def run_cycle(
         ],
     ]
     report.aborted = clean_aborted(metastore, tables)
+    report.history_purged = purge_history(metastore.events, HistoryRetention.of(metastore.config))
     return report

@@ -3,7 +3,8 @@
 One row per compaction of one table or partition location, kept after it ends (Hive splits these rows into
 COMPACTION_QUEUE and COMPLETED_COMPACTIONS; one table with terminal states answers ``show_compact`` the same
 way). The states follow Hive's: ``initiated`` -> ``working`` -> ``ready for cleaning`` -> ``succeeded``, or
-``failed`` (the error is kept), or ``refused`` (nothing to compact when the worker looked).
+``failed`` (the error is kept), or ``refused`` (nothing to compact when the worker looked); a location the
+initiator could not examine gets a ``did not initiate`` row. Ended rows are purged by ``compaction_history``.
 
 A worker claims a row under a row lock, so two workers never compact the same location at once; a row left
 ``working`` by a killed worker is handed back once its txn is no longer open (the housekeeping aborts a txn
@@ -27,6 +28,8 @@ READY_FOR_CLEANING = "ready for cleaning"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 REFUSED = "refused"
+DID_NOT_INITIATE = "did not initiate"
+"""The initiator could not examine the location (the error is kept); Hive's state of the same name."""
 ACTIVE_STATES = (INITIATED, WORKING, READY_FOR_CLEANING)
 """A location with a row in one of these states is not queued again (Hive's initiator does the same)."""
 MAJOR = "major"
@@ -153,6 +156,26 @@ class CompactionQueue:
             key = result.inserted_primary_key
             assert key is not None  # an INSERT of one row always reports its key
             return QueuedRequest(int(key[0]), INITIATED, accepted=True)
+
+    def record_not_initiated(self, db_name: str, table_name: str, part_name: str | None, error: str) -> int:
+        """An ended ``did not initiate`` row: why the initiator could not look at this location."""
+        now = now_ms()
+        with self.events.transaction() as tx:
+            result = tx.conn.execute(
+                insert(compaction_queue).values(
+                    db_name=db_name.lower(),
+                    tbl_name=table_name.lower(),
+                    part_name=part_name,
+                    type=MAJOR,
+                    state=DID_NOT_INITIATE,
+                    enqueued_at=now,
+                    ended_at=now,
+                    error=error[:4000],
+                )
+            )
+            key = result.inserted_primary_key
+            assert key is not None
+            return int(key[0])
 
     def claim(
         self, worker: str, *, db_name: str | None = None, table_name: str | None = None

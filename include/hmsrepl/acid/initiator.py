@@ -23,6 +23,7 @@ from hmsrepl.acid.compaction_queue import MAJOR, MINOR, CompactionQueue, now_ms
 from hmsrepl.acid.directories import DirKind, parse_directory_name, visible_directories
 from hmsrepl.acid.insert_only import InsertOnlyReader
 from hmsrepl.acid.layout import entries, locations
+from hmsrepl.exceptions import StorageError
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.service import Metastore
 from hmsrepl.storage.base import is_hidden, relative_to
@@ -117,7 +118,15 @@ class Initiator:
         for table in insert_only_tables(self.metastore) if tables is None else tables:
             reader = InsertOnlyReader(self.metastore, table.db_name, table.table_name)
             for part_name, location in locations(self.metastore, table):
-                shape = location_shape(reader, location)
+                try:
+                    shape = location_shape(reader, location)
+                except (OSError, StorageError) as exc:  # one unreadable location must not stop the pass
+                    log.warning(
+                        "cannot examine %s.%s %s: %s", table.db_name, table.table_name, part_name, exc
+                    )
+                    error = f"cannot list {location}: {type(exc).__name__}: {exc}"
+                    self.queue.record_not_initiated(table.db_name, table.table_name, part_name, error)
+                    continue
                 if shape.deltas == 0 or (not force and shape.deltas <= self.delta_threshold):
                     continue
                 type_ = MAJOR if force else shape.compaction_type(self.delta_pct_threshold)

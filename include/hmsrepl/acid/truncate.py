@@ -7,29 +7,62 @@ everything below it from snapshots taken after its commit. Its COMMIT_TXN replic
 replica gets the empty base, ``acid_replay``), and older snapshots keep reading their files, which stay on
 disk (as after any overwrite) until a major compaction of the location after later writes cleans them.
 
-A partitioned table's partitions are emptied one txn each, in name order: a reader may see some emptied and
-others not while it runs (Hive empties them in one txn).
+All locations are emptied in one txn under one write id (the table's write id for that txn, as Hive
+allocates it): a reader sees every partition emptied or none, and the replica replays one COMMIT_TXN.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 
-from hmsrepl.acid.insert_only import InsertOnlyWriter, require_insert_only
-from hmsrepl.exceptions import NoSuchPartitionError
+from hmsrepl.acid.directories import base_dir_name
+from hmsrepl.acid.insert_only import EMPTY_DIRECTORY_MARKER, require_insert_only
+from hmsrepl.exceptions import InvalidObjectError, InvalidOperationError, NoSuchPartitionError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.service import Metastore
+from hmsrepl.storage.base import join_uri
 
 
 def truncate_insert_only(
     metastore: Metastore, table: Table, partition_names: Sequence[str] | None = None
 ) -> list[int]:
-    """Empty ``table`` (or the named partitions; all when none are named); returns the write ids used."""
+    """Empty ``table`` (or the named partitions; all when none are named) in one txn; returns its write id
+    (a list, one id per txn used)."""
     require_insert_only(table, "truncate")
+    targets = _locations(metastore, table, partition_names)
+    txns, fs = metastore.txns, metastore.cm.files
+    [txn_id] = txns.open_txns(1, user="hive", host=socket.gethostname())
+    try:
+        [allocation] = txns.allocate_table_write_ids([txn_id], table.db_name, table.table_name)
+        write_id = allocation.write_id
+        for values, location in targets:
+            base = join_uri(location, base_dir_name(write_id))
+            if next(iter(fs.list_files(base)), None) is not None:
+                raise InvalidOperationError(
+                    f"directory '{base}' already holds files although write id {write_id} of "
+                    f"'{table.qualified_name}' was just allocated (left by a dropped table of the same "
+                    "name?); move them away, then retry"
+                )
+            fs.makedirs(base)
+            fs.write_bytes(join_uri(base, EMPTY_DIRECTORY_MARKER), b"")  # no rows: the marker hides the rest
+            txns.add_write_notification(txn_id, write_id, table.db_name, table.table_name, values, [])
+        txns.commit_txn(txn_id)
+    except BaseException as exc:
+        txns.abort_txns([txn_id], reason=f"truncate failed: {exc}")
+        raise
+    return [write_id]
+
+
+def _locations(
+    metastore: Metastore, table: Table, partition_names: Sequence[str] | None
+) -> list[tuple[list[str] | None, str]]:
+    """(partition values or None, location) of every location to empty; refuses a missing partition
+    before any txn opens."""
     catalog = metastore.catalog
     if not table.partition_keys:
-        targets: list[list[str] | None] = [None]
+        found: list[tuple[list[str] | None, str | None]] = [(None, table.sd.location)]
     else:
         names = (
             list(partition_names)
@@ -37,16 +70,15 @@ def truncate_insert_only(
             else catalog.get_partition_names(table.db_name, table.table_name)
         )
         parts = catalog.get_partitions_by_names(table.db_name, table.table_name, sorted(names))
-        found = {make_partition_name(table.partition_key_names, part.values) for part in parts}
-        missing = sorted(set(names) - found)
+        seen = {make_partition_name(table.partition_key_names, part.values) for part in parts}
+        missing = sorted(set(names) - seen)
         if missing:
             raise NoSuchPartitionError(table.db_name, table.table_name, missing[0])
-        targets = [list(part.values) for part in parts]
-    write_ids = []
-    for values in targets:
-        with InsertOnlyWriter(
-            metastore, table.db_name, table.table_name, values, mode="overwrite", heartbeat=False
-        ) as writer:
-            pass  # no rows: the commit writes the empty base's marker
-        write_ids.append(writer.write_id)
-    return write_ids
+        found = [(list(part.values), part.sd.location) for part in parts]
+    out: list[tuple[list[str] | None, str]] = []
+    for values, location in found:
+        if not location:
+            where = f"partition {values} of table" if values else "table"
+            raise InvalidObjectError(f"{where} '{table.qualified_name}' has no location; cannot truncate it")
+        out.append((values, location))
+    return out

@@ -156,17 +156,28 @@ def _as_is(
 def _commit_for_policy(
     event: DumpEvent[CommitTxnMessage], policy: ReplicationPolicy, source: Metastore | None
 ) -> DumpEvent[Any] | None:
+    def marked(write: TxnWrite) -> TxnWrite:
+        if write.files or source is None:
+            return write
+        return msgspec.structs.replace(write, files=_empty_base_marker(source, write))
+
+    return commit_keeping(event, lambda w: _included(w, policy), marked)
+
+
+def commit_keeping(
+    event: DumpEvent[CommitTxnMessage],
+    keep: Callable[[TxnWrite | TableWriteId], bool],
+    mark: Callable[[TxnWrite], TxnWrite] = lambda write: write,
+) -> DumpEvent[CommitTxnMessage]:
+    """The COMMIT_TXN with only the writes and write ids ``keep`` accepts (``mark`` may complete a kept
+    write), its ``files`` listing the kept writes' files for a load's pre-flight."""
     body = event.message.body
-    writes = [w for w in body.writes if _included(w, policy)]
-    if source is not None:
-        writes = [
-            w if w.files else msgspec.structs.replace(w, files=_empty_base_marker(source, w)) for w in writes
-        ]
+    writes = [mark(w) for w in body.writes if keep(w)]
     return event.rewritten(
         msgspec.structs.replace(
             body,
             writes=writes,
-            write_ids=[w for w in body.write_ids if _included(w, policy)],
+            write_ids=[w for w in body.write_ids if keep(w)],
             files=[uri for w in writes for uri in w.files],
         )
     )
@@ -349,13 +360,39 @@ def load_bootstrap_state(writer: TargetWriter, dump: DumpDir, meta: DumpMetadata
     state = dump.read_json(DumpLayout.acid_state(meta.db_name))
     mapping = txns.repl_open_txns(writer.db, state["open_txns"], host=REPL_HOST) if state["open_txns"] else {}
     for name, table in state["tables"].items():
-        open_ids = {int(w): src for w, src in table["open"].items()}
-        write_ids = ValidWriteIdList(
-            f"{writer.db}.{name}", table["high_watermark"], frozenset(open_ids), frozenset(table["aborted"])
-        )
-        txns.set_table_write_id_state(
-            writer.db, name, write_ids, {w: mapping[src] for w, src in open_ids.items()}
-        )
+        _set_table_state(writer, name, table, mapping)
+
+
+def load_bootstrapped_tables_state(
+    writer: TargetWriter, sub: DumpDir, meta: DumpMetadata, names: list[str]
+) -> None:
+    """Give the ACID tables an incremental dump bootstrapped (REPLACE, a rename into the policy) the
+    source's write-id state as of the dump's last event, leaving every other table's state and txn alone.
+
+    The window's events are replayed before (same database transaction), so a source txn owning an open write
+    id has its target txn already, unless it opened before anything this replica replayed: opened here then.
+    A table absent from the state has no write ids yet: whatever the replica held under its name is cleared.
+    """
+    relative = DumpLayout.acid_state(meta.db_name)
+    tables = sub.read_json(relative)["tables"] if sub.exists(relative) else {}
+    owners = sorted({src for name in names for src in (tables.get(name) or {}).get("open", {}).values()})
+    mapping = writer.target.txns.repl_open_txns(writer.db, owners, host=REPL_HOST) if owners else {}
+    empty = {"high_watermark": 0, "open": {}, "aborted": []}
+    for name in names:
+        _set_table_state(writer, name, tables.get(name, empty), mapping)
+
+
+def _set_table_state(
+    writer: TargetWriter, name: str, table: dict[str, Any], mapping: Mapping[int, int]
+) -> None:
+    """One table's ``_acid_state`` entry onto the replica, its open write ids owned by the mapped txns."""
+    open_ids = {int(w): src for w, src in table["open"].items()}
+    write_ids = ValidWriteIdList(
+        f"{writer.db}.{name}", table["high_watermark"], frozenset(open_ids), frozenset(table["aborted"])
+    )
+    writer.target.txns.set_table_write_id_state(
+        writer.db, name, write_ids, {w: mapping[src] for w, src in open_ids.items()}
+    )
 
 
 def _open_txn(w: TargetWriter, ev: dict[str, Any], msg: OpenTxnMessage, meta: DumpMetadata) -> None:

@@ -472,12 +472,15 @@ class DumpValidator:
         self._acid_state()
         return self.report
 
-    def _acid_state(self) -> None:
-        """``<db>/_acid_state`` (ACID tables' write-id state): names and integers only."""
+    def _acid_state(self, dump: DumpDir | None = None, prefix: str = "") -> None:
+        """``<db>/_acid_state`` (ACID tables' write-id state): names and integers only (``dump``: the
+        bootstrap part of an incremental dump, its paths shown under ``prefix``)."""
+        dump = dump or self.dump
         relative = DumpLayout.acid_state(self.meta.db_name)
-        if not self.dump.exists(relative):
+        if not dump.exists(relative):
             return
-        state = self._read(relative)
+        state = self._read(relative, dump, prefix)
+        relative = prefix + relative
         txns, tables = state.get("open_txns"), state.get("tables")
         if (
             not isinstance(txns, list)
@@ -521,6 +524,7 @@ class DumpValidator:
             for name in meta.bootstrapped_tables:
                 if sub.exists(DumpLayout.table(meta.db_name, name)):
                     self._tree(sub, DumpLayout.table_dir(meta.db_name, name), f"{BOOTSTRAP_DIR}/")
+            self._acid_state(sub, f"{BOOTSTRAP_DIR}/")
         return self.report
 
     # -- metadata -------------------------------------------------------------------------------------------

@@ -96,14 +96,9 @@ def copy_verified(
             target.move(ahead, staged)
     if prefetched is not None:  # copied ahead of the load (e.g. by the Spark load app) and still valid
         return CopyResult(target_uri, staged, prefetched, from_cmroot=False, prefetched=True)
-    candidates = [entry.file_uri]
-    if entry.version_id:  # a versioned store keeps the exact version the event saw
-        candidates.append(entry.versioned_uri)
     cmroot = entry.cmroot or default_cmroot
-    if entry.checksum and cmroot:
-        candidates.append(join_uri(cmroot, f"{entry.file_name}_{entry.checksum}"))
     tried = []
-    for candidate in candidates:
+    for candidate in copy_candidates(entry, default_cmroot):
         # A version reference names the same key as the file URI, in another spelling: check the key.
         if not allowed(entry.file_uri if candidate == entry.versioned_uri else candidate):
             raise StorageError(
@@ -127,6 +122,18 @@ def copy_verified(
         + ". The source changed it after the event and cmroot no longer has it (retention passed?); "
         "run a bootstrap to re-replicate"
     )
+
+
+def copy_candidates(entry: EncodedFileUri, default_cmroot: str = "") -> list[str]:
+    """Where a copy of ``entry``'s content may be read, in the order to try: the file, the version the event
+    saw (a versioned store), its cmroot copy (named by checksum)."""
+    candidates = [entry.file_uri]
+    if entry.version_id:  # a versioned store keeps the exact version the event saw
+        candidates.append(entry.versioned_uri)
+    cmroot = entry.cmroot or default_cmroot
+    if entry.checksum and cmroot:
+        candidates.append(join_uri(cmroot, f"{entry.file_name}_{entry.checksum}"))
+    return candidates
 
 
 def adopt_staged_copy(

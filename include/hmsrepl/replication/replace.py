@@ -15,8 +15,14 @@ or renamed in from outside the policy, and stops being so when the source frees 
 away: the target has no such table either) or creates it (a CREATE proves the name was free on both sides).
 Events of diverged names are not written; the names still diverged at the end are bootstrapped.
 
-Transactional tables are refused here (clear error, no acknowledged dump): their write-id state travels
-only with a bootstrap dump. Reading a table is only possible "now", so a dump that bootstraps tables ends where its reads end: LIMIT and
+Transactional tables are bootstrapped the same way, as Hive's REPL bootstraps them inside the load: the
+dump's last event id is then the one of a txn snapshot (``TxnService.replication_snapshot``), as in a
+bootstrap dump, and ``_bootstrap/<db>/_acid_state`` holds the tables' write-id state (high watermark, open
+write ids with their source txns, aborted ids) as of it, their listings the files visible in it. Their
+ALLOC_WRITE_ID and ACID_WRITE events of the window are not written while they are diverged and commits lose
+their writes to them (the state and the listings hold their outcome), so the load, which replays the
+window's txn events first, then creates each table with the source's write ids: the txns still open replay
+their commits onto it later. Reading a table is only possible "now", so a dump that bootstraps tables ends where its reads end: LIMIT and
 TO bound only dumps that bootstrap nothing. Reads and consolidation go in rounds: a table renamed in while
 the dump was reading is read in the next round. A REPLACE dump whose newly included table was renamed away
 after the LIMIT/TO cut extends to now as well: the target never had that table, so its rename cannot be
@@ -36,8 +42,14 @@ from hmsrepl.exceptions import HmsReplError, NoSuchDatabaseError, NoSuchTableErr
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.event_specs import TXN_KINDS
 from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.messages import AddPartitionMessage, AlterTableMessage, DropPartitionMessage
+from hmsrepl.metastore.messages import (
+    AddPartitionMessage,
+    AlterTableMessage,
+    CommitTxnMessage,
+    DropPartitionMessage,
+)
 from hmsrepl.metastore.payloads import DropTableBody, metadata_location
+from hmsrepl.replication.acid_replay import commit_keeping, is_acid_snapshot, load_bootstrapped_tables_state
 from hmsrepl.replication.compaction import (
     TABLE_CREATES,
     TABLE_DROPS,
@@ -75,6 +87,8 @@ class WindowPlanner:
     known: set[str] = field(default_factory=set)  # diverged names read or renamed in
     summaries: list[EventSummary] = field(default_factory=list)
     actions: dict[int, str] = field(default_factory=dict)  # only events not written as they are
+    # COMMIT_TXN event id -> diverged tables whose writes it loses (their bootstrap holds the outcome)
+    commit_strips: dict[int, frozenset[str]] = field(default_factory=dict)
     # Names renamed in from outside the policy, by the event they arrived at: until the target follows them
     # again (or the dump's end, which bootstraps them) the replica lacks a table the source has (holds.py).
     arrived: dict[str, int] = field(default_factory=dict)
@@ -112,8 +126,10 @@ class WindowPlanner:
             self.actions[summary.event_id] = action
 
     def _decide(self, s: EventSummary) -> str:
-        if s.table is None or s.kind in TXN_KINDS:
-            return EMIT  # transactional events are never dropped from a dump
+        if s.kind in TXN_KINDS:
+            return self._decide_txn(s)
+        if s.table is None:
+            return EMIT
         name = s.table
         if s.is_rename:
             new = s.new_name or ""
@@ -138,6 +154,17 @@ class WindowPlanner:
         if s.kind in TABLE_DROPS:
             self._follow(name)
         return SKIP
+
+    def _decide_txn(self, s: EventSummary) -> str:
+        """Txns are replayed whole (every open needs its close), but a diverged table's write ids are not
+        the target's yet: its allocations and writes are left out, and a commit loses its writes to it."""
+        if s.kind in (EventType.ALLOC_WRITE_ID, EventType.ACID_WRITE):
+            return SKIP if s.table is not None and self.diverged(s.table) else EMIT
+        if s.kind == EventType.COMMIT_TXN:
+            names = frozenset(name for name in s.txn_tables if self.diverged(name))
+            if names:
+                self.commit_strips[s.event_id] = names
+        return EMIT
 
     def to_read(self, source_tables: Iterable[str] | None) -> set[str]:
         """Diverged names whose state must be read: every existing one first, then those renamed in since."""
@@ -171,6 +198,7 @@ class WindowPlanner:
             compacted.trimmed if compacted else {},
             compacted.stripped if compacted else set(),
             (compacted.holds if compacted else []) + self.arrival_holds(last),
+            dict(self.commit_strips),
         )
 
     def arrival_holds(self, last: int | None) -> list[tuple[int, int]]:
@@ -187,6 +215,7 @@ class WindowPlan:
     trimmed: dict[int, frozenset[str]]
     stripped: set[int] = field(default_factory=set)
     holds: list[tuple[int, int]] = field(default_factory=list)  # where no load commits (holds.py)
+    commit_strips: dict[int, frozenset[str]] = field(default_factory=dict)
 
     @property
     def skipped_events(self) -> int:
@@ -202,6 +231,9 @@ class WindowPlan:
             # A rename out of the policy: the target drops the table under its old name.
             drop = DropTableBody(table=message.before, recycled=[], renamed_to=message.rename_target)
             return event.rewritten(drop, EventType.DROP_TABLE)
+        strip = self.commit_strips.get(event.event_id)
+        if strip and isinstance(message, CommitTxnMessage):
+            return commit_keeping(event, lambda write: write.table not in strip)
         if event.event_id in self.stripped:
             return event.without_data()
         names = self.trimmed.get(event.event_id)
@@ -243,6 +275,7 @@ def bootstrap_in_window(
     feed(position, start)  # a bootstrap is consistent only as of now: the window extends to the reads
     names = planner.to_read(source.catalog.get_tables(policy.db_name))
     rounds = 0
+    acid, snapshot = False, None  # snapshot: of the last round, once a transactional table was read
     while names:
         rounds += 1
         if rounds > MAX_ROUNDS:
@@ -254,18 +287,14 @@ def bootstrap_in_window(
         for name in sorted(names):
             with contextlib.suppress(NoSuchTableError):  # changed since: the round's events settle it
                 table = source.catalog.get_table(policy.db_name, name)
-                if table.is_transactional:
-                    raise PolicyChangeError(
-                        f"table '{policy.db_name}.{name}' is transactional and would be bootstrapped inside "
-                        "an incremental dump (newly included by REPLACE, or renamed into the policy); its "
-                        "write-id state is only replicated by a bootstrap: run REPL DUMP "
-                        f"{policy.to_text()} without FROM and load it"
-                    )
+                acid = acid or table.is_transactional
                 if external or table.is_managed:
                     engine._write_entry(sub, policy.db_name, engine._read_entry(table, with_data))
                 found.add(name)
         planner.read(names, found)
-        end = source.get_current_notification_event_id()
+        # With a transactional table the round ends at a txn snapshot: its state and listings are of it.
+        snapshot = source.txns.replication_snapshot(policy.db_name) if acid else None
+        end = snapshot.event_id if snapshot is not None else source.get_current_notification_event_id()
         feed(start, end)
         engine._consolidate(sub, policy, start, end, with_data, external)
         start = end
@@ -275,6 +304,8 @@ def bootstrap_in_window(
         for name in _dumped_tables(sub, policy.db_name):
             if name not in keep:
                 sub.remove_tree(DumpLayout.table_dir(policy.db_name, name))
+    if snapshot is not None:
+        engine._finish_acid_tables(sub, policy.db_name, snapshot, with_data)
     return start
 
 
@@ -344,6 +375,7 @@ def apply_bootstrap_part(
             if not policy.includes_table(name):
                 writer.drop_table(name)
     sub = dump.bootstrap_part()
+    acid: list[str] = []
     for name in meta.bootstrapped_tables:
         base = DumpLayout.table_dir(meta.db_name, name)
         if not sub.exists(DumpLayout.table(meta.db_name, name)):
@@ -363,6 +395,9 @@ def apply_bootstrap_part(
             if stale:
                 writer.drop_partitions(name, stale)
         load_table(sub, writer, meta, table)
+        if is_acid_snapshot(table):
+            acid.append(name)
+    load_bootstrapped_tables_state(writer, sub, meta, acid)
 
 
 def _part_name(keys: list[str], values: list[str]) -> str:

@@ -14,6 +14,11 @@ as the work it is and large files spread over the cores instead of queueing behi
 per core only add task overhead (a Spark job of 4 empty tasks: 0.15-0.3 s here, as long as cp takes for
 1 GB).
 
+Between two ``hdfs://`` paths the copies run in the executors' JVMs through Hadoop's FileSystem API instead
+(``spark.hadoop_copy``: block streaming over the DataNodes' RPC, composite CRCs from HDFS, Hadoop's own
+Kerberos and delegation tokens); the driver checks every path against the copy's roots before handing the
+tasks over and every reported checksum after. Local, S3 and mixed copies run in Python as described here.
+
 Every file is staged under a hidden name, verified against a checksum known before the copy, and only then
 published (the load publishes its own staged copies when it applies metadata; the tree copy renames each
 file into place itself). A failed file never stops the others: all failures are collected and reported
@@ -35,8 +40,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from hmsrepl.exceptions import HmsReplError, StorageError
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.replication.filecopy import CopyResult, CopyTask, bound, run_copy_task
+from hmsrepl.spark import hadoop_copy
 from hmsrepl.spark.progress import CopyProgress, ProgressAddress, ProgressSender
-from hmsrepl.storage.base import base_name, join_uri, relative_to, store_traits
+from hmsrepl.storage.base import FileStatus, base_name, join_uri, relative_to, store_traits
 from hmsrepl.storage.checksum import parse_checksum_token
 from hmsrepl.storage.local import Durability, deferred_sync
 from hmsrepl.storage.rooted import RootedFileSystem, copy_between
@@ -117,20 +123,41 @@ def spark_copy(
     """
     if not tasks:
         return []
-    costs = [_task_cost(task) for task in tasks]
     threads = threads or copy_threads(tasks[0].target_uri)
-    outcomes = distribute(
-        spark,
-        list(tasks),
-        costs,
-        _copy_task_outcome,
-        partitions,
-        threads,
-        f"hmsrepl copy: {len(tasks)} files",
-        durability=durability,
-        failed=_copy_failure,
-        progress_bytes=sum(_task_size(task) for task in tasks),
-    )
+    outcomes: list[CopyResult | FileFailure | None] = [None] * len(tasks)
+    on_jvm = _plan_on_hadoop(spark, tasks)
+    for index, planned in on_jvm.items():
+        if isinstance(planned, FileFailure):
+            outcomes[index] = planned
+    jvm_tasks = {i: p for i, p in on_jvm.items() if isinstance(p, hadoop_copy.HadoopTask)}
+    if jvm_tasks:
+        indexes = list(jvm_tasks)
+        reported = _run_on_hadoop(
+            spark,
+            [jvm_tasks[i] for i in indexes],
+            [_task_cost(tasks[i]) for i in indexes],
+            partitions,
+            threads,
+            f"hmsrepl copy: {len(indexes)} files",
+        )
+        for index, reported_outcome in zip(indexes, reported, strict=True):
+            outcomes[index] = _checked_load(tasks[index], jvm_tasks[index], reported_outcome)
+    rest = [index for index in range(len(tasks)) if index not in on_jvm]
+    if rest:
+        copied = distribute(
+            spark,
+            [tasks[index] for index in rest],
+            [_task_cost(tasks[index]) for index in rest],
+            _copy_task_outcome,
+            partitions,
+            threads,
+            f"hmsrepl copy: {len(rest)} files",
+            durability=durability,
+            failed=_copy_failure,
+            progress_bytes=sum(_task_size(tasks[index]) for index in rest),
+        )
+        for index, outcome in zip(rest, copied, strict=True):
+            outcomes[index] = outcome
     failures = [o for o in outcomes if isinstance(o, FileFailure)]
     if failures:
         raise SparkCopyError(failures, len(tasks))
@@ -168,6 +195,63 @@ def discard_unpublished(tasks: Sequence[CopyTask]) -> int:
     from hmsrepl.replication.prestage import discard_unpublished as discard
 
     return discard(tasks)
+
+
+def _plan_on_hadoop(
+    spark: SparkSession, tasks: Sequence[CopyTask]
+) -> dict[int, hadoop_copy.HadoopTask | FileFailure]:
+    """The tasks the Hadoop client copies (``spark.hadoop_copy``), by index: each checked against its roots
+    here, on the driver (a refused one is a failure and reaches no executor); the others copy in Python."""
+    planned: dict[int, hadoop_copy.HadoopTask | FileFailure] = {}
+    if not any(hadoop_copy.on_hadoop(task.target_uri) for task in tasks):
+        return planned
+    for index, task in enumerate(tasks):
+        try:
+            jvm_task = hadoop_copy.load_task(task)
+        except Exception as exc:
+            planned[index] = _copy_failure(task, exc)
+            continue
+        if jvm_task is not None:
+            planned[index] = jvm_task
+    if any(isinstance(p, hadoop_copy.HadoopTask) for p in planned.values()) and not hadoop_copy.available(
+        spark
+    ):
+        return {i: p for i, p in planned.items() if isinstance(p, FileFailure)}
+    return planned
+
+
+def _run_on_hadoop(
+    spark: SparkSession,
+    tasks: Sequence[hadoop_copy.HadoopTask],
+    costs: Sequence[int],
+    partitions: int | None,
+    threads: int,
+    description: str,
+) -> list[hadoop_copy.HadoopOutcome]:
+    """``hadoop_copy.run`` over balanced groups, as ``distribute`` groups the Python copies."""
+    sc = spark.sparkContext
+    groups = balance(costs, partitions or group_count(len(tasks), sc.defaultParallelism * GROUPS_PER_CORE))
+    sc.setJobDescription(description)
+    log.info(
+        "%s through Hadoop's FileSystem API on the executors (engine %s) in %d Spark tasks, %d in flight per task",
+        description,
+        hadoop_copy.ENGINE,
+        len(groups),
+        threads,
+    )
+    try:
+        return hadoop_copy.run(spark, tasks, groups, threads)
+    finally:
+        sc.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def _checked_load(
+    task: CopyTask, jvm_task: hadoop_copy.HadoopTask, outcome: hadoop_copy.HadoopOutcome
+) -> CopyResult | FileFailure:
+    try:
+        return hadoop_copy.check_load(task, jvm_task, outcome)
+    except Exception as exc:
+        return _copy_failure(task, exc)
 
 
 def _copy_task_outcome(task: CopyTask) -> CopyResult | FileFailure:
@@ -242,6 +326,8 @@ def spark_copy_tree(
     if not pairs:
         return TreeCopyResult(0, 0)
     threads = threads or copy_threads(dst_root)
+    if hadoop_copy.on_hadoop(src_root, dst_root) and hadoop_copy.available(spark):
+        return _copy_tree_on_hadoop(spark, src_fs, dst_root, statuses, pairs, partitions, threads)
     outcomes = distribute(
         spark,
         pairs,
@@ -258,6 +344,43 @@ def spark_copy_tree(
     if failures:
         raise SparkCopyError(failures, len(pairs))
     return TreeCopyResult(len(pairs), sum(o for o in outcomes if isinstance(o, int)))
+
+
+def _copy_tree_on_hadoop(
+    spark: SparkSession,
+    src_fs: RootedFileSystem,
+    dst_root: str,
+    statuses: Sequence[FileStatus],
+    pairs: Sequence[tuple[str, str]],
+    partitions: int | None,
+    threads: int,
+) -> TreeCopyResult:
+    """``spark_copy_tree`` through Hadoop's client: each pair admitted by the source's and the destination's
+    roots here, each reported copy checked against the source's checksum here."""
+    dst_fs = RootedFileSystem([dst_root], purpose=f"copy to '{dst_root}'")
+    for src, dst in pairs:
+        src_fs.check(src)
+        dst_fs.check(dst)
+    jvm_tasks = [
+        hadoop_copy.tree_task(src, dst, s.size) for (src, dst), s in zip(pairs, statuses, strict=True)
+    ]
+    reported = _run_on_hadoop(
+        spark,
+        jvm_tasks,
+        [s.size + FILE_COST_BYTES for s in statuses],
+        partitions,
+        threads,
+        f"hmsrepl copy tree: {len(pairs)} files from {src_fs.roots[0]}",
+    )
+    failures, copied = [], 0
+    for pair, jvm_task, outcome in zip(pairs, jvm_tasks, reported, strict=True):
+        try:
+            copied += hadoop_copy.check_tree(jvm_task, outcome, (dst_root,))
+        except Exception as exc:
+            failures.append(_pair_failure(pair, exc))
+    if failures:
+        raise SparkCopyError(failures, len(pairs))
+    return TreeCopyResult(len(pairs), copied)
 
 
 def _relative(uri: str, root: str) -> str:
