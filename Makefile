@@ -26,12 +26,13 @@ setup: krb5-packages db-packages $(STAMP) check-java peer-jars  ## .venv with ev
 
 # JVM peers from Maven Central, pinned and SHA-1 checked, cached under var/peers: hadoop-aws and the AWS SDK
 # modules for Spark's s3a:// (pyspark ships neither), and Spark's Hive 3.1.3 metastore client.
-peer-jars: $(STAMP)  ## fetch the JVM peers (jars, the Trino server, the HDFS minicluster, Hive 3.1/4.2 metastores) into var/peers
+peer-jars: $(STAMP)  ## fetch the JVM peers (jars, the Trino server, the HDFS minicluster, Hive 3.1/4.2 metastores) into var/peers; the Spark Hadoop-API copier's jar into var/jars
 	$(BIN)/python -m tests.peers.s3a >/dev/null
 	$(BIN)/python -m tests.peers.hive31 >/dev/null
 	$(BIN)/python -m tests.peers.trino >/dev/null
 	$(BIN)/python -m tests.peers.hdfs >/dev/null
 	$(BIN)/python -m tests.peers.hive_metastore >/dev/null
+	$(BIN)/python -m hmsrepl.spark.hadoop_jar >/dev/null
 
 db-packages:  ## Debian's PostgreSQL and MariaDB servers, for the tests' throwaway servers (as root, when missing)
 	@$(DB_SERVERS) install
