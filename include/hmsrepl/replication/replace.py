@@ -363,7 +363,7 @@ def apply_bootstrap_part(
     meta: DumpMetadata,
     writer: TargetWriter,
     policy: ReplicationPolicy,
-    load_table: Callable[[DumpDir, TargetWriter, DumpMetadata, dict[str, Any]], None],
+    load_table: Callable[[DumpDir, TargetWriter, DumpMetadata, dict[str, Any]], object],
 ) -> None:
     """Drop the tables the (new) policy excludes, then make each bootstrapped table equal to its dump.
 
