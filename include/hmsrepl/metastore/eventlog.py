@@ -176,13 +176,9 @@ class EventLog:
         else:
             check_writable(conn, events)  # protected replicas and frozen sources refuse client writes
             next_id = self._take_ids(conn, len(events))
-            conn.execute(
-                insert(notification_log),
-                [
-                    {**row, "event_id": next_id + offset, "event_time": now, "cat_name": "hive"}
-                    for offset, row in enumerate(rows)
-                ],
-            )
+            for offset, row in enumerate(rows):
+                row.update(event_id=next_id + offset, event_time=now, cat_name="hive")
+            conn.execute(insert(notification_log), rows)
         return [next_id + offset for offset in range(len(rows))]
 
     def _append_postgres(
