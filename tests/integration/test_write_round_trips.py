@@ -126,3 +126,48 @@ def test_a_batch_that_locked_its_database_reads_the_row_once_and_sees_its_own_ch
         catalog.alter_database("b", changed.model_copy(update={"parameters": {"k": "rolled back"}}))
         raise RuntimeError("the batch fails")
     assert catalog.get_database("b").parameters == {"k": "v"}
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_write_waiting_for_a_held_database_row_holds_no_event_ids_meanwhile(metastore: Metastore) -> None:
+    """A commit that finds its database row held (a load, a freeze) waits for it without holding the event
+    sequence: writes to other databases keep committing meanwhile, and once the row is released the waiting
+    batch commits its events with consecutive ids, in the order it made its changes. (On MariaDB the
+    waiting batch's table insert already blocks other creations, before any commit check.)"""
+    catalog = metastore.catalog
+    catalog.create_database(Database(name="held"))
+    catalog.create_database(Database(name="free"))
+    outcome: list[BaseException | None] = []
+    started = threading.Event()
+
+    def batch() -> None:
+        started.set()
+        try:
+            with metastore.events.transaction():
+                for number in range(3):
+                    catalog.create_table(make_table("held", f"t{number}"))
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    before = metastore.events.current_event_id()
+    with metastore.events.write_engine.begin() as holder:
+        holder.execute(select(dbs.c.doc).where(dbs.c.name == "held").with_for_update()).first()
+        writer = threading.Thread(target=batch)
+        writer.start()
+        started.wait(5)
+        time.sleep(1.0)  # the batch is now waiting for the row
+        assert writer.is_alive()
+        catalog.create_table(make_table("free", "meanwhile"))  # would block if the batch held the sequence
+    writer.join(60)
+    assert not writer.is_alive()
+    assert outcome == [None]
+    events = metastore.events.next_events(before)
+    assert [(e.db_name, e.table_name) for e in events] == [
+        ("free", "meanwhile"),
+        ("held", "t0"),
+        ("held", "t1"),
+        ("held", "t2"),
+    ]
+    assert [e.event_id for e in events] == list(range(before + 1, before + 5))

@@ -33,7 +33,14 @@ from hmsrepl.metastore.database import reads, writer
 from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent, encode_message
 from hmsrepl.metastore.payloads import Payload
-from hmsrepl.metastore.protection import check_crossing, check_writable
+from hmsrepl.metastore.pg_append import append_checked
+from hmsrepl.metastore.protection import (
+    check_crossing,
+    check_held_row,
+    check_writable,
+    databases_to_check,
+    judge_locked_rows,
+)
 from hmsrepl.metastore.schema import notification_log, notification_sequence
 
 DELETE_BATCH = 10_000
@@ -146,11 +153,9 @@ class EventLog:
             yield conn
 
     def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:
-        check_writable(conn, events)  # protected replicas and frozen sources refuse client writes
-        next_id = self._take_ids(conn, len(events))
         now = int(time.time())
         rows = []
-        for offset, event in enumerate(events):
+        for event in events:
             text, message_format = encode_message(
                 event.body,
                 compress=self.compress,
@@ -159,18 +164,38 @@ class EventLog:
             )
             rows.append(
                 {
-                    "event_id": next_id + offset,
-                    "event_time": now,
                     "event_type": str(event.event_type),
-                    "cat_name": "hive",
                     "db_name": event.db_name,
                     "tbl_name": event.table_name,
                     "message": text,
                     "message_format": message_format,
                 }
             )
-        conn.execute(insert(notification_log), rows)
+        if conn.dialect.name == "postgresql":
+            next_id = self._append_postgres(conn, events, rows, now)
+        else:
+            check_writable(conn, events)  # protected replicas and frozen sources refuse client writes
+            next_id = self._take_ids(conn, len(events))
+            for offset, row in enumerate(rows):
+                row.update(event_id=next_id + offset, event_time=now, cat_name="hive")
+            conn.execute(insert(notification_log), rows)
         return [next_id + offset for offset in range(len(rows))]
+
+    def _append_postgres(
+        self, conn: Connection, events: Sequence[PendingEvent], rows: list[dict[str, Any]], now: int
+    ) -> int:
+        """The check, the ids and the rows in one statement (``pg_append``); when a database row is held by
+        another transaction, the check that waits for it, then the append alone."""
+        names = databases_to_check(events)
+        first, docs = append_checked(conn, names, rows, now)
+        if first is None:
+            for name in names:
+                check_held_row(conn, name)
+            first, docs = append_checked(conn, [], rows, now)
+            if first is None:
+                raise RuntimeError("the notification sequence row is missing; run 'hmsrepl schema upgrade'")
+        judge_locked_rows(docs)  # a refusal rolls the whole transaction back, its events with it
+        return first
 
     @staticmethod
     def _take_ids(conn: Connection, count: int) -> int:
@@ -236,7 +261,7 @@ class EventLog:
             while True:
                 want = self._PAGE if limit is None else min(self._PAGE, limit - len(events))
                 rows = _driver_rows(conn, page, {"after": after, "want": want})
-                events.extend([NotificationEvent(*row) for row in rows])
+                events.extend(map(_make_event, rows))
                 if len(rows) < want or len(events) == limit:
                     return events
                 after = rows[-1][0]
@@ -252,7 +277,7 @@ class EventLog:
     def _event_columns() -> tuple[Any, ...]:
         """The log's columns in NotificationEvent's field order, so each row builds an event positionally.
 
-        Derived from the dataclass rather than listed, so reordering or adding a field cannot silently
+        Derived from the named tuple rather than listed, so reordering or adding a field cannot silently
         put values into the wrong attribute (a field without a column fails at import, loudly).
         """
         log = notification_log
@@ -261,10 +286,7 @@ class EventLog:
             # Rows without a catalog belong to Hive's default one (as ``cat_name or "hive"`` did).
             "cat_name": func.coalesce(func.nullif(log.c.cat_name, ""), "hive"),
         }
-        return tuple(
-            special[name] if name in special else log.c[name]
-            for name in NotificationEvent.__dataclass_fields__
-        )
+        return tuple(special[name] if name in special else log.c[name] for name in NotificationEvent._fields)
 
     # Built once: constructing the expressions costs ~25 us, a tenth of a small read on SQLite.
     _EVENT_COLUMNS = _event_columns()
@@ -297,7 +319,7 @@ class EventLog:
         )
         query = _filtered(query, db_name, table_name, event_types)
         with self.read_engine.connect() as conn:
-            return [NotificationEvent(*row) for row in conn.execute(query).all()]
+            return list(map(_make_event, conn.execute(query).all()))
 
     def oldest_event_id(self) -> int | None:
         """The oldest event the log still holds (None: empty), to tell a cleaned-up history from none."""
@@ -343,6 +365,9 @@ class EventLog:
             deleted += count
             if upper is None or count == 0:
                 return deleted
+
+
+_make_event = NotificationEvent._make  # an event from a row in NotificationEvent's field order
 
 
 def _driver_rows(conn: Connection, statement: Select[Any], params: dict[str, Any]) -> list[tuple[Any, ...]]:

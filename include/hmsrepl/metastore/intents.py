@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, literal, select, update
 
 from hmsrepl.exceptions import InvalidOperationError
 from hmsrepl.faults import fault_point
@@ -50,6 +50,15 @@ PUBLISH = "publish"
 KINDS = (RECYCLE, MAKEDIRS, PUBLISH)
 # Kinds whose pending work puts files in, or takes them out of, a location: done before a new object takes it.
 SETTLED_BEFORE_CREATE = (RECYCLE, PUBLISH)
+#: Whether an intent a new object may have to settle is pending: a create asks it in the statement that
+#: reads its database, so the usual answer, none, costs no read of the intents (``settle``'s ``any_pending``).
+ANY_SETTLE_CANDIDATE = (
+    select(file_intents.c.id)
+    .where(
+        file_intents.c.kind.in_([literal(kind) for kind in SETTLED_BEFORE_CREATE])
+    )  # not expanded per call
+    .exists()
+)
 _INSERT_INTENT = insert(file_intents)  # built once: a load records intents by the hundred
 _INSERT_INTENT_RETURNING = insert(file_intents).returning(file_intents.c.id, sort_by_parameter_order=True)
 
@@ -351,15 +360,16 @@ class FileIntents:
             tx.shared["settle_candidates"] = candidates
         return candidates
 
-    def settle(self, locations: Iterable[str | None], what: str) -> None:
+    def settle(self, locations: Iterable[str | None], what: str, *, any_pending: bool = True) -> None:
         """Complete pending recycle and publish intents touching ``locations`` before a new object takes them.
 
         This is what keeps a re-created name from adopting the files of a dropped object whose recycling
         a crash interrupted. Raises InvalidOperationError naming the location and the cause when an intent
-        cannot be completed now.
+        cannot be completed now. ``any_pending``: False when the caller just read ``ANY_SETTLE_CANDIDATE`` as
+        false (there is nothing to settle, and nothing to read).
         """
         keys = {path_key(loc).rstrip("/") for loc in locations if loc}
-        if not keys:
+        if not keys or not any_pending:
             return
         candidates = self._settle_candidates()
         for intent in list(candidates):

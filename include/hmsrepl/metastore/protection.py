@@ -112,8 +112,18 @@ def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
     The row already holds the transaction's own changes, so a database change is also judged by the state it
     started from (an ALTER_DATABASE removing ``hmsrepl.replica.of``, a DROP_DATABASE whose row is gone).
     """
+    for name in databases_to_check(events):
+        if _check_unheld_row(conn, name):
+            continue
+        check_held_row(conn, name)
+
+
+def databases_to_check(events: Sequence[PendingEvent]) -> list[str]:
+    """The first half of the commit check, made without the database: refuses a change judged by the state
+    it started from (see ``check_writable``), and returns the databases whose rows must still be read and
+    share-locked, sorted (the order every writer locks them in); none for a privileged writer."""
     if is_privileged():
-        return
+        return []
     for event in events:
         prior = prior_database(event.body) if event.event_type in PRIOR_DATABASE else None
         if prior is not None:
@@ -121,14 +131,23 @@ def check_writable(conn: Connection, events: Sequence[PendingEvent]) -> None:
     names: set[str] = set()
     for event in events:
         names |= named_databases(event)
-    for name in sorted(names):
-        if _check_unheld_row(conn, name):
-            continue
-        # A plain read refuses writes into replicas without waiting for (or deadlocking with) a load that
-        # holds the row; the shared lock is then taken only for writable databases, against a freeze.
-        for locking in (False, True):
-            if not _check_row(conn, name, locking=locking):
-                break
+    return sorted(names)
+
+
+def judge_locked_rows(docs: Iterable[str]) -> None:
+    """Refuse if one of these database rows, read under the commit's shared lock, is protected."""
+    for doc in docs:
+        _refuse_database(doc)
+
+
+def check_held_row(conn: Connection, name: str) -> None:
+    """The commit check of database ``name`` when its row may be held by another transaction (a load or a
+    freeze), or may be gone: judged without waiting first, then share-locked, waiting for the holder."""
+    # A plain read refuses writes into replicas without waiting for (or deadlocking with) a load that
+    # holds the row; the shared lock is then taken only for writable databases, against a freeze.
+    for locking in (False, True):
+        if not _check_row(conn, name, locking=locking):
+            break
 
 
 def check_crossing(conn: Connection, event: PendingEvent) -> None:

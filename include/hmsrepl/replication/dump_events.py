@@ -8,7 +8,6 @@ trimmed to the policy's tables, partitions taken out by compaction, a rename out
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -51,9 +50,7 @@ class DumpEvent(Generic[M]):
             body, compress=False, compress_min_bytes=0, exact_floats=spec_of(kind).floats
         )
         assert message_format == JSON_FORMAT
-        event = dataclasses.replace(
-            self.event, event_type=str(kind), message=text, message_format=message_format
-        )
+        event = self.event._replace(event_type=str(kind), message=text, message_format=message_format)
         # Made from the body itself: decoding the text just written would give the same message.
         message = spec_of(kind).message(str(kind), body, event.db_name, event.table_name)
         return DumpEvent(event, message)

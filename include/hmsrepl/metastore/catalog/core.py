@@ -13,6 +13,7 @@ from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, applied_
 from hmsrepl.metastore.capture import capture, capture_delta
 from hmsrepl.metastore.catalog.rows import (
     _DB_DOC,
+    _DB_DOC_AND_SETTLE,
     _DB_DOC_FOR_UPDATE,
     _DB_ID,
     _TABLE_ROW,
@@ -114,6 +115,17 @@ class CatalogCore:
         if for_update and held is not None:
             held[name] = db.model_copy(deep=True)
         return db
+
+    def load_db_to_create_in(self, conn: Connection, name: str) -> tuple[Database, bool]:
+        """``load_db``, and whether file intents a new object may have to settle are pending, in one read
+        (``FileIntents.settle``'s ``any_pending``; True when not read: a held row costs no statement)."""
+        held = self.held_databases(conn)
+        if held is not None and name in held:
+            return held[name].model_copy(deep=True), True
+        row = conn.execute(_DB_DOC_AND_SETTLE, {"db_name": name}).first()
+        if row is None:
+            raise NoSuchDatabaseError(name)
+        return Database.model_validate_json(row.doc), bool(row.settle)
 
     def held_databases(self, conn: Connection) -> dict[str, Database] | None:
         """The database rows this thread's open transaction on ``conn`` holds locked FOR UPDATE, by name.

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, CursorResult, and_, bindparam, exists, insert
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.capture import still_recorded
+from hmsrepl.metastore.intents import ANY_SETTLE_CANDIDATE
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.payloads import (
@@ -37,6 +38,10 @@ DEFAULT_DB = "default"
 # SQLite then takes to answer it (a built statement keeps its cache key).
 _DB_ID = select(dbs.c.db_id).where(dbs.c.name == bindparam("db_name"))
 _DB_DOC = select(dbs.c.doc).where(dbs.c.name == bindparam("db_name"))
+# The database a table is created in, and whether file intents it may have to settle first are pending.
+_DB_DOC_AND_SETTLE = select(dbs.c.doc, ANY_SETTLE_CANDIDATE.label("settle")).where(
+    dbs.c.name == bindparam("db_name")
+)
 # Locked by primary key only: a lock taken through the unique name index first holds that index entry while
 # it waits for the row, which MariaDB turns into a deadlock with a writer holding the row (the locker loses).
 _DB_DOC_FOR_UPDATE = select(dbs.c.doc).where(dbs.c.db_id == bindparam("db_id")).with_for_update()

@@ -81,7 +81,7 @@ class TableCatalog(CatalogFamily):
         check_identifier(table.table_name, "table")
         key = None
         with self.events.reader() as conn:  # the database and the location checks: one connection
-            db = self.core.load_db(conn, table.db_name.lower())
+            db, any_pending = self.core.load_db_to_create_in(conn, table.db_name.lower())
             self.core.refuse_protected(db)  # protected replica: refused before any file work
             if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
                 location: str | None = join_uri(
@@ -97,7 +97,7 @@ class TableCatalog(CatalogFamily):
                 key = self.locations.check_table(
                     conn, table.qualified_name, location, managed=table.is_managed
                 )
-        self.intents.settle([location], f"table '{table.qualified_name}'")
+        self.intents.settle([location], f"table '{table.qualified_name}'", any_pending=any_pending)
         with self.events.transaction() as tx:
             row = {
                 "tbl_name": table.table_name,
