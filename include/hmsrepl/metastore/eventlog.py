@@ -154,7 +154,7 @@ class EventLog:
 
     def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:
         now = int(time.time())
-        rows = []
+        rows: list[dict[str, Any]] = []
         for event in events:
             text, message_format = encode_message(
                 event.body,
