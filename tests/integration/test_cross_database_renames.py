@@ -14,6 +14,7 @@ import pytest
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
+from hmsrepl.replication import acid_replay
 from hmsrepl.replication.commands import parse_policy
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import DumpDir
@@ -143,4 +144,33 @@ def test_a_rename_across_databases_follows_the_policy_s_table_filter(
     dump = sync(engine, target, "sales", policy)
     assert written(dump) == [("DROP_TABLE", "t1")]
     assert target.catalog.get_tables("sales_dr") == ["orders"]
+    assert verify(source, "sales", target, "sales_dr", parse_policy(policy)) == []
+
+
+def test_tables_renamed_in_while_a_bootstrap_dump_lists_the_database_are_in_it(
+    engine: ReplicationEngine, source: Metastore, target: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renamed in after the dump's first event id but before it lists the tables: read under the new names,
+    they stay in the dump when its consolidation replays the renames (from another database, and from a
+    name outside the policy's filter)."""
+    policy = "sales.['orders', 'events', 't2']"
+    for db in ("sales", "staging"):
+        source.catalog.create_database(Database(name=db))
+    partitioned(source, "sales", "orders", ("d1",))
+    partitioned(source, "sales", "excluded", ("d1",))
+    partitioned(source, "staging", "events", ("d1", "d2"))
+    waited = acid_replay.wait_for_open_txns
+
+    def renames_then_wait(*args: object, **kwargs: object) -> None:
+        rename(source, "staging", "events", "sales", "events")
+        rename(source, "sales", "excluded", "sales", "t2")
+        add_day(source, "sales", "events", "d3")
+        waited(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(acid_replay, "wait_for_open_txns", renames_then_wait)
+    dumped = engine.execute(f"REPL DUMP {policy}")
+    monkeypatch.undo()
+    engine.execute(f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'")
+    assert sorted(target.catalog.get_tables("sales_dr")) == ["events", "orders", "t2"]
+    assert target.catalog.get_partition_names("sales_dr", "events") == ["day=d1", "day=d2", "day=d3"]
     assert verify(source, "sales", target, "sales_dr", parse_policy(policy)) == []

@@ -558,10 +558,8 @@ def _drop_table(run: Consolidation, event: DumpEvent[Any]) -> None:
 
 def _alter_table(run: Consolidation, event: DumpEvent[AlterTableMessage]) -> None:
     name, message = event.event.table_name or "", event.message
-    if enters(message, run.db):  # from another database: read in the next round, like one from outside
-        arrived = message.table.table_name
-        run.entry(arrived)
-        run.touched[arrived] = None
+    if enters(message, run.db):  # from another database, as from outside the policy
+        _arrived(run, message.table.table_name)
         return
     if leaves(message, run.db):  # into another database: gone from this one, as after a drop
         run.entry(name)
@@ -576,6 +574,8 @@ def _alter_table(run: Consolidation, event: DumpEvent[AlterTableMessage]) -> Non
             current.table = after
             current.files = run.listing(message.data, current.files)
             run.touched[new_name] = current
+        elif current is None and run.wanted(after):
+            _arrived(run, new_name)
         else:
             run.entry(new_name)
             run.touched[new_name] = None
@@ -584,6 +584,17 @@ def _alter_table(run: Consolidation, event: DumpEvent[AlterTableMessage]) -> Non
         return
     current.table = after
     current.files = run.listing(message.data, current.files)
+
+
+def _arrived(run: Consolidation, name: str) -> None:
+    """A table renamed in from outside the policy (or its database), whose state no event carries.
+
+    An entry held under ``name`` at this point was read after the rename (one read before it would have been
+    taken away by the drop or rename that freed the name first): it is the arrived table, and the window's
+    later events replay onto it. Without one the table is not in the dump: an incremental dump reads it in
+    its next round (``replace.bootstrap_in_window``)."""
+    if run.entry(name) is None:
+        run.touched[name] = None
 
 
 def _add_partitions(run: Consolidation, event: DumpEvent[AddPartitionMessage]) -> None:
