@@ -25,7 +25,8 @@ from tests.dump_events import read_events
 from tests.helpers import make_partition, make_table, write_file
 from tests.security.untouched import tree_hashes
 
-pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+# The replica on SQLite and PostgreSQL (the source is SQLite).
+BACKENDS = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 
 
 def partitioned(store: Metastore, db: str, name: str, days: tuple[str, ...]) -> None:
@@ -76,6 +77,7 @@ def two_replicas(engine: ReplicationEngine, source: Metastore) -> ReplicationEng
     return engine
 
 
+@BACKENDS
 def test_a_table_renamed_between_replicated_databases_moves_between_their_replicas(
     two_replicas: ReplicationEngine, source: Metastore, target: Metastore
 ) -> None:
@@ -124,6 +126,7 @@ def test_a_table_renamed_between_replicated_databases_moves_between_their_replic
     assert "other_dr" not in target.catalog.get_databases()
 
 
+@BACKENDS
 def test_a_rename_across_databases_follows_the_policy_s_table_filter(
     two_replicas: ReplicationEngine, source: Metastore, target: Metastore
 ) -> None:
@@ -147,6 +150,7 @@ def test_a_rename_across_databases_follows_the_policy_s_table_filter(
     assert verify(source, "sales", target, "sales_dr", parse_policy(policy)) == []
 
 
+@BACKENDS
 def test_tables_renamed_in_while_a_bootstrap_dump_lists_the_database_are_in_it(
     engine: ReplicationEngine, source: Metastore, target: Metastore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,3 +178,20 @@ def test_tables_renamed_in_while_a_bootstrap_dump_lists_the_database_are_in_it(
     assert sorted(target.catalog.get_tables("sales_dr")) == ["events", "orders", "t2"]
     assert target.catalog.get_partition_names("sales_dr", "events") == ["day=d1", "day=d2", "day=d3"]
     assert verify(source, "sales", target, "sales_dr", parse_policy(policy)) == []
+
+
+def test_a_dump_finds_renames_into_its_database_without_inflating_the_log(source: Metastore) -> None:
+    """A rename across databases is stored as plain JSON, so the log hands a dump only the events that name
+    its database; other databases' (compressed) ALTER_TABLE events stay in the database."""
+    for db in ("sales", "staging", "busy"):
+        source.catalog.create_database(Database(name=db))
+    big = {f"k{i}": "v" * 40 for i in range(60)}  # past the log's compression threshold
+    for db, name in (("staging", "events"), ("busy", "noise")):
+        source.catalog.create_table(make_table(db, name).model_copy(update={"parameters": big}))
+    start = source.get_current_notification_event_id()
+    noise = source.catalog.get_table("busy", "noise")
+    source.catalog.alter_table("busy", "noise", noise.model_copy(update={"owner": "sales"}))
+    rename(source, "staging", "events", "sales", "events")
+    found = source.events.next_renames_into("sales", start)
+    assert [(e.db_name, e.message_format) for e in found] == [("staging", "json-1")]
+    assert source.events.next_renames_into("staging", start) == []

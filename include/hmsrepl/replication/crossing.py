@@ -18,7 +18,7 @@ from hmsrepl.metastore.messages import Message
 from hmsrepl.replication.policy import ReplicationPolicy
 
 # The kind of event a rename across databases is logged as: a dump of the database it enters reads these
-# from every other database of its window (``DumpEngine._events``).
+# from every other database of its window (``SourceEvents.next_renames_into``).
 MOVE_KINDS = (str(EventType.ALTER_TABLE),)
 
 

@@ -44,7 +44,7 @@ from hmsrepl.replication import acid_replay
 from hmsrepl.replication.column_stats import dump_column_stats
 from hmsrepl.replication.commands import CommandError, DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
-from hmsrepl.replication.crossing import MOVE_KINDS, crossing_relevant, enters, leaves, may_enter
+from hmsrepl.replication.crossing import crossing_relevant, enters, leaves, may_enter
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
@@ -341,7 +341,7 @@ class DumpEngine:
         while last < upto:
             own = log_.next_events(last, PAGE, db_name=policy.db_name, to_event_id=upto)
             txn = log_.next_events(last, PAGE, event_types=acid_replay.TXN_EVENTS, to_event_id=upto)
-            moves = log_.next_events(last, PAGE, event_types=MOVE_KINDS, to_event_id=upto)
+            moves = log_.next_renames_into(policy.db_name, last, PAGE, to_event_id=upto)
             bound = upto
             for page in (own, txn, moves):
                 if len(page) == PAGE:
