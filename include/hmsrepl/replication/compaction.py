@@ -160,12 +160,12 @@ def summarize_message(event_id: int, table: str | None, message: Message[Any]) -
         return EventSummary(event_id, kind, table, transactional=True, txn_tables=txn_tables)
     if table is None:
         return EventSummary(event_id, kind, None)
-    moved = message.moved_to_db
+    moved, after = message.moved_to_db, message.table
     return EventSummary(
         event_id,
         kind,
         table,
-        new_name=message.rename_target if moved is None else message.table.table_name,
+        new_name=after.table_name if moved is not None and after is not None else message.rename_target,
         new_db=moved,
         partitions=message.partition_names(),
         effects=EFFECTS[kind](message),
