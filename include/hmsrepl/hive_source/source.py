@@ -43,7 +43,7 @@ from hmsrepl.hive_source.messages import (
 )
 from hmsrepl.hive_source.roots import StockRoots
 from hmsrepl.metastore.change_manager import ChangeManager
-from hmsrepl.metastore.events import NotificationEvent
+from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.model import Database, Function, Partition, Table
@@ -278,6 +278,20 @@ class StockEventLog:
             if len(page) < FETCH:
                 break
         return out
+
+    def next_renames_into(
+        self,
+        db_name: str,
+        after_event_id: int,
+        max_events: int | None = None,
+        *,
+        to_event_id: int | None = None,
+    ) -> list[NotificationEvent]:
+        """Every ALTER_TABLE event (Hive filters nothing server-side before Hive 4, and leaving none out keeps
+        a page of ``max_events`` a page): the dump keeps those moving a table into ``db_name``."""
+        return self.next_events(
+            after_event_id, max_events, event_types=[EventType.ALTER_TABLE], to_event_id=to_event_id
+        )
 
 
 class StockTxns:

@@ -24,6 +24,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -31,7 +32,7 @@ from sqlalchemy import (
 from hmsrepl.exceptions import EventsCleanedUpError
 from hmsrepl.metastore.database import reads, writer
 from hmsrepl.metastore.event_specs import SPECS
-from hmsrepl.metastore.events import EventType, NotificationEvent, PendingEvent, encode_message
+from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent, PendingEvent, encode_message
 from hmsrepl.metastore.payloads import Payload
 from hmsrepl.metastore.pg_append import append_checked
 from hmsrepl.metastore.protection import (
@@ -40,6 +41,7 @@ from hmsrepl.metastore.protection import (
     check_writable,
     databases_to_check,
     judge_locked_rows,
+    named_databases,
 )
 from hmsrepl.metastore.schema import notification_log, notification_sequence
 
@@ -158,7 +160,7 @@ class EventLog:
         for event in events:
             text, message_format = encode_message(
                 event.body,
-                compress=self.compress,
+                compress=self.compress and not _moves_database(event),
                 compress_min_bytes=self.compress_min_bytes,
                 exact_floats=SPECS[event.event_type].floats,
             )
@@ -246,11 +248,47 @@ class EventLog:
         Raises EventsCleanedUpError when retention cleanup removed events the caller has not seen yet,
         since skipping them silently would make a replica miss changes.
         """
+        return self._paged(
+            _filtered(self._events_query(to_event_id), db_name, table_name, event_types),
+            after_event_id,
+            max_events,
+        )
+
+    def next_renames_into(
+        self,
+        db_name: str,
+        after_event_id: int,
+        max_events: int | None = None,
+        *,
+        to_event_id: int | None = None,
+    ) -> list[NotificationEvent]:
+        """ALTER_TABLE events logged under other databases that may rename a table into ``db_name``, in id
+        order: a rename across databases is logged under the database the table leaves, as Hive logs it.
+
+        A superset, narrowed in the database: such a rename is stored as plain JSON (``_moves_database``),
+        which names the database as a string, so the few rows whose text names it are all a quiet database's
+        dump reads of a busy log. The caller parses them (``replication.crossing``)."""
+        log, name = notification_log, db_name.lower()
+        query = self._events_query(to_event_id).where(
+            log.c.event_type == str(EventType.ALTER_TABLE),
+            or_(log.c.db_name.is_(None), log.c.db_name != name),
+            log.c.message_format == JSON_FORMAT,
+            log.c.message.contains(f'"{name}"', autoescape=True),
+        )
+        return self._paged(query, after_event_id, max_events)
+
+    def _events_query(self, to_event_id: int | None) -> Select[Any]:
         log = notification_log
         query = select(*self._EVENT_COLUMNS).order_by(log.c.event_id)
         if to_event_id is not None:
             query = query.where(log.c.event_id <= to_event_id)
-        query = _filtered(query, db_name, table_name, event_types)
+        return query
+
+    def _paged(
+        self, query: Select[Any], after_event_id: int, max_events: int | None
+    ) -> list[NotificationEvent]:
+        """The events ``query`` selects after ``after_event_id`` (at most ``max_events``), read in pages."""
+        log = notification_log
         # One statement for every page, its bounds bound: built (and its cache key made) once per call.
         page = query.where(log.c.event_id > bindparam("after")).limit(bindparam("want"))
         limit = max_events if max_events is not None and max_events > 0 else None
@@ -379,6 +417,13 @@ def _driver_rows(conn: Connection, statement: Select[Any], params: dict[str, Any
         return list(result.cursor.fetchall())
     finally:
         result.close()
+
+
+def _moves_database(event: PendingEvent) -> bool:
+    """A rename across databases: stored uncompressed, so the dump of the database it enters finds it by its
+    text in the database (``EventLog.next_renames_into``) instead of inflating every ALTER_TABLE."""
+    own = (event.db_name or "").lower()
+    return event.event_type == EventType.ALTER_TABLE and bool(named_databases(event) - {own})
 
 
 def _filtered(

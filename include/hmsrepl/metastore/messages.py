@@ -128,6 +128,14 @@ class Message(Generic[B]):
         return None
 
     @property
+    def moved_to_db(self) -> str | None:
+        """The database a rename across databases moves the table into (None: it stays in its database).
+
+        Such an event is logged under the database the table leaves, as Hive logs it; ``rename_target``
+        compares names only, so a table keeping its name in another database is no rename by it."""
+        return None
+
+    @property
     def renames(self) -> bool:
         """The event gives its table or partition another name (one name leaves the table, another comes)."""
         return self.rename_target is not None
@@ -243,6 +251,11 @@ class AlterTableMessage(Message[AlterTableBody]):
     def rename_target(self) -> str | None:
         new = self.body.after.table_name
         return new if new != self.body.before.table_name else None
+
+    @property
+    def moved_to_db(self) -> str | None:
+        old, new = self.body.before.db_name.lower(), self.body.after.db_name.lower()
+        return new if old and new and new != old else None
 
     @property
     def data(self) -> DataChange | None:

@@ -66,6 +66,7 @@ class EventSummary:
     kind: str
     table: str | None
     new_name: str | None = None  # ALTER_TABLE that renames
+    new_db: str | None = None  # ALTER_TABLE that renames into another database (crossing.py)
     partitions: tuple[str, ...] = ()  # partition names the event adds, drops, alters or writes
     effects: frozenset[str] = frozenset()  # META, DATA (complete listing), DELTA (part of the listing)
     transactional: bool = False  # a transactional table or an ACID event: never compacted
@@ -73,7 +74,7 @@ class EventSummary:
 
     @property
     def is_rename(self) -> bool:
-        return self.new_name is not None and self.new_name != self.table
+        return self.new_name is not None and (self.new_name != self.table or self.new_db is not None)
 
 
 def data_effects(change: DataChange | None) -> frozenset[str]:
@@ -159,11 +160,13 @@ def summarize_message(event_id: int, table: str | None, message: Message[Any]) -
         return EventSummary(event_id, kind, table, transactional=True, txn_tables=txn_tables)
     if table is None:
         return EventSummary(event_id, kind, None)
+    moved, after = message.moved_to_db, message.table
     return EventSummary(
         event_id,
         kind,
         table,
-        new_name=message.rename_target,
+        new_name=after.table_name if moved is not None and after is not None else message.rename_target,
+        new_db=moved,
         partitions=message.partition_names(),
         effects=EFFECTS[kind](message),
         transactional=is_acid_snapshot(message.table),

@@ -44,6 +44,7 @@ from hmsrepl.replication import acid_replay
 from hmsrepl.replication.column_stats import dump_column_stats
 from hmsrepl.replication.commands import CommandError, DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
+from hmsrepl.replication.crossing import crossing_relevant, enters, leaves, may_enter
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
@@ -99,11 +100,16 @@ def relevant(event: DumpEvent[Any], policy: ReplicationPolicy) -> bool:
 
     OPEN/COMMIT/ABORT_TXN belong to no database and go to every dump, as Hive dumps them: when a txn
     opens nobody knows which databases it will write, and a replayed open must be closed again. A rename
-    belongs to the policy when either name does (it may move a table into or out of it).
+    belongs to the policy when either name does (it may move a table into or out of it); a rename across
+    databases is logged under the database the table leaves, and belongs by its name in the policy's
+    database (``crossing``).
     """
     row = event.event
     if row.db_name is None and event.kind in TXN_KINDS:
         return True
+    moved = crossing_relevant(event.message, row.db_name or "", policy)
+    if moved is not None:
+        return moved
     if (row.db_name or "") != policy.db_name:
         return False
     if row.table_name is None:
@@ -324,7 +330,8 @@ class DumpEngine:
         self, policy: ReplicationPolicy, after: int, upto: int, *, with_markers: bool = False
     ) -> Iterator[DumpEvent[Any]]:
         """The policy's events in (after, upto], as dumps write them: the database's events merged with
-        the database-less txn events (two indexed reads per page, never the whole log).
+        the database-less txn events (two indexed reads per page, never the whole log), and the other
+        databases' ALTER_TABLE events that rename a table into the policy's database (``crossing``).
 
         ``with_markers``: commits get their empty overwrites' markers, a metastore lookup and a listing each
         (``acid_replay.prepare_for_dump``); only the pass that writes events needs them, not planning or
@@ -334,11 +341,15 @@ class DumpEngine:
         while last < upto:
             own = log_.next_events(last, PAGE, db_name=policy.db_name, to_event_id=upto)
             txn = log_.next_events(last, PAGE, event_types=acid_replay.TXN_EVENTS, to_event_id=upto)
+            moves = log_.next_renames_into(policy.db_name, last, PAGE, to_event_id=upto)
             bound = upto
-            for page in (own, txn):
+            for page in (own, txn, moves):
                 if len(page) == PAGE:
                     bound = min(bound, page[-1].event_id)
-            merged = sorted((e for e in (*own, *txn) if e.event_id <= bound), key=lambda e: e.event_id)
+            entering = [e for e in moves if may_enter(e, policy.db_name)]
+            merged = sorted(
+                (e for e in (*own, *txn, *entering) if e.event_id <= bound), key=lambda e: e.event_id
+            )
             for row in merged:
                 event = DumpEvent.of(row)  # parsed once: every later step reads this message
                 if relevant(event, policy):
@@ -347,7 +358,7 @@ class DumpEngine:
                     )
                     if prepared is not None:
                         yield prepared
-            if not own and not txn:
+            if not own and not txn and not moves:
                 return
             last = bound
 
@@ -547,6 +558,13 @@ def _drop_table(run: Consolidation, event: DumpEvent[Any]) -> None:
 
 def _alter_table(run: Consolidation, event: DumpEvent[AlterTableMessage]) -> None:
     name, message = event.event.table_name or "", event.message
+    if enters(message, run.db):  # from another database, as from outside the policy
+        _arrived(run, message.table.table_name)
+        return
+    if leaves(message, run.db):  # into another database: gone from this one, as after a drop
+        run.entry(name)
+        run.touched[name] = None
+        return
     after = message.table.to_json()
     current = run.entry(name)
     new_name = message.rename_target
@@ -556,6 +574,8 @@ def _alter_table(run: Consolidation, event: DumpEvent[AlterTableMessage]) -> Non
             current.table = after
             current.files = run.listing(message.data, current.files)
             run.touched[new_name] = current
+        elif current is None and run.wanted(after):
+            _arrived(run, new_name)
         else:
             run.entry(new_name)
             run.touched[new_name] = None
@@ -564,6 +584,17 @@ def _alter_table(run: Consolidation, event: DumpEvent[AlterTableMessage]) -> Non
         return
     current.table = after
     current.files = run.listing(message.data, current.files)
+
+
+def _arrived(run: Consolidation, name: str) -> None:
+    """A table renamed in from outside the policy (or its database), whose state no event carries.
+
+    An entry held under ``name`` at this point was read after the rename (one read before it would have been
+    taken away by the drop or rename that freed the name first): it is the arrived table, and the window's
+    later events replay onto it. Without one the table is not in the dump: an incremental dump reads it in
+    its next round (``replace.bootstrap_in_window``)."""
+    if run.entry(name) is None:
+        run.touched[name] = None
 
 
 def _add_partitions(run: Consolidation, event: DumpEvent[AddPartitionMessage]) -> None:

@@ -7,7 +7,8 @@ replays the window's later events onto what it read with the bootstrap's consoli
 ``layout.BOOTSTRAP_DIR`` (``DumpDir.bootstrap_part``), and their own events in the window are not written. Tables the new policy drops
 are dropped by the load. A rename that moves a table into the policy (from an excluded name) is the same
 case as a newly included table; a rename out of it is written as a DROP_TABLE of the old name. This holds for
-every incremental dump, with or without REPLACE.
+every incremental dump, with or without REPLACE, and for renames across databases (``crossing``): a table
+renamed into the policy's database arrives from outside the policy, one renamed into another leaves it.
 
 Which names need this is decided event by event (``WindowPlanner``): a name is *diverged* while the source
 has a table under it that the target does not follow. It becomes diverged when newly included by REPLACE
@@ -57,6 +58,7 @@ from hmsrepl.replication.compaction import (
     compact,
     summarize,
 )
+from hmsrepl.replication.crossing import qualified_target
 from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.replication.layout import TABLE, DumpDir, DumpLayout, DumpMetadata
 from hmsrepl.replication.policy import ReplicationPolicy
@@ -131,6 +133,8 @@ class WindowPlanner:
         if s.table is None:
             return EMIT
         name = s.table
+        if s.new_db is not None:
+            return self._decide_move(s)
         if s.is_rename:
             new = s.new_name or ""
             if self.diverged(name):
@@ -154,6 +158,19 @@ class WindowPlanner:
         if s.kind in TABLE_DROPS:
             self._follow(name)
         return SKIP
+
+    def _decide_move(self, s: EventSummary) -> str:
+        """A rename across databases (``crossing``): one arriving is bootstrapped like a table renamed in
+        from outside the policy, one leaving is written as a drop of its old name (or only frees a diverged
+        name: the target has no table under it)."""
+        if s.new_db == self.policy.db_name:
+            self._diverge(s.new_name or "", False)
+            return SKIP
+        name = s.table or ""
+        if self.diverged(name):
+            self._follow(name)
+            return SKIP
+        return DROP
 
     def _decide_txn(self, s: EventSummary) -> str:
         """Txns are replayed whole (every open needs its close), but a diverged table's write ids are not
@@ -229,7 +246,8 @@ class WindowPlan:
         message = event.message
         if action == DROP and isinstance(message, AlterTableMessage):
             # A rename out of the policy: the target drops the table under its old name.
-            drop = DropTableBody(table=message.before, recycled=[], renamed_to=message.rename_target)
+            renamed_to = qualified_target(message) or message.rename_target
+            drop = DropTableBody(table=message.before, recycled=[], renamed_to=renamed_to)
             return event.rewritten(drop, EventType.DROP_TABLE)
         strip = self.commit_strips.get(event.event_id)
         if strip and isinstance(message, CommitTxnMessage):

@@ -68,6 +68,18 @@ class SourceEvents(Protocol):
         to_event_id: int | None = None,
     ) -> list[NotificationEvent]: ...
 
+    def next_renames_into(
+        self,
+        db_name: str,
+        after_event_id: int,
+        max_events: int | None = None,
+        *,
+        to_event_id: int | None = None,
+    ) -> list[NotificationEvent]:
+        """ALTER_TABLE events that may rename a table of another database into ``db_name`` (a superset, in
+        id order, at most ``max_events``): the dump parses them (``replication.crossing``)."""
+        ...
+
 
 class SourceTxns(Protocol):
     def replication_snapshot(self, db_name: str) -> ReplicationSnapshot: ...

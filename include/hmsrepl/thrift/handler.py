@@ -36,6 +36,7 @@ from hmsrepl.exceptions import (
     TxnOpenError,
 )
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.repl_source import RenameAcrossReplicationSourceError
 from hmsrepl.thrift.api.base import Area, HandlerContext
 from hmsrepl.thrift.api.databases import DatabaseApi
 from hmsrepl.thrift.api.functions import FunctionApi
@@ -68,6 +69,7 @@ _PREFERENCES: list[tuple[type[BaseException], tuple[str, ...]]] = [
         ("NoSuchObjectException", "UnknownTableException", "UnknownDBException", "MetaException"),
     ),
     (AlreadyExistsError, ("AlreadyExistsException", "MetaException")),
+    (RenameAcrossReplicationSourceError, ("MetaException", "InvalidOperationException")),  # as Hive answers
     (InvalidPartitionValueError, ("MetaException", "InvalidObjectException")),
     (InvalidObjectError, ("InvalidObjectException", "MetaException", "InvalidOperationException")),
     (InvalidOperationError, ("InvalidOperationException", "MetaException", "InvalidObjectException")),

@@ -51,6 +51,7 @@ from hmsrepl.metastore.payloads import (
     DropTableBody,
     format2,
 )
+from hmsrepl.metastore.repl_source import check_rename_allowed
 from hmsrepl.metastore.schema import (
     next_write_id,
     partition_key_vals,
@@ -201,7 +202,12 @@ class TableCatalog(CatalogFamily):
         move: tuple[str, str] | None = None
         if renamed:
             check_identifier(new_table.table_name, "table")
-            default_old = join_uri(self.core.get_database(db_name).location_uri or "", table_name)
+            old_db = self.core.get_database(db_name)
+            if new_table.db_name.lower() != db_name:
+                new_db = self.core.get_database(new_table.db_name)
+                self.core.refuse_protected(new_db)  # a protected replica's refusal says more than Hive's
+                check_rename_allowed(old_db, new_db, table_name, new_table.table_name.lower())
+            default_old = join_uri(old_db.location_uri or "", table_name)
             if old.is_managed and old.sd.location and old.sd.location.rstrip("/") == default_old:
                 target_db = self.core.get_database(new_table.db_name)
                 new_location = join_uri(target_db.location_uri or "", new_table.table_name)
