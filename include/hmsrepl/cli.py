@@ -949,7 +949,32 @@ def _import_options(func: F) -> F:
         is_flag=True,
         help="Copy managed tables' files into this metastore's warehouse (default: in place, same files).",
     )(func)
+    for name, what in (
+        ("warehouse", "warehouse: with --copy, its files are read only below it and the external roots"),
+        ("cmroot", "change manager root (not read by an import)"),
+    ):
+        env = f"HMSREPL_SOURCE_{name.upper()}"
+        func = click.option(f"--source-{name}", envvar=env, help=f"The stock metastore's {what} ({env}).")(
+            func
+        )
+    func = source_external_roots_option(func)
     return click.argument("metastore_uri", metavar="thrift://HOST:PORT")(func)
+
+
+def _import_roots(uri: str, copy: bool, values: dict[str, Any]) -> Any:
+    """The operator's roots of the stock metastore at ``uri`` (``hive_source.roots.StockRoots``): required
+    with --copy, which reads its files; None in place, which reads none."""
+    if not copy:
+        return None
+    from hmsrepl.hive_source.roots import StockRoots
+
+    return StockRoots.from_settings(
+        uri,
+        values.get("source_warehouse"),
+        values.get("source_cmroot"),
+        values.get("source_external_roots"),
+        need_cmroot=False,
+    )
 
 
 @import_group.command("run")
@@ -963,7 +988,13 @@ def _import_options(func: F) -> F:
 @click.pass_context
 @_friendly_errors
 def import_run(
-    ctx: click.Context, metastore_uri: str, databases: tuple[str, ...], copy: bool, page: int, verify: bool
+    ctx: click.Context,
+    metastore_uri: str,
+    databases: tuple[str, ...],
+    copy: bool,
+    page: int,
+    verify: bool,
+    **source_roots: str | None,
 ) -> None:
     """Import databases, tables, partitions and functions of the stock metastore at METASTORE_URI.
 
@@ -973,10 +1004,11 @@ def import_run(
     from hmsrepl.hive_import.importer import HiveImporter, ImportOptions
     from hmsrepl.hive_import.reader import StockMetastoreReader
 
+    roots = _import_roots(metastore_uri, copy, source_roots)
     store = _store(ctx)
     reader = StockMetastoreReader(metastore_uri)
     try:
-        options = ImportOptions(databases=list(databases) or None, copy=copy, page=page)
+        options = ImportOptions(databases=list(databases) or None, copy=copy, page=page, roots=roots)
         result = HiveImporter(reader, store, options, progress=lambda line: click.echo(line, err=True)).run()
         click.echo(
             f"imported {result.databases} databases, {result.tables} tables, {result.partitions} partitions, "
@@ -984,7 +1016,7 @@ def import_run(
             f"{result.already_there} objects were already here"
         )
         if verify:
-            _report_comparison(compare_import(reader, store, list(databases) or None, copy=copy))
+            _report_comparison(compare_import(reader, store, list(databases) or None, copy=copy, roots=roots))
     finally:
         reader.close()
 
@@ -993,14 +1025,22 @@ def import_run(
 @_import_options
 @click.pass_context
 @_friendly_errors
-def import_verify(ctx: click.Context, metastore_uri: str, databases: tuple[str, ...], copy: bool) -> None:
+def import_verify(
+    ctx: click.Context,
+    metastore_uri: str,
+    databases: tuple[str, ...],
+    copy: bool,
+    **source_roots: str | None,
+) -> None:
     """Compare this metastore with the stock metastore at METASTORE_URI; exit 1 on differences."""
     from hmsrepl.hive_import.compare import compare_import
     from hmsrepl.hive_import.reader import StockMetastoreReader
 
+    roots = _import_roots(metastore_uri, copy, source_roots)
     reader = StockMetastoreReader(metastore_uri)
     try:
-        _report_comparison(compare_import(reader, _store(ctx), list(databases) or None, copy=copy))
+        wanted = list(databases) or None
+        _report_comparison(compare_import(reader, _store(ctx), wanted, copy=copy, roots=roots))
     finally:
         reader.close()
 

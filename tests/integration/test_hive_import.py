@@ -5,8 +5,9 @@ partitions (1,000 and more with HMSREPL_IMPORT_TEST_PARTITIONS), plain Parquet a
 - in place: ``hmsrepl import run`` into an hmsrepl metastore whose warehouse is the stock one, killed with
   SIGKILL half way and run again; ``import verify`` finds no difference, and Spark reading through an
   hmsrepl metastore server sees exactly the rows it wrote through Hive's;
-- with copy: into a metastore with its own warehouse; the same partitions, and the same files (relative
-  names, sizes and checksums) under the new locations;
+- with copy: into a metastore with its own warehouse, the stock warehouse given as the operator's root of
+  the stock side; the same partitions, and the same files (relative names, sizes and checksums) under the
+  new locations;
 - bad input: an unreachable metastore, an unknown database: one line, exit 1, nothing created.
 """
 
@@ -28,6 +29,7 @@ from hmsrepl.config import MetastoreConfig
 from hmsrepl.hive_import.compare import compare_import
 from hmsrepl.hive_import.importer import data_files as data_files_below
 from hmsrepl.hive_import.reader import StockMetastoreReader
+from hmsrepl.hive_source.roots import StockRoots
 from hmsrepl.metastore import Metastore
 from hmsrepl.storage.base import FileStatus, filesystem_for
 from hmsrepl.storage.rooted import RootedFileSystem
@@ -140,14 +142,16 @@ def test_copy_import_moves_managed_data_into_this_warehouse(
     store = open_store(tmp_path, "copied")
     before = {rel: st.size for rel, st in data_files(str(hive.root / "warehouse")).items()}
 
-    run = _import(store, hive.uri, "--copy", "--database", "shop")
+    stock_warehouse = str(hive.root / "warehouse")
+    run = _import(store, hive.uri, "--copy", "--database", "shop", "--source-warehouse", stock_warehouse)
     out, err = run.communicate(timeout=600)
 
     assert run.returncode == 0, err[-3000:]
     assert "the imported catalog equals the stock metastore's" in out
     reader = StockMetastoreReader(hive.uri)
     try:
-        assert compare_import(reader, store, ["shop"], copy=True) == []
+        roots = StockRoots.from_settings(hive.uri, stock_warehouse, None, need_cmroot=False)
+        assert compare_import(reader, store, ["shop"], copy=True, roots=roots) == []
         orders = store.catalog.get_table("shop", "orders")
         assert orders.sd.location and orders.sd.location.startswith(str(store.config.warehouse))
         their = reader.table("shop", "orders").sd.location or ""

@@ -34,6 +34,7 @@ class HostileMetastore:
     db_location: str
     table_location: str
     calls: list[str] = field(default_factory=list)
+    managed: bool = False  # the table as a managed one (an import with copy reads managed tables' files)
 
     def _record(self, name: str) -> None:
         self.calls.append(name)
@@ -93,8 +94,8 @@ class HostileMetastore:
             retention=0,
             sd=sd,
             partitionKeys=[],
-            parameters={"EXTERNAL": "TRUE"},
-            tableType="EXTERNAL_TABLE",
+            parameters={} if self.managed else {"EXTERNAL": "TRUE"},
+            tableType="MANAGED_TABLE" if self.managed else "EXTERNAL_TABLE",
         )
 
     def get_table_req(self, request: Any) -> Any:

@@ -84,7 +84,11 @@ def cases(dbs: dict[str, str]) -> dict[tuple[str, ...], list[tuple[str, list[str
         ("intents", "run"): [no_schema, ("ready", ["--lease-seconds", "soon"])],
         ("txns", "abort-timed-out"): [no_schema],
         ("txns", "show"): [no_schema],
-        ("import", "run"): [("ready", ["thrift://127.0.0.1:1"]), ("ready", ["http://metastore:9083"])],
+        ("import", "run"): [
+            ("ready", ["thrift://127.0.0.1:1"]),
+            ("ready", ["http://metastore:9083"]),
+            ("ready", ["thrift://127.0.0.1:1", "--copy"]),  # no --source-warehouse: its files are not read
+        ],
         ("import", "verify"): [("ready", ["thrift://127.0.0.1:1"])],
         ("compact",): [
             no_schema,

@@ -2,8 +2,9 @@
 
 Compared per database: tables, and per table its type, columns, partition keys, storage formats and
 parameters (Hive's own ``transient_lastDdlTime`` aside), its partition names, and where its data is: the
-same locations in place; after a copy, the same files (relative path and size) under the new locations.
-Functions by name and class. Reads partitions in pages, as the import does.
+same locations in place; after a copy, the same files (relative path and size) under the new locations
+(the stock side's listed only below the operator's roots of it, as the import read them). Functions by name
+and class. Reads partitions in pages, as the import does.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from hmsrepl.exceptions import NoSuchObjectError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.hive_import.importer import data_files
 from hmsrepl.hive_import.reader import StockMetastoreReader
+from hmsrepl.hive_source.roots import StockRoots, require_copy_roots
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import StorageDescriptor, TableType
 from hmsrepl.storage.base import path_key
@@ -28,13 +30,33 @@ def compare_import(
     databases: Sequence[str] | None = None,
     *,
     copy: bool = False,
+    roots: StockRoots | None = None,
 ) -> list[str]:
-    """Every difference between the stock metastore and hmsrepl, one line each (empty: they agree)."""
-    return list(_differences(reader, store, databases or reader.databases(), copy))
+    """Every difference between the stock metastore and hmsrepl, one line each (empty: they agree).
+
+    After a copy the stock side's files are listed, so ``roots`` (the operator's roots of the stock
+    metastore) are required then, as for the import."""
+    listings = _Listings(store, require_copy_roots(reader.uri, roots)) if copy else None
+    return list(_differences(reader, store, databases or reader.databases(), listings))
+
+
+class _Listings:
+    """The data files of a copied object on both sides: the stock side's below the operator's roots of it
+    (a location outside them is refused, ``StockRootsError``), ours below this metastore's roots."""
+
+    def __init__(self, store: Metastore, roots: StockRoots) -> None:
+        self.roots = roots
+        self.theirs = RootedFileSystem(roots.data_roots, purpose=f"comparison with {roots.uri}")
+        self.ours = store.cm.files
+
+    def differ(self, where: str, their_location: str | None, our_location: str | None) -> bool:
+        if their_location:
+            self.roots.check_location(where, their_location)
+        return _listing(self.theirs, their_location) != _listing(self.ours, our_location)
 
 
 def _differences(
-    reader: StockMetastoreReader, store: Metastore, databases: Sequence[str], copy: bool
+    reader: StockMetastoreReader, store: Metastore, databases: Sequence[str], listings: _Listings | None
 ) -> Iterator[str]:
     for db_name in databases:
         try:
@@ -46,7 +68,7 @@ def _differences(
         for name in sorted(theirs - ours):
             yield f"table {db_name}.{name}: missing"
         for name in sorted(theirs & ours):
-            yield from _table_differences(reader, store, db_name, name, copy)
+            yield from _table_differences(reader, store, db_name, name, listings)
         their_functions = {f.function_name.lower(): f.class_name for f in reader.functions(db_name)}
         our_functions = {
             name: store.catalog.get_function(db_name, name).class_name
@@ -58,7 +80,7 @@ def _differences(
 
 
 def _table_differences(
-    reader: StockMetastoreReader, store: Metastore, db_name: str, name: str, copy: bool
+    reader: StockMetastoreReader, store: Metastore, db_name: str, name: str, listings: _Listings | None
 ) -> Iterator[str]:
     theirs, ours = reader.table(db_name, name), store.catalog.get_table(db_name, name)
     where = f"table {db_name}.{name}"
@@ -72,7 +94,7 @@ def _table_differences(
         yield f"{where}: storage formats differ ({_formats(ours.sd)} here, {_formats(theirs.sd)} there)"
     if _stable(theirs.parameters) != _stable(ours.parameters):
         yield f"{where}: parameters differ"
-    moved = copy and theirs.table_type == TableType.MANAGED_TABLE
+    moved = listings if theirs.table_type == TableType.MANAGED_TABLE else None
     if not theirs.partition_keys:
         yield from _data_differences(where, theirs.sd.location, ours.sd.location, moved)
         return
@@ -98,20 +120,20 @@ def _table_differences(
 
 
 def _data_differences(
-    where: str, their_location: str | None, our_location: str | None, moved: bool
+    where: str, their_location: str | None, our_location: str | None, moved: _Listings | None
 ) -> Iterator[str]:
-    if not moved:
+    """``moved``: the listings of a copied object's files (None: in place, the locations are compared)."""
+    if moved is None:
         if path_key(their_location or "") != path_key(our_location or ""):
             yield f"{where}: location {our_location} here, {their_location} there"
         return
-    if _listing(their_location) != _listing(our_location):
+    if moved.differ(where, their_location, our_location):
         yield f"{where}: files under {our_location} differ from {their_location}"
 
 
-def _listing(location: str | None) -> dict[str, int]:
+def _listing(fs: RootedFileSystem, location: str | None) -> dict[str, int]:
     if not location:
         return {}
-    fs = RootedFileSystem([location], purpose=f"comparison of '{location}'")  # nothing outside it is read
     return {relative: status.size for relative, status in data_files(fs, location)}
 
 

@@ -5,6 +5,12 @@ are; clients are then pointed at hmsrepl. **Copy**: managed objects get this met
 and their files are copied there (each copy's checksum is what the catalog then records); external tables
 keep their locations.
 
+A copy reads the stock metastore's files only below the operator's roots of it (``hive_source.roots``:
+``--source-warehouse`` and ``--source-external-roots``), never below a location the stock metastore chose:
+every object whose files would be copied is checked against them before anything is written (a location
+outside them is refused, naming the object and the option to set, and nothing is imported), and the files
+are read through a file system bound to those roots, so a symlink leading out of them is not followed.
+
 An import is resumable: every step first asks what hmsrepl already has (a database, a table, the partition
 names of a table, a copied file of the same size) and does only the rest, so a rerun after a kill or a
 failure finishes the work instead of failing on what exists. Partitions go in pages (one read and one
@@ -13,6 +19,7 @@ catalog transaction per page), so memory stays bounded whatever the table holds.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,10 +27,11 @@ from dataclasses import dataclass, field
 from hmsrepl.exceptions import HmsReplError, NoSuchObjectError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.hive_import.reader import DEFAULT_PAGE, StockMetastoreReader
+from hmsrepl.hive_source.roots import StockRoots, StockRootsError, require_copy_roots
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Partition, Table, TableType
 from hmsrepl.storage.base import FileStatus, join_uri, path_key, relative_to
-from hmsrepl.storage.rooted import RootedFileSystem, copy_files_between
+from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem, copy_files_between
 
 log = logging.getLogger("hmsrepl.hive_import")
 
@@ -38,6 +46,8 @@ class ImportOptions:
     copy: bool = False
     page: int = DEFAULT_PAGE
     threads: int = 16
+    #: The operator's roots of the stock metastore: required to copy (its files are read only below them).
+    roots: StockRoots | None = None
 
 
 @dataclass
@@ -67,6 +77,8 @@ class HiveImporter:
         self.options = options or ImportOptions()
         self.progress = progress or (lambda line: log.info("%s", line))
         self.result = ImportResult()
+        #: The operator's roots of the stock metastore; a copy is refused here, before any read, without them.
+        self.roots = require_copy_roots(reader.uri, self.options.roots) if self.options.copy else None
 
     def run(self) -> ImportResult:
         available = self.reader.databases()
@@ -77,9 +89,51 @@ class HiveImporter:
                 f"the metastore at {self.reader.uri} has no database {', '.join(missing)}; "
                 f"it has {', '.join(available) or 'none'}"
             )
+        if self.options.copy:
+            for db_name in wanted:  # before anything is written: a refusal leaves this metastore as it was
+                self._check_copied_locations(db_name)
         for db_name in wanted:
             self._database(db_name)
         return self.result
+
+    def _source_roots(self) -> StockRoots:
+        if self.roots is None:  # copy mode requires them (``__init__``); nothing else reads stock files
+            raise StockRootsError(f"reading files of the metastore at {self.reader.uri} needs its roots")
+        return self.roots
+
+    @functools.cached_property
+    def source_files(self) -> RootedFileSystem:
+        """The stock metastore's files, bound to the operator's roots of it (symlinks resolved)."""
+        return RootedFileSystem(
+            self._source_roots().data_roots, purpose=f"import from the stock metastore at {self.reader.uri}"
+        )
+
+    def _check_copied_locations(self, db_name: str) -> None:
+        """Refuse (``StockRootsError``) when an object whose files a copy reads lies outside the operator's
+        roots of the stock metastore: the stock metastore names its locations, the operator what is read."""
+        roots = self._source_roots()
+        for table_name in self.reader.table_names(db_name):
+            source = self.reader.table(db_name, table_name)
+            if not self._copies(source):
+                continue
+            self._check_read(roots, f"table '{db_name}.{table_name}'", source.sd.location or "")
+            if not source.partition_keys:
+                continue
+            names = self.reader.partition_names(db_name, table_name)
+            for page in self.reader.partitions(db_name, table_name, names, self.options.page):
+                for part in page:
+                    if part.sd.location:
+                        where = f"partition {part.values} of table '{db_name}.{table_name}'"
+                        self._check_read(roots, where, part.sd.location)
+
+    def _check_read(self, roots: StockRoots, what: str, location: str) -> None:
+        """``what``'s location below the operator's roots as written, and where it resolves (a directory
+        that is a symlink out of them is refused too, before anything is imported)."""
+        roots.check_location(what, location)
+        try:
+            self.source_files.check(location)
+        except OutsideRootsError as exc:
+            raise StockRootsError(f"{what}: {exc}") from None
 
     # -- databases and functions -----------------------------------------------------------------------------
     def _database(self, name: str) -> None:
@@ -137,7 +191,7 @@ class HiveImporter:
             db.location_uri or self.store.catalog.default_db_location(db.name), source.table_name
         )
         if not source.partition_keys and source.sd.location:
-            self._copy_tree(source.sd.location, location)
+            self._copy_tree(f"table '{source.qualified_name}'", source.sd.location, location)
         return self.store.catalog.create_table(
             source.model_copy(update={"sd": source.sd.model_copy(update={"location": location})})
         )
@@ -166,16 +220,18 @@ class HiveImporter:
             table.sd.location or "", make_partition_name(table.partition_key_names, part.values)
         )
         if part.sd.location:
-            self._copy_tree(part.sd.location, location)
+            where = f"partition {part.values} of table '{table.qualified_name}'"
+            self._copy_tree(where, part.sd.location, location)
         return part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
 
     # -- files -----------------------------------------------------------------------------------------------
-    def _copy_tree(self, source_location: str, target_location: str) -> None:
+    def _copy_tree(self, what: str, source_location: str, target_location: str) -> None:
         """Copy every file under ``source_location``, keeping relative paths; files already copied stay.
 
-        Reads stay below the stock object's own location (a symlink out of it is refused), writes below this
-        metastore's roots."""
-        src_fs = RootedFileSystem([source_location], purpose=f"import from '{source_location}'")
+        Reads stay below the operator's roots of the stock metastore (the location checked against them
+        again here; a symlink out of them is refused), writes below this metastore's roots."""
+        self._source_roots().check_location(what, source_location)
+        src_fs = self.source_files
         dst_fs = self.store.cm.files
         tasks = []
         for relative, status in data_files(src_fs, source_location):

@@ -41,15 +41,24 @@ class StockRoots:
 
     @classmethod
     def from_settings(
-        cls, uri: str, warehouse: str | None, cmroot: str | None, external: str | Iterable[str] | None = None
+        cls,
+        uri: str,
+        warehouse: str | None,
+        cmroot: str | None,
+        external: str | Iterable[str] | None = None,
+        *,
+        need_cmroot: bool = True,
     ) -> StockRoots:
-        """Refuses, naming the settings, when the warehouse or cmroot is missing or unusable."""
-        if not warehouse or not cmroot:
+        """Refuses, naming the settings, when the warehouse or cmroot is missing or unusable (the cmroot may
+        be left out with ``need_cmroot=False``: an import reads no recycled file)."""
+        if not warehouse or (need_cmroot and not cmroot):
             raise StockRootsError(
                 f"a stock metastore source ({uri}) is read only below roots from this configuration, never "
-                f"from its own settings: set {WAREHOUSE_OPTION} and {CMROOT_OPTION} to its warehouse and "
-                f"change manager root, and {EXTERNAL_OPTION} for its external tables"
+                f"from its own settings: set {WAREHOUSE_OPTION}"
+                + (f" and {CMROOT_OPTION} to its warehouse and change manager root" if need_cmroot else "")
+                + f", and {EXTERNAL_OPTION} for its external tables"
             )
+        cmroot = cmroot or ""
         parts = external.split(",") if isinstance(external, str) else list(external or ())
         roots = cls(uri, warehouse, cmroot, tuple(part.strip() for part in parts if part.strip()))
         for what, root in roots._named():
@@ -59,7 +68,7 @@ class StockRoots:
     def _named(self) -> list[tuple[str, str]]:
         return [
             (WAREHOUSE_OPTION, self.warehouse),
-            (CMROOT_OPTION, self.cmroot),
+            *([(CMROOT_OPTION, self.cmroot)] if self.cmroot else []),
             *((EXTERNAL_OPTION, root) for root in self.external),
         ]
 
@@ -100,6 +109,18 @@ class StockRoots:
                 f"{self.uri} ({', '.join(show(r) for r in self.data_roots)}); it is not read. Add its root "
                 f"to {EXTERNAL_OPTION} if it is trusted"
             )
+
+
+def require_copy_roots(uri: str, roots: StockRoots | None) -> StockRoots:
+    """The operator's roots of the stock metastore at ``uri`` for an import that copies its files: required,
+    never the metastore's own answers (a copy would otherwise read whatever location it names)."""
+    if roots is None:
+        raise StockRootsError(
+            f"copying files from the stock metastore at {uri} reads them only below roots from this "
+            f"configuration, never below locations it chooses: set {WAREHOUSE_OPTION} to its warehouse, "
+            f"and {EXTERNAL_OPTION} for the other directories its managed tables use"
+        )
+    return roots
 
 
 def _canonical(what: str, root: str) -> str:

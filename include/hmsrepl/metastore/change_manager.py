@@ -96,8 +96,10 @@ class ChangeManager:
         try:
             for text in encoded_files:
                 entry = EncodedFileUri.decode(text)
-                fs = files.admit(entry.file_uri)  # checked once for its exists, checksum, rename, delete
-                if not fs.exists(entry.file_uri):
+                # Checked once, as a name: all this does with it is read its checksum (never through a
+                # final symlink), rename and delete it.
+                fs = files.admit(entry.file_uri, content=False)
+                if not fs.has_entry(entry.file_uri):
                     continue  # recycled by an earlier, interrupted run
                 if not self.enabled:
                     fs.delete(entry.file_uri)
@@ -105,7 +107,7 @@ class ChangeManager:
                 try:
                     moved += int(self._store(entry, fs, now, renamed_in))
                 except (OSError, StorageError):
-                    if fs.exists(entry.file_uri):
+                    if fs.has_entry(entry.file_uri):
                         raise
                     continue  # another process recycled it meanwhile (an intent completed twice at once)
                 fault_point("recycle_after_file")

@@ -83,7 +83,7 @@ def describe_files(
 
     Read through the change manager's file system (its cmroot and the metastore's data roots): a location or
     a listed file (a symlink) outside them is refused with ``OutsideRootsError``, never read."""
-    fs = cm.files
+    fs = cm.files.batch()
     if files is None:
         files = list_data_files(fs, location)
     if not files or location is None:
@@ -108,7 +108,7 @@ def describe_known(location: str | None, cm: ChangeManager, known: KnownIdentity
         return []
     out: dict[str, str] = {}
     unknown: list[str] = []
-    fs = cm.files
+    fs = cm.files.batch()  # one tree: its directories resolved once for all its files, each file checked
     for rel, now in stat_listing(fs, location).items():
         identity = known(rel, now)
         if identity is None:

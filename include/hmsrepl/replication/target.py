@@ -1,8 +1,9 @@
 """Applies replicated objects to the target metastore, idempotently.
 
 Every operation makes the target object equal to a source snapshot ("put"), or removes it if present, so a
-load that is interrupted and run again converges to the same target. This module maps the source's
-snapshots to the replica's objects and writes their metadata; their data is published by
+load that is interrupted and run again converges to the same target. This module writes the replica's
+metadata from the objects ``snapshot_mapping.SnapshotMapper`` makes of the source's snapshots; their data is
+published by
 ``replica_versions.VersionPublisher`` (a new version directory per change, switched to by the same
 metadata call, or a file added in place), whose batch state the writer holds for the load.
 """
@@ -21,15 +22,11 @@ from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.messages import DataChange
 from hmsrepl.metastore.model import Database, Function, Partition, Table
-from hmsrepl.metastore.protection import LOCAL_PARAMS
 from hmsrepl.replication import iceberg
 from hmsrepl.replication.apply_stats import ApplyStats
-from hmsrepl.replication.filecopy import (
-    CopyResult,
-    logical_location,
-)
+from hmsrepl.replication.filecopy import CopyResult, logical_location
 from hmsrepl.replication.leftovers import Retirement
-from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
+from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.lost_files import STALE, LostFiles
 from hmsrepl.replication.replica_files import (
     Published,
@@ -37,32 +34,34 @@ from hmsrepl.replication.replica_files import (
     partition_ids,
 )
 from hmsrepl.replication.replica_layout import is_below
-from hmsrepl.replication.replica_scope import SCOPE_PARAMS, ReplicaScope
+from hmsrepl.replication.replica_scope import ReplicaScope
 from hmsrepl.replication.replica_versions import PartitionWrite, ReplicaDriftError, VersionPublisher
-from hmsrepl.storage.base import join_uri
-
-__all__ = ["ApplyStats", "ReplicaDriftError", "ReplicationStateError", "TargetWriter"]
-
-log = logging.getLogger(__name__)
-
-REPL_LAST_ID = "repl.last.id"
-REPLICA_OF = "hmsrepl.replica.of"
-SOURCE_DB_LOCATION = "hmsrepl.source.db.location"
-SOURCE_WAREHOUSE = "hmsrepl.source.warehouse"
-# Set while a bootstrap load is under way (the dump it loads): the replica's tables are then a mix of two
-# points in time, and no incremental load may apply events to it until the bootstrap has finished.
-BOOTSTRAP_IN_PROGRESS = "hmsrepl.bootstrap.in.progress"
-TARGET_ONLY_PARAMS = (
+from hmsrepl.replication.snapshot_mapping import (
+    BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
     REPLICA_OF,
     SOURCE_DB_LOCATION,
     SOURCE_WAREHOUSE,
-    BOOTSTRAP_IN_PROGRESS,
-    STALE,  # the replica's own mark of an object whose data is behind the source (lost_files)
-    *SCOPE_PARAMS,  # the policy and data mode the replica was loaded with (replica_scope)
-    EXTERNAL_ROOT,  # the replica's own external directory (a source's, in a chain, is not this one's)
-    *LOCAL_PARAMS,  # failover and protection state of one side
+    TARGET_ONLY_PARAMS,
+    SnapshotMapper,
 )
+from hmsrepl.storage.base import join_uri
+
+__all__ = [
+    "BOOTSTRAP_IN_PROGRESS",
+    "REPLICA_OF",
+    "REPL_LAST_ID",
+    "SOURCE_DB_LOCATION",
+    "SOURCE_WAREHOUSE",
+    "TARGET_ONLY_PARAMS",
+    "ApplyStats",
+    "ReplicaDriftError",
+    "ReplicationStateError",
+    "TargetWriter",
+]
+
+log = logging.getLogger(__name__)
+
 # Values the metastore or engine rewrite on every change; never compared or copied as replicated state.
 VOLATILE_PARAMS = ("transient_lastDdlTime",)
 
@@ -91,6 +90,7 @@ class TargetWriter:
         self.catalog = target.catalog
         self.db = target_db
         self.mapper = mapper
+        self.mapping = SnapshotMapper(target_db, mapper)  # what each snapshot becomes on the replica
         self.copy_data = copy_data
         self.stats = stats or ApplyStats()
         self.scope = scope  # recorded with each position (None: leave the recorded scope as it is)
@@ -134,42 +134,6 @@ class TargetWriter:
     @copied_ahead.setter
     def copied_ahead(self, copies: dict[str, CopyResult]) -> None:
         self.data.copied_ahead = copies
-
-    # -- mapping -------------------------------------------------------------------------------------------
-    def map_location(self, source_location: str | None) -> str | None:
-        """The target's logical location of a source location (a source that is itself a replica: without
-        its version marks)."""
-        mapped = self.mapper.map(logical_location(source_location) if source_location else source_location)
-        return logical_location(mapped) if mapped else mapped
-
-    # The mapped snapshots are validated once, as the target's (model copies cost as much as a validation).
-    def map_table(self, snapshot: dict[str, Any]) -> Table:
-        params = snapshot.get("parameters") or {}
-        return Table.model_validate(
-            {
-                **snapshot,
-                "db_name": self.db,
-                "sd": self._mapped_sd(snapshot),
-                "id": None,
-                "parameters": {k: v for k, v in params.items() if k not in TARGET_ONLY_PARAMS},
-            }
-        )
-
-    def map_partition(self, snapshot: dict[str, Any], table_name: str) -> Partition:
-        params = snapshot.get("parameters") or {}
-        return Partition.model_validate(
-            {
-                **snapshot,
-                "db_name": self.db,
-                "table_name": table_name,
-                "sd": self._mapped_sd(snapshot),
-                "parameters": {k: v for k, v in params.items() if k != STALE},
-            }
-        )
-
-    def _mapped_sd(self, snapshot: dict[str, Any]) -> dict[str, Any]:
-        sd = snapshot.get("sd") or {}
-        return {**sd, "location": self.map_location(sd.get("location"))}
 
     # -- database and functions ----------------------------------------------------------------------------
     def put_database(self, snapshot: dict[str, Any], replica_params: dict[str, str]) -> Database:
@@ -240,7 +204,7 @@ class TargetWriter:
     ) -> Table:
         """Create or update a table; ``files`` (unpartitioned tables: a data change, or the complete listing)
         becomes its data (None: untouched)."""
-        wanted = self.map_table(snapshot)
+        wanted = self.mapping.table(snapshot)
         current = self.get_table(wanted.table_name)
         change = None if wanted.partition_keys else as_change(files)
         change, stale = self.lost.decide(
@@ -290,7 +254,7 @@ class TargetWriter:
         table's files are linked into a fresh directory and the location switched with the rename, so a kill
         at any point leaves the old or the new table whole, and a re-created old name starts empty.
         """
-        wanted = self.map_table(after)
+        wanted = self.mapping.table(after)
         current = self.get_table(old_name)
         if current is None:
             return  # renamed by an earlier, interrupted run (or never replicated)
@@ -364,7 +328,9 @@ class TargetWriter:
             return
         table = self.catalog.get_table(self.db, table_name)
         keys = table.partition_key_names
-        mapped = [(self.map_partition(snapshot, table_name), snapshot, files) for snapshot, files in parts]
+        mapped = [
+            (self.mapping.partition(snapshot, table_name), snapshot, files) for snapshot, files in parts
+        ]
         names = [make_partition_name(keys, part.values) for part, _, _ in mapped]
         existing = {make_partition_name(keys, p.values): p for p in self.catalog.partitions_of(table, names)}
         ids = self._partition_ids(table, list(existing)) if existing and self.copy_data else {}

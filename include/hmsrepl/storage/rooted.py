@@ -83,6 +83,10 @@ def _canonical_plain(uri: str) -> str:
     return canonical_uri(plain)
 
 
+def _below_any(path: str, roots: Sequence[str]) -> bool:
+    return any(is_below(path, root) for root in roots)
+
+
 class OutsideRootsError(StorageError):
     """A path that a rooted file system refuses: outside its roots, or not a usable location at all."""
 
@@ -127,20 +131,26 @@ class RootedFileSystem(FileSystem):
         acts on: a symlink inside a root may be removed, wherever it points). With ``follow`` (operations
         on content: read, list, checksum, touch), a name that is a symlink must also lead into a root.
         """
+        self._check(uri, follow)
+        return uri
+
+    def _check(self, uri: str, follow: bool, *, directory: bool = False) -> bool:
+        """``check``; with ``directory``, also whether the directory of ``uri`` lies in a root itself (a
+        root's own parent does not), from the resolution the check made: what ``admit`` admits with it."""
         canonical = self._canonical(uri)
         if not canonical.startswith("/"):
             self._require(canonical, canonical, self._remote)
-            return uri
+            return directory and _below_any(canonical.rsplit("/", 1)[0], self._remote)
         if canonical == "/":
             self._require(canonical, canonical, self._local)
-            return uri
+            return False
         parent, name = canonical.rsplit("/", 1)
         real_parent = self._resolved.get(parent) or self._real_directory(parent or "/")
         named = f"{real_parent.rstrip('/')}/{name}"
         self._require(canonical, named, self._local)
         if follow and os.path.islink(named):
             self._require(canonical, real_path(named), self._local)
-        return uri
+        return directory and _below_any(real_parent, self._local)
 
     #: Directories resolved in this batch (``batch``), by canonical path; None: each check resolves anew.
     _directories: dict[str, str] | None = None
@@ -188,14 +198,17 @@ class RootedFileSystem(FileSystem):
             f"({', '.join(self.roots)}); fix the location, or the configured roots if it belongs there"
         )
 
-    def admit(self, *uris: str) -> RootedFileSystem:
-        """This file system with ``uris`` checked once (name and content): for several operations on the
-        same few paths (a recycled file: exists, checksum, rename, delete), which are then not resolved again.
-        Their directories pass too (the check resolved them into a root: syncing a rename there). Every
-        other path is still checked on each use."""
-        for uri in uris:
-            self.check(uri)
-        return _Admitted(self, [*uris, *(parent_uri(uri) for uri in uris)])
+    def admit(self, *uris: str, content: bool = True) -> RootedFileSystem:
+        """This file system with ``uris`` checked once: for several operations on the same few paths (a
+        recycled file: checksum, rename, delete), which are then not resolved again. Their directories pass
+        too, for every operation (the check resolved them into a root: syncing a rename there). Every other
+        path is still checked on each use.
+
+        ``content=False`` admits the names only (no ``lstat`` of the path itself): they then pass for the
+        operations on a name (``has_entry``, ``delete``, the ends of a ``rename``) and for ``checksum`` and
+        ``identify``, which never follow a final symlink; an operation that follows one (``exists``,
+        ``size``, ``open_read``, ``touch``...) is checked in full as for any path."""
+        return _Admitted(self, uris, content=content)
 
     def traits(self, uri: str) -> StoreTraits:
         """What the store of ``uri`` is like (hard links, directories, in-place writes, parallelism): callers
@@ -216,11 +229,15 @@ class RootedFileSystem(FileSystem):
     def exists(self, uri: str) -> bool:
         return self._fs(uri).exists(uri)
 
+    # Checksums are read without following a final symlink in every store (local: ``O_NOFOLLOW`` and
+    # regular files only, see ``LocalFileSystem.checksum``; object stores and HDFS have no symlinks), so
+    # their paths are checked as names: a link in a root leading out is refused by the store, not read, and
+    # a dropped table's files cost no ``lstat`` each to identify or recycle.
     def checksum(self, uri: str) -> str:
-        return self._fs(uri).checksum(uri)
+        return self._fs(uri, follow=False).checksum(uri)
 
     def identify(self, uri: str) -> FileIdentity:
-        return self._fs(uri).identify(uri)
+        return self._fs(uri, follow=False).identify(uri)
 
     def open_read(self, uri: str) -> BinaryIO:
         return self._fs(uri).open_read(uri)
@@ -381,31 +398,59 @@ def copy_between(
 
 class _Admitted(RootedFileSystem):
     """A rooted file system that knows some paths passed already (``RootedFileSystem.admit``), with the store
-    that serves each one (looked up on its first use, not on every operation)."""
+    that serves each one (looked up on its first use, not on every operation): ``_admitted`` for every
+    operation, ``_names`` for the operations on a name only."""
 
-    def __init__(self, rooted: RootedFileSystem, uris: Sequence[str]) -> None:
+    _admitted: dict[str, FileSystem | None]
+    _names: dict[str, FileSystem | None]
+
+    def __init__(self, rooted: RootedFileSystem, uris: Sequence[str], *, content: bool = True) -> None:
         self.__dict__.update(rooted.__dict__)
-        self._admitted: dict[str, FileSystem | None] = {
-            **getattr(rooted, "_admitted", {}),
-            **dict.fromkeys(uris),
-        }
+        self._admitted = dict(getattr(rooted, "_admitted", {}))
+        self._names = dict(getattr(rooted, "_names", {}))
+        for uri in uris:
+            self._admit_one(uri, content)
+
+    def _admit_one(self, uri: str, content: bool) -> None:
+        """Check ``uri`` (in full, or as a name) and admit it, with its directory for everything when that
+        lies in a root itself (a root's own parent does not: only the root was checked)."""
+        admitted = self._admitted
+        if uri in admitted or (not content and uri in self._names):
+            return
+        parent = parent_uri(uri)
+        if RootedFileSystem._check(self, uri, content, directory=parent not in admitted):
+            admitted[parent] = None
+        (admitted if content else self._names)[uri] = None
 
     def check(self, uri: str, *, follow: bool = True) -> str:
-        return uri if uri in self._admitted else super().check(uri, follow=follow)
+        if uri in self._admitted or (not follow and uri in self._names):
+            return uri
+        return RootedFileSystem.check(self, uri, follow=follow)
 
     def _fs(self, uri: str, *, follow: bool = True) -> FileSystem:
-        if uri not in self._admitted:
-            return super()._fs(uri, follow=follow)
-        store = self._admitted[uri]
+        admitted = self._admitted if uri in self._admitted else self._names if not follow else None
+        if admitted is None or uri not in admitted:
+            return filesystem_for(RootedFileSystem.check(self, uri, follow=follow))
+        store = admitted[uri]
         if store is None:
-            store = self._admitted[uri] = filesystem_for(uri)
+            store = admitted[uri] = filesystem_for(uri)
         return store
 
 
-class _Batch(RootedFileSystem):
-    """A rooted file system whose directory resolutions are remembered for one batch (``batch``); the paths
-    it admits share them."""
+class _Batch(_Admitted):
+    """A rooted file system whose directory resolutions and admissions are remembered for one batch
+    (``batch``).
+
+    ``admit`` records its paths in the batch itself (checked once, then served from that record for the
+    rest of the batch) instead of making a file system per call: a recycled file and its cmroot name are two
+    admissions, a dropped table's thousands of files as many; making and filling a file system per admission
+    cost more than the check did."""
 
     def __init__(self, rooted: RootedFileSystem) -> None:
-        self.__dict__.update(rooted.__dict__)
+        super().__init__(rooted, ())
         self._directories = {}
+
+    def admit(self, *uris: str, content: bool = True) -> RootedFileSystem:
+        for uri in uris:
+            self._admit_one(uri, content)
+        return self
