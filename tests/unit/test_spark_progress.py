@@ -27,7 +27,15 @@ def test_the_driver_logs_the_executors_counts_while_the_copy_runs(caplog: pytest
             deadline = time.monotonic() + 5
             while progress.totals.read()[0] < 2 * (step + 1) and time.monotonic() < deadline:
                 time.sleep(0.01)
-            time.sleep(0.15)  # at least one report interval
+            # The reporter logs every interval: wait for its line with these counts (a loaded machine may
+            # leave its thread unscheduled for longer than an interval).
+            expected = f"copy: {2 * (step + 1)} of 6 files"
+            while time.monotonic() < deadline and not any(
+                r.getMessage().startswith(expected)
+                for r in caplog.records
+                if r.name == "hmsrepl.spark.progress"
+            ):
+                time.sleep(0.01)
             seen.append(progress.totals.read())
         for sender in senders:
             sender.close()
