@@ -29,6 +29,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.paths import InvalidPathError
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.database import plan_for_growth
 from hmsrepl.metastore.event_specs import Scope, kinds, parse, spec_of
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import (
@@ -557,6 +558,9 @@ class LoadEngine:
         writer.put_table(table, files, location)
         if not table.get("partition_keys"):
             return
+        # The batch's transaction, which fills the table page by page.
+        with writer.target.events.reader() as conn:
+            plan_for_growth(conn)
         parts: list[tuple[dict[str, Any], list[str] | None]] = []  # one page: a table's are never held whole
         for dumped in dump.partitions(base):
             parts.append((dumped.document["partition"], None if meta.metadata_only else dumped.files or []))
