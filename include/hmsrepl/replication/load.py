@@ -85,7 +85,7 @@ from hmsrepl.replication.layout import (
     DumpLayout,
     DumpMetadata,
 )
-from hmsrepl.replication.leftovers import Retirer, locked_cleanup, own_directories
+from hmsrepl.replication.leftovers import Retirement, Retirer, locked_cleanup, own_directories
 from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.prestage import StagedAhead, discard_unpublished, remove_empty, stage_ahead
@@ -102,6 +102,7 @@ from hmsrepl.replication.replica_layout import (
     needs_move,
 )
 from hmsrepl.replication.replica_scope import ReplicaScope
+from hmsrepl.replication.table_pool import TableWriters, each_in_parallel, load_parallelism
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
@@ -321,6 +322,14 @@ class LoadEngine:
     @contextlib.contextmanager
     def _batch(self, writer: TargetWriter) -> Iterator[None]:
         """One target transaction: its version directories are named at commit, or removed if it fails."""
+        with self._transaction(writer):
+            yield
+        self._retire(writer.take_retirements())
+
+    @contextlib.contextmanager
+    def _transaction(self, writer: TargetWriter) -> Iterator[None]:
+        """The transaction of a batch, on the calling thread's connection (tables of a bootstrap may be
+        loaded by several threads, each with a writer of its own)."""
         self._changed = True
         with self.clock.stage("apply"), self.target.events.transaction():
             try:
@@ -331,11 +340,14 @@ class LoadEngine:
                 writer.discard_batch()
                 raise
         fault_point()  # committed, old directories not yet retired
-        self.retirer.schedule(writer.take_retirements())
+
+    def _retire(self, retirements: list[Retirement]) -> None:
+        """After a batch committed (in the load's own thread): the directories it stopped naming."""
+        self.retirer.schedule(retirements)
         self.retirer.run_due()
 
     def _writer(
-        self, target_db: str, meta: DumpMetadata, source_db_location: str, stats: ApplyStats
+        self, target_db: str, meta: DumpMetadata, source_db_location: str, stats: ApplyStats | None
     ) -> TargetWriter:
         warehouse = self.target.config.warehouse
         mapper = LocationMapper(
@@ -460,6 +472,7 @@ class LoadEngine:
         self, dump: DumpDir, meta: DumpMetadata, target_db: str, progress: Callable[[int], None] | None = None
     ) -> LoadResult:
         self._check_bootstrap_target(target_db, meta)
+        workers = load_parallelism(self.target)  # a bad setting is refused before anything is read
         already = repl_status(self.target, target_db)
         result = LoadResult(target_db, meta.last_event_id)
         if already is not None and already >= meta.last_event_id:
@@ -490,18 +503,34 @@ class LoadEngine:
             },
         )
         dumped_tables: set[str] = set()
-        for relative in dump.metadata_files(meta.db_name):
-            parts = relative.split("/")
-            if parts[1] == FUNCTIONS_DIR:
-                writer.put_function(dump.read_json(relative)["function"])
-            elif len(parts) == 3:
-                table = dump.read_json(relative)["table"]
-                dumped_tables.add(table["table_name"])
-                with self._batch(writer):  # a table and its partitions appear together
-                    self._load_table(dump, writer, meta, table)
-                    load_column_stats(dump, self.target, meta.db_name, target_db, table)
+
+        def tables() -> Iterator[dict[str, Any]]:  # read as the pool takes them: never the whole database
+            for relative in dump.metadata_files(meta.db_name):
+                parts = relative.split("/")
+                if parts[1] == FUNCTIONS_DIR:
+                    writer.put_function(dump.read_json(relative)["function"])
+                elif len(parts) == 3:
+                    table = dump.read_json(relative)["table"]
+                    dumped_tables.add(table["table_name"])
+                    yield table
+
+        writers = TableWriters(writer, lambda: self._writer(target_db, meta, report.source_db_location, None))
+
+        def load_one(table: dict[str, Any]) -> list[Retirement]:
+            """One table and its partitions in a transaction of their own (on a worker's own writer)."""
+            own = writers.mine()
+            with self._transaction(own):  # a table and its partitions appear together
+                self._load_table(dump, own, meta, table)
+                load_column_stats(dump, self.target, meta.db_name, target_db, table)
+            return own.take_retirements()
+
+        try:
+            for retirements in each_in_parallel(tables(), load_one, workers):
+                self._retire(retirements)
                 if progress is not None:
                     progress(1)
+        finally:
+            writers.add_stats_to(result.stats)
         with self._batch(writer):
             for name in self.target.catalog.get_tables(target_db):
                 if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
