@@ -16,8 +16,12 @@ from typing import Any
 
 import pytest
 
+from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.locations import canonical
 from hmsrepl.metastore.model import Database
+from hmsrepl.replication import layout, load
+from hmsrepl.replication.dump_ownership import DumpOwnership
 from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.storage.local import local_path
@@ -30,7 +34,7 @@ from tests.helpers import (
     open_sqlite_source,
     write_file,
 )
-from tests.security.untouched import Untouched
+from tests.security.untouched import Untouched, tree_hashes
 
 
 class Scene:
@@ -114,3 +118,119 @@ def test_a_partition_that_does_not_own_its_location_is_refused(scene: Scene, cas
 def test_the_untampered_dump_loads(scene: Scene) -> None:
     scene.engine.execute(f"REPL LOAD sales_dr FROM '{scene.dump}'")
     assert sorted(scene.target.catalog.get_partition_names("sales_dr", "events")) == ["dt=a", "dt=b"]
+
+
+class PagedScene(Scene):
+    """``events`` with seven partitions ``dt=d0..d6``, dumped two to a page and loaded two per catalog call:
+    the bulk path, where a table's partitions reach the catalog page by page in one transaction."""
+
+    def tampered_many(self, name: str, moves: dict[str, str]) -> str:
+        copy = self.root / "dumps" / f"tampered-{name}"
+        shutil.copytree(self.dump, copy)
+        for partition_dir, location in moves.items():
+
+            def declare(doc: dict[str, Any], files: list[str] | None, where: str = location) -> list[str]:
+                doc["partition"]["sd"]["location"] = where
+                return []
+
+            edit_dumped_partition(copy, "sales", "events", partition_dir, declare)
+        return str(copy)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def paged(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[PagedScene]:
+    if request.param == "postgres":
+        request.applymarker(pytest.mark.postgres)
+    monkeypatch.setattr(layout, "PAGE_PARTITIONS", 2)
+    monkeypatch.setattr(load, "PARTITION_PAGE", 2)
+    source = open_sqlite_source(tmp_path)
+    with temporary_database(request.param, str(tmp_path)) as url:
+        target = open_replica(url, tmp_path)
+        try:
+            source.catalog.create_database(Database(name="sales"))
+            events = source.catalog.create_table(make_table("sales", "events", partition_keys=("dt",)))
+            values = [f"d{n}" for n in range(7)]
+            source.catalog.add_partitions("sales", "events", [make_partition(events, v) for v in values])
+            for value in values:
+                part = source.catalog.get_partition("sales", "events", [value])
+                write_file(part.sd.location or "", "f", value.encode())
+            scene = PagedScene(tmp_path, source, target)
+            pages = list((scene.dump / "sales" / "events" / "_partitions").iterdir())
+            assert len(pages) == 4, pages  # the dump really is paged
+            yield scene
+        finally:
+            target.close()
+            source.close()
+
+
+@pytest.mark.parametrize(
+    ("case", "moves", "culprit"),
+    [
+        ("same_page", lambda s: {"dt=d1": s.location("events", "d0") + "/nested"}, "events/dt=d1"),
+        ("across_pages", lambda s: {"dt=d5": s.location("events", "d0")}, "events/dt=d5"),
+        (
+            "around_a_later_page",
+            lambda s: (
+                {"dt=d0": s.location("events", "d6").rsplit("/", 1)[0] + "/nest"}
+                | {"dt=d6": s.location("events", "d6").rsplit("/", 1)[0] + "/nest/dt=d6"}
+            ),
+            "events/dt=d6",
+        ),
+    ],
+)
+def test_partitions_overlapping_within_and_across_pages_are_refused(
+    paged: PagedScene, case, moves, culprit
+) -> None:
+    dump = paged.tampered_many(case, moves(paged))
+    before = Untouched.take(paged.guarded(), [paged.target])
+    with pytest.raises(DumpValidationError) as info:
+        paged.engine.execute(f"REPL LOAD sales_dr FROM '{dump}'")
+    message = str(info.value)
+    assert "refused, nothing was applied" in message and culprit in message and "\n" not in message, message
+    before.assert_same(paged.guarded(), [paged.target])
+    assert "sales_dr" not in paged.target.catalog.get_databases()
+
+
+def test_past_validation_the_catalog_refuses_overlap_across_a_tables_pages(
+    paged: PagedScene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Second line: were the dump's own check missed, the catalog's rule still holds across the catalog calls
+    of one table's transaction (a metadata-only load keeps the declared locations), which is rolled back
+    whole: no partition of the table, no file touched."""
+    paged.dump = Path(
+        local_path(
+            paged.engine.execute("REPL DUMP sales WITH ('hive.repl.dump.metadata.only'='true')").dump_dir
+        )
+    )
+    dump = paged.tampered_many("past_validation", {"dt=d5": paged.location("events", "d0")})
+    monkeypatch.setattr(DumpOwnership, "conflict", lambda self: None)
+    guarded = [paged.root / "src_wh", paged.root / "src_cm", paged.root / "dst_cm"]
+    files = tree_hashes(*guarded)
+    with pytest.raises(InvalidObjectError, match=r"partition 'sales_dr\.events/dt=d5'.* is the location of"):
+        paged.engine.execute(f"REPL LOAD sales_dr FROM '{dump}'")
+    assert tree_hashes(*guarded) == files
+    assert "events" not in paged.target.catalog.get_tables("sales_dr")
+
+
+def test_past_validation_a_copying_load_gives_each_partition_a_directory_of_its_own(
+    paged: PagedScene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load that copies data never writes into a declared location: each partition gets a version directory
+    of its own, so two partitions declared at one place still do not share one on the replica."""
+    dump = paged.tampered_many("copied", {"dt=d5": paged.location("events", "d0")})
+    monkeypatch.setattr(DumpOwnership, "conflict", lambda self: None)
+    paged.engine.execute(f"REPL LOAD sales_dr FROM '{dump}'")
+    located = [
+        canonical(p.sd.location or "") for p in paged.target.catalog.get_partitions("sales_dr", "events")
+    ]
+    assert len(located) == 7
+    for number, loc in enumerate(located):
+        assert not any(loc.overlaps(other) for other in located[number + 1 :]), located
+
+
+def test_the_untampered_paged_dump_loads(paged: PagedScene) -> None:
+    paged.engine.execute(f"REPL LOAD sales_dr FROM '{paged.dump}'")
+    names = paged.target.catalog.get_partition_names("sales_dr", "events")
+    assert sorted(names) == [f"dt=d{n}" for n in range(7)]

@@ -85,6 +85,20 @@ def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
     return engine
 
 
+def plan_for_growth(conn: Connection) -> None:
+    """For the rest of ``conn``'s open transaction, plan every statement for its parameters and the tables'
+    current size (PostgreSQL; other backends plan each statement anyway).
+
+    Statements are prepared at their first run (``PG_CONNECT_ARGS``), and after five runs PostgreSQL may keep
+    one generic plan. A transaction that fills a table (a bootstrap load writing 100,000 partitions of one
+    table) has it chosen while the table is nearly empty: a sequential scan, which each later page of the same
+    look-ups then pays in full, so the load grew quadratically. Planning each run keeps the index look-ups as
+    the table grows; ``SET LOCAL`` ends with the transaction, so the pooled connection keeps its cached plans.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+
+
 def _keep_prepared(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API objects are untyped
     dbapi_connection.prepared_max = PG_PREPARED_MAX
 

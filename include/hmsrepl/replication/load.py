@@ -29,6 +29,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.paths import InvalidPathError
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.database import plan_for_growth
 from hmsrepl.metastore.event_specs import Scope, kinds, parse, spec_of
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import (
@@ -84,7 +85,7 @@ from hmsrepl.replication.layout import (
     DumpLayout,
     DumpMetadata,
 )
-from hmsrepl.replication.leftovers import Retirer, locked_cleanup, own_directories
+from hmsrepl.replication.leftovers import Retirement, Retirer, locked_cleanup, own_directories
 from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.prestage import StagedAhead, discard_unpublished, remove_empty, stage_ahead
@@ -101,6 +102,7 @@ from hmsrepl.replication.replica_layout import (
     needs_move,
 )
 from hmsrepl.replication.replica_scope import ReplicaScope
+from hmsrepl.replication.table_pool import TableWriters, each_in_parallel, load_parallelism
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
@@ -121,6 +123,7 @@ log = logging.getLogger(__name__)
 BATCH_EVENTS = 500
 PARTITION_PAGE = 500  # partitions of a bootstrapped table written per catalog call
 BOOTSTRAP_BATCH_OBJECTS = 500  # tables and partitions a bootstrap batch gathers before it commits
+BOOTSTRAP_GROUP_TABLES = 50  # tables a bootstrap load hands a worker at once
 # A load marks the replica's directory while it runs (a file in this hidden subdirectory); a mark found at
 # the start is an earlier load that did not finish (killed, or failed): this one then sweeps the whole
 # directory at its end, removing what no metadata names (the marks included).
@@ -323,6 +326,14 @@ class LoadEngine:
     @contextlib.contextmanager
     def _batch(self, writer: TargetWriter) -> Iterator[None]:
         """One target transaction: its version directories are named at commit, or removed if it fails."""
+        with self._transaction(writer):
+            yield
+        self._retire(writer.take_retirements())
+
+    @contextlib.contextmanager
+    def _transaction(self, writer: TargetWriter) -> Iterator[None]:
+        """The transaction of a batch, on the calling thread's connection (tables of a bootstrap may be
+        loaded by several threads, each with a writer of its own)."""
         self._changed = True
         with self.clock.stage("apply"), self.target.events.transaction():
             try:
@@ -333,11 +344,14 @@ class LoadEngine:
                 writer.discard_batch()
                 raise
         fault_point()  # committed, old directories not yet retired
-        self.retirer.schedule(writer.take_retirements())
+
+    def _retire(self, retirements: list[Retirement]) -> None:
+        """After a batch committed (in the load's own thread): the directories it stopped naming."""
+        self.retirer.schedule(retirements)
         self.retirer.run_due()
 
     def _writer(
-        self, target_db: str, meta: DumpMetadata, source_db_location: str, stats: ApplyStats
+        self, target_db: str, meta: DumpMetadata, source_db_location: str, stats: ApplyStats | None
     ) -> TargetWriter:
         warehouse = self.target.config.warehouse
         mapper = LocationMapper(
@@ -462,6 +476,7 @@ class LoadEngine:
         self, dump: DumpDir, meta: DumpMetadata, target_db: str, progress: Callable[[int], None] | None = None
     ) -> LoadResult:
         self._check_bootstrap_target(target_db, meta)
+        workers = load_parallelism(self.target)  # a bad setting is refused before anything is read
         already = repl_status(self.target, target_db)
         result = LoadResult(target_db, meta.last_event_id)
         if already is not None and already >= meta.last_event_id:
@@ -492,11 +507,8 @@ class LoadEngine:
             },
         )
         dumped_tables: set[str] = set()
-        # Small tables share a transaction: a table and its partitions still appear together, and a batch's
-        # own round trips (its file intents, event sequence, protection check, commit) are paid once for many
-        # tables, which is most of a small table's cost on a server backend.
-        with contextlib.ExitStack() as open_batch:
-            weight = loaded = 0
+
+        def tables() -> Iterator[dict[str, Any]]:  # read as the pool takes them: never the whole database
             for relative in dump.metadata_files(meta.db_name):
                 parts = relative.split("/")
                 if parts[1] == FUNCTIONS_DIR:
@@ -504,19 +516,38 @@ class LoadEngine:
                 elif len(parts) == 3:
                     table = dump.read_json(relative)["table"]
                     dumped_tables.add(table["table_name"])
-                    if weight == 0:
-                        open_batch.enter_context(self._batch(writer))
-                    weight += 1 + self._load_table(dump, writer, meta, table)
-                    load_column_stats(dump, self.target, meta.db_name, target_db, table)
-                    loaded += 1
-                    if weight >= BOOTSTRAP_BATCH_OBJECTS:
-                        open_batch.close()  # commits
-                        weight = 0
-                        if progress is not None:
-                            progress(loaded)
-                        loaded = 0
-        if progress is not None and loaded:
-            progress(loaded)
+                    yield table
+
+        writers = TableWriters(writer, lambda: self._writer(target_db, meta, report.source_db_location, None))
+
+        def load_group(group: list[dict[str, Any]]) -> tuple[int, list[Retirement]]:
+            """A group of tables on a worker's own writer. Small tables share a transaction, up to
+            ``BOOTSTRAP_BATCH_OBJECTS`` tables and partitions: a table and its partitions still appear together,
+            and a transaction's own round trips (file intents, event ids, protection check, commit) are paid
+            once for many tables, which is most of a small table's cost on a server backend."""
+            own = writers.mine()
+            retirements: list[Retirement] = []
+            remaining = iter(group)
+            table = next(remaining, None)
+            while table is not None:
+                weight = 0
+                with self._transaction(own):
+                    while table is not None and weight < BOOTSTRAP_BATCH_OBJECTS:
+                        weight += 1 + self._load_table(dump, own, meta, table)
+                        load_column_stats(dump, self.target, meta.db_name, target_db, table)
+                        table = next(remaining, None)
+                retirements += own.take_retirements()
+            return len(group), retirements
+
+        tables_read = tables()
+        groups = iter(lambda: list(itertools.islice(tables_read, BOOTSTRAP_GROUP_TABLES)), [])
+        try:
+            for loaded, retirements in each_in_parallel(groups, load_group, workers):
+                self._retire(retirements)
+                if progress is not None:
+                    progress(loaded)
+        finally:
+            writers.add_stats_to(result.stats)
         with self._batch(writer):
             for name in self.target.catalog.get_tables(target_db):
                 if name not in dumped_tables:  # re-bootstrap of a replica: gone at the source
@@ -574,6 +605,9 @@ class LoadEngine:
         writer.put_table(table, files, location)
         if not table.get("partition_keys"):
             return 0
+        # The batch's transaction, which fills the table page by page.
+        with writer.target.events.reader() as conn:
+            plan_for_growth(conn)
         count = 0
         parts: list[tuple[dict[str, Any], list[str] | None]] = []  # one page: a table's are never held whole
         for dumped in dump.partitions(base):

@@ -58,7 +58,17 @@ _TABLE_ROW = (
     .join(dbs, dbs.c.db_id == tbls.c.db_id)
     .where(dbs.c.name == bindparam("db_name"), tbls.c.tbl_name == bindparam("name"))
 )
-_TABLE_ROW_FOR_UPDATE = _TABLE_ROW.with_for_update()
+# Only the table's row is locked (its database's id comes from a subquery, which a locking read leaves unlocked
+# on every backend, where ``FOR UPDATE OF`` is PostgreSQL's alone): locking the database's row too made each
+# write of a table wait for the writes of the database's other tables, and two loading tables deadlocked there.
+_TABLE_ROW_FOR_UPDATE = (
+    select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id)
+    .where(
+        tbls.c.db_id == select(dbs.c.db_id).where(dbs.c.name == bindparam("db_name")).scalar_subquery(),
+        tbls.c.tbl_name == bindparam("name"),
+    )
+    .with_for_update()
+)
 # A table's row inserted into its database only where the name is free, returning its id: what
 # ``_DB_ID_AND_TABLE`` and ``_INSERT_TABLE`` do, in one round trip (no row back: see which one refuses).
 _TABLE_VALUES = ("tbl_name", "tbl_type", "location", "location_key", "doc", "write_id")

@@ -1,0 +1,52 @@
+"""A transaction that fills a table plans each statement for the table as it is, and only that transaction.
+
+PostgreSQL keeps one generic plan for a prepared statement after five runs; chosen while a bootstrap load's
+table is still empty, it scans the table for every later page, and the load of one big table grew
+quadratically (4.7 ms a partition at 100,000 against 0.94 ms at 5,000). ``plan_for_growth`` plans every run
+for the rest of the load's transaction; the pooled connection then goes back to its cached plans.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import text
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.database import plan_for_growth
+from hmsrepl.metastore.model import Database
+from tests.conftest import make_config
+from tests.helpers import make_partition, make_table
+
+
+def _plan_mode(store: Metastore) -> str:
+    """The setting on a connection of the writers' pool (inside a transaction: its own connection)."""
+    with store.events.reader() as conn:
+        if store.events.current_transaction() is None:
+            with store.events.write_engine.connect() as pooled:
+                return str(pooled.execute(text("SHOW plan_cache_mode")).scalar_one())
+        return str(conn.execute(text("SHOW plan_cache_mode")).scalar_one())
+
+
+def test_a_filling_transaction_plans_each_statement_and_the_pool_keeps_its_plans_after(
+    db_url: str, backend: str, tmp_path: Path
+) -> None:
+    store = Metastore.open(make_config(db_url, tmp_path))
+    try:
+        store.catalog.create_database(Database(name="shop"))
+        table = store.catalog.create_table(make_table("shop", "t", partition_keys=("p",)))
+        with store.events.transaction():
+            with store.events.reader() as conn:
+                plan_for_growth(conn)
+            if backend == "postgres":
+                assert _plan_mode(store) == "force_custom_plan"
+            for first in range(0, 30, 10):  # pages of one table in one transaction, as a bootstrap writes
+                store.catalog.add_partitions(
+                    "shop", "t", [make_partition(table, f"{n:03d}") for n in range(first, first + 10)]
+                )
+        if backend == "postgres":
+            for _ in range(3):  # the writers' pooled connection: the setting ended with the transaction
+                assert _plan_mode(store) == "auto"
+        assert len(store.catalog.get_partition_names("shop", "t")) == 30
+    finally:
+        store.close()

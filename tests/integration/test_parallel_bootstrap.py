@@ -1,0 +1,110 @@
+"""A bootstrap load writes several tables at once on a database server, with the same outcome and the same
+restart as one table at a time.
+
+Each table commits in its own transaction and the replicated position only after the last: a load that fails
+part way (here one table's write fails while others run) leaves whole tables and a position that says the
+bootstrap is not done; run again, it finishes and the replica equals the source.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Database
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.load import LoadEngine, repl_status
+from hmsrepl.replication.replications import ReplicationConfigError
+from hmsrepl.replication.table_pool import PARALLELISM_ENV, load_parallelism
+from hmsrepl.replication.verify import verify
+from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, write_file
+
+TABLES = 6
+
+
+def _source(root: Path) -> Metastore:
+    source = open_sqlite_source(root)
+    source.catalog.create_database(Database(name="shop"))
+    for number in range(TABLES):
+        table = source.catalog.create_table(make_table("shop", f"t{number}", partition_keys=("p",)))
+        added = source.catalog.add_partitions(
+            "shop", table.table_name, [make_partition(table, v) for v in "abc"]
+        )
+        for part in added:
+            write_file(part.sd.location or "", "f", f"{number}{part.values[0]}".encode())
+    return source
+
+
+@pytest.mark.parametrize("server", ["postgres", "mysql"])
+def test_tables_loaded_in_parallel_equal_the_source_and_a_failed_load_finishes_when_run_again(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    from tests.backends import temporary_database
+
+    request.applymarker(getattr(pytest.mark, server))
+    monkeypatch.setenv(PARALLELISM_ENV, "3")
+    source = _source(tmp_path)
+    with temporary_database(server, str(tmp_path)) as url:
+        target = open_replica(url, tmp_path)
+        try:
+            engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+            dump = engine.execute("REPL DUMP shop").dump_dir
+            real = LoadEngine._load_table
+
+            def failing(dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any]) -> None:
+                if table["table_name"] == "t4":
+                    raise OSError("disk failed while writing t4")
+                real(dump_dir, writer, meta, table)
+
+            monkeypatch.setattr(LoadEngine, "_load_table", staticmethod(failing))
+            with pytest.raises(Exception, match="disk failed while writing t4"):
+                engine.execute(f"REPL LOAD shop_dr FROM '{dump}'")
+            assert repl_status(target, "shop_dr") is None  # the bootstrap is not done
+            assert "t4" not in target.catalog.get_tables("shop_dr")
+            for name in target.catalog.get_tables("shop_dr"):  # whole tables or none
+                assert len(target.catalog.get_partition_names("shop_dr", name)) == 3, name
+
+            threads: set[int] = set()
+
+            def watched(dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any]) -> None:
+                threads.add(threading.get_ident())
+                real(dump_dir, writer, meta, table)
+
+            monkeypatch.setattr(LoadEngine, "_load_table", staticmethod(watched))
+            engine.execute(f"REPL LOAD shop_dr FROM '{dump}'")
+            assert repl_status(target, "shop_dr") == source.events.current_event_id()
+            assert sorted(target.catalog.get_tables("shop_dr")) == [f"t{n}" for n in range(TABLES)]
+            assert verify(source, "shop", target, "shop_dr") == []
+            assert len(threads) > 1, threads  # the rest of the tables really were written side by side
+        finally:
+            target.close()
+            source.close()
+
+
+def test_parallelism_defaults_by_backend_and_a_bad_setting_is_refused_before_the_load_changes_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = _source(tmp_path)
+    target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
+    try:
+        monkeypatch.delenv(PARALLELISM_ENV, raising=False)
+        assert load_parallelism(target) == 1  # SQLite has one writer at a time
+        engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+        dump = engine.execute("REPL DUMP shop").dump_dir
+        for bad in ("0", "many", "1000"):
+            monkeypatch.setenv(PARALLELISM_ENV, bad)
+            with pytest.raises(ReplicationConfigError) as info:
+                engine.execute(f"REPL LOAD shop_dr FROM '{dump}'")
+            message = str(info.value)
+            assert PARALLELISM_ENV in message and repr(bad) in message and "\n" not in message, message
+            assert "shop_dr" not in target.catalog.get_databases()
+        monkeypatch.setenv(PARALLELISM_ENV, "2")  # honoured on SQLite too: its writers then take turns
+        engine.execute(f"REPL LOAD shop_dr FROM '{dump}'")
+        assert verify(source, "shop", target, "shop_dr") == []
+    finally:
+        target.close()
+        source.close()
