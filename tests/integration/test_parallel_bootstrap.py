@@ -47,6 +47,8 @@ def test_tables_loaded_in_parallel_equal_the_source_and_a_failed_load_finishes_w
 
     request.applymarker(getattr(pytest.mark, server))
     monkeypatch.setenv(PARALLELISM_ENV, "3")
+    # A transaction a table: small tables would otherwise share one, and one worker could take them all.
+    monkeypatch.setattr("hmsrepl.replication.load.BOOTSTRAP_BATCH_OBJECTS", 1)
     source = _source(tmp_path)
     with temporary_database(server, str(tmp_path)) as url:
         target = open_replica(url, tmp_path)
@@ -55,10 +57,10 @@ def test_tables_loaded_in_parallel_equal_the_source_and_a_failed_load_finishes_w
             dump = engine.execute("REPL DUMP shop").dump_dir
             real = LoadEngine._load_table
 
-            def failing(dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any]) -> None:
+            def failing(dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any]) -> int:
                 if table["table_name"] == "t4":
                     raise OSError("disk failed while writing t4")
-                real(dump_dir, writer, meta, table)
+                return real(dump_dir, writer, meta, table)
 
             monkeypatch.setattr(LoadEngine, "_load_table", staticmethod(failing))
             with pytest.raises(Exception, match="disk failed while writing t4"):
@@ -70,9 +72,9 @@ def test_tables_loaded_in_parallel_equal_the_source_and_a_failed_load_finishes_w
 
             threads: set[int] = set()
 
-            def watched(dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any]) -> None:
+            def watched(dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any]) -> int:
                 threads.add(threading.get_ident())
-                real(dump_dir, writer, meta, table)
+                return real(dump_dir, writer, meta, table)
 
             monkeypatch.setattr(LoadEngine, "_load_table", staticmethod(watched))
             engine.execute(f"REPL LOAD shop_dr FROM '{dump}'")

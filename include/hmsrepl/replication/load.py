@@ -13,6 +13,7 @@ import itertools
 import logging
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -123,7 +124,7 @@ log = logging.getLogger(__name__)
 BATCH_EVENTS = 500
 PARTITION_PAGE = 500  # partitions of a bootstrapped table written per catalog call
 BOOTSTRAP_BATCH_OBJECTS = 500  # tables and partitions a bootstrap batch gathers before it commits
-BOOTSTRAP_GROUP_TABLES = 50  # tables a bootstrap load hands a worker at once
+TABLES_KIND = "table"  # a bootstrap entry that is a table (functions are FUNCTIONS_DIR)
 # A load marks the replica's directory while it runs (a file in this hidden subdirectory); a mark found at
 # the start is an earlier load that did not finish (killed, or failed): this one then sweeps the whole
 # directory at its end, removing what no metadata names (the marks included).
@@ -508,43 +509,52 @@ class LoadEngine:
         )
         dumped_tables: set[str] = set()
 
-        def tables() -> Iterator[dict[str, Any]]:  # read as the pool takes them: never the whole database
-            for relative in dump.metadata_files(meta.db_name):
-                parts = relative.split("/")
-                if parts[1] == FUNCTIONS_DIR:
-                    writer.put_function(dump.read_json(relative)["function"])
-                elif len(parts) == 3:
-                    table = dump.read_json(relative)["table"]
-                    dumped_tables.add(table["table_name"])
-                    yield table
+        entries = self._bootstrap_entries(dump, meta, dumped_tables)
+        reading = threading.Lock()
+        exhausted = threading.Event()
+
+        def next_entry() -> tuple[str, dict[str, Any]] | None:  # read as workers take them, never all at once
+            with reading:
+                entry = next(entries, None)
+            if entry is None:
+                exhausted.set()
+            return entry
 
         writers = TableWriters(writer, lambda: self._writer(target_db, meta, report.source_db_location, None))
 
-        def load_group(group: list[dict[str, Any]]) -> tuple[int, list[Retirement]]:
-            """A group of tables on a worker's own writer. Small tables share a transaction, up to
-            ``BOOTSTRAP_BATCH_OBJECTS`` tables and partitions: a table and its partitions still appear together,
-            and a transaction's own round trips (file intents, event ids, protection check, commit) are paid
-            once for many tables, which is most of a small table's cost on a server backend."""
+        def load_batch(_: object) -> tuple[int, list[Retirement]]:
+            """The next tables (and functions) in one transaction on a worker's own writer, up to
+            ``BOOTSTRAP_BATCH_OBJECTS`` tables and partitions. A table and its partitions always appear together;
+            small tables share a transaction, so its own round trips (file intents, event ids, protection
+            check, commit) are paid once for many, which is most of a small table's cost on a server backend;
+            a worker takes one table at a time, so big tables still spread over the workers."""
             own = writers.mine()
-            retirements: list[Retirement] = []
-            remaining = iter(group)
-            table = next(remaining, None)
-            while table is not None:
-                weight = 0
-                with self._transaction(own):
-                    while table is not None and weight < BOOTSTRAP_BATCH_OBJECTS:
-                        weight += 1 + self._load_table(dump, own, meta, table)
-                        load_column_stats(dump, self.target, meta.db_name, target_db, table)
-                        table = next(remaining, None)
-                retirements += own.take_retirements()
-            return len(group), retirements
+            entry = next_entry()
+            if entry is None:
+                return 0, []
+            loaded = weight = 0
+            with self._transaction(own):
+                while entry is not None:
+                    kind, document = entry
+                    if kind == FUNCTIONS_DIR:
+                        own.put_function(document)
+                    else:
+                        weight += 1 + self._load_table(dump, own, meta, document)
+                        load_column_stats(dump, self.target, meta.db_name, target_db, document)
+                        loaded += 1
+                    if weight >= BOOTSTRAP_BATCH_OBJECTS:
+                        break
+                    entry = next_entry()
+            return loaded, own.take_retirements()
 
-        tables_read = tables()
-        groups = iter(lambda: list(itertools.islice(tables_read, BOOTSTRAP_GROUP_TABLES)), [])
+        def batches() -> Iterator[None]:
+            while not exhausted.is_set():
+                yield None
+
         try:
-            for loaded, retirements in each_in_parallel(groups, load_group, workers):
+            for loaded, retirements in each_in_parallel(batches(), load_batch, workers):
                 self._retire(retirements)
-                if progress is not None:
+                if progress is not None and loaded:
                     progress(loaded)
         finally:
             writers.add_stats_to(result.stats)
@@ -556,6 +566,20 @@ class LoadEngine:
             acid_replay.load_bootstrap_state(writer, dump, meta)
             writer.set_last_id(meta.last_event_id, bootstrap_done=True)
         return result
+
+    @staticmethod
+    def _bootstrap_entries(
+        dump: DumpDir, meta: DumpMetadata, dumped_tables: set[str]
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The dumped functions and tables of a bootstrap, each read when taken; notes each table's name."""
+        for relative in dump.metadata_files(meta.db_name):
+            parts = relative.split("/")
+            if parts[1] == FUNCTIONS_DIR:
+                yield FUNCTIONS_DIR, dump.read_json(relative)["function"]
+            elif len(parts) == 3:
+                table = dump.read_json(relative)["table"]
+                dumped_tables.add(table["table_name"])
+                yield TABLES_KIND, table
 
     def _check_incremental_target(self, target_db: str, meta: DumpMetadata) -> tuple[Database, int]:
         """The replica and its position; refuses targets that are not replicas or would skip events."""
