@@ -149,7 +149,8 @@ def test_bad_requests_get_one_line_errors_naming_the_fix_and_queue_nothing(remot
             h3.CompactionRequest(dbname="sales", tablename="events", partitionname="ds=1", type=MAJOR),
             "not partitioned",
         ),
-        (h3.CompactionRequest(dbname="sales", tablename="events", type=3), "MAJOR (2) or MINOR (1)"),
+        (h3.CompactionRequest(dbname="sales", tablename="events", type=3), "3 (REBALANCE) is not supported"),
+        (h3.CompactionRequest(dbname="sales", tablename="events", type=4), "MAJOR (2) or MINOR (1)"),
     ]
     for request, fragment in cases:
         with pytest.raises(TApplicationException) as info:

@@ -1,7 +1,10 @@
-"""Every method of the Thrift IDL is accounted for by the protection rule's table (``thrift.protection_coverage``).
+"""Every served method of Hive 4's service is accounted for by the protection rule's table
+(``thrift.protection_coverage``).
 
-The methods come from parsing the IDL file itself, so a write added to the API fails here until the table
-says how the rule covers it; a planted method in a copy of the IDL shows that the check finds it.
+The methods come from Hive 4's service as pyiceberg publishes it (``tests.hive4_reference``) and from our own
+IDL file, so a write that starts being served (it leaves the refusal table), that Hive adds, or that our IDL
+declares fails here until the table says how the rule covers it; a planted method in a copy of our IDL shows
+that the check finds it. A refused method changes nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import thriftpy2
 
 from hmsrepl.thrift import protection_coverage as table
 from hmsrepl.thrift.handler import MetastoreHandler
-from hmsrepl.thrift.idl import IDL_PATH
+from hmsrepl.thrift.idl import IDL_PATH, Service
+from hmsrepl.thrift.refusals import REFUSED
+from tests import hive4_reference
 
 READ_NAMES = re.compile(r"^(get|show_|check_|partition_name_to_)")
 
@@ -24,14 +29,24 @@ def idl_methods(path: Path, module_name: str) -> list[str]:
     return sorted(module.ThriftHiveMetastore.thrift_services)
 
 
-def test_every_idl_method_sits_in_exactly_one_table() -> None:
-    methods = idl_methods(IDL_PATH, "coverage_idl_thrift")
-    assert len(methods) > 100
+def test_every_served_method_sits_in_exactly_one_table() -> None:
+    reference = hive4_reference.methods()
+    methods = sorted(set(reference) | set(idl_methods(IDL_PATH, "coverage_idl_thrift")))
+    served = [m for m in methods if m not in REFUSED]
+    assert len(served) > 100
+    assert len(methods) - len(served) > 100  # the reference's writes we refuse are in the walk too
+    assert [m for m in served if not MetastoreHandler.serves(m)] == []
     assert table.uncovered(methods) == []
 
 
+def test_a_refused_write_that_starts_being_served_is_reported_uncovered(monkeypatch) -> None:
+    assert "truncate_table" in REFUSED
+    monkeypatch.delitem(REFUSED, "truncate_table")
+    assert table.uncovered(hive4_reference.methods()) == ["truncate_table"]
+
+
 def test_the_tables_name_only_methods_of_the_idl_that_the_handler_serves() -> None:
-    methods = set(idl_methods(IDL_PATH, "coverage_idl_thrift"))
+    methods = set(Service.thrift_services)
     listed = [
         *table.EVENT_WRITES,
         *table.LOCK_WRITES,
@@ -51,14 +66,15 @@ def test_reads_are_named_as_reads_and_writes_are_not() -> None:
 
 
 def test_a_planted_write_in_the_idl_is_reported_uncovered(tmp_path: Path) -> None:
-    text = IDL_PATH.read_text()
+    text = IDL_PATH.read_text(encoding="utf-8")
     service = "service ThriftHiveMetastore {\n"
     assert service in text
     planted = tmp_path / "hive_metastore.thrift"
     planted.write_text(
         text.replace(
             service, service + "  void drop_everything(1: string db_name) throws (1: MetaException o1),\n"
-        )
+        ),
+        encoding="utf-8",
     )
     methods = idl_methods(planted, "planted_idl_thrift")
     assert "drop_everything" in methods

@@ -15,15 +15,20 @@ from hmsrepl.exceptions import InvalidInputError
 from hmsrepl.metastore.service import Metastore
 from hmsrepl.thrift.idl import hms
 
+#: The kinds of Hive's ``CompactionType`` the queue runs; Hive 4's later one (REBALANCE) is refused.
+_QUEUED_TYPES = {hms.CompactionType.MINOR: "minor", hms.CompactionType.MAJOR: "major"}
+
 
 def compaction_type(value: int | None, what: str) -> str:
     """Hive's ``CompactionType`` (MINOR=1, MAJOR=2) as the queue spells it; Hive 4's later kinds are refused."""
-    name = hms.CompactionType._VALUES_TO_NAMES.get(value) if value is not None else None
+    name = _QUEUED_TYPES.get(value) if value is not None else None
     if name is None:
+        hive_name = hms.CompactionType._VALUES_TO_NAMES.get(value) if value is not None else None
+        kind = f"{value} ({hive_name})" if hive_name else str(value)
         raise InvalidInputError(
-            f"compaction of {what}: compaction type {value} is not supported; ask for MAJOR (2) or MINOR (1)"
+            f"compaction of {what}: compaction type {kind} is not supported; ask for MAJOR (2) or MINOR (1)"
         )
-    return str(name).lower()
+    return name
 
 
 def compact2(store: Metastore, rqst: Any) -> Any:

@@ -386,7 +386,7 @@ struct GetOpenTxnsResponse {
   1: required i64 txn_high_water_mark,
   2: required list<i64> open_txns,
   3: optional i64 min_open_txn,
-  4: optional binary abortedBits
+  4: required binary abortedBits
 }
 
 struct HeartbeatTxnRangeRequest {
@@ -506,7 +506,8 @@ struct HeartbeatRequest {
 }
 
 // ---- compaction (Hive 3.1's structs; fields Hive 4 added are optional, so either client reads them) ------
-enum CompactionType { MINOR = 1, MAJOR = 2 }
+// REBALANCE (Hive 4) is declared so a request for it can be refused by name; the queue runs MINOR and MAJOR.
+enum CompactionType { MINOR = 1, MAJOR = 2, REBALANCE = 3 }
 
 struct CompactionRequest {
   1: required string dbname,
@@ -863,9 +864,10 @@ service ThriftHiveMetastore {
   list<Partition> get_partitions_with_auth(1: string db_name, 2: string tbl_name, 3: i16 max_parts = -1,
                                            4: string user_name, 5: list<string> group_names)
       throws (1: NoSuchObjectException o1, 2: MetaException o2),
-  // 2.3 wire shape: the only exception field is id 1 (Hive 3 puts NoSuchObjectException there).
+  // Hive 3/4 shape: NoSuchObjectException at 1, MetaException at 2 (Hive 2.3 has MetaException at 1, so a 2.3
+  // client reads a missing table as its MetaException, as it does from a stock Hive 3 or 4 metastore).
   list<string> get_partition_names(1: string db_name, 2: string tbl_name, 3: i16 max_parts = -1)
-      throws (1: MetaException o2),
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
   list<Partition> get_partitions_ps(1: string db_name, 2: string tbl_name, 3: list<string> part_vals,
                                     4: i16 max_parts = -1)
       throws (1: MetaException o1, 2: NoSuchObjectException o2),

@@ -62,6 +62,7 @@ from hmsrepl.thrift.frames import MessageRefused, MessageScanner
 from hmsrepl.thrift.frontend import BUSY, WRITING, Connection, FrontEnd
 from hmsrepl.thrift.handler import EncodedStructs, ErrorMappingDispatcher, MetastoreHandler
 from hmsrepl.thrift.idl import Service
+from hmsrepl.thrift.refusals import refusal
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,8 @@ _JOIN_MAX = 64 * 1024
 
 
 class _Processor(TProcessor):
-    """Answers unknown methods with a message naming the method (thriftpy2 sends none), lets a request's bytes go
+    """Answers a method our IDL does not declare (thriftpy2 skips its arguments and sends no message) with Hive's
+    unknown-method error naming the method and the reason it is refused (``thrift.refusals``), lets a request's bytes go
     once decoded, and writes large list replies in pages (those of the metadata cache already encoded).
     """
 
@@ -98,10 +100,7 @@ class _Processor(TProcessor):
             log.warning("a client called %r, which this metastore does not serve", api[:128])
             if self.on_unknown_method is not None:
                 self.on_unknown_method()
-            result = TApplicationException(
-                TApplicationException.UNKNOWN_METHOD,
-                f"method '{api}' is not supported by this metastore (hmsrepl)",
-            )
+            result = refusal(api)
         return api, seqid, result, call
 
     def process(self, iprot: Any, oprot: Any, decoded: Callable[[], None] | None = None) -> None:
