@@ -75,14 +75,16 @@ CASES = [
 @pytest.mark.parametrize(("col_type", "fields", "kind", "bounds"), CASES, ids=[c[0] for c in CASES])
 def test_numbers_dates_and_timestamps(col_type: str, fields: dict[str, str], kind: str, bounds: dict) -> None:
     stat = to_hive(column("c", **fields, **COUNTS), "c", col_type)
-    assert stat == ColumnStat("c", col_type, kind, {**bounds, "numNulls": 1, "numDVs": 2})
+    assert stat == ColumnStat("c", col_type, kind, {**bounds, "numNulls": 1, "numDVs": 3}), (
+        "null counts as one"
+    )
 
 
 def test_strings_binaries_and_booleans() -> None:
     lengths = {"avgLen": "3", "maxLen": "5", **COUNTS}
     for col_type in ("string", "varchar(10)", "char(5)"):
         assert to_hive(column("s", **lengths), "s", col_type) == ColumnStat(
-            "s", col_type, "stringStats", {"maxColLen": 5, "avgColLen": 3.0, "numNulls": 1, "numDVs": 2}
+            "s", col_type, "stringStats", {"maxColLen": 5, "avgColLen": 3.0, "numNulls": 1, "numDVs": 3}
         )
     assert to_hive(column("b", **lengths), "b", "binary") == ColumnStat(
         "b", "binary", "binaryStats", {"maxColLen": 5, "avgColLen": 3.0, "numNulls": 1}
@@ -153,7 +155,7 @@ def test_hive_statistics_rewrite_sparks_fields(col_type: str, bounds: dict, spar
         "version": "2",
         "avgLen": "8",
         "maxLen": "8",
-        "distinctCount": "30",
+        "distinctCount": "29",
         "nullCount": "7",
         **spark,
     }

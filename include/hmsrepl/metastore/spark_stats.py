@@ -26,6 +26,9 @@ boolean                                booleanStats   true/false counts when min
                                                       tell them, else -1 (unknown, Impala's way)
 =====================================  =============  ============================================
 
+Hive's NDV counts null as one more value (Trino subtracts one where a column has nulls); Spark's
+``distinctCount`` does not, so a column with nulls gets ``distinctCount + 1``.
+
 (*) Hive before 4 and Trino know no timestamp member; they keep a timestamp's counts in ``longStats``
 without bounds, and so does the translation. Counts Spark did not write read -1 (unknown). Columns of
 other types (arrays, maps, structs) and partition columns have no Hive column statistics: skipped.
@@ -108,6 +111,13 @@ def _count(fields: Mapping[str, str], name: str) -> int:
     return int(value) if value is not None else UNKNOWN
 
 
+def _hive_distinct(fields: Mapping[str, str]) -> int:
+    """Hive's NDV from Spark's: Hive counts null as a value (Trino subtracts one when a column has nulls),
+    Spark counts the values only."""
+    distinct, nulls = _count(fields, "distinctCount"), _count(fields, "nullCount")
+    return distinct + 1 if distinct >= 0 and nulls > 0 else distinct
+
+
 def _decimal_json(value: Decimal) -> dict[str, Any]:
     exponent = value.as_tuple().exponent
     scale = -int(exponent) if isinstance(exponent, int) and exponent < 0 else 0
@@ -177,12 +187,12 @@ def to_hive(column: SparkColumn, col_name: str, col_type: str, rows: int | None 
                 "numNulls": _count(fields, "nullCount"),
             }
             if kind == "stringStats":
-                data["numDVs"] = _count(fields, "distinctCount")
+                data["numDVs"] = _hive_distinct(fields)
         else:
             data = {
                 **_bounds(kind, col_type, fields),
                 "numNulls": _count(fields, "nullCount"),
-                "numDVs": _count(fields, "distinctCount"),
+                "numDVs": _hive_distinct(fields),
             }
     except (ValueError, InvalidOperation, OverflowError):
         return None
@@ -228,9 +238,11 @@ def to_spark(stat: ColumnStat, current: SparkColumn) -> dict[str, str]:
     data = stat.data
     out = {k: v for k, v in current.fields.items() if k in ("version", "avgLen", "maxLen")}
     out.setdefault("version", "2")
-    for hive_field, spark_field in (("numDVs", "distinctCount"), ("numNulls", "nullCount")):
-        if data.get(hive_field) is not None and data[hive_field] >= 0:
-            out[spark_field] = str(int(data[hive_field]))
+    nulls, distinct = data.get("numNulls"), data.get("numDVs")
+    if nulls is not None and nulls >= 0:
+        out["nullCount"] = str(int(nulls))
+    if distinct is not None and distinct >= 0:  # Hive's NDV counts null as a value, Spark's does not
+        out["distinctCount"] = str(int(distinct) - (1 if distinct > 0 and (nulls or 0) > 0 else 0))
     if stat.kind in ("stringStats", "binaryStats"):
         out.pop("avgLen", None)
         out.pop("maxLen", None)
