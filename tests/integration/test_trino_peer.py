@@ -276,8 +276,6 @@ def test_show_stats_after_sparks_analyze_on_both_sides(sides: TrinoSides, schema
     assert stats[None][3] == 3.0
     replicate(sides, schema)
     assert stats_by_column(trino, f"hive_dr.{schema}_dr.sales") == stats
-    trino.query(f"DROP TABLE hive.{schema}.sales")
-    replicate(sides, schema)
 
 
 def replicate(sides: TrinoSides, db: str) -> int:

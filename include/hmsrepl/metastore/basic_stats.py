@@ -4,6 +4,8 @@ Hive's metastore gathers ``numFiles`` and ``totalSize`` itself when a client cre
 partition (``hive.stats.autogather``), by listing its location; readers (Trino, Impala, Hive) plan with them
 and with ``numRows``. This metastore records every write's files already (``metastore.listings``), so the
 two are the recorded listing's file count and byte total, hidden files left out as Hive leaves them out.
+Where a client's INSERT event records a table's files after its alter (Hive's loadTable), the counts
+follow with an alter of the table's parameters (``refresh_table``).
 
 ``numRows`` is only known to whoever counted the rows. A client write keeps the count it sends, except:
 
@@ -22,12 +24,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, func, select
 
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.model import Table, TableType
 from hmsrepl.metastore.schema import data_files
+
+if TYPE_CHECKING:  # the catalog writes through this module; it is only called here
+    from hmsrepl.metastore.catalog import CatalogService
 
 ACCURATE = "COLUMN_STATS_ACCURATE"
 NUM_FILES = "numFiles"
@@ -69,6 +75,21 @@ def gather(
         return None
     out = gathered(before, params, *recorded_totals(conn, key))
     return out if out != params else None
+
+
+def refresh_table(catalog: CatalogService, db_name: str, table_name: str) -> None:
+    """A table's counts after an INSERT event recorded its new files without an alter to follow (Hive's
+    loadTable alters the table first, then fires the INSERT): ``gathered`` as an alter of its parameters
+    alone, an ALTER_TABLE event (so the replica's follow), none when nothing changed."""
+    table = catalog.get_table(db_name, table_name)
+    if not gathers(table) or table.partition_keys or table.id is None:
+        return
+    with catalog.events.reader() as conn:
+        files, size = recorded_totals(conn, ObjectKey(table.id))
+    params = gathered(table.parameters, table.parameters, files, size)
+    if params != table.parameters:
+        changed = table.model_copy(update={"parameters": params})
+        catalog.alter_table(db_name, table_name, changed, capture_files=False)
 
 
 def gathered(
