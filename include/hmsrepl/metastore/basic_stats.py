@@ -4,8 +4,11 @@ Hive's metastore gathers ``numFiles`` and ``totalSize`` itself when a client cre
 partition (``hive.stats.autogather``), by listing its location; readers (Trino, Impala, Hive) plan with them
 and with ``numRows``. This metastore records every write's files already (``metastore.listings``), so the
 two are the recorded listing's file count and byte total, hidden files left out as Hive leaves them out.
+The listing's summary keeps both up to date from each write's diff (the files it added, replaced or
+removed, an overwrite's excluded files included), so reading them costs one row, not a count of the files.
 Where a client's INSERT event records a table's files after its alter (Hive's loadTable), the counts
-follow with an alter of the table's parameters (``refresh_table``).
+follow in the INSERT's own transaction and its event's table snapshot (``DataCatalog.insert``): no
+alter is logged for them, and a replica's load of the INSERT puts that snapshot.
 
 ``numRows`` is only known to whoever counted the rows. A client write keeps the count it sends, except:
 
@@ -24,16 +27,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
+from hmsrepl.metastore import listings
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.model import Table, TableType
-from hmsrepl.metastore.schema import data_files
-
-if TYPE_CHECKING:  # the catalog writes through this module; it is only called here
-    from hmsrepl.metastore.catalog import CatalogService
 
 ACCURATE = "COLUMN_STATS_ACCURATE"
 NUM_FILES = "numFiles"
@@ -53,13 +52,9 @@ def gathers(table: Table) -> bool:
 
 
 def recorded_totals(conn: Connection, key: ObjectKey) -> tuple[int, int]:
-    """The object's recorded file count and byte total."""
-    row = conn.execute(
-        select(func.count(), func.coalesce(func.sum(data_files.c.size), 0)).where(
-            data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id
-        )
-    ).one()
-    return int(row[0]), int(row[1])
+    """The object's recorded file count and byte total, as its listing's summary keeps them per diff
+    (``listings.totals``): an append into a 100,000-file partition reads one row, not its files."""
+    return listings.totals(conn, key)
 
 
 def gather(
@@ -75,21 +70,6 @@ def gather(
         return None
     out = gathered(before, params, *recorded_totals(conn, key))
     return out if out != params else None
-
-
-def refresh_table(catalog: CatalogService, db_name: str, table_name: str) -> None:
-    """A table's counts after an INSERT event recorded its new files without an alter to follow (Hive's
-    loadTable alters the table first, then fires the INSERT): ``gathered`` as an alter of its parameters
-    alone, an ALTER_TABLE event (so the replica's follow), none when nothing changed."""
-    table = catalog.get_table(db_name, table_name)
-    if not gathers(table) or table.partition_keys or table.id is None:
-        return
-    with catalog.events.reader() as conn:
-        files, size = recorded_totals(conn, ObjectKey(table.id))
-    params = gathered(table.parameters, table.parameters, files, size)
-    if params != table.parameters:
-        changed = table.model_copy(update={"parameters": params})
-        catalog.alter_table(db_name, table_name, changed, capture_files=False)
 
 
 def gathered(

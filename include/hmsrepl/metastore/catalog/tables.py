@@ -132,7 +132,7 @@ class TableCatalog(CatalogFamily):
                 # A new id (ids are never reused) has nothing recorded under it: nothing to forget or read.
                 data = self.core.captured(tx.conn, ObjectKey(tbl_id), location, applied_files, fresh=True)
                 if gather_stats:
-                    table = _with_gathered(tx.conn, tbl_id, table, None)
+                    table = with_gathered_table(tx.conn, tbl_id, table, None)
             tx.emit(
                 EventType.CREATE_TABLE,
                 table.db_name,
@@ -281,7 +281,7 @@ class TableCatalog(CatalogFamily):
                 if move:
                     data = _rerooted(data, move[0], move[1])
             if captured and gather_stats:
-                new_table = _with_gathered(tx.conn, tbl_id, new_table, current.parameters)
+                new_table = with_gathered_table(tx.conn, tbl_id, new_table, current.parameters)
             body = AlterTableBody(
                 before=_snapshot(current), after=_snapshot(new_table), recycled=recycled, **format2(data)
             )
@@ -459,9 +459,10 @@ class TableCatalog(CatalogFamily):
                 yield part
 
 
-def _with_gathered(conn: Connection, tbl_id: int, table: Table, before: dict[str, str] | None) -> Table:
+def with_gathered_table(conn: Connection, tbl_id: int, table: Table, before: dict[str, str] | None) -> Table:
     """The table with the basic statistics of its recorded files (``basic_stats``), its row rewritten if
-    they changed its parameters (after the capture that recorded them, inside the write's transaction)."""
+    they changed its parameters (after the capture that recorded them, inside the write's transaction: a
+    create, an alter, or an INSERT into the table, ``DataCatalog.insert``)."""
     params = basic_stats.gather(conn, ObjectKey(tbl_id), table, before, table.parameters)
     if params is None:
         return table

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from hmsrepl.exceptions import InvalidObjectError, NoSuchPartitionError
-from hmsrepl.metastore import basic_stats
 from hmsrepl.thrift.api.base import Area
 from hmsrepl.thrift.hive3_insert import hive3_overwrote
 from hmsrepl.thrift.idl import hms
@@ -93,14 +92,13 @@ class NotificationApi(Area):
                 rqst.partitionVals or None,
                 new_files=files or None,
                 replace=replace,
+                gather_stats=True,
             )
         except NoSuchPartitionError:
             # Spark's Hive client reports an overwrite into a new partition before it adds the partition;
             # the ADD_PARTITION that follows lists the files, so there is nothing to log yet.
             return hms.FireEventResponse(eventIds=[])
         self._local.declares = True
-        if not rqst.partitionVals:  # the table's alter came first: its counts follow the files now
-            basic_stats.refresh_table(self.catalog, rqst.dbName, rqst.tableName)
         if rqst.partitionVals:  # the alter_partition Hive sends next changes no data of its own
             pending[key] = None
             while len(pending) > MAX_DECLARED:
