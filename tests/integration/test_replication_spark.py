@@ -9,7 +9,7 @@ After every load the replica must show a state the source really had as of the l
 equal to the source state recorded at that event id when the load ends on a statement boundary; when LIMIT
 cuts inside a statement (a statement can log several events), every object must equal its version just
 before or just after that statement - never a version from another time and never a mix within one object
-(but for the basic statistics parameters, which follow an append's files one event later).
+(but for a partition's basic statistics parameters, which follow an append's files one event later).
 Half way through, the policy changes (REPL DUMP <new> REPLACE <old>): a table the old policy excluded comes in
 with its data, one the new policy excludes is dropped, and later loads follow the new policy.
 """
@@ -144,10 +144,10 @@ COUNTS = ("numFiles", "totalSize", "numRows", "rawDataSize", "COLUMN_STATS_ACCUR
 
 
 def without_counts(state: Any) -> Any:
-    """An object's state without its basic statistics: a Spark append records its files in an INSERT event
-    and the counts follow in the statement's next event (the alter_partition, or the table's alter after
-    the INSERT), so a load cut between the two shows the new files beside the old counts, as the source
-    itself did between those commits."""
+    """An object's state without its basic statistics: a Spark append to a partition records its files in
+    an INSERT event and the counts follow in the statement's next event (the alter_partition), so a load cut
+    between the two shows the new files beside the old counts, as the source itself did between those
+    commits (a table's INSERT carries its counts itself)."""
     if not isinstance(state, ObjectState):
         return state
     params = {k: v for k, v in state.metadata.get("parameters", {}).items() if k not in COUNTS}
