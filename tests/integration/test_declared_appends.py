@@ -244,8 +244,15 @@ def test_a_table_append_from_a_client_that_declares_its_files_lists_nothing(serv
         before = store.get_current_notification_event_id()
         client.alter_table(DB, "notes", client.get_table(DB, "notes"))
         _fire_insert(client, None, [new], table="notes")
-        alter, insert = store.get_next_notification(before)
+        alter, insert = store.get_next_notification(before)  # no alter follows for the counts
         assert (alter.event_type, insert.event_type) == ("ALTER_TABLE", "INSERT")
+        # the table's numFiles/totalSize follow the files the INSERT recorded, in its own commit and in the
+        # snapshot a replica's load puts (metastore.basic_stats)
+        files = _replayed(store, "notes", None)  # the recorded files (not one dropped in by hand)
+        counts = {"numFiles": str(len(files)), "totalSize": str(sum(os.path.getsize(f) for f in files))}
+        params = client.get_table(DB, "notes").parameters
+        assert {k: params[k] for k in counts} == counts
+        assert {k: insert.body()["table"]["parameters"][k] for k in counts} == counts
         return alter, insert
 
     alter, insert = append("first.txt")  # the connection has named nothing yet: the alter lists

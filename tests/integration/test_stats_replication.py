@@ -9,6 +9,10 @@ from __future__ import annotations
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.statistics import ColumnStat
 from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.thrift import convert
+from hmsrepl.thrift.handler import MetastoreHandler
+from hmsrepl.thrift.idl import hms
+from hmsrepl.thrift.statistics import stat_from_thrift
 from tests.helpers import make_table
 from tests.integration.test_replication import bootstrap, incremental, seed
 
@@ -77,3 +81,48 @@ def test_statistics_of_a_table_renamed_in_the_same_window(
     incremental(engine)
     assert target.stats.table_stats("sales_dr", "fresh_v2", ["id"]) == [long_stat("id", 4, 8)]
     assert target.stats.table_stats("sales_dr", "plain_v2", ["id"]) == [long_stat("id", 1, 2)]
+
+
+def test_statistics_translated_from_sparks_parameters_replicate(
+    engine: ReplicationEngine, source: Metastore, target: Metastore
+) -> None:
+    """Spark's ANALYZE through the Thrift API: the replica answers get_table_statistics_req as the source
+    does, and carries the same basic statistics parameters."""
+    seed(source)
+    bootstrap(engine)
+    handler = MetastoreHandler(source)
+    plain = source.catalog.get_table("sales", "plain")
+    analyzed = {
+        **plain.parameters,
+        "spark.sql.statistics.numRows": "2",
+        **{
+            f"spark.sql.statistics.colStats.id.{k}": v
+            for k, v in (("version", "2"), ("min", "1"), ("max", "2"))
+        },
+        "spark.sql.statistics.colStats.id.nullCount": "0",
+        "spark.sql.statistics.colStats.id.distinctCount": "2",
+        "spark.sql.statistics.colStats.name.version": "2",
+        "spark.sql.statistics.colStats.name.maxLen": "1",
+        "spark.sql.statistics.colStats.name.avgLen": "1",
+        "spark.sql.statistics.colStats.name.nullCount": "0",
+        "spark.sql.statistics.colStats.name.distinctCount": "2",
+    }
+    handler.alter_table(
+        "sales", "plain", convert.table_to_thrift(plain.model_copy(update={"parameters": analyzed}))
+    )
+    incremental(engine)
+
+    def answer(store: Metastore, db: str) -> list[ColumnStat]:
+        request = hms.TableStatsRequest(dbName=db, tblName="plain", colNames=["id", "name"])
+        return [
+            stat_from_thrift(o) for o in MetastoreHandler(store).get_table_statistics_req(request).tableStats
+        ]
+
+    assert [s.col_name for s in answer(source, "sales")] == ["id", "name"]
+    assert answer(target, "sales_dr") == answer(source, "sales")
+    basic = ("numRows", "numFiles", "totalSize", "COLUMN_STATS_ACCURATE")
+    replica = target.catalog.get_table("sales_dr", "plain").parameters
+    assert {k: replica.get(k) for k in basic} == {
+        k: source.catalog.get_table("sales", "plain").parameters.get(k) for k in basic
+    }
+    assert replica["numRows"] == "2"

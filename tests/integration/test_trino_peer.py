@@ -29,7 +29,7 @@ from hmsrepl.storage.local import local_path
 from tests.backends import temporary_database
 from tests.peers import trino as trino_peer
 from tests.peers.trino_server import TrinoServer, hive_catalog, iceberg_catalog, trino_server
-from tests.servers import RunningMetastore, metastore_server
+from tests.servers import Hive2Client, RunningMetastore, metastore_server
 
 pytestmark = pytest.mark.trino
 
@@ -227,6 +227,55 @@ def test_iceberg_tables_through_the_hive_metastore_catalog(sides: TrinoSides, sc
     with opened(sides.source) as store:
         assert store.catalog.get_tables(schema) == []
     trino.query(f"DROP SCHEMA iceberg.{schema}")
+
+
+# What Spark's ANALYZE TABLE ... COMPUTE STATISTICS FOR COLUMNS id, name, price stores for the rows below,
+# through its Hive client (an alter_table adding these parameters; ``test_spark_statistics`` runs Spark).
+SPARK_ANALYZED = {
+    "spark.sql.statistics.numRows": "3",
+    **{
+        f"spark.sql.statistics.colStats.id.{k}": v
+        for k, v in {"version": "2", "min": "1", "max": "3"}.items()
+    },
+    **{
+        f"spark.sql.statistics.colStats.id.{k}": v
+        for k, v in {"nullCount": "0", "distinctCount": "3"}.items()
+    },
+    **{f"spark.sql.statistics.colStats.name.{k}": v for k, v in {"version": "2", "nullCount": "1"}.items()},
+    **{
+        f"spark.sql.statistics.colStats.name.{k}": v for k, v in {"distinctCount": "2", "avgLen": "3"}.items()
+    },
+    "spark.sql.statistics.colStats.name.maxLen": "3",
+    **{f"spark.sql.statistics.colStats.price.{k}": v for k, v in {"version": "2", "min": "1.25"}.items()},
+    **{f"spark.sql.statistics.colStats.price.{k}": v for k, v in {"max": "3.50", "nullCount": "0"}.items()},
+    "spark.sql.statistics.colStats.price.distinctCount": "3",
+}
+
+
+def test_show_stats_after_sparks_analyze_on_both_sides(sides: TrinoSides, schema: str) -> None:
+    """Trino reads Hive's column statistics only: those of Spark's ANALYZE, translated, on both sides."""
+    trino = sides.trino
+    trino.query(f"CREATE SCHEMA hive.{schema}")
+    trino.query(
+        f"CREATE TABLE hive.{schema}.sales AS SELECT * FROM (VALUES (1, 'ann', DECIMAL '1.25'), "
+        "(2, NULL, DECIMAL '2.00'), (3, 'bob', DECIMAL '3.50')) AS v(id, name, price)"
+    )
+    with opened(sides.source) as store:
+        store.stats.delete(schema, "sales")  # as if Trino had not gathered any on write: Spark's alone
+    client = Hive2Client(sides.source.port, user="spark")
+    try:
+        table = client.get_table(schema, "sales")
+        table.parameters = {**table.parameters, **SPARK_ANALYZED, "numRows": "3"}
+        client.alter_table(schema, "sales", table)
+    finally:
+        client.close()
+    stats = stats_by_column(trino, f"hive.{schema}.sales")
+    assert stats["id"][1:] == (3.0, 0.0, None, "1", "3")
+    assert stats["name"][1:3] == (2.0, pytest.approx(1 / 3))
+    assert stats["price"][1:] == (3.0, 0.0, None, "1.25", "3.5")
+    assert stats[None][3] == 3.0
+    replicate(sides, schema)
+    assert stats_by_column(trino, f"hive_dr.{schema}_dr.sales") == stats
 
 
 def replicate(sides: TrinoSides, db: str) -> int:

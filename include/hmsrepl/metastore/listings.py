@@ -62,10 +62,12 @@ class ObjectKey:
 
 @dataclass(frozen=True)
 class Summary:
-    """A recorded listing's file count and digest (``formats.listing_digest``), kept up to date per diff."""
+    """A recorded listing's file count, digest (``formats.listing_digest``) and byte total, kept up to date
+    per diff (``size`` None: a summary kept before byte totals were, summed on first need by ``totals``)."""
 
     count: int = 0
     digest: str = listing_digest.EMPTY
+    size: int | None = 0
 
 
 def read(conn: Connection, key: ObjectKey) -> dict[str, FileRecord]:
@@ -133,28 +135,60 @@ def stream_rows(
 def summary(conn: Connection, key: ObjectKey) -> Summary:
     """The recorded listing's count and digest; computed from its rows once if no summary was kept yet."""
     row = conn.execute(
-        select(data_listings.c.file_count, data_listings.c.digest).where(
+        select(data_listings.c.file_count, data_listings.c.digest, data_listings.c.total_size).where(
             data_listings.c.tbl_id == key.tbl_id, data_listings.c.part_id == key.part_id
         )
     ).first()
     if row is not None:
-        return Summary(row.file_count, row.digest)
-    count, digest = 0, listing_digest.EMPTY
+        return Summary(row.file_count, row.digest, row.total_size)
+    count, digest, size = 0, listing_digest.EMPTY, 0
     for record in stream(conn, key):
         count += 1
+        size += record.size
         digest = listing_digest.combine(digest, [(record.rel_path, record.checksum)])
-    return Summary(count, digest)
+    return Summary(count, digest, size)
+
+
+def totals(conn: Connection, key: ObjectKey) -> tuple[int, int]:
+    """The recorded listing's file count and byte total (Hive's ``numFiles`` and ``totalSize``), read from
+    its summary: one row, whatever the object holds. A summary without a byte total yet (kept before they
+    were) is summed once and completed; an object without a summary is counted (it has none until its
+    first diff, so it is empty or was recorded before summaries were kept)."""
+    where = (data_listings.c.tbl_id == key.tbl_id, data_listings.c.part_id == key.part_id)
+    row = conn.execute(select(data_listings.c.file_count, data_listings.c.total_size).where(*where)).first()
+    if row is not None and row.total_size is not None:
+        return int(row.file_count), int(row.total_size)
+    count, size = recount(conn, key)
+    if row is not None and row.file_count == count:
+        conn.execute(update(data_listings).where(*where).values(total_size=size))
+    return count, size
+
+
+def recount(conn: Connection, key: ObjectKey) -> tuple[int, int]:
+    """The object's file count and byte total counted over its recorded rows (a pass over the listing)."""
+    row = conn.execute(
+        select(func.count(), func.coalesce(func.sum(data_files.c.size), 0)).where(
+            data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id
+        )
+    ).one()
+    return int(row[0]), int(row[1])
 
 
 def _store_summary(conn: Connection, key: ObjectKey, value: Summary) -> None:
     where = (data_listings.c.tbl_id == key.tbl_id, data_listings.c.part_id == key.part_id)
     done = conn.execute(
-        update(data_listings).where(*where).values(file_count=value.count, digest=value.digest)
+        update(data_listings)
+        .where(*where)
+        .values(file_count=value.count, digest=value.digest, total_size=value.size)
     ).rowcount
     if not done:
         conn.execute(
             insert(data_listings).values(
-                tbl_id=key.tbl_id, part_id=key.part_id, file_count=value.count, digest=value.digest
+                tbl_id=key.tbl_id,
+                part_id=key.part_id,
+                file_count=value.count,
+                digest=value.digest,
+                total_size=value.size,
             )
         )
 
@@ -205,19 +239,19 @@ def due_unlisted(conn: Connection, before_ns: int, limit: int) -> list[ObjectKey
     return [ObjectKey(row.tbl_id, row.part_id) for row in rows]
 
 
-def _checksums(conn: Connection, key: ObjectKey, paths: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _replaced(conn: Connection, key: ObjectKey, paths: list[str]) -> dict[str, tuple[str, int]]:
+    """The recorded checksum and size of each of ``paths`` that is recorded (what a diff takes out)."""
+    out: dict[str, tuple[str, int]] = {}
     for start in range(0, len(paths), CHUNK):
         out.update(
-            conn.execute(
-                select(data_files.c.rel_path, data_files.c.checksum).where(
+            (path, (checksum, size))
+            for path, checksum, size in conn.execute(
+                select(data_files.c.rel_path, data_files.c.checksum, data_files.c.size).where(
                     data_files.c.tbl_id == key.tbl_id,
                     data_files.c.part_id == key.part_id,
                     data_files.c.rel_path.in_(paths[start : start + CHUNK]),
                 )
-            )
-            .tuples()
-            .all()
+            ).tuples()
         )
     return out
 
@@ -232,8 +266,8 @@ def apply(
 ) -> Summary:
     """Write a diff: ``upserts`` replace or add records, ``removed`` paths go (O(diff) statements' rows).
 
-    The listing's count and digest are updated from the diff alone (the replaced records' checksums are
-    read back, O(diff) rows) and returned: what the write's event carries. ``before``: the summary the
+    The listing's count, digest and byte total are updated from the diff alone (the replaced records'
+    checksums and sizes are read back, O(diff) rows) and returned: what the write's event carries. ``before``: the summary the
     caller read in this transaction (or the previous batch's result), not read again.
     """
     upserts = list(upserts)
@@ -244,10 +278,18 @@ def apply(
     paths = sorted(gone)
     if before is None:
         before = summary(conn, key)
-    old = _checksums(conn, key, paths)
+    old = _replaced(conn, key, paths)
+    size = None
+    if before.size is not None:
+        size = before.size - sum(s for _, s in old.values()) + sum(r.size for r in upserts)
     after = Summary(
         before.count - len(old) + len(upserts),
-        listing_digest.combine(before.digest, [(r.rel_path, r.checksum) for r in upserts], old.items()),
+        listing_digest.combine(
+            before.digest,
+            [(r.rel_path, r.checksum) for r in upserts],
+            [(path, checksum) for path, (checksum, _) in old.items()],
+        ),
+        size,
     )
     recorded = sorted(old)  # paths not recorded have no row to delete (an append's new files)
     for start in range(0, len(recorded), CHUNK):

@@ -324,6 +324,8 @@ data_listings = Table(
     Column("file_count", BigInteger, nullable=False),
     Column("digest", String(32), nullable=False),
     Column("unlisted_since", BigInteger),
+    # The listing's byte total (Hive's totalSize), kept per diff like file_count; NULL: not summed yet.
+    Column("total_size", BigInteger),
     PrimaryKeyConstraint("tbl_id", "part_id"),
     Index(None, "unlisted_since"),
 )

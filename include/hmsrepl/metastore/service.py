@@ -26,6 +26,7 @@ from hmsrepl.metastore.events import NotificationEvent
 from hmsrepl.metastore.intents import IntentRunResult
 from hmsrepl.metastore.locks import LockService
 from hmsrepl.metastore.model import Database, Table
+from hmsrepl.metastore.spark_stats_sync import SparkStatsSync
 from hmsrepl.metastore.statistics import StatisticsService
 from hmsrepl.metastore.transactions import TransactionService
 
@@ -52,6 +53,7 @@ class Metastore:
         self.txns = TransactionService(self.events, self.catalog, timeout_seconds=config.txn_timeout_seconds)
         self.locks = LockService(self.events, timeout_seconds=config.txn_timeout_seconds)
         self.stats = StatisticsService(self.catalog)
+        self.spark_stats = SparkStatsSync(self.catalog, self.stats)
 
     @classmethod
     def open(cls, config: MetastoreConfig | None = None, *, create_schema: bool = True) -> Metastore:

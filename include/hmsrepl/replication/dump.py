@@ -631,12 +631,15 @@ def _drop_partitions(run: Consolidation, event: DumpEvent[Any]) -> None:
 
 
 def _insert(run: Consolidation, event: DumpEvent[Any]) -> None:
-    """An INSERT changes data only: a partition keeps its snapshot, and one not dumped stays so."""
+    """An INSERT into a partition changes data only: the partition keeps its snapshot, and one not dumped
+    stays so. Into a table it carries the table's snapshot too (a client's INSERT updates its basic
+    statistics, ``DataCatalog.insert``), which a load puts as it does an alter's."""
     current = run.entry(event.event.table_name or "")
     if current is None:
         return
     for obj in event.message.objects():
         if obj.partition_name is None:
+            current.table = event.message.table.to_json()
             current.files = run.listing(obj.change, current.files)
         elif obj.partition_name in current.partitions:
             snapshot, files = current.partitions[obj.partition_name]

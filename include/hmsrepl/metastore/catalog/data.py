@@ -14,6 +14,7 @@ from hmsrepl.metastore.capture import Captured, capture, capture_named, describe
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import _partition_from_row, _partition_name, _snapshot, _table_from_row
+from hmsrepl.metastore.catalog.tables import with_gathered_table
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_files
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
@@ -40,6 +41,7 @@ class DataCatalog(CatalogFamily):
         replace: bool = False,
         applied_files: AppliedListing | None = None,
         applied_recycled: Sequence[str] = (),
+        gather_stats: bool = False,
     ) -> list[str]:
         """Record new data in a table or partition (an INSERT event with files and checksums).
 
@@ -55,6 +57,12 @@ class DataCatalog(CatalogFamily):
         A replication load that made the location hold exactly ``applied_files`` records that listing (see
         ``create_table``); it already kept the files it replaced (``applied_recycled``) in this metastore's
         cmroot, so nothing is recycled after commit.
+
+        ``gather_stats``: a client's INSERT into a table (Hive's loadTable fires it after its alter_table):
+        the table's ``numFiles``/``totalSize`` follow the recorded files in this transaction, and the event's
+        table snapshot carries them, so no alter follows and a replica's load, which puts that snapshot,
+        holds the same parameters (``basic_stats``). A partition's counts follow in the alter_partition Hive
+        sends next.
         """
         self.core.check_writable(db_name)
         table = self.core.get_table(db_name, table_name)
@@ -89,6 +97,8 @@ class DataCatalog(CatalogFamily):
                     tx.conn, self.cm, key, location, applied=applied, named=named, only_named=replace
                 )
             added = got.named if named is not None else list(got.change.added)
+            if gather_stats and partition is None:
+                current = with_gathered_table(tx.conn, tbl_id, current, current.parameters)
             body = InsertBody(
                 table=_snapshot(current),
                 partition=_snapshot(partition) if partition else None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, insert, select, update
 
 from hmsrepl.exceptions import (
     AlreadyExistsError,
@@ -13,7 +13,7 @@ from hmsrepl.exceptions import (
     InvalidOperationError,
     NoSuchPartitionError,
 )
-from hmsrepl.metastore import listings
+from hmsrepl.metastore import basic_stats, listings
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
@@ -59,12 +59,13 @@ class PartitionCatalog(CatalogFamily):
         *,
         if_not_exists: bool = False,
         applied_files: Sequence[AppliedFiles | None] | None = None,
+        gather_stats: bool = False,
     ) -> list[Partition]:
         """Add many partitions in one transaction with batched inserts and one ADD_PARTITION event.
 
         Returns the partitions added (with defaulted locations); with ``if_not_exists`` existing ones are
         skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
-        it): as in ``create_table``.
+        it) and ``gather_stats``: as in ``create_table``.
         """
         table = self.core.writable_table(db_name, table_name)
         keys = table.partition_key_names
@@ -113,6 +114,11 @@ class PartitionCatalog(CatalogFamily):
                     )
                     for name, part in added
                 ]
+                if gather_stats:
+                    added = [
+                        (name, _with_gathered(tx.conn, ObjectKey(tbl_id, ids[name]), current, part, None))
+                        for name, part in added
+                    ]
                 body = AddPartitionBody(
                     table=_snapshot(current),
                     partitions=[_snapshot(part) for _, part in added],
@@ -204,12 +210,14 @@ class PartitionCatalog(CatalogFamily):
         capture_files: bool = True,
         applied_files: Sequence[AppliedFiles | None] | None = None,
         declared: bool = False,
+        gather_stats: bool = False,
     ) -> None:
         """Replace partitions' metadata (values unchanged); one ALTER_PARTITION event per partition.
 
         ``applied_files`` (one entry per partition, None: list it): as in ``create_table``. ``declared``:
         the client's INSERT just recorded the new files of these partitions (Hive's loadPartition fires it
         before this alter), so a partition that stays where it is is not listed (``capture.declared_change``).
+        ``gather_stats``: as in ``create_table``.
         """
         table = self.core.writable_table(db_name, table_name)
         names = [_partition_name(table, part.values) for part in new_parts]
@@ -238,6 +246,15 @@ class PartitionCatalog(CatalogFamily):
                     raise NoSuchPartitionError(table.db_name, table.table_name, name)
                 before = _partition_from_row(old_rows[name])
                 part = part.model_copy(update={"write_id": before.write_id})
+                data = None
+                key = ObjectKey(tbl_id, old_rows[name].part_id)
+                stays = part.sd.location == before.sd.location
+                if capture_files and declared and given_files[name] is None and stays:
+                    data = declared_change(tx.conn, key)
+                elif capture_files:
+                    data = self.core.captured(tx.conn, key, part.sd.location, given_files[name])
+                if capture_files and gather_stats:
+                    part = _with_gathered(tx.conn, key, current, part, before.parameters)
                 updates.append(
                     {
                         "b_part_id": old_rows[name].part_id,
@@ -246,13 +263,6 @@ class PartitionCatalog(CatalogFamily):
                         "b_key": keys[name],
                     }
                 )
-                data = None
-                key = ObjectKey(tbl_id, old_rows[name].part_id)
-                stays = part.sd.location == before.sd.location
-                if capture_files and declared and given_files[name] is None and stays:
-                    data = declared_change(tx.conn, key)
-                elif capture_files:
-                    data = self.core.captured(tx.conn, key, part.sd.location, given_files[name])
                 body = AlterPartitionBody(
                     table=_snapshot(current),
                     before=_snapshot(before),
@@ -330,3 +340,18 @@ class PartitionCatalog(CatalogFamily):
                     tx, flat, [p.sd.location or "" for p, keep in zip(dropped, own, strict=True) if keep]
                 )
         return dropped
+
+
+def _with_gathered(
+    conn: Connection, key: ObjectKey, table: Table, part: Partition, before: dict[str, str] | None
+) -> Partition:
+    """The partition with the basic statistics of its recorded files (``basic_stats``); a new partition's
+    row (``before`` None) is rewritten if they changed its parameters, an altered one's is written after."""
+    params = basic_stats.gather(conn, key, table, before, part.parameters)
+    if params is None:
+        return part
+    part = part.model_copy(update={"parameters": params})
+    if before is None:
+        doc = part.model_dump_json(exclude={"write_id"})
+        conn.execute(update(partitions).where(partitions.c.part_id == key.part_id).values(doc=doc))
+    return part

@@ -17,7 +17,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.iceberg_tables import metadata_refusal
 from hmsrepl.formats.partition_names import make_partition_name
-from hmsrepl.metastore import listings
+from hmsrepl.metastore import basic_stats, listings
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
@@ -73,11 +73,14 @@ class TableCatalog(CatalogFamily):
         """How a transactional table is truncated (set by ``Metastore``: ``acid.truncate``, which needs
         the txn manager this catalog does not know)."""
 
-    def create_table(self, table: Table, *, applied_files: AppliedFiles | None = None) -> Table:
+    def create_table(
+        self, table: Table, *, applied_files: AppliedFiles | None = None, gather_stats: bool = False
+    ) -> Table:
         """Create a table; the CREATE_TABLE event lists the files already at its location (a complete change).
 
         ``applied_files``: the encoded files a replication load just placed there (see ``applied_files``),
-        recorded with their verified checksums instead of reading the files again.
+        recorded with their verified checksums instead of reading the files again. ``gather_stats``: a
+        client's write, whose basic statistics the metastore gathers (``basic_stats``).
         """
         check_identifier(table.table_name, "table")
         key = None
@@ -129,6 +132,8 @@ class TableCatalog(CatalogFamily):
             if location and not table.partition_keys:  # partitions carry their own files
                 # A new id (ids are never reused) has nothing recorded under it: nothing to forget or read.
                 data = self.core.captured(tx.conn, ObjectKey(tbl_id), location, applied_files, fresh=True)
+                if gather_stats:
+                    table = with_gathered_table(tx.conn, tbl_id, table, None)
             tx.emit(
                 EventType.CREATE_TABLE,
                 table.db_name,
@@ -186,6 +191,7 @@ class TableCatalog(CatalogFamily):
         capture_files: bool = True,
         applied_files: AppliedFiles | None = None,
         declared: bool = False,
+        gather_stats: bool = False,
     ) -> Table:
         """Change a table; a new db/name is a rename. The ALTER_TABLE event holds both snapshots.
 
@@ -193,7 +199,8 @@ class TableCatalog(CatalogFamily):
         partitions' locations under it follow. ``applied_files``: as in ``create_table``. ``declared``: the
         client names the files it writes in INSERTs (Hive's loadTable alters the table, then fires the
         INSERT), so a table that stays where it is is not listed; it is marked for the listing
-        reconciliation in case no INSERT follows (``capture.declared_change``).
+        reconciliation in case no INSERT follows (``capture.declared_change``). ``gather_stats``: as in
+        ``create_table``.
         """
         db_name, table_name = db_name.lower(), table_name.lower()
         self.core.check_writable(db_name)
@@ -279,6 +286,8 @@ class TableCatalog(CatalogFamily):
                 data = self.core.captured(tx.conn, ObjectKey(tbl_id), where, applied)
                 if move:
                     data = _rerooted(data, move[0], move[1])
+            if captured and gather_stats:
+                new_table = with_gathered_table(tx.conn, tbl_id, new_table, current.parameters)
             body = AlterTableBody(
                 before=_snapshot(current), after=_snapshot(new_table), recycled=recycled, **format2(data)
             )
@@ -454,6 +463,19 @@ class TableCatalog(CatalogFamily):
         for part in self.reads.get_partitions(table.db_name, table.table_name):
             if part.sd.location and not part.sd.location.startswith(root):
                 yield part
+
+
+def with_gathered_table(conn: Connection, tbl_id: int, table: Table, before: dict[str, str] | None) -> Table:
+    """The table with the basic statistics of its recorded files (``basic_stats``), its row rewritten if
+    they changed its parameters (after the capture that recorded them, inside the write's transaction: a
+    create, an alter, or an INSERT into the table, ``DataCatalog.insert``)."""
+    params = basic_stats.gather(conn, ObjectKey(tbl_id), table, before, table.parameters)
+    if params is None:
+        return table
+    table = table.model_copy(update={"parameters": params})
+    doc = table.model_dump_json(exclude={"id", "write_id"})
+    conn.execute(update(tbls).where(tbls.c.tbl_id == tbl_id).values(doc=doc))
+    return table
 
 
 def _check_table(table: Table) -> None:

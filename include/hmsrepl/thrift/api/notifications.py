@@ -92,6 +92,7 @@ class NotificationApi(Area):
                 rqst.partitionVals or None,
                 new_files=files or None,
                 replace=replace,
+                gather_stats=True,
             )
         except NoSuchPartitionError:
             # Spark's Hive client reports an overwrite into a new partition before it adds the partition;

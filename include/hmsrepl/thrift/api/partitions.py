@@ -9,6 +9,7 @@ from hmsrepl.cache.attribution import requested_txn
 from hmsrepl.exceptions import InvalidObjectError, InvalidOperationError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.model import Partition
+from hmsrepl.metastore.spark_stats_sync import has_spark_stats, with_row_count
 from hmsrepl.thrift import convert
 from hmsrepl.thrift.api.base import Area, _properties
 from hmsrepl.thrift.api.partition_reads import partition_values
@@ -35,6 +36,18 @@ def _partition_models(parts: Sequence[Any], db_name: str, tbl_name: str) -> list
     return [convert.partition_from_thrift(p, db_name, tbl_name) for p in parts]
 
 
+def _with_row_counts(
+    models: list[Partition], before: dict[str, dict[str, str]], names: Sequence[str] | None = None
+) -> list[Partition]:
+    """Partitions with the row count Spark measured in this write, if any (``spark_stats_sync``)."""
+    out = []
+    for index, model in enumerate(models):
+        previous = before.get(names[index], {}) if names is not None else {}
+        params = with_row_count(previous, model.parameters)
+        out.append(model if params == model.parameters else model.model_copy(update={"parameters": params}))
+    return out
+
+
 class PartitionWriteApi(Area):
     """Adds, alters and drops partitions; an alter declared by this connection's INSERTs lists nothing."""
 
@@ -42,8 +55,26 @@ class PartitionWriteApi(Area):
         if not parts:
             return []
         first = parts[0]
-        models = _partition_models(parts, first.dbName, first.tableName)
-        return self.catalog.add_partitions(first.dbName, first.tableName, models, if_not_exists=if_not_exists)
+        models = _with_row_counts(_partition_models(parts, first.dbName, first.tableName), {})
+        if not any(has_spark_stats(m.parameters) for m in models):
+            return self.catalog.add_partitions(
+                first.dbName, first.tableName, models, if_not_exists=if_not_exists, gather_stats=True
+            )
+        with self.store.events.transaction():
+            added = self.catalog.add_partitions(
+                first.dbName, first.tableName, models, if_not_exists=if_not_exists, gather_stats=True
+            )
+            self._follow_spark_stats(first.dbName, first.tableName, added, {})
+        return added
+
+    def _follow_spark_stats(
+        self, db_name: str, tbl_name: str, parts: Sequence[Partition], before: dict[str, dict[str, str]]
+    ) -> None:
+        """Hive's statistics of each written partition follow its Spark parameters (``spark_stats_sync``)."""
+        table = self.catalog.get_table(db_name, tbl_name)
+        for part in parts:
+            name = make_partition_name(table.partition_key_names, part.values)
+            self.store.spark_stats.follow_params(table, name, before.get(name, {}), part.parameters)
 
     def add_partition(self, new_part: Any) -> Any:
         [added] = self._add([new_part])
@@ -128,7 +159,19 @@ class PartitionWriteApi(Area):
         declared = bool(written) and all(key in pending for key in written)
         for key in written:
             pending.pop(key, None)
-        self.catalog.alter_partitions(db_name, tbl_name, models, declared=declared)
+        if not any(has_spark_stats(m.parameters) for m in models):
+            self.catalog.alter_partitions(db_name, tbl_name, models, declared=declared, gather_stats=True)
+            return
+        table = self.catalog.get_table(db_name, tbl_name)
+        names = [make_partition_name(table.partition_key_names, m.values) for m in models]
+        before = {
+            make_partition_name(table.partition_key_names, p.values): p.parameters
+            for p in self.catalog.get_partitions_by_names(db_name, tbl_name, names)
+        }
+        models = _with_row_counts(models, before, names)
+        with self.store.events.transaction():
+            self.catalog.alter_partitions(db_name, tbl_name, models, declared=declared, gather_stats=True)
+            self._follow_spark_stats(db_name, tbl_name, models, before)
 
     def alter_partition_with_environment_context(
         self, db_name: str, tbl_name: str, new_part: Any, environment_context: Any

@@ -28,15 +28,21 @@ class StatisticsApi(Area):
                 f"partition statistics of '{desc.dbName}.{desc.tableName}' without statsDesc.partName; "
                 "name the partition (e.g. ds=2024-01-01)"
             )
-        self.store.stats.update(
-            desc.dbName,
-            desc.tableName,
-            [stat_from_thrift(obj) for obj in stats_obj.statsObj or []],
-            partition_name=desc.partName if partitioned else None,
-            engine=stats_obj.engine,
-            last_analyzed=desc.lastAnalyzed,
-            merge=merge,
-        )
+        stats = [stat_from_thrift(obj) for obj in stats_obj.statsObj or []]
+        partition = desc.partName if partitioned else None
+        with self.store.events.transaction():  # Spark's parameters follow in the same commit
+            self.store.stats.update(
+                desc.dbName,
+                desc.tableName,
+                stats,
+                partition_name=partition,
+                engine=stats_obj.engine,
+                last_analyzed=desc.lastAnalyzed,
+                merge=merge,
+            )
+            self.store.spark_stats.follow_stats(
+                desc.dbName, desc.tableName, partition, [s.col_name for s in stats], stats_obj.engine
+            )
         return True
 
     def get_table_column_statistics(self, db_name: str, tbl_name: str, col_name: str) -> Any:
@@ -100,7 +106,11 @@ class StatisticsApi(Area):
     def delete_table_column_statistics(
         self, db_name: str, tbl_name: str, col_name: str | None, engine: str | None = None
     ) -> bool:
-        self.store.stats.delete(db_name, tbl_name, col_name or None, engine=engine)
+        with self.store.events.transaction():
+            self.store.stats.delete(db_name, tbl_name, col_name or None, engine=engine)
+            self.store.spark_stats.follow_stats(
+                db_name, tbl_name, None, [col_name] if col_name else None, engine
+            )
         return True
 
     def delete_partition_column_statistics(
@@ -110,5 +120,10 @@ class StatisticsApi(Area):
             raise InvalidObjectError(
                 f"delete_partition_column_statistics of '{db_name}.{tbl_name}' needs part_name"
             )
-        self.store.stats.delete(db_name, tbl_name, col_name or None, partition_name=part_name, engine=engine)
+        with self.store.events.transaction():
+            self.store.stats.delete(
+                db_name, tbl_name, col_name or None, partition_name=part_name, engine=engine
+            )
+            columns = [col_name] if col_name else None
+            self.store.spark_stats.follow_stats(db_name, tbl_name, part_name, columns, engine)
         return True

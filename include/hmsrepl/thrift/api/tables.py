@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from hmsrepl.cache.attribution import requested_txn
+from hmsrepl.metastore.model import Table
+from hmsrepl.metastore.spark_stats_sync import has_spark_stats, with_row_count
 from hmsrepl.thrift import convert
 from hmsrepl.thrift.api.base import Area, _properties, _write_ids
 from hmsrepl.thrift.budget import CallMemory
@@ -33,7 +35,16 @@ class TableApi(Area):
         return self.get_schema(db_name, table_name)
 
     def create_table(self, tbl: Any) -> None:
-        self.catalog.create_table(convert.table_from_thrift(tbl))
+        """A table created with Spark's statistics parameters gets their Hive statistics in the same commit
+        (``metastore.spark_stats_sync``)."""
+        table = convert.table_from_thrift(tbl)
+        if not has_spark_stats(table.parameters):
+            self.catalog.create_table(table, gather_stats=True)
+            return
+        table = table.model_copy(update={"parameters": with_row_count({}, table.parameters)})
+        with self.store.events.transaction():
+            created = self.catalog.create_table(table, gather_stats=True)
+            self.store.spark_stats.follow_params(created, None, {}, created.parameters)
 
     def create_table_with_environment_context(self, tbl: Any, environment_context: Any) -> None:
         self.create_table(tbl)
@@ -126,7 +137,23 @@ class TableApi(Area):
         loadTable alters the table, then fires the INSERT naming the new files, so the alter lists nothing
         (``CatalogService.alter_table``, ``declared``)."""
         declares = getattr(self._local, "declares", False)
-        self.catalog.alter_table(dbname, tbl_name, convert.table_from_thrift(new_tbl), declared=declares)
+        table = convert.table_from_thrift(new_tbl)
+        before = self.catalog.get_table(dbname, tbl_name)
+        if not (has_spark_stats(before.parameters) or has_spark_stats(table.parameters)):
+            self.catalog.alter_table(dbname, tbl_name, table, declared=declares, gather_stats=True)
+            return
+        self._alter_with_spark_stats(dbname, tbl_name, before, table, declares)
+
+    def _alter_with_spark_stats(
+        self, dbname: str, tbl_name: str, before: Table, table: Table, declares: bool
+    ) -> None:
+        """An alter that changes Spark's statistics parameters changes Hive's statistics in the same commit
+        (``metastore.spark_stats_sync``): Spark's ANALYZE stores them, its INSERT drops them."""
+        params = with_row_count(before.parameters, table.parameters)
+        table = table.model_copy(update={"parameters": params})
+        with self.store.events.transaction():
+            altered = self.catalog.alter_table(dbname, tbl_name, table, declared=declares, gather_stats=True)
+            self.store.spark_stats.follow_params(altered, None, before.parameters, altered.parameters)
 
     def alter_table_with_environment_context(
         self, dbname: str, tbl_name: str, new_tbl: Any, environment_context: Any
