@@ -215,6 +215,8 @@ class TableSnapshot(Snapshot, frozen=True, kw_only=True):
     temporary: bool = False
     id: int | None = None
     write_id: int = 0
+    constraints: dict[str, Any] | UnsetType = UNSET
+    """``model.Table.constraints`` as its document (``metastore.constraints``); left out when it has none."""
 
     @property
     def location(self) -> str | None:

@@ -38,6 +38,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.repl_source import RenameAcrossReplicationSourceError
 from hmsrepl.thrift.api.base import Area, HandlerContext
+from hmsrepl.thrift.api.constraints import ConstraintApi
 from hmsrepl.thrift.api.databases import DatabaseApi
 from hmsrepl.thrift.api.functions import FunctionApi
 from hmsrepl.thrift.api.notifications import NotificationApi
@@ -206,6 +207,7 @@ AREAS: tuple[type[Area], ...] = (
     SessionApi,
     DatabaseApi,
     TableApi,
+    ConstraintApi,
     PartitionReadApi,
     PartitionWriteApi,
     FunctionApi,
@@ -242,6 +244,14 @@ _CATALOG_WRITES = (
     "alter_table",
     "alter_table_with_environment_context",
     "alter_table_with_cascade",
+    "create_table_with_constraints",
+    "add_primary_key",
+    "add_foreign_key",
+    "add_unique_constraint",
+    "add_not_null_constraint",
+    "add_default_constraint",
+    "add_check_constraint",
+    "drop_constraint",
     "add_partition",
     "add_partition_with_environment_context",
     "add_partitions",

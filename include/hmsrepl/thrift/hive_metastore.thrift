@@ -202,6 +202,16 @@ struct CheckConstraintsRequest {
   4: optional string validWriteIdList, 5: optional i64 tableId = -1
 }
 struct CheckConstraintsResponse { 1: required list<SQLCheckConstraint> checkConstraints }
+struct AddPrimaryKeyRequest { 1: required list<SQLPrimaryKey> primaryKeyCols }
+struct AddForeignKeyRequest { 1: required list<SQLForeignKey> foreignKeyCols }
+struct AddUniqueConstraintRequest { 1: required list<SQLUniqueConstraint> uniqueConstraintCols }
+struct AddNotNullConstraintRequest { 1: required list<SQLNotNullConstraint> notNullConstraintCols }
+struct AddDefaultConstraintRequest { 1: required list<SQLDefaultConstraint> defaultConstraintCols }
+struct AddCheckConstraintRequest { 1: required list<SQLCheckConstraint> checkConstraintCols }
+struct DropConstraintRequest {
+  1: required string dbname, 2: required string tablename, 3: required string constraintname,
+  4: optional string catName
+}
 
 struct TableMeta {
   1: required string dbName,
@@ -806,6 +816,25 @@ service ThriftHiveMetastore {
       throws (1: MetaException o1, 2: NoSuchObjectException o2),
   CheckConstraintsResponse get_check_constraints(1: CheckConstraintsRequest request)
       throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  void create_table_with_constraints(1: Table tbl, 2: list<SQLPrimaryKey> primaryKeys,
+                                     3: list<SQLForeignKey> foreignKeys,
+                                     4: list<SQLUniqueConstraint> uniqueConstraints,
+                                     5: list<SQLNotNullConstraint> notNullConstraints,
+                                     6: list<SQLDefaultConstraint> defaultConstraints,
+                                     7: list<SQLCheckConstraint> checkConstraints)
+      throws (1: AlreadyExistsException o1, 2: InvalidObjectException o2, 3: MetaException o3,
+              4: NoSuchObjectException o4),
+  void drop_constraint(1: DropConstraintRequest req) throws (1: NoSuchObjectException o1, 2: MetaException o3),
+  void add_primary_key(1: AddPrimaryKeyRequest req) throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  void add_foreign_key(1: AddForeignKeyRequest req) throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  void add_unique_constraint(1: AddUniqueConstraintRequest req)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  void add_not_null_constraint(1: AddNotNullConstraintRequest req)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  void add_default_constraint(1: AddDefaultConstraintRequest req)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
+  void add_check_constraint(1: AddCheckConstraintRequest req)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
   void create_table(1: Table tbl)
       throws (1: AlreadyExistsException o1, 2: InvalidObjectException o2, 3: MetaException o3,
               4: NoSuchObjectException o4),

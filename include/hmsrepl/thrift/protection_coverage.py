@@ -31,6 +31,14 @@ EVENT_WRITES: dict[str, tuple[E, ...]] = {
     "drop_database": (E.DROP_DATABASE, E.DROP_TABLE, E.DROP_FUNCTION),  # a cascade logs each object
     "create_table": (E.CREATE_TABLE,),
     "create_table_with_environment_context": (E.CREATE_TABLE,),
+    "create_table_with_constraints": (E.CREATE_TABLE,),
+    "add_primary_key": (E.ALTER_TABLE,),
+    "add_foreign_key": (E.ALTER_TABLE,),
+    "add_unique_constraint": (E.ALTER_TABLE,),
+    "add_not_null_constraint": (E.ALTER_TABLE,),
+    "add_default_constraint": (E.ALTER_TABLE,),
+    "add_check_constraint": (E.ALTER_TABLE,),
+    "drop_constraint": (E.ALTER_TABLE,),
     "alter_table": (E.ALTER_TABLE,),  # a rename into or out of a database names both
     "alter_table_with_environment_context": (E.ALTER_TABLE,),
     "alter_table_with_cascade": (E.ALTER_TABLE, E.ALTER_PARTITION),

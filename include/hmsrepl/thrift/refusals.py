@@ -73,19 +73,7 @@ REFUSED: dict[str, str] = {
         "drop_type",
         "get_type_all",
     ),
-    **_family(
-        "constraints are not stored by this metastore (the constraint reads answer empty lists); create the "
-        "table without them",
-        "create_table_with_constraints",
-        "drop_constraint",
-        "add_primary_key",
-        "add_foreign_key",
-        "add_unique_constraint",
-        "add_not_null_constraint",
-        "add_default_constraint",
-        "add_check_constraint",
-        "get_all_table_constraints",
-    ),
+    "get_all_table_constraints": "not served yet; read each kind (get_primary_keys, get_foreign_keys, ...)",
     "translate_table_dryrun": "Hive 4's table translation (HMS transformer) is not part of this metastore",
     **_family(
         "truncation is not served; drop the partitions or overwrite the table",

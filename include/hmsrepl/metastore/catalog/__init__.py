@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from hmsrepl.config import MetastoreConfig
+from hmsrepl.metastore.catalog.constraints import ConstraintCatalog
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
 from hmsrepl.metastore.catalog.data import DataCatalog
 from hmsrepl.metastore.catalog.databases import DatabaseCatalog
@@ -52,6 +53,7 @@ class CatalogService(CatalogFamily):
         self.functions = FunctionCatalog(core)
         self.partition_reads = PartitionReads(core)
         self.tables = TableCatalog(core, self.partition_reads)
+        self.constraints = ConstraintCatalog(self.tables)
         self.partitions = PartitionCatalog(core, self.partition_reads)
         self.data = DataCatalog(core, self.partition_reads)
         self.databases = DatabaseCatalog(core, self.tables, self.functions)

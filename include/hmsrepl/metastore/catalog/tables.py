@@ -195,6 +195,8 @@ class TableCatalog(CatalogFamily):
     ) -> Table:
         """Change a table; a new db/name is a rename. The ALTER_TABLE event holds both snapshots.
 
+        ``new_table.constraints`` None keeps the table's constraints (``metastore.constraints``).
+
         A managed table whose data sits at its default location moves with a rename, as in Hive, and its
         partitions' locations under it follow. ``applied_files``: as in ``create_table``. ``declared``: the
         client names the files it writes in INSERTs (Hive's loadTable alters the table, then fires the
@@ -223,7 +225,10 @@ class TableCatalog(CatalogFamily):
                         update={"sd": new_table.sd.model_copy(update={"location": new_location})}
                     )
                     move = (old.sd.location, new_location)
-        new_table = new_table.model_copy(update={"id": old.id, "write_id": old.write_id})
+        update_ = {"id": old.id, "write_id": old.write_id}
+        if new_table.constraints is None:  # a client's alter sends none: the stored ones stay (as in Hive)
+            update_["constraints"] = old.constraints
+        new_table = new_table.model_copy(update=update_)
         _check_table(new_table)
         if new_table.sd.location and (
             (new_table.sd.location, new_table.is_managed) != (old.sd.location, old.is_managed) or move

@@ -1,4 +1,4 @@
-"""Tables over Thrift: DDL, reads (Hive 3/4 request forms included) and the empty constraint reads."""
+"""Tables over Thrift: DDL, reads (Hive 3/4 request forms included) (constraints: ``api.constraints``)."""
 
 from __future__ import annotations
 
@@ -86,38 +86,6 @@ class TableApi(Area):
 
     def get_table(self, dbname: str, tbl_name: str) -> Any:
         return self.reads.table(dbname, tbl_name, to=convert.table_to_thrift)
-
-    # -- constraints: none are stored; like Hive for a table declared without any, each read answers an empty
-    # list (Hive 3 clients and Trino read them for every table they plan with). The table must exist.
-    def get_primary_keys(self, request: Any) -> Any:
-        self.reads.table(request.db_name, request.tbl_name)
-        return hms.PrimaryKeysResponse(primaryKeys=[])
-
-    def get_foreign_keys(self, request: Any) -> Any:
-        """Either side may be named: the foreign keys of a table, or those that reference it."""
-        for db_name, tbl_name in (
-            (request.foreign_db_name, request.foreign_tbl_name),
-            (request.parent_db_name, request.parent_tbl_name),
-        ):
-            if db_name and tbl_name:
-                self.reads.table(db_name, tbl_name)
-        return hms.ForeignKeysResponse(foreignKeys=[])
-
-    def get_unique_constraints(self, request: Any) -> Any:
-        self.reads.table(request.db_name, request.tbl_name)
-        return hms.UniqueConstraintsResponse(uniqueConstraints=[])
-
-    def get_not_null_constraints(self, request: Any) -> Any:
-        self.reads.table(request.db_name, request.tbl_name)
-        return hms.NotNullConstraintsResponse(notNullConstraints=[])
-
-    def get_default_constraints(self, request: Any) -> Any:
-        self.reads.table(request.db_name, request.tbl_name)
-        return hms.DefaultConstraintsResponse(defaultConstraints=[])
-
-    def get_check_constraints(self, request: Any) -> Any:
-        self.reads.table(request.db_name, request.tbl_name)
-        return hms.CheckConstraintsResponse(checkConstraints=[])
 
     def get_table_objects_by_name(self, dbname: str, tbl_names: list[str]) -> list[Any]:
         """Each chunk's tables charged to the call's memory budget before they are decoded."""

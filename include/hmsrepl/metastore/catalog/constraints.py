@@ -1,0 +1,86 @@
+"""Creating, adding and dropping a table's constraints: each change is the table's own CREATE_TABLE or
+ALTER_TABLE (``metastore.constraints`` says why they live in the table's document).
+
+Checked before anything changes, as Hive's ``ObjectStore`` checks them: the columns exist in the table, a
+foreign key's parent table and columns exist, and no constraint name is taken in the database. A refused
+change leaves the catalog as it was.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from hmsrepl.exceptions import InvalidObjectError
+from hmsrepl.metastore.catalog.core import CatalogFamily
+from hmsrepl.metastore.catalog.rows import _table_from_row
+from hmsrepl.metastore.catalog.tables import TableCatalog
+from hmsrepl.metastore.constraints import TableConstraints, check_columns, check_names_free
+from hmsrepl.metastore.model import Table
+from hmsrepl.metastore.schema import tbls
+
+
+class ConstraintCatalog(CatalogFamily):
+    """Constraints of the catalog's tables."""
+
+    def __init__(self, tables: TableCatalog) -> None:
+        super().__init__(tables.core)
+        self.tables = tables
+
+    def create_table_with_constraints(self, table: Table, constraints: TableConstraints) -> Table:
+        """The table and its constraints: one transaction, one CREATE_TABLE event."""
+        self._check(table, constraints, self.taken_names(table.db_name))
+        return self.tables.create_table(table.model_copy(update={"constraints": constraints}))
+
+    def add_constraints(self, db_name: str, table_name: str, added: TableConstraints) -> Table:
+        """Add constraints to a table: its ALTER_TABLE event."""
+        self.core.check_writable(db_name)
+        table = self.core.get_table(db_name, table_name)
+        self._check(table, added, self.taken_names(table.db_name))
+        merged = (table.constraints or TableConstraints()).merged(added)
+        return self.tables.alter_table(
+            db_name, table_name, table.model_copy(update={"constraints": merged}), capture_files=False
+        )
+
+    def drop_constraint(self, db_name: str, table_name: str, name: str) -> Table:
+        """Drop one constraint by name: its table's ALTER_TABLE event (an empty set, not None, so the
+        replica's copy loses it too)."""
+        self.core.check_writable(db_name)
+        table = self.core.get_table(db_name, table_name)
+        left = (table.constraints or TableConstraints()).without(name, table.qualified_name)
+        return self.tables.alter_table(
+            db_name, table_name, table.model_copy(update={"constraints": left}), capture_files=False
+        )
+
+    def taken_names(self, db_name: str) -> set[str]:
+        """The constraint names used in a database: read from the documents that hold any."""
+        db_name = db_name.lower()
+        with self.events.reader() as conn:
+            db_id = self.core.db_id(conn, db_name)
+            rows = conn.execute(
+                select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id).where(
+                    tbls.c.db_id == db_id, tbls.c.doc.like('%"constraints":{%')
+                )
+            ).all()
+        names: set[str] = set()
+        for row in rows:
+            found = _table_from_row(row).constraints
+            names |= found.names() if found else set()
+        return names
+
+    def _check(self, table: Table, constraints: TableConstraints, taken: set[str]) -> None:
+        columns = [c.name for c in [*table.sd.cols, *table.partition_keys]]
+        check_columns(constraints, columns, table.qualified_name)
+        check_names_free(constraints, taken, table.db_name)
+        for key in constraints.foreign_keys:
+            parent_db = key.parent_db or table.db_name
+            if (parent_db, key.parent_table) == (table.db_name, table.table_name):
+                parent_cols = columns
+            else:
+                parent = self.core.get_table(parent_db, key.parent_table)
+                parent_cols = [c.name for c in [*parent.sd.cols, *parent.partition_keys]]
+            for column in key.parent_columns:
+                if column not in parent_cols:
+                    raise InvalidObjectError(
+                        f"foreign key '{key.name}': parent column '{column}' is not a column of table "
+                        f"'{parent_db}.{key.parent_table}'"
+                    )
