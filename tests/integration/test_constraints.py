@@ -17,6 +17,7 @@ from hive_metastore import ttypes as h4
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
+from hmsrepl.cache import CacheSettings, MetadataCache
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import ReplicaProtectedError
@@ -24,7 +25,7 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import capture_state, verify
 from hmsrepl.thrift.handler import MetastoreHandler
 from hmsrepl.thrift.idl import hms
-from tests.helpers import make_table
+from tests.helpers import make_table, open_store
 from tests.integration.test_replication import bootstrap, incremental
 from tests.servers import metastore_server
 
@@ -286,3 +287,26 @@ def test_constraints_replicate_with_their_tables(
     with pytest.raises(ReplicaProtectedError):
         dst.drop_constraint(hms.DropConstraintRequest("sales_dr", "orders", "orders_pk"))
     assert capture_state(target, "sales_dr") == state
+
+
+def test_constraint_reads_through_the_metadata_cache_follow_each_change(tmp_path: Path) -> None:
+    """With the cache on, a client reads its own constraint changes (the cache applies the table's events)."""
+    store = open_store(tmp_path, "cached")
+    cache = MetadataCache(store, CacheSettings(refresh_interval_seconds=0.01))
+    cache.start()
+    try:
+        assert cache.updater.ready.wait(30)
+        handler = MetastoreHandler(store, cache)
+        store.catalog.create_database(Database(name=DB))
+        _create_pair(hms, handler, store.config.warehouse, DB)
+        assert len(_answers(hms, handler, DB)["pk"]) == 2
+        handler.drop_constraint(hms.DropConstraintRequest(DB, "orders", "orders_pk"))
+        assert _answers(hms, handler, DB)["pk"] == []
+        handler.add_primary_key(
+            hms.AddPrimaryKeyRequest([hms.SQLPrimaryKey(DB, "orders", "qty", 1, "qty_pk")])
+        )
+        [pk] = handler.get_primary_keys(hms.PrimaryKeysRequest(DB, "orders")).primaryKeys
+        assert (pk.column_name, pk.pk_name) == ("qty", "qty_pk")
+    finally:
+        cache.stop()
+        store.close()

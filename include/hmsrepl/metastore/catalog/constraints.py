@@ -51,21 +51,25 @@ class ConstraintCatalog(CatalogFamily):
             db_name, table_name, table.model_copy(update={"constraints": left}), capture_files=False
         )
 
-    def taken_names(self, db_name: str) -> set[str]:
-        """The constraint names used in a database: read from the documents that hold any."""
-        db_name = db_name.lower()
+    def tables_with_constraints(self, db_name: str) -> list[Table]:
+        """The tables of a database that hold any constraint: only their documents are read."""
         with self.events.reader() as conn:
-            db_id = self.core.db_id(conn, db_name)
+            db_id = self.core.db_id(conn, db_name.lower())
             rows = conn.execute(
                 select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id).where(
                     tbls.c.db_id == db_id, tbls.c.doc.like('%"constraints":{%')
                 )
             ).all()
-        names: set[str] = set()
-        for row in rows:
-            found = _table_from_row(row).constraints
-            names |= found.names() if found else set()
-        return names
+        return [table for table in map(_table_from_row, rows) if table.constraints]
+
+    def taken_names(self, db_name: str) -> set[str]:
+        """The constraint names used in a database."""
+        return {
+            name
+            for t in self.tables_with_constraints(db_name)
+            if t.constraints
+            for name in t.constraints.names()
+        }
 
     def _check(self, table: Table, constraints: TableConstraints, taken: set[str]) -> None:
         columns = [c.name for c in [*table.sd.cols, *table.partition_keys]]

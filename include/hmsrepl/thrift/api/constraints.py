@@ -39,8 +39,8 @@ class ConstraintApi(Area):
         return hms.ForeignKeysResponse(foreignKeys=keys)
 
     def _tables(self, db_name: str) -> list[Any]:
-        """The tables of a database that may hold foreign keys (a parent's referencing tables)."""
-        return self.catalog.get_table_objects(db_name, self.catalog.get_tables(db_name))
+        """The tables of a database that may reference a parent: those holding any constraint."""
+        return self.catalog.constraints.tables_with_constraints(db_name)
 
     def get_unique_constraints(self, request: Any) -> Any:
         table = self.reads.table(request.db_name, request.tbl_name)
