@@ -225,7 +225,7 @@ class TableCatalog(CatalogFamily):
                         update={"sd": new_table.sd.model_copy(update={"location": new_location})}
                     )
                     move = (old.sd.location, new_location)
-        update_ = {"id": old.id, "write_id": old.write_id}
+        update_: dict[str, Any] = {"id": old.id, "write_id": old.write_id}
         if new_table.constraints is None:  # a client's alter sends none: the stored ones stay (as in Hive)
             update_["constraints"] = old.constraints
         new_table = new_table.model_copy(update=update_)
