@@ -27,7 +27,7 @@ from hmsrepl.thrift.handler import MetastoreHandler
 from hmsrepl.thrift.idl import hms
 from tests.helpers import make_table, open_store
 from tests.integration.test_replication import bootstrap, incremental
-from tests.servers import metastore_server
+from tests.servers import Hive2Client, metastore_server
 
 DB = "shop"
 
@@ -126,7 +126,7 @@ def _answers(ns: Any, client: Any, db: str) -> dict[str, list[tuple[Any, ...]]]:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, Any, Metastore]]:
+def served(tmp_path: Path) -> Iterator[tuple[str, Any, Metastore, int]]:
     with metastore_server(tmp_path, f"sqlite:///{tmp_path / 'hms.db'}") as server:
         transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", server.port))
         client = Hive4.Client(TBinaryProtocol.TBinaryProtocol(transport))
@@ -137,14 +137,14 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Any, Metastore]]:
             client.create_database(
                 h4.Database(name=DB, description="", locationUri=f"{server.warehouse}/{DB}.db")
             )
-            yield server.warehouse, client, store
+            yield server.warehouse, client, store, server.port
         finally:
             transport.close()
             store.close()
 
 
 def test_constraints_round_trip_over_thrift(served) -> None:
-    warehouse, client, store = served
+    warehouse, client, store, _ = served
     _create_pair(h4, client, warehouse, DB)
     got = _answers(h4, client, DB)
     pk = client.get_primary_keys(h4.PrimaryKeysRequest(DB, "orders")).primaryKeys
@@ -196,7 +196,7 @@ def test_constraints_round_trip_over_thrift(served) -> None:
 
 
 def test_bad_constraints_are_refused_and_change_nothing(served) -> None:
-    warehouse, client, store = served
+    warehouse, client, store, _ = served
     _create_pair(h4, client, warehouse, DB)
     before = (store.get_current_notification_event_id(), _answers(h4, client, DB))
     # add_* declare only NoSuchObjectException and MetaException: Hive's InvalidObjectException arrives as the
@@ -310,3 +310,18 @@ def test_constraint_reads_through_the_metadata_cache_follow_each_change(tmp_path
     finally:
         cache.stop()
         store.close()
+
+
+def test_a_hive_2_3_client_creates_a_table_with_keys(served) -> None:
+    """Hive 2.3's call has the table, primary and foreign keys only; the reads answer them."""
+    from hmsclient.genthrift.hive_metastore import ttypes as h2
+
+    warehouse, client, _, port = served
+    old = Hive2Client(port, user="hive")
+    try:
+        pk = [h2.SQLPrimaryKey(DB, "legacy", "id", 1, "legacy_pk", False, False, True)]
+        old.client.create_table_with_constraints(_table(h2, warehouse, DB, "legacy", ["id"]), pk, [])
+    finally:
+        old.close()
+    [got] = client.get_primary_keys(h4.PrimaryKeysRequest(DB, "legacy")).primaryKeys
+    assert (got.column_name, got.pk_name, got.rely_cstr) == ("id", "legacy_pk", True)

@@ -63,12 +63,13 @@ class ConstraintApi(Area):
         self,
         tbl: Any,
         primaryKeys: list[Any] | None,
-        foreignKeys: list[Any] | None,
-        uniqueConstraints: list[Any] | None,
-        notNullConstraints: list[Any] | None,
-        defaultConstraints: list[Any] | None,
-        checkConstraints: list[Any] | None,
+        foreignKeys: list[Any] | None = None,
+        uniqueConstraints: list[Any] | None = None,
+        notNullConstraints: list[Any] | None = None,
+        defaultConstraints: list[Any] | None = None,
+        checkConstraints: list[Any] | None = None,
     ) -> None:
+        """Hive 2.3 clients send the table, primary and foreign keys only (Hive 3 added the others)."""
         table = convert.table_from_thrift(tbl)
         declared = cstr.from_thrift(
             table.table_name,
