@@ -169,6 +169,10 @@ def test_constraints_round_trip_over_thrift(served) -> None:
     [cc] = client.get_check_constraints(h4.CheckConstraintsRequest("hive", DB, "orders")).checkConstraints
     assert (cc.column_name, cc.check_expression) == ("qty", "qty > 0")
     assert [len(got[k]) for k in ("uk", "nn")] == [1, 1]
+    every = client.get_all_table_constraints(
+        h4.AllTableConstraintsRequest(DB, "orders", "hive")
+    ).allTableConstraints
+    assert [every.primaryKeys, every.foreignKeys, every.checkConstraints] == [pk, [fk], [cc]]
 
     # A client's alter sends no constraints: they stay.
     orders = client.get_table(DB, "orders")

@@ -156,6 +156,7 @@ HIVE_2_3_ONLY = {
     "add_not_null_constraint",
     "add_default_constraint",
     "add_check_constraint",
+    "get_all_table_constraints",
 }
 # Hive 4 added an 'engine' argument to the statistics deletes; Hive 2.3 clients do not send it. Hive 3 added
 # the unique, not-null, default and check constraints (4-7) to create_table_with_constraints; a Hive 2.3

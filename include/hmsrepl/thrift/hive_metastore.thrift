@@ -202,6 +202,16 @@ struct CheckConstraintsRequest {
   4: optional string validWriteIdList, 5: optional i64 tableId = -1
 }
 struct CheckConstraintsResponse { 1: required list<SQLCheckConstraint> checkConstraints }
+struct AllTableConstraintsRequest {
+  1: required string dbName, 2: required string tblName, 3: required string catName,
+  4: optional string validWriteIdList, 5: optional i64 tableId = -1
+}
+struct SQLAllTableConstraints {
+  1: optional list<SQLPrimaryKey> primaryKeys, 2: optional list<SQLForeignKey> foreignKeys,
+  3: optional list<SQLUniqueConstraint> uniqueConstraints, 4: optional list<SQLNotNullConstraint> notNullConstraints,
+  5: optional list<SQLDefaultConstraint> defaultConstraints, 6: optional list<SQLCheckConstraint> checkConstraints
+}
+struct AllTableConstraintsResponse { 1: required SQLAllTableConstraints allTableConstraints }
 struct AddPrimaryKeyRequest { 1: required list<SQLPrimaryKey> primaryKeyCols }
 struct AddForeignKeyRequest { 1: required list<SQLForeignKey> foreignKeyCols }
 struct AddUniqueConstraintRequest { 1: required list<SQLUniqueConstraint> uniqueConstraintCols }
@@ -815,6 +825,8 @@ service ThriftHiveMetastore {
   DefaultConstraintsResponse get_default_constraints(1: DefaultConstraintsRequest request)
       throws (1: MetaException o1, 2: NoSuchObjectException o2),
   CheckConstraintsResponse get_check_constraints(1: CheckConstraintsRequest request)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  AllTableConstraintsResponse get_all_table_constraints(1: AllTableConstraintsRequest request)
       throws (1: MetaException o1, 2: NoSuchObjectException o2),
   void create_table_with_constraints(1: Table tbl, 2: list<SQLPrimaryKey> primaryKeys,
                                      3: list<SQLForeignKey> foreignKeys,

@@ -104,6 +104,7 @@ READS: frozenset[str] = frozenset(
         "get_catalog",
         "get_catalogs",
         "get_check_constraints",
+        "get_all_table_constraints",
         "get_config_value",
         "get_current_notificationEventId",
         "get_database",

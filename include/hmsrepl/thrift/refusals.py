@@ -73,7 +73,6 @@ REFUSED: dict[str, str] = {
         "drop_type",
         "get_type_all",
     ),
-    "get_all_table_constraints": "not served yet; read each kind (get_primary_keys, get_foreign_keys, ...)",
     "translate_table_dryrun": "Hive 4's table translation (HMS transformer) is not part of this metastore",
     **_family(
         "truncation is not served; drop the partitions or overwrite the table",

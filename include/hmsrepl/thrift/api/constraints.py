@@ -58,6 +58,19 @@ class ConstraintApi(Area):
         table = self.reads.table(request.db_name, request.tbl_name)
         return hms.CheckConstraintsResponse(checkConstraints=cstr.check_constraints(table))
 
+    def get_all_table_constraints(self, request: Any) -> Any:
+        """Hive 4's one read of every kind (the foreign keys are the table's own, as the child)."""
+        table = self.reads.table(request.dbName, request.tblName)
+        every = hms.SQLAllTableConstraints(
+            primaryKeys=cstr.primary_keys(table),
+            foreignKeys=cstr.foreign_keys(table),
+            uniqueConstraints=cstr.unique_constraints(table),
+            notNullConstraints=cstr.not_null_constraints(table),
+            defaultConstraints=cstr.default_constraints(table),
+            checkConstraints=cstr.check_constraints(table),
+        )
+        return hms.AllTableConstraintsResponse(allTableConstraints=every)
+
     # -- writes: one CREATE_TABLE or ALTER_TABLE event each ----------------------------------------------------
     def create_table_with_constraints(
         self,
