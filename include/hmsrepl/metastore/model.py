@@ -7,16 +7,8 @@ sees each object exactly as it was when the event happened.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    field_validator,
-    model_serializer,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hmsrepl.metastore.constraints import TableConstraints
 
@@ -105,21 +97,15 @@ class Table(_Model):
     id: int | None = Field(default=None, description="Assigned by the metastore; changes on drop+recreate.")
     write_id: int = Field(default=0, description="Write id of the last transactional change, 0 if none.")
     constraints: TableConstraints | None = Field(
-        default=None, description="None: never had any (see metastore.constraints); left out of documents."
+        default=None,
+        exclude_if=lambda value: value is None,  # a table that never had any keeps the document it always had
+        description="None: never had any (see metastore.constraints); left out of documents.",
     )
 
     @field_validator("db_name", "table_name")
     @classmethod
     def _lower(cls, value: str) -> str:
         return value.lower()
-
-    @model_serializer(mode="wrap")
-    def _without_no_constraints(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """A table that never had constraints keeps the document it always had (no ``constraints`` key)."""
-        data = handler(self)
-        if isinstance(data, dict) and data.get("constraints", 0) is None:
-            del data["constraints"]
-        return data
 
     @property
     def qualified_name(self) -> str:
