@@ -7,10 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from hmsrepl.formats.paths import canonical_uri
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.storage.checksum import checksum_bytes
-from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
+from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem, already_canonical
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -196,3 +199,33 @@ def test_a_change_manager_recycles_a_tree_and_refuses_its_link_out(tmp_path: Pat
     with pytest.raises(OutsideRootsError):
         cm.recycle([cm.encode(f"{table}/p=out/f", checksum_bytes(b"secret"))])
     assert tree_digest(outside) == before
+
+
+_PATHLIKE = st.text(
+    alphabet=st.sampled_from(["/", ".", "a", "@", ":", "%", " ", "\x00", "\x1f", "\x7f", "é", "\u2028"])
+)
+
+
+@given(st.one_of(_PATHLIKE, _PATHLIKE.map(lambda text: "/" + text), st.text()))
+@settings(max_examples=3000, deadline=None)
+def test_a_path_taken_as_canonical_without_parsing_is_what_the_parser_returns(uri: str) -> None:
+    """The check's shortcut for plain local paths never lets through a spelling the parser would change
+    or refuse (a ``..`` segment, a control character, a doubled or trailing slash)."""
+    if already_canonical(uri):
+        assert canonical_uri(uri) == uri
+
+
+def test_the_shortcut_takes_the_common_paths_and_leaves_the_rest_to_the_parser() -> None:
+    assert already_canonical("/warehouse/db.db/t/d=1/part-0000.parquet")
+    for uri in (
+        "/w/../etc",
+        "/w/./t",
+        "/w//t",
+        "/w/t/",
+        "/w/t\x00",
+        "file:/w/t",
+        "/",
+        "/w/.hidden",
+        "/" + "a" * 4096,
+    ):
+        assert not already_canonical(uri)

@@ -41,6 +41,7 @@ from hmsrepl.faults import fault_point
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.storage.base import FileSystem, base_name, join_uri, parent_uri, store_traits
 from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.directory_syncs import DirectorySyncs
 from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,11 @@ class ChangeManager:
             file_uri, checksum, self.cmroot if self.enabled else "", subdir, version_id or ""
         ).encode()
 
-    def recycle(self, encoded_files: Iterable[str]) -> int:
+    def recycle(self, encoded_files: Iterable[str], syncs: DirectorySyncs | None = None) -> int:
         """Move files into cmroot (or delete them when CM is off); returns how many copies were made.
+
+        The directories its renames changed are synced before it returns, or, given ``syncs``, left there
+        for the caller to sync once it removed the dropped directories (``storage.directory_syncs``).
 
         Runs after the metadata change committed, and again after a crash (``metastore.intents``), so every
         step is safe to repeat: a file no longer at its place was recycled before. A file is deleted only
@@ -91,7 +95,7 @@ class ChangeManager:
         """
         moved = 0
         now = time.time()
-        renamed_in: dict[str, FileSystem] = {}  # directories whose renames are made durable once, at the end
+        renamed_in: dict[str, RootedFileSystem] = {}  # directories whose renames are made durable, once each
         files = self.files.batch()  # a dropped tree's directories are resolved once, not once per file
         try:
             for text in encoded_files:
@@ -114,12 +118,15 @@ class ChangeManager:
         finally:
             # Before the caller records the work as done: a rename lost in a power cut would put the file
             # back in the warehouse after its intent was deleted. One fsync per directory, not per file.
-            for directory, holder in sorted(renamed_in.items()):
-                holder.sync_directory(directory)
+            pending = DirectorySyncs() if syncs is None else syncs
+            for directory, holder in renamed_in.items():
+                pending.add(holder, directory)
+            if syncs is None:
+                pending.flush()
         return moved
 
     def _store(
-        self, entry: EncodedFileUri, fs: RootedFileSystem, now: float, renamed_in: dict[str, FileSystem]
+        self, entry: EncodedFileUri, fs: RootedFileSystem, now: float, renamed_in: dict[str, RootedFileSystem]
     ) -> bool:
         """Put one file's content into cmroot, verified, then remove the original; True if a copy was made.
 

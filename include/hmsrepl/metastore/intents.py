@@ -39,6 +39,7 @@ from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.schema import file_intents
 from hmsrepl.storage.base import path_key
+from hmsrepl.storage.directory_syncs import DirectorySyncs
 from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import publish_owed, staging_name
 
@@ -257,10 +258,14 @@ class FileIntents:
             self.cm.pin(files)
         elif intent.kind == RECYCLE:
             files = intent.payload.get("files", [])
-            self.cm.recycle(files)
+            syncs = DirectorySyncs()
+            self.cm.recycle(files, syncs)
             named = {path_key(EncodedFileUri.decode(text).file_uri) for text in files}
             for directory in intent.payload.get("dirs", []):
-                _remove_directory(self.cm.files, directory, named)
+                syncs.before_removing(self.cm.files, directory)
+                if _remove_directory(self.cm.files, directory, named):
+                    syncs.removed(self.cm.files, directory)
+            syncs.flush()
         else:
             raise InvalidOperationError(
                 f"file intent {intent.id} has unknown kind '{intent.kind}'; upgrade this metastore to one "
@@ -405,8 +410,8 @@ def _overlaps(paths: Sequence[str], keys: set[str]) -> bool:
     return any(ancestor in normalized for key in keys for ancestor in _ancestors(key))
 
 
-def _remove_directory(fs: RootedFileSystem, directory: str, named: set[str]) -> None:
-    """Remove a dropped object's directory, unless it holds data files the drop did not name.
+def _remove_directory(fs: RootedFileSystem, directory: str, named: set[str]) -> bool:
+    """Remove a dropped object's directory, unless it holds data files the drop did not name; True if gone.
 
     Those were written after the drop was decided (a new writer of the same name): deleting them would
     lose data, so the directory is kept and they are left to their object. Hidden files (``_SUCCESS``,
@@ -420,5 +425,6 @@ def _remove_directory(fs: RootedFileSystem, directory: str, named: set[str]) -> 
             len(strangers),
             strangers[0],
         )
-        return
+        return False
     fs.delete_tree(directory)
+    return not fs.has_entry(directory)

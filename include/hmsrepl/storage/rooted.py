@@ -76,6 +76,25 @@ def real_path(path: str) -> str:
 _O_PATH: int | None = getattr(os, "O_PATH", None) if os.path.isdir("/proc/self/fd") else None
 
 
+#: The longest path ``canonical_uri`` accepts (its default).
+_MAX_CHARS = 4096
+
+
+def already_canonical(uri: str) -> bool:
+    """Whether ``uri`` is a local path that ``canonical_uri`` returns unchanged: absolute, no trailing ``/``,
+    no empty segment, none that starts with ``.`` (so no ``.`` or ``..``), only printable characters (so no
+    control character), not too long. Most paths a batch checks are such (a dropped table's files), and
+    need no parse; any other spelling takes the parser, which decides."""
+    return (
+        1 < len(uri) <= _MAX_CHARS
+        and uri[0] == "/"
+        and uri[-1] != "/"
+        and "//" not in uri
+        and "/." not in uri
+        and uri.isprintable()
+    )
+
+
 @functools.lru_cache(maxsize=8192)
 def _canonical_plain(uri: str) -> str:
     """``canonical_uri`` of a URI without its version (pure, so remembered: paths repeat within a batch)."""
@@ -111,6 +130,8 @@ class RootedFileSystem(FileSystem):
 
     # -- the check -----------------------------------------------------------------------------------------
     def _canonical(self, uri: str) -> str:
+        if already_canonical(uri):
+            return uri
         try:
             return _canonical_plain(uri)
         except (InvalidPathError, ValueError) as exc:
