@@ -14,7 +14,7 @@ from hmsrepl.replication.commands import CommandError
 from hmsrepl.replication.dump import DumpEngine
 from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.layout import ACK, DumpError
+from hmsrepl.replication.layout import ACK, DumpDir, DumpError
 from hmsrepl.replication.load import ReplicationStateError, repl_status
 from hmsrepl.replication.target import TargetWriter
 from hmsrepl.replication.verify import capture_state, diff_states, verify
@@ -149,6 +149,10 @@ def test_seed_bootstrap_consolidation_example(source, target, tmp_path) -> None:
         )
     )
     assert dumped.last_event_id == source.get_current_notification_event_id()
+    # Counted as written, the result equals what the dump holds once consolidated: t1's pa, pb, pz
+    # with a file each, and the two tables (t0 dropped meanwhile, t2 created).
+    held = DumpEngine._count(DumpDir(dumped.dump_dir), "sales")
+    assert (dumped.tables, dumped.partitions, dumped.files, dumped.bytes) == held == (2, 3, 3, 21)
     ReplicationEngine(str(tmp_path / "dumps"), source, target).execute(
         f"REPL LOAD sales FROM '{dumped.dump_dir}'"
     )

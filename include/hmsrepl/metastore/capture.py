@@ -309,11 +309,15 @@ def still_recorded(record: FileRecord | None, now: StatIdentity) -> FileIdentity
 
 
 def describe_recorded(
-    location: str | None, cm: ChangeManager, records: Mapping[str, FileRecord]
+    location: str | None,
+    cm: ChangeManager,
+    records: Mapping[str, FileRecord],
+    files: RootedFileSystem | None = None,
 ) -> list[str]:
     """``describe_files`` of a location whose files are recorded (relative path -> record): a file is read
-    only when it is not recorded or its size or modification time changed since."""
-    return describe_known(location, cm, lambda rel, now: still_recorded(records.get(rel), now))
+    only when it is not recorded or its size or modification time changed since (``files``: as for
+    ``describe_known``)."""
+    return describe_known(location, cm, lambda rel, now: still_recorded(records.get(rel), now), files)
 
 
 def capture_delta(

@@ -102,13 +102,19 @@ def describe_files(
 KnownIdentity = Callable[[str, StatIdentity], FileIdentity | None]
 
 
-def describe_known(location: str | None, cm: ChangeManager, known: KnownIdentity) -> list[str]:
-    """``describe_files``, reading only the files ``known`` has no identity for (new or changed ones)."""
+def describe_known(
+    location: str | None, cm: ChangeManager, known: KnownIdentity, files: RootedFileSystem | None = None
+) -> list[str]:
+    """``describe_files``, reading only the files ``known`` has no identity for (new or changed ones).
+
+    ``files``: a batch of ``cm.files`` (``RootedFileSystem.batch``) shared by a caller that describes many
+    locations of one tree (a table's partitions): their common directories are resolved once for all."""
     if not location:
         return []
     out: dict[str, str] = {}
     unknown: list[str] = []
-    fs = cm.files.batch()  # one tree: its directories resolved once for all its files, each file checked
+    # One tree: its directories resolved once for all its files, each file checked.
+    fs = cm.files.batch() if files is None else files
     for rel, now in stat_listing(fs, location).items():
         identity = known(rel, now)
         if identity is None:

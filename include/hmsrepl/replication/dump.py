@@ -46,6 +46,7 @@ from hmsrepl.replication.commands import CommandError, DumpCommand, check_dump_c
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.crossing import crossing_relevant, enters, leaves, may_enter
 from hmsrepl.replication.dump_events import DumpEvent
+from hmsrepl.replication.dump_tally import DumpTally
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
     TABLE,
@@ -134,6 +135,8 @@ class DumpEngine:
         self.dump_root = dump_root.rstrip("/")
         self.on_table_dumped = on_table_dumped
         self.clock = clock or StageClock()
+        #: What each dump in progress holds, by its directory (``dump_tally``).
+        self._tallies: dict[str, DumpTally] = {}
 
     def dump(self, command: DumpCommand) -> DumpResult:
         check_dump_command(command)  # Python callers skip the parser's checks (REPLACE across databases...)
@@ -146,9 +149,13 @@ class DumpEngine:
             f"{command.policy.db_name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         )
         dump = DumpDir(join_uri(self.dump_root, name))
-        if command.is_bootstrap:
-            return self._bootstrap(command, dump)
-        return self._incremental(command, dump)
+        try:
+            if command.is_bootstrap:
+                return self._bootstrap(command, dump)
+            return self._incremental(command, dump)
+        finally:  # the counts of this dump's entries (and of its bootstrapped part) are not needed again
+            for uri in [uri for uri in self._tallies if uri == dump.uri or uri.startswith(f"{dump.uri}/")]:
+                del self._tallies[uri]
 
     def _metadata(
         self, command: DumpCommand, kind: str, start: int, end: int, last: int, count: int
@@ -201,7 +208,7 @@ class DumpEngine:
             self._consolidate(dump, policy, start, end, with_data, external)
             self._finish_acid_tables(dump, policy.db_name, snapshot, with_data)
             dump_column_stats(dump, self.source, policy.db_name)
-            counts = self._count(dump, policy.db_name)
+            counts = self._tallies.get(dump.uri, DumpTally()).totals()
         with self.clock.stage("acknowledge"):
             dump.write_metadata(self._metadata(command, "bootstrap", start, end, end, 0))
             dump.acknowledge()
@@ -299,11 +306,17 @@ class DumpEngine:
         """The entry's table (replacing what the dump held of it) and partitions, in pages numbered from
         ``first_page`` (above 0: a further page of a table written already); returns the next number."""
         name = entry.table["table_name"]
+        tally = self._tallies.setdefault(dump.uri, DumpTally())
         if first_page == 0:
             dump.remove_tree(DumpLayout.table_dir(db, name))
             dump.write_object(DumpLayout.table(db, name), {"table": entry.table}, entry.files)
+            tally.table(name, entry.files)
         parts = ((part, snapshot, files) for part, (snapshot, files) in entry.partitions.items())
-        return dump.write_partitions(db, name, first_page, parts)
+        return dump.write_partitions(db, name, first_page, tally.partitions(name, parts))
+
+    def _removed_entry(self, dump: DumpDir, db: str, name: str) -> None:
+        dump.remove_tree(DumpLayout.table_dir(db, name))
+        self._tallies.setdefault(dump.uri, DumpTally()).removed(name)
 
     def _load_entry(self, dump: DumpDir, db: str, table: str) -> TableEntry | None:
         metadata = DumpLayout.table(db, table)
@@ -513,7 +526,7 @@ class Consolidation:
     def finish(self) -> None:
         for name, final in self.touched.items():
             if final is None:
-                self.dump.remove_tree(DumpLayout.table_dir(self.db, name))
+                self.engine._removed_entry(self.dump, self.db, name)
             else:
                 self.engine._write_entry(self.dump, self.db, final)
 

@@ -147,8 +147,9 @@ class SparkDumpEngine(DumpEngine):
             self.locations_on_spark += len(unique)
             return spark_describe(self.spark(), unique, self.source.cm, recorded=recorded)
         self.locations_on_driver += len(unique)
+        batch = self.source.cm.files.batch()  # the locations share the table's directories: resolved once
         return {
-            location: describe_recorded(location, self.source.cm, recorded.get(location, {}))
+            location: describe_recorded(location, self.source.cm, recorded.get(location, {}), batch)
             for location in unique
         }
 

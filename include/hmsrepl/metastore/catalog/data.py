@@ -177,8 +177,9 @@ class DataCatalog(CatalogFamily):
         if table.id is None:
             return [describe_files(part.sd.location, self.cm) for part in parts]
         recorded = self.recorded_listings(table, parts)
+        batch = self.cm.files.batch()  # the partitions share the table's directories: resolved once
         return [
-            describe_recorded(part.sd.location, self.cm, recorded.get(part.sd.location, {}))
+            describe_recorded(part.sd.location, self.cm, recorded.get(part.sd.location, {}), batch)
             if part.sd.location
             else describe_files(part.sd.location, self.cm)
             for part in parts

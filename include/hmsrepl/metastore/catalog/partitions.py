@@ -307,8 +307,9 @@ class PartitionCatalog(CatalogFamily):
             known = self.core.known_files(
                 conn, table.id or 0, self.core.part_ids(conn, table.id or 0, names).values()
             )
+        batch = self.cm.files.batch()  # the partitions share the table's directories: resolved once
         recycled = [
-            describe_known(p.sd.location, self.cm, _lookup(known, p.sd.location)) if keep else []
+            describe_known(p.sd.location, self.cm, _lookup(known, p.sd.location), batch) if keep else []
             for p, keep in zip(dropped, own, strict=True)
         ]
         with self.events.transaction() as tx:

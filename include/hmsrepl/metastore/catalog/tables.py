@@ -370,8 +370,9 @@ class TableCatalog(CatalogFamily):
             with self.events.reader() as conn:
                 ids = self.core.part_ids(conn, table.id or 0, list(targets))
                 known = self.core.known_files(conn, table.id or 0, list(ids.values()))
+            batch = self.cm.files.batch()  # the partitions share the table's directories: resolved once
             recycled = {
-                name: describe_known(p.sd.location, self.cm, _lookup(known, p.sd.location))
+                name: describe_known(p.sd.location, self.cm, _lookup(known, p.sd.location), batch)
                 for name, p in targets.items()
             }
             with self.events.transaction() as tx:
@@ -437,8 +438,9 @@ class TableCatalog(CatalogFamily):
                 ]
             with self.events.reader() as conn:
                 known = self.core.known_files(conn, table.id or 0, None)
+            batch = self.cm.files.batch()  # the partitions share the table's directories: resolved once
             for location in own:
-                recycled.extend(describe_known(location, self.cm, _lookup(known, location)))
+                recycled.extend(describe_known(location, self.cm, _lookup(known, location), batch))
                 extra_dirs.append(location)
         with self.events.transaction() as tx:
             tbl_id, current = self.core.load_table(tx.conn, db_name, table_name, for_update=True)

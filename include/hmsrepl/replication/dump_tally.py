@@ -1,0 +1,63 @@
+"""What a bootstrap dump holds, counted as it is written: tables, partitions, files and bytes.
+
+The dump's result (and its metrics) report these. Counting them afterwards meant reading every partition
+page back and parsing each partition again: a sixth of a 100,000-partition dump's time. Every table entry
+is written whole (its first page replaces what the dump held of it) or removed, so a count per table, reset
+on each rewrite, is the dump's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from hmsrepl.replication.metrics import referenced_bytes
+
+#: A partition as the dump writes it: name, snapshot, encoded files (None: metadata only).
+WrittenPartition: TypeAlias = tuple[str, dict[str, Any], list[str] | None]
+
+
+@dataclass
+class _TableCount:
+    partitions: int = 0
+    files: int = 0
+    bytes: int = 0
+
+    def add_files(self, files: list[str] | None) -> None:
+        if files:
+            self.files += len(files)
+            self.bytes += referenced_bytes(files)
+
+
+class DumpTally:
+    """Counts of one dump's table entries, kept by the code that writes them."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str, _TableCount] = {}
+
+    def table(self, name: str, files: list[str] | None) -> None:
+        """The table's entry is (re)written from its first page: its count starts again."""
+        count = self._tables[name] = _TableCount()
+        count.add_files(files)
+
+    def partitions(self, name: str, parts: Iterable[WrittenPartition]) -> Iterator[WrittenPartition]:
+        """``parts`` unchanged, each counted for table ``name`` as it passes to the writer."""
+        count = self._tables[name]
+        for part in parts:
+            count.partitions += 1
+            count.add_files(part[2])
+            yield part
+
+    def removed(self, name: str) -> None:
+        self._tables.pop(name, None)
+
+    def totals(self) -> tuple[int, int, int, int]:
+        """(tables, partitions, files, bytes) of the entries the dump holds now."""
+        counts = self._tables.values()
+        return (
+            len(self._tables),
+            sum(c.partitions for c in counts),
+            sum(c.files for c in counts),
+            sum(c.bytes for c in counts),
+        )
