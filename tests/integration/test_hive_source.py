@@ -9,6 +9,9 @@ equals the source in metadata and file checksums (``repl verify``'s comparison),
 after incremental rounds in LIMIT batches (add partition, append, alter, drop partition, rename, drop and
 re-create).
 
+Constraints (Hive 3.1.3 and 4.2.0) replicate with their tables: read with each table in a bootstrap, and
+Hive's constraint events replayed as the table's ALTER_TABLE.
+
 Hive 2.3's change manager stays off: on a file system without checksums (the local one here) its
 ``ReplChangeManager`` fails every drop (a null checksum in ``getCMPath``).
 """
@@ -499,5 +502,93 @@ def test_a_spark_workload_on_the_stock_metastore_replicates_in_limit_batches(
         assert sorted(target.catalog.get_tables("mart_dr")) == ["dim_v2", "sales", "scratch"]
         assert target.catalog.get_partition_names("mart_dr", "sales") == ["day=d2", "day=d3", "day=d4"]
     finally:
+        source.close()
+        target.close()
+
+
+def _two_column_table(writer: Writer, name: str) -> hms.Table:
+    location = writer.db_dir / name
+    location.mkdir(parents=True, exist_ok=True)
+    sd = writer.sd(location)
+    sd.cols = [
+        hms.FieldSchema(name="id", type="int", comment=None),
+        hms.FieldSchema(name="v", type="string", comment=None),
+    ]
+    return hms.Table(
+        tableName=name,
+        dbName=writer.db,
+        owner="etl",
+        sd=sd,
+        partitionKeys=[],
+        parameters={},
+        tableType="MANAGED_TABLE",
+    )
+
+
+@pytest.mark.parametrize("release", ["3.1.3", "4.2.0"])
+def test_constraints_of_a_stock_metastore_replicate(
+    release: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    hive = request.getfixturevalue(STOCK_RELEASES[release][0])
+    db = f"keys{release.replace('.', '')}"
+    writer = Writer(hive, db, release)
+    writer.create_database()
+    writer.client.create_table_with_constraints(
+        _two_column_table(writer, "parent"),
+        [hms.SQLPrimaryKey(db, "parent", "id", 1, "parent_pk", False, False, True)],
+        [],
+        [],
+        [],
+        [],
+        [],
+    )
+    writer.client.create_table_with_constraints(
+        _two_column_table(writer, "child"),
+        [],
+        [
+            hms.SQLForeignKey(
+                db, "parent", "id", db, "child", "id", 1, 0, 0, "child_fk", "parent_pk", False, False, True
+            )
+        ],
+        [],
+        [],
+        [],
+        [],
+    )
+    source = StockHiveSource(hive.uri, **stock_roots(hive))
+    target: Metastore = open_store(tmp_path, "replica")
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    replica = f"{db}_dr"
+    try:
+        last = _replicate(engine, f"REPL DUMP {db}", replica)
+        parent = target.catalog.get_table(replica, "parent").constraints
+        child = target.catalog.get_table(replica, "child").constraints
+        assert parent is not None and parent.primary_key is not None
+        assert (parent.primary_key.name, parent.primary_key.columns, parent.primary_key.rely) == (
+            "parent_pk",
+            ["id"],
+            True,
+        )
+        assert child is not None and [
+            (k.name, k.parent_db, k.parent_table, k.parent_columns) for k in child.foreign_keys
+        ] == [("child_fk", None, "parent", ["id"])]
+        assert verify(source, db, target, replica) == []
+
+        # Incremental: a unique constraint added, the foreign key dropped: two events of Hive's own types.
+        writer.client.add_unique_constraint(
+            hms.AddUniqueConstraintRequest(
+                [hms.SQLUniqueConstraint("hive", db, "child", "v", 1, "child_uk", False, False, True)]
+            )
+        )
+        writer.client.drop_constraint(
+            hms.DropConstraintRequest(dbname=db, tablename="child", constraintname="child_fk")
+        )
+        _replicate(engine, f"REPL DUMP {db} FROM {last}", replica)
+        child = target.catalog.get_table(replica, "child").constraints
+        assert child is not None and child.foreign_keys == []
+        assert [(u.name, u.columns) for u in child.unique] == [("child_uk", ["v"])]
+        assert verify(source, db, target, replica) == []
+    finally:
+        writer.close()
         source.close()
         target.close()

@@ -15,7 +15,9 @@ reading the source when the event is read (``Lookups``):
   and DROP_PARTITION only need names and values, which the message has.
 
 Event types with no counterpart here (indexes, Hive 3 txn and statistics events) translate to None: the
-dump leaves them out, as Hive's own replication does for indexes.
+dump leaves them out, as Hive's own replication does for indexes. Constraint events (ADD_PRIMARYKEY and the
+others, DROP_CONSTRAINT) become the table's ALTER_TABLE with its constraints as read now: this product keeps
+them in the table.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, Protocol
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats.bounded import inflate_gzip, loads_bounded
 from hmsrepl.hive_source import tjson
+from hmsrepl.metastore.constraints import TableConstraints
 from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
 from hmsrepl.thrift.convert import (
@@ -91,7 +94,7 @@ class Lookups(Protocol):
 
     def database(self, db_name: str) -> Database | None: ...
 
-    def table(self, db_name: str, table_name: str) -> Table | None: ...
+    def table(self, db_name: str, table_name: str, *, constraints: bool = False) -> Table | None: ...
 
     def partition(self, db_name: str, table_name: str, values: list[str]) -> Partition | None: ...
 
@@ -200,6 +203,20 @@ def _alter_table(event: HiveEvent, doc: dict[str, Any], lookups: Lookups) -> Bod
         "files": files,
         "recycled": [],
     }
+
+
+def _constraints_changed(event: HiveEvent, doc: dict[str, Any], lookups: Lookups) -> Body:
+    """ADD_PRIMARYKEY and the other constraint events: the table's ALTER_TABLE, with its constraints as read
+    now. An empty set, not None, when none is left: the replica's copy must lose a dropped one (None keeps
+    what the replica holds, as a client's alter without constraints does)."""
+    db_name, table_name = event.db_name or doc.get("dbName") or "", event.table_name or doc.get("tableName")
+    table = lookups.table(db_name, table_name or "", constraints=True) if table_name else None
+    if table is None:  # dropped since: its DROP_TABLE follows
+        return None
+    table = as_stored(table)
+    if table.constraints is None:
+        table = table.model_copy(update={"constraints": TableConstraints()})
+    return {"before": _snapshot(table), "after": _snapshot(table), "recycled": []}  # no data change
 
 
 def _drop_table(event: HiveEvent, doc: dict[str, Any], lookups: Lookups) -> Body:
@@ -321,7 +338,19 @@ TRANSLATORS: dict[EventType, Translator] = {
 
 #: Hive event types translated into one of this product's other types, with their translators.
 ALIASES: dict[str, tuple[EventType, Translator]] = {
-    "ALTER_PARTITIONS": (EventType.ALTER_PARTITION, _alter_partitions)
+    "ALTER_PARTITIONS": (EventType.ALTER_PARTITION, _alter_partitions),
+    **dict.fromkeys(
+        (
+            "ADD_PRIMARYKEY",
+            "ADD_FOREIGNKEY",
+            "ADD_UNIQUECONSTRAINT",
+            "ADD_NOTNULLCONSTRAINT",
+            "ADD_DEFAULTCONSTRAINT",
+            "ADD_CHECKCONSTRAINT",
+            "DROP_CONSTRAINT",
+        ),
+        (EventType.ALTER_TABLE, _constraints_changed),
+    ),
 }
 
 

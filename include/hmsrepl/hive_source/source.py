@@ -124,6 +124,13 @@ class StockCatalog:
         return self.reader.table_names(db_name)
 
     def get_table(self, db_name: str, table_name: str) -> Table:
+        """The table with its constraints (Hive keeps them apart; a dump carries them in the table)."""
+        table = self.table_only(db_name, table_name)
+        constraints = self.reader.constraints(db_name, table_name)
+        return table if constraints is None else table.model_copy(update={"constraints": constraints})
+
+    def table_only(self, db_name: str, table_name: str) -> Table:
+        """The table without its constraints: one call (what an event's translation needs of it)."""
         try:
             return self.reader.table(db_name, table_name)
         except StockMetastoreError as exc:
@@ -200,9 +207,11 @@ class StockLookups:
         except NoSuchDatabaseError:
             return None
 
-    def table(self, db_name: str, table_name: str) -> Table | None:
+    def table(self, db_name: str, table_name: str, *, constraints: bool = False) -> Table | None:
         try:
-            return self.catalog.get_table(db_name, table_name)
+            if constraints:
+                return self.catalog.get_table(db_name, table_name)
+            return self.catalog.table_only(db_name, table_name)
         except NoSuchTableError:
             return None
 
