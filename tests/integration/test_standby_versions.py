@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,30 @@ def test_a_dropped_partitions_standby_is_swept(engine, source, target):
 
     cleanup_database(target, "sales_dr")
     assert standbys(target) == []
+    assert verify(source, "sales", target, "sales_dr") == []
+
+
+def test_a_replaced_version_is_parked_only_once_its_readers_grace_period_passed(
+    engine, source, target, monkeypatch
+):
+    """With a grace period, the replaced version waits in a retirement ticket, untouched for the readers
+    that took its metadata; the next retirement pass after the grace parks it, and the next append of several
+    files builds from it."""
+    monkeypatch.setenv(leftovers.RETIRE_GRACE_ENV, "0.5")
+    seed(source)
+    bootstrap(engine)
+    old = location(target)
+    held = listing(old)
+    append_two(source)
+    incremental(engine)
+    assert standbys(target) == [] and listing(old) == held, "changed within its readers' grace period"
+    time.sleep(0.6)
+    assert leftovers.retire_due(target, "sales_dr").directories == 1
+    assert standbys(target) == [f"day=d1{STANDBY_MARK}"] and not old.exists()
+    linked = count_links(monkeypatch)
+    append_several(source, "z")
+    incremental(engine)
+    assert len(linked) <= 2, linked  # the two files added since the standby was current
     assert verify(source, "sales", target, "sales_dr") == []
 
 

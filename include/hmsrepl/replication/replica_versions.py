@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -86,6 +87,19 @@ log = logging.getLogger(__name__)
 # grace period passed (``replication.standby``), for the object's next new version to start from: below it,
 # linking every kept file again costs less than a directory kept beside the object.
 STANDBY_MIN_FILES = 32
+STANDBY_MIN_FILES_ENV = "HMSREPL_REPL_STANDBY_MIN_FILES"
+
+
+def standby_min_files() -> int:
+    """``HMSREPL_REPL_STANDBY_MIN_FILES``, else ``STANDBY_MIN_FILES``."""
+    value = os.environ.get(STANDBY_MIN_FILES_ENV)
+    try:
+        return int(value) if value else STANDBY_MIN_FILES
+    except ValueError:
+        raise HmsReplError(
+            f"{STANDBY_MIN_FILES_ENV}='{value}' is not a whole number of files; set it to one "
+            f"(default {STANDBY_MIN_FILES}) or unset it"
+        ) from None
 
 
 class ReplicaDriftError(HmsReplError):
@@ -295,7 +309,9 @@ class VersionPublisher:
         self.stats.files_kept += len(kept)
         if current:
             parked = (
-                len(kept) >= STANDBY_MIN_FILES and 2 * len(kept) >= len(wanted) and fs.traits(new).hard_links
+                len(kept) >= standby_min_files()
+                and 2 * len(kept) >= len(wanted)
+                and fs.traits(new).hard_links
             )
             self._retire.append(
                 Retirement(current, frozenset(kept), standby=standby_location(logical) if parked else "")
