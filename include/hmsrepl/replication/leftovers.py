@@ -472,10 +472,11 @@ class Retirer:
 
     def _retire_batch(self, batch: list[Retirement]) -> int:
         """One batch's retirements: standbys parked, the rest removed; how many files were removed or recycled."""
-        from hmsrepl.replication.standby import park_or_drop  # standby builds on this module
+        from hmsrepl.replication.standby import park_or_drop, standby_of  # standby builds on this module
 
         rest, recycled = batch, 0
-        if any(r.standby or r.recycle for r in batch):
+        fs = self.store.cm.files
+        if any(r.standby or (r.recycle and fs.has_entry(standby_of(r.directory))) for r in batch):
             try:
                 with self.store.events.transaction():
                     self.store.catalog.lock_database(self.db)  # no batch claims a standby meanwhile

@@ -87,9 +87,16 @@ def park(store: Metastore, retirement: Retirement) -> int | None:
     return len(statuses)
 
 
+def standby_of(directory: str) -> str:
+    """The standby of the object whose version (or staging area) ``directory`` is."""
+    return standby_location(logical_location(directory))
+
+
 def drop_standby_of(fs: RootedFileSystem, directory: str) -> None:
-    """Remove the standby of the object whose version ``directory`` is (it may hold content the object lost)."""
-    standby = standby_location(logical_location(directory))
+    """Remove the standby of the object whose version ``directory`` is (it may hold content the object lost).
+
+    Under the replica database's row lock only: a load claiming the standby renames it meanwhile."""
+    standby = standby_of(directory)
     if standby != directory.rstrip("/") and fs.has_entry(standby):
         fs.delete_tree(standby)
         fault_point()
