@@ -69,6 +69,7 @@ class Retirement:
     carried: frozenset[str] = frozenset()  # relative paths whose content a newer version holds
     recycle: bool = True  # False: nothing there is data (e.g. a copier's staged copies): delete only
     standby: str = ""  # park the directory here (its object's standby, ``replication.standby``), not removed
+    whole: bool = False  # ``carried`` is every data file the directory holds (nothing to recycle)
 
 
 @dataclass
@@ -284,7 +285,13 @@ def read_tickets(fs: RootedFileSystem, directory: str) -> list[tuple[str, float,
             with fs.open_read(status.uri) as stream:
                 doc = json.loads(stream.read())
             batch = [
-                Retirement(r["directory"], frozenset(r["carried"]), bool(r["recycle"]), r.get("standby", ""))
+                Retirement(
+                    r["directory"],
+                    frozenset(r["carried"]),
+                    bool(r["recycle"]),
+                    r.get("standby", ""),
+                    bool(r.get("whole")),
+                )
                 for r in doc["retirements"]
             ]
             out.append((status.uri, float(doc["due"]), batch))
@@ -427,7 +434,7 @@ class Retirer:
                 "due": wall_due,
                 "retirements": [
                     {"directory": r.directory, "carried": sorted(r.carried), "recycle": r.recycle}
-                    | ({"standby": r.standby} if r.standby else {})
+                    | ({"standby": r.standby, "whole": r.whole} if r.standby else {})
                     for r in batch
                 ],
             }
@@ -483,6 +490,8 @@ class Retirer:
                     rest, recycled = park_or_drop(self.store, batch)
             except NoSuchDatabaseError:
                 pass  # dropped meanwhile: removed as usual below (nothing names its directories)
+        if not rest:
+            return recycled
         return recycled + locked_cleanup(
             self.store, self.db, [(r.directory, r.carried if r.recycle else None) for r in rest]
         )

@@ -463,7 +463,9 @@ class VersionPublisher:
         files = {rel: encode_at(self.target.cm, new, rel, FileIdentity(checksums[rel])) for rel in added}
         stamps = {rel: stamp_of(fs, join_uri(new, rel)) for rel in added}
         self.stats.files_kept += before.count
-        self._retire.append(Retirement(current, frozenset(kept), standby=standby_location(logical)))
+        self._retire.append(
+            Retirement(current, frozenset(kept), standby=standby_location(logical), whole=True)
+        )
         self._retire_staging_area(logical, current)
         return Published(new, files, stamps, set(), False, delta=True)
 

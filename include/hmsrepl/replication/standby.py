@@ -66,10 +66,11 @@ def park(store: Metastore, retirement: Retirement) -> int | None:
     directory = retirement.directory.rstrip("/")
     if not fs.exists(directory):
         return 0  # parked (or removed) before a kill; its ticket is all that was left
-    ids = fs.file_ids(directory)
     named = named_locations(store, directory)
-    if ids is None or named.data or named.containers:
+    if not fs.traits(directory).hard_links or named.data or named.containers:
         return None
+    # A version built from a standby carried every file it held: nothing to list for recycling.
+    ids = {} if retirement.whole else fs.file_ids(directory) or {}
     replaced = [join_uri(directory, rel) for rel in ids if rel not in retirement.carried]
     statuses = [s for s in (fs.status(uri) for uri in replaced) if s is not None]
     if statuses:  # replaced on the source: kept in the replica's cmroot (a replica is a source too)
