@@ -2,7 +2,7 @@
 
     python bench/bench_load_delta.py [--repeats 5] [--small 10000] [--big 10] [--big-mib 256] [--backend sqlite]
                                      [--appends 1] [--partitions 1] [--interleave] [--rollover]
-                                     [--files-per-append 1]
+                                     [--files-per-append 1] [--skip-format-1] [--before TREE]
 
 For a target partition holding 1 small file, ``--small`` small files and ``--big`` files of ``--big-mib`` MiB,
 each repeat appends one 4 KB file on the source (one INSERT event), dumps it, and times ``REPL LOAD`` of that
@@ -18,12 +18,21 @@ appends are followed by a new partition holding one file (the writer crossing in
 partition it leaves must not take a new version for it). ``--files-per-append K`` makes each INSERT name K
 new files (a Spark append of K tasks: they must appear at once, so the partition takes a new version). Set-up
 (writing the partitions, the bootstrap) is not timed. Replaced versions are retired at once (grace 0), inside
-the timed load, as they would be by the next load.
+the timed load, as they would be by the next load. ``--skip-format-1`` times the as-captured load only (a
+format-1 event lists the whole partition: 9 s a load at 10,000 files).
+
+``--before TREE`` runs the same cases in the same run twice, each in a process of its own: with the code of
+``TREE`` (a checkout, e.g. ``git worktree add --detach /work/before main``) and with this tree's, and prints
+the two side by side. The multi-file figure of the README:
+
+    python bench/bench_load_delta.py --repeats 5 --files-per-append 8 --small 10000 --big 0 --skip-format-1 \
+        --before /work/before-multifile
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -35,7 +44,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[1]
+TREE_ENV = "HMSREPL_BENCH_TREE"  # the checkout whose code is timed (default: this one)
+REPO = Path(os.environ.get(TREE_ENV) or HERE)
 sys.path[:0] = [str(REPO / "include"), str(REPO)]
 os.environ["HMSREPL_REPL_RETIRE_GRACE_SECONDS"] = "0"
 
@@ -78,6 +89,7 @@ class Workload:
     interleave: bool = False
     rollover: bool = False
     files_per_append: int = 1
+    format_1: bool = True
 
 
 def bench_case(
@@ -144,6 +156,9 @@ def bench_case(
             stats["as captured"] = loaded.stats
             times["cp"].append(t1 - t0)
             times["as captured"].append(t2 - t1)
+            if not work.format_1 and not refused:
+                refused = "skipped (--skip-format-1)"
+                del times["format 1"]
             if refused:
                 continue
             try:
@@ -168,6 +183,36 @@ def bench_case(
         }
 
 
+def compare(args: argparse.Namespace, argv: list[str]) -> None:
+    """The same cases timed with the code of ``--before`` and of this tree, each in a process of its own."""
+    medians = {}
+    for name, tree in (("before", Path(args.before).resolve()), ("after", HERE)):
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            env = {**os.environ, TREE_ENV: str(tree)}
+            command = [sys.executable, __file__, *argv, "--json-out", out.name]
+            subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+            medians[name] = json.loads(Path(out.name).read_text())
+        print(f"{name}: {tree} at {_commit(tree)}")
+    print(
+        f"{'target partition holds':<24} {'before s':>9} {'x 1-file':>9} {'after s':>9} {'x 1-file':>9}  goal"
+    )
+    base = {name: results[0]["as captured"] for name, results in medians.items()}
+    for before, after in zip(medians["before"], medians["after"], strict=True):
+        b, a = before["as captured"], after["as captured"]
+        ratio = a / base["after"]
+        print(
+            f"{before['label']:<24} {b:>9.4f} {b / base['before']:>8.2f}x {a:>9.4f} {ratio:>8.2f}x"
+            f"  {'PASS' if ratio <= 3 else 'FAIL'} (<= 3x)"
+        )
+
+
+def _commit(tree: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(tree), "log", "-1", "--format=%h"], capture_output=True, text=True
+    )
+    return done.stdout.strip() or "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -181,17 +226,39 @@ def main() -> None:
     parser.add_argument("--interleave", action="store_true", help="one append per partition in turn")
     parser.add_argument("--rollover", action="store_true", help="a new partition after each load's appends")
     parser.add_argument("--files-per-append", type=int, default=1, help="new files each INSERT names")
+    parser.add_argument("--skip-format-1", action="store_true", help="time the as-captured load only")
+    parser.add_argument("--before", help="also time the code of this checkout, side by side")
+    parser.add_argument("--json-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    work = Workload(args.appends, args.partitions, args.interleave, args.rollover, args.files_per_append)
+    if args.before:
+        argv = sys.argv[1:]
+        at = argv.index("--before")
+        compare(args, argv[:at] + argv[at + 2 :])
+        return
+    work = Workload(
+        args.appends,
+        args.partitions,
+        args.interleave,
+        args.rollover,
+        args.files_per_append,
+        not args.skip_format_1,
+    )
     cases = [
         ("1 small file", 1, args.small_bytes),
         (f"{args.small:,} small files", args.small, args.small_bytes),
         (f"{args.big} x {args.big_mib} MiB", args.big, args.big_mib << 20),
     ]
+    cases = [case for case in cases if case[1]]  # --big 0: no big-files case
     results = []
     for label, files, size in cases:
         with tempfile.TemporaryDirectory(prefix="bench-load-delta-") as tmp:
             results.append(bench_case(args.backend, Path(tmp), label, files, size, args.repeats, work))
+    if args.json_out:
+        medians = [
+            {"label": r["label"], **{what: statistics.median(t) for what, t in r["times"].items()}}
+            for r in results
+        ]
+        Path(args.json_out).write_text(json.dumps(medians))
     print(
         f"load of {args.appends} incremental event(s) each adding {args.files_per_append} "
         f"{NEW_FILE_BYTES // 1024} KB file(s) "

@@ -137,8 +137,10 @@ def apply_ops(
                 location, values = part.sd.location, part.values
             else:
                 location, values = table.sd.location, None
-            new = write_file(location, f"f{stamp}", content(f"{kind} {stamp} {c}"))
-            catalog.insert(db, name, values, new_files=[new], replace=kind == "overwrite")
+            new = [write_file(location, f"f{stamp}", content(f"{kind} {stamp} {c}"))]
+            if kind == "insert" and c % 3 == 2:  # a Spark append of two tasks: both files appear at once
+                new.append(write_file(location, f"f{stamp}-1", content(f"{kind} {stamp} {c} 1")))
+            catalog.insert(db, name, values, new_files=new, replace=kind == "overwrite")
         else:
             continue  # nothing logged
         logged()

@@ -75,6 +75,8 @@ def test_readers_see_only_source_states_during_loads(
     tmp_path: Path, replica: Metastore, monkeypatch: pytest.MonkeyPatch, options: str
 ) -> None:
     monkeypatch.setenv(RETIRE_GRACE_ENV, str(GRACE_SECONDS))
+    # Appends of several files build their versions from standbys here too (the tables are small).
+    monkeypatch.setenv(target_module.STANDBY_MIN_FILES_ENV, "1")
     # Slow storage: publishing copied files takes a while (renames on S3 are copies), so a load that
     # changed directories readers list before its metadata commits would be caught in the act.
     publish_all = target_module.publish_all

@@ -35,6 +35,7 @@ from hmsrepl.replication.failures import KILL_AT_ENV
 from hmsrepl.replication.filecopy import is_staging_name
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import RUNNING, MetricsLog
+from hmsrepl.replication.replica_versions import STANDBY_MIN_FILES_ENV
 from hmsrepl.replication.verify import verify
 from tests.compaction_workload import TABLES, apply_ops, create_database, policy_text, random_ops
 from tests.helpers import make_partition, make_table, open_store, side_args, write_file
@@ -51,7 +52,8 @@ ACID = {"transactional": "true", "transactional_properties": "insert_only"}
 
 
 def _load(command: str, target_args: list[str], kill_at: int | None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'include'}:{REPO}"}
+    # Appends of several files build their versions from standbys here too (the tables are small).
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'include'}:{REPO}", STANDBY_MIN_FILES_ENV: "1"}
     env.pop(KILL_AT_ENV, None)
     if kill_at is not None:
         env[KILL_AT_ENV] = str(kill_at)

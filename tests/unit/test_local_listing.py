@@ -90,3 +90,19 @@ def test_checksum_refuses_what_is_not_a_regular_file(tmp_path, name: str) -> Non
     with pytest.raises(StorageError, match=name):
         LocalFileSystem().checksum(str(tmp_path / name))
     assert LocalFileSystem().checksum(str(tmp_path / "real")).startswith("crc32c-")
+
+
+def test_file_ids_list_the_same_data_files_by_identity_and_stay_in_the_roots(tmp_path: Path) -> None:
+    """``file_ids`` (a standby compared with the current version) lists what ``stat_listing`` lists, each
+    file with its inode, so a hard link shares its original's id; nothing outside the roots is listed."""
+    location = _hostile_location(tmp_path)
+    rooted = RootedFileSystem([str(tmp_path / "t")], purpose="test")
+    ids = rooted.file_ids(f"file:{location}")
+    assert ids == {
+        "b": (location / "b").stat().st_ino,
+        "p=k%3Av/q=1/a": (location / "p=k%3Av" / "q=1" / "a").stat().st_ino,
+    }
+    os.link(location / "b", location / "b2")
+    assert rooted.file_ids(f"file:{location}")["b2"] == ids["b"]
+    with pytest.raises(StorageError, match="outside the roots"):
+        rooted.file_ids(f"file:{tmp_path / 'outside'}")

@@ -38,6 +38,16 @@ def versioned_location(logical: str, version: int, attempt: int = 0) -> str:
     return f"{logical.rstrip('/')}{VERSION_MARK}{version}" + (f"-{attempt}" if attempt else "")
 
 
+# An object's *standby*: an old version directory of it, parked once its readers' grace period passed instead
+# of being removed, that its next new version starts from (``replication.standby``): ``p=a.hmsrepl-standby``.
+STANDBY_MARK = ".hmsrepl-standby"
+
+
+def standby_location(logical: str) -> str:
+    """Where the standby of the object at ``logical`` (its location without version marks) is parked."""
+    return f"{logical.rstrip('/')}{STANDBY_MARK}"
+
+
 def logical_location(location: str) -> str:
     """A location without its version marks: what the source calls it (``t.hmsrepl-v12/p=a`` -> ``t/p=a``)."""
     return _VERSION_RE.sub("", location.rstrip("/"))

@@ -37,7 +37,7 @@ from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import REPLICA_OF
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 from hmsrepl.replication.failures import fault_point
-from hmsrepl.replication.filecopy import is_staging_name
+from hmsrepl.replication.filecopy import is_staging_name, logical_location, standby_location
 from hmsrepl.replication.locations import EXTERNAL_ROOT, legacy_external_root
 from hmsrepl.storage.base import FileStatus, join_uri, path_key, relative_to
 from hmsrepl.storage.rooted import RootedFileSystem
@@ -68,6 +68,8 @@ class Retirement:
     directory: str
     carried: frozenset[str] = frozenset()  # relative paths whose content a newer version holds
     recycle: bool = True  # False: nothing there is data (e.g. a copier's staged copies): delete only
+    standby: str = ""  # park the directory here (its object's standby, ``replication.standby``), not removed
+    whole: bool = False  # ``carried`` is every data file the directory holds (nothing to recycle)
 
 
 @dataclass
@@ -163,6 +165,8 @@ def find_leftovers(
     named = named_locations(store, root)
     if spare:
         named.data.add(spare.rstrip("/"))
+    # An object's parked standby (``replication.standby``) is kept while metadata names the object.
+    named.data.update([standby_location(logical_location(location)) for location in named.data])
     if fs.exists(tickets):  # awaiting their grace period: retired by a later load, not swept
         named.data.add(tickets.rstrip("/"))
         named.data.update(r.directory.rstrip("/") for _, _, batch in read_tickets(fs, tickets) for r in batch)
@@ -281,7 +285,13 @@ def read_tickets(fs: RootedFileSystem, directory: str) -> list[tuple[str, float,
             with fs.open_read(status.uri) as stream:
                 doc = json.loads(stream.read())
             batch = [
-                Retirement(r["directory"], frozenset(r["carried"]), bool(r["recycle"]))
+                Retirement(
+                    r["directory"],
+                    frozenset(r["carried"]),
+                    bool(r["recycle"]),
+                    r.get("standby", ""),
+                    bool(r.get("whole")),
+                )
                 for r in doc["retirements"]
             ]
             out.append((status.uri, float(doc["due"]), batch))
@@ -424,6 +434,7 @@ class Retirer:
                 "due": wall_due,
                 "retirements": [
                     {"directory": r.directory, "carried": sorted(r.carried), "recycle": r.recycle}
+                    | ({"standby": r.standby, "whole": r.whole} if r.standby else {})
                     for r in batch
                 ],
             }
@@ -447,10 +458,7 @@ class Retirer:
             if due > time.time():
                 continue
             present = [r for r in batch if fs.exists(r.directory)]
-            removed = locked_cleanup(
-                self.store, self.db, [(r.directory, r.carried if r.recycle else None) for r in batch]
-            )
-            retired += Retired(len(present), removed)
+            retired += Retired(len(present), self._retire_batch(batch))
             fs.delete(uri)
         fs.remove_empty_directory(tickets)
         return retired
@@ -465,8 +473,25 @@ class Retirer:
                 if not wait:
                     break
                 time.sleep(delay)
-            removed += locked_cleanup(
-                self.store, self.db, [(r.directory, r.carried if r.recycle else None) for r in batch]
-            )
+            removed += self._retire_batch(batch)
             self.pending.pop(0)
         return removed
+
+    def _retire_batch(self, batch: list[Retirement]) -> int:
+        """One batch's retirements: standbys parked, the rest removed; how many files were removed or recycled."""
+        from hmsrepl.replication.standby import park_or_drop, standby_of  # standby builds on this module
+
+        rest, recycled = batch, 0
+        fs = self.store.cm.files
+        if any(r.standby or (r.recycle and fs.has_entry(standby_of(r.directory))) for r in batch):
+            try:
+                with self.store.events.transaction():
+                    self.store.catalog.lock_database(self.db)  # no batch claims a standby meanwhile
+                    rest, recycled = park_or_drop(self.store, batch)
+            except NoSuchDatabaseError:
+                pass  # dropped meanwhile: removed as usual below (nothing names its directories)
+        if not rest:
+            return recycled
+        return recycled + locked_cleanup(
+            self.store, self.db, [(r.directory, r.carried if r.recycle else None) for r in rest]
+        )

@@ -182,6 +182,9 @@ class Published:
     removed: set[str]  # recorded paths the version no longer holds
     replace: bool  # no record existed: record every file (``stamps`` then covers all of them)
     in_place: bool = False  # ``files`` are only the ones added to ``location``, staged until the commit
+    delta: bool = (
+        False  # ``files`` are only the ones added: the version keeps every recorded file (a standby)
+    )
 
     @property
     def as_delta(self) -> bool:
@@ -190,7 +193,7 @@ class Published:
         it takes the whole listing and records it a batch at a time: no record yet, a version mostly new (a
         new object, a bootstrap: the change is the listing), or an object store (whose copies are new
         objects with new stamps and versions, each looked up)."""
-        if self.in_place:
+        if self.in_place or self.delta:
             return True
         mostly_kept = 2 * (len(self.stamps) + len(self.removed)) < len(self.files)
         return not self.replace and mostly_kept and store_traits(self.location).hard_links

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ from hmsrepl.metastore.file_capture import count_data_files, describe_files, enc
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.model import Partition
+from hmsrepl.replication import standby
 from hmsrepl.replication.apply_stats import ApplyStats
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import (
@@ -58,6 +60,7 @@ from hmsrepl.replication.filecopy import (
     logical_location,
     publish_all,
     remove_staging_leftovers,
+    standby_location,
     versioned_location,
 )
 from hmsrepl.replication.leftovers import Retirement
@@ -78,6 +81,25 @@ from hmsrepl.storage.local import sync_uris
 from hmsrepl.storage.staging import staging_name
 
 log = logging.getLogger(__name__)
+
+
+# A replaced version keeping at least this many files is parked as its object's standby once its readers'
+# grace period passed (``replication.standby``), for the object's next new version to start from: below it,
+# linking every kept file again costs less than a directory kept beside the object.
+STANDBY_MIN_FILES = 32
+STANDBY_MIN_FILES_ENV = "HMSREPL_REPL_STANDBY_MIN_FILES"
+
+
+def standby_min_files() -> int:
+    """``HMSREPL_REPL_STANDBY_MIN_FILES``, else ``STANDBY_MIN_FILES``."""
+    value = os.environ.get(STANDBY_MIN_FILES_ENV)
+    try:
+        return int(value) if value else STANDBY_MIN_FILES
+    except ValueError:
+        raise HmsReplError(
+            f"{STANDBY_MIN_FILES_ENV}='{value}' is not a whole number of files; set it to one "
+            f"(default {STANDBY_MIN_FILES}) or unset it"
+        ) from None
 
 
 class ReplicaDriftError(HmsReplError):
@@ -168,15 +190,24 @@ class VersionPublisher:
         what: str,
         *,
         in_place: bool = True,
+        from_standby: bool = True,
     ) -> tuple[str | None, Published | None]:
         """The location to record for an object: a new version with ``change`` applied, or the one it has.
 
         ``change`` None is a metadata-only change: the object keeps its directory (unless the source moved
-        the object elsewhere, then it names the new logical location).
+        the object elsewhere, then it names the new logical location). ``from_standby`` False: a new version
+        is built from nothing (an Iceberg table's, whose hidden metadata the batch rewrites in it).
         """
         if change is not None and logical and self.copy_data:
             published = self.publish_version(
-                current, logical, change, source_location, key, what, in_place=in_place
+                current,
+                logical,
+                change,
+                source_location,
+                key,
+                what,
+                in_place=in_place,
+                from_standby=from_standby,
             )
             return published.location, published
         if current and logical and logical_location(current) == logical.rstrip("/"):
@@ -201,6 +232,7 @@ class VersionPublisher:
         what: str = "",
         *,
         in_place: bool = True,
+        from_standby: bool = True,
     ) -> Published:
         """A directory holding the object's listing after ``change``: ``current`` if it already does, else a
         new version.
@@ -212,13 +244,18 @@ class VersionPublisher:
         (after a size and modification-time check against the record, no read), copies the rest
         (checksum-verified, original location, recorded version, then cmroot), and publishes the copies inside
         it: nothing a reader can see changes until the caller records the returned location. A change that
-        adds one file is instead added to ``current`` (``_publish_in_place``) unless ``in_place`` is False.
+        adds one file is instead added to ``current`` (``_publish_in_place``) unless ``in_place`` is False;
+        one that adds several starts from the object's standby when it has one (``_publish_from_standby``).
         """
         added_in_place = (
             self._publish_in_place(current, logical, change, source_location, key, what) if in_place else None
         )
         if added_in_place is not None:
             return added_in_place
+        if from_standby:
+            built = self._publish_from_standby(current, logical, change, source_location, key, what)
+            if built is not None:
+                return built
         fs = self.target.cm.files
         held = self._held(current, key)
         wanted = change.apply(held.files)
@@ -271,7 +308,14 @@ class VersionPublisher:
             stamps.update((relative_to(s.uri, new), s.stamp) for s in list_data_files(fs, new))
         self.stats.files_kept += len(kept)
         if current:
-            self._retire.append(Retirement(current, frozenset(kept)))
+            parked = (
+                len(kept) >= standby_min_files()
+                and 2 * len(kept) >= len(wanted)
+                and fs.traits(new).hard_links
+            )
+            self._retire.append(
+                Retirement(current, frozenset(kept), standby=standby_location(logical) if parked else "")
+            )
             self.stats.files_removed += len(removed)
         self._retire_staging_area(logical, current)
         return Published(new, wanted, stamps, removed, not held.recorded)
@@ -328,14 +372,28 @@ class VersionPublisher:
     def _in_place_plan(
         self, current: str | None, logical: str, change: DataChange, key: ObjectKey | None, what: str
     ) -> tuple[dict[str, str], dict[str, str], listings.Summary] | None:
-        """Whether ``change`` can be added in place to ``current`` (``_publish_in_place``), and if so its new
+        """Whether ``change`` can be added in place to ``current`` (``_publish_in_place``): one file, or
+        files added one by one; then its ``_addition_plan``."""
+        if len(change.added) > 1 and not isinstance(change, AddedOneByOne):
+            return None
+        return self._addition_plan(current, logical, change, key, what)
+
+    def _addition_plan(
+        self,
+        current: str | None,
+        logical: str,
+        change: DataChange,
+        key: ObjectKey | None,
+        what: str,
+        held: int | None = None,
+    ) -> tuple[dict[str, str], dict[str, str], listings.Summary] | None:
+        """Whether ``change`` only adds new files to what ``current`` holds as recorded, and if so its new
         files (relative path -> encoded URI, in step order), their checksums and the record's summary before.
-        Reads the record's summary and the new paths, and counts the directory's data files by name."""
+        Reads the record's summary and the new paths, and counts the directory's data files by name (``held``:
+        the count, when the caller listed them)."""
         if not current or key is None or current in self._created:
             return None
         if change.complete or change.removed or not change.added:
-            return None
-        if len(change.added) > 1 and not isinstance(change, AddedOneByOne):
             return None
         earlier = self._added_in_place.get(current, set())
         if set(self._staged_below(current)) != earlier:  # another object's staged copies below this one
@@ -351,11 +409,65 @@ class VersionPublisher:
             if before.count == 0 or listings.read_paths(conn, key, new):
                 return None
         # Files added or removed behind the replica's back: a new version holds exactly the listing.
-        if count_data_files(self.target.cm.files, current) + len(earlier) != before.count:
+        present = count_data_files(self.target.cm.files, current) if held is None else held
+        if present + len(earlier) != before.count:
             return None
         after = listing_digest.combine(before.digest, checksums.items())
         change.check_summary(before.count + len(new), after, what or logical)
         return new, checksums, before
+
+    def _publish_from_standby(
+        self,
+        current: str | None,
+        logical: str,
+        change: DataChange,
+        source_location: str | None,
+        key: ObjectKey | None,
+        what: str,
+    ) -> Published | None:
+        """A change that only adds files, published as a new version built from the object's standby (see
+        ``replication.standby``): None if the object has none, or the change is not such a change.
+
+        The standby (an old version no reader lists any more) is renamed to the new version's name and made
+        to hold ``current``'s files by identity: two directory listings and a link or unlink per file that
+        changed since it was current, then the new files copied in. Like any new version, no metadata names
+        it until the caller records its location in the batch's transaction: readers see all the new files
+        at the commit or none. What the version keeps is checked as ``_publish_in_place`` checks it (the
+        record's summary, the new paths, a count of the directory's files: a file added or removed behind
+        the replica's back takes a version built from nothing, which holds exactly the listing). The record
+        and the replica's event take the new files only.
+        """
+        fs = self.target.cm.files
+        if not current or self._staged_below(current) or not fs.traits(current).hard_links:
+            return None
+        new = self._new_version(logical, current)
+        if not fs.is_directory(standby_location(logical)) and not fs.is_directory(new):
+            return None  # no standby, and no interrupted attempt to go on from
+        held = fs.file_ids(current)
+        plan = None if held is None else self._addition_plan(current, logical, change, key, what, len(held))
+        if held is None or plan is None or not standby.claim(fs, logical, new):
+            return None
+        added, checksums, before = plan
+        self._created[new] = None
+        kept = standby.fill(fs, new, held, current, added)
+        allowed = below_any(source_location, self.source_cmroot)
+        to_publish = []
+        for rel, encoded in added.items():
+            target_uri = join_uri(new, rel)
+            self._copy_in(encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel))
+            to_publish.append(target_uri)
+            fault_point()
+        publish_all(fs, to_publish, durable=False)  # made durable with the batch, in set_last_id
+        fault_point()
+        self._unsynced_dirs.add(new)
+        files = {rel: encode_at(self.target.cm, new, rel, FileIdentity(checksums[rel])) for rel in added}
+        stamps = {rel: stamp_of(fs, join_uri(new, rel)) for rel in added}
+        self.stats.files_kept += before.count
+        self._retire.append(
+            Retirement(current, frozenset(kept), standby=standby_location(logical), whole=True)
+        )
+        self._retire_staging_area(logical, current)
+        return Published(new, files, stamps, set(), False, delta=True)
 
     def _staged_below(self, location: str | None) -> dict[str, str]:
         """Files this batch added in place below ``location`` (relative path -> staged copy)."""

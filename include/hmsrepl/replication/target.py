@@ -223,6 +223,7 @@ class TargetWriter:
             # An Iceberg table's new metadata is read and rewritten for the replica during the batch: it
             # must be at its name already, so those tables always take a new version.
             in_place=wanted.table_name in self.in_place_tables and not iceberg.is_iceberg(wanted),
+            from_standby=not iceberg.is_iceberg(wanted),
         )
         wanted = wanted.model_copy(update={"sd": wanted.sd.model_copy(update={"location": location})})
         wanted = iceberg.localize(wanted, source_location)  # Iceberg metadata naming the copies

@@ -274,6 +274,12 @@ class FileSystem(abc.ABC):
         """How many data files ``stat_tree`` would list, holding none of them."""
         return sum(1 for status in self.list_files(uri) if not is_hidden(_relative_or_name(status.uri, uri)))
 
+    def file_ids(self, uri: str) -> dict[str, int] | None:
+        """Data files below ``uri`` by relative path (as ``stat_tree`` lists them), each with a number two names
+        share exactly when they are one file (a hard link), read from the directory entries alone (no stat per
+        file). None on stores without hard links, where two names are never one file."""
+        return None
+
 
 _registered: dict[str, FileSystem] = {}
 _registry_lock = threading.Lock()

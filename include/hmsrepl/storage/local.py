@@ -39,6 +39,7 @@ from hmsrepl.storage.checksum import CHUNK_BYTES, ChecksumReader, RunningChecksu
 from hmsrepl.storage.local_tree import (
     StatIdentity,
     count_local_data_files,
+    local_file_ids,
     local_stats,
     named_stats,
     real_directories,
@@ -421,6 +422,11 @@ class LocalFileSystem(FileSystem):
 
     def count_files(self, uri: str) -> int:
         return count_local_data_files(local_path(uri))
+
+    def file_ids(self, uri: str) -> dict[str, int] | None:
+        out: dict[str, int] = {}
+        local_file_ids(local_path(uri), "", out)
+        return out
 
     def copy_verified(
         self,

@@ -107,6 +107,27 @@ def count_local_data_files(directory: str) -> int:
     return count
 
 
+def local_file_ids(directory: str, prefix: str, out: dict[str, int]) -> None:
+    """Data files below a local directory into ``out`` by relative path, with their inode numbers.
+
+    The inode comes with each directory entry (``d_ino``): no stat per file, so comparing two versions of a
+    partition of 10,000 files by identity costs two directory listings. Hidden entries are skipped with their
+    subtree and symlinks are never followed, as in ``local_stats``.
+    """
+    try:
+        with os.scandir(directory) as scan:
+            for entry in scan:
+                name = entry.name
+                if name.startswith(("_", ".")):
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    out[prefix + name] = entry.inode()
+                elif entry.is_dir(follow_symlinks=False):
+                    local_file_ids(entry.path, f"{prefix}{name}/", out)
+    except OSError:  # vanished or unreadable: nothing below it
+        return
+
+
 def real_directories(directory: str, *, deepest_first: bool = False) -> Iterator[str]:
     """Every directory strictly below ``directory`` as a path, never entered through a symlink."""
     base = directory.rstrip("/") or "/"

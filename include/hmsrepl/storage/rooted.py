@@ -375,6 +375,9 @@ class RootedFileSystem(FileSystem):
     def count_files(self, uri: str) -> int:
         return self._fs(uri).count_files(uri)
 
+    def file_ids(self, uri: str) -> dict[str, int] | None:
+        return self._fs(uri).file_ids(uri)
+
     def copy_verified(
         self, src: str, dst: str, checksum: str, *, temp_prefix: str, on_chunk: Callable[[], None]
     ) -> None:
