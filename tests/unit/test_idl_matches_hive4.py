@@ -52,16 +52,9 @@ NOT_DECLARED = {
     "GetPartitionsPsWithAuthRequest": {8, 9},  # validWriteIdList, id
     "RenamePartitionRequest": {6, 7, 8},  # validWriteIdList, txnId, clonePart
     "TruncateTableRequest": {4, 5, 6},  # writeId, validWriteIdList, environmentContext
-    "CommitTxnRequest": {
-        3,
-        4,
-        5,
-        6,
-        7,
-    },  # writeEventInfos, replLastIdInfo, keyValue, exclWriteEnabled, txn_type
+    "CommitTxnRequest": {4, 5, 6, 7},  # replLastIdInfo, keyValue, exclWriteEnabled, txn_type
     "CompactionRequest": {7, 8},  # initiatorId, initiatorVersion
-    "Database": {9, 10, 11, 12, 13},  # createTime, managedLocationUri, type, connector_name, remote_dbname
-    "FireEventRequestData": {2},  # insertDatas (Hive 4's several INSERT events in one call)
+    "Database": {9, 11, 12, 13},  # createTime, type, connector_name, remote_dbname (data connectors)
     "GetPartitionsByNamesRequest": {
         4,
         5,
@@ -71,10 +64,8 @@ NOT_DECLARED = {
     },  # get_col_stats, processorCapabilities, ..., getFileMetadata
     "GetPartitionsByNamesResult": {2},  # dictionary
     "GetTablesRequest": {7},  # projectionSpec
-    "InsertEventRequestData": {5},  # partitionVal
     "OpenTxnRequest": {7},  # txn_type
     "Partition": {12, 13},  # colStats, fileMetadata
-    "SerDeInfo": {4, 5, 6, 7},  # description, serializerClass, deserializerClass, serdeType
     "ShowCompactResponseElement": {
         16,
         17,

@@ -30,10 +30,16 @@ struct FieldSchema {
   3: string comment
 }
 
+enum SerdeType { HIVE = 1, SCHEMA_REGISTRY = 2 }
+
 struct SerDeInfo {
   1: string name,
   2: string serializationLib,
-  3: map<string, string> parameters
+  3: map<string, string> parameters,
+  4: optional string description,
+  5: optional string serializerClass,
+  6: optional string deserializerClass,
+  7: optional SerdeType serdeType
 }
 
 struct Order {
@@ -84,7 +90,8 @@ struct Database {
   5: optional PrincipalPrivilegeSet privileges,
   6: optional string ownerName,
   7: optional i32 ownerType,
-  8: optional string catalogName
+  8: optional string catalogName,
+  10: optional string managedLocationUri
 }
 
 struct Table {
@@ -462,10 +469,15 @@ struct InsertEventRequestData {
   1: optional list<string> filesAdded,
   2: optional list<string> filesAddedChecksum,
   3: optional list<string> filesAddedChecksumV3,
-  4: optional list<string> subDirectoryList
+  4: optional list<string> subDirectoryList,
+  5: optional list<string> partitionVal
 }
 
-union FireEventRequestData { 1: InsertEventRequestData insertData }
+// Hive 4: several partitions' INSERTs in one call (insertDatas), each naming its partition (partitionVal)
+union FireEventRequestData {
+  1: InsertEventRequestData insertData,
+  2: list<InsertEventRequestData> insertDatas
+}
 
 struct FireEventRequest {
   1: required bool successful,
@@ -490,9 +502,22 @@ struct OpenTxnRequest {
 
 struct OpenTxnsResponse { 1: required list<i64> txn_ids }
 
+// Hive 4's REPL LOAD names the ACID writes a replicated transaction made (writeEventInfos): declared so that
+// such a commit is refused by name rather than committed without them.
+struct WriteEventInfo {
+  1: required i64 writeId,
+  2: required string database,
+  3: required string table,
+  4: required string files,
+  5: optional string partition,
+  6: optional string tableObj,
+  7: optional string partitionObj
+}
+
 struct CommitTxnRequest {
   1: required i64 txnid,
-  2: optional string replPolicy
+  2: optional string replPolicy,
+  3: optional list<WriteEventInfo> writeEventInfos
 }
 
 struct AbortTxnRequest {

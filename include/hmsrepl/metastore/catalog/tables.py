@@ -89,7 +89,8 @@ class TableCatalog(CatalogFamily):
             self.core.refuse_protected(db)  # protected replica: refused before any file work
             if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
                 location: str | None = join_uri(
-                    db.location_uri or self.core.default_db_location(db.name), table.table_name
+                    db.table_root(table.is_managed) or self.core.default_db_location(db.name),
+                    table.table_name,
                 )
                 table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
             _check_table(table)
@@ -216,10 +217,10 @@ class TableCatalog(CatalogFamily):
                 new_db = self.core.get_database(new_table.db_name)
                 self.core.refuse_protected(new_db)  # a protected replica's refusal says more than Hive's
                 check_rename_allowed(old_db, new_db, table_name, new_table.table_name.lower())
-            default_old = join_uri(old_db.location_uri or "", table_name)
+            default_old = join_uri(old_db.table_root(old.is_managed) or "", table_name)
             if old.is_managed and old.sd.location and old.sd.location.rstrip("/") == default_old:
                 target_db = self.core.get_database(new_table.db_name)
-                new_location = join_uri(target_db.location_uri or "", new_table.table_name)
+                new_location = join_uri(target_db.table_root(True) or "", new_table.table_name)
                 if new_table.sd.location in (None, old.sd.location):
                     new_table = new_table.model_copy(
                         update={"sd": new_table.sd.model_copy(update={"location": new_location})}
