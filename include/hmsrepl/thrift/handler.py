@@ -44,6 +44,7 @@ from hmsrepl.thrift.api.functions import FunctionApi
 from hmsrepl.thrift.api.notifications import NotificationApi
 from hmsrepl.thrift.api.partition_reads import EncodedStructs, PartitionReadApi
 from hmsrepl.thrift.api.partitions import PartitionWriteApi
+from hmsrepl.thrift.api.privileges import PrivilegeApi
 from hmsrepl.thrift.api.requests import RequestFormApi
 from hmsrepl.thrift.api.session import SessionApi
 from hmsrepl.thrift.api.statistics import StatisticsApi
@@ -216,6 +217,7 @@ AREAS: tuple[type[Area], ...] = (
     TransactionApi,
     NotificationApi,
     RequestFormApi,
+    PrivilegeApi,
 )
 
 

@@ -82,6 +82,48 @@ struct PrincipalPrivilegeSet {
   3: map<string, list<PrivilegeGrantInfo>> rolePrivileges
 }
 
+// ---- roles and privileges: read as a metastore without SQL-standard authorization answers them ---------
+enum PrincipalType { USER = 1, ROLE = 2, GROUP = 3 }
+enum HiveObjectType { GLOBAL = 1, DATABASE = 2, TABLE = 3, PARTITION = 4, COLUMN = 5, DATACONNECTOR = 6 }
+
+struct HiveObjectRef {
+  1: HiveObjectType objectType,
+  2: string dbName,
+  3: string objectName,
+  4: list<string> partValues,
+  5: string columnName,
+  6: optional string catName
+}
+
+struct HiveObjectPrivilege {
+  1: HiveObjectRef hiveObject,
+  2: string principalName,
+  3: PrincipalType principalType,
+  4: PrivilegeGrantInfo grantInfo,
+  5: string authorizer
+}
+
+struct Role {
+  1: string roleName,
+  2: i32 createTime,
+  3: string ownerName
+}
+
+struct RolePrincipalGrant {
+  1: string roleName,
+  2: string principalName,
+  3: PrincipalType principalType,
+  4: bool grantOption,
+  5: i32 grantTime,
+  6: string grantorName,
+  7: PrincipalType grantorPrincipalType
+}
+
+struct GetPrincipalsInRoleRequest { 1: required string roleName }
+struct GetPrincipalsInRoleResponse { 1: required list<RolePrincipalGrant> principalGrants }
+struct GetRoleGrantsForPrincipalRequest { 1: required string principal_name, 2: required PrincipalType principal_type }
+struct GetRoleGrantsForPrincipalResponse { 1: required list<RolePrincipalGrant> principalGrants }
+
 struct Database {
   1: string name,
   2: string description,
@@ -1101,6 +1143,20 @@ service ThriftHiveMetastore {
       throws (1: InvalidOperationException o1, 2: MetaException o2),
   map<string, string> partition_name_to_spec(1: string part_name) throws (1: MetaException o1),
   list<string> partition_name_to_vals(1: string part_name) throws (1: MetaException o1),
+
+  // roles and privileges (reads only: grants and roles cannot be changed here, see thrift/refusals.py)
+  list<string> get_role_names() throws (1: MetaException o1),
+  list<Role> list_roles(1: string principal_name, 2: PrincipalType principal_type) throws (1: MetaException o1),
+  GetPrincipalsInRoleResponse get_principals_in_role(1: GetPrincipalsInRoleRequest request)
+      throws (1: MetaException o1),
+  GetRoleGrantsForPrincipalResponse get_role_grants_for_principal(1: GetRoleGrantsForPrincipalRequest request)
+      throws (1: MetaException o1),
+  PrincipalPrivilegeSet get_privilege_set(1: HiveObjectRef hiveObject, 2: string user_name,
+                                          3: list<string> group_names)
+      throws (1: MetaException o1),
+  list<HiveObjectPrivilege> list_privileges(1: string principal_name, 2: PrincipalType principal_type,
+                                            3: HiveObjectRef hiveObject)
+      throws (1: MetaException o1),
 
   // functions
   void create_function(1: Function func)

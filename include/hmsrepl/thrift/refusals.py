@@ -104,18 +104,14 @@ REFUSED: dict[str, str] = {
     "update_transaction_statistics": "not served; statistics of transactional tables come with their writes",
     "alter_function": "functions cannot be altered; drop the function and create it again",
     **_family(
-        "roles and privileges are not managed by this metastore",
+        "roles and privileges are not managed by this metastore: it runs as Hive does without SQL-standard "
+        "authorization (roles admin and public only, no grants); its access rules are its own "
+        "(HMSREPL_ADMIN_USERS, Kerberos, replica protection)",
         "create_role",
         "drop_role",
-        "get_role_names",
         "grant_role",
         "revoke_role",
-        "list_roles",
         "grant_revoke_role",
-        "get_principals_in_role",
-        "get_role_grants_for_principal",
-        "get_privilege_set",
-        "list_privileges",
         "grant_privileges",
         "revoke_privileges",
         "grant_revoke_privileges",
