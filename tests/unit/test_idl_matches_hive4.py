@@ -23,6 +23,10 @@ DIFFERENT_TYPE = {
     # them to 2 and put 'bool replace' at 1). Ids 2-4 are list<string> in both shapes; a Hive 3/4 client's
     # files then arrive at 2, and the handler tells the two shapes apart (``thrift.hive3_insert``).
     ("InsertEventRequestData", 1),
+    # pyiceberg's revision has 'string type'; Hive 4.2.0, whose HiveMetaStoreClient.createDatabase sends this
+    # request (create_database_req, a method that revision lacks), has the DatabaseType enum (an i32), as we
+    # do: tests/integration/test_hive4_jvm_client.py runs that client.
+    ("CreateDatabaseRequest", 11),
 }
 
 #: Fields we declare that pyiceberg's bindings lack: its Hive 4 revision predates them (Hive 4.0's release
@@ -44,6 +48,7 @@ NOT_DECLARED = {
         8,
         9,
     },  # writeId, validWriteIdList, processorCapabilities, processorIdentifier
+    "CreateDatabaseRequest": {9},  # createTime (the metastore's own)
     "CreateTableRequest": {9, 10},  # processorCapabilities, processorIdentifier
     "DropDatabaseRequest": {6, 7, 8},  # softDelete, txnId, deleteManagedDir (Hive's lockless reads)
     "GetFieldsRequest": {5, 6},  # validWriteIdList, id
@@ -119,8 +124,13 @@ CALLS = sorted(
 )
 
 
+#: Structs we declare that pyiceberg's Hive 4 revision lacks: Hive 4.2's, with its generated classes' field ids
+#: and types, proven by the Hive 4.2.0 client in tests/integration/test_hive4_jvm_client.py.
+NEWER_STRUCTS = {"DropTableRequest"}  # drop_table_req, what Hive 4.2's HiveMetaStoreClient.dropTable sends
+
+
 def test_most_of_our_idl_is_checked() -> None:
-    assert sorted(set(_our_structs()) - set(SHARED_STRUCTS)) == []  # every struct we declare is Hive 4's
+    assert sorted(set(_our_structs()) - set(SHARED_STRUCTS)) == sorted(NEWER_STRUCTS)  # the rest is Hive 4's
     assert len(SHARED_STRUCTS) > 100
     assert len(CALLS) > 200
 

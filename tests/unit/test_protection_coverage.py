@@ -20,7 +20,9 @@ from hmsrepl.thrift.idl import IDL_PATH, Service
 from hmsrepl.thrift.refusals import REFUSED
 from tests import hive4_reference
 
-READ_NAMES = re.compile(r"^(get|show_|check_|partition_name_to_|list_roles$|list_privileges$)")
+READ_NAMES = re.compile(
+    r"^(get|show_|check_|partition_name_to_|list_roles$|list_privileges$|fetch_partition_names_req$)"
+)
 
 
 def idl_methods(path: Path, module_name: str) -> list[str]:

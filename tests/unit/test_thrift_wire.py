@@ -168,6 +168,9 @@ HIVE_2_3_ONLY = {
     # Hive 3/4 request forms and TRUNCATE (tests/unit/test_idl_matches_hive4.py checks them against Hive 4)
     "alter_partitions_req",
     "alter_table_req",
+    "create_database_req",
+    "drop_table_req",
+    "fetch_partition_names_req",
     "create_table_req",
     "drop_database_req",
     "get_fields_req",

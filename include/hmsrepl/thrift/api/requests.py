@@ -23,6 +23,9 @@ from hmsrepl.thrift.api.transactions import TransactionApi
 from hmsrepl.thrift.catalogs import check_struct
 from hmsrepl.thrift.idl import hms
 
+#: Hive's ``DatabaseType.REMOTE``: a database served by a data connector.
+_REMOTE = 2
+
 _CONSTRAINT_FIELDS = (
     "primaryKeys",
     "foreignKeys",
@@ -54,6 +57,26 @@ class RequestFormApi(Area):
         self._transactions = TransactionApi(context)
 
     # -- databases ---------------------------------------------------------------------------------------------
+    def create_database_req(self, createDatabaseRequest: Any) -> None:
+        """Hive 4.1+'s ``createDatabase``: the request's fields are a ``Database``'s, renamed."""
+        req = createDatabaseRequest
+        name = _required("create_database_req", req.databaseName, "databaseName", "CreateDatabaseRequest")
+        if req.type == _REMOTE or req.dataConnectorName:
+            raise InvalidObjectError(
+                f"database '{name}': remote databases (data connectors) are not supported by this metastore; "
+                "create a native one"
+            )
+        database = hms.Database(
+            name=name,
+            description=req.description,
+            locationUri=req.locationUri,
+            parameters=req.parameters,
+            ownerName=req.ownerName,
+            ownerType=req.ownerType,
+            managedLocationUri=req.managedLocationUri,
+        )
+        self._databases.create_database(database)
+
     def drop_database_req(self, req: Any) -> None:
         """``ignoreUnknownDb`` is Hive's ``DROP DATABASE IF EXISTS``: a missing database is not an error."""
         name = _required("drop_database_req", req.name, "name", "DropDatabaseRequest")
@@ -81,6 +104,13 @@ class RequestFormApi(Area):
             req.dbName, req.tableName, table, req.environmentContext
         )
         return hms.AlterTableResponse()
+
+    def drop_table_req(self, dropTableReq: Any) -> None:
+        """Hive 4.2's ``dropTable``; without ``deleteData`` a managed table's files go, as Hive's default."""
+        req = dropTableReq
+        self._tables.drop_table_with_environment_context(
+            req.dbName, req.tableName, req.deleteData is not False, req.envContext
+        )
 
     def truncate_table(self, dbName: str, tableName: str, partNames: list[str] | None) -> None:
         """Hive's TRUNCATE TABLE: the table's (or the named partitions') files go to the change manager, a
@@ -113,6 +143,12 @@ class RequestFormApi(Area):
         self, db_name: str, tbl_name: str, part_name: str, deleteData: bool, environment_context: Any
     ) -> bool:
         return self._partitions.drop_partition_by_name(db_name, tbl_name, part_name, deleteData)
+
+    def fetch_partition_names_req(self, partitionReq: Any) -> list[str]:
+        """Hive 4.2's ``listPartitionNames``."""
+        return self._partition_reads.get_partition_names(
+            partitionReq.dbName, partitionReq.tblName, partitionReq.maxParts
+        )
 
     def get_partition_names_ps_req(self, req: Any) -> Any:
         names = self._partition_reads.get_partition_names_ps(
