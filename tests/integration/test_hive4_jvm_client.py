@@ -1,7 +1,8 @@
 """Hive 4's own Java client (``HiveMetaStoreClient`` of Hive 4.2.0, ``tests.peers.hive4_client``) against this
-metastore: its DDL (which Hive 4.2 sends as ``create_database_req``, ``create_table_req``, ``alter_table_req``,
-``truncate_table_req``, ``drop_table_req``, ``drop_database_req``), partition calls (``fetch_partition_names_req``
-among them), field reads and role and privilege reads all work, and what it stores is what a Hive 4 client
+metastore: its DDL (which Hive 4.2 sends as ``create_database_req``, ``alter_database_req``, ``create_table_req``,
+``alter_table_req``, ``truncate_table_req``, ``drop_table_req``, ``drop_database_req``), partition calls
+(``fetch_partition_names_req``, ``get_partitions_by_filter_req``, ``drop_partition_req`` among them), table and
+field reads, a transaction, and role and privilege reads all work, and what it stores is what a Hive 4 client
 asked for: the database's managed location holds the table, the SerDe's description is kept.
 
 The jars are the Hive 4 metastore peer's (``tests.peers.hive_metastore.HIVE_4``, fetched from Maven Central
@@ -31,6 +32,16 @@ def test_hive_4s_own_client_runs_its_ddl_and_reads(
     assert (steps["get_fields"].value, steps["get_schema"].value) == ("2", "3")
     assert steps["add_partition"].value == "[ds=1]"
     assert steps["alter_partitions"].value == "v"
+    for read in (
+        "list_partitions_ps",
+        "get_partitions_by_names",
+        "list_partitions",
+        "list_partitions_by_filter",
+    ):
+        assert steps[read].value == "1", read
+    assert steps["alter_database"].value == "data"
+    assert steps["get_config_value"].value == session_metastore.warehouse
+    assert steps["drop_partition"].value == "true"
     assert steps["list_role_names"].value == "[admin, public]"
     assert steps["list_roles"].value == "[public]"
     assert steps["get_privilege_set"].value == "{public=[]}"
@@ -44,7 +55,9 @@ def test_hive_4s_own_client_runs_its_ddl_and_reads(
         ("ALTER_TABLE", "t"),
         ("ADD_PARTITION", "t"),
         ("ALTER_PARTITION", "t"),
+        ("ALTER_DATABASE", None),
         ("ALTER_PARTITION", "t"),  # the truncation empties the partition
+        ("DROP_PARTITION", "t"),
         ("DROP_TABLE", "t"),
         ("DROP_DATABASE", None),
     ]

@@ -271,6 +271,8 @@ _CATALOG_WRITES = (
     "rename_partition",
     "fire_listener_event",
     "create_database_req",
+    "alter_database_req",
+    "drop_partition_req",
     "drop_database_req",
     "create_table_req",
     "drop_table_req",

@@ -416,6 +416,32 @@ struct DropTableRequest {
   5: optional EnvironmentContext envContext
 }
 
+// Hive 4.2's HiveMetaStoreClient.alterDatabase, listPartitionsByFilter and dropPartition send these (newer than
+// pyiceberg's bindings): Hive 4.2.0's field ids and types. Not declared: the filter request's fields 6-8
+// (a projection of the partitions' columns and parameters); the full partitions are answered.
+struct AlterDatabaseRequest {
+  1: required string oldDbName,
+  2: required Database newDb
+}
+
+struct GetPartitionsByFilterRequest {
+  1: optional string catName,
+  2: optional string dbName,
+  3: optional string tblName,
+  4: optional string filter,
+  5: optional i16 maxParts = -1
+}
+
+struct DropPartitionRequest {
+  1: optional string catName,
+  2: required string dbName,
+  3: required string tblName,
+  4: optional string partName,
+  5: optional list<string> partVals,
+  6: optional bool deleteData,
+  7: optional EnvironmentContext environmentContext
+}
+
 struct AlterTableRequest {
   1: optional string catName,
   2: required string dbName,
@@ -1005,6 +1031,8 @@ service ThriftHiveMetastore {
   void alter_database(1: string dbname, 2: Database db) throws (1: MetaException o1, 2: NoSuchObjectException o2),
   void create_database_req(1: CreateDatabaseRequest createDatabaseRequest)
       throws (1: AlreadyExistsException o1, 2: InvalidObjectException o2, 3: MetaException o3),
+  void alter_database_req(1: AlterDatabaseRequest alterDbReq)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
   void drop_database_req(1: DropDatabaseRequest req)
       throws (1: NoSuchObjectException o1, 2: InvalidOperationException o2, 3: MetaException o3),
 
@@ -1153,6 +1181,10 @@ service ThriftHiveMetastore {
   GetPartitionResponse get_partition_req(1: GetPartitionRequest req)
       throws (1: MetaException o1, 2: NoSuchObjectException o2),
   // Hive 4.2's listPartitionNames (newer than pyiceberg's bindings; Hive 4.2.0's signature)
+  list<Partition> get_partitions_by_filter_req(1: GetPartitionsByFilterRequest req)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  bool drop_partition_req(1: DropPartitionRequest dropPartitionReq)
+      throws (1: NoSuchObjectException o1, 2: MetaException o2),
   list<string> fetch_partition_names_req(1: PartitionsRequest partitionReq)
       throws (1: NoSuchObjectException o1, 2: MetaException o2),
   GetPartitionNamesPsResponse get_partition_names_ps_req(1: GetPartitionNamesPsRequest req)

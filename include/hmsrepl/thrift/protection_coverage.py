@@ -30,6 +30,7 @@ EVENT_WRITES: dict[str, tuple[E, ...]] = {
     "alter_database": (E.ALTER_DATABASE,),
     "drop_database": (E.DROP_DATABASE, E.DROP_TABLE, E.DROP_FUNCTION),  # a cascade logs each object
     "create_database_req": (E.CREATE_DATABASE,),
+    "alter_database_req": (E.ALTER_DATABASE,),
     "drop_database_req": (E.DROP_DATABASE, E.DROP_TABLE, E.DROP_FUNCTION),
     "create_table": (E.CREATE_TABLE,),
     "create_table_with_environment_context": (E.CREATE_TABLE,),
@@ -67,6 +68,7 @@ EVENT_WRITES: dict[str, tuple[E, ...]] = {
     "drop_partition_by_name": (E.DROP_PARTITION,),
     "drop_partition_with_environment_context": (E.DROP_PARTITION,),
     "drop_partitions_req": (E.DROP_PARTITION,),
+    "drop_partition_req": (E.DROP_PARTITION,),
     "drop_partition_by_name_with_environment_context": (E.DROP_PARTITION,),
     "create_function": (E.CREATE_FUNCTION,),
     "drop_function": (E.DROP_FUNCTION,),
@@ -128,6 +130,7 @@ READS: frozenset[str] = frozenset(
         "get_fields_with_environment_context",
         "get_fields_req",
         "fetch_partition_names_req",
+        "get_partitions_by_filter_req",
         "get_role_names",
         "list_roles",
         "get_principals_in_role",

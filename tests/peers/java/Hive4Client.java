@@ -96,6 +96,27 @@ public class Hive4Client {
       return client.getPartition(db, "t", Arrays.asList("1")).getParameters().get("k");
     });
     step("list_partitions_ps", () -> client.listPartitions(db, "t", Arrays.asList("1"), (short) -1).size());
+    step("get_partitions_by_names", () -> client.getPartitionsByNames(db, "t", Arrays.asList("ds=1")).size());
+    step("list_partitions", () -> client.listPartitions(db, "t", (short) -1).size());
+    step("get_partition_by_name", () -> client.getPartition(db, "t", "ds=1").getValues());
+    step("list_partitions_by_filter", () -> client.listPartitionsByFilter(db, "t", "ds = \"1\"", (short) -1).size());
+    step("get_table_objects", () -> client.getTableObjectsByName(db, Arrays.asList("t")).size());
+    step("table_exists", () -> client.tableExists(db, "t"));
+    step("get_tables_by_type", () -> client.getTables(db, "*", org.apache.hadoop.hive.metastore.TableType.MANAGED_TABLE));
+    step("get_table_meta", () -> client.getTableMeta(db, "*", null).size());
+    step("alter_database", () -> {
+      Database got = client.getDatabase(db);
+      got.getParameters().put("team", "data");
+      client.alterDatabase(db, got);
+      return client.getDatabase(db).getParameters().get("team");
+    });
+    step("get_config_value", () -> client.getConfigValue("hive.metastore.warehouse.dir", "none"));
+    step("open_commit_txn", () -> {
+      long txn = client.openTxn("hive");
+      client.commitTxn(txn);
+      return "done";
+    });
+    step("get_valid_txns", () -> client.getValidTxns().toString().isEmpty());
     step("truncate_table", () -> {
       client.truncateTable(db, "t", null);
       return "done";
@@ -112,6 +133,7 @@ public class Hive4Client {
       HiveObjectRef global = new HiveObjectRef(HiveObjectType.GLOBAL, null, null, null, null);
       return client.get_privilege_set(global, "alice", new ArrayList<>()).getRolePrivileges();
     });
+    step("drop_partition", () -> client.dropPartition(db, "t", Arrays.asList("1"), true));
     step("drop_table", () -> {
       client.dropTable(db, "t");
       return client.getAllTables(db);

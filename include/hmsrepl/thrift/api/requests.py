@@ -15,12 +15,12 @@ from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.thrift.api.base import Area, HandlerContext
 from hmsrepl.thrift.api.constraints import ConstraintApi
 from hmsrepl.thrift.api.databases import DatabaseApi
-from hmsrepl.thrift.api.partition_reads import PartitionReadApi
+from hmsrepl.thrift.api.partition_reads import PartitionReadApi, partition_values
 from hmsrepl.thrift.api.partitions import PartitionWriteApi
 from hmsrepl.thrift.api.statistics import StatisticsApi
 from hmsrepl.thrift.api.tables import TableApi
 from hmsrepl.thrift.api.transactions import TransactionApi
-from hmsrepl.thrift.catalogs import check_struct
+from hmsrepl.thrift.catalogs import check_struct, parse_db_name
 from hmsrepl.thrift.idl import hms
 
 #: Hive's ``DatabaseType.REMOTE``: a database served by a data connector.
@@ -76,6 +76,14 @@ class RequestFormApi(Area):
             managedLocationUri=req.managedLocationUri,
         )
         self._databases.create_database(database)
+
+    def alter_database_req(self, alterDbReq: Any) -> None:
+        """Hive 4.2's ``alterDatabase``."""
+        req = alterDbReq
+        name = _required("alter_database_req", req.oldDbName, "oldDbName", "AlterDatabaseRequest")
+        database = _required("alter_database_req", req.newDb, "newDb", "AlterDatabaseRequest")
+        check_struct(database)
+        self._databases.alter_database(parse_db_name(name) or name, database)
 
     def drop_database_req(self, req: Any) -> None:
         """``ignoreUnknownDb`` is Hive's ``DROP DATABASE IF EXISTS``: a missing database is not an error."""
@@ -149,6 +157,18 @@ class RequestFormApi(Area):
         return self._partition_reads.get_partition_names(
             partitionReq.dbName, partitionReq.tblName, partitionReq.maxParts
         )
+
+    def get_partitions_by_filter_req(self, req: Any) -> Any:
+        """Hive 4.2's ``listPartitionsByFilter``: the partitions whole (no column or parameter projection)."""
+        return self._partition_reads.get_partitions_by_filter(
+            req.dbName, req.tblName, req.filter, req.maxParts
+        )
+
+    def drop_partition_req(self, dropPartitionReq: Any) -> bool:
+        """Hive 4.2's ``dropPartition``: by name or by values; the files go unless ``deleteData`` is false."""
+        req = dropPartitionReq
+        values = list(req.partVals or []) if req.partName is None else partition_values(req.partName)
+        return self._partitions.drop_partition(req.dbName, req.tblName, values, req.deleteData is not False)
 
     def get_partition_names_ps_req(self, req: Any) -> Any:
         names = self._partition_reads.get_partition_names_ps(
