@@ -18,9 +18,12 @@ from hive_metastore import ttypes as h4
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
+from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, FieldSchema, StorageDescriptor, Table
 from hmsrepl.metastore.protection import REPLICA_OF, privileged
+from hmsrepl.thrift.handler import MetastoreHandler
+from hmsrepl.thrift.idl import hms
 from tests.servers import RunningMetastore
 
 
@@ -232,3 +235,24 @@ def _model(db: str) -> Table:
     return Table(
         db_name=db, table_name="t", sd=StorageDescriptor(cols=[FieldSchema(name="id", type="bigint")])
     )
+
+
+def test_hive_4_2_request_forms_in_process(session_store: Metastore) -> None:
+    """The forms Hive 4.2's client sends that pyiceberg's bindings lack (its own client runs them over the
+    wire in test_hive4_jvm_client.py): a remote database is refused naming it, and nothing is created."""
+    handler = MetastoreHandler(session_store)
+    name = f"req42_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(InvalidObjectError, match=f"database '{name}': remote databases"):
+        handler.create_database_req(
+            hms.CreateDatabaseRequest(databaseName=name, type=2, dataConnectorName="c")
+        )
+    assert name not in session_store.catalog.get_databases()
+    handler.create_database_req(hms.CreateDatabaseRequest(databaseName=name, parameters={"a": "1"}))
+    db = handler.get_database(name)
+    db.parameters["b"] = "2"
+    handler.alter_database_req(hms.AlterDatabaseRequest(oldDbName=f"@hive#{name}", newDb=db))
+    assert session_store.catalog.get_database(name).parameters == {"a": "1", "b": "2"}
+    handler.drop_database_req(
+        hms.DropDatabaseRequest(name=name, ignoreUnknownDb=False, deleteData=True, cascade=False)
+    )
+    assert name not in session_store.catalog.get_databases()
