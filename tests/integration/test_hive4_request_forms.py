@@ -256,3 +256,28 @@ def test_hive_4_2_request_forms_in_process(session_store: Metastore) -> None:
         hms.DropDatabaseRequest(name=name, ignoreUnknownDb=False, deleteData=True, cascade=False)
     )
     assert name not in session_store.catalog.get_databases()
+
+
+def test_an_alter_with_a_write_id_joins_the_transaction_that_holds_it(client: Hive4.Client, db: str) -> None:
+    """Trino and Hive send a transactional table's statistics update as alter_table_req with their open
+    transaction's write id: the change is that transaction's write (stamped with it, as the classic call with
+    ``hmsrepl.txnId``); a write id no open transaction holds is refused and changes nothing."""
+    table = _table(db, "acid", [])
+    table.parameters = {"transactional": "true", "transactional_properties": "insert_only"}
+    client.create_table_req(h4.CreateTableRequest(table=table))
+    [txn] = client.open_txns(h4.OpenTxnRequest(1, "hive", "localhost")).txn_ids
+    allocate = h4.AllocateTableWriteIdsRequest(dbName=db, tableName="acid", txnIds=[txn])
+    [written] = client.allocate_table_write_ids(allocate).txnToWriteIds
+    current = client.get_table(db, "acid")
+    current.parameters["numRows"] = "3"
+    before = client.get_current_notificationEventId().eventId
+    unheld = h4.AlterTableRequest(dbName=db, tableName="acid", table=current, writeId=written.writeId + 7)
+    with pytest.raises(h4.InvalidOperationException, match="is held by no open transaction"):
+        client.alter_table_req(unheld)
+    assert client.get_current_notificationEventId().eventId == before
+    client.alter_table_req(
+        h4.AlterTableRequest(dbName=db, tableName="acid", table=current, writeId=written.writeId)
+    )
+    stamped = client.get_table(db, "acid").parameters
+    assert stamped["numRows"] == "3" and str(txn) in stamped["hmsrepl.txnWrite"]
+    client.commit_txn(h4.CommitTxnRequest(txnid=txn))

@@ -41,13 +41,8 @@ NEWER_THAN_REFERENCE = {
 NOT_DECLARED = {
     "AbortTxnRequest": {3},  # txn_type
     # Hive 4 request forms (``thrift.api.requests``): what the classic call does not act on either.
-    "AlterPartitionsRequest": {6, 7},  # writeId, validWriteIdList
-    "AlterTableRequest": {
-        6,
-        7,
-        8,
-        9,
-    },  # writeId, validWriteIdList, processorCapabilities, processorIdentifier
+    "AlterPartitionsRequest": {7},  # validWriteIdList
+    "AlterTableRequest": {7, 8, 9},  # validWriteIdList, processorCapabilities, processorIdentifier
     "CreateDatabaseRequest": {9},  # createTime (the metastore's own)
     "CreateTableRequest": {9, 10},  # processorCapabilities, processorIdentifier
     "DropDatabaseRequest": {6, 7, 8},  # softDelete, txnId, deleteManagedDir (Hive's lockless reads)

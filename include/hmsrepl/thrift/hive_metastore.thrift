@@ -442,12 +442,15 @@ struct DropPartitionRequest {
   7: optional EnvironmentContext environmentContext
 }
 
+// writeId (6): the write id of the client's open transaction the change belongs to (Trino's and Hive's
+// transactional statistics updates); -1 for none.
 struct AlterTableRequest {
   1: optional string catName,
   2: required string dbName,
   3: required string tableName,
   4: required Table table,
-  5: optional EnvironmentContext environmentContext
+  5: optional EnvironmentContext environmentContext,
+  6: optional i64 writeId = -1
 }
 
 struct AlterTableResponse {}
@@ -465,7 +468,8 @@ struct AlterPartitionsRequest {
   2: required string dbName,
   3: required string tableName,
   4: required list<Partition> partitions,
-  5: optional EnvironmentContext environmentContext
+  5: optional EnvironmentContext environmentContext,
+  6: optional i64 writeId = -1
 }
 
 struct AlterPartitionsResponse {}

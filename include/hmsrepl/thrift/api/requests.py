@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hmsrepl.exceptions import InvalidObjectError
+from hmsrepl.cache.attribution import TXN_ID_PROPERTY, WRITE_ID_PROPERTY
+from hmsrepl.exceptions import InvalidObjectError, InvalidOperationError
 from hmsrepl.thrift.api.base import Area, HandlerContext
 from hmsrepl.thrift.api.constraints import ConstraintApi
 from hmsrepl.thrift.api.databases import DatabaseApi
@@ -108,9 +109,8 @@ class RequestFormApi(Area):
     def alter_table_req(self, req: Any) -> Any:
         table = _required("alter_table_req", req.table, "table", "AlterTableRequest")
         check_struct(table)
-        self._tables.alter_table_with_environment_context(
-            req.dbName, req.tableName, table, req.environmentContext
-        )
+        context = self._joining(req.dbName, req.tableName, req.writeId, req.environmentContext)
+        self._tables.alter_table_with_environment_context(req.dbName, req.tableName, table, context)
         return hms.AlterTableResponse()
 
     def drop_table_req(self, dropTableReq: Any) -> None:
@@ -119,6 +119,30 @@ class RequestFormApi(Area):
         self._tables.drop_table_with_environment_context(
             req.dbName, req.tableName, req.deleteData is not False, req.envContext
         )
+
+    def _joining(self, db_name: str, table_name: str, write_id: int | None, context: Any) -> Any:
+        """The environment context with which a change carrying a write id joins the open transaction that
+        holds it (``hmsrepl.txnId``, as the classic calls are told): its write is recorded under that write id.
+        A write id no open transaction holds on the table is refused before anything changes."""
+        if write_id is None or write_id <= 0:
+            return context
+        txns = self.store.txns
+        holder = next(
+            (
+                txn
+                for txn in txns.open_txns_writing(db_name)
+                if txns.txn_write_id(txn, db_name.lower(), table_name.lower()) == write_id
+            ),
+            None,
+        )
+        if holder is None:
+            raise InvalidOperationError(
+                f"write id {write_id} of '{db_name}.{table_name}' is held by no open transaction; alter the "
+                "table inside the transaction that allocated it (allocate_table_write_ids), or send writeId -1"
+            )
+        properties = dict(getattr(context, "properties", None) or {})
+        properties.update({TXN_ID_PROPERTY: str(holder), WRITE_ID_PROPERTY: str(write_id)})
+        return hms.EnvironmentContext(properties=properties)
 
     def truncate_table(self, dbName: str, tableName: str, partNames: list[str] | None) -> None:
         """Hive's TRUNCATE TABLE: the table's (or the named partitions') files go to the change manager, a
@@ -137,8 +161,9 @@ class RequestFormApi(Area):
 
     # -- partitions --------------------------------------------------------------------------------------------
     def alter_partitions_req(self, req: Any) -> Any:
+        context = self._joining(req.dbName, req.tableName, req.writeId, req.environmentContext)
         self._partitions.alter_partitions_with_environment_context(
-            req.dbName, req.tableName, list(req.partitions or []), req.environmentContext
+            req.dbName, req.tableName, list(req.partitions or []), context
         )
         return hms.AlterPartitionsResponse()
 
