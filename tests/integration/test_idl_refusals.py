@@ -38,7 +38,11 @@ def client(session_metastore: RunningMetastore) -> Iterator[HiveService.Client]:
         ("create_role", (ht.Role(roleName="r", ownerName="hive"),), "roles and privileges"),
         ("get_resource_plan", (ht.WMGetResourcePlanRequest(resourcePlanName="p"),), "workload management"),
         ("getStatus", (), "fb303 status"),
-        ("get_fields_req", (ht.GetFieldsRequest(dbName="default", tblName="t"),), "call get_fields"),
+        (
+            "get_partitions_with_specs",
+            (ht.GetPartitionsRequest(dbName="default", tblName="t"),),
+            "call get_partitions_by_names_req",
+        ),
     ],
 )
 def test_a_refused_method_answers_hives_unknown_method_error_with_the_reason(

@@ -23,6 +23,10 @@ DIFFERENT_TYPE = {
     # them to 2 and put 'bool replace' at 1). Ids 2-4 are list<string> in both shapes; a Hive 3/4 client's
     # files then arrive at 2, and the handler tells the two shapes apart (``thrift.hive3_insert``).
     ("InsertEventRequestData", 1),
+    # pyiceberg's revision has 'string type'; Hive 4.2.0, whose HiveMetaStoreClient.createDatabase sends this
+    # request (create_database_req, a method that revision lacks), has the DatabaseType enum (an i32), as we
+    # do: tests/integration/test_hive4_jvm_client.py runs that client.
+    ("CreateDatabaseRequest", 11),
 }
 
 #: Fields we declare that pyiceberg's bindings lack: its Hive 4 revision predates them (Hive 4.0's release
@@ -36,16 +40,21 @@ NEWER_THAN_REFERENCE = {
 #: Each is a feature not served (or not yet); declaring one makes this list shrink, never grow silently.
 NOT_DECLARED = {
     "AbortTxnRequest": {3},  # txn_type
-    "CommitTxnRequest": {
-        3,
-        4,
-        5,
-        6,
-        7,
-    },  # writeEventInfos, replLastIdInfo, keyValue, exclWriteEnabled, txn_type
+    # Hive 4 request forms (``thrift.api.requests``): what the classic call does not act on either.
+    "AlterPartitionsRequest": {7},  # validWriteIdList
+    "AlterTableRequest": {7, 8, 9},  # validWriteIdList, processorCapabilities, processorIdentifier
+    "CreateDatabaseRequest": {9},  # createTime (the metastore's own)
+    "CreateTableRequest": {9, 10},  # processorCapabilities, processorIdentifier
+    "DropDatabaseRequest": {6, 7, 8},  # softDelete, txnId, deleteManagedDir (Hive's lockless reads)
+    "GetFieldsRequest": {5, 6},  # validWriteIdList, id
+    "GetSchemaRequest": {5, 6},  # validWriteIdList, id
+    "GetPartitionNamesPsRequest": {6, 7},  # validWriteIdList, id
+    "GetPartitionsPsWithAuthRequest": {8, 9},  # validWriteIdList, id
+    "RenamePartitionRequest": {6, 7, 8},  # validWriteIdList, txnId, clonePart
+    "TruncateTableRequest": {4, 5, 6},  # writeId, validWriteIdList, environmentContext
+    "CommitTxnRequest": {4, 5, 6, 7},  # replLastIdInfo, keyValue, exclWriteEnabled, txn_type
     "CompactionRequest": {7, 8},  # initiatorId, initiatorVersion
-    "Database": {9, 10, 11, 12, 13},  # createTime, managedLocationUri, type, connector_name, remote_dbname
-    "FireEventRequestData": {2},  # insertDatas (Hive 4's several INSERT events in one call)
+    "Database": {9, 11, 12, 13},  # createTime, type, connector_name, remote_dbname (data connectors)
     "GetPartitionsByNamesRequest": {
         4,
         5,
@@ -55,10 +64,8 @@ NOT_DECLARED = {
     },  # get_col_stats, processorCapabilities, ..., getFileMetadata
     "GetPartitionsByNamesResult": {2},  # dictionary
     "GetTablesRequest": {7},  # projectionSpec
-    "InsertEventRequestData": {5},  # partitionVal
     "OpenTxnRequest": {7},  # txn_type
     "Partition": {12, 13},  # colStats, fileMetadata
-    "SerDeInfo": {4, 5, 6, 7},  # description, serializerClass, deserializerClass, serdeType
     "ShowCompactResponseElement": {
         16,
         17,
@@ -112,8 +119,18 @@ CALLS = sorted(
 )
 
 
+#: Structs we declare that pyiceberg's Hive 4 revision lacks: Hive 4.2's, with its generated classes' field ids
+#: and types, proven by the Hive 4.2.0 client in tests/integration/test_hive4_jvm_client.py.
+NEWER_STRUCTS = {
+    "DropTableRequest",  # drop_table_req: HiveMetaStoreClient.dropTable
+    "AlterDatabaseRequest",  # alter_database_req: alterDatabase
+    "GetPartitionsByFilterRequest",  # get_partitions_by_filter_req: listPartitionsByFilter
+    "DropPartitionRequest",  # drop_partition_req: dropPartition
+}
+
+
 def test_most_of_our_idl_is_checked() -> None:
-    assert sorted(set(_our_structs()) - set(SHARED_STRUCTS)) == []  # every struct we declare is Hive 4's
+    assert sorted(set(_our_structs()) - set(SHARED_STRUCTS)) == sorted(NEWER_STRUCTS)  # the rest is Hive 4's
     assert len(SHARED_STRUCTS) > 100
     assert len(CALLS) > 200
 

@@ -69,6 +69,8 @@ def test_a_refusal_is_hives_unknown_method_error_with_the_reason() -> None:
     assert error.type == TApplicationException.UNKNOWN_METHOD
     assert error.message == (
         "method 'create_role' is not supported by this metastore (hmsrepl): "
-        "roles and privileges are not managed by this metastore"
+        "roles and privileges are not managed by this metastore: it runs as Hive does without SQL-standard "
+        "authorization (roles admin and public only, no grants); its access rules are its own "
+        "(HMSREPL_ADMIN_USERS, Kerberos, replica protection)"
     )
     assert refusals.refusal("no_such_call").message.endswith("(hmsrepl): not served")

@@ -16,6 +16,14 @@ from hmsrepl.thrift.idl import Service, hms
 # Fields we add beyond Hive 2.3 (later Hive versions' ids), which 2.3 clients ignore.
 LATER_ADDITIONS = {
     ("Database", 8),
+    ("Database", 10),  # Hive 4's managedLocationUri
+    ("SerDeInfo", 4),  # Hive 4's description, serializerClass, deserializerClass, serdeType
+    ("SerDeInfo", 5),
+    ("SerDeInfo", 6),
+    ("SerDeInfo", 7),
+    ("InsertEventRequestData", 5),  # Hive 4's partitionVal (several INSERTs in one call)
+    ("FireEventRequestData", 2),  # Hive 4's insertDatas
+    ("CommitTxnRequest", 3),  # Hive 4's writeEventInfos (refused when set)
     ("Table", 17),
     ("Table", 18),
     ("Table", 19),
@@ -157,6 +165,27 @@ HIVE_2_3_ONLY = {
     "add_default_constraint",
     "add_check_constraint",
     "get_all_table_constraints",
+    # Hive 3/4 request forms and TRUNCATE (tests/unit/test_idl_matches_hive4.py checks them against Hive 4)
+    "alter_partitions_req",
+    "alter_table_req",
+    "create_database_req",
+    "alter_database_req",
+    "get_partitions_by_filter_req",
+    "drop_partition_req",
+    "drop_table_req",
+    "fetch_partition_names_req",
+    "create_table_req",
+    "drop_database_req",
+    "get_fields_req",
+    "get_open_txns_req",
+    "get_partition_names_ps_req",
+    "get_partitions_ps_with_auth_req",
+    "get_schema_req",
+    "rename_partition_req",
+    "truncate_table",
+    "truncate_table_req",
+    "update_partition_column_statistics_req",
+    "update_table_column_statistics_req",
 }
 # Hive 4 added an 'engine' argument to the statistics deletes; Hive 2.3 clients do not send it. Hive 3 added
 # the unique, not-null, default and check constraints (4-7) to create_table_with_constraints; a Hive 2.3

@@ -140,7 +140,9 @@ class HiveImporter:
         source = self.reader.database(name)
         existing = self._existing_database(name)
         if existing is None:
-            wanted = source if not self.options.copy else source.model_copy(update={"location_uri": None})
+            # A copy places the data below this warehouse: the stock database's directories are not its own.
+            copied = {"location_uri": None, "managed_location_uri": None}
+            wanted = source if not self.options.copy else source.model_copy(update=copied)
             self.store.catalog.create_database(wanted)
             self.result.databases += 1
         elif not self.options.copy and path_key(existing.location_uri or "") != path_key(

@@ -115,6 +115,30 @@ class TableConstraints(_Model):
             checks=[*self.checks, *added.checks],
         )
 
+    def following(
+        self, own_db: str, parent: tuple[str, str], renamed_to: tuple[str, str] | None
+    ) -> TableConstraints | None:
+        """These with each foreign key whose parent is ``parent`` (database, table) following it: naming
+        ``renamed_to``, or gone when that is None (the parent was dropped); None when no key names it.
+
+        Hive's foreign keys point at their parent's row, so a rename carries them along and a drop deletes
+        them with it (``ObjectStore.dropTable`` removes every constraint whose parent or child it is)."""
+        keys: list[ForeignKey] = []
+        changed = False
+        for key in self.foreign_keys:
+            if (key.parent_db or own_db, key.parent_table) != parent:
+                keys.append(key)
+                continue
+            changed = True
+            if renamed_to is not None:
+                new_db, new_table = renamed_to
+                keys.append(
+                    key.model_copy(
+                        update={"parent_db": None if new_db == own_db else new_db, "parent_table": new_table}
+                    )
+                )
+        return self.model_copy(update={"foreign_keys": keys}) if changed else None
+
     def without(self, name: str, table: str) -> TableConstraints:
         """These without constraint ``name``; NoSuchObject (as Hive) if the table has none of that name."""
         name = name.lower()

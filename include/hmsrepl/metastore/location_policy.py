@@ -498,7 +498,9 @@ def find_occupants(
     rows = conn.execute(_DATABASES_AND_TABLES, params).all()
     for row in rows:
         if row.kind == "database" and row.name != skip_db:
-            consider("database", row.name, loads(row.stored).get("location_uri"))  # stored by the catalog
+            stored = loads(row.stored)  # stored by the catalog
+            consider("database", row.name, stored.get("location_uri"))
+            consider("database", row.name, stored.get("managed_location_uri"))  # Hive 4's, when set
     for row in rows:
         if row.kind == "table":
             consider("table", f"{row.db_name}.{row.name}", row.stored)

@@ -28,10 +28,22 @@ class FieldSchema(_Model):
         return value.lower()
 
 
+def _unset(value: object) -> bool:
+    """Left out of stored documents: an object that never had the field keeps the document it always had."""
+    return value is None
+
+
 class SerDeInfo(_Model):
     name: str | None = None
     serialization_lib: str | None = None
     parameters: dict[str, str] = Field(default_factory=dict)
+    # Hive 4's additions (SerDeInfo fields 4-7), kept as the client sent them.
+    description: str | None = Field(default=None, exclude_if=_unset)
+    serializer_class: str | None = Field(default=None, exclude_if=_unset)
+    deserializer_class: str | None = Field(default=None, exclude_if=_unset)
+    serde_type: int | None = Field(
+        default=None, exclude_if=_unset, description="Hive's SerdeType: 1 HIVE, 2 SCHEMA_REGISTRY"
+    )
 
 
 class Order(_Model):
@@ -66,6 +78,16 @@ class Database(_Model):
     parameters: dict[str, str] = Field(default_factory=dict)
     owner_name: str | None = None
     owner_type: PrincipalType | None = PrincipalType.USER
+    managed_location_uri: str | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="Hive 4's managed location: where managed tables go by default (None: below location_uri).",
+    )
+
+    def table_root(self, managed: bool) -> str | None:
+        """The directory a new table of this database goes below by default: Hive 4 puts managed tables in the
+        database's managed location when it has one, everything else in its location."""
+        return self.managed_location_uri if managed and self.managed_location_uri else self.location_uri
 
     @field_validator("name")
     @classmethod
@@ -98,7 +120,7 @@ class Table(_Model):
     write_id: int = Field(default=0, description="Write id of the last transactional change, 0 if none.")
     constraints: TableConstraints | None = Field(
         default=None,
-        exclude_if=lambda value: value is None,  # a table that never had any keeps the document it always had
+        exclude_if=_unset,
         description="None: never had any (see metastore.constraints); left out of documents.",
     )
 

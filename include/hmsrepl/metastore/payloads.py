@@ -169,6 +169,11 @@ class SerDeSnapshot(Snapshot, frozen=True, kw_only=True):
     name: str | None = None
     serialization_lib: str | None = None
     parameters: dict[str, str] = msgspec.field(default_factory=dict)
+    # Hive 4's fields: written only when the object has them (``model.SerDeInfo``)
+    description: str | UnsetType | None = UNSET
+    serializer_class: str | UnsetType | None = UNSET
+    deserializer_class: str | UnsetType | None = UNSET
+    serde_type: int | UnsetType | None = UNSET
 
 
 class OrderSnapshot(Snapshot, frozen=True, kw_only=True):
@@ -197,6 +202,7 @@ class DatabaseSnapshot(Snapshot, frozen=True, kw_only=True):
     parameters: dict[str, str] = msgspec.field(default_factory=dict)
     owner_name: str | None = None
     owner_type: str | None = "USER"
+    managed_location_uri: str | UnsetType | None = UNSET  # Hive 4's; written only when set
 
 
 class TableSnapshot(Snapshot, frozen=True, kw_only=True):

@@ -145,8 +145,15 @@ class TargetWriter:
         keep = {k: v for k, v in (current.parameters if current else {}).items() if k in TARGET_ONLY_PARAMS}
         params = {**{k: v for k, v in source.parameters.items() if k not in TARGET_ONLY_PARAMS}, **keep}
         params.update(replica_params)
+        # The replica's managed tables go below its own location: a source's managed location is a directory of
+        # the source (as Hive's REPL LOAD, unless told to retain custom locations), mapped like the tables in it.
         wanted = source.model_copy(
-            update={"name": self.db, "location_uri": self.mapper.target_db_location, "parameters": params}
+            update={
+                "name": self.db,
+                "location_uri": self.mapper.target_db_location,
+                "managed_location_uri": None,
+                "parameters": params,
+            }
         )
         if current is None:
             return self.catalog.create_database(wanted)

@@ -50,7 +50,8 @@ def check_catalog(catalog: str | None) -> None:
         )
 
 
-def _check_struct(value: Any) -> None:
+def check_struct(value: Any) -> None:
+    """A struct's catalog fields name ours; a qualified database name in it is unwrapped in place."""
     for name in _CATALOG_FIELDS:
         check_catalog(getattr(value, name, None))
     for name in _DB_FIELDS:
@@ -69,7 +70,7 @@ def _qualified(method: Callable[..., Any], positions: list[int], structs: list[i
                     args_list[i] = parse_db_name(args_list[i])
             for i in structs:
                 if i < len(args_list) and args_list[i] is not None:
-                    _check_struct(args_list[i])
+                    check_struct(args_list[i])
             args = tuple(args_list)
         return method(*args)
 

@@ -43,6 +43,30 @@ def field_to_thrift(f: FieldSchema) -> Any:
     return hms.FieldSchema(name=f.name, type=f.type, comment=f.comment)
 
 
+def serde_from_thrift(serde: Any) -> SerDeInfo:
+    return SerDeInfo(
+        name=serde.name,
+        serialization_lib=serde.serializationLib,
+        parameters=_params(serde.parameters),
+        description=serde.description,
+        serializer_class=serde.serializerClass,
+        deserializer_class=serde.deserializerClass,
+        serde_type=serde.serdeType,
+    )
+
+
+def serde_to_thrift(serde: SerDeInfo) -> Any:
+    return hms.SerDeInfo(
+        name=serde.name,
+        serializationLib=serde.serialization_lib,
+        parameters=dict(serde.parameters),
+        description=serde.description,
+        serializerClass=serde.serializer_class,
+        deserializerClass=serde.deserializer_class,
+        serdeType=serde.serde_type,
+    )
+
+
 def sd_from_thrift(sd: Any) -> StorageDescriptor:
     if sd is None:
         return StorageDescriptor()
@@ -54,11 +78,7 @@ def sd_from_thrift(sd: Any) -> StorageDescriptor:
         output_format=sd.outputFormat,
         compressed=bool(sd.compressed),
         num_buckets=sd.numBuckets if sd.numBuckets is not None else -1,
-        serde_info=SerDeInfo(
-            name=serde.name, serialization_lib=serde.serializationLib, parameters=_params(serde.parameters)
-        )
-        if serde is not None
-        else None,
+        serde_info=serde_from_thrift(serde) if serde is not None else None,
         bucket_cols=list(sd.bucketCols or []),
         sort_cols=[Order(col=o.col, order=o.order if o.order is not None else 1) for o in sd.sortCols or []],
         parameters=_params(sd.parameters),
@@ -75,11 +95,7 @@ def sd_to_thrift(sd: StorageDescriptor) -> Any:
         outputFormat=sd.output_format,
         compressed=sd.compressed,
         numBuckets=sd.num_buckets,
-        serdeInfo=hms.SerDeInfo(
-            name=serde.name, serializationLib=serde.serialization_lib, parameters=dict(serde.parameters)
-        )
-        if serde is not None
-        else hms.SerDeInfo(parameters={}),
+        serdeInfo=serde_to_thrift(serde) if serde is not None else hms.SerDeInfo(parameters={}),
         bucketCols=list(sd.bucket_cols),
         sortCols=[hms.Order(col=o.col, order=o.order) for o in sd.sort_cols],
         parameters=dict(sd.parameters),
@@ -97,6 +113,7 @@ def database_from_thrift(db: Any) -> Database:
         parameters=_params(db.parameters),
         owner_name=db.ownerName,
         owner_type=PRINCIPAL_FROM_THRIFT.get(db.ownerType, PrincipalType.USER),
+        managed_location_uri=db.managedLocationUri or None,
     )
 
 
@@ -109,6 +126,7 @@ def database_to_thrift(db: Database) -> Any:
         ownerName=db.owner_name,
         ownerType=PRINCIPAL_TO_THRIFT.get(db.owner_type or PrincipalType.USER, 1),
         catalogName=CATALOG,
+        managedLocationUri=db.managed_location_uri,
     )
 
 
@@ -285,6 +303,10 @@ def _sd_from_doc(sd: dict[str, Any], cols: list[Any]) -> Any:
             name=serde.get("name"),
             serializationLib=serde.get("serialization_lib"),
             parameters=dict(serde.get("parameters") or {}),
+            description=serde.get("description"),
+            serializerClass=serde.get("serializer_class"),
+            deserializerClass=serde.get("deserializer_class"),
+            serdeType=serde.get("serde_type"),
         )
         if serde is not None
         else hms.SerDeInfo(parameters={}),

@@ -44,6 +44,8 @@ from hmsrepl.thrift.api.functions import FunctionApi
 from hmsrepl.thrift.api.notifications import NotificationApi
 from hmsrepl.thrift.api.partition_reads import EncodedStructs, PartitionReadApi
 from hmsrepl.thrift.api.partitions import PartitionWriteApi
+from hmsrepl.thrift.api.privileges import PrivilegeApi
+from hmsrepl.thrift.api.requests import RequestFormApi
 from hmsrepl.thrift.api.session import SessionApi
 from hmsrepl.thrift.api.statistics import StatisticsApi
 from hmsrepl.thrift.api.tables import TableApi
@@ -214,6 +216,8 @@ AREAS: tuple[type[Area], ...] = (
     StatisticsApi,
     TransactionApi,
     NotificationApi,
+    RequestFormApi,
+    PrivilegeApi,
 )
 
 
@@ -266,6 +270,18 @@ _CATALOG_WRITES = (
     "alter_partitions_with_environment_context",
     "rename_partition",
     "fire_listener_event",
+    "create_database_req",
+    "alter_database_req",
+    "drop_partition_req",
+    "drop_database_req",
+    "create_table_req",
+    "drop_table_req",
+    "alter_table_req",
+    "truncate_table",
+    "truncate_table_req",
+    "alter_partitions_req",
+    "rename_partition_req",
+    "drop_partition_by_name_with_environment_context",
 )
 
 

@@ -36,19 +36,7 @@ REFUSED: dict[str, str] = {
     # Hive 4 request forms of calls that are served in their classic form.
     **_classic(
         {
-            "get_fields_req": "get_fields",
-            "get_schema_req": "get_schema",
-            "create_table_req": "create_table_with_environment_context",
-            "alter_table_req": "alter_table_with_environment_context",
-            "drop_database_req": "drop_database",
-            "get_partitions_ps_with_auth_req": "get_partitions_ps_with_auth",
-            "get_partition_names_ps_req": "get_partition_names_ps",
             "get_partitions_with_specs": "get_partitions_by_names_req or get_partitions_req",
-            "alter_partitions_req": "alter_partitions_with_environment_context",
-            "rename_partition_req": "rename_partition",
-            "update_table_column_statistics_req": "update_table_column_statistics",
-            "update_partition_column_statistics_req": "update_partition_column_statistics",
-            "get_open_txns_req": "get_open_txns",
         }
     ),
     **_family(
@@ -74,12 +62,6 @@ REFUSED: dict[str, str] = {
         "get_type_all",
     ),
     "translate_table_dryrun": "Hive 4's table translation (HMS transformer) is not part of this metastore",
-    **_family(
-        "truncation is not served; drop the partitions or overwrite the table",
-        "truncate_table",
-        "truncate_table_req",
-    ),
-    "drop_partition_by_name_with_environment_context": "not served yet; call drop_partition_by_name",
     **_family(
         "materialized views are not supported",
         "get_all_materialized_view_objects_for_rewriting",
@@ -122,18 +104,14 @@ REFUSED: dict[str, str] = {
     "update_transaction_statistics": "not served; statistics of transactional tables come with their writes",
     "alter_function": "functions cannot be altered; drop the function and create it again",
     **_family(
-        "roles and privileges are not managed by this metastore",
+        "roles and privileges are not managed by this metastore: it runs as Hive does without SQL-standard "
+        "authorization (roles admin and public only, no grants); its access rules are its own "
+        "(HMSREPL_ADMIN_USERS, Kerberos, replica protection)",
         "create_role",
         "drop_role",
-        "get_role_names",
         "grant_role",
         "revoke_role",
-        "list_roles",
         "grant_revoke_role",
-        "get_principals_in_role",
-        "get_role_grants_for_principal",
-        "get_privilege_set",
-        "list_privileges",
         "grant_privileges",
         "revoke_privileges",
         "grant_revoke_privileges",

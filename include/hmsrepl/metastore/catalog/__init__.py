@@ -54,6 +54,7 @@ class CatalogService(CatalogFamily):
         self.partition_reads = PartitionReads(core)
         self.tables = TableCatalog(core, self.partition_reads)
         self.constraints = ConstraintCatalog(self.tables)
+        self.tables.parent_follower = self.constraints.follow_parent  # foreign keys follow their parent
         self.partitions = PartitionCatalog(core, self.partition_reads)
         self.data = DataCatalog(core, self.partition_reads)
         self.databases = DatabaseCatalog(core, self.tables, self.functions)

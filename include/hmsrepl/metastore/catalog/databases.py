@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from hmsrepl.exceptions import AlreadyExistsError, InvalidOperationError
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
@@ -20,6 +20,11 @@ from hmsrepl.metastore.payloads import AlterDatabaseBody, DatabaseBody
 from hmsrepl.metastore.schema import dbs, tbls
 
 
+def _locations(db: Database) -> list[str]:
+    """The directories a database owns: its location and, in Hive 4, its managed location."""
+    return [uri for uri in (db.location_uri, db.managed_location_uri) if uri]
+
+
 class DatabaseCatalog(CatalogFamily):
     """The catalog's databases."""
 
@@ -33,7 +38,8 @@ class DatabaseCatalog(CatalogFamily):
         db = db.model_copy(update={"location_uri": db.location_uri or self.core.default_db_location(db.name)})
         with self.events.reader() as conn:
             self.locations.check_database(conn, db.name, db.location_uri, is_default=db.name == DEFAULT_DB)
-        self.intents.settle([db.location_uri], f"database '{db.name}'")
+            self._check_managed_location(conn, db)
+        self.intents.settle(_locations(db), f"database '{db.name}'")
         with self.events.transaction() as tx:
             if self.core.db_id(tx.conn, db.name, missing_ok=True) is not None:
                 raise AlreadyExistsError(
@@ -43,8 +49,14 @@ class DatabaseCatalog(CatalogFamily):
                 insert(dbs).values(name=db.name, doc=db.model_dump_json(), create_time=int(time.time()))
             )
             tx.emit(EventType.CREATE_DATABASE, db.name, None, DatabaseBody(database=_snapshot(db)))
-            self.intents.makedirs(tx, [db.location_uri or ""])
+            self.intents.makedirs(tx, _locations(db))
         return db
+
+    def _check_managed_location(self, conn: Connection, db: Database) -> None:
+        """Hive 4's managed location obeys the rules of a database location: a managed root of this metastore,
+        no protected path, no other database's, table's or partition's directory."""
+        if db.managed_location_uri:
+            self.locations.check_database(conn, db.name, db.managed_location_uri, is_default=False)
 
     def get_databases(self, pattern: str | None = None) -> list[str]:
         with self.events.reader() as conn:
@@ -71,6 +83,9 @@ class DatabaseCatalog(CatalogFamily):
         if new_db.location_uri != current.location_uri:
             with self.events.reader() as conn:
                 self.locations.check_database(conn, name, new_db.location_uri, is_default=name == DEFAULT_DB)
+        if new_db.managed_location_uri != current.managed_location_uri:
+            with self.events.reader() as conn:
+                self._check_managed_location(conn, new_db)
         with self.events.transaction() as tx:
             old = self.core.load_db(tx.conn, name, for_update=True)
             tx.conn.execute(update(dbs).where(dbs.c.name == name).values(doc=new_db.model_dump_json()))
@@ -101,12 +116,7 @@ class DatabaseCatalog(CatalogFamily):
             self.tables.drop_table(name, table, delete_data=delete_data)
         for function in functions:
             self.functions.drop_function(name, function)
-        location = self.core.get_database(name).location_uri
-        remove = bool(delete_data and location and location.rstrip("/") != self.warehouse)
-        if remove:
-            with self.events.reader() as conn:
-                remove = self.locations.removable(conn, f"database '{name}'", location, skip_db=name)
-        leftovers = describe_files(location, self.cm) if remove else []  # loose files: recycled, not deleted
+        removals = self._removals(name, self.core.get_database(name)) if delete_data else {}
         with self.events.transaction() as tx:
             db = self.core.load_db(tx.conn, name, for_update=True)
             db_id = self.core.db_id(tx.conn, name)
@@ -115,5 +125,18 @@ class DatabaseCatalog(CatalogFamily):
             tx.conn.execute(delete(dbs).where(dbs.c.db_id == db_id))
             (self.core.held_databases(tx.conn) or {}).pop(name, None)
             tx.emit(EventType.DROP_DATABASE, name, None, DatabaseBody(database=_snapshot(db)))
-            if remove and db.location_uri == location:
-                self.intents.recycle(tx, leftovers, [location or ""])
+            removed = [uri for uri in _locations(db) if uri in removals]  # unless moved meanwhile
+            if removed:
+                self.intents.recycle(tx, [f for uri in removed for f in removals[uri]], removed)
+
+    def _removals(self, name: str, db: Database) -> dict[str, list[str]]:
+        """The database's directories a drop may remove (never the warehouse, nor one another object still
+        uses), each with its loose files: recycled into the change manager, not deleted."""
+        out: dict[str, list[str]] = {}
+        for uri in _locations(db):
+            if uri.rstrip("/") == self.warehouse.rstrip("/"):
+                continue
+            with self.events.reader() as conn:
+                if self.locations.removable(conn, f"database '{name}'", uri, skip_db=name):
+                    out[uri] = describe_files(uri, self.cm)
+        return out

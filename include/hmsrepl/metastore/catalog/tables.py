@@ -72,6 +72,9 @@ class TableCatalog(CatalogFamily):
         self.transactional_truncate: Callable[[Table, Sequence[str] | None], object] | None = None
         """How a transactional table is truncated (set by ``Metastore``: ``acid.truncate``, which needs
         the txn manager this catalog does not know)."""
+        self.parent_follower: Callable[[Table, Table | None], None] | None = None
+        """Called inside a rename's or a drop's transaction with the table and what it became (None:
+        dropped), for other tables' foreign keys to follow it (``ConstraintCatalog.follow_parent``)."""
 
     def create_table(
         self, table: Table, *, applied_files: AppliedFiles | None = None, gather_stats: bool = False
@@ -89,7 +92,8 @@ class TableCatalog(CatalogFamily):
             self.core.refuse_protected(db)  # protected replica: refused before any file work
             if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
                 location: str | None = join_uri(
-                    db.location_uri or self.core.default_db_location(db.name), table.table_name
+                    db.table_root(table.is_managed) or self.core.default_db_location(db.name),
+                    table.table_name,
                 )
                 table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
             _check_table(table)
@@ -216,10 +220,10 @@ class TableCatalog(CatalogFamily):
                 new_db = self.core.get_database(new_table.db_name)
                 self.core.refuse_protected(new_db)  # a protected replica's refusal says more than Hive's
                 check_rename_allowed(old_db, new_db, table_name, new_table.table_name.lower())
-            default_old = join_uri(old_db.location_uri or "", table_name)
+            default_old = join_uri(old_db.table_root(old.is_managed) or "", table_name)
             if old.is_managed and old.sd.location and old.sd.location.rstrip("/") == default_old:
                 target_db = self.core.get_database(new_table.db_name)
-                new_location = join_uri(target_db.location_uri or "", new_table.table_name)
+                new_location = join_uri(target_db.table_root(True) or "", new_table.table_name)
                 if new_table.sd.location in (None, old.sd.location):
                     new_table = new_table.model_copy(
                         update={"sd": new_table.sd.model_copy(update={"location": new_location})}
@@ -229,6 +233,11 @@ class TableCatalog(CatalogFamily):
         if new_table.constraints is None:  # a client's alter sends none: the stored ones stay (as in Hive)
             update_["constraints"] = old.constraints
         new_table = new_table.model_copy(update=update_)
+        if renamed and new_table.constraints is not None:  # its keys to itself follow it
+            new_key = (new_table.db_name, new_table.table_name)
+            own = new_table.constraints.following(db_name, (db_name, table_name), new_key)
+            if own is not None:
+                new_table = new_table.model_copy(update={"constraints": own})
         _check_table(new_table)
         if new_table.sd.location and (
             (new_table.sd.location, new_table.is_managed) != (old.sd.location, old.is_managed) or move
@@ -297,6 +306,8 @@ class TableCatalog(CatalogFamily):
                 before=_snapshot(current), after=_snapshot(new_table), recycled=recycled, **format2(data)
             )
             tx.emit(EventType.ALTER_TABLE, db_name, table_name, body)
+            if renamed and self.parent_follower is not None:
+                self.parent_follower(old, new_table)
             if move:
                 source, target = move
                 # Inside the transaction: if the move fails, the rename rolls back with it.
@@ -462,6 +473,8 @@ class TableCatalog(CatalogFamily):
             )
             if delete_data and table.is_managed:
                 self.intents.recycle(tx, recycled, extra_dirs)
+            if self.parent_follower is not None:
+                self.parent_follower(table, None)
         return table
 
     def _iter_partitions_outside(self, table: Table) -> Iterable[Partition]:

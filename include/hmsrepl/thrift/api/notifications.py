@@ -69,27 +69,52 @@ class NotificationApi(Area):
         connection's first append that alter listed the table, so the INSERT logs an empty change and names
         the files with their recorded checksums; from then on the connection declares its alters
         (``alter_table``) and the INSERT records the files.
+
+        Hive 4 may send several partitions' INSERTs in one call (``insertDatas``), each naming its partition
+        (``partitionVal``); each is recorded as one INSERT would be, and the answer lists their event ids.
         """
-        insert = rqst.data.insertData if rqst.data is not None else None
+        data = rqst.data
+        if data is not None and data.insertDatas is not None:
+            ids: list[int] = []
+            for insert in data.insertDatas:
+                if not insert.partitionVal:
+                    raise InvalidObjectError(
+                        f"fire_listener_event on '{rqst.dbName}.{rqst.tableName}': each of several insert "
+                        "events (insertDatas) must name its partition (partitionVal)"
+                    )
+                ids.extend(self._insert(rqst.dbName, rqst.tableName, list(insert.partitionVal), insert))
+            return hms.FireEventResponse(eventIds=ids)
+        insert = data.insertData if data is not None else None
         if insert is None:
-            raise InvalidObjectError("fire_listener_event: only insert events (insertData) are supported")
+            raise InvalidObjectError(
+                "fire_listener_event: only insert events (insertData or insertDatas) are supported"
+            )
+        return hms.FireEventResponse(
+            eventIds=self._insert(rqst.dbName, rqst.tableName, rqst.partitionVals, insert)
+        )
+
+    def _insert(
+        self, db_name: str, table_name: str, partition_vals: list[str] | None, insert: Any
+    ) -> list[int]:
+        """One INSERT into a table or partition: the id of the event it logged (none for a partition not
+        added yet)."""
         files = list(insert.filesAdded or [])
         hive3 = insert.filesAddedChecksumV3 is not None or insert.subDirectoryList is not None
         if hive3 or not files:  # a Hive 3 client: its field 2 is the list of files
             files = list(insert.filesAddedChecksum or []) or files
         # Hive 3's 'replace' flag (field 1) cannot be read in the 2.3 shape: it is told from the location.
         replace = insert.filesAdded is None and hive3_overwrote(
-            self.catalog, rqst.dbName, rqst.tableName, rqst.partitionVals, files
+            self.catalog, db_name, table_name, partition_vals, files
         )
         before = self.store.get_current_notification_event_id()
         pending = self._declared()
-        key = (rqst.dbName.lower(), rqst.tableName.lower(), tuple(rqst.partitionVals or ()))
+        key = (db_name.lower(), table_name.lower(), tuple(partition_vals or ()))
         pending.pop(key, None)
         try:
             self.catalog.insert(
-                rqst.dbName,
-                rqst.tableName,
-                rqst.partitionVals or None,
+                db_name,
+                table_name,
+                partition_vals or None,
                 new_files=files or None,
                 replace=replace,
                 gather_stats=True,
@@ -97,11 +122,11 @@ class NotificationApi(Area):
         except NoSuchPartitionError:
             # Spark's Hive client reports an overwrite into a new partition before it adds the partition;
             # the ADD_PARTITION that follows lists the files, so there is nothing to log yet.
-            return hms.FireEventResponse(eventIds=[])
+            return []
         self._local.declares = True
-        if rqst.partitionVals:  # the alter_partition Hive sends next changes no data of its own
+        if partition_vals:  # the alter_partition Hive sends next changes no data of its own
             pending[key] = None
             while len(pending) > MAX_DECLARED:
                 pending.pop(next(iter(pending)))
-        events = self.store.events.next_events(before, db_name=rqst.dbName, table_name=rqst.tableName)
-        return hms.FireEventResponse(eventIds=[e.event_id for e in events if e.event_type == "INSERT"][-1:])
+        events = self.store.events.next_events(before, db_name=db_name, table_name=table_name)
+        return [e.event_id for e in events if e.event_type == "INSERT"][-1:]

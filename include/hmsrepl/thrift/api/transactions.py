@@ -113,6 +113,14 @@ class TransactionApi(Area):
         self.store.txns.abort_txns(list(rqst.txn_ids or []))
 
     def commit_txn(self, rqst: Any) -> None:
+        """A commit naming write events of its own (Hive 4's REPL LOAD of ACID writes, ``writeEventInfos``) is
+        refused before anything changes: this metastore logs a transaction's writes itself, and replicates
+        with its own REPL LOAD, so such a commit would lose them."""
+        if rqst.writeEventInfos:
+            raise InvalidOperationError(
+                f"commit_txn of txn {rqst.txnid} with writeEventInfos (Hive's REPL LOAD of ACID writes) is not "
+                "supported: this metastore logs a transaction's writes itself; replicate with hmsrepl's REPL LOAD"
+            )
         self.store.txns.commit_txn(rqst.txnid)
 
     def heartbeat_txn_range(self, txns: Any) -> Any:
