@@ -17,7 +17,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.iceberg_tables import metadata_refusal
 from hmsrepl.formats.partition_names import make_partition_name
-from hmsrepl.metastore import basic_stats, listings
+from hmsrepl.metastore import basic_stats, listings, placement
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
@@ -110,6 +110,7 @@ class TableCatalog(CatalogFamily):
                 "location_key": key,
                 "doc": table.model_dump_json(exclude={"id", "write_id"}),
                 "write_id": 0,
+                "odd_partitions": 0,  # no partitions yet (``placement``)
             }
             tbl_id = None
             if tx.conn.dialect.insert_returning:  # one statement: inserted where the name is free
@@ -251,7 +252,9 @@ class TableCatalog(CatalogFamily):
         elif captured and applied_files is None:
             recycled = self.trash.adopt(new_table.sd.location)
         with self.events.transaction() as tx:
-            tbl_id, current = self.core.load_table(tx.conn, db_name, table_name, for_update=True)
+            tbl_id, current, placed = self.core.load_table_placed(
+                tx.conn, db_name, table_name, for_update=True
+            )
             if current.id != old.id:
                 raise InvalidOperationError(
                     f"table '{db_name}.{table_name}' was replaced concurrently; retry"
@@ -281,6 +284,8 @@ class TableCatalog(CatalogFamily):
             if renamed:
                 moved_partitions = self._rewrite_partitions_for_rename(tx.conn, tbl_id, new_table, move)
                 _rename_write_ids(tx.conn, (db_name, table_name), (new_table.db_name, new_table.table_name))
+            if new_table.partition_keys and (renamed or values["location_key"] != placed.table_key):
+                placement.recount(tx.conn, tbl_id)  # the default places moved (or partitions were rewritten)
             data = None
             stays = not renamed and new_table.sd.location == old.sd.location
             if captured and declared and applied is None and stays:
