@@ -18,6 +18,7 @@ from hmsrepl.metastore import placement as placement_mod
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
+from hmsrepl.metastore.catalog.held import forget_table, held_tables
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _INSERT_PARTITIONS_RETURNING,
@@ -28,6 +29,7 @@ from hmsrepl.metastore.catalog.rows import (
     _partition_name,
     _snapshot,
 )
+from hmsrepl.metastore.eventlog import MetastoreTransaction
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.listings import ObjectKey
@@ -109,7 +111,7 @@ class PartitionCatalog(CatalogFamily):
                 )
             added = [(name, part) for name, part in prepared.items() if name not in existing]
             ids = self._insert_partitions(tx.conn, tbl_id, added, location_keys)
-            placement_mod.adjust(tx.conn, tbl_id, placed.count_odd((n, location_keys[n]) for n, _ in added))
+            self._count_odd(tx, tbl_id, placed.count_odd((n, location_keys[n]) for n, _ in added))
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
             if added:  # new ids, never used before: nothing recorded under them
@@ -132,6 +134,18 @@ class PartitionCatalog(CatalogFamily):
                 )
                 tx.emit(EventType.ADD_PARTITION, table.db_name, table.table_name, body)
         return [part for _, part in added]
+
+    def _count_odd(self, tx: MetastoreTransaction, tbl_id: int, delta: int) -> None:
+        """Add ``delta`` to the table's count of odd partitions, in its row and in the transaction's copy."""
+        if not delta:
+            return
+        placement_mod.adjust(tx.conn, tbl_id, delta)
+        held = held_tables(self.events, tx.conn)
+        if held is None:
+            return
+        for key, row in list(held.items()):
+            if row.tbl_id == tbl_id and row.odd_partitions is not None:
+                held[key] = row._replace(odd_partitions=row.odd_partitions + delta)
 
     def _check_partition_locations(
         self, table: Table, parts: dict[str, Partition], placement: Placement | None
@@ -286,8 +300,8 @@ class PartitionCatalog(CatalogFamily):
                 )
                 tx.emit(EventType.ALTER_PARTITION, table.db_name, table.table_name, body)
             _bulk_update_partitions(tx.conn, updates)
-            placement_mod.adjust(
-                tx.conn,
+            self._count_odd(
+                tx,
                 tbl_id,
                 placed.count_odd((name, keys[name]) for name in names)
                 - placed.count_odd((name, old_rows[name].location_key) for name in names),
@@ -339,6 +353,7 @@ class PartitionCatalog(CatalogFamily):
             for chunk in _chunks(names):
                 if not placed.all_default and placed.odd is not None:  # none odd: none to take out
                     placement_mod.forget_odd(tx.conn, tbl_id, chunk)
+                    forget_table(tx, tbl_id)
                 part_ids = select(partitions.c.part_id).where(
                     partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
                 )
