@@ -163,10 +163,8 @@ class LocationPolicy:
             if loc is not None:
                 located[name] = loc
         if managed and located:
-            apart = placement is not None and placement.all_default
-            apart = (
-                apart and placement is not None and placement.count_odd((n, keys[n]) for n in located) == 0
-            )
+            # Every stored partition and every new one at its default place: none of them can overlap.
+            apart = placement is not None and placement.is_apart((name, keys[name]) for name in located)
             self._check_siblings(conn, table_name, None if apart else table_id, located, uris)
         return keys
 

@@ -47,6 +47,11 @@ class Placement:
         """Whether every stored partition is known to be at its default place."""
         return self.odd == 0
 
+    def is_apart(self, new: Iterable[tuple[str, str | None]]) -> bool:
+        """Whether no stored partition can overlap the ``new`` ones (name, key): all are at their default
+        places, stored and new."""
+        return self.all_default and self.count_odd(new) == 0
+
 
 def _odd_condition() -> object:
     """The SQL form of ``Placement.is_odd`` for a partition row against its table's row."""

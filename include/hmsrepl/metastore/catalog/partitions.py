@@ -300,11 +300,12 @@ class PartitionCatalog(CatalogFamily):
                 )
                 tx.emit(EventType.ALTER_PARTITION, table.db_name, table.table_name, body)
             _bulk_update_partitions(tx.conn, updates)
+            altered = dict.fromkeys(names)  # a partition named twice is written once (the last one)
             self._count_odd(
                 tx,
                 tbl_id,
-                placed.count_odd((name, keys[name]) for name in names)
-                - placed.count_odd((name, old_rows[name].location_key) for name in names),
+                placed.count_odd((name, keys[name]) for name in altered)
+                - placed.count_odd((name, old_rows[name].location_key) for name in altered),
             )
 
     def drop_partitions(
