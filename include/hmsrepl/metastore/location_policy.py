@@ -42,6 +42,7 @@ from hmsrepl.metastore.locations import (
     key_range_end,
     within_any,
 )
+from hmsrepl.metastore.placement import Placement
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 
 log = logging.getLogger(__name__)
@@ -141,12 +142,15 @@ class LocationPolicy:
         managed: bool,
         table_location: str | None,
         table_id: int | None,
+        placement: Placement | None = None,
     ) -> dict[str, str | None]:
         """Refuse partition locations (by partition name) that are not their own; returns each one's lookup
         key by name. The one rule for partitions added or altered: each is checked as ``check_table`` checks
         a table (a partition below its own table's directory skips the other tables, which that directory
         already excludes), and a managed partition's location neither equals, holds nor lies inside another
-        partition's of the same table (a drop with deleteData would recycle the sibling's files)."""
+        partition's of the same table (a drop with deleteData would recycle the sibling's files).
+        ``placement``: the table's, read with its row; when it says every stored partition is at its default
+        place and so is every new one, no stored one can overlap them (``metastore.placement``)."""
         owner = canonical_or_none(table_location)
         located: dict[str, Location] = {}
         keys: dict[str, str | None] = {}
@@ -159,7 +163,9 @@ class LocationPolicy:
             if loc is not None:
                 located[name] = loc
         if managed and located:
-            self._check_siblings(conn, table_name, table_id, located, uris)
+            # Every stored partition and every new one at its default place: none of them can overlap.
+            apart = placement is not None and placement.is_apart((name, keys[name]) for name in located)
+            self._check_siblings(conn, table_name, None if apart else table_id, located, uris)
         return keys
 
     def _check_siblings(
@@ -174,7 +180,7 @@ class LocationPolicy:
         (sorted by path segments, so a directory's descendants follow it before any sibling such as
         ``a-b`` after ``a``, each against the nearest holder before it), then against the stored ones by
         lookup key (equal to one of a new location's keys or its ancestors', or in its key range), a chunk
-        at a time."""
+        at a time. ``table_id`` None: the new ones among themselves only."""
         ordered = sorted(
             located.items(), key=lambda item: (item[1].scheme, item[1].authority, item[1].path.split("/"))
         )

@@ -70,6 +70,8 @@ tbls = Table(
     Column("location_key", LocationKey),  # where the location lies, for overlap checks by index
     Column("doc", LongText, nullable=False),
     Column("write_id", BigInteger, nullable=False, default=0),
+    # How many partitions lie elsewhere than at their default place (``placement``); NULL: not known.
+    Column("odd_partitions", BigInteger),
     UniqueConstraint("db_id", "tbl_name"),
     Index(None, "location_key"),
     sqlite_autoincrement=True,  # ids never reused: a re-created object gets a new id

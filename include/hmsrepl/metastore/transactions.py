@@ -25,6 +25,7 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
 from hmsrepl.metastore.catalog import CatalogService
+from hmsrepl.metastore.catalog.held import forget_table
 from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.locks import LockService
@@ -321,6 +322,7 @@ class TransactionService:
                 )
             )
             tx.conn.execute(update(tbls).where(tbls.c.tbl_id == table.id).values(write_id=write_id))
+            forget_table(tx, table.id or 0)  # a held copy of the row has the old write id
             if part_name is not None:
                 tx.conn.execute(
                     update(partitions)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import Connection, select
 
@@ -11,6 +12,7 @@ from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, applied_checksums
 from hmsrepl.metastore.capture import capture, capture_delta
+from hmsrepl.metastore.catalog.held import HeldRow, held_tables, hold_row
 from hmsrepl.metastore.catalog.rows import (
     _DB_DOC,
     _DB_DOC_AND_SETTLE,
@@ -29,6 +31,7 @@ from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.location_policy import LocationPolicy
 from hmsrepl.metastore.messages import DataChange
 from hmsrepl.metastore.model import Database, Table
+from hmsrepl.metastore.placement import Placement
 from hmsrepl.metastore.protection import check_params
 from hmsrepl.metastore.schema import data_files, partitions, tbls
 from hmsrepl.metastore.trash import TrashAdopter
@@ -90,9 +93,14 @@ class CatalogCore:
 
     def writable_table(self, db_name: str, table_name: str) -> Table:
         """``check_writable`` and ``get_table`` on one connection (a client write asks both, then changes)."""
+        return self.writable_table_placed(db_name, table_name)[0]
+
+    def writable_table_placed(self, db_name: str, table_name: str) -> tuple[Table, Placement]:
+        """``writable_table`` with the table's placement (``metastore.placement``), read with its row."""
         with self.events.reader() as conn:
             self.refuse_protected(self.load_db(conn, db_name.lower()))
-            return self.load_table(conn, db_name.lower(), table_name.lower())[1]
+            _, table, placement = self.load_table_placed(conn, db_name.lower(), table_name.lower())
+            return table, placement
 
     def db_id(self, conn: Connection, name: str, *, missing_ok: bool = False) -> int | None:
         db_id = conn.execute(_DB_ID, {"db_name": name}).scalar()
@@ -148,13 +156,35 @@ class CatalogCore:
     def load_table(
         self, conn: Connection, db_name: str, table_name: str, *, for_update: bool = False
     ) -> tuple[int, Table]:
-        query = _TABLE_ROW_FOR_UPDATE if for_update else _TABLE_ROW
-        row = conn.execute(query, {"db_name": db_name, "name": table_name}).first()
-        if row is None:
+        tbl_id, table, _ = self.load_table_placed(conn, db_name, table_name, for_update=for_update)
+        return tbl_id, table
+
+    def load_table_placed(
+        self, conn: Connection, db_name: str, table_name: str, *, for_update: bool = False
+    ) -> tuple[int, Table, Placement]:
+        """``load_table`` with the table's placement, from the same row (no statement more). A row this
+        thread's open transaction holds (``held_tables``) is answered without a statement."""
+        found = self.find_table_placed(conn, db_name, table_name, for_update=for_update)
+        if found is None:
             if self.db_id(conn, db_name, missing_ok=True) is None:
                 raise NoSuchDatabaseError(db_name)
             raise NoSuchTableError(db_name, table_name)
-        return row.tbl_id, _table_from_row(row)
+        return found
+
+    def find_table_placed(
+        self, conn: Connection, db_name: str, table_name: str, *, for_update: bool = False
+    ) -> tuple[int, Table, Placement] | None:
+        """``load_table_placed``, or None when the table (or its database) does not exist."""
+        held = held_tables(self.events, conn)
+        row: Any = held.get((db_name, table_name)) if held is not None else None
+        if row is None:
+            query = _TABLE_ROW_FOR_UPDATE if for_update else _TABLE_ROW
+            row = conn.execute(query, {"db_name": db_name, "name": table_name}).first()
+            if row is None:
+                return None
+            if for_update and held is not None:
+                hold_row(held, db_name, table_name, HeldRow(*row))
+        return row.tbl_id, _table_from_row(row), Placement(row.location_key, row.odd_partitions)
 
     def captured(
         self,

@@ -12,6 +12,7 @@ from hmsrepl.metastore import listings
 from hmsrepl.metastore.applied_files import AppliedListing, applied_checksums
 from hmsrepl.metastore.capture import Captured, capture, capture_named, describe_recorded, relative_names
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
+from hmsrepl.metastore.catalog.held import forget_table
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import _partition_from_row, _partition_name, _snapshot, _table_from_row
 from hmsrepl.metastore.catalog.tables import with_gathered_table
@@ -99,6 +100,7 @@ class DataCatalog(CatalogFamily):
             added = got.named if named is not None else list(got.change.added)
             if gather_stats and partition is None:
                 current = with_gathered_table(tx.conn, tbl_id, current, current.parameters)
+                forget_table(tx, tbl_id)
             body = InsertBody(
                 table=_snapshot(current),
                 partition=_snapshot(partition) if partition else None,

@@ -14,9 +14,11 @@ from hmsrepl.exceptions import (
     NoSuchPartitionError,
 )
 from hmsrepl.metastore import basic_stats, listings
+from hmsrepl.metastore import placement as placement_mod
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
+from hmsrepl.metastore.catalog.held import forget_table, held_tables
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _INSERT_PARTITIONS_RETURNING,
@@ -27,6 +29,7 @@ from hmsrepl.metastore.catalog.rows import (
     _partition_name,
     _snapshot,
 )
+from hmsrepl.metastore.eventlog import MetastoreTransaction
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.listings import ObjectKey
@@ -40,6 +43,7 @@ from hmsrepl.metastore.payloads import (
     DropPartitionBody,
     format2,
 )
+from hmsrepl.metastore.placement import Placement
 from hmsrepl.metastore.schema import partition_key_vals, partitions
 from hmsrepl.storage.base import join_uri
 
@@ -67,7 +71,7 @@ class PartitionCatalog(CatalogFamily):
         skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
         it) and ``gather_stats``: as in ``create_table``.
         """
-        table = self.core.writable_table(db_name, table_name)
+        table, placement = self.core.writable_table_placed(db_name, table_name)
         keys = table.partition_key_names
         if not keys:
             raise InvalidObjectError(
@@ -91,12 +95,14 @@ class PartitionCatalog(CatalogFamily):
             prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
             if applied_files is not None and applied_files[len(prepared) - 1] is not None:
                 applied[name] = applied_files[len(prepared) - 1] or []
-        location_keys = self._check_partition_locations(table, prepared)
+        location_keys = self._check_partition_locations(table, prepared, placement)
         self.intents.settle(
             [part.sd.location for part in prepared.values()], f"a partition of '{table.qualified_name}'"
         )
         with self.events.transaction() as tx:
-            tbl_id, current = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            tbl_id, current, placed = self.core.load_table_placed(
+                tx.conn, table.db_name, table.table_name, for_update=True
+            )
             existing = self._existing_names(tx.conn, tbl_id, list(prepared))
             if existing and not if_not_exists:
                 raise AlreadyExistsError(
@@ -105,6 +111,7 @@ class PartitionCatalog(CatalogFamily):
                 )
             added = [(name, part) for name, part in prepared.items() if name not in existing]
             ids = self._insert_partitions(tx.conn, tbl_id, added, location_keys)
+            self._count_odd(tx, tbl_id, placed.count_odd((n, location_keys[n]) for n, _ in added))
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
             if added:  # new ids, never used before: nothing recorded under them
@@ -128,7 +135,21 @@ class PartitionCatalog(CatalogFamily):
                 tx.emit(EventType.ADD_PARTITION, table.db_name, table.table_name, body)
         return [part for _, part in added]
 
-    def _check_partition_locations(self, table: Table, parts: dict[str, Partition]) -> dict[str, str | None]:
+    def _count_odd(self, tx: MetastoreTransaction, tbl_id: int, delta: int) -> None:
+        """Add ``delta`` to the table's count of odd partitions, in its row and in the transaction's copy."""
+        if not delta:
+            return
+        placement_mod.adjust(tx.conn, tbl_id, delta)
+        held = held_tables(self.events, tx.conn)
+        if held is None:
+            return
+        for key, row in list(held.items()):
+            if row.tbl_id == tbl_id and row.odd_partitions is not None:
+                held[key] = row._replace(odd_partitions=row.odd_partitions + delta)
+
+    def _check_partition_locations(
+        self, table: Table, parts: dict[str, Partition], placement: Placement | None
+    ) -> dict[str, str | None]:
         """Refuse partition locations that are not their own (``LocationPolicy.check_partitions``); returns
         each one's lookup key by name."""
         with self.events.reader() as conn:
@@ -139,6 +160,7 @@ class PartitionCatalog(CatalogFamily):
                 managed=table.is_managed,
                 table_location=table.sd.location,
                 table_id=table.id,
+                placement=placement,
             )
 
     def _existing_names(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> set[str]:
@@ -219,22 +241,28 @@ class PartitionCatalog(CatalogFamily):
         before this alter), so a partition that stays where it is is not listed (``capture.declared_change``).
         ``gather_stats``: as in ``create_table``.
         """
-        table = self.core.writable_table(db_name, table_name)
+        table, placement = self.core.writable_table_placed(db_name, table_name)
         names = [_partition_name(table, part.values) for part in new_parts]
         applied = list(applied_files) if applied_files is not None else [None] * len(new_parts)
-        keys = self._check_partition_locations(table, dict(zip(names, new_parts, strict=True)))
+        keys = self._check_partition_locations(table, dict(zip(names, new_parts, strict=True)), placement)
         adopted = {
             name: self.trash.adopt(part.sd.location) if capture_files and given is None else []
             for name, part, given in zip(names, new_parts, applied, strict=True)
         }
         given_files = dict(zip(names, applied, strict=True))
         with self.events.transaction() as tx:
-            tbl_id, current = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            tbl_id, current, placed = self.core.load_table_placed(
+                tx.conn, table.db_name, table.table_name, for_update=True
+            )
             old_rows = {}
             for chunk in _chunks(names):
                 for row in tx.conn.execute(
                     select(
-                        partitions.c.part_id, partitions.c.part_name, partitions.c.doc, partitions.c.write_id
+                        partitions.c.part_id,
+                        partitions.c.part_name,
+                        partitions.c.doc,
+                        partitions.c.write_id,
+                        partitions.c.location_key,
                     )
                     .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk))
                     .with_for_update()
@@ -272,6 +300,13 @@ class PartitionCatalog(CatalogFamily):
                 )
                 tx.emit(EventType.ALTER_PARTITION, table.db_name, table.table_name, body)
             _bulk_update_partitions(tx.conn, updates)
+            altered = dict.fromkeys(names)  # a partition named twice is written once (the last one)
+            self._count_odd(
+                tx,
+                tbl_id,
+                placed.count_odd((name, keys[name]) for name in altered)
+                - placed.count_odd((name, old_rows[name].location_key) for name in altered),
+            )
 
     def drop_partitions(
         self, db_name: str, table_name: str, values_list: Sequence[Sequence[str]], *, delete_data: bool = True
@@ -313,9 +348,14 @@ class PartitionCatalog(CatalogFamily):
             for p, keep in zip(dropped, own, strict=True)
         ]
         with self.events.transaction() as tx:
-            tbl_id, current = self.core.load_table(tx.conn, table.db_name, table.table_name, for_update=True)
+            tbl_id, current, placed = self.core.load_table_placed(
+                tx.conn, table.db_name, table.table_name, for_update=True
+            )
             listings.forget_partitions(tx.conn, tbl_id, self.core.part_ids(tx.conn, tbl_id, names).values())
             for chunk in _chunks(names):
+                if not placed.all_default and placed.odd is not None:  # none odd: none to take out
+                    placement_mod.forget_odd(tx.conn, tbl_id, chunk)
+                    forget_table(tx, tbl_id)
                 part_ids = select(partitions.c.part_id).where(
                     partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
                 )

@@ -53,8 +53,9 @@ _DB_ID_AND_TABLE = (
     .outerjoin(tbls, and_(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name == bindparam("name")))
     .where(dbs.c.name == bindparam("db_name"))
 )
+# With the table's placement (``metastore.placement``): a write of partitions reads both with the row.
 _TABLE_ROW = (
-    select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id)
+    select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id, tbls.c.location_key, tbls.c.odd_partitions)
     .join(dbs, dbs.c.db_id == tbls.c.db_id)
     .where(dbs.c.name == bindparam("db_name"), tbls.c.tbl_name == bindparam("name"))
 )
@@ -62,7 +63,7 @@ _TABLE_ROW = (
 # on every backend, where ``FOR UPDATE OF`` is PostgreSQL's alone): locking the database's row too made each
 # write of a table wait for the writes of the database's other tables, and two loading tables deadlocked there.
 _TABLE_ROW_FOR_UPDATE = (
-    select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id)
+    select(tbls.c.tbl_id, tbls.c.doc, tbls.c.write_id, tbls.c.location_key, tbls.c.odd_partitions)
     .where(
         tbls.c.db_id == select(dbs.c.db_id).where(dbs.c.name == bindparam("db_name")).scalar_subquery(),
         tbls.c.tbl_name == bindparam("name"),
@@ -71,7 +72,7 @@ _TABLE_ROW_FOR_UPDATE = (
 )
 # A table's row inserted into its database only where the name is free, returning its id: what
 # ``_DB_ID_AND_TABLE`` and ``_INSERT_TABLE`` do, in one round trip (no row back: see which one refuses).
-_TABLE_VALUES = ("tbl_name", "tbl_type", "location", "location_key", "doc", "write_id")
+_TABLE_VALUES = ("tbl_name", "tbl_type", "location", "location_key", "doc", "write_id", "odd_partitions")
 _INSERT_TABLE_IF_FREE = (
     insert(tbls)
     .from_select(

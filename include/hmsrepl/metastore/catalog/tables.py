@@ -17,16 +17,16 @@ from hmsrepl.exceptions import (
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.iceberg_tables import metadata_refusal
 from hmsrepl.formats.partition_names import make_partition_name
-from hmsrepl.metastore import basic_stats, listings
+from hmsrepl.metastore import basic_stats, listings, placement
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
+from hmsrepl.metastore.catalog.held import HeldRow, forget_table, held_tables, hold_row
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _DB_ID_AND_TABLE,
     _INSERT_TABLE,
     _INSERT_TABLE_IF_FREE,
-    _TABLE_ROW,
     _bulk_update_partitions,
     _chunks,
     _inserted_id,
@@ -114,6 +114,7 @@ class TableCatalog(CatalogFamily):
                 "location_key": key,
                 "doc": table.model_dump_json(exclude={"id", "write_id"}),
                 "write_id": 0,
+                "odd_partitions": 0,  # no partitions yet (``placement``)
             }
             tbl_id = None
             if tx.conn.dialect.insert_returning:  # one statement: inserted where the name is free
@@ -138,6 +139,9 @@ class TableCatalog(CatalogFamily):
                 data = self.core.captured(tx.conn, ObjectKey(tbl_id), location, applied_files, fresh=True)
                 if gather_stats:
                     table = with_gathered_table(tx.conn, tbl_id, table, None)
+            held = held_tables(self.events, tx.conn)
+            if held is not None and not gather_stats:  # inserted here: no other writer changes it now
+                hold_row(held, table.db_name, table.table_name, HeldRow(tbl_id, row["doc"], 0, key, 0))
             tx.emit(
                 EventType.CREATE_TABLE,
                 table.db_name,
@@ -150,8 +154,8 @@ class TableCatalog(CatalogFamily):
         """The table, or None when it or its database does not exist: one query, where ``get_table`` needs a
         second to say which is missing (a load asks this of every table it creates)."""
         with self.events.reader() as conn:
-            row = conn.execute(_TABLE_ROW, {"db_name": db_name.lower(), "name": table_name.lower()}).first()
-        return _table_from_row(row) if row is not None else None
+            found = self.core.find_table_placed(conn, db_name.lower(), table_name.lower())
+        return found[1] if found is not None else None
 
     def get_table_objects(
         self, db_name: str, table_names: Sequence[str], *, charges: Charges | None = None
@@ -260,7 +264,9 @@ class TableCatalog(CatalogFamily):
         elif captured and applied_files is None:
             recycled = self.trash.adopt(new_table.sd.location)
         with self.events.transaction() as tx:
-            tbl_id, current = self.core.load_table(tx.conn, db_name, table_name, for_update=True)
+            tbl_id, current, placed = self.core.load_table_placed(
+                tx.conn, db_name, table_name, for_update=True
+            )
             if current.id != old.id:
                 raise InvalidOperationError(
                     f"table '{db_name}.{table_name}' was replaced concurrently; retry"
@@ -290,6 +296,9 @@ class TableCatalog(CatalogFamily):
             if renamed:
                 moved_partitions = self._rewrite_partitions_for_rename(tx.conn, tbl_id, new_table, move)
                 _rename_write_ids(tx.conn, (db_name, table_name), (new_table.db_name, new_table.table_name))
+            forget_table(tx, tbl_id)
+            if new_table.partition_keys and (renamed or values["location_key"] != placed.table_key):
+                placement.recount(tx.conn, tbl_id)  # the default places moved (or partitions were rewritten)
             data = None
             stays = not renamed and new_table.sd.location == old.sd.location
             if captured and declared and applied is None and stays:
@@ -463,6 +472,7 @@ class TableCatalog(CatalogFamily):
             tx.conn.execute(delete(partition_key_vals).where(partition_key_vals.c.part_id.in_(part_ids)))
             tx.conn.execute(delete(partitions).where(partitions.c.tbl_id == tbl_id))
             tx.conn.execute(delete(tbls).where(tbls.c.tbl_id == tbl_id))
+            forget_table(tx, tbl_id)
             listings.forget_table(tx.conn, tbl_id)
             _forget_write_ids(tx.conn, db_name, table_name)
             tx.emit(
