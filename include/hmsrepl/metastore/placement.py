@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, func, select, update
+from sqlalchemy import ColumnElement, Connection, ScalarSelect, and_, bindparam, func, select, update
 
 from hmsrepl.metastore.schema import partitions, tbls
 
@@ -53,7 +53,7 @@ class Placement:
         return self.all_default and self.count_odd(new) == 0
 
 
-def _odd_condition() -> object:
+def _odd_condition() -> ColumnElement[bool]:
     """The SQL form of ``Placement.is_odd`` for a partition row against its table's row."""
     default_key = tbls.c.location_key + partitions.c.part_name + "/"
     return and_(
@@ -62,7 +62,7 @@ def _odd_condition() -> object:
     )
 
 
-def _odd_count(*where: object) -> object:
+def _odd_count(*where: ColumnElement[bool]) -> ScalarSelect[int]:
     return (
         select(func.count())
         .select_from(partitions)

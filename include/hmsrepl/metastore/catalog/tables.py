@@ -141,7 +141,7 @@ class TableCatalog(CatalogFamily):
                     table = with_gathered_table(tx.conn, tbl_id, table, None)
             held = held_tables(self.events, tx.conn)
             if held is not None and not gather_stats:  # inserted here: no other writer changes it now
-                hold_row(held, table.db_name, table.table_name, HeldRow(tbl_id, row["doc"], 0, key, 0))
+                hold_row(held, table.db_name, table.table_name, HeldRow(tbl_id, str(row["doc"]), 0, key, 0))
             tx.emit(
                 EventType.CREATE_TABLE,
                 table.db_name,
