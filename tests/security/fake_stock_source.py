@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from thriftpy2.thrift import TApplicationException
+
 from hmsrepl.thrift.idl import Service, hms
 from tests.servers import free_port
 
@@ -55,6 +57,25 @@ class HostileMetastore:
     def get_next_notification(self, request: Any) -> Any:
         self._record("get_next_notification")
         return hms.NotificationEventResponse(events=[])
+
+    # Constraints as Hive 2.3 answers them: primary and foreign keys (none here); the later releases' calls
+    # are unknown to it (Thrift's UNKNOWN_METHOD).
+    def get_primary_keys(self, request: Any) -> Any:
+        return hms.PrimaryKeysResponse(primaryKeys=[])
+
+    def get_foreign_keys(self, request: Any) -> Any:
+        return hms.ForeignKeysResponse(foreignKeys=[])
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("get_") and name.endswith("constraints"):
+
+            def unknown(*args: Any) -> Any:
+                raise TApplicationException(
+                    TApplicationException.UNKNOWN_METHOD, f"Invalid method name: '{name}'"
+                )
+
+            return unknown
+        raise AttributeError(name)
 
     def get_all_databases(self) -> list[str]:
         return ["sales"]
