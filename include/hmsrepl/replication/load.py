@@ -725,6 +725,9 @@ class LoadEngine:
                     continue
                 writer.in_place_tables = in_place_tables(msg for _, msg in batch)
                 writer.written_at = written_at(batch)
+                writer.expect_tables(
+                    msg.table.table_name for _, msg in batch if isinstance(msg, CreateTableMessage)
+                )
                 runs = PartitionRuns(writer, meta)
                 for event, msg in batch:
                     writer.version = event["event_id"]  # names the version directories it makes

@@ -53,6 +53,7 @@ from hmsrepl.metastore.payloads import (
 )
 from hmsrepl.metastore.repl_source import check_rename_allowed
 from hmsrepl.metastore.schema import (
+    dbs,
     next_write_id,
     partition_key_vals,
     partitions,
@@ -148,6 +149,24 @@ class TableCatalog(CatalogFamily):
         with self.events.reader() as conn:
             row = conn.execute(_TABLE_ROW, {"db_name": db_name.lower(), "name": table_name.lower()}).first()
         return _table_from_row(row) if row is not None else None
+
+    def existing_table_names(self, db_name: str, table_names: Sequence[str]) -> set[str]:
+        """Which of ``table_names`` exist in the database (none if it does not), in one query per chunk.
+
+        Names only, no documents: a replication load asks this once for every table a batch of events
+        names, so the tables it is about to create cost no read each (``TargetWriter.get_table``).
+        """
+        found: set[str] = set()
+        with self.events.reader() as conn:
+            for chunk in _chunks(sorted({name.lower() for name in table_names})):
+                found.update(
+                    conn.execute(
+                        select(tbls.c.tbl_name)
+                        .join(dbs, dbs.c.db_id == tbls.c.db_id)
+                        .where(dbs.c.name == db_name.lower(), tbls.c.tbl_name.in_(chunk))
+                    ).scalars()
+                )
+        return found
 
     def get_table_objects(
         self, db_name: str, table_names: Sequence[str], *, charges: Charges | None = None
