@@ -8,13 +8,14 @@ connection the server dropped is replaced without the caller seeing an error.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 from sqlalchemy import event, text
 
 from hmsrepl.metastore import Metastore, bulk_reads, database
-from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.model import Database, Table
 from hmsrepl.metastore.statement_counts import StatementCounter
 from hmsrepl.metastore.statistics import ColumnStat
 from hmsrepl.replication.engine import ReplicationEngine
@@ -181,7 +182,7 @@ def test_file_intents_of_one_transaction_are_written_together_and_completed(meta
     inserts: list[str] = []
 
     def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        if statement.startswith("INSERT INTO file_intents"):
+        if "INSERT INTO file_intents" in statement:  # PostgreSQL: in the statement appending the events
             inserts.append(statement)
 
     event.listen(metastore.engine, "before_cursor_execute", seen)
@@ -198,3 +199,40 @@ def test_file_intents_of_one_transaction_are_written_together_and_completed(meta
     assert not Path(local_path(failed.sd.location or "")).exists()
     assert metastore.catalog.intents.pending() == []
     assert metastore.catalog.find_table("i", "failed") is None
+
+
+def test_single_create_table_writes_its_directory_intent_with_its_event(metastore: Metastore) -> None:
+    """A client create_table records the directory it makes after the commit; on PostgreSQL that row goes
+    in with the event (one statement), and the directory is made and the intent completed all the same,
+    also when the append waits for a database row another transaction holds."""
+    metastore.catalog.create_database(Database(name="w"))
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        statements.append(statement)
+
+    event.listen(metastore.engine, "before_cursor_execute", seen)
+    made = metastore.catalog.create_table(make_table("w", "t"))
+    event.remove(metastore.engine, "before_cursor_execute", seen)
+    assert Path(local_path(made.sd.location or "")).is_dir()
+    assert metastore.catalog.intents.pending() == []
+    separate = [s for s in statements if s.lstrip().startswith("INSERT INTO file_intents")]
+    assert len(separate) == (0 if metastore.engine.dialect.name == "postgresql" else 1), statements
+    if metastore.engine.dialect.name != "postgresql":
+        return
+    # Another transaction holds the database's row (as a freeze does): the append waits for it, then
+    # appends without the check, the intent with it.
+    holder = metastore.engine.connect()
+    holder.execute(text("SELECT doc FROM dbs WHERE name = 'w' FOR NO KEY UPDATE"))
+    done: list[Table] = []
+    creating = threading.Thread(
+        target=lambda: done.append(metastore.catalog.create_table(make_table("w", "u")))
+    )
+    creating.start()
+    creating.join(0.5)
+    assert not done  # waiting for the held row
+    holder.commit()
+    holder.close()
+    creating.join(30)
+    assert done and Path(local_path(done[0].sd.location or "")).is_dir()
+    assert metastore.catalog.intents.pending() == []
