@@ -15,6 +15,8 @@ import pytest
 from sqlalchemy import event, text
 
 from hmsrepl.metastore import Metastore, bulk_reads, database
+from hmsrepl.metastore.event_specs import parse_event
+from hmsrepl.metastore.messages import relative_path
 from hmsrepl.metastore.model import Database, Table
 from hmsrepl.metastore.statement_counts import StatementCounter
 from hmsrepl.metastore.statistics import ColumnStat
@@ -23,7 +25,7 @@ from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
 from tests.backends import temporary_database
 from tests.conftest import make_config
-from tests.helpers import make_partition, make_table
+from tests.helpers import make_partition, make_table, write_file
 
 METADATA_ONLY = "WITH ('hive.repl.dump.metadata.only'='true')"
 
@@ -236,3 +238,48 @@ def test_single_create_table_writes_its_directory_intent_with_its_event(metastor
     creating.join(30)
     assert done and Path(local_path(done[0].sd.location or "")).is_dir()
     assert metastore.catalog.intents.pending() == []
+
+
+def test_altering_partitions_reads_nothing_recorded_for_those_without_records(metastore: Metastore) -> None:
+    """Several partitions altered at once: one read finds those with nothing recorded (a metadata-only
+    replica's, or never written), whose capture then reads no records; their events still carry exactly
+    the files at their locations, and those with records are compared with them as before."""
+    catalog = metastore.catalog
+    catalog.create_database(Database(name="a"))
+    table = catalog.create_table(make_table("a", "t", partition_keys=("p",)))
+    kept = make_partition(table, "kept")
+    catalog.add_partitions("a", "t", [kept])
+    kept = catalog.get_partition("a", "t", ["kept"])
+    write_file(kept.sd.location or "", "recorded.txt", b"recorded")
+    catalog.alter_partitions("a", "t", [kept])  # recorded now
+    empty = [make_partition(table, f"e{n}") for n in range(10)]
+    catalog.add_partitions("a", "t", empty)
+    late = catalog.get_partition("a", "t", ["e0"])
+    write_file(late.sd.location or "", "late.txt", b"written after the add")
+    parts = [kept, *catalog.get_partitions_by_names("a", "t", [f"p=e{n}" for n in range(10)])]
+    changed = [p.model_copy(update={"parameters": {"n": "1"}}) for p in parts]
+    before = metastore.events.current_event_id()
+    counter = StatementCounter(metastore.engine)
+    with counter.counting() as counts:
+        catalog.alter_partitions("a", "t", changed)
+    counter.close()
+    changes = {
+        obj.partition_name: obj.change
+        for event in metastore.events.next_events(before)
+        for obj in parse_event(event).objects()
+    }
+    assert [relative_path(uri) for uri in changes["p=e0"].added] == ["late.txt"]
+    assert (changes["p=e0"].count, changes["p=e0"].complete) == (1, True)
+    assert (changes["p=kept"].added, changes["p=kept"].count) == ((), 1)
+    assert all((changes[f"p=e{n}"].added, changes[f"p=e{n}"].count) == ((), 0) for n in range(1, 10))
+    # 17 to 25 statements by backend; 54 to 64 when each partition without records cost three more (reads
+    # of its files and its listing, and the write clearing a mark it cannot have).
+    assert counts.statements <= 30, counts
+    again = metastore.events.current_event_id()
+    catalog.alter_partitions("a", "t", changed)
+    later = {
+        obj.partition_name: obj.change
+        for event in metastore.events.next_events(again)
+        for obj in parse_event(event).objects()
+    }
+    assert (later["p=e0"].added, later["p=e0"].count) == ((), 1)  # recorded by the first alter
