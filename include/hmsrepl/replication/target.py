@@ -231,6 +231,23 @@ class TargetWriter:
     def _now_exists(self, name: str) -> None:
         self._absent_tables().discard(name.lower())
 
+    def claim_absent(self, name: str) -> bool:
+        """Whether ``name`` is known not to exist (``expect_tables``); it no longer is once claimed (the
+        caller creates it)."""
+        absent = self._absent_tables()
+        if name.lower() not in absent:
+            return False
+        absent.discard(name.lower())
+        return True
+
+    def create_tables(self, tables: Sequence[Table]) -> None:
+        """Create tables ``claim_absent`` gave, mapped already (``mapping.table``), that take no data with
+        them (a metadata-only load's, a partitioned table's): what ``put_table`` does for each, in one
+        catalog call whose location checks are one read for all."""
+        if tables:
+            self.catalog.create_tables(tables)
+            self.stats.tables += len(tables)
+
     def put_table(
         self, snapshot: dict[str, Any], files: DataChange | Sequence[str] | None, source_location: str | None
     ) -> Table:

@@ -68,6 +68,7 @@ class CatalogService(CatalogFamily):
         # tables
         self.get_table = core.get_table
         self.create_table = self.tables.create_table
+        self.create_tables = self.tables.create_tables
         self.find_table = self.tables.find_table
         self.get_table_objects = self.tables.get_table_objects
         self.existing_table_names = self.tables.existing_table_names
