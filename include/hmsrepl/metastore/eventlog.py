@@ -49,6 +49,14 @@ DELETE_BATCH = 10_000
 
 
 @dataclass
+class IntentRows:
+    """File intent rows for the append to insert (``MetastoreTransaction.ride_with_append``)."""
+
+    rows: list[dict[str, Any]]
+    take_ids: Callable[[list[int]], None]
+
+
+@dataclass
 class MetastoreTransaction:
     """A database transaction in progress: the connection, the events it will log and post-commit work."""
 
@@ -58,6 +66,8 @@ class MetastoreTransaction:
     # Work to write into the transaction once its changes are all made, before its events (rows gathered
     # during the transaction and inserted in one statement, such as the file intents of a load batch).
     before_commit: list[Callable[[], None]] = field(default_factory=list)
+    # File intent rows the events' append writes in its own statement (``ride_with_append``).
+    intent_rows: IntentRows | None = None
     event_ids: list[int] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what components gather per transaction
 
@@ -69,6 +79,16 @@ class MetastoreTransaction:
         event = PendingEvent(event_type, db_name, table_name, body)
         check_crossing(self.conn, event)  # a rename into a protected database: refused before its file work
         self.events.append(event)
+
+    def ride_with_append(self, rows: list[dict[str, Any]], take_ids: Callable[[list[int]], None]) -> bool:
+        """Have the append of this transaction's events insert ``rows`` of file intents too, where it is one
+        statement (PostgreSQL, ``pg_append``): a client write recording a directory to make then costs no
+        round trip of its own for it. ``take_ids`` receives the rows' new ids, in order. False (nothing
+        taken: the caller inserts them) where the append cannot, or when the transaction logs no event."""
+        if not self.events or self.conn.dialect.name != "postgresql" or self.intent_rows is not None:
+            return False
+        self.intent_rows = IntentRows(rows, take_ids)
+        return True
 
     def on_commit(self, action: Callable[[], None], *, first: bool = False) -> None:
         """Run ``action`` once the transaction has committed (e.g. recycle files it dropped).
@@ -116,7 +136,7 @@ class EventLog:
                 for flush in tx.before_commit:
                     flush()
                 if tx.events:
-                    tx.event_ids = self._append(conn, tx.events)
+                    tx.event_ids = self._append(conn, tx.events, tx.intent_rows)
             finally:
                 self._local.tx = None
         for action in tx.after_commit:
@@ -154,7 +174,9 @@ class EventLog:
                 conn.execution_options(isolation_level="REPEATABLE READ")
             yield conn
 
-    def _append(self, conn: Connection, events: Sequence[PendingEvent]) -> list[int]:
+    def _append(
+        self, conn: Connection, events: Sequence[PendingEvent], intents: IntentRows | None = None
+    ) -> list[int]:
         now = int(time.time())
         rows: list[dict[str, Any]] = []
         for event in events:
@@ -174,7 +196,7 @@ class EventLog:
                 }
             )
         if conn.dialect.name == "postgresql":
-            next_id = self._append_postgres(conn, events, rows, now)
+            next_id = self._append_postgres(conn, events, rows, now, intents)
         else:
             check_writable(conn, events)  # protected replicas and frozen sources refuse client writes
             next_id = self._take_ids(conn, len(events))
@@ -184,19 +206,27 @@ class EventLog:
         return [next_id + offset for offset in range(len(rows))]
 
     def _append_postgres(
-        self, conn: Connection, events: Sequence[PendingEvent], rows: list[dict[str, Any]], now: int
+        self,
+        conn: Connection,
+        events: Sequence[PendingEvent],
+        rows: list[dict[str, Any]],
+        now: int,
+        intents: IntentRows | None,
     ) -> int:
-        """The check, the ids and the rows in one statement (``pg_append``); when a database row is held by
-        another transaction, the check that waits for it, then the append alone."""
+        """The check, the ids and the rows (the file intents' too) in one statement (``pg_append``); when a
+        database row is held by another transaction, the check that waits for it, then the append alone."""
         names = databases_to_check(events)
-        first, docs = append_checked(conn, names, rows, now)
+        intent_rows = intents.rows if intents is not None else []
+        first, docs, intent_ids = append_checked(conn, names, rows, now, intent_rows)
         if first is None:
             for name in names:
                 check_held_row(conn, name)
-            first, docs = append_checked(conn, [], rows, now)
+            first, docs, intent_ids = append_checked(conn, [], rows, now, intent_rows)
             if first is None:
                 raise RuntimeError("the notification sequence row is missing; run 'hmsrepl schema upgrade'")
         judge_locked_rows(docs)  # a refusal rolls the whole transaction back, its events with it
+        if intents is not None:
+            intents.take_ids(intent_ids)
         return first
 
     @staticmethod

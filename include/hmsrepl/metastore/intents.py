@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, literal, select, update
+from sqlalchemy import delete, insert, literal, select, update
 
 from hmsrepl.exceptions import InvalidOperationError
 from hmsrepl.faults import fault_point
@@ -109,9 +109,10 @@ def can_never_succeed(exc: BaseException) -> bool:
     return False
 
 
-def _write_rows(conn: Connection, unwritten: list[tuple[list[Intent], int]]) -> None:
+def _write_rows(tx: MetastoreTransaction, unwritten: list[tuple[list[Intent], int]]) -> None:
     """Insert the rows of the intents at ``(group, index)``, in that order, and give each in its group the id
-    its row received."""
+    its row received: with the transaction's events where their append can take them, else on their own."""
+    conn = tx.conn
     intents = [group[index] for group, index in unwritten]
     rows = [
         {
@@ -123,13 +124,19 @@ def _write_rows(conn: Connection, unwritten: list[tuple[list[Intent], int]]) -> 
         }
         for intent in intents
     ]
+
+    def number(ids: Sequence[int]) -> None:
+        for (group, index), intent_id in zip(unwritten, ids, strict=True):
+            group[index] = replace(group[index], id=intent_id)
+        unwritten.clear()
+
+    if tx.ride_with_append(rows, number):
+        return
     if conn.dialect.insert_executemany_returning_sort_by_parameter_order and len(rows) > 1:
         ids = conn.execute(_INSERT_INTENT_RETURNING, rows).scalars().all()
     else:
         ids = [conn.execute(_INSERT_INTENT, row).inserted_primary_key[0] for row in rows]
-    for (group, index), intent_id in zip(unwritten, ids, strict=True):
-        group[index] = replace(group[index], id=intent_id)
-    unwritten.clear()
+    number(ids)
 
 
 def _now_ms() -> int:
@@ -183,7 +190,7 @@ class FileIntents:
         unwritten: list[tuple[list[Intent], int]] | None = tx.shared.get("file_intents_unwritten")
         if unwritten is None:
             unwritten = tx.shared["file_intents_unwritten"] = []
-            tx.before_commit.append(lambda: _write_rows(tx.conn, unwritten))
+            tx.before_commit.append(lambda: _write_rows(tx, unwritten))
         unwritten.append((group, len(group) - 1))
 
     def _after_commit(self, intents: list[Intent]) -> None:

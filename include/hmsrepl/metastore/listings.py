@@ -92,6 +92,24 @@ def read_many(conn: Connection, tbl_id: int, part_ids: Iterable[int]) -> dict[in
     return out
 
 
+def unrecorded(conn: Connection, tbl_id: int, part_ids: Iterable[int]) -> set[int]:
+    """Which of a table's objects ``part_ids`` have nothing recorded, neither files nor a listing row, in one
+    statement per chunk: capturing one of them reads nothing recorded (``capture``'s ``fresh``), where each
+    would otherwise cost reads of its records and a write clearing a mark it cannot have."""
+    wanted = sorted(set(part_ids))
+    found: set[int] = set()
+    for start in range(0, len(wanted), CHUNK):
+        chunk = wanted[start : start + CHUNK]
+        listed = select(data_listings.c.part_id).where(
+            data_listings.c.tbl_id == tbl_id, data_listings.c.part_id.in_(chunk)
+        )
+        recorded = select(data_files.c.part_id).where(
+            data_files.c.tbl_id == tbl_id, data_files.c.part_id.in_(chunk)
+        )
+        found.update(conn.execute(listed.union(recorded)).scalars())
+    return set(wanted) - found
+
+
 def read_paths(conn: Connection, key: ObjectKey, paths: Iterable[str]) -> dict[str, FileRecord]:
     """The records of some paths of the object (those recorded), in O(paths) rows."""
     wanted = sorted(set(paths))

@@ -133,6 +133,41 @@ class LocationPolicy:
         )
         return key_of(loc)
 
+    def check_tables(
+        self, conn: Connection, tables: Sequence[tuple[str, str | None, bool]]
+    ) -> list[str | None]:
+        """``check_table`` for new tables (qualified name, location, managed) created together, in one read of
+        what lies around all their locations (a replication load's batch creates hundreds), each compared
+        with those before it in ``tables`` too, as creating them one by one would. Returns their keys."""
+        if len(tables) == 1:
+            name, uri, managed = tables[0]
+            return [self.check_table(conn, name, uri, managed=managed)]
+        locs = [self._usable(f"table '{name}'", uri) if uri else None for name, uri, _ in tables]
+        around = _occupants_of_many(
+            conn,
+            [loc for loc, (_, _, managed) in zip(locs, tables, strict=True) if loc is not None and managed],
+        )
+        keys: list[str | None] = []
+        for index, ((name, uri, managed), loc) in enumerate(zip(tables, locs, strict=True)):
+            if loc is None or not uri:
+                keys.append(None)  # views have no location
+                continue
+            earlier = [
+                ("table", other_name, other)
+                for (other_name, _, _), other in zip(tables[:index], locs[:index], strict=True)
+                if other is not None
+            ]
+            occupants = [
+                Occupant(kind, other_name, other, other.is_within(loc))
+                for kind, other_name, other in [*around, *earlier]
+                if other.overlaps(loc)
+            ]
+            self._check_object(
+                conn, f"table '{name}'", uri, loc, managed=managed, skip_table_id=None, occupants=occupants
+            )
+            keys.append(key_of(loc))
+        return keys
+
     def check_partitions(
         self,
         conn: Connection,
@@ -260,15 +295,19 @@ class LocationPolicy:
         managed: bool,
         skip_table_id: int | None,
         with_partitions: bool = True,
+        occupants: list[Occupant] | None = None,
     ) -> None:
+        """``occupants``: those around ``loc`` read already (``check_tables``), else read here."""
         roots = self._managed if managed else self._external
         self._check_protected(what, uri, loc)
         self._check_in_roots(what, uri, loc, roots, _setting(managed))
         if not managed:
             return  # external data may be shared; it is never deleted by a drop
-        for occupant in find_occupants(
-            conn, loc, skip_table_id=skip_table_id, with_partitions=with_partitions
-        ):
+        if occupants is None:
+            occupants = find_occupants(
+                conn, loc, skip_table_id=skip_table_id, with_partitions=with_partitions
+            )
+        for occupant in occupants:
             if occupant.kind == "database" and not occupant.holds:
                 continue  # a table below a database's directory is the normal case
             if occupant.kind == "table" and f"table '{occupant.name}'" == what:
@@ -465,6 +504,60 @@ _SIBLINGS = select(partitions.c.tbl_id, partitions.c.part_name, partitions.c.loc
         ),
     ),
 )
+
+
+#: New tables' locations compared with the stored ones per statement (``_occupants_of_many``): one shape of
+#: statement, unused ranges empty.
+_TABLES_CHUNK = 64
+# Every database (few, read whole), and the tables inside any of the chunk's locations (a key range each)
+# or at one of their ancestors (``above``).
+_DATABASES_AND_TABLES_AROUND = union_all(
+    select(
+        literal("database").label("kind"), dbs.c.name, dbs.c.doc.label("stored"), dbs.c.name.label("db_name")
+    ),
+    select(literal("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
+    .join(dbs, dbs.c.db_id == tbls.c.db_id)
+    .where(
+        or_(
+            tbls.c.location_key.in_(bindparam("above", expanding=True)),
+            *(
+                and_(
+                    tbls.c.location_key >= bindparam(f"from{number}"),
+                    tbls.c.location_key < bindparam(f"to{number}"),
+                )
+                for number in range(_TABLES_CHUNK)
+            ),
+        )
+    ),
+)
+
+
+def _occupants_of_many(conn: Connection, locs: Sequence[Location]) -> list[tuple[str, str, Location]]:
+    """(kind, name, location) of the databases and tables that may overlap any of ``locs``: what
+    ``find_occupants`` reads for one location (partitions left out, as for a new table), for many in a
+    statement per ``_TABLES_CHUNK``. The caller keeps, for each location, those that overlap it."""
+    if not locs:
+        return []
+    found: dict[tuple[str, str], Location] = {}
+    for start in range(0, len(locs), _TABLES_CHUNK):
+        chunk = locs[start : start + _TABLES_CHUNK]
+        above: set[str] = set()
+        params: dict[str, object] = {}
+        for number in range(_TABLES_CHUNK):
+            if number < len(chunk):
+                inside = key_of(chunk[number])
+                above.update(key_of(ancestor) for ancestor in chunk[number].ancestors())
+                params[f"from{number}"], params[f"to{number}"] = inside, key_range_end(inside)
+            else:
+                params[f"from{number}"] = params[f"to{number}"] = ""  # an empty range
+        params["above"] = sorted(above)
+        for row in conn.execute(_DATABASES_AND_TABLES_AROUND, params):
+            stored = loads(row.stored).get("location_uri") if row.kind == "database" else row.stored
+            name = row.name if row.kind == "database" else f"{row.db_name}.{row.name}"
+            other = canonical_or_none(stored)
+            if other is not None:
+                found[(row.kind, name)] = other
+    return [(kind, name, other) for (kind, name), other in found.items()]
 
 
 def find_occupants(

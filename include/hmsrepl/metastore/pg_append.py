@@ -36,21 +36,38 @@ WITH guard AS MATERIALIZED (
         CAST(:event_types AS VARCHAR[]), CAST(:db_names AS VARCHAR[]), CAST(:tbl_names AS VARCHAR[]),
         CAST(:messages AS TEXT[]), CAST(:formats AS VARCHAR[])
     ) WITH ORDINALITY AS row(event_type, db_name, tbl_name, message, message_format, position)
+), intents AS (
+    INSERT INTO file_intents (kind, payload, created_at, claimed_at, attempts)
+    SELECT intent.kind, intent.payload, intent.created_at, intent.claimed_at, 0
+    FROM seq, unnest(
+        CAST(:intent_kinds AS VARCHAR[]), CAST(:intent_payloads AS TEXT[]),
+        CAST(:intent_created AS BIGINT[]), CAST(:intent_claimed AS BIGINT[])
+    ) WITH ORDINALITY AS intent(kind, payload, created_at, claimed_at, position)
+    ORDER BY intent.position
+    RETURNING id
 )
-SELECT (SELECT first_id FROM seq) AS first_id, ARRAY(SELECT doc FROM guard) AS docs
+SELECT (SELECT first_id FROM seq) AS first_id, ARRAY(SELECT doc FROM guard) AS docs,
+    ARRAY(SELECT id FROM intents ORDER BY id) AS intent_ids
 """
 )
 
 
 def append_checked(
-    conn: Connection, names: Sequence[str], rows: Sequence[dict[str, Any]], event_time: int
-) -> tuple[int | None, list[str]]:
+    conn: Connection,
+    names: Sequence[str],
+    rows: Sequence[dict[str, Any]],
+    event_time: int,
+    intents: Sequence[dict[str, Any]] = (),
+) -> tuple[int | None, list[str], list[int]]:
     """Lock and read the rows of databases ``names``, reserve ids and insert ``rows`` (the log's columns but
-    the id, time and catalog), in one statement.
+    the id, time and catalog), in one statement; with them the file intent rows ``intents`` (their columns
+    but the id, attempts and error), which would otherwise cost a statement of their own.
 
-    Returns (the first event id, the database rows read); the id is None when a database row could not be
-    locked at once (held by another transaction, or not there): then nothing was reserved or inserted, and
-    the caller must check those databases the waiting way and append again with no names.
+    Returns (the first event id, the database rows read, the intents' new ids in their order); the id is
+    None when a database row could not be locked at once (held by another transaction, or not there): then
+    nothing was reserved or inserted, and the caller must check those databases the waiting way and append
+    again with no names. The intents are numbered in their order: the insert takes them sorted by position,
+    and a serial column numbers the rows in the order they are inserted.
     """
     found = conn.execute(
         _APPEND,
@@ -64,6 +81,11 @@ def append_checked(
             "tbl_names": [row["tbl_name"] for row in rows],
             "messages": [row["message"] for row in rows],
             "formats": [row["message_format"] for row in rows],
+            "intent_kinds": [intent["kind"] for intent in intents],
+            "intent_payloads": [intent["payload"] for intent in intents],
+            "intent_created": [intent["created_at"] for intent in intents],
+            "intent_claimed": [intent["claimed_at"] for intent in intents],
         },
     ).one()
-    return (None if found.first_id is None else int(found.first_id)), list(found.docs or ())
+    first = None if found.first_id is None else int(found.first_id)
+    return first, list(found.docs or ()), [int(i) for i in found.intent_ids or ()]

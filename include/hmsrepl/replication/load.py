@@ -52,7 +52,7 @@ from hmsrepl.metastore.messages import (
     UpdateColumnStatMessage,
     relative_path,
 )
-from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.model import Database, Table
 from hmsrepl.metastore.payloads import (
     ObjectMetadata,
     PartitionSnapshot,
@@ -61,7 +61,7 @@ from hmsrepl.metastore.payloads import (
     metadata_location,
 )
 from hmsrepl.metastore.protection import privileged_call
-from hmsrepl.replication import acid_replay, lost_files, signing
+from hmsrepl.replication import acid_replay, iceberg, lost_files, signing
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.dump_validation import (
@@ -725,13 +725,19 @@ class LoadEngine:
                     continue
                 writer.in_place_tables = in_place_tables(msg for _, msg in batch)
                 writer.written_at = written_at(batch)
+                writer.expect_tables(
+                    msg.table.table_name for _, msg in batch if isinstance(msg, CreateTableMessage)
+                )
                 runs = PartitionRuns(writer, meta)
+                creates = TableCreates(writer, meta)
                 for event, msg in batch:
                     writer.version = event["event_id"]  # names the version directories it makes
-                    if not runs.absorb(msg):
+                    if not creates.absorb(msg) and not runs.absorb(msg):
+                        creates.flush()
                         runs.flush_for(msg)
                         apply_event(writer, event, meta, msg)
                     result.events_applied += 1
+                creates.flush()
                 runs.flush()
                 if part and batch[-1][0]["event_id"] == ids[-1]:
                     # The dump's bootstrapped tables commit with its last events: a position between
@@ -1004,6 +1010,35 @@ class PartitionRuns:
         kept = [(state.snapshot.to_json(), state.change) for state in parts.values() if state is not None]
         if kept:
             self.writer.put_partitions(name, kept, table.location)
+
+
+class TableCreates:
+    """New tables that take no data with them (a metadata-only load's, a partitioned table's), created
+    together: one catalog call checks all their locations in one read, where each would cost its own.
+
+    Only events ``PartitionRuns`` absorbs may come between them, and those are applied later still: any
+    other event is applied after the pending tables are created, and so is every partition run (the load
+    creates them before it flushes one). Each table therefore exists before anything else touches it, in
+    the same transaction: readers of the target see the same batch.
+    """
+
+    def __init__(self, writer: TargetWriter, meta: DumpMetadata) -> None:
+        self.writer, self.meta = writer, meta
+        self.pending: list[Table] = []
+
+    def absorb(self, msg: Message[Any]) -> bool:
+        """Take a CREATE_TABLE of a table known not to exist and without data; False for any other event."""
+        if not isinstance(msg, CreateTableMessage) or _table_change(msg, self.meta) is not None:
+            return False
+        table = self.writer.mapping.table(msg.table.to_json())
+        if iceberg.is_iceberg(table) or not self.writer.claim_absent(table.table_name):
+            return False  # an Iceberg table's metadata is rewritten for the replica: ``put_table``
+        self.pending.append(table)
+        return True
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        self.writer.create_tables(pending)
 
 
 @dataclass

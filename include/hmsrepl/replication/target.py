@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hmsrepl.exceptions import HmsReplError, NoSuchObjectError
@@ -62,6 +62,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# MetastoreTransaction.shared key (with the replica's name): tables known not to exist (TargetWriter.expect_tables)
+_ABSENT_TABLES = "replica_absent_tables"
 # Values the metastore or engine rewrite on every change; never compared or copied as replicated state.
 VOLATILE_PARAMS = ("transient_lastDdlTime",)
 
@@ -204,7 +206,54 @@ class TargetWriter:
 
     # -- tables ----------------------------------------------------------------------------------------
     def get_table(self, name: str) -> Table | None:
+        if name.lower() in self._absent_tables():
+            return None
         return self.catalog.find_table(self.db, name)
+
+    def expect_tables(self, names: Iterable[str]) -> None:
+        """Find out in one read which of ``names`` do not exist yet, for the open transaction: ``get_table``
+        then answers them without a read each (a load batch creating hundreds of tables would otherwise
+        ask for each first, one round trip apiece on a server database).
+
+        Only absence is remembered: an existing table's row changes as the batch writes it (its write id
+        too), so it is always read. The writer's own creates and renames keep the set current, and it ends
+        with the transaction (``MetastoreTransaction.shared``), rolled back or committed.
+        """
+        tx = self.target.events.current_transaction()
+        wanted = {name.lower() for name in names}
+        if tx is None or not wanted:
+            return
+        absent = wanted - self.catalog.existing_table_names(self.db, sorted(wanted))
+        tx.shared.setdefault(self._absent_key, set()).update(absent)
+
+    @property
+    def _absent_key(self) -> str:
+        return f"{_ABSENT_TABLES}:{self.db}"
+
+    def _absent_tables(self) -> set[str]:
+        """Tables of this replica known not to exist in the open transaction (``expect_tables``)."""
+        tx = self.target.events.current_transaction()
+        return tx.shared.get(self._absent_key, set()) if tx is not None else set()
+
+    def _now_exists(self, name: str) -> None:
+        self._absent_tables().discard(name.lower())
+
+    def claim_absent(self, name: str) -> bool:
+        """Whether ``name`` is known not to exist (``expect_tables``); it no longer is once claimed (the
+        caller creates it)."""
+        absent = self._absent_tables()
+        if name.lower() not in absent:
+            return False
+        absent.discard(name.lower())
+        return True
+
+    def create_tables(self, tables: Sequence[Table]) -> None:
+        """Create tables ``claim_absent`` gave, mapped already (``mapping.table``), that take no data with
+        them (a metadata-only load's, a partitioned table's): what ``put_table`` does for each, in one
+        catalog call whose location checks are one read for all."""
+        if tables:
+            self.catalog.create_tables(tables)
+            self.stats.tables += len(tables)
 
     def put_table(
         self, snapshot: dict[str, Any], files: DataChange | Sequence[str] | None, source_location: str | None
@@ -240,6 +289,7 @@ class TargetWriter:
         if current is None:
             self.stats.tables += 1
             table = self.catalog.create_table(wanted, applied_files=applied)
+            self._now_exists(wanted.table_name)
             logged = True
         else:
             table = wanted.model_copy(update={"id": current.id, "write_id": current.write_id})
@@ -292,6 +342,7 @@ class TargetWriter:
         sd = current.sd.model_copy(update={"location": location})
         renamed = current.model_copy(update={"table_name": wanted.table_name, "sd": sd})
         self.catalog.alter_table(self.db, old_name, renamed)
+        self._now_exists(wanted.table_name)
         if moved:
             self.catalog.alter_partitions(self.db, wanted.table_name, moved)
 

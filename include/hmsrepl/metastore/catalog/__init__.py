@@ -69,8 +69,10 @@ class CatalogService(CatalogFamily):
         # tables
         self.get_table = core.get_table
         self.create_table = self.tables.create_table
+        self.create_tables = self.tables.create_tables
         self.find_table = self.tables.find_table
         self.get_table_objects = self.tables.get_table_objects
+        self.existing_table_names = self.tables.existing_table_names
         self.get_tables = self.tables.get_tables
         self.alter_table = self.tables.alter_table
         self.truncate_table = self.tables.truncate_table

@@ -268,6 +268,13 @@ class PartitionCatalog(CatalogFamily):
                     .with_for_update()
                 ):
                     old_rows[row.part_name] = row
+            # Several partitions: one read finds those with nothing recorded (a metadata-only replica's, or
+            # never written), whose capture then reads nothing (three statements each otherwise).
+            unrecorded = (
+                listings.unrecorded(tx.conn, tbl_id, [row.part_id for row in old_rows.values()])
+                if capture_files and len(names) > 1 and len(set(names)) == len(names)
+                else set()
+            )
             updates = []
             for name, part in zip(names, new_parts, strict=True):
                 if name not in old_rows:
@@ -280,7 +287,9 @@ class PartitionCatalog(CatalogFamily):
                 if capture_files and declared and given_files[name] is None and stays:
                     data = declared_change(tx.conn, key)
                 elif capture_files:
-                    data = self.core.captured(tx.conn, key, part.sd.location, given_files[name])
+                    data = self.core.captured(
+                        tx.conn, key, part.sd.location, given_files[name], fresh=key.part_id in unrecorded
+                    )
                 if capture_files and gather_stats:
                     part = _with_gathered(tx.conn, key, current, part, before.parameters)
                 updates.append(

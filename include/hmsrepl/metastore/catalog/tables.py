@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, and_, delete, insert, select, update
 
 from hmsrepl.exceptions import (
     AlreadyExistsError,
@@ -34,6 +34,7 @@ from hmsrepl.metastore.catalog.rows import (
     _snapshot,
     _table_from_row,
 )
+from hmsrepl.metastore.eventlog import MetastoreTransaction
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.listings import ObjectKey
@@ -53,6 +54,7 @@ from hmsrepl.metastore.payloads import (
 )
 from hmsrepl.metastore.repl_source import check_rename_allowed
 from hmsrepl.metastore.schema import (
+    dbs,
     next_write_id,
     partition_key_vals,
     partitions,
@@ -85,69 +87,122 @@ class TableCatalog(CatalogFamily):
         recorded with their verified checksums instead of reading the files again. ``gather_stats``: a
         client's write, whose basic statistics the metastore gathers (``basic_stats``).
         """
-        check_identifier(table.table_name, "table")
-        key = None
-        with self.events.reader() as conn:  # the database and the location checks: one connection
-            db, any_pending = self.core.load_db_to_create_in(conn, table.db_name.lower())
-            self.core.refuse_protected(db)  # protected replica: refused before any file work
-            if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
-                location: str | None = join_uri(
-                    db.table_root(table.is_managed) or self.core.default_db_location(db.name),
-                    table.table_name,
-                )
-                table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": location})})
-            _check_table(table)
-            table = table.model_copy(
-                update={"create_time": table.create_time or int(time.time()), "write_id": 0}
+        return self.create_tables([table], applied_files=[applied_files], gather_stats=gather_stats)[0]
+
+    def create_tables(
+        self,
+        tables: Sequence[Table],
+        *,
+        applied_files: Sequence[AppliedFiles | None] | None = None,
+        gather_stats: bool = False,
+    ) -> list[Table]:
+        """Create tables of one database in one transaction, as ``create_table`` creates each, with one
+        CREATE_TABLE event each, in order; ``applied_files``: one entry per table.
+
+        Their locations are checked together, in one read of the objects around them all (a replication load
+        creating the tables of a batch): each is compared with the others too, as creating them one after
+        the other would compare it with those made before it.
+        """
+        if not tables:
+            return []
+        db_names = {table.db_name.lower() for table in tables}
+        if len(db_names) != 1:
+            raise InvalidOperationError(
+                f"create_tables creates the tables of one database, not of {sorted(db_names)}"
             )
-            location = table.sd.location
-            if location:
-                key = self.locations.check_table(
-                    conn, table.qualified_name, location, managed=table.is_managed
+        (db_name,) = db_names
+        for table in tables:
+            check_identifier(table.table_name, "table")
+        given = list(applied_files) if applied_files is not None else [None] * len(tables)
+        now = int(time.time())
+        prepared: list[Table] = []
+        with self.events.reader() as conn:  # the database and the location checks: one connection
+            db, any_pending = self.core.load_db_to_create_in(conn, db_name)
+            self.core.refuse_protected(db)  # protected replica: refused before any file work
+            for table in tables:
+                if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
+                    default = join_uri(
+                        db.table_root(table.is_managed) or self.core.default_db_location(db.name),
+                        table.table_name,
+                    )
+                    table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": default})})
+                _check_table(table)
+                prepared.append(
+                    table.model_copy(update={"create_time": table.create_time or now, "write_id": 0})
                 )
-        self.intents.settle([location], f"table '{table.qualified_name}'", any_pending=any_pending)
+            keys = self.locations.check_tables(
+                conn, [(t.qualified_name, t.sd.location, t.is_managed) for t in prepared]
+            )
+        what = f"table '{prepared[0].qualified_name}'" if len(prepared) == 1 else f"tables of '{db_name}'"
+        self.intents.settle([t.sd.location for t in prepared], what, any_pending=any_pending)
         with self.events.transaction() as tx:
-            row = {
-                "tbl_name": table.table_name,
-                "tbl_type": str(table.table_type),
-                "location": location,
-                "location_key": key,
-                "doc": table.model_dump_json(exclude={"id", "write_id"}),
-                "write_id": 0,
-                "odd_partitions": 0,  # no partitions yet (``placement``)
-            }
-            tbl_id = None
-            if tx.conn.dialect.insert_returning:  # one statement: inserted where the name is free
-                tbl_id = tx.conn.execute(_INSERT_TABLE_IF_FREE, {**row, "db_name": table.db_name}).scalar()
-            if tbl_id is None:  # not inserted (say why), or a database without INSERT ... RETURNING
-                found = tx.conn.execute(
-                    _DB_ID_AND_TABLE, {"db_name": table.db_name, "name": table.table_name}
-                ).first()
-                if found is None:
-                    raise NoSuchDatabaseError(table.db_name)
-                if found.tbl_id is not None:
+            rows = _table_rows(prepared, keys)
+            ids = self._insert_rows(tx.conn, db_name, prepared, rows)
+            return [
+                self._created(tx, table.model_copy(update={"id": tbl_id}), applied, gather_stats, row)
+                for table, tbl_id, applied, row in zip(prepared, ids, given, rows, strict=True)
+            ]
+
+    @staticmethod
+    def _insert_rows(
+        conn: Connection, db_name: str, tables: Sequence[Table], rows: Sequence[dict[str, Any]]
+    ) -> list[int]:
+        """The tables' rows, inserted where their names are free; returns their new ids, in order."""
+        if len(rows) > 1 and conn.dialect.insert_executemany_returning_sort_by_parameter_order:
+            # Many (a load's batch): the database's id and the names taken in one read, then one insert
+            # returning the ids, instead of a statement per table.
+            names = [row["tbl_name"] for row in rows]
+            found = conn.execute(
+                select(dbs.c.db_id, tbls.c.tbl_name)
+                .select_from(dbs)
+                .outerjoin(tbls, and_(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name.in_(names)))
+                .where(dbs.c.name == db_name)
+            ).all()
+            if not found:
+                raise NoSuchDatabaseError(db_name)
+            taken = {row.tbl_name for row in found if row.tbl_name is not None}
+            twice = {name for name in names if names.count(name) > 1}
+            for table in tables:
+                if table.table_name in taken | twice:
                     raise AlreadyExistsError(
                         f"table '{table.qualified_name}' already exists; drop it or use another name"
                     )
-                tbl_id = _inserted_id(tx.conn.execute(_INSERT_TABLE, {**row, "db_id": found.db_id}))
-            table = table.model_copy(update={"id": tbl_id})
-            if location and table.is_managed:  # made after commit: a failed create leaves no directory
-                self.intents.makedirs(tx, [location])
-            data = None
-            if location and not table.partition_keys:  # partitions carry their own files
-                # A new id (ids are never reused) has nothing recorded under it: nothing to forget or read.
-                data = self.core.captured(tx.conn, ObjectKey(tbl_id), location, applied_files, fresh=True)
-                if gather_stats:
-                    table = with_gathered_table(tx.conn, tbl_id, table, None)
-            held = held_tables(self.events, tx.conn)
-            if held is not None and not gather_stats:  # inserted here: no other writer changes it now
-                hold_row(held, table.db_name, table.table_name, HeldRow(tbl_id, str(row["doc"]), 0, key, 0))
-            tx.emit(
-                EventType.CREATE_TABLE,
-                table.db_name,
-                table.table_name,
-                CreateTableBody(table=_snapshot(table), **format2(data)),
+            db_id = found[0].db_id
+            return list(
+                conn.execute(_INSERT_TABLES_RETURNING, [{**row, "db_id": db_id} for row in rows]).scalars()
             )
+        return [_insert_row(conn, table, row) for table, row in zip(tables, rows, strict=True)]
+
+    def _created(
+        self,
+        tx: MetastoreTransaction,
+        table: Table,
+        applied_files: AppliedFiles | None,
+        gather_stats: bool,
+        row: dict[str, Any],
+    ) -> Table:
+        """A table just inserted (``row``): its directory intent, its files' record, the transaction's copy
+        of its row and its event."""
+        location = table.sd.location
+        tbl_id = table.id or 0
+        if location and table.is_managed:  # made after commit: a failed create leaves no directory
+            self.intents.makedirs(tx, [location])
+        data = None
+        if location and not table.partition_keys:  # partitions carry their own files
+            # A new id (ids are never reused) has nothing recorded under it: nothing to forget or read.
+            data = self.core.captured(tx.conn, ObjectKey(tbl_id), location, applied_files, fresh=True)
+            if gather_stats:
+                table = with_gathered_table(tx.conn, tbl_id, table, None)
+        held = held_tables(self.events, tx.conn)
+        if held is not None and not gather_stats:  # inserted here: no other writer changes it now
+            hold = HeldRow(tbl_id, str(row["doc"]), 0, row["location_key"], 0)
+            hold_row(held, table.db_name, table.table_name, hold)
+        tx.emit(
+            EventType.CREATE_TABLE,
+            table.db_name,
+            table.table_name,
+            CreateTableBody(table=_snapshot(table), **format2(data)),
+        )
         return table
 
     def find_table(self, db_name: str, table_name: str) -> Table | None:
@@ -156,6 +211,24 @@ class TableCatalog(CatalogFamily):
         with self.events.reader() as conn:
             found = self.core.find_table_placed(conn, db_name.lower(), table_name.lower())
         return found[1] if found is not None else None
+
+    def existing_table_names(self, db_name: str, table_names: Sequence[str]) -> set[str]:
+        """Which of ``table_names`` exist in the database (none if it does not), in one query per chunk.
+
+        Names only, no documents: a replication load asks this once for every table a batch of events
+        names, so the tables it is about to create cost no read each (``TargetWriter.get_table``).
+        """
+        found: set[str] = set()
+        with self.events.reader() as conn:
+            for chunk in _chunks(sorted({name.lower() for name in table_names})):
+                found.update(
+                    conn.execute(
+                        select(tbls.c.tbl_name)
+                        .join(dbs, dbs.c.db_id == tbls.c.db_id)
+                        .where(dbs.c.name == db_name.lower(), tbls.c.tbl_name.in_(chunk))
+                    ).scalars()
+                )
+        return found
 
     def get_table_objects(
         self, db_name: str, table_names: Sequence[str], *, charges: Charges | None = None
@@ -506,6 +579,43 @@ def with_gathered_table(conn: Connection, tbl_id: int, table: Table, before: dic
     doc = table.model_dump_json(exclude={"id", "write_id"})
     conn.execute(update(tbls).where(tbls.c.tbl_id == tbl_id).values(doc=doc))
     return table
+
+
+_INSERT_TABLES_RETURNING = insert(tbls).returning(tbls.c.tbl_id, sort_by_parameter_order=True)
+
+
+def _table_rows(tables: Sequence[Table], keys: Sequence[str | None]) -> list[dict[str, Any]]:
+    """The ``tbls`` rows of new tables (``keys``: their location keys)."""
+    return [
+        {
+            "tbl_name": table.table_name,
+            "tbl_type": str(table.table_type),
+            "location": table.sd.location,
+            "location_key": key,
+            "doc": table.model_dump_json(exclude={"id", "write_id"}),
+            "write_id": 0,
+            "odd_partitions": 0,  # no partitions yet (``placement``)
+        }
+        for table, key in zip(tables, keys, strict=True)
+    ]
+
+
+def _insert_row(conn: Connection, table: Table, row: dict[str, Any]) -> int:
+    """One table's row, inserted where its name is free (one statement where the database returns rows);
+    refuses a missing database or a taken name."""
+    tbl_id = None
+    if conn.dialect.insert_returning:
+        tbl_id = conn.execute(_INSERT_TABLE_IF_FREE, {**row, "db_name": table.db_name}).scalar()
+    if tbl_id is None:  # not inserted (say why), or a database without INSERT ... RETURNING
+        found = conn.execute(_DB_ID_AND_TABLE, {"db_name": table.db_name, "name": table.table_name}).first()
+        if found is None:
+            raise NoSuchDatabaseError(table.db_name)
+        if found.tbl_id is not None:
+            raise AlreadyExistsError(
+                f"table '{table.qualified_name}' already exists; drop it or use another name"
+            )
+        tbl_id = _inserted_id(conn.execute(_INSERT_TABLE, {**row, "db_id": found.db_id}))
+    return int(tbl_id)
 
 
 def _check_table(table: Table) -> None:
