@@ -69,8 +69,24 @@ def stage_ahead(tasks: Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool
             f"dump '{dump_uri}' refused, nothing was applied: {failed[0][1]}{more}; if the source did not change "
             "the file, the dump's checksum was edited: dump again"
         )
-    copies = zip(tasks, outcomes, strict=True)
-    return StagedAhead({t.target_uri: o for t, o in copies if isinstance(o, CopyResult)}, made)
+    held: dict[tuple[int, bool, bool], CopyResult] = {}  # one object per kind of outcome, shared
+    copies = {
+        task.target_uri: _held(outcome, held)
+        for task, outcome in zip(tasks, outcomes, strict=True)
+        if isinstance(outcome, CopyResult)
+    }
+    return StagedAhead(copies, made)
+
+
+def _held(result: CopyResult, held: dict[tuple[int, bool, bool], CopyResult]) -> CopyResult:
+    """What the load needs of a copy staged ahead until it publishes it: its size and whether it came from
+    cmroot (counted then). Its names are the dictionary's key and the copy's own: a result per file, each
+    with its source's name, held 500 bytes a file for the whole load (a partition of 1,000,000 files)."""
+    kind = (result.bytes_copied, result.from_cmroot, result.prefetched)
+    shared = held.get(kind)
+    if shared is None:
+        shared = held[kind] = CopyResult("", "", *kind)
+    return shared
 
 
 class DumpContentMismatchError(DumpValidationError, FileLostError):
