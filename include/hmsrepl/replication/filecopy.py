@@ -115,10 +115,13 @@ def copy_verified(
             )
         except OutsideRootsError:
             raise
-        except (
-            StorageError
-        ) as exc:  # missing, or the copy did not match the recorded checksum and was removed
-            tried.append(f"{candidate} (missing)" if not source.exists(candidate) else f"{candidate} ({exc})")
+        except (StorageError, OSError) as exc:  # the source missing, or a copy not of the recorded checksum
+            if not source.exists(candidate):
+                tried.append(f"{candidate} (missing)")
+                continue
+            if not isinstance(exc, StorageError):
+                raise  # a disk error of the replica (no space...), not this candidate's
+            tried.append(f"{candidate} ({exc})")  # the copy was removed
             continue
         from_cmroot = bool(cmroot) and candidate.startswith(cmroot.rstrip("/") + "/")
         return CopyResult(target_uri, candidate, checksum_size(written), from_cmroot=from_cmroot)

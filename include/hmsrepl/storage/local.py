@@ -267,11 +267,16 @@ class LocalFileSystem(FileSystem):
             source = os.open(local_path(src), os.O_RDONLY)
         except OSError as exc:
             raise StorageError(f"cannot read '{src}': {exc.strerror}") from exc
+        path = local_path(dst)
         try:
-            target = _open_unpublished(local_path(dst))
+            target = _open_unpublished(path)
             try:
                 token = _copy_hashing(source, target, kick_writeback=_durable_writes())
-                _sync_written(target, os.path.dirname(local_path(dst)) or ".")
+                _sync_written(target, os.path.dirname(path) or ".")
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)  # a partial copy is never trusted, and not left behind either
+                raise
             finally:
                 os.close(target)
             return token
