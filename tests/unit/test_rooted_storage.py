@@ -183,6 +183,45 @@ def test_a_batch_resolves_each_directory_once_and_still_refuses_a_link_out(tmp_p
     assert fs._directories is None and fs.batch()._directories == {}  # nothing kept beyond the batch
 
 
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "/r/db/t/p=a/part-0",
+        "file:/r/db/t/p=a/part-0",
+        "file:///r/db/t/p=a/part-0",
+        "file://localhost/r/db/t/p=a/part-0",
+        "/r/db/t/p=a/..",
+        "/r/db/t/p=a/.",
+        "/r/db/t//part-0",
+        "/r/db/t/p=a/part\x01",
+        "/r/db/t/p=a/%2E%2E",
+        "/r/db/../t/part-0",
+        "s3a://bucket/wh/t/part-0",
+        "s3://v1@bucket/wh/t/part-0",
+        "s3://bucket/part-0",
+        "hdfs://NN:8020/wh/t/part-0",
+        "file://otherhost/r/part-0",
+        "relative/part-0",
+        "/part-0",
+    ],
+)
+def test_a_batch_spells_every_path_as_a_full_parse_does(uri: str) -> None:
+    """A batch canonicalises a file from its directory's known form (a million files of one partition are
+    one parse): same answer, same refusal, for every spelling, before and after its directory was seen."""
+    fs = RootedFileSystem(["/r", "s3://bucket/wh", "hdfs://nn:8020/wh"], purpose="test work")
+    batch = fs.batch()
+
+    def answer(rooted: RootedFileSystem, path: str) -> str:
+        try:
+            return rooted._canonical(path)
+        except OutsideRootsError as exc:
+            return f"refused: {exc}"
+
+    parent = uri.rpartition("/")[0]
+    for path in (uri, parent, uri, parent + "/second"):
+        assert answer(batch, path) == answer(fs, path)
+
+
 def test_a_change_manager_recycles_a_tree_and_refuses_its_link_out(tmp_path: Path) -> None:
     warehouse, outside = tmp_path / "warehouse", tmp_path / "elsewhere"
     table = warehouse / "t"

@@ -242,26 +242,32 @@ class ChangeManager:
         if not self.enabled:
             return 0
         made = 0
+        files = self.files.batch()  # one call's files share a few directories: each resolved once
         for text in encoded_files:
             entry = EncodedFileUri.decode(text)
             if not entry.checksum or not (_has_links(entry.file_uri) and _has_links(self.cmroot)):
                 continue
             source, target = entry.file_uri, self.cm_uri(entry.file_uri, entry.checksum)
-            fs = self.files.admit(source, target)
-            if fs.same_file(source, target):
-                continue
-            if fs.has_entry(target):  # another file under the name: kept when it holds the content
-                if verified_copy(fs, target, entry.checksum):
-                    continue
-                fs.delete(target)
-            try:
+            fs = files.admit(source, target)
+            try:  # a new pin, the usual case: one system call
                 linked = fs.link(source, target)
-            except FileExistsError:  # pinned by a concurrent write meanwhile
-                continue
+            except FileExistsError:  # already pinned, or another file under the name
+                if fs.same_file(source, target) or verified_copy(fs, target, entry.checksum):
+                    continue  # kept: it holds the content
+                fs.delete(target)
+                try:
+                    linked = fs.link(source, target)
+                except FileExistsError:  # pinned by a concurrent write meanwhile
+                    continue
+                except OSError as exc:
+                    log.warning("could not pin '%s' into cmroot (%s); it is not kept if deleted", source, exc)
+                    continue
             except OSError as exc:
                 log.warning("could not pin '%s' into cmroot (%s); it is not kept if deleted", source, exc)
                 continue
-            if not linked:
+            if not linked:  # cmroot on another device: a verified copy, unless one is there already
+                if verified_copy(fs, target, entry.checksum):
+                    continue
                 try:
                     self._copy_verified(source, target, entry.checksum, "pin_mid_copy")
                 except (OSError, StorageError) as copy_exc:

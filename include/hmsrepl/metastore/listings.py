@@ -296,7 +296,7 @@ def apply(
     paths = sorted(gone)
     if before is None:
         before = summary(conn, key)
-    old = _replaced(conn, key, paths)
+    old = _replaced(conn, key, paths) if before.count else {}  # an empty listing replaces nothing
     size = None
     if before.size is not None:
         size = before.size - sum(s for _, s in old.values()) + sum(r.size for r in upserts)

@@ -238,19 +238,21 @@ def check_file_entry(
     return entry
 
 
-def check_local_source_file(encoded: str, roots: SourceRoots) -> None:
+def check_local_source_file(encoded: str, roots: SourceRoots, files: RootedFileSystem | None = None) -> None:
     """A local source file a load would read is a regular file whose real path stays below the source roots.
 
     The textual checks cannot see a symbolic link planted in the source warehouse (``t/f -> /etc/shadow``)
     or a FIFO that would hang the copy; this one looks at the file system. Files that are gone pass (the
-    copy then falls back to cmroot, whose entries are recycled copies, never links).
+    copy then falls back to cmroot, whose entries are recycled copies, never links). ``files``: a view of
+    ``roots.files`` to check through (a ``batch`` one for the many files of a load).
     """
+    files = files or roots.files
     entry = EncodedFileUri.decode(encoded)
     canonical = canonical_uri(entry.file_uri)
     if not store_traits(canonical).has_directories:
         return  # object stores have no links
     try:
-        kind = roots.files.entry_kind(canonical)  # the name only: a link is refused below, never followed
+        kind = files.entry_kind(canonical)  # the name only: a link is refused below, never followed
     except OutsideRootsError:
         raise InvalidPathError(f"file {show(entry.file_uri)} resolves outside the source roots") from None
     except StorageError as exc:
@@ -259,7 +261,7 @@ def check_local_source_file(encoded: str, roots: SourceRoots) -> None:
         return
     if kind != "file":
         raise InvalidPathError(f"file {show(entry.file_uri)} is not a regular file (a link, FIFO or device)")
-    if not roots.files.contains(canonical):
+    if not files.contains(canonical):
         raise InvalidPathError(f"file {show(entry.file_uri)} resolves outside the source roots")
 
 

@@ -23,7 +23,7 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below
 from hmsrepl.storage.base import join_uri
 from hmsrepl.storage.checksum import checksum_size
-from hmsrepl.storage.rooted import RootedFileSystem, copy_between
+from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem, copy_between
 from hmsrepl.storage.staging import STAGING_PREFIX, publish, staging_name, sync_parents
 
 TEMP_PREFIX = ".tmp-"  # local atomic writes (storage.local) before their rename
@@ -68,7 +68,7 @@ def link_file(fs: RootedFileSystem, source_uri: str, target_uri: str) -> None:
     fs.link_or_copy(source_uri, target_uri)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per file staged ahead, held until its object is loaded
 class CopyResult:
     target: str
     source_used: str
@@ -85,6 +85,7 @@ def copy_verified(
     default_cmroot: str = "",
     allowed: BelowAny,
     prefetched_at: str | None = None,
+    source: RootedFileSystem | None = None,
 ) -> CopyResult:
     """Stage a verified copy of the content ``encoded`` names at ``target_uri`` (not yet published).
 
@@ -93,7 +94,8 @@ def copy_verified(
     planned this file; a verified staged copy there is moved into place instead of copying again.
     ``allowed``: the roots the file may be read from (its object's location, the source cmroot), through a
     file system bound to them; ``target``: the replica's roots. A path outside either is refused before
-    any I/O.
+    any I/O. ``source``: a file system bound to ``allowed.roots`` (default: one made for them), e.g. a
+    ``batch`` view shared by the many copies of one load.
     """
     entry = EncodedFileUri.decode(encoded)
     staged = staging_name(target_uri)
@@ -115,14 +117,21 @@ def copy_verified(
                 f"'{candidate}' is outside the source locations this dump may read (its object's location and "
                 "the source cmroot); the dump is corrupt or was edited"
             )
-        source = bound(allowed.roots, "source files of this load")
-        if not source.exists(candidate):
-            tried.append(f"{candidate} (missing)")
-            continue
-        try:
-            written = copy_between(source, candidate, target, staged, entry.checksum or None)
-        except StorageError as exc:  # the copy did not match the recorded checksum and was removed
-            tried.append(f"{candidate} ({exc})")
+        if source is None:
+            source = bound(allowed.roots, "source files of this load")
+        try:  # the copy opens the source: a missing one is told apart only when the copy fails
+            written = copy_between(
+                source, candidate, target, staged, entry.checksum or None, unpublished=True
+            )
+        except OutsideRootsError:
+            raise
+        except (StorageError, OSError) as exc:  # the source missing, or a copy not of the recorded checksum
+            if not source.exists(candidate):
+                tried.append(f"{candidate} (missing)")
+                continue
+            if not isinstance(exc, StorageError):
+                raise  # a disk error of the replica (no space...), not this candidate's
+            tried.append(f"{candidate} ({exc})")  # the copy was removed
             continue
         from_cmroot = bool(cmroot) and candidate.startswith(cmroot.rstrip("/") + "/")
         return CopyResult(target_uri, candidate, checksum_size(written), from_cmroot=from_cmroot)
@@ -153,16 +162,21 @@ def adopt_staged_copy(
     again (None when it is gone: copy as usual)."""
     ahead_staged, staged = staging_name(planned), staging_name(target_uri)
     if ahead_staged != staged:
-        if not fs.exists(ahead_staged):
+        try:  # one atomic rename where the store has one (replacing a leftover staged copy)
+            renamed = fs.rename(ahead_staged, staged)
+        except FileNotFoundError:
             return None
-        fs.delete(staged)
-        fs.move(ahead_staged, staged)
+        if not renamed:
+            if not fs.exists(ahead_staged):
+                return None
+            fs.delete(staged)
+            fs.move(ahead_staged, staged)
     elif not fs.exists(staged):
         return None
     return CopyResult(target_uri, ahead.source_used, ahead.bytes_copied, ahead.from_cmroot, ahead.prefetched)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per file a load copies
 class CopyTask:
     """One file a load needs: what to copy, where it goes, which source roots it may be read from.
 
@@ -220,6 +234,36 @@ def run_copy_task(task: CopyTask) -> CopyResult:
         default_cmroot=task.default_cmroot,
         allowed=allowed,
     )
+
+
+class CopyRunner:
+    """Runs the many copy tasks of one load in this process (``run_copy_task`` for each, in effect), sharing
+    per set of roots one ``batch`` view of a rooted file system (each directory's real path resolved once,
+    not per file: a partition of 1,000,000 files has one directory) and one ``BelowAny``. Made per load,
+    never kept: directories are re-resolved by the next one. Safe to call from several threads."""
+
+    def __init__(self) -> None:
+        self._views: dict[tuple[tuple[str, ...], str], RootedFileSystem] = {}
+        self._allowed: dict[tuple[str, ...], BelowAny] = {}
+
+    def _view(self, roots: tuple[str, ...], purpose: str) -> RootedFileSystem:
+        view = self._views.get((roots, purpose))
+        if view is None:
+            view = self._views.setdefault((roots, purpose), bound(roots, purpose).batch())
+        return view
+
+    def __call__(self, task: CopyTask) -> CopyResult:
+        allowed = self._allowed.get(task.allowed_roots)
+        if allowed is None:
+            allowed = self._allowed.setdefault(task.allowed_roots, below_any(*task.allowed_roots))
+        return copy_verified(
+            task.encoded,
+            task.target_uri,
+            target=self._view(task.target_roots, "replica files of this load"),
+            default_cmroot=task.default_cmroot,
+            allowed=allowed,
+            source=self._view(allowed.roots, "source files of this load"),
+        )
 
 
 @functools.lru_cache(maxsize=64)

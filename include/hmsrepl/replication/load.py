@@ -89,7 +89,7 @@ from hmsrepl.replication.layout import (
 from hmsrepl.replication.leftovers import Retirement, Retirer, locked_cleanup, own_directories
 from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.metrics import StageClock
-from hmsrepl.replication.prestage import StagedAhead, discard_unpublished, remove_empty, stage_ahead
+from hmsrepl.replication.prestage import StagedAhead, discard_staged, remove_empty, stage_ahead
 from hmsrepl.replication.replace import (
     apply_bootstrap_part,
     bootstrap_part_objects,
@@ -166,18 +166,23 @@ def preflight(
     leaves their objects stale).
     """
     unique = sorted(set(files))
+    # One pass over the files, through views that resolve each source directory once (``batch``): a
+    # partition of 1,000,000 files has one directory, not a million.
+    names, readable = roots.files.batch(), roots.readable.batch()
+
+    def examine(uri: str) -> str | bool:
+        """The file's problem, else whether a copy of it is available (a bool per file, nothing more held)."""
+        problem = _local_problem(uri, roots, names)
+        return problem or available_source(readable, uri, source_cmroot) is not None
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        checked = bounded_map(pool, lambda uri: _local_problem(uri, roots), unique, workers)
-        problems = [p for p in checked if p]
+        checked = list(bounded_map(pool, examine, unique, workers))
+    problems = [outcome for outcome in checked if isinstance(outcome, str)]
     if problems:
         more = f" ({len(problems) - 1} more like it)" if len(problems) > 1 else ""
         raise DumpValidationError(f"dump '{dump_uri}' refused, nothing was applied: {problems[0]}{more}")
-    readable = roots.readable
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        found = list(
-            bounded_map(pool, lambda uri: available_source(readable, uri, source_cmroot), unique, workers)
-        )
-    lost = [uri for uri, where in zip(unique, found, strict=True) if where is None]
+    lost = [uri for uri, available in zip(unique, checked, strict=True) if not available]
+    del checked
     if lost and not allow_lost:
         raise FileLostError(
             f"{len(lost)} file(s) this load needs are gone from the source and its cmroot, e.g. "
@@ -188,9 +193,9 @@ def preflight(
     return lost
 
 
-def _local_problem(encoded: str, roots: SourceRoots) -> str | None:
+def _local_problem(encoded: str, roots: SourceRoots, files: RootedFileSystem | None = None) -> str | None:
     try:
-        check_local_source_file(encoded, roots)
+        check_local_source_file(encoded, roots, files)
     except InvalidPathError as exc:
         return str(exc)
     return None
@@ -210,7 +215,6 @@ class LoadEngine:
         # True when a copier (the Spark load app) staged and verified every planned copy before ``load``:
         # the load then does not copy ahead again.
         self.copies_staged = False
-        self._staged: list[CopyTask] = []  # copies this load staged ahead: the unpublished ones go at the end
         self._ahead = StagedAhead()  # what each of those copies was copied from, and the directories made
         self._changed = False  # whether this load changed the target yet (a batch began)
 
@@ -456,19 +460,21 @@ class LoadEngine:
         return list(tasks.values())
 
     def _drop_unused_copies(self) -> None:
-        """Remove the copies staged ahead that no committed change still has to publish."""
-        if not self._staged:
+        """Remove the copies staged ahead that no committed change still has to publish: those no object
+        took (``copied_ahead`` keeps the ones not taken yet; the tasks themselves are not kept, a partition
+        of 1,000,000 files held a task per file for the whole load)."""
+        if not self._ahead.copies and not self._ahead.made:
             return
         owed = self.target.catalog.intents.owed_copies()
-        discard_unpublished([t for t in self._staged if path_key(staging_name(t.target_uri)) not in owed])
+        unused = [uri for uri in self._ahead.copies if path_key(staging_name(uri)) not in owed]
+        discard_staged(self.target.cm.files, unused)
         remove_empty(self.target.cm.files, self._ahead.made)
-        self._staged, self._ahead = [], StagedAhead()
+        self._ahead = StagedAhead()
 
     def _stage_ahead(self, dump: DumpDir, tasks: list[CopyTask], *, tolerate_lost: bool = False) -> None:
         """Copy and verify every file before the first change (``prestage``), unless a copier did already."""
         if self.copies_staged or not tasks:
             return
-        self._staged = tasks
         with self.clock.stage("copy"):
             self._ahead = stage_ahead(tasks, dump.uri, tolerate_lost=tolerate_lost)
 

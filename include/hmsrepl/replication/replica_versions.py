@@ -78,6 +78,7 @@ from hmsrepl.replication.replica_files import (
 from hmsrepl.storage.base import FileIdentity, join_uri, parent_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import sync_uris
+from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import staging_name
 
 log = logging.getLogger(__name__)
@@ -170,10 +171,11 @@ class VersionPublisher:
     def record_version(self, key: ObjectKey, published: Published, *, logged: bool) -> None:
         """Record what a version holds, in the batch's transaction (a failed batch records nothing).
 
-        A version the catalog's call ``logged`` from its change alone (``Published.as_delta``: files added in
-        place, for which the call is always made, or a local version keeping most of its files) is recorded
-        already: that call (``capture_delta``) wrote exactly these records."""
-        if logged and published.as_delta:
+        A version the catalog's call ``logged`` is recorded already: that call was given what the version
+        applied (``Published.applied``) and wrote exactly these records, from its change alone
+        (``as_delta``: ``capture_delta``) or from its whole listing (a new object, a bootstrap: ``capture``
+        with the applied listing). Writing them again cost a second row write per file."""
+        if logged:
             return
         if published.replace or published.stamps or published.removed:
             with self.target.events.transaction() as tx:
@@ -256,7 +258,7 @@ class VersionPublisher:
             built = self._publish_from_standby(current, logical, change, source_location, key, what)
             if built is not None:
                 return built
-        fs = self.target.cm.files
+        fs = self.target.cm.files.batch()  # this version's directories resolved once, not per file
         held = self._held(current, key)
         wanted = change.apply(held.files)
         if not change.complete:  # a complete change is its own listing: only deltas can miss an event
@@ -296,7 +298,7 @@ class VersionPublisher:
                 stamps[rel] = present[rel].stamp
                 continue
             source = encoded if rel in from_event else self._source_copy(encoded, source_location, what)
-            self._copy_in(source, target_uri, allowed, prefetched_at=join_uri(logical, rel))
+            self._copy_in(source, target_uri, allowed, prefetched_at=join_uri(logical, rel), fs=fs)
             to_publish.append(target_uri)
             fault_point()
         publish_all(fs, to_publish, durable=False)  # made durable with the batch, in set_last_id
@@ -561,19 +563,25 @@ class VersionPublisher:
         self._retire_staging_area(logical, current)
         return new
 
-    def _copy_in(self, encoded: str, target_uri: str, allowed: BelowAny, *, prefetched_at: str) -> None:
-        """One checksum-verified copy of an event's file to a place no reader sees yet, counted."""
+    def _copy_in(
+        self,
+        encoded: str,
+        target_uri: str,
+        allowed: BelowAny,
+        *,
+        prefetched_at: str,
+        fs: RootedFileSystem | None = None,
+    ) -> None:
+        """One checksum-verified copy of an event's file to a place no reader sees yet, counted (``fs``: the
+        replica's files, or a ``batch`` view of them)."""
+        fs = fs or self.target.cm.files
         ahead = self.copied_ahead.pop(prefetched_at, None)
-        result = (
-            adopt_staged_copy(self.target.cm.files, ahead, prefetched_at, target_uri)
-            if ahead is not None
-            else None
-        )
+        result = adopt_staged_copy(fs, ahead, prefetched_at, target_uri) if ahead is not None else None
         if result is None:
             result = copy_verified(
                 encoded,
                 target_uri,
-                target=self.target.cm.files,
+                target=fs,
                 default_cmroot=self.source_cmroot,
                 allowed=allowed,
                 prefetched_at=prefetched_at,

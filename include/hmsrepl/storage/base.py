@@ -174,6 +174,12 @@ class FileSystem(abc.ABC):
         with self.open_read(src) as stream:
             return self.write_stream(dst, stream)
 
+    def copy_unpublished(self, src: str, dst: str, size: int | None = None) -> str:
+        """``copy`` to a name no reader looks at (a hidden staged copy, verified before it is published): a
+        store may then write it in place, without a temporary name and a rename of its own. A partial copy
+        left by a crash is found by its checksum, never trusted. The default is ``copy``."""
+        return self.copy(src, dst, size)
+
     def replace(self, src: str, dst: str) -> None:
         """Put ``src`` at ``dst`` whole, replacing a file there, and remove ``src`` (publishing a staged copy).
 
@@ -357,18 +363,18 @@ def store_traits(uri: str) -> StoreTraits:
     )
 
 
-def copy_file(src: str, dst: str, expected_checksum: str | None = None) -> str:
+def copy_file(src: str, dst: str, expected_checksum: str | None = None, *, unpublished: bool = False) -> str:
     """Copy one file between any two locations; returns the copy's checksum token.
 
     Server-side when both are in one store (S3 CopyObject: no bytes through this process), streamed and
     hashed in one pass otherwise. With ``expected_checksum`` a copy that does not match is deleted and
-    StorageError raised, so a wrong copy is never left in place.
+    StorageError raised, so a wrong copy is never left in place. ``unpublished``: ``dst`` is a name no reader
+    looks at (``FileSystem.copy_unpublished``).
     """
     src_fs, dst_fs = filesystem_for(src), filesystem_for(dst)
     if src_fs.same_store(dst_fs):
-        token = src_fs.copy(
-            src, dst, parse_checksum_token(expected_checksum)[1] if expected_checksum else None
-        )
+        size = parse_checksum_token(expected_checksum)[1] if expected_checksum else None
+        token = src_fs.copy_unpublished(src, dst, size) if unpublished else src_fs.copy(src, dst, size)
     else:
         with src_fs.open_read(src) as stream:
             token = dst_fs.write_stream(dst, stream)

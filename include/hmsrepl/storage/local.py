@@ -260,6 +260,30 @@ class LocalFileSystem(FileSystem):
         finally:
             os.close(source)
 
+    def copy_unpublished(self, src: str, dst: str, size: int | None = None) -> str:
+        """``copy`` written at ``dst`` itself (a hidden staged name): no temporary file, no rename, no
+        directory check per file (a partition of 1,000,000 files paid all three for each). ``dst`` is
+        opened without following a symlink planted under its name; durable as ``copy`` is."""
+        try:
+            source = os.open(local_path(src), os.O_RDONLY)
+        except OSError as exc:
+            raise StorageError(f"cannot read '{src}': {exc.strerror}") from exc
+        path = local_path(dst)
+        try:
+            target = _open_unpublished(path)
+            try:
+                token = _copy_hashing(source, target, kick_writeback=_durable_writes())
+                _sync_written(target, os.path.dirname(path) or ".")
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)  # a partial copy is never trusted, and not left behind either
+                raise
+            finally:
+                os.close(target)
+            return token
+        finally:
+            os.close(source)
+
     @staticmethod
     @contextlib.contextmanager
     def _atomic_output(uri: str) -> Iterator[BinaryIO]:
@@ -496,6 +520,36 @@ def _walk_regular(directory: str, uri_prefix: str) -> Iterator[FileStatus]:
             yield FileStatus(f"{uri_prefix}/{name}", st.st_size, st.st_mtime)
     for name in subdirs:
         yield from _walk_regular(os.path.join(directory, name), f"{uri_prefix}/{name}")
+
+
+def _open_unpublished(path: str) -> int:
+    """Create a staged copy's name for writing, its directory made on first use. A file already under the
+    name (a crashed attempt's) is unlinked first, never truncated: it may be a hard link of a published
+    file (a version links the staged copies of its batch). A symlink under the name is removed, never
+    followed."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    for attempt in (1, 2, 3):
+        try:
+            return os.open(path, flags, 0o600)  # the mode of the temporary files ``copy`` writes
+        except FileNotFoundError:
+            if attempt == 3:
+                raise
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        except FileExistsError:
+            if attempt == 3:
+                raise
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def _sync_written(fd: int, directory: str) -> None:
+    """Make a written file durable: now (``fdatasync``), or with the open ``deferred_sync`` batch."""
+    batch = _batch.get()
+    if batch is None:
+        os.fdatasync(fd)
+    else:
+        batch.add(directory)
 
 
 def _durable_writes() -> bool:
