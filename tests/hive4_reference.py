@@ -48,3 +48,48 @@ def enum(name: str) -> type:
 def fields(thrift_spec: tuple | None) -> dict[int, tuple[str, int]]:
     """Apache Thrift's ``thrift_spec`` (a tuple indexed by field id) as {field id: (name, wire type)}."""
     return {entry[0]: (entry[2], entry[1]) for entry in thrift_spec or () if entry is not None}
+
+
+#: The text format most tests' tables use (Hive's default).
+TEXT_FORMAT = (
+    "org.apache.hadoop.mapred.TextInputFormat",
+    "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+    "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
+)
+
+
+def hive4_table(
+    db: str,
+    name: str,
+    keys: list[str],
+    *,
+    columns: tuple[tuple[str, str], ...] = (("id", "bigint"), ("name", "string")),
+    formats: tuple[str, str, str] = TEXT_FORMAT,
+    serde: object = None,
+    location: str | None = None,
+    parameters: dict[str, str] | None = None,
+    external: bool = False,
+) -> object:
+    """A table as a Hive 4 client builds one in the generated bindings: ``formats`` is (input format, output
+    format, serialization library); ``serde`` a whole ``SerDeInfo`` instead of the library's."""
+    input_format, output_format, library = formats
+    sd = ttypes.StorageDescriptor(
+        cols=[ttypes.FieldSchema(column, kind, None) for column, kind in columns],
+        location=location,
+        inputFormat=input_format,
+        outputFormat=output_format,
+        serdeInfo=serde or ttypes.SerDeInfo(None, library, {}),
+        bucketCols=[],
+        sortCols=[],
+        parameters={},
+    )
+    return ttypes.Table(
+        tableName=name,
+        dbName=db,
+        owner="hive",
+        sd=sd,
+        partitionKeys=[ttypes.FieldSchema(k, "string", None) for k in keys],
+        parameters={**(parameters or {}), **({"EXTERNAL": "TRUE"} if external else {})},
+        tableType="EXTERNAL_TABLE" if external else "MANAGED_TABLE",
+        catName="hive",
+    )

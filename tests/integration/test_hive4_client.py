@@ -16,6 +16,7 @@ from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
 from tests.backends import temporary_database
+from tests.hive4_reference import hive4_table
 from tests.servers import RunningMetastore, metastore_server
 
 Q = "@hive#"  # Hive 3.1+'s catalog prefix for database names
@@ -41,25 +42,13 @@ def client(server: RunningMetastore) -> Iterator[Hive4.Client]:
 
 
 def _table(db: str, name: str, keys: list[str]) -> h4.Table:
-    sd = h4.StorageDescriptor(
-        cols=[h4.FieldSchema("id", "bigint", None), h4.FieldSchema("name", "string", None)],
-        inputFormat="org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-        outputFormat="org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-        serdeInfo=h4.SerDeInfo(None, "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe", {}),
-        bucketCols=[],
-        sortCols=[],
-        parameters={},
+    parquet = "org.apache.hadoop.hive.ql.io.parquet"
+    formats = (
+        f"{parquet}.MapredParquetInputFormat",
+        f"{parquet}.MapredParquetOutputFormat",
+        f"{parquet}.serde.ParquetHiveSerDe",
     )
-    return h4.Table(
-        tableName=name,
-        dbName=db,
-        owner="hive",
-        sd=sd,
-        partitionKeys=[h4.FieldSchema(k, "string", None) for k in keys],
-        parameters={"created.by": "hive4"},
-        tableType="MANAGED_TABLE",
-        catName="hive",
-    )
+    return hive4_table(db, name, keys, formats=formats, parameters={"created.by": "hive4"})
 
 
 def test_ddl_and_reads_with_catalog_qualified_names(client: Hive4.Client) -> None:

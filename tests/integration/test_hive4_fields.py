@@ -29,6 +29,7 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
 from tests.helpers import make_partition, make_table
+from tests.hive4_reference import hive4_table
 from tests.servers import RunningMetastore
 
 SERDE = h4.SerDeInfo(
@@ -53,23 +54,10 @@ def client(session_metastore: RunningMetastore) -> Iterator[Hive4.Client]:
 
 
 def _table(db: str, name: str, *, external: bool = False) -> h4.Table:
-    sd = h4.StorageDescriptor(
-        cols=[h4.FieldSchema("id", "bigint", None)],
-        inputFormat="org.apache.hadoop.hive.ql.io.avro.AvroContainerInputFormat",
-        outputFormat="org.apache.hadoop.hive.ql.io.avro.AvroContainerOutputFormat",
-        serdeInfo=SERDE,
-        bucketCols=[],
-        sortCols=[],
-        parameters={},
-    )
-    return h4.Table(
-        tableName=name,
-        dbName=db,
-        owner="hive",
-        sd=sd,
-        partitionKeys=[h4.FieldSchema("ds", "string", None)],
-        parameters={"EXTERNAL": "TRUE"} if external else {},
-        tableType="EXTERNAL_TABLE" if external else "MANAGED_TABLE",
+    avro = "org.apache.hadoop.hive.ql.io.avro.AvroContainer"
+    formats = (f"{avro}InputFormat", f"{avro}OutputFormat", "")
+    return hive4_table(
+        db, name, ["ds"], columns=(("id", "bigint"),), formats=formats, serde=SERDE, external=external
     )
 
 

@@ -24,6 +24,7 @@ from hmsrepl.metastore.model import Database, FieldSchema, StorageDescriptor, Ta
 from hmsrepl.metastore.protection import REPLICA_OF, privileged
 from hmsrepl.thrift.handler import MetastoreHandler
 from hmsrepl.thrift.idl import hms
+from tests.hive4_reference import hive4_table
 from tests.servers import RunningMetastore
 
 
@@ -45,26 +46,7 @@ def db(client: Hive4.Client) -> str:
 
 
 def _table(db: str, name: str, keys: list[str], location: str | None = None) -> h4.Table:
-    sd = h4.StorageDescriptor(
-        cols=[h4.FieldSchema("id", "bigint", None), h4.FieldSchema("name", "string", None)],
-        location=location,
-        inputFormat="org.apache.hadoop.mapred.TextInputFormat",
-        outputFormat="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
-        serdeInfo=h4.SerDeInfo(None, "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe", {}),
-        bucketCols=[],
-        sortCols=[],
-        parameters={},
-    )
-    return h4.Table(
-        tableName=name,
-        dbName=db,
-        owner="hive",
-        sd=sd,
-        partitionKeys=[h4.FieldSchema(k, "string", None) for k in keys],
-        parameters={},
-        tableType="MANAGED_TABLE",
-        catName="hive",
-    )
+    return hive4_table(db, name, keys, location=location)
 
 
 def _events_since(client: Hive4.Client, event_id: int, db: str) -> list[str]:
