@@ -1,4 +1,4 @@
-"""Per-append metastore cost as Spark's Hive client pays it, next to Hive Metastore 2.3.10 in the same run.
+"""Per-append metastore cost as Spark's Hive client pays it, next to stock Hive Metastores in the same run.
 
 A Spark append to a partition writes its files, then calls ``fire_listener_event`` (the INSERT notification
 naming the new files) and ``alter_partition``, in the order of Hive's loadPartition (the alter, declared by
@@ -16,14 +16,19 @@ separate process, so its peak RSS is the capture's own.
 
 Run:  python bench/bench_append.py [--repeats 5] [--small 1,100,1000,10000] [--big 1,10,40] [--big-mib 256]
                                    [--log-appends 100,1000] [--backend sqlite|postgres] [--no-hive-baseline]
+                                   [--hive 2.3.10,4.2.0]
                                    [--capture-files 1000000]
 
 * ours: ``hmsrepl metastore serve`` in a subprocess on a throwaway database (tests/servers.py);
-* Hive: the HiveMetaStore in pyspark's jars on Derby (bench/hive_reference.py), killed with its process
-  group at the end, also on Ctrl-C and errors. Hive keeps no notification log here (no DbNotificationListener
-  in pyspark's jars), so only our stored bytes are printed.
+* Hive: each ``--hive`` version (default 2.3.10, the HiveMetaStore in pyspark's jars; 3.1.3 and 4.2.0 from
+  Maven Central) on Derby (bench/hive_peers.py), side by side in the same run, each killed with its process
+  group at the end, also on Ctrl-C and errors. 2.3.10 keeps no notification log (no DbNotificationListener
+  in pyspark's jars); 3.1.3 and 4.2.0 run theirs. Only our stored bytes are printed. Hive 3 moved
+  ``InsertEventRequestData.filesAdded`` from field 1 to 2 (1 is ``replace``), so their INSERT is sent with
+  Hive 4's generated client (pyiceberg's ``hive_metastore``) on the same connection, with an empty checksum
+  per file as Hive's own client sends (3.1.3's listener needs one), the rest with Hive 2's.
 
-Both servers' partitions hold the same files (hard links of one pool: no doubled disk use); each timed
+All servers' partitions hold the same files (hard links of one pool: no doubled disk use); each timed
 append adds one new 4 KiB file. Calls are interleaved append by append, alternating which server goes first.
 Prints tables (median and min over ``--repeats``) and exits 0; non-zero with a message when a server cannot
 be started or a call fails. The figures inform, they do not gate.
@@ -50,13 +55,16 @@ for _path in (ROOT / "include", ROOT):  # run as a plain script from a checkout,
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from hive_metastore import ThriftHiveMetastore as Hive4Metastore  # noqa: E402
+from hive_metastore import ttypes as hive4  # noqa: E402
 from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore  # noqa: E402
 from hmsclient.genthrift.hive_metastore import ttypes as hive  # noqa: E402
 from sqlalchemy import create_engine, func, select  # noqa: E402
 from thrift.protocol import TBinaryProtocol  # noqa: E402
 from thrift.transport import TSocket, TTransport  # noqa: E402
 
-from bench.hive_reference import HiveReferenceMetastore, hive_version, java_version  # noqa: E402
+from bench import hive_peers  # noqa: E402
+from bench.hive_reference import java_version  # noqa: E402
 from bench.interrupts import run_bench  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
 from hmsrepl.storage.local import local_path  # noqa: E402
@@ -78,13 +86,35 @@ PARQUET = (
 class Client:
     """hmsclient's generated Hive 2.x client on one kept-open connection, as Spark keeps its connection."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, hive3_insert: bool = False) -> None:
+        """``hive3_insert``: the server reads Hive 3+'s ``InsertEventRequestData`` (a stock 3.1 or 4.x)."""
         sock = TSocket.TSocket("127.0.0.1", port)
         sock.setTimeout(CLIENT_TIMEOUT_MS)
         self.transport = TTransport.TBufferedTransport(sock)
-        self.hms = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocolAccelerated(self.transport))
+        protocol = TBinaryProtocol.TBinaryProtocolAccelerated(self.transport)
+        self.hms = ThriftHiveMetastore.Client(protocol)
+        self.hive4 = Hive4Metastore.Client(protocol) if hive3_insert else None
         self.transport.open()
         self.hms.set_ugi("hive", [])
+
+    def fire_insert(self, table: str, values: list[str], files: list[str]) -> None:
+        """The INSERT notification of ``files`` added to partition ``values``, in the server's IDL. Hive 3+
+        also gets one empty checksum per file, as Hive's own client sends on a file system without them
+        (3.1's listener fails on a file without one)."""
+        if self.hive4 is None:
+            data = hive.InsertEventRequestData(filesAdded=files)
+            idl, hms = hive, self.hms
+        else:
+            data = hive4.InsertEventRequestData(filesAdded=files, filesAddedChecksum=[""] * len(files))
+            idl, hms = hive4, self.hive4
+        request = idl.FireEventRequest(
+            successful=True,
+            data=idl.FireEventRequestData(insertData=data),
+            dbName=DB_NAME,
+            tableName=table,
+            partitionVals=values,
+        )
+        hms.fire_listener_event(request)
 
     def close(self) -> None:
         self.transport.close()
@@ -129,7 +159,7 @@ def _table(name: str) -> Any:
 
 def _new_partition(client: Client, table: str) -> Any:
     """Add partition d=1 (the server places it under the table) and return it as stored."""
-    template = client.hms.get_table(DB_NAME, table).sd
+    template = client.hms.get_table_req(hive.GetTableRequest(dbName=DB_NAME, tblName=table)).table.sd
     part = hive.Partition(
         values=["1"],
         dbName=DB_NAME,
@@ -171,16 +201,7 @@ def append(server: Server, table: str, part: Any, name: str) -> tuple[float, flo
     Path(local_path(location), name).write_bytes(os.urandom(APPEND_BYTES))
     before = server.current_event() if server.current_event else 0
     start = time.perf_counter_ns()
-    request = hive.FireEventRequest(
-        successful=True,
-        data=hive.FireEventRequestData(
-            insertData=hive.InsertEventRequestData(filesAdded=[f"{location}/{name}"])
-        ),
-        dbName=DB_NAME,
-        tableName=table,
-        partitionVals=["1"],
-    )
-    server.client.hms.fire_listener_event(request)
+    server.client.fire_insert(table, ["1"], [f"{location}/{name}"])
     middle = time.perf_counter_ns()
     server.client.hms.alter_partition(DB_NAME, table, part)
     end = time.perf_counter_ns()
@@ -304,7 +325,8 @@ def print_table(servers: list[Server], scenarios: list[Scenario], repeats: int) 
     header = f"{'partition holds':>22} |"
     for server in servers:
         header += f" {server.label + ' alter':>17} | {'fire':>17} |"
-    header += f" {'ratio alter+fire':>16} | {'stored bytes':>12}"
+    ratios = [f"ours/{server.label.split()[1]} alter+fire" for server in servers[1:]] or ["ratio alter+fire"]
+    header += "".join(f" {r:>16} |" for r in ratios) + f" {'stored bytes':>12}"
     print(header)
     print(f"{'':>22} |" + f" {'median':>8} {'min':>8} | {'median':>8} {'min':>8} |" * len(servers))
     for scenario in scenarios:
@@ -314,8 +336,9 @@ def print_table(servers: list[Server], scenarios: list[Scenario], repeats: int) 
             got = server.samples[scenario.label]
             line += f" {_fmt(got['alter'])} | {_fmt(got['fire'])} |"
             totals.append(statistics.median(a + f for a, f in zip(got["alter"], got["fire"], strict=True)))
-        ratio = f"{totals[0] / totals[1]:.2f}x" if len(totals) > 1 else "-"
-        line += f" {ratio:>16} | {statistics.median(servers[0].samples[scenario.label]['bytes']):>12,.0f}"
+        shown = [f"{totals[0] / total:.2f}x" for total in totals[1:]] or ["-"]
+        line += "".join(f" {ratio:>{len(name)}} |" for ratio, name in zip(shown, ratios, strict=True))
+        line += f" {statistics.median(servers[0].samples[scenario.label]['bytes']):>12,.0f}"
         print(line)
 
 
@@ -341,8 +364,8 @@ def _db_probes(db_url: str) -> tuple[Callable[[int], int], Callable[[], int]]:
 
 
 @contextmanager
-def _connected(label: str, port: int) -> Iterator[Client]:
-    client = Client(port)
+def _connected(label: str, port: int, hive3_insert: bool = False) -> Iterator[Client]:
+    client = Client(port, hive3_insert)
     try:
         yield client
     finally:
@@ -358,9 +381,7 @@ def run(args: argparse.Namespace) -> None:
     ]
     with ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-append-")))
-        hive_ref = None
-        if not args.no_hive_baseline:
-            hive_ref = stack.enter_context(HiveReferenceMetastore(root / "hive"))  # boots while we prepare
+        peers = stack.enter_context(hive_peers.started(args.hive, root))  # they boot while we prepare
         pool = root / "pool"
         start = time.perf_counter()
         make_pool(pool, max(args.small, default=0), max(args.big, default=0), args.big_mib)
@@ -375,13 +396,16 @@ def run(args: argparse.Namespace) -> None:
                 f"ours ({args.backend})", stack.enter_context(_connected("ours", proc.port)), stored, current
             )
         ]
-        if hive_ref is not None:
-            hive_ref.wait_ready()
-            label = f"hive {hive_version()}"
-            servers.append(Server(label, stack.enter_context(_connected(label, hive_ref.port))))
+        for peer in peers:
+            peer.wait_ready()
+            hive3_insert = peer.version != hive_peers.PYSPARK_HIVE
+            connected = _connected(peer.label, peer.port, hive3_insert)
+            servers.append(Server(peer.label, stack.enter_context(connected)))
         print(
             f"python {sys.version.split()[0]}, {java_version()}, {os.cpu_count()} cpus, ours on {args.backend}"
         )
+        for peer in peers:
+            print(f"{peer.label}: {peer.describe()}")
         for server in servers:
             server.client.hms.create_database(
                 hive.Database(name=DB_NAME, description="append bench", parameters={})
@@ -426,9 +450,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log-appends", type=_counts, default=[100, 1000], help="appends for log growth")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--no-hive-baseline", action="store_true", help="measure our server only")
+    parser.add_argument(
+        "--hive",
+        type=hive_peers.versions,
+        default=(hive_peers.PYSPARK_HIVE,),
+        help=f"stock metastores to run side by side, comma-separated, of {','.join(hive_peers.VERSIONS)}",
+    )
     parser.add_argument("--capture-files", type=int, default=0, help="then capture one partition of N files")
     parser.add_argument("--capture-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.no_hive_baseline:
+        args.hive = ()
     if args.repeats < 1 or args.big_mib < 1 or any(n < 0 for n in [*args.small, *args.big]):
         parser.error("--repeats and --big-mib must be at least 1, file counts not negative")
     return args

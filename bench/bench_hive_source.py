@@ -26,14 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "include"), str(REPO)]
 
-from bench.hive_reference import (  # noqa: E402
-    LISTENER_CLASS,
-    LISTENER_SETTING,
-    HiveReferenceMetastore,
-    compile_notification_listener,
-    hive_version,
-    java_version,
-)
+from bench import hive_peers  # noqa: E402
+from bench.hive_reference import HiveReferenceMetastore, java_version  # noqa: E402
 from hmsrepl.config import MetastoreConfig  # noqa: E402
 from hmsrepl.hive_source.source import StockHiveSource  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
@@ -41,7 +35,6 @@ from hmsrepl.metastore.model import Database, FieldSchema, Partition, StorageDes
 from hmsrepl.replication.commands import parse_command  # noqa: E402
 from hmsrepl.replication.dump import DumpEngine  # noqa: E402
 from hmsrepl.thrift.convert import database_to_thrift, partition_to_thrift, table_to_thrift  # noqa: E402
-from tests.peers import hive_metastore  # noqa: E402
 
 DB = "bench"
 
@@ -123,20 +116,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--hive", choices=["2.3.10", *hive_metastore.RELEASES], default="2.3.10")
+    parser.add_argument("--hive", choices=hive_peers.VERSIONS, default=hive_peers.PYSPARK_HIVE)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hive-source-") as tmp:
         root = Path(tmp)
-        if args.hive == "2.3.10":
-            classes = compile_notification_listener(root / "listener")
-            properties = {LISTENER_SETTING: LISTENER_CLASS}
-            metastore = HiveReferenceMetastore(
-                root / "hive", properties=properties, classpath=(str(classes),)
-            )
-            version = f"{hive_version()}; {java_version()}"
-        else:
-            metastore = hive_metastore.metastore(hive_metastore.RELEASES[args.hive], root / "hive")
-            version = f"{args.hive}; {metastore.java}"
+        metastore = hive_peers.stock_metastore(args.hive, root / "hive", notification_log=True)
+        version = f"{args.hive}; {java_version(metastore.java)}"
         with metastore as hive:
             hive.wait_ready(timeout=180)
             add_stock = build_stock(hive, args.partitions)

@@ -1,4 +1,4 @@
-"""Latency of our Thrift metastore next to the real Hive Metastore 2.3.10, as a Python HMS client sees it.
+"""Latency of our Thrift metastore next to stock Hive Metastores (2.3.10, and 3.1.3 or 4.2.0 on request).
 
 Spark and every other HMS client reach the catalog over Thrift, so per-call latency is what users feel:
 get_table on every query, get_partitions / get_partition_names when planning a partitioned scan, and one
@@ -8,17 +8,20 @@ are noisy, so both servers are measured in the same run, call by call interleave
 goes first), and only ratios are compared.
 
 Run:  python bench/bench_thrift_latency.py [--partitions 1000] [--iterations 200] [--no-hive-baseline]
-                                           [--backend sqlite|postgres] [--profile]
+                                           [--hive 2.3.10,4.2.0] [--backend sqlite|postgres] [--profile]
 
 * ours: ``python -m hmsrepl.cli metastore serve`` in a subprocess on a throwaway database (a SQLite file in a
   temporary directory, or a PostgreSQL database created and dropped on 127.0.0.1:5432);
-* Hive: the HiveMetaStore in pyspark's jars on Derby (bench/hive_reference.py), killed with its process
-  group at the end, also on Ctrl-C and errors.
+* Hive: each ``--hive`` version (default 2.3.10, the HiveMetaStore in pyspark's jars; 3.1.3 and 4.2.0 from
+  Maven Central with their DbNotificationListener) on Derby (bench/hive_peers.py), side by side in the same
+  run, each killed with its process group at the end, also on Ctrl-C and errors.
 
-Both are called through the same client: hmsclient's generated Hive 2.x client over thrift's
+All are called through the same client: hmsclient's generated Hive 2.x client over thrift's
 TBinaryProtocolAccelerated (C extension) when it is built, else the pure-Python TBinaryProtocol; the
-environment block says which. ``--profile`` then profiles our server's get_partitions in-process (database
-read, struct conversion, Cython encoding) to show where its time goes.
+environment block says which. Hive 4.2 no longer answers ``get_table``: when a server refuses it,
+every server's table read is timed as ``get_table_req`` instead (the table says so). ``--profile`` then
+profiles our server's get_partitions in-process (database read, struct conversion, Cython encoding) to
+show where its time goes.
 
 Prints a table and exits 0; exits non-zero with a message when a server cannot be started or a call fails.
 The figures inform, they do not gate.
@@ -52,9 +55,10 @@ for _path in (ROOT / "include", ROOT):  # run as a plain script from a checkout,
 from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore  # noqa: E402
 from hmsclient.genthrift.hive_metastore import ttypes as hive  # noqa: E402
 from thrift.protocol import TBinaryProtocol  # noqa: E402
+from thrift.Thrift import TApplicationException  # noqa: E402
 from thrift.transport import TSocket, TTransport  # noqa: E402
 
-from bench.hive_reference import HiveReferenceMetastore, hive_version, java_version  # noqa: E402
+from bench import hive_peers  # noqa: E402
 from bench.interrupts import run_bench  # noqa: E402
 from tests.backends import temporary_database  # noqa: E402
 from tests.servers import metastore_server  # noqa: E402
@@ -285,7 +289,7 @@ def our_server_protocol() -> str:
         return f"{described} [imported by the module; wiring not verified: {exc.__class__.__name__}]"
 
 
-def print_environment(args: argparse.Namespace, backend_url: str) -> None:
+def print_environment(args: argparse.Namespace, backend_url: str, peers: list[hive_peers.StockPeer]) -> None:
     import thrift
     import thriftpy2
 
@@ -308,8 +312,8 @@ def print_environment(args: argparse.Namespace, backend_url: str) -> None:
         f"  ours             hmsrepl {__version__}, thriftpy2 {thriftpy2.__version__}: {our_server_protocol()}"
     )
     print(f"  ours backend     {args.backend} ({backend_url.split('@')[-1]})")
-    if not args.no_hive_baseline:
-        print(f"  hive baseline    Hive Metastore {hive_version()} on Derby, {java_version()}")
+    for peer in peers:
+        print(f"  {peer.label:<17}{peer.describe()}")
     print(f"  workload         {args.partitions} partitions (dt, hr), {len(COLUMNS)} columns, parquet serde")
     print(
         f"  sampling         {args.warmup} warm-up calls, then {args.iterations} interleaved calls per figure"
@@ -327,10 +331,10 @@ def lock_unlock(client: Client) -> None:
     client.hms.unlock(hive.UnlockRequest(lockid=response.lockid))
 
 
-def print_table(servers: list[Server], partitions: int, iterations: int) -> None:
+def print_table(servers: list[Server], partitions: int, iterations: int, get_table: str) -> None:
     rows: list[tuple[str, list[float]]] = []
     for figure in (
-        "get_table",
+        get_table,
         f"get_partitions({partitions})",
         f"get_partition_names({partitions})",
         "lock+unlock",
@@ -348,15 +352,14 @@ def print_table(servers: list[Server], partitions: int, iterations: int) -> None
     rows.append((f"add_partitions({partitions}), one call (s)", [s.add_seconds for s in servers]))
     width = max(len(name) for name, _ in rows) + 2
     header = f"{'figure':<{width}}" + "".join(f"{s.label:>20}" for s in servers)
-    if len(servers) == 2:
-        header += f"{'ours/hive':>12}"
+    header += "".join(f"{'ours/' + s.label.split()[1]:>14}" for s in servers[1:])  # one ratio per peer
     print(header)
     print("-" * len(header))
     for name, values in rows:
         line = f"{name:<{width}}" + "".join(f"{v:>20.3f}" for v in values)
-        if len(servers) == 2:
-            ratio = values[0] / values[1] if values[1] > 0 else float("nan")  # nan: not measured there
-            line += f"{ratio:>11.2f}x"
+        for value in values[1:]:
+            ratio = values[0] / value if value > 0 else float("nan")  # nan: not measured there
+            line += f"{ratio:>13.2f}x"
         print(line)
     print()
     print(
@@ -528,22 +531,41 @@ def _connected(label: str, port: int) -> Iterator[Server]:
         client.close()
 
 
+def table_read(servers: list[Server]) -> tuple[str, Callable[[Client], Any]]:
+    """The figure's name and the call that reads the table on every server: ``get_table``, or
+    ``get_table_req`` (which all answer) when one of them no longer answers the old form (Hive 4)."""
+    refusing = []
+    for server in servers:
+        try:
+            server.client.hms.get_table(DB_NAME, TABLE)
+        except TApplicationException as exc:
+            if exc.type != TApplicationException.UNKNOWN_METHOD:
+                raise
+            refusing.append(server.label)
+    if not refusing:
+        return "get_table", lambda c: c.hms.get_table(DB_NAME, TABLE)
+    print(
+        f"note: {', '.join(refusing)} answered get_table with 'Invalid method name': every server's "
+        "table read is timed as get_table_req"
+    )
+    request = hive.GetTableRequest(dbName=DB_NAME, tblName=TABLE)
+    return "get_table_req", lambda c: c.hms.get_table_req(request)
+
+
 def run(args: argparse.Namespace) -> None:
     with ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-thrift-")))
-        hive_ref = None
-        if not args.no_hive_baseline:
-            # Launch the JVM first: it boots while our server starts.
-            hive_ref = stack.enter_context(HiveReferenceMetastore(root / "hive"))
+        # Launch the JVMs first: they boot while our server starts.
+        peers = stack.enter_context(hive_peers.started(args.hive, root))
         ours_root = root / "ours"
         ours_root.mkdir()
         db_url = stack.enter_context(temporary_database(args.backend, str(ours_root)))
-        print_environment(args, db_url)
+        print_environment(args, db_url, peers)
         ours_proc = stack.enter_context(metastore_server(ours_root, db_url))
         servers = [stack.enter_context(_connected(f"ours ({args.backend})", ours_proc.port))]
-        if hive_ref is not None:
-            hive_ref.wait_ready()
-            servers.append(stack.enter_context(_connected(f"hive {hive_version()} (derby)", hive_ref.port)))
+        for peer in peers:
+            peer.wait_ready()
+            servers.append(stack.enter_context(_connected(f"{peer.label} (derby)", peer.port)))
 
         for server in servers:
             prepare(server)
@@ -552,7 +574,8 @@ def run(args: argparse.Namespace) -> None:
         check_same_answers(servers, args.partitions)
 
         n = args.partitions
-        measure(servers, "get_table", lambda c: c.hms.get_table(DB_NAME, TABLE), args.iterations, args.warmup)
+        get_table, read_table = table_read(servers)
+        measure(servers, get_table, read_table, args.iterations, args.warmup)
         measure(
             servers,
             f"get_partitions({n})",
@@ -576,7 +599,7 @@ def run(args: argparse.Namespace) -> None:
             except Exception as exc:
                 print(f"lock+unlock on {server.label} failed, not measured: {exc}")
         measure(lockable, "lock+unlock", lock_unlock, args.iterations, args.warmup)
-        print_table(servers, n, args.iterations)
+        print_table(servers, n, args.iterations, get_table)
         if args.profile:
             print()
             profile_get_partitions(db_url, ours_root)
@@ -589,8 +612,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls per figure and server first")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--no-hive-baseline", action="store_true", help="measure our server only")
+    parser.add_argument(
+        "--hive",
+        type=hive_peers.versions,
+        default=(hive_peers.PYSPARK_HIVE,),
+        help=f"stock metastores to run side by side, comma-separated, of {','.join(hive_peers.VERSIONS)}",
+    )
     parser.add_argument("--profile", action="store_true", help="then profile our get_partitions in-process")
     args = parser.parse_args(argv)
+    if args.no_hive_baseline:
+        args.hive = ()
     if args.partitions < 1 or args.iterations < 1 or args.warmup < 0:
         parser.error("--partitions and --iterations must be at least 1, --warmup at least 0")
     if args.partitions > 32767:

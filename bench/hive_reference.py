@@ -44,10 +44,10 @@ def hive_version() -> str:
     return jar.name.removeprefix("hive-metastore-").removesuffix(".jar")
 
 
-def java_version() -> str:
+def java_version(java: str = "java") -> str:
     """First line of ``java -version``, to print with benchmark figures (JIT and GC differ by release)."""
     try:
-        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30, check=False)
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unavailable ({exc})"
     lines = (out.stderr or out.stdout).strip().splitlines()
