@@ -40,7 +40,6 @@ import statistics
 import sys
 import tempfile
 import time
-import types
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -269,24 +268,12 @@ def _describe_factory(factory: Any) -> str:
 
 
 def our_server_protocol() -> str:
-    """Which protocol and transport factories our MetastoreServer really wires in, and whether they are compiled.
+    """Which protocol our server's workers decode and encode with, and whether it is compiled: the classes the
+    server and its front end take, read from their modules (the server process runs this same package)."""
+    from hmsrepl.thrift import frontend, server
 
-    The server process runs this same interpreter and package, so building a MetastoreServer here (it binds
-    nothing until serve) shows what the subprocess uses. Should the constructor need more than a stub, the
-    factory classes its module imports are reported instead, marked as such.
-    """
-    from hmsrepl.thrift import server as server_module
-
-    try:
-        stub = types.SimpleNamespace(catalog=None, config=types.SimpleNamespace(cache_enabled=False))
-        built = server_module.MetastoreServer(stub, port=0)  # type: ignore[arg-type]
-        factories = (built.server.iprot_factory, built.server.itrans_factory)
-        return ", ".join(_describe_factory(f) for f in factories)
-    except Exception as exc:  # report rather than fail: the latency figures still stand
-        names = ("TCyBinaryProtocolFactory", "TCyBufferedTransportFactory")
-        found = [getattr(server_module, n) for n in names if hasattr(server_module, n)]
-        described = ", ".join(_describe_factory(f) for f in found) or "unknown"
-        return f"{described} [imported by the module; wiring not verified: {exc.__class__.__name__}]"
+    found = {getattr(module, "TCyBinaryProtocol", None) for module in (server, frontend)} - {None}
+    return ", ".join(_describe_factory(cls) for cls in found) or "unknown"
 
 
 def print_environment(args: argparse.Namespace, backend_url: str, peers: list[hive_peers.StockPeer]) -> None:
