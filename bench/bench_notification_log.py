@@ -71,6 +71,7 @@ class Row:
     target: str = ""
     passed: bool | None = None
     median_rate: float | None = None  # when rounds were timed separately; else events / seconds
+    cpu_seconds: float | None = None  # this process's CPU time: steadier than wall time on a loaded machine
 
     @property
     def rate(self) -> float:
@@ -127,13 +128,20 @@ def sample_events(first: int, count: int, location_root: str) -> list[PendingEve
 
 
 def timed(action: Callable[[], object]) -> float:
-    start = time.perf_counter()
+    return timed_with_cpu(action)[0]
+
+
+def timed_with_cpu(action: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, this process's CPU seconds) of ``action``."""
+    start, cpu = time.perf_counter(), time.process_time()
     action()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-def median_of(repeats: int, action: Callable[[], object]) -> float:
-    return statistics.median(timed(action) for _ in range(repeats))
+def median_of(repeats: int, action: Callable[[], object]) -> tuple[float, float]:
+    """The median wall and the median CPU seconds of ``repeats`` runs of ``action``."""
+    runs = [timed_with_cpu(action) for _ in range(repeats)]
+    return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
 @dataclass
@@ -164,13 +172,15 @@ class BackendRun:
         catalog = self.store.catalog
         catalog.create_database(Database(name=BENCH_DB))
         tables = [sample_table(number) for number in range(self.catalog_writes)]
-        seconds = timed(lambda: [catalog.create_table(table) for table in tables])
+        seconds, cpu = timed_with_cpu(lambda: [catalog.create_table(table) for table in tables])
         counter = StatementCounter(self.store.engine)
         with counter.counting() as counts:
             catalog.create_table(sample_table(self.catalog_writes + FETCH_TARGET_EVENTS * 10))
         counter.close()
         self.counts.append(("catalog.create_table, per call", counts, 1))
-        return Row(self.backend, "append: catalog.create_table, 1 event/txn", len(tables), seconds)
+        return Row(
+            self.backend, "append: catalog.create_table, 1 event/txn", len(tables), seconds, cpu_seconds=cpu
+        )
 
     def batched_appends(self, batch_size: int, count: int, first: int) -> Row:
         """``count`` events in transactions of ``batch_size``, timed in rounds; the median round counts."""
@@ -218,7 +228,7 @@ class BackendRun:
             (f"fetch: next_events(0, {self.events:,})", lambda: log.next_events(0, self.events)),
             (f"fetch: pages of {PAGE_SIZE:,}", self.fetch_pages),
         ):
-            seconds = median_of(self.repeats, action)
+            seconds, cpu = median_of(self.repeats, action)
             rate = self.events / seconds
             yield Row(
                 self.backend,
@@ -227,6 +237,7 @@ class BackendRun:
                 seconds,
                 target,
                 rate >= FETCH_TARGET_EVENTS / FETCH_TARGET_SECONDS,
+                cpu_seconds=cpu,
             )
 
     def fetch_pages(self) -> int:
@@ -258,13 +269,14 @@ def run_backend(
 
 
 def print_table(rows: list[Row]) -> None:
-    header = ("backend", "measurement", "events", "seconds", "events/s", "target", "result")
+    header = ("backend", "measurement", "events", "seconds", "CPU s", "events/s", "target", "result")
     lines = [
         (
             row.backend,
             row.measurement,
             f"{row.events:,}",
             f"{row.seconds:.3f}",
+            "-" if row.cpu_seconds is None else f"{row.cpu_seconds:.3f}",
             f"{row.rate:,.0f}",
             row.target or "-",
             "-" if row.passed is None else ("PASS" if row.passed else "FAIL"),
@@ -272,7 +284,7 @@ def print_table(rows: list[Row]) -> None:
         for row in rows
     ]
     widths = [max(len(line[col]) for line in [header, *lines]) for col in range(len(header))]
-    numeric = {2, 3, 4}
+    numeric = {2, 3, 4, 5}
 
     def fmt(line: tuple[str, ...]) -> str:
         cells = [
@@ -288,13 +300,24 @@ def print_table(rows: list[Row]) -> None:
 
 
 def side_by_side(rows: list[Row], backends: list[str]) -> None:
-    """Each measurement's rate on every backend, with the ratio to SQLite's (times slower)."""
+    """Each measurement's rate on every backend, with the ratio to SQLite's (times slower), then the CPU
+    seconds the client spent (its own work, which load on a shared machine disturbs less than wall time)."""
     measurements = list(dict.fromkeys(row.measurement for row in rows))
     grid = []
     for measurement in measurements:
         rates = {row.backend: row.rate for row in rows if row.measurement == measurement}
         grid.append((f"{measurement}, events/s", versus_sqlite(rates, higher_is_better=True, fmt=",.0f")))
     print_grid("side by side (ratio: times slower than SQLite)", grid, backends)
+    cpu_grid = []
+    for measurement in measurements:
+        cpus = {
+            row.backend: row.cpu_seconds
+            for row in rows
+            if row.measurement == measurement and row.cpu_seconds is not None
+        }
+        if cpus:
+            cpu_grid.append((f"{measurement}, CPU s", versus_sqlite(cpus, higher_is_better=False, fmt=".3f")))
+    print_grid("CPU seconds of this process, side by side", cpu_grid, backends)
 
 
 def main(argv: list[str] | None = None) -> int:

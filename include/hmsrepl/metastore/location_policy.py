@@ -27,8 +27,20 @@ import os
 import posixpath
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, literal, make_url, or_, select, union_all
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Connection,
+    and_,
+    bindparam,
+    literal,
+    make_url,
+    or_,
+    select,
+    union_all,
+)
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import InvalidObjectError, MetastoreError
@@ -120,28 +132,49 @@ class LocationPolicy:
             )
 
     def check_table(
-        self, conn: Connection, name: str, uri: str | None, *, managed: bool, table_id: int | None = None
+        self,
+        conn: Connection,
+        name: str,
+        uri: str | None,
+        *,
+        managed: bool,
+        table_id: int | None = None,
+        around: Surroundings | None = None,
     ) -> str | None:
         """Refuse a table location that is not the table's own; returns the location's lookup key (to store
-        beside it: the location is resolved once)."""
+        beside it: the location is resolved once). ``around``: a read around a new table's location made
+        already (``read_around_table``), used when it was made for this very location."""
         what = f"table '{name}'"
         if not uri:
             return None  # views have no location
         loc = self._usable(what, uri)
+        occupants = around.occupants if around is not None and around.location == loc else None
         self._check_object(
-            conn, what, uri, loc, managed=managed, skip_table_id=table_id, with_partitions=False
+            conn,
+            what,
+            uri,
+            loc,
+            managed=managed,
+            skip_table_id=table_id,
+            with_partitions=False,
+            occupants=occupants,
         )
         return key_of(loc)
 
     def check_tables(
-        self, conn: Connection, tables: Sequence[tuple[str, str | None, bool]]
+        self,
+        conn: Connection,
+        tables: Sequence[tuple[str, str | None, bool]],
+        *,
+        around: Surroundings | None = None,
     ) -> list[str | None]:
         """``check_table`` for new tables (qualified name, location, managed) created together, in one read of
         what lies around all their locations (a replication load's batch creates hundreds), each compared
-        with those before it in ``tables`` too, as creating them one by one would. Returns their keys."""
+        with those before it in ``tables`` too, as creating them one by one would. Returns their keys.
+        ``around``: for one table, the read made already around its location (``check_table``)."""
         if len(tables) == 1:
             name, uri, managed = tables[0]
-            return [self.check_table(conn, name, uri, managed=managed)]
+            return [self.check_table(conn, name, uri, managed=managed, around=around)]
         locs = [self._usable(f"table '{name}'", uri) if uri else None for name, uri, _ in tables]
         around = _occupants_of_many(
             conn,
@@ -461,6 +494,7 @@ _DATABASES_AND_TABLES = union_all(
         dbs.c.name != bindparam("skip_db"),
     ),
 )
+_FLAG = "flag"  # the kind of ``around_table_query``'s extra row
 _PARTITIONS = (
     select(partitions.c.tbl_id, partitions.c.part_name, partitions.c.location, tbls.c.tbl_name, dbs.c.name)
     .join(tbls, tbls.c.tbl_id == partitions.c.tbl_id)
@@ -579,34 +613,78 @@ def find_occupants(
     (``with_partitions=False``): a partition inside its own table's directory overlaps another object only if
     its table does, and one outside it was compared with everything when it was added.
     """
-    inside = key_of(loc)
-    params = {
-        "inside_from": inside,
-        "inside_to": key_range_end(inside),
-        "above": sorted({key_of(ancestor) for ancestor in loc.ancestors()}) if above else [],
-        "skip_tbl": -1 if skip_table_id is None else skip_table_id,  # ids are positive, names never empty
-        "skip_db": "" if skip_db is None else skip_db,
-    }
-    out: list[Occupant] = []
-
-    def consider(kind: str, name: str, stored: str | None) -> None:
-        other = canonical_or_none(stored)
-        if other is not None and other.overlaps(loc):
-            out.append(Occupant(kind, name, other, other.is_within(loc)))
-
-    rows = conn.execute(_DATABASES_AND_TABLES, params).all()
-    for row in rows:
-        if row.kind == "database" and row.name != skip_db:
-            stored = loads(row.stored)  # stored by the catalog
-            consider("database", row.name, stored.get("location_uri"))
-            consider("database", row.name, stored.get("managed_location_uri"))  # Hive 4's, when set
-    for row in rows:
-        if row.kind == "table":
-            consider("table", f"{row.db_name}.{row.name}", row.stored)
+    params = _find_params(loc)
+    if not above:
+        params["above"] = []
+    if skip_table_id is not None:
+        params["skip_tbl"] = skip_table_id
+    if skip_db is not None:
+        params["skip_db"] = skip_db
+    out = _overlapping_rows(conn.execute(_DATABASES_AND_TABLES, params).all(), loc, skip_db)
     if not with_partitions:
         return out
     skip_tbl, skip_names = skip_partitions or (None, ())
     for row in conn.execute(_PARTITIONS, params):
         if not (row.tbl_id == skip_tbl and row.part_name in skip_names):
-            consider("partition", f"{row.name}.{row.tbl_name}/{row.part_name}", row.location)
+            _consider(out, loc, "partition", f"{row.name}.{row.tbl_name}/{row.part_name}", row.location)
     return out
+
+
+def _find_params(loc: Location) -> dict[str, object]:
+    """The bounds of ``find_occupants``' statements for ``loc``, nothing skipped (ids are positive, names
+    never empty)."""
+    inside = key_of(loc)
+    return {
+        "inside_from": inside,
+        "inside_to": key_range_end(inside),
+        "above": sorted({key_of(ancestor) for ancestor in loc.ancestors()}),
+        "skip_tbl": -1,
+        "skip_db": "",
+    }
+
+
+def _overlapping_rows(rows: Iterable[Any], loc: Location, skip_db: str | None) -> list[Occupant]:
+    """The databases and tables among ``_DATABASES_AND_TABLES``' rows whose location overlaps ``loc``."""
+    out: list[Occupant] = []
+    for row in rows:
+        if row.kind == "database" and row.name != skip_db:
+            stored = loads(row.stored)  # stored by the catalog
+            _consider(out, loc, "database", row.name, stored.get("location_uri"))
+            _consider(out, loc, "database", row.name, stored.get("managed_location_uri"))  # Hive 4's
+    for row in rows:
+        if row.kind == "table":
+            _consider(out, loc, "table", f"{row.db_name}.{row.name}", row.stored)
+    return out
+
+
+def _consider(out: list[Occupant], loc: Location, kind: str, name: str, stored: str | None) -> None:
+    other = canonical_or_none(stored)
+    if other is not None and other.overlaps(loc):
+        out.append(Occupant(kind, name, other, other.is_within(loc)))
+
+
+@dataclass(frozen=True)
+class Surroundings:
+    """What one read around a new table's location found (``read_around_table``)."""
+
+    location: Location
+    occupants: list[Occupant]
+    database_docs: dict[str, str]  # every database's stored document, by name: the read holds them all
+    flagged: bool  # whether the caller's condition held
+
+
+def around_table_query(flag: ColumnElement[bool]) -> CompoundSelect:
+    """The statement of ``read_around_table``: ``find_occupants``' read for a new table, plus one row when
+    ``flag`` holds (a create asks whether file intents are pending in it: no statement of its own)."""
+    flag_row = select(literal(_FLAG), literal(""), literal(""), literal("")).where(flag)
+    return union_all(*_DATABASES_AND_TABLES.selects, flag_row)
+
+
+def read_around_table(conn: Connection, loc: Location, query: CompoundSelect) -> Surroundings:
+    """The objects around a new managed table's location ``loc``, every database's document and the flag of
+    ``query`` (``around_table_query``), in one statement: a single create reads its database and checks its
+    location in one round trip (``LocationPolicy.check_table``'s ``around``)."""
+    rows = conn.execute(query, _find_params(loc)).all()
+    docs = {row.name: row.stored for row in rows if row.kind == "database"}
+    flagged = any(row.kind == _FLAG for row in rows)
+    return Surroundings(loc, _overlapping_rows(rows, loc, None), docs, flagged)

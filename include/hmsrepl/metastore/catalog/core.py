@@ -14,6 +14,7 @@ from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, applied_
 from hmsrepl.metastore.capture import capture, capture_delta
 from hmsrepl.metastore.catalog.held import HeldRow, held_tables, hold_row
 from hmsrepl.metastore.catalog.rows import (
+    _AROUND_NEW_TABLE,
     _DB_DOC,
     _DB_DOC_AND_SETTLE,
     _DB_DOC_FOR_UPDATE,
@@ -28,9 +29,10 @@ from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.intents import FileIntents
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
-from hmsrepl.metastore.location_policy import LocationPolicy
+from hmsrepl.metastore.location_policy import LocationPolicy, Surroundings, read_around_table
+from hmsrepl.metastore.locations import canonical_or_none
 from hmsrepl.metastore.messages import DataChange
-from hmsrepl.metastore.model import Database, Table
+from hmsrepl.metastore.model import Database, Table, TableType
 from hmsrepl.metastore.placement import Placement
 from hmsrepl.metastore.protection import check_params
 from hmsrepl.metastore.schema import data_files, partitions, tbls
@@ -63,6 +65,9 @@ class CatalogCore:
         self.locations = policy or LocationPolicy(
             warehouse, protected=[("HMSREPL_CMROOT", cm.cmroot), ("HMSREPL_TRASH_ROOT", trash_root)]
         )
+        # The databases as a create last read them, by name: where their new tables go by default is then
+        # known before the read (``load_db_to_create_table_in``). A stale entry costs a read, never a check.
+        self._last_read: dict[str, Database] = {}
 
     @classmethod
     def for_config(cls, events: EventLog, cm: ChangeManager, config: MetastoreConfig) -> CatalogCore:
@@ -134,6 +139,42 @@ class CatalogCore:
         if row is None:
             raise NoSuchDatabaseError(name)
         return Database.model_validate_json(row.doc), bool(row.settle)
+
+    def load_db_to_create_table_in(
+        self, conn: Connection, name: str, table: Table
+    ) -> tuple[Database, bool, Surroundings | None]:
+        """``load_db_to_create_in`` for one new table, and for a managed one the read around its location
+        (``LocationPolicy.check_table``'s ``around``) in the same statement: one round trip instead of two.
+
+        That needs the location before the database is read: the table's own, or its default place below
+        the database's directory as last read here. When the database moved since, ``around`` is for another
+        place than the table's, and the check reads again: a stale guess costs a statement, never a check.
+        """
+        held = self.held_databases(conn)
+        guessed = self._last_read.get(name)
+        uri = table.sd.location or (
+            self.default_table_location(guessed, table) if guessed is not None else None
+        )
+        loc = canonical_or_none(uri) if uri and table.is_managed else None
+        if loc is None or (held is not None and name in held):
+            db, any_pending = self.load_db_to_create_in(conn, name)
+            around = None
+        else:
+            around = read_around_table(conn, loc, _AROUND_NEW_TABLE)
+            doc = around.database_docs.get(name)
+            if doc is None:
+                raise NoSuchDatabaseError(name)
+            db, any_pending = Database.model_validate_json(doc), around.flagged
+        self._last_read[name] = db
+        return db, any_pending, around
+
+    def default_table_location(self, db: Database, table: Table) -> str | None:
+        """Where ``table`` goes in ``db`` when the client names no location (views have none)."""
+        if table.table_type == TableType.VIRTUAL_VIEW:
+            return None
+        return join_uri(
+            db.table_root(table.is_managed) or self.default_db_location(db.name), table.table_name
+        )
 
     def held_databases(self, conn: Connection) -> dict[str, Database] | None:
         """The database rows this thread's open transaction on ``conn`` holds locked FOR UPDATE, by name.

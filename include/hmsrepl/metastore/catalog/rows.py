@@ -15,6 +15,7 @@ from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.capture import still_recorded
 from hmsrepl.metastore.intents import ANY_SETTLE_CANDIDATE
 from hmsrepl.metastore.listings import FileRecord
+from hmsrepl.metastore.location_policy import around_table_query
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.payloads import (
     DatabaseSnapshot,
@@ -42,6 +43,9 @@ _DB_DOC = select(dbs.c.doc).where(dbs.c.name == bindparam("db_name"))
 _DB_DOC_AND_SETTLE = select(dbs.c.doc, ANY_SETTLE_CANDIDATE.label("settle")).where(
     dbs.c.name == bindparam("db_name")
 )
+# For one new managed table whose location is known before its database is read: the location check's read
+# and the pending intents, the database's row among the others the check reads (``read_around_table``).
+_AROUND_NEW_TABLE = around_table_query(ANY_SETTLE_CANDIDATE)
 # Locked by primary key only: a lock taken through the unique name index first holds that index entry while
 # it waits for the row, which MariaDB turns into a deadlock with a writer holding the row (the locker loses).
 _DB_DOC_FOR_UPDATE = select(dbs.c.doc).where(dbs.c.db_id == bindparam("db_id")).with_for_update()

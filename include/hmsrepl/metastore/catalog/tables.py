@@ -40,7 +40,7 @@ from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.locations import location_key
 from hmsrepl.metastore.messages import DataChange
-from hmsrepl.metastore.model import Partition, Table, TableType
+from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.moves import move_directory
 from hmsrepl.metastore.names import check_identifier
 from hmsrepl.metastore.partition_pages import Charges, page_cost
@@ -117,21 +117,22 @@ class TableCatalog(CatalogFamily):
         now = int(time.time())
         prepared: list[Table] = []
         with self.events.reader() as conn:  # the database and the location checks: one connection
-            db, any_pending = self.core.load_db_to_create_in(conn, db_name)
+            around = None
+            if len(tables) == 1:  # and its location's surroundings, read together
+                db, any_pending, around = self.core.load_db_to_create_table_in(conn, db_name, tables[0])
+            else:
+                db, any_pending = self.core.load_db_to_create_in(conn, db_name)
             self.core.refuse_protected(db)  # protected replica: refused before any file work
             for table in tables:
-                if table.table_type != TableType.VIRTUAL_VIEW and not table.sd.location:
-                    default = join_uri(
-                        db.table_root(table.is_managed) or self.core.default_db_location(db.name),
-                        table.table_name,
-                    )
+                default = None if table.sd.location else self.core.default_table_location(db, table)
+                if default is not None:
                     table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": default})})
                 _check_table(table)
                 prepared.append(
                     table.model_copy(update={"create_time": table.create_time or now, "write_id": 0})
                 )
             keys = self.locations.check_tables(
-                conn, [(t.qualified_name, t.sd.location, t.is_managed) for t in prepared]
+                conn, [(t.qualified_name, t.sd.location, t.is_managed) for t in prepared], around=around
             )
         what = f"table '{prepared[0].qualified_name}'" if len(prepared) == 1 else f"tables of '{db_name}'"
         self.intents.settle([t.sd.location for t in prepared], what, any_pending=any_pending)
