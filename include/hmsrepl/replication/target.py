@@ -398,26 +398,27 @@ class TargetWriter:
         published: dict[str, Published] = {}  # what new versions hold: the replica's events and record
         decided = self._decide(table, table_name, list(zip(names, mapped, strict=True)), existing, ids)
         in_place = table_name in self.in_place_tables and self.data.all_in_place(decided)
-        for write in decided:
-            name, part, current = write.name, write.part, write.current
-            location, done = self.data.location_for(
-                current.sd.location if current else None,
-                part.sd.location,
-                write.change,
-                write.source_location,
-                write.key,
-                write.what,
-                in_place=in_place,
-            )
-            if done is not None:
-                published[name] = done
-            part = part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
-            if current is None:
-                new_parts.append(part)
-            elif (done is not None and done.in_place) or _without_volatile(current) != _without_volatile(
-                part.model_copy(update={"write_id": current.write_id})
-            ):
-                changed.append(part)  # a file added in place changes no metadata, but is the replica's event
+        with self.data.page():  # the page's directories resolved once for all its partitions
+            for write in decided:
+                name, part, current = write.name, write.part, write.current
+                location, done = self.data.location_for(
+                    current.sd.location if current else None,
+                    part.sd.location,
+                    write.change,
+                    write.source_location,
+                    write.key,
+                    write.what,
+                    in_place=in_place,
+                )
+                if done is not None:
+                    published[name] = done
+                part = part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
+                if current is None:
+                    new_parts.append(part)
+                elif (done is not None and done.in_place) or _without_volatile(current) != _without_volatile(
+                    part.model_copy(update={"write_id": current.write_id})
+                ):
+                    changed.append(part)  # a file added in place changes no metadata, but is its event
 
         def applied(group: list[Partition]) -> list[AppliedFiles | None]:
             out: list[AppliedFiles | None] = []
