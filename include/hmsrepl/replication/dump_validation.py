@@ -985,7 +985,7 @@ class DumpValidator:
             return canonical
         place = self.place
         try:
-            mapped = canonical_uri(place.mapper.map(location))
+            mapped = canonical_uri(place.mapper.map_canonical(canonical))
         except (InvalidPathError, ValueError) as exc:
             raise self.fail(
                 where, f"location {show(location)} maps to no valid target location: {exc}"
