@@ -14,6 +14,9 @@ Derby, ``bench/hive_reference.py``) and read back over Thrift the way the import
 (``get_table``, ``get_partition_names``, ``get_partitions_by_names`` in pages of 500): what any HMS-to-HMS
 tool pays just to read the objects. Sizes above ``--hive-max`` partitions skip it (Derby fills slowly).
 
+Each phase's CPU seconds (user and system, from ``wait4``) are printed beside its wall time: on a machine
+shared with other work they compare two runs where wall time cannot.
+
 ``--profile dump`` (or ``load``) runs that phase under cProfile and prints the top 25 functions by
 cumulative time.
 
@@ -112,8 +115,9 @@ def run_phase(phase: str, url: str, target_url: str, root: Path, dump_dir: str, 
 
 def child(
     phase: str, url: str, target_url: str, root: Path, dump_dir: str, profile: bool
-) -> tuple[dict, float]:
-    """Run one phase in a fresh interpreter; (its JSON answer, its peak RSS in MB)."""
+) -> tuple[dict, float, float]:
+    """Run one phase in a fresh interpreter; (its JSON answer, its peak RSS in MB, its CPU seconds: user and
+    system, the figure that holds on a loaded machine)."""
     argv = [sys.executable, __file__, "--phase", phase, "--url", url, "--target-url", target_url]
     argv += ["--root", str(root), "--dump-dir", dump_dir] + (["--profile", phase] if profile else [])
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=os.environ.copy())
@@ -123,7 +127,8 @@ def child(
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{phase} failed (exit {proc.returncode})")
-    return json.loads(output.decode().strip().splitlines()[-1]), usage.ru_maxrss / 1024
+    cpu = usage.ru_utime + usage.ru_stime
+    return json.loads(output.decode().strip().splitlines()[-1]), usage.ru_maxrss / 1024, cpu
 
 
 def hive_floor(stack: ExitStack, root: Path, tables: int, partitions: int) -> float:
@@ -179,11 +184,13 @@ def bench_size(backend: str, tables: int, partitions: int, args: argparse.Namesp
         started = time.perf_counter()
         build_source(url, root, tables, partitions)
         print(f"  {label}: built in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
-        dumped, dump_rss = child("dump", url, target_url, root, "", args.profile == "dump")
-        loaded, load_rss = child("load", url, target_url, root, dumped["dump_dir"], args.profile == "load")
+        dumped, dump_rss, dump_cpu = child("dump", url, target_url, root, "", args.profile == "dump")
+        loaded, load_rss, load_cpu = child(
+            "load", url, target_url, root, dumped["dump_dir"], args.profile == "load"
+        )
         return {
-            "dump": (dumped["seconds"], dump_rss),
-            "load": (loaded["seconds"], load_rss),
+            "dump": (dumped["seconds"], dump_rss, dump_cpu),
+            "load": (loaded["seconds"], load_rss, load_cpu),
         }
 
 
@@ -216,12 +223,15 @@ def main() -> None:
     print(
         f"bootstrap at scale on {', '.join(backends)}; python {sys.version.split()[0]}; {os.cpu_count()} cores"
     )
-    header = f"{'backend':<9}{'size':>14}{'dump s':>9}{'MB':>6}{'load s':>9}{'MB':>6}{'total s':>9}{'ms/part':>9}  goal"
+    header = (
+        f"{'backend':<9}{'size':>14}{'dump s':>9}{'MB':>6}{'load s':>9}{'MB':>6}{'total s':>9}{'ms/part':>9}"
+        f"{'dump cpu':>9}{'load cpu':>9}  goal"
+    )
     rows = []
     for tables, partitions in sizes:
         for backend in backends:
             result = bench_size(backend, tables, partitions, args)
-            (dump_s, dump_mb), (load_s, load_mb) = result["dump"], result["load"]
+            (dump_s, dump_mb, dump_cpu), (load_s, load_mb, load_cpu) = result["dump"], result["load"]
             total = dump_s + load_s
             goal = GOALS.get((tables, partitions))
             verdicts = []
@@ -232,7 +242,8 @@ def main() -> None:
             )
             rows.append(
                 f"{backend:<9}{f'{tables:,}x{partitions:,}':>14}{dump_s:>9.2f}{dump_mb:>6.0f}{load_s:>9.2f}"
-                f"{load_mb:>6.0f}{total:>9.2f}{1000 * total / (tables * partitions):>9.3f}  {', '.join(verdicts)}"
+                f"{load_mb:>6.0f}{total:>9.2f}{1000 * total / (tables * partitions):>9.3f}"
+                f"{dump_cpu:>9.2f}{load_cpu:>9.2f}  {', '.join(verdicts)}"
             )
             print(rows[-1], file=sys.stderr, flush=True)
     print(header)

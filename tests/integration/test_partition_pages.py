@@ -20,6 +20,7 @@ from hmsrepl.metastore.model import Database
 from hmsrepl.replication import layout
 from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.filecopy import VERSION_MARK
 from hmsrepl.replication.layout import DUMP_METADATA, DumpDir, DumpLayout
 from hmsrepl.storage.local import local_path
 from tests.backends import temporary_database
@@ -147,3 +148,21 @@ def test_a_malformed_page_is_refused_before_anything_changes(stores, case: str) 
     assert expected in str(refused.value) and "\n" not in str(refused.value)
     assert "sales_r" not in target.catalog.get_databases()
     assert _tree_hash(warehouse) == before
+
+
+def test_version_directories_left_by_an_interrupted_load_hold_exactly_the_dumped_files(stores) -> None:
+    """A bootstrap lists a new version directory only when it was there already (an interrupted attempt's):
+    what such an attempt left in an empty partition's directory, or beside a partition's files, is gone,
+    and every partition, empty ones included, has its directory."""
+    source, target, engine = stores
+    dumped = engine.execute("REPL DUMP sales").dump_dir
+    version = DumpDir(dumped).require_complete().last_event_id
+    events = Path(local_path(target.catalog.default_db_location("sales"))) / "events"
+    for value in ("d0", "d1"):  # no file, one file
+        left = events / f"dt={value}{VERSION_MARK}{version}"
+        left.mkdir(parents=True)
+        (left / "part-stray").write_bytes(b"left by a killed load")
+    engine.execute(f"REPL LOAD sales FROM '{dumped}'")
+    assert _state(target, "sales") == _state(source, "sales")
+    for part in target.catalog.get_partitions("sales", "events"):
+        assert Path(local_path(part.sd.location or "")).is_dir(), part.values

@@ -13,6 +13,7 @@ from hmsrepl.metastore.locations import (
     LOCATION_KEY_CHARS,
     BadLocationError,
     Location,
+    TreeResolver,
     canonical,
     is_within,
     key_of,
@@ -147,3 +148,29 @@ def test_the_end_of_a_key_range_skips_surrogates_and_the_last_code_point() -> No
     assert key_range_end("/a\U0010ffff") == "/b"
     assert key_of(Location("s3", "bucket", "/")) == "s3://bucket/"
     assert key_of(Location("file", "", "/")) == "/"
+
+
+def test_a_tree_resolver_answers_as_canonical_for_every_kind_of_entry(tmp_path) -> None:
+    """A table's partitions are resolved together, their parent once: the answer must stay the kernel's for
+    plain directories, missing ones, symlinks in and out of the tree, dangling links, files and dot segments,
+    and for a directory replaced by a link between two checks of separate resolvers."""
+    table = tmp_path / "wh" / "t"
+    outside = tmp_path / "victim"
+    (table / "p=1").mkdir(parents=True)
+    outside.mkdir()
+    os.symlink(outside, table / "p=out")
+    os.symlink(table / "p=1", table / "p=in")
+    os.symlink(tmp_path / "gone", table / "p=dangling")
+    (table / "p=file").write_text("x")
+    names = ["p=1", "p=2", "p=out", "p=in", "p=dangling", "p=file", "p=out/x", "p=out/../y", "p=1/", "p=2/z"]
+    uris = [str(table / name) for name in names] + [f"file://{table}/p=out", "s3://b/t/p=1"]
+    resolver = TreeResolver()
+    for uri in uris * 2:  # the second round answers from the remembered parents
+        assert resolver.canonical(uri) == canonical(uri), uri
+    assert resolver.canonical(str(table / "p=out")).path == str(outside)
+    (table / "p=1").rename(table / "p=moved")
+    os.symlink(outside, table / "p=1")
+    assert TreeResolver().canonical(str(table / "p=1" / "x")) == canonical(str(table / "p=1" / "x"))
+    assert TreeResolver().canonical(str(table / "p=1")).path == str(outside)
+    with pytest.raises(BadLocationError):
+        resolver.canonical("relative/p=1")

@@ -166,6 +166,10 @@ def capture(
     ``fresh``: a new object, under an id never used before (the schema never reuses ids): nothing is
     recorded under it, so nothing recorded is read.
     """
+    if fresh and applied is not None and not applied and not named:
+        # A new object a load published empty: nothing to list (the listing would be dropped for the applied
+        # one), read or record. A bootstrap of a table of 100,000 empty partitions lists none of them.
+        return Captured(DataChange((), (), True, 0, listing_digest.EMPTY))
     listed_at = time.time_ns()
     fs = cm.files  # the metastore's data roots and cmroot: a location outside them is refused
     current = stat_listing(fs, location)

@@ -257,8 +257,9 @@ class FileIntents:
 
     def _perform(self, intent: Intent) -> None:
         if intent.kind == MAKEDIRS:
+            files = self.cm.files.batch()  # a batch's directories share parents: each resolved once
             for directory in intent.payload.get("dirs", []):
-                self.cm.files.makedirs(directory)
+                files.makedirs(directory)
         elif intent.kind == PUBLISH:
             files = intent.payload.get("files", [])
             publish_owed(self.cm.files, [EncodedFileUri.decode(text).file_uri for text in files])

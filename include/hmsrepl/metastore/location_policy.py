@@ -48,6 +48,7 @@ from hmsrepl.formats.json_text import loads
 from hmsrepl.metastore.locations import (
     BadLocationError,
     Location,
+    TreeResolver,
     canonical,
     canonical_or_none,
     key_of,
@@ -222,10 +223,17 @@ class LocationPolicy:
         owner = canonical_or_none(table_location)
         located: dict[str, Location] = {}
         keys: dict[str, str | None] = {}
+        resolver = TreeResolver()  # the partitions share their table's directories: each resolved once
         for name, uri in uris.items():
             what = f"partition '{table_name}/{name}'"
             loc = self._check_partition(
-                conn, what, uri, managed=managed, table_location=owner, table_id=table_id
+                conn,
+                what,
+                uri,
+                managed=managed,
+                table_location=owner,
+                table_id=table_id,
+                resolver=resolver,
             )
             keys[name] = None if loc is None else key_of(loc)
             if loc is not None:
@@ -301,12 +309,13 @@ class LocationPolicy:
         managed: bool,
         table_location: Location | None,
         table_id: int | None,
+        resolver: TreeResolver | None = None,
     ) -> Location | None:
         """As ``check_table`` for one partition of a table at ``table_location`` (canonical, resolved once
-        for a batch of partitions); returns its canonical location."""
+        for a batch of partitions); returns its canonical location (``resolver``: shared by the batch)."""
         if not uri:
             return None
-        loc = self._usable(what, uri)
+        loc = self._usable(what, uri, resolver)
         if table_location is not None and loc.is_within(table_location) and loc != table_location:
             # Below its own table, which was checked: only the roots and protected paths can still differ
             # (a table root may itself sit above them only if it was created before this policy).
@@ -421,9 +430,9 @@ class LocationPolicy:
 
     # -- helpers ---------------------------------------------------------------------------------------
     @staticmethod
-    def _usable(what: str, uri: str | None) -> Location:
+    def _usable(what: str, uri: str | None, resolver: TreeResolver | None = None) -> Location:
         try:
-            return canonical(uri or "")
+            return resolver.canonical(uri or "") if resolver is not None else canonical(uri or "")
         except BadLocationError as exc:
             raise InvalidObjectError(f"{what}: location {uri!r} {exc}") from None
 

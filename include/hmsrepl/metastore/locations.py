@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hmsrepl.formats import paths
-from hmsrepl.storage.rooted import real_path
+from hmsrepl.storage.rooted import real_path, real_path_in
 
 S3_ALIASES = paths.S3_SCHEMES
 
@@ -123,6 +123,31 @@ def canonical(uri: str) -> Location:
     if loc.scheme != "file":
         return loc
     return Location("file", "", real_path(local_path_of(uri)))
+
+
+class TreeResolver:
+    """``canonical`` for many locations of one tree, checked together (a table's partitions): each parent
+    directory is resolved once, and a location whose parent was resolved costs one ``lstat`` (an entry that
+    is no symlink, or no entry at all, is where its resolved parent names it, as the kernel would act; a
+    symlink is resolved in full). Spellings the lexical normaliser changes (``..``, ``.``, repeated or
+    trailing slashes) are resolved in full too, from the raw path. Made per check, never kept: a directory's
+    answer is shared only for the length of one check."""
+
+    def __init__(self) -> None:
+        self._parents: dict[str, str] = {}
+
+    def canonical(self, uri: str) -> Location:
+        loc = normalise(uri)
+        if loc.scheme != "file":
+            return loc
+        path = local_path_of(uri)
+        if path != loc.path or path == "/":
+            return Location("file", "", real_path(path))
+        parent = path.rsplit("/", 1)[0] or "/"
+        real_parent = self._parents.get(parent)
+        if real_parent is None:
+            real_parent = self._parents[parent] = real_path(parent)
+        return Location("file", "", real_path_in(path, real_parent))
 
 
 def canonical_or_none(uri: str | None) -> Location | None:

@@ -454,7 +454,11 @@ class DumpValidator:
         # Locations that passed ``_location``: events repeat their table's snapshot (every partition event of
         # a table names its location), and the check depends only on its arguments and the target place.
         # ``place`` is set once (None until the source database location is known): part of the key.
-        self._passed: set[tuple[str, str, str | None, bool]] = set()
+        # Each passed location's canonical form, so the caller does not parse it again.
+        self._passed: dict[tuple[str, str, str | None, bool], str] = {}
+        # Each table location's mapped canonical form (the directory its partitions must not map onto):
+        # computed once per table, not once per partition; bounded like ``_tables_passed``.
+        self._mapped_tables: dict[str, str] = {}
         # Table snapshots that passed ``_table``, by content: every partition event repeats its table's.
         self._tables_passed: dict[tuple[bytes, bool], tuple[str | None, list[str]]] = {}
 
@@ -920,9 +924,9 @@ class DumpValidator:
         location = self._location_of(part, where)
         if location is None:
             return None
-        self._location(location, where, kind="partition", table_location=table_location)
+        canonical = self._location(location, where, kind="partition", table_location=table_location)
         self.report.objects += 1
-        return canonical_uri(location)
+        return canonical
 
     def _canonical_location_of(self, obj: dict[str, Any]) -> str | None:
         """The canonical location of a snapshot whose location was checked already."""
@@ -940,18 +944,32 @@ class DumpValidator:
             return None
         return location
 
-    def _location(self, location: str, where: str, *, kind: str, table_location: str | None = None) -> None:
+    def _location(self, location: str, where: str, *, kind: str, table_location: str | None = None) -> str:
         """A source location: normalised, below the source roots; mapped, strictly below the target warehouse.
+        Returns its canonical form.
 
         Checked once per validation for the same arguments and target place (a refusal stops the walk)."""
         key = (location, kind, table_location, self.place is not None)
-        if key not in self._passed:
-            self._check_location(location, where, kind=kind, table_location=table_location)
-            self._passed.add(key)
+        canonical = self._passed.get(key)
+        if canonical is None:
+            canonical = self._passed[key] = self._check_location(
+                location, where, kind=kind, table_location=table_location
+            )
+        return canonical
+
+    def _mapped_table(self, place: TargetPlace, table_location: str) -> str:
+        """The canonical target directory of a table location (``_mapped_tables``)."""
+        mapped = self._mapped_tables.get(table_location)
+        if mapped is None:
+            mapped = canonical_uri(place.mapper.map(table_location) or "/")
+            if len(self._mapped_tables) >= TABLES_REMEMBERED:
+                self._mapped_tables.clear()
+            self._mapped_tables[table_location] = mapped
+        return mapped
 
     def _check_location(
         self, location: str, where: str, *, kind: str, table_location: str | None = None
-    ) -> None:
+    ) -> str:
         try:
             canonical = canonical_uri(location, self.limits.max_location_chars)
         except InvalidPathError as exc:
@@ -964,10 +982,10 @@ class DumpValidator:
                 "is a trusted external location",
             )
         if kind == "db" or self.place is None:
-            return
+            return canonical
         place = self.place
         try:
-            mapped = canonical_uri(place.mapper.map(location))
+            mapped = canonical_uri(place.mapper.map_canonical(canonical))
         except (InvalidPathError, ValueError) as exc:
             raise self.fail(
                 where, f"location {show(location)} maps to no valid target location: {exc}"
@@ -978,14 +996,13 @@ class DumpValidator:
             )
         forbidden = [("the target database's own directory", place.canonical_db_location)]
         if table_location is not None:
-            forbidden.append(
-                ("its table's directory", canonical_uri(place.mapper.map(table_location) or "/"))
-            )
+            forbidden.append(("its table's directory", self._mapped_table(place, table_location)))
         for what, other in forbidden:
             if other and mapped == other:
                 raise self.fail(where, f"location {show(location)} maps to {what} ({show(mapped)})")
         if place.canonical_cmroot and is_below(mapped, place.canonical_cmroot):
             raise self.fail(where, f"location {show(location)} maps into the target cmroot")
+        return canonical
 
     def _object_files(self, files: Any, location: str | None, where: str) -> None:
         """Files of one object: ``location`` is its canonical source location (None: it has none)."""

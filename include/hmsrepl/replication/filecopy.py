@@ -50,7 +50,8 @@ def standby_location(logical: str) -> str:
 
 def logical_location(location: str) -> str:
     """A location without its version marks: what the source calls it (``t.hmsrepl-v12/p=a`` -> ``t/p=a``)."""
-    return _VERSION_RE.sub("", location.rstrip("/"))
+    plain = location.rstrip("/")
+    return _VERSION_RE.sub("", plain) if VERSION_MARK in plain else plain  # most have none: no regex
 
 
 def is_staging_name(name: str) -> bool:

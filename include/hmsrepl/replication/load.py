@@ -495,7 +495,7 @@ class LoadEngine:
                     report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
                 )
             report.pending_files = []  # every file of the dump: not needed past the pre-flight
-        if not meta.metadata_only:
+        if not meta.metadata_only and report.files:  # a dump naming no file has nothing to stage
             objects = self._bootstrap_objects(dump, meta)
             self._stage_ahead(dump, self._copy_tasks(target_db, meta, report.source_db_location, objects))
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]

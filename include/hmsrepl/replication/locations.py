@@ -77,7 +77,10 @@ class LocationMapper:
     def map(self, source: str | None) -> str | None:
         if not source:
             return source
-        canonical = canonical_uri(source)
+        return self.map_canonical(canonical_uri(source))
+
+    def map_canonical(self, canonical: str) -> str:
+        """``map`` of a location in its canonical form already (a checked one: not parsed again)."""
         rel = _below(canonical, self._db_root)
         if rel is not None:
             return join_uri(self.target_db_location, rel) if rel else self.target_db_location.rstrip("/")

@@ -35,7 +35,7 @@ import contextlib
 import itertools
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +138,24 @@ class VersionPublisher:
         # Copies the load staged and verified before its first change (``prestage``), by planned target:
         # counted as the copies they are (from cmroot or not), not as a copier's prefetch.
         self.copied_ahead: dict[str, CopyResult] = {}
+        # A ``batch`` view of the replica's files shared by the objects of one page (``page``), else None.
+        self._page_view: RootedFileSystem | None = None
+
+    @contextlib.contextmanager
+    def page(self) -> Iterator[None]:
+        """Publish the objects of one page (a ``put_partitions`` call) through one ``batch`` view of the
+        replica's files: their table's directory is resolved once for the page, not once per partition.
+        Every path is still checked; the view is dropped with the page, never kept across pages."""
+        outer = self._page_view
+        self._page_view = outer or self.target.cm.files.batch()
+        try:
+            yield
+        finally:
+            self._page_view = outer
+
+    def _files_view(self) -> RootedFileSystem:
+        """The page's ``batch`` view when one is open, else one for this object alone."""
+        return self._page_view or self.target.cm.files.batch()
 
     def all_in_place(self, writes: Sequence[PartitionWrite]) -> bool:
         """Whether a table's partition writes may be added in place: one data change always may (it
@@ -258,7 +276,7 @@ class VersionPublisher:
             built = self._publish_from_standby(current, logical, change, source_location, key, what)
             if built is not None:
                 return built
-        fs = self.target.cm.files.batch()  # this version's directories resolved once, not per file
+        fs = self._files_view()  # this version's directories resolved once, not per file
         held = self._held(current, key)
         wanted = change.apply(held.files)
         if not change.complete:  # a complete change is its own listing: only deltas can miss an event
@@ -279,13 +297,17 @@ class VersionPublisher:
             self._retire_staging_area(logical, current)  # already this state (a re-run, or no file changed)
             return Published(current, wanted, stamps, removed, not held.recorded)
         new = self._new_version(logical, current)
+        traits = fs.traits(new)
+        # A directory that was not there holds nothing: only one an interrupted attempt left is listed (a
+        # store without directories has no such answer: its prefix is always listed).
+        made_here = traits.has_directories and not fs.has_entry(new)
         fs.makedirs(new)
         self._created[new] = None
-        present = {relative_to(s.uri, new): s for s in list_data_files(fs, new)}  # an interrupted attempt's
-        for rel, status in present.items():
+        present = {} if made_here else {relative_to(s.uri, new): s for s in list_data_files(fs, new)}
+        for rel, status in present.items():  # an interrupted attempt's
             if rel not in wanted or rel in kept:
                 fs.delete(status.uri)
-        allowed = below_any(source_location, self.source_cmroot)
+        allowed = below_any(source_location, self.source_cmroot) if wanted.keys() - kept else None
         from_event = {relative_path(encoded) for encoded in change.added}
         to_publish = []
         for rel, encoded in wanted.items():
@@ -298,23 +320,20 @@ class VersionPublisher:
                 stamps[rel] = present[rel].stamp
                 continue
             source = encoded if rel in from_event else self._source_copy(encoded, source_location, what)
+            assert allowed is not None  # a file not kept is copied: computed above
             self._copy_in(source, target_uri, allowed, prefetched_at=join_uri(logical, rel), fs=fs)
             to_publish.append(target_uri)
             fault_point()
         publish_all(fs, to_publish, durable=False)  # made durable with the batch, in set_last_id
         fault_point()
-        if fs.traits(new).hard_links:
+        if traits.hard_links:
             self._unsynced_dirs.add(new)
             stamps.update((relative_to(uri, new), stamp_of(fs, uri)) for uri in to_publish)
         else:  # a server-side copy is a new object: every file of the version gets a new stamp
             stamps.update((relative_to(s.uri, new), s.stamp) for s in list_data_files(fs, new))
         self.stats.files_kept += len(kept)
         if current:
-            parked = (
-                len(kept) >= standby_min_files()
-                and 2 * len(kept) >= len(wanted)
-                and fs.traits(new).hard_links
-            )
+            parked = len(kept) >= standby_min_files() and 2 * len(kept) >= len(wanted) and traits.hard_links
             self._retire.append(
                 Retirement(current, frozenset(kept), standby=standby_location(logical) if parked else "")
             )
@@ -518,7 +537,9 @@ class VersionPublisher:
 
     def _retire_staging_area(self, logical: str, current: str | None) -> None:
         """A copier working ahead stages files at the logical location: retired with the batch if unnamed."""
-        if logical.rstrip("/") != (current or "").rstrip("/") and self.target.cm.files.exists(logical):
+        if logical.rstrip("/") != (current or "").rstrip("/") and (
+            self._page_view or self.target.cm.files
+        ).exists(logical):
             self._retire.append(Retirement(logical, recycle=False))
 
     def relink(self, current: str, logical: str, key: ObjectKey | None) -> str:

@@ -395,47 +395,52 @@ class TargetWriter:
         ids = self._partition_ids(table, list(existing)) if existing and self.copy_data else {}
         new_parts: list[Partition] = []
         changed: list[Partition] = []
+        new_names: list[str] = []  # the names of new_parts and changed, in their order (made once)
+        changed_names: list[str] = []
         published: dict[str, Published] = {}  # what new versions hold: the replica's events and record
         decided = self._decide(table, table_name, list(zip(names, mapped, strict=True)), existing, ids)
         in_place = table_name in self.in_place_tables and self.data.all_in_place(decided)
-        for write in decided:
-            name, part, current = write.name, write.part, write.current
-            location, done = self.data.location_for(
-                current.sd.location if current else None,
-                part.sd.location,
-                write.change,
-                write.source_location,
-                write.key,
-                write.what,
-                in_place=in_place,
-            )
-            if done is not None:
-                published[name] = done
-            part = part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
-            if current is None:
-                new_parts.append(part)
-            elif (done is not None and done.in_place) or _without_volatile(current) != _without_volatile(
-                part.model_copy(update={"write_id": current.write_id})
-            ):
-                changed.append(part)  # a file added in place changes no metadata, but is the replica's event
+        with self.data.page():  # the page's directories resolved once for all its partitions
+            for write in decided:
+                name, part, current = write.name, write.part, write.current
+                location, done = self.data.location_for(
+                    current.sd.location if current else None,
+                    part.sd.location,
+                    write.change,
+                    write.source_location,
+                    write.key,
+                    write.what,
+                    in_place=in_place,
+                )
+                if done is not None:
+                    published[name] = done
+                part = part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
+                if current is None:
+                    new_parts.append(part)
+                    new_names.append(name)
+                elif (done is not None and done.in_place) or _without_volatile(current) != _without_volatile(
+                    part.model_copy(update={"write_id": current.write_id})
+                ):
+                    changed.append(part)  # a file added in place changes no metadata, but is its event
+                    changed_names.append(name)
 
-        def applied(group: list[Partition]) -> list[AppliedFiles | None]:
+        def applied(group: list[str]) -> list[AppliedFiles | None]:
             out: list[AppliedFiles | None] = []
-            for p in group:
-                done = published.get(make_partition_name(keys, p.values))
+            for name in group:
+                done = published.get(name)
                 out.append(done.applied() if done is not None else None)
             return out
 
         if new_parts:
             self.catalog.add_partitions(
-                self.db, table_name, new_parts, if_not_exists=True, applied_files=applied(new_parts)
+                self.db, table_name, new_parts, if_not_exists=True, applied_files=applied(new_names)
             )
             self.stats.partitions += len(new_parts)
         if changed:
-            self.catalog.alter_partitions(self.db, table_name, changed, applied_files=applied(changed))
+            self.catalog.alter_partitions(self.db, table_name, changed, applied_files=applied(changed_names))
         if published and table.id is not None:
             ids.update(self._partition_ids(table, [n for n in published if n not in ids]))
-            logged = {make_partition_name(keys, p.values) for p in (*new_parts, *changed)}
+            logged = {*new_names, *changed_names}
             for name, done in published.items():
                 if name in ids:
                     self.data.record_version(ObjectKey(table.id, ids[name]), done, logged=name in logged)

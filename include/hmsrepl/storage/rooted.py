@@ -76,6 +76,22 @@ def real_path(path: str) -> str:
 _O_PATH: int | None = getattr(os, "O_PATH", None) if os.path.isdir("/proc/self/fd") else None
 
 
+def real_path_in(path: str, real_parent: str) -> str:
+    """``real_path`` of a normalised absolute local ``path`` whose parent directory resolves to
+    ``real_parent`` (resolved once by the caller for many names in it): one ``lstat`` instead of three
+    calls. An entry that is no symlink, or no entry at all, is where its real parent names it, as the kernel
+    acts; a symlink, or a name that cannot be examined, is resolved in full."""
+    try:
+        plain = not stat.S_ISLNK(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        plain = True  # no entry: the missing tail is kept as written below its real parent
+    except OSError:
+        plain = False
+    if not plain:
+        return real_path(path)
+    return f"{real_parent.rstrip('/')}/{path.rsplit('/', 1)[1]}"
+
+
 #: The longest path ``canonical_uri`` accepts (its default).
 _MAX_CHARS = 4096
 

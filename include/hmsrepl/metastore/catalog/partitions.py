@@ -90,9 +90,12 @@ class PartitionCatalog(CatalogFamily):
             check_partition_values(table.qualified_name, keys, part.values)
             if name in prepared:
                 raise InvalidObjectError(f"partition '{name}' is listed twice in one add_partitions call")
-            location = part.sd.location or join_uri(table.sd.location or "", name)
-            sd = part.sd.model_copy(update={"location": location})
-            prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
+            if part.sd.location and part.create_time:  # located and dated already (a load's): kept as
+                prepared[name] = part  # given, a copy per partition cost more than its insert
+            else:
+                location = part.sd.location or join_uri(table.sd.location or "", name)
+                sd = part.sd.model_copy(update={"location": location})
+                prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
             if applied_files is not None and applied_files[len(prepared) - 1] is not None:
                 applied[name] = applied_files[len(prepared) - 1] or []
         location_keys = self._check_partition_locations(table, prepared, placement)
@@ -113,7 +116,10 @@ class PartitionCatalog(CatalogFamily):
             ids = self._insert_partitions(tx.conn, tbl_id, added, location_keys)
             self._count_odd(tx, tbl_id, placed.count_odd((n, location_keys[n]) for n, _ in added))
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
-                self.intents.makedirs(tx, [part.sd.location or "" for _, part in added])
+                # (but for those a load published: it made them, and removes them if its batch fails)
+                self.intents.makedirs(
+                    tx, [part.sd.location or "" for name, part in added if name not in applied]
+                )
             if added:  # new ids, never used before: nothing recorded under them
                 changes: list[DataChange | None] = [
                     self.core.captured(
