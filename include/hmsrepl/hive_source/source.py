@@ -152,7 +152,7 @@ class StockCatalog:
         return [part for page in self.reader.partitions(db_name, table_name, names) for part in page]
 
     def get_partition(self, db_name: str, table_name: str, values: Sequence[str]) -> Partition:
-        table = self.get_table(db_name, table_name)
+        table = self.table_only(db_name, table_name)  # its partition keys: no constraints needed
         name = make_partition_name(table.partition_key_names, list(values))
         found = [p for page in self.reader.partitions(db_name, table_name, [name]) for p in page]
         if not found:
