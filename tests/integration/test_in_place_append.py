@@ -416,8 +416,14 @@ def test_an_hour_rollover_in_one_load_appends_in_place_to_the_hour_it_leaves(
     _, loaded = incremental(engine)
     assert day_dir(target, "d1") == before, "the hour left behind took a new version"
     assert order == [["a1.parquet"], ["a2.parquet", "c1.parquet"]]
-    # a1's commit, d3's (a1 renamed before it), a2's and c1's (a2 still staged)
-    assert seen == [(["d1"], []), (["d1", "d3"], ["a1.parquet"]), (["d1", "d3"], ["a1.parquet"])]
+    # a1's commit, then d3's (a1 renamed before it) and a2's and c1's (a2 still staged). d3's commit leaves
+    # file work behind only when its directory is made after it, so it is seen once or twice: the states
+    # in order, each once.
+    assert [state for number, state in enumerate(seen) if state not in seen[:number]] == [
+        (["d1"], []),
+        (["d1", "d3"], ["a1.parquet"]),
+    ]
+    assert len(seen) in (2, 3)
     assert loaded.stats.files_copied == 4
     assert verify(source, "sales", target, "sales_dr") == []
 
