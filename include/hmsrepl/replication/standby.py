@@ -28,8 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from sqlalchemy import select
+
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.file_capture import describe_files
+from hmsrepl.metastore.schema import partitions, tbls
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import logical_location, standby_location
 from hmsrepl.replication.leftovers import Retirement, named_locations
@@ -69,6 +72,8 @@ def park(store: Metastore, retirement: Retirement) -> int | None:
     named = named_locations(store, directory)
     if not fs.traits(directory).hard_links or named.data or named.containers:
         return None
+    if not _object_exists(store, directory):
+        return None  # dropped or renamed since this version was retired: no object to keep a standby for
     # A version built from a standby carried every file it held: nothing to list for recycling.
     ids = {} if retirement.whole else fs.file_ids(directory) or {}
     replaced = [join_uri(directory, rel) for rel in ids if rel not in retirement.carried]
@@ -86,6 +91,19 @@ def park(store: Metastore, retirement: Retirement) -> int | None:
         return None
     fault_point()
     return len(statuses)
+
+
+def _object_exists(store: Metastore, directory: str) -> bool:
+    """Whether a table or partition still has the logical location of the retired version ``directory``."""
+    logical = logical_location(directory.rstrip("/"))
+    with store.events.reader() as conn:
+        for column in (tbls.c.location, partitions.c.location):
+            for (location,) in conn.execute(
+                select(column).where(column.startswith(logical, autoescape=True))
+            ):
+                if location and logical_location(location.rstrip("/")) == logical:
+                    return True
+    return False
 
 
 def standby_of(directory: str) -> str:
