@@ -14,6 +14,7 @@ from typing import Any
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore.constraints import (
     CheckConstraint,
+    Constraint,
     DefaultConstraint,
     ForeignKey,
     NotNullConstraint,
@@ -137,6 +138,15 @@ def relative(constraints: TableConstraints, db_name: str) -> TableConstraints:
     return constraints.model_copy(update={"foreign_keys": keys})
 
 
+def _cstr(constraint: Constraint) -> dict[str, bool]:
+    """Hive's three flags of a constraint's rows (the inverse of ``_flags``)."""
+    return {
+        "enable_cstr": constraint.enable,
+        "validate_cstr": constraint.validated,
+        "rely_cstr": constraint.rely,
+    }
+
+
 def _of(table: Table) -> TableConstraints:
     return table.constraints or TableConstraints()
 
@@ -152,9 +162,7 @@ def primary_keys(table: Table) -> list[Any]:
             column_name=column,
             key_seq=seq,
             pk_name=key.name,
-            enable_cstr=key.enable,
-            validate_cstr=key.validated,
-            rely_cstr=key.rely,
+            **_cstr(key),
             catName=CATALOG,
         )
         for seq, column in enumerate(key.columns, start=1)
@@ -176,9 +184,7 @@ def foreign_keys(table: Table) -> list[Any]:
             delete_rule=key.delete_rule,
             fk_name=key.name,
             pk_name=key.parent_key,
-            enable_cstr=key.enable,
-            validate_cstr=key.validated,
-            rely_cstr=key.rely,
+            **_cstr(key),
             catName=CATALOG,
         )
         for key in _of(table).foreign_keys
@@ -197,9 +203,7 @@ def unique_constraints(table: Table) -> list[Any]:
             column_name=column,
             key_seq=seq,
             uk_name=key.name,
-            enable_cstr=key.enable,
-            validate_cstr=key.validated,
-            rely_cstr=key.rely,
+            **_cstr(key),
         )
         for key in _of(table).unique
         for seq, column in enumerate(key.columns, start=1)
@@ -214,9 +218,7 @@ def not_null_constraints(table: Table) -> list[Any]:
             table_name=table.table_name,
             column_name=c.column,
             nn_name=c.name,
-            enable_cstr=c.enable,
-            validate_cstr=c.validated,
-            rely_cstr=c.rely,
+            **_cstr(c),
         )
         for c in _of(table).not_null
     ]
@@ -231,9 +233,7 @@ def default_constraints(table: Table) -> list[Any]:
             column_name=c.column,
             default_value=c.value,
             dc_name=c.name,
-            enable_cstr=c.enable,
-            validate_cstr=c.validated,
-            rely_cstr=c.rely,
+            **_cstr(c),
         )
         for c in _of(table).defaults
     ]
@@ -248,9 +248,7 @@ def check_constraints(table: Table) -> list[Any]:
             column_name=c.column,
             check_expression=c.expression,
             dc_name=c.name,
-            enable_cstr=c.enable,
-            validate_cstr=c.validated,
-            rely_cstr=c.rely,
+            **_cstr(c),
         )
         for c in _of(table).checks
     ]
