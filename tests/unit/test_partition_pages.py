@@ -209,6 +209,53 @@ def test_a_page_the_budget_cannot_take_is_refused_with_a_metaexception(big_sqlit
     assert budget.used == 0
 
 
+class _CrowdedSink(_Sink):
+    """A reply writer during whose first page other calls take the whole budget."""
+
+    def __init__(self, budget: MemoryBudget) -> None:
+        super().__init__(keep=True)
+        self.budget = budget
+        self.crowd = 0
+
+    def send_page(self, data: bytes) -> None:
+        if not self.crowd:
+            self.crowd = self.budget.limit - self.budget.used
+            assert self.budget.try_reserve(self.crowd)
+        super().send_page(data)
+
+
+def test_a_reply_begun_is_finished_when_others_take_the_budget(sqlite_metastore: Metastore) -> None:
+    """Once its first bytes are written a reply can no longer be refused with a MetaException: its later pages,
+    here larger than the first, are had even past the limit (refusing them would break the connection, the
+    client getting neither the list nor an error), and their charge is given back at the end."""
+    store = sqlite_metastore
+    store.catalog.create_database(Database(name="big"))
+    table = store.catalog.create_table(make_table("big", "t", partition_keys=("p",)))
+    store.catalog.add_partitions(
+        "big",
+        "t",
+        [
+            make_partition(table, f"{index:05d}").model_copy(
+                update={"parameters": {"note": "x" * (100 if index < PAGE else 5000)}}
+            )
+            for index in range(3 * PAGE)
+        ],
+    )
+    budget = MemoryBudget(64 * 1024 * 1024)
+    sink = _CrowdedSink(budget)
+    processor = _Processor(Service, ErrorMappingDispatcher(MetastoreHandler(store)))
+    request = _request("get_partitions", db_name="big", tbl_name="t", max_parts=-1)
+    memory = CallMemory.begin(budget, 0.05)
+    try:
+        processor.process(TCyBinaryProtocol(TCyMemoryBuffer(request)), _ReplyProtocol(sink))  # type: ignore[arg-type]
+    finally:
+        memory.end()
+    assert sink.crowd, "the budget was taken while the reply was written"
+    assert budget.peak > budget.limit, "the larger pages were charged past the limit"
+    assert bytes(sink.data or b"") == _whole_reply("get_partitions", store.catalog.get_partitions("big", "t"))
+    assert budget.used == sink.crowd, "the reply's pages were given back"
+
+
 def test_partition_names_by_partial_spec_are_read_as_names(sqlite_metastore: Metastore) -> None:
     """``get_partition_names_ps`` reads the stored names (no partition decoded): the same, escaped, names."""
     catalog = sqlite_metastore.catalog

@@ -38,7 +38,7 @@ Build = Callable[[ExitStack], tuple[Connection, Select[Any]]]
 class Charges(Protocol):
     """A memory account: ``charge`` holds bytes before work (and may refuse), ``give_back`` returns them."""
 
-    def charge(self, size: int) -> int: ...
+    def charge(self, size: int, *, committed: bool = False) -> int: ...
 
     def give_back(self, size: int) -> None: ...
 
@@ -198,12 +198,14 @@ class _Held:
     def __init__(self, charges: Charges | None) -> None:
         self.charges = charges
         self.size = 0
+        #: Set once the first page was handed over: the reply has begun, and later pages cannot be refused.
+        self.committed = False
 
     def set(self, size: int) -> None:
         if self.charges is None:
             return
         if size > self.size:
-            self.size += self.charges.charge(size - self.size)
+            self.size += self.charges.charge(size - self.size, committed=self.committed)
         elif size < self.size:
             self.charges.give_back(self.size - size)
             self.size = size
@@ -243,6 +245,7 @@ def _paged(
         held.set(0)
         owned.close()
         raise
+    held.committed = True  # the next pages are read while the reply is being written
     return PartitionPages(count, first, generator)
 
 

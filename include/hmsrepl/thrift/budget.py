@@ -70,6 +70,17 @@ class MemoryBudget:
             self.used += size
             self.peak = max(self.peak, self.used)
 
+    def take(self, size: int) -> None:
+        """Count ``size`` bytes that must be had, even past the limit: bytes that already exist (a reply's
+        encoded page) or the next page of a reply already begun, which can no longer be refused without
+        breaking the connection. What is over the limit makes new work wait or be refused until it is given
+        back; a begun reply's excess is at most a page's growth plus its connection's unsent bytes."""
+        if size <= 0:
+            return
+        with self._cond:
+            self.used += size
+            self.peak = max(self.peak, self.used)
+
     def release(self, size: int) -> None:
         if size <= 0:
             return
@@ -105,11 +116,15 @@ class CallMemory:
         memory: CallMemory | None = getattr(cls._current, "memory", None)
         return memory
 
-    def charge(self, size: int) -> int:
-        """Hold ``size`` bytes for this call's work before doing it (``BudgetExceeded`` when they never come)."""
+    def charge(self, size: int, *, committed: bool = False) -> int:
+        """Hold ``size`` bytes for this call's work before doing it (``BudgetExceeded`` when they never come);
+        ``committed`` work (a page of a reply already begun) is never refused (``MemoryBudget.take``)."""
         if size <= 0:
             return 0
-        self.budget.reserve(size, self.wait_seconds)
+        if committed:
+            self.budget.take(size)
+        else:
+            self.budget.reserve(size, self.wait_seconds)
         self.held += size
         return size
 

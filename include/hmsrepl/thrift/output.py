@@ -33,11 +33,13 @@ class OutputBuffer:
     def __bool__(self) -> bool:
         return self.size > 0
 
-    def add(self, data: bytes | memoryview, wait_seconds: float) -> None:
-        """Queue ``data`` after what is queued, charged to the budget (``BudgetExceeded`` when it never fits)."""
+    def add(self, data: bytes | memoryview) -> None:
+        """Queue ``data`` after what is queued, counted in the budget. Never refused: the bytes exist already,
+        and refusing part of a reply begun would break the connection; the writer bounds them instead by
+        waiting for its client above ``held_max``."""
         if not data:
             return
-        self.budget.reserve(len(data), wait_seconds)
+        self.budget.take(len(data))
         self._chunks.append(data)
         self.size += len(data)
 
@@ -65,7 +67,7 @@ class OutputBuffer:
             self.budget.release(sent)
         return sent
 
-    def write(self, sock: Any, data: bytes | memoryview, wait_seconds: float) -> None:
+    def write(self, sock: Any, data: bytes | memoryview) -> None:
         """Send ``data`` now as far as the socket takes it, queue the rest (after anything queued)."""
         if not self._chunks:
             try:
@@ -75,7 +77,7 @@ class OutputBuffer:
             if count >= len(data):
                 return
             data = memoryview(data)[count:] if count else data
-        self.add(data, wait_seconds)
+        self.add(data)
         self.send(sock)
 
     def wait_below(self, sock: Any, limit: int, timeout: float | None) -> None:

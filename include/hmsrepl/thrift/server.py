@@ -237,9 +237,8 @@ class _ReplyWriter:
     sent by the front end once the call is over; the worker waits for its client only while the connection
     holds more than ``held_max`` unsent bytes, at most the client timeout without progress."""
 
-    def __init__(self, conn: Connection, wait_seconds: float, held_max: int, timeout: float | None) -> None:
+    def __init__(self, conn: Connection, held_max: int, timeout: float | None) -> None:
         self.conn = conn
-        self.wait_seconds = wait_seconds
         self.held_max = held_max
         self.timeout = timeout
         self._parts: list[bytes] = []
@@ -256,7 +255,7 @@ class _ReplyWriter:
         conn = self.conn
         for part in parts:
             if part:
-                conn.out.write(conn.sock, conn.frame(part), self.wait_seconds)
+                conn.out.write(conn.sock, conn.frame(part))
         del part
         parts.clear()
         if conn.out.size > self.held_max:
@@ -491,7 +490,7 @@ class ThriftServer:
             conn.sock.setblocking(False)
             self.resume_connection(conn.handler_state)
             iprot = TCyBinaryProtocol(TCyBufferedTransport(reader))
-            oprot = _ReplyProtocol(_ReplyWriter(conn, wait, self._held_max, _timeout(self.limits)))
+            oprot = _ReplyProtocol(_ReplyWriter(conn, self._held_max, _timeout(self.limits)))
             self.processor.process(iprot, oprot, decoded=reader.close)
         except (TTransportException, OSError, BudgetExceeded) as exc:
             log.info("connection from %s ended during a call: %s", conn.address, exc)
