@@ -26,33 +26,66 @@ from hmsrepl.storage.base import join_uri
 
 
 def truncate_insert_only(
-    metastore: Metastore, table: Table, partition_names: Sequence[str] | None = None
+    metastore: Metastore,
+    table: Table,
+    partition_names: Sequence[str] | None = None,
+    within: tuple[int, int] | None = None,
 ) -> list[int]:
     """Empty ``table`` (or the named partitions; all when none are named) in one txn; returns its write id
-    (a list, one id per txn used)."""
+    (a list, one id per txn used).
+
+    ``within`` (txn id, write id) empties it as part of that open txn, under the write id it holds on the
+    table (Hive 4's ``truncate_table_req`` with a ``writeId``): the change shows when that txn commits and
+    goes if it aborts; the caller commits.
+    """
     require_insert_only(table, "truncate")
     targets = _locations(metastore, table, partition_names)
-    txns, fs = metastore.txns, metastore.cm.files
+    txns = metastore.txns
+    if within is not None:
+        _write_empty_bases(metastore, table, targets, *within, fresh=False)
+        return [within[1]]
     [txn_id] = txns.open_txns(1, user="hive", host=socket.gethostname())
     try:
         [allocation] = txns.allocate_table_write_ids([txn_id], table.db_name, table.table_name)
-        write_id = allocation.write_id
-        for values, location in targets:
-            base = join_uri(location, base_dir_name(write_id))
-            if next(iter(fs.list_files(base)), None) is not None:
-                raise InvalidOperationError(
-                    f"directory '{base}' already holds files although write id {write_id} of "
-                    f"'{table.qualified_name}' was just allocated (left by a dropped table of the same "
-                    "name?); move them away, then retry"
-                )
-            fs.makedirs(base)
-            fs.write_bytes(join_uri(base, EMPTY_DIRECTORY_MARKER), b"")  # no rows: the marker hides the rest
-            txns.add_write_notification(txn_id, write_id, table.db_name, table.table_name, values, [])
+        _write_empty_bases(metastore, table, targets, txn_id, allocation.write_id, fresh=True)
         txns.commit_txn(txn_id)
     except BaseException as exc:
         txns.abort_txns([txn_id], reason=f"truncate failed: {exc}")
         raise
-    return [write_id]
+    return [allocation.write_id]
+
+
+def _write_empty_bases(
+    metastore: Metastore,
+    table: Table,
+    targets: list[tuple[list[str] | None, str]],
+    txn_id: int,
+    write_id: int,
+    *,
+    fresh: bool,
+) -> None:
+    """An empty ``base_<write_id>`` (only the marker) in each location, each one noted as written by the txn.
+
+    A base that already holds files is refused before anything is written: after a fresh allocation they
+    can only be a dropped table's leftovers; in a client's txn, rows that txn wrote there."""
+    fs = metastore.cm.files
+    bases = [(values, join_uri(location, base_dir_name(write_id))) for values, location in targets]
+    for _, base in bases:
+        if next(iter(fs.list_files(base)), None) is not None:
+            why = (
+                "although write id {w} of '{t}' was just allocated (left by a dropped table of the same name?); "
+                "move them away, then retry"
+                if fresh
+                else "written under write id {w} of '{t}' by the same transaction; truncate before writing, "
+                "or abort that transaction"
+            )
+            raise InvalidOperationError(
+                f"directory '{base}' already holds files " + why.format(w=write_id, t=table.qualified_name)
+            )
+    for values, base in bases:
+        fs.makedirs(base)
+        fs.write_bytes(join_uri(base, EMPTY_DIRECTORY_MARKER), b"")  # no rows: the marker hides the rest
+        metastore.txns.add_write_notification(txn_id, write_id, table.db_name, table.table_name, values, [])
 
 
 def _locations(

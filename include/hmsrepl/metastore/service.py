@@ -126,10 +126,12 @@ class Metastore:
     def cleanup_events(self, now: float | None = None) -> int:
         return self.events.cleanup(self.config.event_ttl_seconds, now)
 
-    def _truncate_transactional(self, table: Table, partition_names: Sequence[str] | None) -> list[int]:
+    def _truncate_transactional(
+        self, table: Table, partition_names: Sequence[str] | None, within: tuple[int, int] | None = None
+    ) -> list[int]:
         from hmsrepl.acid.truncate import truncate_insert_only  # hmsrepl.acid builds on this module
 
-        return truncate_insert_only(self, table, partition_names)
+        return truncate_insert_only(self, table, partition_names, within)
 
     def complete_file_intents(
         self, lease_seconds: float | None = None, *, include_parked: bool = False

@@ -11,8 +11,6 @@ and a new object never adopts the files of a dropped one of the same name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore.catalog.constraints import ConstraintCatalog
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
@@ -22,11 +20,10 @@ from hmsrepl.metastore.catalog.functions import FunctionCatalog
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.partitions import PartitionCatalog
 from hmsrepl.metastore.catalog.rows import DEFAULT_DB, Decode
-from hmsrepl.metastore.catalog.tables import TableCatalog
+from hmsrepl.metastore.catalog.tables import TableCatalog, TransactionalTruncate
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
 from hmsrepl.metastore.location_policy import LocationPolicy
-from hmsrepl.metastore.model import Table
 
 __all__ = ["DEFAULT_DB", "CatalogService", "Decode"]
 
@@ -108,14 +105,12 @@ class CatalogService(CatalogFamily):
         return cls(events, cm, config.warehouse, config.trash_root, policy=LocationPolicy.for_config(config))
 
     @property
-    def transactional_truncate(self) -> Callable[[Table, Sequence[str] | None], object] | None:
+    def transactional_truncate(self) -> TransactionalTruncate | None:
         """How a transactional table is truncated (``TableCatalog.transactional_truncate``)."""
         return self.tables.transactional_truncate
 
     @transactional_truncate.setter
-    def transactional_truncate(
-        self, truncate: Callable[[Table, Sequence[str] | None], object] | None
-    ) -> None:
+    def transactional_truncate(self, truncate: TransactionalTruncate | None) -> None:
         self.tables.transactional_truncate = truncate
 
     @property

@@ -64,6 +64,9 @@ from hmsrepl.metastore.schema import (
 )
 from hmsrepl.storage.base import join_uri
 
+#: How a transactional table is emptied: (table, partition names or None, (txn id, write id) to join or None).
+TransactionalTruncate = Callable[[Table, Sequence[str] | None, tuple[int, int] | None], object]
+
 
 class TableCatalog(CatalogFamily):
     """A database's tables; their partitions are read through ``PartitionReads``."""
@@ -71,7 +74,7 @@ class TableCatalog(CatalogFamily):
     def __init__(self, core: CatalogCore, reads: PartitionReads) -> None:
         super().__init__(core)
         self.reads = reads
-        self.transactional_truncate: Callable[[Table, Sequence[str] | None], object] | None = None
+        self.transactional_truncate: TransactionalTruncate | None = None
         """How a transactional table is truncated (set by ``Metastore``: ``acid.truncate``, which needs
         the txn manager this catalog does not know)."""
         self.parent_follower: Callable[[Table, Table | None], None] | None = None
@@ -431,24 +434,35 @@ class TableCatalog(CatalogFamily):
         return moved
 
     def truncate_table(
-        self, db_name: str, table_name: str, partition_names: Sequence[str] | None = None
+        self,
+        db_name: str,
+        table_name: str,
+        partition_names: Sequence[str] | None = None,
+        *,
+        within: tuple[int, int] | None = None,
     ) -> None:
         """Remove all data files (recycled into cmroot); visible as ALTER events with a complete, empty change.
 
         A transactional table is emptied as Hive 4 does it, by an empty overwrite under a write id
-        (``acid.truncate``): readers keep their snapshots and the COMMIT_TXN replicates.
+        (``acid.truncate``): readers keep their snapshots and the COMMIT_TXN replicates. ``within`` (txn id,
+        write id) makes it part of that open txn, under its write id (Hive 4's ``truncate_table_req``).
         """
         self.core.check_writable(db_name)
         table = self.core.get_table(db_name, table_name)
         if not table.is_managed:
             raise InvalidOperationError(f"cannot truncate external table '{table.qualified_name}'")
+        if within is not None and not table.is_transactional:
+            raise InvalidOperationError(
+                f"cannot truncate '{table.qualified_name}' under write id {within[1]}: the table is not "
+                "transactional; truncate it without a write id"
+            )
         if table.is_transactional:
             if self.transactional_truncate is None:
                 raise InvalidOperationError(
                     f"cannot truncate transactional table '{table.qualified_name}' from a bare catalog: open "
                     "it through Metastore, which empties it under a write id"
                 )
-            self.transactional_truncate(table, partition_names)
+            self.transactional_truncate(table, partition_names, within)
             return
         if table.partition_keys:
             names = (
