@@ -39,9 +39,9 @@ def client(session_metastore: RunningMetastore) -> Iterator[HiveService.Client]:
         ("get_resource_plan", (ht.WMGetResourcePlanRequest(resourcePlanName="p"),), "workload management"),
         ("getStatus", (), "fb303 status"),
         (
-            "get_partitions_with_specs",
-            (ht.GetPartitionsRequest(dbName="default", tblName="t"),),
-            "call get_partitions_by_names_req",
+            "get_partitions_by_expr",
+            (ht.PartitionsByExprRequest(dbName="default", tblName="t", expr=b"\xff"),),
+            "serialized Hive expressions",
         ),
     ],
 )

@@ -46,12 +46,7 @@ NOT_DECLARED = {
     "CreateDatabaseRequest": {9},  # createTime (the metastore's own)
     "CreateTableRequest": {9, 10},  # processorCapabilities, processorIdentifier
     "DropDatabaseRequest": {6, 7, 8},  # softDelete, txnId, deleteManagedDir (Hive's lockless reads)
-    "GetFieldsRequest": {5, 6},  # validWriteIdList, id
-    "GetSchemaRequest": {5, 6},  # validWriteIdList, id
-    "GetPartitionNamesPsRequest": {6, 7},  # validWriteIdList, id
-    "GetPartitionsPsWithAuthRequest": {8, 9},  # validWriteIdList, id
     "RenamePartitionRequest": {6, 7, 8},  # validWriteIdList, txnId, clonePart
-    "TruncateTableRequest": {4, 5, 6},  # writeId, validWriteIdList, environmentContext
     "CommitTxnRequest": {4, 5, 6, 7},  # replLastIdInfo, keyValue, exclWriteEnabled, txn_type
     "CompactionRequest": {7, 8},  # initiatorId, initiatorVersion
     "Database": {9, 11, 12, 13},  # createTime, type, connector_name, remote_dbname (data connectors)

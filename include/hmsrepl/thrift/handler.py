@@ -43,6 +43,7 @@ from hmsrepl.thrift.api.databases import DatabaseApi
 from hmsrepl.thrift.api.functions import FunctionApi
 from hmsrepl.thrift.api.notifications import NotificationApi
 from hmsrepl.thrift.api.partition_reads import EncodedStructs, PartitionReadApi
+from hmsrepl.thrift.api.partition_specs import PartitionSpecApi
 from hmsrepl.thrift.api.partitions import PartitionWriteApi
 from hmsrepl.thrift.api.privileges import PrivilegeApi
 from hmsrepl.thrift.api.requests import RequestFormApi
@@ -211,6 +212,7 @@ AREAS: tuple[type[Area], ...] = (
     TableApi,
     ConstraintApi,
     PartitionReadApi,
+    PartitionSpecApi,
     PartitionWriteApi,
     FunctionApi,
     StatisticsApi,

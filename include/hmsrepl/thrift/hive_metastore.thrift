@@ -373,6 +373,78 @@ struct GetPartitionRequest {
 
 struct GetPartitionResponse { 1: required Partition partition }
 
+// Hive 4's get_partitions_with_specs: partitions filtered by a filter spec, projected to the fields a
+// projection spec names, sent grouped by a shared storage descriptor (``thrift.partition_specs``).
+struct GetProjectionsSpec {
+  1: list<string> fieldList,
+  2: string includeParamKeyPattern,
+  3: string excludeParamKeyPattern
+}
+
+enum PartitionFilterMode { BY_NAMES = 0, BY_VALUES = 1, BY_EXPR = 2 }
+
+struct GetPartitionsFilterSpec {
+  7: optional PartitionFilterMode filterMode,
+  8: optional list<string> filters
+}
+
+struct GetPartitionsRequest {
+  1: optional string catName,
+  2: string dbName,
+  3: string tblName,
+  4: optional bool withAuth,
+  5: optional string user,
+  6: optional list<string> groupNames,
+  7: GetProjectionsSpec projectionSpec,
+  8: GetPartitionsFilterSpec filterSpec,
+  9: optional list<string> processorCapabilities,
+  10: optional string processorIdentifier,
+  11: optional string validWriteIdList
+}
+
+struct PartitionWithoutSD {
+  1: list<string> values,
+  2: i32 createTime,
+  3: i32 lastAccessTime,
+  4: string relativePath,
+  5: map<string, string> parameters,
+  6: optional PrincipalPrivilegeSet privileges
+}
+
+struct PartitionSpecWithSharedSD {
+  1: list<PartitionWithoutSD> partitions,
+  2: StorageDescriptor sd
+}
+
+struct PartitionListComposingSpec { 1: list<Partition> partitions }
+
+struct PartitionSpec {
+  1: string dbName,
+  2: string tableName,
+  3: string rootPath,
+  4: optional PartitionSpecWithSharedSD sharedSDPartitionSpec,
+  5: optional PartitionListComposingSpec partitionList,
+  6: optional string catName,
+  7: optional i64 writeId = -1,
+  8: optional bool isStatsCompliant
+}
+
+struct GetPartitionsResponse { 1: list<PartitionSpec> partitionSpec }
+
+// Hive 4's get_partition_names_req: names pruned by a serialized expression (only the empty one, a single
+// 0xFF byte, is evaluated here), in the order the request names.
+struct PartitionsByExprRequest {
+  1: required string dbName,
+  2: required string tblName,
+  3: required binary expr,
+  4: optional string defaultPartitionName,
+  5: optional i16 maxParts = -1,
+  6: optional string catName,
+  7: optional string order,
+  8: optional string validWriteIdList,
+  9: optional i64 id = -1
+}
+
 // ---- Hive 4 request forms of DDL and reads served in their classic form ----------------------------------
 // Fields a request form adds that this server does not act on (processor capabilities, a writer's write id
 // list, Hive's soft delete) are not declared: they are skipped on read (see tests/unit/test_idl_matches_hive4.py).
@@ -487,7 +559,10 @@ struct RenamePartitionResponse {}
 struct TruncateTableRequest {
   1: required string dbName,
   2: required string tableName,
-  3: optional list<string> partNames
+  3: optional list<string> partNames,
+  4: optional i64 writeId = -1,
+  5: optional string validWriteIdList,
+  6: optional EnvironmentContext environmentContext
 }
 
 struct TruncateTableResponse {}
@@ -496,7 +571,9 @@ struct GetFieldsRequest {
   1: optional string catName,
   2: required string dbName,
   3: required string tblName,
-  4: optional EnvironmentContext envContext
+  4: optional EnvironmentContext envContext,
+  5: optional string validWriteIdList,
+  6: optional i64 id = -1
 }
 
 struct GetFieldsResponse { 1: required list<FieldSchema> fields }
@@ -505,7 +582,9 @@ struct GetSchemaRequest {
   1: optional string catName,
   2: required string dbName,
   3: required string tblName,
-  4: optional EnvironmentContext envContext
+  4: optional EnvironmentContext envContext,
+  5: optional string validWriteIdList,
+  6: optional i64 id = -1
 }
 
 struct GetSchemaResponse { 1: required list<FieldSchema> fields }
@@ -515,7 +594,9 @@ struct GetPartitionNamesPsRequest {
   2: required string dbName,
   3: required string tblName,
   4: optional list<string> partValues,
-  5: optional i16 maxParts = -1
+  5: optional i16 maxParts = -1,
+  6: optional string validWriteIdList,
+  7: optional i64 id = -1
 }
 
 struct GetPartitionNamesPsResponse { 1: required list<string> names }
@@ -527,7 +608,9 @@ struct GetPartitionsPsWithAuthRequest {
   4: optional list<string> partVals,
   5: optional i16 maxParts = -1,
   6: optional string userName,
-  7: optional list<string> groupNames
+  7: optional list<string> groupNames,
+  8: optional string validWriteIdList,
+  9: optional i64 id = -1
 }
 
 struct GetPartitionsPsWithAuthResponse { 1: required list<Partition> partitions }
@@ -1183,6 +1266,10 @@ service ThriftHiveMetastore {
   GetPartitionsByNamesResult get_partitions_by_names_req(1: GetPartitionsByNamesRequest req)
       throws (1: MetaException o1, 2: NoSuchObjectException o2),
   GetPartitionResponse get_partition_req(1: GetPartitionRequest req)
+      throws (1: MetaException o1, 2: NoSuchObjectException o2),
+  GetPartitionsResponse get_partitions_with_specs(1: GetPartitionsRequest request)
+      throws (1: MetaException o1),
+  list<string> get_partition_names_req(1: PartitionsByExprRequest req)
       throws (1: MetaException o1, 2: NoSuchObjectException o2),
   // Hive 4.2's listPartitionNames (newer than pyiceberg's bindings; Hive 4.2.0's signature)
   list<Partition> get_partitions_by_filter_req(1: GetPartitionsByFilterRequest req)

@@ -20,12 +20,6 @@ from __future__ import annotations
 
 from thriftpy2.thrift import TApplicationException
 
-_NOT_YET = "the Hive 4 request form is not served yet; call {classic}"
-
-
-def _classic(pairs: dict[str, str]) -> dict[str, str]:
-    return {method: _NOT_YET.format(classic=classic) for method, classic in pairs.items()}
-
 
 def _family(reason: str, *methods: str) -> dict[str, str]:
     return dict.fromkeys(methods, reason)
@@ -33,12 +27,6 @@ def _family(reason: str, *methods: str) -> dict[str, str]:
 
 #: Method -> why it is refused (the client sees it after the method's name).
 REFUSED: dict[str, str] = {
-    # Hive 4 request forms of calls that are served in their classic form.
-    **_classic(
-        {
-            "get_partitions_with_specs": "get_partitions_by_names_req or get_partitions_req",
-        }
-    ),
     **_family(
         "this metastore has one catalog, 'hive'; catalogs cannot be created, altered or dropped",
         "create_catalog",
@@ -73,7 +61,8 @@ REFUSED: dict[str, str] = {
     ),
     "get_table_names_by_filter": "table filters are not evaluated; list with get_tables or get_table_meta",
     **_family(
-        "partition specs (PartitionSpec) are not served; use the calls on lists of partitions",
+        "these partition spec (PartitionSpec) calls are not served; use get_partitions_with_specs or the "
+        "calls on lists of partitions",
         "add_partitions_pspec",
         "get_partitions_pspec",
         "get_part_specs_by_filter",
@@ -91,7 +80,6 @@ REFUSED: dict[str, str] = {
         "get_partition_names",
         "get_partitions_by_expr",
         "get_partitions_spec_by_expr",
-        "get_partition_names_req",
     ),
     "get_partition_values": "not served; read the values from get_partition_names",
     "get_num_partitions_by_filter": "not served; count the result of get_partition_names",

@@ -13,6 +13,7 @@ from thriftpy2.utils import serialize
 from hmsrepl.bounds import resource_bounds
 from hmsrepl.exceptions import InvalidObjectError, LimitExceededError
 from hmsrepl.formats.partition_names import parse_partition_name
+from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.model import Partition
 from hmsrepl.metastore.partition_pages import PAGE_ROWS, PartitionPages
 from hmsrepl.thrift import convert
@@ -156,11 +157,24 @@ class PartitionReadApi(Area):
     ) -> Sequence[Any]:
         return self.get_partitions(db_name, tbl_name, max_parts)
 
-    def get_partition_names(self, db_name: str, tbl_name: str, max_parts: int) -> list[str]:
-        return self.reads.partition_names(db_name, tbl_name, _limit(max_parts))
+    def get_partition_names(
+        self,
+        db_name: str,
+        tbl_name: str,
+        max_parts: int,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+    ) -> list[str]:
+        return self.reads.partition_names(db_name, tbl_name, _limit(max_parts), write_ids, table_id)
 
     def get_partitions_ps(
-        self, db_name: str, tbl_name: str, part_vals: list[str], max_parts: int
+        self,
+        db_name: str,
+        tbl_name: str,
+        part_vals: list[str],
+        max_parts: int,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
     ) -> Sequence[Any]:
         return _partitions_out(
             _capped(
@@ -168,7 +182,7 @@ class PartitionReadApi(Area):
                 tbl_name,
                 max_parts,
                 lambda limit: self.reads.partitions_ps(
-                    db_name, tbl_name, part_vals or [], limit, **_partition_structs()
+                    db_name, tbl_name, part_vals or [], limit, write_ids, table_id, **_partition_structs()
                 ),
                 lambda: len(self.reads.partition_names_ps(db_name, tbl_name, part_vals or [], -1)),
             )
@@ -186,9 +200,17 @@ class PartitionReadApi(Area):
         return self.get_partitions_ps(db_name, tbl_name, part_vals, max_parts)
 
     def get_partition_names_ps(
-        self, db_name: str, tbl_name: str, part_vals: list[str], max_parts: int
+        self,
+        db_name: str,
+        tbl_name: str,
+        part_vals: list[str],
+        max_parts: int,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
     ) -> list[str]:
-        return self.reads.partition_names_ps(db_name, tbl_name, part_vals or [], _limit(max_parts))
+        return self.reads.partition_names_ps(
+            db_name, tbl_name, part_vals or [], _limit(max_parts), write_ids, table_id
+        )
 
     def get_partitions_by_filter(
         self, db_name: str, tbl_name: str, filter: str, max_parts: int

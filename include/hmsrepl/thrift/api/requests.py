@@ -13,10 +13,11 @@ from typing import Any
 
 from hmsrepl.cache.attribution import TXN_ID_PROPERTY, WRITE_ID_PROPERTY
 from hmsrepl.exceptions import InvalidObjectError, InvalidOperationError
-from hmsrepl.thrift.api.base import Area, HandlerContext
+from hmsrepl.formats.writeids import ValidWriteIdList
+from hmsrepl.thrift.api.base import Area, HandlerContext, _write_ids
 from hmsrepl.thrift.api.constraints import ConstraintApi
 from hmsrepl.thrift.api.databases import DatabaseApi
-from hmsrepl.thrift.api.partition_reads import PartitionReadApi, partition_values
+from hmsrepl.thrift.api.partition_reads import PartitionReadApi, _table_id, partition_values
 from hmsrepl.thrift.api.partitions import PartitionWriteApi
 from hmsrepl.thrift.api.statistics import StatisticsApi
 from hmsrepl.thrift.api.tables import TableApi
@@ -42,6 +43,12 @@ def _required(method: str, value: Any, field: str, struct: str) -> Any:
     if value is None or value == "":
         raise InvalidObjectError(f"{method} without {struct}.{field}; set it")
     return value
+
+
+def _snapshot(req: Any) -> tuple[ValidWriteIdList | None, int | None]:
+    """The reader's ValidWriteIdList and table id a read request carries (None where it has none; Hive's
+    -1 is no id)."""
+    return _write_ids(getattr(req, "validWriteIdList", None)), _table_id(getattr(req, "id", None))
 
 
 class RequestFormApi(Area):
@@ -126,6 +133,13 @@ class RequestFormApi(Area):
         A write id no open transaction holds on the table is refused before anything changes."""
         if write_id is None or write_id <= 0:
             return context
+        holder = self._holder(db_name, table_name, write_id, "alter")
+        properties = dict(getattr(context, "properties", None) or {})
+        properties.update({TXN_ID_PROPERTY: str(holder), WRITE_ID_PROPERTY: str(write_id)})
+        return hms.EnvironmentContext(properties=properties)
+
+    def _holder(self, db_name: str, table_name: str, write_id: int, verb: str) -> int:
+        """The open transaction that holds ``write_id`` on the table, or the refusal naming the fix."""
         txns = self.store.txns
         holder = next(
             (
@@ -137,12 +151,10 @@ class RequestFormApi(Area):
         )
         if holder is None:
             raise InvalidOperationError(
-                f"write id {write_id} of '{db_name}.{table_name}' is held by no open transaction; alter the "
+                f"write id {write_id} of '{db_name}.{table_name}' is held by no open transaction; {verb} the "
                 "table inside the transaction that allocated it (allocate_table_write_ids), or send writeId -1"
             )
-        properties = dict(getattr(context, "properties", None) or {})
-        properties.update({TXN_ID_PROPERTY: str(holder), WRITE_ID_PROPERTY: str(write_id)})
-        return hms.EnvironmentContext(properties=properties)
+        return holder
 
     def truncate_table(self, dbName: str, tableName: str, partNames: list[str] | None) -> None:
         """Hive's TRUNCATE TABLE: the table's (or the named partitions') files go to the change manager, a
@@ -150,14 +162,27 @@ class RequestFormApi(Area):
         self.catalog.truncate_table(dbName, tableName, list(partNames) if partNames else None)
 
     def truncate_table_req(self, req: Any) -> Any:
-        self.truncate_table(req.dbName, req.tableName, req.partNames)
+        """With a ``writeId`` (Hive 4's TRUNCATE of a transactional table) the table is emptied as part of the
+        client's open transaction that holds that write id: an empty base under it, noted as that
+        transaction's write, so the table's write id advances and its COMMIT_TXN replicates the truncation;
+        it shows when the client commits. Without one, as ``truncate_table``."""
+        parts = list(req.partNames) if req.partNames else None
+        if req.writeId is None or req.writeId <= 0:
+            self.truncate_table(req.dbName, req.tableName, parts)
+            return hms.TruncateTableResponse()
+        within = (self._holder(req.dbName, req.tableName, req.writeId, "truncate"), req.writeId)
+        self.catalog.truncate_table(req.dbName, req.tableName, parts, within=within)
         return hms.TruncateTableResponse()
 
+    # Reads that carry the reader's ValidWriteIdList (and table id) answer from the state that list may see,
+    # as get_table_req does: a transactional change the reader may not see yet is never returned.
     def get_fields_req(self, req: Any) -> Any:
-        return hms.GetFieldsResponse(fields=self._tables.get_fields(req.dbName, req.tblName))
+        fields = self._tables.get_fields(req.dbName, req.tblName, *_snapshot(req))
+        return hms.GetFieldsResponse(fields=fields)
 
     def get_schema_req(self, req: Any) -> Any:
-        return hms.GetSchemaResponse(fields=self._tables.get_schema(req.dbName, req.tblName))
+        fields = self._tables.get_schema(req.dbName, req.tblName, *_snapshot(req))
+        return hms.GetSchemaResponse(fields=fields)
 
     # -- partitions --------------------------------------------------------------------------------------------
     def alter_partitions_req(self, req: Any) -> Any:
@@ -180,7 +205,7 @@ class RequestFormApi(Area):
     def fetch_partition_names_req(self, partitionReq: Any) -> list[str]:
         """Hive 4.2's ``listPartitionNames``."""
         return self._partition_reads.get_partition_names(
-            partitionReq.dbName, partitionReq.tblName, partitionReq.maxParts
+            partitionReq.dbName, partitionReq.tblName, partitionReq.maxParts, *_snapshot(partitionReq)
         )
 
     def get_partitions_by_filter_req(self, req: Any) -> Any:
@@ -197,13 +222,13 @@ class RequestFormApi(Area):
 
     def get_partition_names_ps_req(self, req: Any) -> Any:
         names = self._partition_reads.get_partition_names_ps(
-            req.dbName, req.tblName, list(req.partValues or []), req.maxParts
+            req.dbName, req.tblName, list(req.partValues or []), req.maxParts, *_snapshot(req)
         )
         return hms.GetPartitionNamesPsResponse(names=names)
 
     def get_partitions_ps_with_auth_req(self, req: Any) -> Any:
         parts = self._partition_reads.get_partitions_ps(
-            req.dbName, req.tblName, list(req.partVals or []), req.maxParts
+            req.dbName, req.tblName, list(req.partVals or []), req.maxParts, *_snapshot(req)
         )
         return hms.GetPartitionsPsWithAuthResponse(partitions=list(parts))
 

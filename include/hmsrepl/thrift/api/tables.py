@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hmsrepl.cache.attribution import requested_txn
+from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.spark_stats_sync import has_spark_stats, with_row_count
 from hmsrepl.thrift import convert
@@ -16,12 +17,25 @@ from hmsrepl.thrift.idl import hms
 class TableApi(Area):
     """Tables of the catalog."""
 
-    def get_fields(self, db_name: str, table_name: str) -> list[Any]:
-        table = self.reads.table(db_name, table_name)
+    def get_fields(
+        self,
+        db_name: str,
+        table_name: str,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+    ) -> list[Any]:
+        """The table's columns; with a reader's list (Hive 4's ``get_fields_req``), of the state it may see."""
+        table = self.reads.table(db_name, table_name, write_ids, table_id)
         return [convert.field_to_thrift(c) for c in table.sd.cols]
 
-    def get_schema(self, db_name: str, table_name: str) -> list[Any]:
-        table = self.reads.table(db_name, table_name)
+    def get_schema(
+        self,
+        db_name: str,
+        table_name: str,
+        write_ids: ValidWriteIdList | None = None,
+        table_id: int | None = None,
+    ) -> list[Any]:
+        table = self.reads.table(db_name, table_name, write_ids, table_id)
         return [convert.field_to_thrift(c) for c in [*table.sd.cols, *table.partition_keys]]
 
     def get_fields_with_environment_context(
