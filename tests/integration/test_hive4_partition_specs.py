@@ -234,6 +234,20 @@ def _reader_list(store: Metastore, db: str, table: str) -> str:
     return entry.write_ids.to_string()
 
 
+def _partition_stats(client: Hive4.Client, db: str) -> None:
+    data = h4.ColumnStatisticsData(
+        longStats=h4.LongColumnStatsData(lowValue=1, highValue=5, numNulls=0, numDVs=5)
+    )
+    desc = h4.ColumnStatisticsDesc(isTblLevel=False, dbName=db, tableName="mm", partName="p=a")
+    stats = h4.ColumnStatistics(statsDesc=desc, statsObj=[h4.ColumnStatisticsObj("id", "bigint", data)])
+    client.update_partition_column_statistics(stats)
+
+
+def _stats_reads(client: Hive4.Client, db: str, write_ids: str | None) -> tuple[object, object]:
+    request = h4.PartitionsStatsRequest(db, "mm", ["id"], ["p=a"], validWriteIdList=write_ids)
+    return client.get_partitions_statistics_req(request), client.get_aggr_stats_for(request)
+
+
 def test_request_forms_answer_from_the_state_the_readers_write_id_list_may_see(
     client: Hive4.Client, db: str, store: Metastore
 ) -> None:
@@ -241,6 +255,7 @@ def test_request_forms_answer_from_the_state_the_readers_write_id_list_may_see(
     carries the list refuses (retryable) while the classic read, with no list, shows the latest state."""
     _insert_only(client, db, "mm", ["p"])
     client.add_partitions([h4.Partition(values=["a"], dbName=db, tableName="mm", parameters={})])
+    _partition_stats(client, db)
     before = _reader_list(store, db, "mm")
     [txn] = client.open_txns(h4.OpenTxnRequest(1, "hive", "localhost")).txn_ids
     allocate = h4.AllocateTableWriteIdsRequest(dbName=db, tableName="mm", txnIds=[txn])
@@ -266,8 +281,15 @@ def test_request_forms_answer_from_the_state_the_readers_write_id_list_may_see(
             h4.MetaException, match=f"write id {written.writeId} .*does not count as committed"
         ):
             read()
+    stats, aggregate = _stats_reads(client, db, before)
+    assert (stats.partStats, stats.isStatsCompliant) == ({}, False)  # withheld, as Hive answers
+    assert (aggregate.colStats, aggregate.partsFound, aggregate.isStatsCompliant) == ([], 0, False)
     client.commit_txn(h4.CommitTxnRequest(txnid=txn))
     after = _reader_list(store, db, "mm")
+    stats, aggregate = _stats_reads(client, db, after)
+    assert (list(stats.partStats), stats.isStatsCompliant) == (["p=a"], True)
+    assert (aggregate.partsFound, aggregate.isStatsCompliant) == (1, True)
+    assert _stats_reads(client, db, None)[0].isStatsCompliant is None  # no list: no verdict
     [seen] = client.get_partitions_ps_with_auth_req(
         h4.GetPartitionsPsWithAuthRequest(dbName=db, tblName="mm", partVals=["a"], validWriteIdList=after)
     ).partitions

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hmsrepl.exceptions import InvalidObjectError, NoSuchObjectError
-from hmsrepl.thrift.api.base import Area
+from hmsrepl.cache.visibility import check_visible
+from hmsrepl.exceptions import InvalidObjectError, NoSuchObjectError, WriteNotVisibleError
+from hmsrepl.formats.partition_names import make_partition_name
+from hmsrepl.thrift.api.base import Area, _write_ids
 from hmsrepl.thrift.idl import hms
 from hmsrepl.thrift.statistics import stat_from_thrift, stat_to_thrift
 
@@ -65,33 +67,76 @@ class StatisticsApi(Area):
         )
         return hms.ColumnStatistics(statsDesc=desc, statsObj=[stat_to_thrift(s) for s in found])
 
+    # With the reader's ValidWriteIdList, statistics are answered only when the state they describe is one
+    # the reader may see (Hive's ``isCurrentStatsValidForTheQuery``): otherwise they are left out and the
+    # result says ``isStatsCompliant`` false, as Hive's metastore answers; without a list, as they are.
     def get_table_statistics_req(self, request: Any) -> Any:
+        compliant = self._compliant(request.dbName, request.tblName, request.validWriteIdList)
+        if compliant is False:
+            return hms.TableStatsResult(tableStats=[], isStatsCompliant=False)
         found = self.store.stats.table_stats(
             request.dbName, request.tblName, request.colNames or [], engine=request.engine
         )
-        return hms.TableStatsResult(tableStats=[stat_to_thrift(s) for s in found])
+        return hms.TableStatsResult(tableStats=[stat_to_thrift(s) for s in found], isStatsCompliant=compliant)
 
     def get_partitions_statistics_req(self, request: Any) -> Any:
+        names = request.partNames or []
+        withheld = self._withheld(request.dbName, request.tblName, request.validWriteIdList, names)
         found = self.store.stats.partition_stats(
             request.dbName,
             request.tblName,
-            request.partNames or [],
+            [name for name in names if name not in withheld],
             request.colNames or [],
             engine=request.engine,
         )
         return hms.PartitionsStatsResult(
-            partStats={part: [stat_to_thrift(s) for s in stats] for part, stats in found.items() if part}
+            partStats={part: [stat_to_thrift(s) for s in stats] for part, stats in found.items() if part},
+            isStatsCompliant=None if request.validWriteIdList is None else not withheld,
         )
 
     def get_aggr_stats_for(self, request: Any) -> Any:
+        names = request.partNames or []
+        if self._withheld(request.dbName, request.tblName, request.validWriteIdList, names):
+            return hms.AggrStats(colStats=[], partsFound=0, isStatsCompliant=False)
         merged, found = self.store.stats.aggregate(
             request.dbName,
             request.tblName,
-            request.partNames or [],
+            names,
             request.colNames or [],
             engine=request.engine,
         )
-        return hms.AggrStats(colStats=[stat_to_thrift(s) for s in merged], partsFound=found)
+        compliant = None if request.validWriteIdList is None else True
+        return hms.AggrStats(
+            colStats=[stat_to_thrift(s) for s in merged], partsFound=found, isStatsCompliant=compliant
+        )
+
+    def _compliant(self, db_name: str, tbl_name: str, valid_write_id_list: str | None) -> bool | None:
+        """Whether the table's state is one the reader's list may see (None: the request has no list)."""
+        write_ids = _write_ids(valid_write_id_list)
+        if write_ids is None:
+            return None
+        table = self.catalog.get_table(db_name, tbl_name)
+        try:
+            check_visible(self.catalog.events, "statistics", (db_name, tbl_name), table, write_ids)
+        except WriteNotVisibleError:
+            return False
+        return True
+
+    def _withheld(
+        self, db_name: str, tbl_name: str, valid_write_id_list: str | None, part_names: list[str]
+    ) -> set[str]:
+        """The named partitions whose state the reader's list may not see (none without a list)."""
+        write_ids = _write_ids(valid_write_id_list)
+        if write_ids is None or not part_names:
+            return set()
+        keys = self.catalog.get_table(db_name, tbl_name).partition_key_names
+        out = set()
+        for part in self.catalog.get_partitions_by_names(db_name, tbl_name, part_names):
+            try:
+                check_visible(self.catalog.events, "statistics", (db_name, tbl_name), part, write_ids)
+            except WriteNotVisibleError:
+                out.add(make_partition_name(keys, part.values))
+        return out
 
     def set_aggr_stats_for(self, request: Any) -> bool:
         """Several tables' or partitions' statistics at once (Hive's SetPartitionsStatsRequest), in one commit."""
