@@ -1,7 +1,8 @@
 """Hive 4's own Java client (``HiveMetaStoreClient`` of Hive 4.2.0, ``tests.peers.hive4_client``) against this
 metastore: its DDL (which Hive 4.2 sends as ``create_database_req``, ``alter_database_req``, ``create_table_req``,
 ``alter_table_req``, ``truncate_table_req``, ``drop_table_req``, ``drop_database_req``), partition calls
-(``fetch_partition_names_req``, ``get_partitions_by_filter_req``, ``drop_partition_req`` among them), table and
+(``fetch_partition_names_req``, ``get_partitions_by_filter_req``, ``drop_partition_req``,
+``get_partitions_with_specs`` and ``get_partition_names_req`` among them), table and
 field reads, a transaction, and role and privilege reads all work, and what it stores is what a Hive 4 client
 asked for: the database's managed location holds the table, the SerDe's description is kept.
 
@@ -39,6 +40,8 @@ def test_hive_4s_own_client_runs_its_ddl_and_reads(
         "list_partitions_by_filter",
     ):
         assert steps[read].value == "1", read
+    assert steps["get_partitions_with_specs"].value == "/ds=1"  # relative to the shared descriptor's root
+    assert steps["list_partition_names_req"].value == "[ds=1]"
     assert steps["alter_database"].value == "data"
     assert steps["get_config_value"].value == session_metastore.warehouse
     assert steps["drop_partition"].value == "true"

@@ -1,3 +1,4 @@
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -9,6 +10,12 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hive.metastore.HiveMetaStoreClient;
 import org.apache.hadoop.hive.metastore.api.Database;
 import org.apache.hadoop.hive.metastore.api.FieldSchema;
+import org.apache.hadoop.hive.metastore.api.GetPartitionsFilterSpec;
+import org.apache.hadoop.hive.metastore.api.GetPartitionsRequest;
+import org.apache.hadoop.hive.metastore.api.GetProjectionsSpec;
+import org.apache.hadoop.hive.metastore.api.PartitionFilterMode;
+import org.apache.hadoop.hive.metastore.api.PartitionSpec;
+import org.apache.hadoop.hive.metastore.api.PartitionsByExprRequest;
 import org.apache.hadoop.hive.metastore.api.HiveObjectRef;
 import org.apache.hadoop.hive.metastore.api.HiveObjectType;
 import org.apache.hadoop.hive.metastore.api.Partition;
@@ -100,6 +107,24 @@ public class Hive4Client {
     step("list_partitions", () -> client.listPartitions(db, "t", (short) -1).size());
     step("get_partition_by_name", () -> client.getPartition(db, "t", "ds=1").getValues());
     step("list_partitions_by_filter", () -> client.listPartitionsByFilter(db, "t", "ds = \"1\"", (short) -1).size());
+    step("get_partitions_with_specs", () -> {
+      GetProjectionsSpec projection = new GetProjectionsSpec();
+      projection.setFieldList(Arrays.asList("values", "sd.location"));
+      GetPartitionsFilterSpec filter = new GetPartitionsFilterSpec();
+      filter.setFilterMode(PartitionFilterMode.BY_VALUES);
+      filter.setFilters(Arrays.asList("1"));
+      GetPartitionsRequest request = new GetPartitionsRequest();
+      request.setDbName(db);
+      request.setTblName("t");
+      request.setProjectionSpec(projection);
+      request.setFilterSpec(filter);
+      PartitionSpec spec = client.getPartitionsWithSpecs(request).getPartitionSpec().get(0);
+      return spec.getSharedSDPartitionSpec().getPartitions().get(0).getRelativePath();
+    });
+    step("list_partition_names_req", () -> {
+      PartitionsByExprRequest request = new PartitionsByExprRequest(db, "t", ByteBuffer.wrap(new byte[] {-1}));
+      return client.listPartitionNames(request);
+    });
     step("get_table_objects", () -> client.getTableObjectsByName(db, Arrays.asList("t")).size());
     step("table_exists", () -> client.tableExists(db, "t"));
     step("get_tables_by_type", () -> client.getTables(db, "*", org.apache.hadoop.hive.metastore.TableType.MANAGED_TABLE));
