@@ -123,9 +123,12 @@ class Projection:
         )
 
     def apply(self, part: Any) -> Any:
-        """A copy of ``part`` holding only the projected fields (the rest unset), parameters narrowed."""
-        out = copy.deepcopy(part) if self.fields is None else _copy_paths(part, self.fields, "")
+        """``part`` holding only the projected fields (the rest unset), parameters narrowed: a new struct
+        where anything is left out, ``part`` itself otherwise (it may be the metadata cache's, so it is
+        never changed; ``group_by_storage`` only reads it)."""
+        out = part if self.fields is None else _copy_paths(part, self.fields, "")
         if out.parameters is not None and (self.include is not None or self.exclude is not None):
+            out = copy.copy(out) if out is part else out
             out.parameters = {key: value for key, value in out.parameters.items() if self._keeps(key)}
         return out
 
@@ -136,7 +139,10 @@ class Projection:
 
 
 def _copy_paths(source: Any, paths: frozenset[str], prefix: str) -> Any:
-    """A new struct of ``source``'s type with only the fields named by ``paths`` (relative to ``prefix``)."""
+    """A new struct of ``source``'s type with only the fields named by ``paths`` (relative to ``prefix``).
+
+    Whole fields are shared with ``source``, not copied: nothing here or in ``group_by_storage`` changes them.
+    """
     out = type(source)()
     for name in list(vars(out)):
         setattr(out, name, None)  # unset, not the IDL default: a field not asked for is not sent
@@ -145,7 +151,7 @@ def _copy_paths(source: Any, paths: frozenset[str], prefix: str) -> Any:
         here = f"{prefix}{name}"
         below = frozenset(path.split(".", 1)[1] for path in paths if path.startswith(name + "."))
         if value is None or not below or here not in _NESTED:
-            setattr(out, name, copy.deepcopy(value))
+            setattr(out, name, value)
         elif isinstance(value, list):
             setattr(out, name, [_copy_paths(item, below, here + ".") for item in value])
         else:
