@@ -50,7 +50,8 @@ EVENT_WRITES: dict[str, tuple[E, ...]] = {
     "alter_table_req": (E.ALTER_TABLE,),
     # an emptied table or partition is an ALTER with an empty change; a transactional one commits a write id
     "truncate_table": (E.ALTER_TABLE, E.ALTER_PARTITION, E.ALLOC_WRITE_ID, E.COMMIT_TXN),
-    "truncate_table_req": (E.ALTER_TABLE, E.ALTER_PARTITION, E.ALLOC_WRITE_ID, E.COMMIT_TXN),
+    # with a writeId: an ACID write joining the client's transaction (its commit is judged like any other)
+    "truncate_table_req": (E.ALTER_TABLE, E.ALTER_PARTITION, E.ALLOC_WRITE_ID, E.COMMIT_TXN, E.ACID_WRITE),
     "drop_table": (E.DROP_TABLE,),
     "drop_table_with_environment_context": (E.DROP_TABLE,),
     "add_partition": (E.ADD_PARTITION,),
@@ -162,6 +163,8 @@ READS: frozenset[str] = frozenset(
         "get_partitions_ps",
         "get_partitions_ps_with_auth",
         "get_partitions_req",
+        "get_partitions_with_specs",
+        "get_partition_names_req",
         "get_partitions_statistics_req",
         "get_partitions_with_auth",
         "get_primary_keys",
