@@ -592,3 +592,116 @@ def test_constraints_of_a_stock_metastore_replicate(
         writer.close()
         source.close()
         target.close()
+
+
+class AcidWriter:
+    """A Hive 3 client writing an insert-only ACID table through the stock metastore's txn calls, as Hive's
+    own writers do: open a txn, allocate the table's write id, write ``delta_W_W_0000``, commit or abort."""
+
+    def __init__(self, hive: HiveReferenceMetastore, db: str) -> None:
+        from hive_metastore import ThriftHiveMetastore as Hive4
+        from thrift.protocol import TBinaryProtocol
+        from thrift.transport import TSocket, TTransport
+
+        self.transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", hive.port))
+        self.transport.open()
+        self.client: Any = Hive4.Client(TBinaryProtocol.TBinaryProtocol(self.transport))
+        self.db = db
+        self.location = hive.root / "warehouse" / f"{db}.db" / "events"
+
+    def create_table(self) -> None:
+        from hive_metastore import ttypes as h4
+
+        self.location.mkdir(parents=True)
+        sd = h4.StorageDescriptor(
+            cols=[h4.FieldSchema(name="v", type="string")],
+            location=str(self.location),
+            inputFormat=TEXT_IN,
+            outputFormat=TEXT_OUT,
+            serdeInfo=h4.SerDeInfo(serializationLib=LAZY_SERDE, parameters={}),
+            bucketCols=[],
+            sortCols=[],
+            parameters={},
+            numBuckets=-1,
+            compressed=False,
+        )
+        params = {"transactional": "true", "transactional_properties": "insert_only"}
+        self.client.create_table(
+            h4.Table(
+                tableName="events", dbName=self.db, owner="etl", sd=sd, partitionKeys=[], parameters=params
+            )
+        )
+
+    def begin(self, rows: str) -> tuple[int, int]:
+        """A txn holding the table's next write id, its delta written: (txn, write id)."""
+        from hive_metastore import ttypes as h4
+
+        txn = self.client.open_txns(h4.OpenTxnRequest(num_txns=1, user="etl", hostname="client")).txn_ids[0]
+        request = h4.AllocateTableWriteIdsRequest(dbName=self.db, tableName="events", txnIds=[txn])
+        write_id = self.client.allocate_table_write_ids(request).txnToWriteIds[0].writeId
+        delta = self.location / f"delta_{write_id:07d}_{write_id:07d}_0000"
+        delta.mkdir()
+        (delta / "000000_0").write_text(rows)
+        return txn, write_id
+
+    def commit(self, txn: int) -> None:
+        from hive_metastore import ttypes as h4
+
+        self.client.commit_txn(h4.CommitTxnRequest(txnid=txn))
+
+    def abort(self, txn: int) -> None:
+        from hive_metastore import ttypes as h4
+
+        self.client.abort_txn(h4.AbortTxnRequest(txnid=txn))
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+def _write_id_state(store: Any, name: str) -> tuple[int, frozenset[int], frozenset[int]]:
+    ids = store.txns.get_valid_write_ids([name])[0].write_ids
+    return ids.high_watermark, ids.open_write_ids, ids.aborted_write_ids
+
+
+def test_acid_transactions_of_a_stock_hive_31_replicate(
+    hive31: HiveReferenceMetastore, tmp_path: Path
+) -> None:
+    """Hive 3.1.3's own txn events (OPEN_TXN, ALLOC_WRITE_ID_EVENT, COMMIT_TXN, ABORT_TXN) replay on the
+    replica: a bootstrap with a txn open, then its commit, an abort and another commit incrementally; the
+    replica's files and ValidWriteIdList equal the source's each time."""
+    Writer(hive31, "acidsales", "3.1.3").create_database()
+    acid = AcidWriter(hive31, "acidsales")
+    acid.create_table()
+    first, _ = acid.begin("a\nb\n")
+    acid.commit(first)
+    pending, pending_id = acid.begin("c\n")  # open across the bootstrap
+    source = StockHiveSource(hive31.uri, **stock_roots(hive31))
+    target: Metastore = open_store(tmp_path, "replica")
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    try:
+        last = _replicate(engine, "REPL DUMP acidsales", "acidsales_dr")
+        assert verify(source, "acidsales", target, "acidsales_dr") == []
+        state = _write_id_state(source, "acidsales.events")
+        assert state == (2, frozenset({pending_id}), frozenset())
+        assert _write_id_state(target, "acidsales_dr.events") == state
+
+        acid.commit(pending)
+        aborted, aborted_id = acid.begin("never\n")
+        acid.abort(aborted)
+        later, _ = acid.begin("d\n")
+        acid.commit(later)
+        _replicate(engine, f"REPL DUMP acidsales FROM {last}", "acidsales_dr")
+        assert verify(source, "acidsales", target, "acidsales_dr") == []
+        state = _write_id_state(source, "acidsales.events")
+        assert state == (4, frozenset(), frozenset({aborted_id}))
+        assert _write_id_state(target, "acidsales_dr.events") == state
+        replica_dir = Path(target.catalog.get_table("acidsales_dr", "events").sd.location or "")
+        assert sorted(p.name for p in replica_dir.iterdir() if p.name.startswith("delta_")) == [
+            "delta_0000001_0000001_0000",
+            "delta_0000002_0000002_0000",
+            "delta_0000004_0000004_0000",
+        ]
+    finally:
+        acid.close()
+        source.close()
+        target.close()
