@@ -596,9 +596,11 @@ def test_constraints_of_a_stock_metastore_replicate(
 
 class AcidWriter:
     """A Hive 3 client writing an insert-only ACID table through the stock metastore's txn calls, as Hive's
-    own writers do: open a txn, allocate the table's write id, write ``delta_W_W_0000``, commit or abort."""
+    own writers do: open a txn, allocate the table's write id, write ``delta_W_W_0000``, commit or abort.
+    ``notify``: also record the write with ``add_write_notification_log`` (Hive 4; Hive 3.1.3 lacks the call),
+    which makes Hive log an ACID_WRITE event."""
 
-    def __init__(self, hive: HiveReferenceMetastore, db: str) -> None:
+    def __init__(self, hive: HiveReferenceMetastore, db: str, *, notify: bool = False) -> None:
         from hive_metastore import ThriftHiveMetastore as Hive4
         from thrift.protocol import TBinaryProtocol
         from thrift.transport import TSocket, TTransport
@@ -606,7 +608,7 @@ class AcidWriter:
         self.transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", hive.port))
         self.transport.open()
         self.client: Any = Hive4.Client(TBinaryProtocol.TBinaryProtocol(self.transport))
-        self.db = db
+        self.db, self.notify = db, notify
         self.location = hive.root / "warehouse" / f"{db}.db" / "events"
 
     def create_table(self) -> None:
@@ -642,6 +644,18 @@ class AcidWriter:
         delta = self.location / f"delta_{write_id:07d}_{write_id:07d}_0000"
         delta.mkdir()
         (delta / "000000_0").write_text(rows)
+        if self.notify:
+            files = h4.InsertEventRequestData(
+                replace=False,
+                filesAdded=[str(delta / "000000_0")],
+                filesAddedChecksum=[""],
+                subDirectoryList=[delta.name],
+            )
+            self.client.add_write_notification_log(
+                h4.WriteNotificationLogRequest(
+                    txnId=txn, writeId=write_id, db=self.db, table="events", fileInfo=files
+                )
+            )
         return txn, write_id
 
     def commit(self, txn: int) -> None:
@@ -663,19 +677,21 @@ def _write_id_state(store: Any, name: str) -> tuple[int, frozenset[int], frozens
     return ids.high_watermark, ids.open_write_ids, ids.aborted_write_ids
 
 
-def test_acid_transactions_of_a_stock_hive_31_replicate(
-    hive31: HiveReferenceMetastore, tmp_path: Path
+@pytest.mark.parametrize("version", ["3.1.3", "4.2.0"])
+def test_acid_transactions_of_a_stock_metastore_replicate(
+    version: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """Hive 3.1.3's own txn events (OPEN_TXN, ALLOC_WRITE_ID_EVENT, COMMIT_TXN, ABORT_TXN) replay on the
+    """Hive's own txn events (OPEN_TXN, ALLOC_WRITE_ID_EVENT, COMMIT_TXN, ABORT_TXN) replay on the
     replica: a bootstrap with a txn open, then its commit, an abort and another commit incrementally; the
     replica's files and ValidWriteIdList equal the source's each time."""
-    Writer(hive31, "acidsales", "3.1.3").create_database()
-    acid = AcidWriter(hive31, "acidsales")
+    hive: HiveReferenceMetastore = request.getfixturevalue(STOCK_RELEASES[version][0])
+    Writer(hive, "acidsales", version).create_database()
+    acid = AcidWriter(hive, "acidsales", notify=not version.startswith("3."))
     acid.create_table()
     first, _ = acid.begin("a\nb\n")
     acid.commit(first)
     pending, pending_id = acid.begin("c\n")  # open across the bootstrap
-    source = StockHiveSource(hive31.uri, **stock_roots(hive31))
+    source = StockHiveSource(hive.uri, **stock_roots(hive))
     target: Metastore = open_store(tmp_path, "replica")
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
     try:

@@ -101,6 +101,36 @@ class TxnAllocations:
         """The allocations of ``txns`` made before event ``before``, read backwards from it until every
         txn's OPEN_TXN is found. A txn whose OPEN_TXN is gone (Hive's cleaner) is refused: its write ids are
         unknown."""
+        opened, held = self._scan(before, lambda opened, held: txns <= opened.keys())
+        if not txns <= opened.keys():
+            missing = sorted(txns - opened.keys())
+            raise TxnNotInLogError(
+                f"the OPEN_TXN of txn(s) {missing} is no longer in the stock metastore's notification log, "
+                "so the write ids they hold are unknown; take a bootstrap dump"
+            )
+        return {txn: held.get(txn, []) for txn in txns}
+
+    def owners(self, db: str, write_ids: set[tuple[str, int]], before: int) -> dict[tuple[str, int], int]:
+        """The txn holding each (table, write id) of ``db``, from the allocations before event ``before``:
+        only as far back as they lie (a long-open txn of another table does not matter here)."""
+
+        def found(opened: dict[int, int], held: dict[int, list[Allocation]]) -> dict[tuple[str, int], int]:
+            return {(a.table, a.write_id): txn for txn, made in held.items() for a in made if a.db == db}
+
+        _, held = self._scan(before, lambda opened, held: write_ids <= found(opened, held).keys())
+        owned = found({}, held)
+        if not write_ids <= owned.keys():
+            missing = sorted(write_ids - owned.keys())
+            raise TxnNotInLogError(
+                f"the allocation of write id(s) {missing} of '{db}' is no longer in the stock metastore's "
+                "notification log, so the txns holding them are unknown; take the bootstrap once they ended"
+            )
+        return {key: owned[key] for key in write_ids}
+
+    def _scan(
+        self, before: int, done: Callable[[dict[int, int], dict[int, list[Allocation]]], bool]
+    ) -> tuple[dict[int, int], dict[int, list[Allocation]]]:
+        """OPEN_TXN and allocations before event ``before``, in spans growing backwards until ``done``."""
         span = FIRST_SPAN
         while True:
             start = max(0, before - 1 - span)
@@ -116,12 +146,6 @@ class TxnAllocations:
                 if not page:
                     break
                 after = page[-1].event_id
-            if txns <= opened.keys():
-                return {txn: held.get(txn, []) for txn in txns}
-            if start == 0:
-                missing = sorted(txns - opened.keys())
-                raise TxnNotInLogError(
-                    f"the OPEN_TXN of txn(s) {missing} is no longer in the stock metastore's notification log, "
-                    "so the write ids they hold are unknown; take a bootstrap dump"
-                )
+            if done(opened, held) or start == 0:
+                return opened, held
             span *= 4

@@ -43,7 +43,7 @@ from hmsrepl.hive_source.messages import (
     kind_of,
     translate,
 )
-from hmsrepl.hive_source.roots import StockRoots
+from hmsrepl.hive_source.roots import StockRoots, StockRootsError
 from hmsrepl.hive_source.txn_state import StockTxns
 from hmsrepl.hive_source.write_dirs import write_id_files
 from hmsrepl.metastore.change_manager import ChangeManager
@@ -51,6 +51,7 @@ from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.storage.rooted import OutsideRootsError
 from hmsrepl.thrift.convert import function_from_thrift
 from hmsrepl.thrift.idl import hms
 
@@ -229,7 +230,19 @@ class StockLookups:
 
     def write_files(self, db_name: str, table_name: str, write_id: int) -> list[dict[str, Any]]:
         """Each partition (or the table) where ``write_id`` left directories: a partitioned table's
-        partitions are all listed, since Hive's messages do not say which ones a txn wrote."""
+        partitions are all listed, since Hive's messages do not say which ones a txn wrote.
+
+        A commit is translated once for every policy, so it also names tables of databases no policy here
+        reads: one outside the configured roots is not read (logged), its write keeps no files. A table of
+        a replicated database cannot be there: its bootstrap and its CREATE_TABLE read the same location
+        and refuse it."""
+        try:
+            return self._write_files(db_name, table_name, write_id)
+        except (StockRootsError, OutsideRootsError) as exc:
+            log.warning("write id %s of %s.%s is not read: %s", write_id, db_name, table_name, exc)
+            return []
+
+    def _write_files(self, db_name: str, table_name: str, write_id: int) -> list[dict[str, Any]]:
         table = self.table(db_name, table_name)
         if table is None:  # dropped since: its DROP_TABLE follows
             return []

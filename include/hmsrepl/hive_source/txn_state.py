@@ -90,15 +90,8 @@ class StockTxns:
             if self.current_event_id() != event_id:
                 continue
             open_txns = tuple(sorted(valid_txns.open_txns))
-            owners: dict[tuple[str, int], int] = {}
-            if any(entry.write_ids.open_write_ids for entry in listed):
-                held = self.allocations.read_back(set(open_txns), event_id + 1)
-                owners = {
-                    (a.table, a.write_id): txn
-                    for txn, alloc in held.items()
-                    for a in alloc
-                    if a.db == db_name
-                }
+            needed = {(n, w) for n, e in zip(names, listed, strict=True) for w in e.write_ids.open_write_ids}
+            owners = self.allocations.owners(db_name, needed, event_id + 1) if needed else {}
             tables = {
                 name: (entry.write_ids, {w: owners[(name, w)] for w in entry.write_ids.open_write_ids})
                 for name, entry in zip(names, listed, strict=True)
