@@ -174,7 +174,7 @@ class StockMetastoreReader:
         try:
             return self._call(what, method, request)
         except StockMetastoreError as exc:
-            if not _unknown_method(exc.__cause__):
+            if not unknown_method(exc.__cause__):
                 raise
             self._unknown.add(method)
             return None
@@ -187,7 +187,7 @@ class StockMetastoreReader:
         ]
 
 
-def _unknown_method(exc: BaseException | None) -> bool:
+def unknown_method(exc: BaseException | None) -> bool:
     """Whether a call failed because the server has no such method (an older Hive release)."""
     from thriftpy2.thrift import TApplicationException
 

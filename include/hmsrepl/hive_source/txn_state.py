@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats.writeids import ValidTxnList, ValidWriteIdList
-from hmsrepl.hive_import.reader import StockMetastoreReader
+from hmsrepl.hive_import.reader import StockMetastoreError, StockMetastoreReader, unknown_method
 from hmsrepl.hive_source.allocations import TxnAllocations
 from hmsrepl.metastore.transactions import ReplicationSnapshot, TableWriteIds
 from hmsrepl.thrift.idl import hms
@@ -39,8 +39,25 @@ class StockTxns:
         self, reader: StockMetastoreReader, current_event_id: Callable[[], int], allocations: TxnAllocations
     ) -> None:
         self.reader, self.current_event_id, self.allocations = reader, current_event_id, allocations
+        self._write_ids: bool | None = None
+
+    def has_write_ids(self) -> bool:
+        """Whether the release keeps write ids (Hive 3 and later), asked once with an empty
+        ``get_valid_write_ids``. Hive 2 does not, and logs no txn events: a replica must not open its txns."""
+        if self._write_ids is None:
+            request = hms.GetValidWriteIdsRequest(fullTableNames=[], validTxnList=ValidTxnList(0).to_string())
+            try:
+                self.reader.call("its write ids", "get_valid_write_ids", request)
+                self._write_ids = True
+            except StockMetastoreError as exc:
+                if not unknown_method(exc.__cause__):
+                    raise
+                self._write_ids = False
+        return self._write_ids
 
     def get_valid_txns(self) -> ValidTxnList:
+        if not self.has_write_ids():
+            return ValidTxnList(0)
         response = self.reader.call("its open transactions", "get_open_txns")
         txns = list(response.open_txns or [])
         aborted = set_bits(response.abortedBits, len(txns))
@@ -81,9 +98,13 @@ class StockTxns:
         return [n for n in names if self.reader.table(db_name, n).is_transactional]
 
     def replication_snapshot(self, db_name: str) -> ReplicationSnapshot:
-        """Every txn open at the snapshot's event, and each ACID table's write ids with their owners."""
+        """Every txn open at the snapshot's event (of any database: their COMMIT_TXN and ABORT_TXN reach
+        every dump, and a replica closes only txns it opened), and each ACID table's write ids with their
+        owners."""
         for _ in range(SNAPSHOT_ATTEMPTS):
             event_id = self.current_event_id()
+            if not self.has_write_ids():  # Hive 2: no write ids, no txn events
+                return ReplicationSnapshot(event_id, ValidTxnList(0), (), {})
             valid_txns = self.get_valid_txns()
             names = self._acid_tables(db_name)
             listed = self.get_valid_write_ids([f"{db_name}.{n}" for n in names], valid_txns)
