@@ -73,6 +73,11 @@ class StockTxns:
         """Each ``db.table``'s ValidWriteIdList under ``valid_txns`` (default: now), as Hive computes it."""
         if not table_names:
             return []
+        if not self.has_write_ids():
+            raise StockMetastoreError(
+                f"transactional tables ({', '.join(table_names)}) of a Hive 2 metastore are not replicated: it "
+                "keeps no write ids; leave them out of the policy ('db.[...]' excludes)"
+            )
         snapshot = valid_txns or self.get_valid_txns()
         request = hms.GetValidWriteIdsRequest(
             fullTableNames=list(table_names), validTxnList=snapshot.to_string()
