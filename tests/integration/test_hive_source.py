@@ -595,10 +595,10 @@ def test_constraints_of_a_stock_metastore_replicate(
 
 
 class AcidWriter:
-    """A Hive 3 client writing an insert-only ACID table through the stock metastore's txn calls, as Hive's
-    own writers do: open a txn, allocate the table's write id, write ``delta_W_W_0000``, commit or abort.
+    """A Hive 3 client writing insert-only ACID tables through the stock metastore's txn calls, as Hive's own
+    writers do: open a txn, allocate the table's write id, write ``delta_W_W_0000``, commit or abort.
     ``notify``: also record the write with ``add_write_notification_log`` (Hive 4; Hive 3.1.3 lacks the call),
-    which makes Hive log an ACID_WRITE event."""
+    which Hive keeps out of its notification log (its write-notification table)."""
 
     def __init__(self, hive: HiveReferenceMetastore, db: str, *, notify: bool = False) -> None:
         from hive_metastore import ThriftHiveMetastore as Hive4
@@ -609,15 +609,15 @@ class AcidWriter:
         self.transport.open()
         self.client: Any = Hive4.Client(TBinaryProtocol.TBinaryProtocol(self.transport))
         self.db, self.notify = db, notify
-        self.location = hive.root / "warehouse" / f"{db}.db" / "events"
+        self.db_dir = hive.root / "warehouse" / f"{db}.db"
 
-    def create_table(self) -> None:
+    def _sd(self, location: Path) -> Any:
         from hive_metastore import ttypes as h4
 
-        self.location.mkdir(parents=True)
-        sd = h4.StorageDescriptor(
+        location.mkdir(parents=True, exist_ok=True)
+        return h4.StorageDescriptor(
             cols=[h4.FieldSchema(name="v", type="string")],
-            location=str(self.location),
+            location=str(location),
             inputFormat=TEXT_IN,
             outputFormat=TEXT_OUT,
             serdeInfo=h4.SerDeInfo(serializationLib=LAZY_SERDE, parameters={}),
@@ -627,21 +627,34 @@ class AcidWriter:
             numBuckets=-1,
             compressed=False,
         )
+
+    def create_table(self, name: str, *, partitioned: bool = False) -> None:
+        from hive_metastore import ttypes as h4
+
+        keys = [h4.FieldSchema(name="dt", type="string")] if partitioned else []
         params = {"transactional": "true", "transactional_properties": "insert_only"}
-        self.client.create_table(
-            h4.Table(
-                tableName="events", dbName=self.db, owner="etl", sd=sd, partitionKeys=[], parameters=params
-            )
+        table = h4.Table(
+            tableName=name, dbName=self.db, owner="etl", sd=self._sd(self.db_dir / name), partitionKeys=keys
+        )
+        table.parameters = params
+        self.client.create_table(table)
+
+    def add_partition(self, table: str, dt: str) -> None:
+        from hive_metastore import ttypes as h4
+
+        sd = self._sd(self.db_dir / table / f"dt={dt}")
+        self.client.add_partition(
+            h4.Partition(values=[dt], dbName=self.db, tableName=table, sd=sd, parameters={})
         )
 
-    def begin(self, rows: str) -> tuple[int, int]:
+    def begin(self, table: str, rows: str, dt: str | None = None) -> tuple[int, int]:
         """A txn holding the table's next write id, its delta written: (txn, write id)."""
         from hive_metastore import ttypes as h4
 
         txn = self.client.open_txns(h4.OpenTxnRequest(num_txns=1, user="etl", hostname="client")).txn_ids[0]
-        request = h4.AllocateTableWriteIdsRequest(dbName=self.db, tableName="events", txnIds=[txn])
+        request = h4.AllocateTableWriteIdsRequest(dbName=self.db, tableName=table, txnIds=[txn])
         write_id = self.client.allocate_table_write_ids(request).txnToWriteIds[0].writeId
-        delta = self.location / f"delta_{write_id:07d}_{write_id:07d}_0000"
+        delta = self.db_dir / table / (f"dt={dt}" if dt else "") / f"delta_{write_id:07d}_{write_id:07d}_0000"
         delta.mkdir()
         (delta / "000000_0").write_text(rows)
         if self.notify:
@@ -653,7 +666,12 @@ class AcidWriter:
             )
             self.client.add_write_notification_log(
                 h4.WriteNotificationLogRequest(
-                    txnId=txn, writeId=write_id, db=self.db, table="events", fileInfo=files
+                    txnId=txn,
+                    writeId=write_id,
+                    db=self.db,
+                    table=table,
+                    fileInfo=files,
+                    partitionVals=[dt] if dt else None,
                 )
             )
         return txn, write_id
@@ -687,10 +705,10 @@ def test_acid_transactions_of_a_stock_metastore_replicate(
     hive: HiveReferenceMetastore = request.getfixturevalue(STOCK_RELEASES[version][0])
     Writer(hive, "acidsales", version).create_database()
     acid = AcidWriter(hive, "acidsales", notify=not version.startswith("3."))
-    acid.create_table()
-    first, _ = acid.begin("a\nb\n")
+    acid.create_table("events")
+    first, _ = acid.begin("events", "a\nb\n")
     acid.commit(first)
-    pending, pending_id = acid.begin("c\n")  # open across the bootstrap
+    pending, pending_id = acid.begin("events", "c\n")  # open across the bootstrap
     source = StockHiveSource(hive.uri, **stock_roots(hive))
     target: Metastore = open_store(tmp_path, "replica")
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
@@ -702,10 +720,15 @@ def test_acid_transactions_of_a_stock_metastore_replicate(
         assert _write_id_state(target, "acidsales_dr.events") == state
 
         acid.commit(pending)
-        aborted, aborted_id = acid.begin("never\n")
+        aborted, aborted_id = acid.begin("events", "never\n")
         acid.abort(aborted)
-        later, _ = acid.begin("d\n")
+        later, _ = acid.begin("events", "d\n")
         acid.commit(later)
+        acid.create_table("daily", partitioned=True)  # a partitioned table: its commits name the partition
+        acid.add_partition("daily", "2024-01-01")
+        acid.add_partition("daily", "2024-01-02")
+        daily, daily_id = acid.begin("daily", "e\n", "2024-01-02")
+        acid.commit(daily)
         _replicate(engine, f"REPL DUMP acidsales FROM {last}", "acidsales_dr")
         assert verify(source, "acidsales", target, "acidsales_dr") == []
         state = _write_id_state(source, "acidsales.events")
@@ -717,6 +740,9 @@ def test_acid_transactions_of_a_stock_metastore_replicate(
             "delta_0000002_0000002_0000",
             "delta_0000004_0000004_0000",
         ]
+        assert _write_id_state(target, "acidsales_dr.daily") == _write_id_state(source, "acidsales.daily")
+        day = target.catalog.get_partition("acidsales_dr", "daily", ["2024-01-02"]).sd.location or ""
+        assert (Path(day) / f"delta_{daily_id:07d}_{daily_id:07d}_0000" / "000000_0").read_text() == "e\n"
     finally:
         acid.close()
         source.close()
