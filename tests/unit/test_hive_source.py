@@ -506,3 +506,70 @@ def test_a_commit_whose_open_txn_hive_cleaned_is_refused_in_one_line() -> None:
 def test_java_bitsets_tell_aborted_from_open() -> None:
     assert set_bits(bytes([0b101, 0b1]), 10) == [True, False, True, *[False] * 5, True, False]
     assert set_bits(b"", 2) == [False, False]
+
+
+class TxnReader(FakeReader):
+    """A Hive 3 (or, with ``write_ids=False``, Hive 2) metastore holding txn 7 open with write id 3 of
+    ``sales.t`` and write ids 1 (committed) and 2 (aborted) before it."""
+
+    def __init__(self, events: list[dict[str, Any]], *, write_ids: bool = True) -> None:
+        super().__init__(events, LISTENING)
+        self.write_ids = write_ids
+
+    def table_names(self, db_name: str) -> list[str]:
+        return ["t"]
+
+    def table(self, db_name: str, table_name: str) -> Table:
+        return TABLE.model_copy(update={"parameters": {"transactional": "true"}})
+
+    def call(self, what: str, method: str, *args: Any) -> Any:
+        if method == "get_valid_write_ids" and not self.write_ids:
+            self.calls.append(method)
+            from thriftpy2.thrift import TApplicationException
+
+            unknown = TApplicationException(TApplicationException.UNKNOWN_METHOD, "Invalid method name")
+            raise StockMetastoreError(f"the metastore failed to return {what}") from unknown
+        if method == "get_open_txns":
+            self.calls.append(method)
+            return SimpleNamespace(txn_high_water_mark=8, open_txns=[6, 7], abortedBits=bytes([0b1]))
+        if method == "get_valid_write_ids":
+            self.calls.append(method)
+            tables = [
+                SimpleNamespace(writeIdHighWaterMark=3, invalidWriteIds=[2, 3], abortedBits=bytes([0b1]))
+                for _ in args[0].fullTableNames
+            ]
+            return SimpleNamespace(tblValidWriteIds=tables)
+        return super().call(what, method, *args)
+
+
+def _txn_source(reader: Any) -> StockHiveSource:
+    return StockHiveSource("thrift://hms:9083", warehouse="/wh", cmroot="/cm", reader=reader)
+
+
+def test_a_bootstrap_snapshot_holds_the_open_txns_and_each_open_write_ids_owner() -> None:
+    log = [
+        _txn_doc(1, "OPEN_TXN", {"txnIds": None, "fromTxnId": 7, "toTxnId": 7}),
+        _txn_doc(
+            2,
+            "ALLOC_WRITE_ID_EVENT",
+            {"dbName": "sales", "tableName": "t", "txnIdList": [7], "writeIdList": [3]},
+            "sales",
+        ),
+    ]
+    snapshot = _txn_source(TxnReader(log)).txns.replication_snapshot("sales")
+    assert (snapshot.event_id, snapshot.open_txns) == (2, (7,))
+    assert (snapshot.valid_txns.open_txns, snapshot.valid_txns.aborted_txns) == ({7}, {6})
+    write_ids, owners = snapshot.tables["t"]
+    assert (write_ids.high_watermark, write_ids.open_write_ids, write_ids.aborted_write_ids) == (3, {3}, {2})
+    assert owners == {3: 7}
+
+
+def test_hive2_opens_no_txns_and_refuses_its_transactional_tables_in_one_line() -> None:
+    reader = TxnReader(LOG, write_ids=False)
+    source = _txn_source(reader)
+    snapshot = source.txns.replication_snapshot("sales")
+    assert (snapshot.open_txns, snapshot.tables) == ((), {})
+    assert "get_open_txns" not in reader.calls
+    with pytest.raises(StockMetastoreError, match="Hive 2") as info:
+        source.txns.get_valid_write_ids(["sales.t"])
+    assert "\n" not in str(info.value)
