@@ -59,7 +59,7 @@ class HostileMetastore:
         return hms.NotificationEventResponse(events=[])
 
     # Constraints as Hive 2.3 answers them: primary and foreign keys (none here); the later releases' calls
-    # are unknown to it (Thrift's UNKNOWN_METHOD).
+    # (and write ids, Hive 3's) are unknown to it (Thrift's UNKNOWN_METHOD).
     def get_primary_keys(self, request: Any) -> Any:
         return hms.PrimaryKeysResponse(primaryKeys=[])
 
@@ -67,7 +67,7 @@ class HostileMetastore:
         return hms.ForeignKeysResponse(foreignKeys=[])
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("get_") and name.endswith("constraints"):
+        if (name.startswith("get_") and name.endswith("constraints")) or name == "get_valid_write_ids":
 
             def unknown(*args: Any) -> Any:
                 raise TApplicationException(

@@ -33,6 +33,7 @@ from hmsrepl.hive_source.messages import (
     translate,
 )
 from hmsrepl.hive_source.source import LISTENER_SETTING, NotificationsDisabledError, StockHiveSource
+from hmsrepl.hive_source.txn_state import set_bits
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.model import Database, Partition, Table, TableType
@@ -340,7 +341,12 @@ class FakeReader:
     def table(self, db_name: str, table_name: str) -> Table:
         return TABLE
 
+    def partition_names(self, db_name: str, table_name: str) -> list[str]:
+        return []
+
     def partitions(self, db_name: str, table_name: str, names: list[str]) -> list[list[Partition]]:
+        if not names:
+            return []
         values = [name.split("=", 1)[1] for name in names]
         location = f"/wh/sales.db/t/dt={values[0]}"
         return [[Partition(values=values, db_name=db_name, table_name=table_name, sd={"location": location})]]
@@ -405,10 +411,7 @@ def test_next_events_filters_by_database_type_and_bound() -> None:
     assert [e.event_id for e in source.events.next_events(7, None, db_name="other")] == [11]
     typed = source.events.next_events(0, 1, event_types=[EventType.DROP_TABLE])
     assert [e.event_type for e in typed] == ["DROP_TABLE"]
-    reader: Any = source.reader
-    before = len(reader.calls)
-    assert source.events.next_events(0, 10, event_types=acid_replay.TXN_EVENTS) == []
-    assert len(reader.calls) == before  # txn events are never read from a stock log
+    assert source.events.next_events(0, 10, event_types=acid_replay.TXN_EVENTS) == []  # this log has none
 
 
 def test_each_event_is_translated_once_per_source() -> None:
@@ -443,3 +446,130 @@ def test_listings_hash_only_files_not_seen_before(tmp_path: Path, monkeypatch: p
     (part / "a.txt").write_text("333\n")  # rewritten: another size, read again
     third = lookups.listing(str(part))
     assert described[-1] == "a.txt" and third[0] != first[0]
+
+
+def _txn_doc(event_id: int, kind: str, message: dict[str, Any], db: str = "null") -> dict[str, Any]:
+    """An event as Hive 3.1.3's DbNotificationListener logs it (txn events under the database "null")."""
+    return {
+        "eventId": event_id,
+        "eventTime": 1,
+        "eventType": kind,
+        "dbName": db,
+        "tableName": " ",
+        "message": json.dumps({"server": "", "servicePrincipal": "", "timestamp": 1, **message}),
+        "messageFormat": "json-0.2",
+    }
+
+
+#: Hive 3.1.3's log of two txns opened together: 7 writes table t (write id 3) and commits, 8 aborts.
+TXN_LOG = [
+    _txn_doc(1, "OPEN_TXN", {"txnIds": None, "fromTxnId": 7, "toTxnId": 8}),
+    _txn_doc(
+        2,
+        "ALLOC_WRITE_ID_EVENT",
+        {"dbName": "sales", "tableName": "t", "txnIdList": [7], "writeIdList": [3]},
+        "sales",
+    ),
+    _txn_doc(3, "COMMIT_TXN", {"txnid": 7}),
+    _txn_doc(4, "ABORT_TXN", {"txnid": 8}),
+]
+
+
+@pytest.mark.parametrize("after", [0, 2])
+def test_hive3_txn_events_translate_into_ours_with_the_write_ids_each_txn_allocated(after: int) -> None:
+    """From the log's start, or from after the txns opened (their allocations are then read back)."""
+    source = _source(TXN_LOG)
+    txn = source.events.next_events(after, None, event_types=acid_replay.TXN_EVENTS)
+    own = source.events.next_events(after, None, db_name="sales")
+    for event in (*txn, *own):
+        parse_event(event)  # the event model reads it
+    assert [(e.event_type, e.db_name) for e in txn] == [
+        ("OPEN_TXN", None),
+        ("COMMIT_TXN", None),
+        ("ABORT_TXN", None),
+    ][1 if after else 0 :]
+    commit = txn[-2].body()
+    assert (commit["txn_id"], commit["write_ids"]) == (7, [{"db": "sales", "table": "t", "write_id": 3}])
+    assert txn[-1].body() == {"txn_id": 8, "write_ids": []}
+    if not after:
+        assert txn[0].body() == {"txn_ids": [7, 8]}
+        assert [(e.event_type, e.table_name) for e in own] == [("ALLOC_WRITE_ID", "t")]
+        assert own[0].body()["txn_to_write_ids"] == [{"txn_id": 7, "write_id": 3}]
+
+
+def test_a_commit_whose_open_txn_hive_cleaned_is_refused_in_one_line() -> None:
+    source = _source(TXN_LOG[1:])
+    with pytest.raises(EventsCleanedUpError):
+        source.events.next_events(1, None, event_types=acid_replay.TXN_EVENTS)
+
+
+def test_java_bitsets_tell_aborted_from_open() -> None:
+    assert set_bits(bytes([0b101, 0b1]), 10) == [True, False, True, *[False] * 5, True, False]
+    assert set_bits(b"", 2) == [False, False]
+
+
+class TxnReader(FakeReader):
+    """A Hive 3 (or, with ``write_ids=False``, Hive 2) metastore holding txn 7 open with write id 3 of
+    ``sales.t`` and write ids 1 (committed) and 2 (aborted) before it."""
+
+    def __init__(self, events: list[dict[str, Any]], *, write_ids: bool = True) -> None:
+        super().__init__(events, LISTENING)
+        self.write_ids = write_ids
+
+    def table_names(self, db_name: str) -> list[str]:
+        return ["t"]
+
+    def table(self, db_name: str, table_name: str) -> Table:
+        return TABLE.model_copy(update={"parameters": {"transactional": "true"}})
+
+    def call(self, what: str, method: str, *args: Any) -> Any:
+        if method == "get_valid_write_ids" and not self.write_ids:
+            self.calls.append(method)
+            from thriftpy2.thrift import TApplicationException
+
+            unknown = TApplicationException(TApplicationException.UNKNOWN_METHOD, "Invalid method name")
+            raise StockMetastoreError(f"the metastore failed to return {what}") from unknown
+        if method == "get_open_txns":
+            self.calls.append(method)
+            return SimpleNamespace(txn_high_water_mark=8, open_txns=[6, 7], abortedBits=bytes([0b1]))
+        if method == "get_valid_write_ids":
+            self.calls.append(method)
+            tables = [
+                SimpleNamespace(writeIdHighWaterMark=3, invalidWriteIds=[2, 3], abortedBits=bytes([0b1]))
+                for _ in args[0].fullTableNames
+            ]
+            return SimpleNamespace(tblValidWriteIds=tables)
+        return super().call(what, method, *args)
+
+
+def _txn_source(reader: Any) -> StockHiveSource:
+    return StockHiveSource("thrift://hms:9083", warehouse="/wh", cmroot="/cm", reader=reader)
+
+
+def test_a_bootstrap_snapshot_holds_the_open_txns_and_each_open_write_ids_owner() -> None:
+    log = [
+        _txn_doc(1, "OPEN_TXN", {"txnIds": None, "fromTxnId": 7, "toTxnId": 7}),
+        _txn_doc(
+            2,
+            "ALLOC_WRITE_ID_EVENT",
+            {"dbName": "sales", "tableName": "t", "txnIdList": [7], "writeIdList": [3]},
+            "sales",
+        ),
+    ]
+    snapshot = _txn_source(TxnReader(log)).txns.replication_snapshot("sales")
+    assert (snapshot.event_id, snapshot.open_txns) == (2, (7,))
+    assert (snapshot.valid_txns.open_txns, snapshot.valid_txns.aborted_txns) == ({7}, {6})
+    write_ids, owners = snapshot.tables["t"]
+    assert (write_ids.high_watermark, write_ids.open_write_ids, write_ids.aborted_write_ids) == (3, {3}, {2})
+    assert owners == {3: 7}
+
+
+def test_hive2_opens_no_txns_and_refuses_its_transactional_tables_in_one_line() -> None:
+    reader = TxnReader(LOG, write_ids=False)
+    source = _txn_source(reader)
+    snapshot = source.txns.replication_snapshot("sales")
+    assert (snapshot.open_txns, snapshot.tables) == ((), {})
+    assert "get_open_txns" not in reader.calls
+    with pytest.raises(StockMetastoreError, match="Hive 2") as info:
+        source.txns.get_valid_write_ids(["sales.t"])
+    assert "\n" not in str(info.value)

@@ -28,6 +28,10 @@ from hmsrepl.thrift.convert import (
 DEFAULT_PAGE = 500
 
 
+#: Hive's ClientCapability values (hive_metastore.thrift).
+TEST_CAPABILITY, INSERT_ONLY_TABLES = 1, 2
+
+
 class StockMetastoreError(HmsReplError):
     """The stock metastore could not be reached or refused a read."""
 
@@ -97,7 +101,9 @@ class StockMetastoreReader:
     def table(self, db_name: str, table_name: str) -> Table:
         from hmsrepl.thrift.idl import hms
 
-        request = hms.GetTableRequest(dbName=db_name, tblName=table_name)
+        # Hive 3 refuses an insert-only table to a client that does not say it reads them.
+        capabilities = hms.ClientCapabilities(values=[TEST_CAPABILITY, INSERT_ONLY_TABLES])
+        request = hms.GetTableRequest(dbName=db_name, tblName=table_name, capabilities=capabilities)
         raw = self._call(f"table '{db_name}.{table_name}'", "get_table_req", request)
         return table_from_thrift(raw.table)
 
@@ -168,7 +174,7 @@ class StockMetastoreReader:
         try:
             return self._call(what, method, request)
         except StockMetastoreError as exc:
-            if not _unknown_method(exc.__cause__):
+            if not unknown_method(exc.__cause__):
                 raise
             self._unknown.add(method)
             return None
@@ -181,7 +187,7 @@ class StockMetastoreReader:
         ]
 
 
-def _unknown_method(exc: BaseException | None) -> bool:
+def unknown_method(exc: BaseException | None) -> bool:
     """Whether a call failed because the server has no such method (an older Hive release)."""
     from thriftpy2.thrift import TApplicationException
 

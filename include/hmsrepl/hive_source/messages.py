@@ -14,8 +14,9 @@ reading the source when the event is read (``Lookups``):
 - **objects Hive 2.3 omits** (CREATE_DATABASE's database, INSERT's table and partition): read now; DROP_TABLE
   and DROP_PARTITION only need names and values, which the message has.
 
-Event types with no counterpart here (indexes, Hive 3 txn and statistics events) translate to None: the
-dump leaves them out, as Hive's own replication does for indexes. Constraint events (ADD_PRIMARYKEY and the
+Event types with no counterpart here (indexes, statistics events, ACID_WRITE) translate to None: the
+dump leaves them out, as Hive's own replication does for indexes. Hive 3/4 txn events (OPEN_TXN,
+ALLOC_WRITE_ID_EVENT, COMMIT_TXN, ABORT_TXN) become this product's (``txn_messages``). Constraint events (ADD_PRIMARYKEY and the
 others, DROP_CONSTRAINT) become the table's ALTER_TABLE with its constraints as read now: this product keeps
 them in the table.
 """
@@ -32,6 +33,8 @@ from typing import Any, Protocol
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats.bounded import inflate_gzip, loads_bounded
 from hmsrepl.hive_source import tjson
+from hmsrepl.hive_source.allocations import Allocation
+from hmsrepl.hive_source.txn_messages import TXN_ALIASES, TXN_TRANSLATORS, TXN_TYPES, table_of
 from hmsrepl.metastore.constraints import TableConstraints
 from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent
 from hmsrepl.metastore.model import Database, Function, Partition, Table, TableType
@@ -74,12 +77,15 @@ class HiveEvent:
 
     @classmethod
     def from_thrift(cls, event: Any) -> HiveEvent:
+        """Hive logs its txn events with the database \"null\" and a blank table: they belong to none."""
+        kind = str(event.eventType)
+        db = None if kind in TXN_TYPES else (event.dbName or "").strip().lower() or None
         return cls(
             int(event.eventId),
             int(event.eventTime or 0),
-            str(event.eventType),
-            event.dbName.lower() if event.dbName else None,
-            event.tableName.lower() if event.tableName else None,
+            kind,
+            db,
+            None if kind in TXN_TYPES else (event.tableName or "").strip().lower() or None,
             event.message or "",
             event.messageFormat,
         )
@@ -97,6 +103,14 @@ class Lookups(Protocol):
     def table(self, db_name: str, table_name: str, *, constraints: bool = False) -> Table | None: ...
 
     def partition(self, db_name: str, table_name: str, values: list[str]) -> Partition | None: ...
+
+    def txn_allocations(self, txn_id: int, before_event_id: int) -> list[Allocation]:
+        """The write ids ``txn_id`` allocated before its end (event ``before_event_id``)."""
+        ...
+
+    def write_files(self, db_name: str, table_name: str, write_id: int) -> list[dict[str, Any]]:
+        """``TxnWrite`` documents of what ``write_id`` wrote in the table (per partition), files read now."""
+        ...
 
 
 def decode(event: HiveEvent) -> dict[str, Any]:
@@ -333,12 +347,14 @@ TRANSLATORS: dict[EventType, Translator] = {
     EventType.INSERT: _insert,
     EventType.CREATE_FUNCTION: _create_function,
     EventType.DROP_FUNCTION: _drop_function,
+    **TXN_TRANSLATORS,
 }
 
 
 #: Hive event types translated into one of this product's other types, with their translators.
 ALIASES: dict[str, tuple[EventType, Translator]] = {
     "ALTER_PARTITIONS": (EventType.ALTER_PARTITION, _alter_partitions),
+    **TXN_ALIASES,
     **dict.fromkeys(
         (
             "ADD_PRIMARYKEY",
@@ -375,7 +391,7 @@ def translate(event: HiveEvent, lookups: Lookups) -> NotificationEvent | None:
     body = translator(event, decode(event), lookups)
     if body is None:
         return None
-    table_name = event.table_name
+    table_name = event.table_name or table_of(event.event_type, body)
     return NotificationEvent(
         event.event_id,
         event.event_time,

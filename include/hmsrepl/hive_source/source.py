@@ -9,8 +9,9 @@ names the setting, instead of dumping nothing.
 
 What a stock source does not give, and what the dump then holds:
 - checksums: files are described when read, with this product's checksums (``hive_source.messages``);
-- transactions: no txn events are read (Hive 2.3 has none; Hive 3 ACID tables are not replicated from a
-  stock source), so the txn snapshot is empty and nothing waits for open txns;
+- transactions: Hive 3/4 txn events are translated (``txn_messages``), a commit's files read from its write
+  ids' directories; a bootstrap's txn snapshot is read with ``get_open_txns`` and ``get_valid_write_ids``
+  (``txn_state``); nothing waits for open txns (Hive does not say which database a txn writes);
 - column statistics: not dumped (the bootstrap's ``_column_stats`` stays empty).
 """
 
@@ -31,9 +32,10 @@ from hmsrepl.exceptions import (
     NoSuchTableError,
 )
 from hmsrepl.formats.partition_names import make_partition_name
-from hmsrepl.formats.writeids import ValidTxnList
 from hmsrepl.hive_import.reader import StockMetastoreError, StockMetastoreReader
+from hmsrepl.hive_source.allocations import Allocation, TxnAllocations
 from hmsrepl.hive_source.messages import (
+    ALIASES,
     BATCH_ALTER_SETTING,
     TRANSLATORS,
     BatchAlterError,
@@ -41,13 +43,15 @@ from hmsrepl.hive_source.messages import (
     kind_of,
     translate,
 )
-from hmsrepl.hive_source.roots import StockRoots
+from hmsrepl.hive_source.roots import StockRoots, StockRootsError
+from hmsrepl.hive_source.txn_state import StockTxns
+from hmsrepl.hive_source.write_dirs import write_id_files
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.model import Database, Function, Partition, Table
-from hmsrepl.metastore.transactions import ReplicationSnapshot
+from hmsrepl.storage.rooted import OutsideRootsError
 from hmsrepl.thrift.convert import function_from_thrift
 from hmsrepl.thrift.idl import hms
 
@@ -65,7 +69,7 @@ CACHED_EVENTS = 200_000
 #: Files whose checksum is kept by (location, file, size, modification time) for later listings.
 CACHED_CHECKSUMS = 1_000_000
 #: The event types a stock source yields (others are left out when read).
-TRANSLATED_TYPES = frozenset(str(kind) for kind in TRANSLATORS)
+TRANSLATED_TYPES = frozenset(str(kind) for kind in TRANSLATORS) | {str(kind) for kind, _ in ALIASES.values()}
 
 
 class NotificationsDisabledError(HmsReplError):
@@ -183,8 +187,8 @@ class StockLookups:
     checksum here; the load then refuses the copy (its checksum is verified), it never copies it silently.
     """
 
-    def __init__(self, catalog: StockCatalog, cm: ChangeManager) -> None:
-        self.catalog, self.cm = catalog, cm
+    def __init__(self, catalog: StockCatalog, cm: ChangeManager, allocations: TxnAllocations) -> None:
+        self.catalog, self.cm, self.allocations = catalog, cm, allocations
         self._described: OrderedDict[tuple[str, str, int, float], str] = OrderedDict()
 
     def listing(self, location: str | None) -> list[str]:
@@ -221,6 +225,60 @@ class StockLookups:
         except (NoSuchTableError, NoSuchPartitionError):
             return None
 
+    def txn_allocations(self, txn_id: int, before_event_id: int) -> list[Allocation]:
+        return self.allocations.of(txn_id, before_event_id)
+
+    def write_files(self, db_name: str, table_name: str, write_id: int) -> list[dict[str, Any]]:
+        """Each partition (or the table) where ``write_id`` left directories: a partitioned table's
+        partitions are all listed, since Hive's messages do not say which ones a txn wrote.
+
+        A commit is translated once for every policy, so it also names tables of databases no policy here
+        reads: one outside the configured roots is not read (logged), its write keeps no files. A table of
+        a replicated database cannot be there: its bootstrap and its CREATE_TABLE read the same location
+        and refuse it."""
+        try:
+            return self._write_files(db_name, table_name, write_id)
+        except (StockRootsError, OutsideRootsError) as exc:
+            log.warning("write id %s of %s.%s is not read: %s", write_id, db_name, table_name, exc)
+            return []
+
+    def _write_files(self, db_name: str, table_name: str, write_id: int) -> list[dict[str, Any]]:
+        table = self.table(db_name, table_name)
+        if table is None:  # dropped since: its DROP_TABLE follows
+            return []
+        places: list[tuple[str | None, str | None]] = [(None, table.sd.location)]
+        if table.partition_keys:
+            parts = self.catalog.get_partitions(db_name, table_name)
+            places = [
+                (make_partition_name(table.partition_key_names, p.values), p.sd.location) for p in parts
+            ]
+        out = []
+        for name, location in places:
+            what = f"table '{db_name}.{table_name}'" + (f" partition {name}" if name else "")
+            files = write_id_files(self.cm, self.catalog.readable(what, location), write_id)
+            if files:
+                out.append(
+                    {
+                        "db": db_name,
+                        "table": table_name,
+                        "partition": name,
+                        "write_id": write_id,
+                        "files": files,
+                    }
+                )
+        return out
+
+
+def fetch_events(reader: StockMetastoreReader, after: int, count: int) -> list[HiveEvent]:
+    """Up to ``count`` events after ``after``; Hive numbers events without gaps, so a gap right after
+    ``after`` means its cleaner removed them."""
+    request = hms.NotificationEventRequest(lastEvent=after, maxEvents=count)
+    response = reader.call(f"the events after {after}", "get_next_notification", request)
+    events = [HiveEvent.from_thrift(e) for e in response.events or []]
+    if events and events[0].event_id > after + 1:
+        raise EventsCleanedUpError(after, events[0].event_id)
+    return events
+
 
 class StockEventLog:
     """``next_events`` over Hive's log: fetched in pages, filtered here, translated once per event."""
@@ -233,12 +291,8 @@ class StockEventLog:
         return int(self.reader.call("its current event id", "get_current_notificationEventId").eventId)
 
     def _fetch(self, after: int, count: int) -> list[HiveEvent]:
-        request = hms.NotificationEventRequest(lastEvent=after, maxEvents=count)
-        response = self.reader.call(f"the events after {after}", "get_next_notification", request)
-        events = [HiveEvent.from_thrift(e) for e in response.events or []]
-        # Hive numbers events without gaps; a gap right after ``after`` means its cleaner removed them.
-        if events and events[0].event_id > after + 1:
-            raise EventsCleanedUpError(after, events[0].event_id)
+        events = fetch_events(self.reader, after, count)
+        self.lookups.allocations.record(after, events)  # the txns' write ids, for their commits
         return events
 
     def _translate(self, event: HiveEvent) -> NotificationEvent | None:
@@ -303,37 +357,6 @@ class StockEventLog:
         )
 
 
-class StockTxns:
-    """A stock source replays no transactions: an empty snapshot at the current event id."""
-
-    def __init__(self, events: StockEventLog) -> None:
-        self.events = events
-
-    def replication_snapshot(self, db_name: str) -> ReplicationSnapshot:
-        return ReplicationSnapshot(self.events.current_event_id(), ValidTxnList(0), (), {})
-
-    def open_txns_writing(self, db_name: str) -> list[int]:
-        return []
-
-    def txn_states(self, txn_ids: Sequence[int]) -> dict[int, str]:
-        return {}
-
-    def abort_txns(self, txn_ids: Sequence[int], *, reason: str = "") -> None:
-        return None
-
-    def get_valid_txns(self) -> ValidTxnList:
-        return ValidTxnList(0)
-
-    def get_valid_write_ids(self, table_names: Sequence[str], valid_txns: ValidTxnList | None) -> list[Any]:
-        """No write-id state is read from a stock source: its transactional tables are not replicated."""
-        if table_names:
-            raise StockMetastoreError(
-                f"transactional tables ({', '.join(table_names)}) of a stock metastore are not replicated; "
-                "leave them out of the policy ('db.[...]' excludes) or import them with 'hmsrepl import'"
-            )
-        return []
-
-
 class NoStats:
     """Column statistics are not dumped from a stock source."""
 
@@ -368,8 +391,9 @@ class StockHiveSource:
         self.config = StockSourceConfig(uri, self.roots.warehouse, self.roots.cmroot, cm_on)
         self.cm = ChangeManager(self.config.cmroot, enabled=cm_on, roots=self.roots.data_roots)
         self.catalog = StockCatalog(self.reader, self.cm, self.roots)
-        self.events = StockEventLog(self.reader, StockLookups(self.catalog, self.cm))
-        self.txns = StockTxns(self.events)
+        allocations = TxnAllocations(lambda after, count: fetch_events(self.reader, after, count))
+        self.events = StockEventLog(self.reader, StockLookups(self.catalog, self.cm, allocations))
+        self.txns = StockTxns(self.reader, self.events.current_event_id, allocations)
         self.stats = NoStats()
         self._checked = False
 
