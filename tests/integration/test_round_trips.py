@@ -313,3 +313,36 @@ def test_altering_partitions_reads_nothing_recorded_for_those_without_records(me
         for obj in parse_event(event).objects()
     }
     assert (later["p=e0"].added, later["p=e0"].count) == ((), 1)  # recorded by the first alter
+
+
+def test_lists_of_values_keep_one_statement_text_on_postgresql(metastore: Metastore) -> None:
+    """Completed file intents are deleted, and a new location's ancestors looked up, with one statement
+    text whatever the number of values: on PostgreSQL the list is one array parameter, so the statement
+    stays prepared (an expanding IN is another text per length, neither cached nor prepared by psycopg past
+    50 values). The rows are gone and the checks still refuse an overlap on every backend."""
+    catalog = metastore.catalog
+    catalog.create_database(Database(name="l"))
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        statements.append(statement)
+
+    event.listen(metastore.engine, "before_cursor_execute", seen)
+    catalog.create_table(make_table("l", "one"))  # one intent; its location three levels down
+    deep = f"{metastore.config.warehouse}/a/b/c/d/e/f/deep"
+    catalog.create_table(_located(make_table("l", "deep"), deep))
+    with metastore.events.transaction():  # six intents completed together
+        for number in range(6):
+            catalog.create_table(make_table("l", f"t{number}"))
+    with pytest.raises(InvalidObjectError, match="deep"):
+        catalog.create_table(_located(make_table("l", "inside"), f"{deep}/inside"))
+    event.remove(metastore.engine, "before_cursor_execute", seen)
+    assert metastore.catalog.intents.pending() == []
+    deletes = {s for s in statements if s.lstrip().startswith("DELETE FROM file_intents")}
+    around = {s for s in statements if "location_key" in s and s.lstrip().startswith("SELECT")}
+    assert len(deletes) >= 1 and around
+    if metastore.engine.dialect.name == "postgresql":
+        assert len(deletes) == 1, deletes  # for one id and for six
+        assert all("id = ANY (" in s for s in deletes)
+        # the reads around a location three and nine levels down: the ancestors' keys are one parameter
+        assert all("location_key = ANY (" in s and "location_key IN (" not in s for s in around), around

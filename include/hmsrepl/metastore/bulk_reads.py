@@ -18,6 +18,7 @@ from sqlalchemy import Row, and_, bindparam, or_, select
 
 from hmsrepl.metastore.catalog.rows import _partition_from_row, _table_from_row
 from hmsrepl.metastore.eventlog import EventLog
+from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 
@@ -35,7 +36,7 @@ _TABLES = (
 _PAGE = (
     select(partitions.c.tbl_id, partitions.c.doc, partitions.c.write_id, partitions.c.part_name)
     .where(
-        partitions.c.tbl_id.in_(bindparam("ids", expanding=True)),
+        in_list_parameter(partitions.c.tbl_id, "ids"),
         or_(
             partitions.c.tbl_id > bindparam("after_tbl"),
             and_(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,7 +143,7 @@ class EventLog:
         for action in tx.after_commit:
             action()
 
-    def execute_alone(self, statement: Executable) -> None:
+    def execute_alone(self, statement: Executable, params: Mapping[str, Any] | None = None) -> None:
         """Run one write statement that logs no event: in this thread's open transaction if any, else as a
         transaction of its own.
 
@@ -153,11 +153,11 @@ class EventLog:
         """
         tx = self.current_transaction()
         if tx is not None:
-            tx.conn.execute(statement)
+            tx.conn.execute(statement, params)
             return
         engine = self.read_engine if self.engine.dialect.name == "postgresql" else self.write_engine
         with engine.begin() as conn:
-            conn.execute(statement)
+            conn.execute(statement, params)
 
     @contextmanager
     def reader(self, *, snapshot: bool = False) -> Iterator[Connection]:

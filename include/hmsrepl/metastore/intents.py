@@ -37,6 +37,7 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
 from hmsrepl.metastore.file_capture import list_data_files
+from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.schema import file_intents
 from hmsrepl.storage.base import path_key
 from hmsrepl.storage.directory_syncs import DirectorySyncs
@@ -137,6 +138,12 @@ def _write_rows(tx: MetastoreTransaction, unwritten: list[tuple[list[Intent], in
     else:
         ids = [conn.execute(_INSERT_INTENT, row).inserted_primary_key[0] for row in rows]
     number(ids)
+
+
+#: The deletion of completed intents' rows (parameter ``ids``): built once, one statement text for any
+#: number of rows (``list_parameter``), so a create's completion is neither rebuilt nor rendered again at
+#: each call, and stays prepared on PostgreSQL.
+_DELETE_ROWS = delete(file_intents).where(in_list_parameter(file_intents.c.id, "ids"))
 
 
 def _now_ms() -> int:
@@ -252,7 +259,7 @@ class FileIntents:
         # Joins the caller's transaction if one is open (a create settling a drop inside a load batch): a
         # rollback then brings the rows back, and the work, being idempotent, is simply done again.
         if done:
-            self.events.execute_alone(delete(file_intents).where(file_intents.c.id.in_(done)))
+            self.events.execute_alone(_DELETE_ROWS, {"ids": done})
         return failed
 
     def _perform(self, intent: Intent) -> None:

@@ -45,6 +45,7 @@ from sqlalchemy import (
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import InvalidObjectError, MetastoreError
 from hmsrepl.formats.json_text import loads
+from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.locations import (
     BadLocationError,
     Location,
@@ -483,7 +484,7 @@ def _overlapping(key: ColumnElement[str]) -> ColumnElement[bool]:
     both answered from the key's index."""
     return or_(
         and_(key >= bindparam("inside_from"), key < bindparam("inside_to")),
-        key.in_(bindparam("above", expanding=True)),
+        in_list_parameter(key, "above"),
     )
 
 
@@ -537,7 +538,7 @@ _SIBLING_CHUNK = 64
 # read every partition of the table through its (tbl_id, part_name) index instead of probing 64 key ranges.
 _SIBLINGS = select(partitions.c.tbl_id, partitions.c.part_name, partitions.c.location).where(
     or_(
-        partitions.c.location_key.in_(bindparam("above", expanding=True)),
+        in_list_parameter(partitions.c.location_key, "above"),
         *(
             and_(
                 partitions.c.location_key >= bindparam(f"from{number}"),
@@ -562,7 +563,7 @@ _DATABASES_AND_TABLES_AROUND = union_all(
     .join(dbs, dbs.c.db_id == tbls.c.db_id)
     .where(
         or_(
-            tbls.c.location_key.in_(bindparam("above", expanding=True)),
+            in_list_parameter(tbls.c.location_key, "above"),
             *(
                 and_(
                     tbls.c.location_key >= bindparam(f"from{number}"),

@@ -104,6 +104,7 @@ from hmsrepl.replication.replica_layout import (
 )
 from hmsrepl.replication.replica_scope import ReplicaScope
 from hmsrepl.replication.table_pool import TableWriters, each_in_parallel, load_parallelism
+from hmsrepl.replication.table_writes import TableWrites
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
@@ -736,15 +737,25 @@ class LoadEngine:
                 )
                 runs = PartitionRuns(writer, meta)
                 creates = TableCreates(writer, meta)
+                writes = TableWrites(writer)  # data loads' table writes (metadata-only loads skip INSERTs)
                 for event, msg in batch:
                     writer.version = event["event_id"]  # names the version directories it makes
-                    if not creates.absorb(msg) and not runs.absorb(msg):
+                    if (
+                        not creates.absorb(msg)
+                        and not runs.absorb(msg)
+                        and (meta.metadata_only or not writes.absorb(msg))
+                    ):
                         creates.flush()
                         runs.flush_for(msg)
+                        if database_event(msg):
+                            writes.flush()
+                        else:
+                            writes.flush_for(msg)
                         apply_event(writer, event, meta, msg)
                     result.events_applied += 1
                 creates.flush()
                 runs.flush()
+                writes.flush()
                 if part and batch[-1][0]["event_id"] == ids[-1]:
                     # The dump's bootstrapped tables commit with its last events: a position between
                     # them would make a re-run replay events already applied (a txn's commit twice).
