@@ -82,12 +82,29 @@ def test_paths_outside_every_root_are_refused_with_one_error(layout) -> None:
         lambda: fs.touch(target, 0),
         lambda: fs.remove_empty_directory(str(outside)),
         lambda: fs.makedirs(f"{outside}/new"),
+        lambda: fs.make_directory(f"{outside}/new"),
     ]
     for operation in operations:
         with pytest.raises(OutsideRootsError, match="outside the roots it may touch"):
             operation()
     assert tree_digest(outside) == before
     assert not (root / "t" / "stolen").exists() and (root / "t" / "f").exists()
+
+
+def test_make_directory_says_whether_it_made_the_directory(layout) -> None:
+    """A load lists a version directory only when an earlier attempt left it: the answer decides that."""
+    root, _, fs = layout
+    assert fs.make_directory(f"{root}/t/p=1.hmsrepl-v7") is True  # its parent exists: one mkdir
+    assert fs.make_directory(f"{root}/t/p=1.hmsrepl-v7") is False  # left by an earlier attempt
+    assert fs.make_directory(f"{root}/new/a/b") is True  # missing parents are made too
+    assert (root / "new" / "a" / "b").is_dir()
+    os.symlink(root / "new", root / "t" / "inside")  # a link to a directory in the root is one
+    assert fs.make_directory(f"{root}/t/inside") is False
+    with pytest.raises(FileExistsError):  # a file in the way is an error, as for makedirs
+        fs.make_directory(f"{root}/t/f")
+    with pytest.raises(FileExistsError):
+        fs.makedirs(f"{root}/t/f")
+    assert (root / "t" / "f").read_bytes() == b"data"
 
 
 def test_a_sibling_with_the_root_as_name_prefix_is_outside(tmp_path: Path) -> None:
@@ -110,7 +127,9 @@ def test_symlinks_are_resolved_for_containment(layout) -> None:
         fs.write_bytes(f"{root}/t/dirlink/secret.json", b"overwritten")  # a parent that leads out
     with pytest.raises(OutsideRootsError):
         fs.delete(f"{root}/t/dirlink/secret.json")
-    assert tree_digest(outside) == before
+    with pytest.raises(OutsideRootsError):
+        fs.make_directory(f"{root}/t/dirlink/made")  # a directory made through a link out
+    assert tree_digest(outside) == before and not (outside / "made").exists()
     fs.delete(f"{root}/t/link")  # the link itself lies in the root: removing it touches nothing outside
     assert not os.path.lexists(root / "t" / "link")
     assert tree_digest(outside) == before

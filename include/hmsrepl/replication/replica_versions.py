@@ -300,8 +300,9 @@ class VersionPublisher:
         traits = fs.traits(new)
         # A directory that was not there holds nothing: only one an interrupted attempt left is listed (a
         # store without directories has no such answer: its prefix is always listed).
-        made_here = traits.has_directories and not fs.has_entry(new)
-        fs.makedirs(new)
+        made_here = traits.has_directories and fs.make_directory(new)
+        if not traits.has_directories:
+            fs.makedirs(new)
         self._created[new] = None
         present = {} if made_here else {relative_to(s.uri, new): s for s in list_data_files(fs, new)}
         for rel, status in present.items():  # an interrupted attempt's

@@ -414,7 +414,9 @@ class TargetWriter:
                 )
                 if done is not None:
                     published[name] = done
-                part = part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
+                # The mapped partition and its descriptor are this call's own (``SnapshotMapper.partition``
+                # validates a new one per snapshot): set in place, two model copies per partition saved.
+                part.sd.location = location
                 if current is None:
                     new_parts.append(part)
                     new_names.append(name)

@@ -206,6 +206,15 @@ class FileSystem(abc.ABC):
         """Whether anything is under this name (locally also a dangling symlink, which ``exists`` denies)."""
         return self.exists(uri)
 
+    def make_directory(self, uri: str) -> bool:
+        """``makedirs``, answering whether this call made the directory (False: an entry was there already).
+
+        One question where a caller would otherwise ask ``has_entry`` and then ``makedirs``: a load makes a
+        version directory per object and lists it only when an interrupted attempt left it."""
+        existed = self.has_entry(uri)
+        self.makedirs(uri)
+        return not existed
+
     def link(self, src: str, dst: str, *, replace: bool = False) -> bool:
         """Give ``dst`` the content of ``src`` without copying bytes (a hard link), creating its parent.
 

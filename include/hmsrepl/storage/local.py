@@ -329,7 +329,21 @@ class LocalFileSystem(FileSystem):
         os.utime(local_path(uri), (mtime, mtime))
 
     def makedirs(self, uri: str) -> None:
-        os.makedirs(local_path(uri), exist_ok=True)
+        self.make_directory(uri)
+
+    def make_directory(self, uri: str) -> bool:
+        """One ``mkdir`` when the parent exists (a load's version directory beside its object's), the whole
+        chain otherwise; an existing directory (or a symlink to one) is no error, anything else is."""
+        path = local_path(uri)
+        try:
+            os.mkdir(path)
+        except FileNotFoundError:  # a missing parent: make the chain
+            os.makedirs(path, exist_ok=True)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+            return False
+        return True
 
     def delete_tree(self, uri: str) -> None:
         shutil.rmtree(local_path(uri), ignore_errors=True)

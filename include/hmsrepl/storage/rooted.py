@@ -338,6 +338,9 @@ class RootedFileSystem(FileSystem):
     def makedirs(self, uri: str) -> None:
         self._fs(uri).makedirs(uri)
 
+    def make_directory(self, uri: str) -> bool:
+        return self._fs(uri).make_directory(uri)
+
     def delete_tree(self, uri: str) -> None:
         self._fs(uri).delete_tree(uri)
 
