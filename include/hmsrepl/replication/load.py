@@ -104,7 +104,7 @@ from hmsrepl.replication.replica_layout import (
 )
 from hmsrepl.replication.replica_scope import ReplicaScope
 from hmsrepl.replication.table_pool import TableWriters, each_in_parallel, load_parallelism
-from hmsrepl.replication.table_writes import TableWrites
+from hmsrepl.replication.table_writes import TableWrites, tables_touched
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
@@ -1007,10 +1007,7 @@ class PartitionRuns:
                 for name in [n for n, table in self.tables.items() if acid_replay.is_acid_snapshot(table)]:
                     self._flush_table(name)
             return
-        names = {msg.table_name}
-        if isinstance(msg, AlterTableMessage):
-            names |= {msg.before.table_name, msg.table.table_name}
-        for name in names:
+        for name in tables_touched(msg):
             self._flush_table(name)
 
     def flush(self) -> None:

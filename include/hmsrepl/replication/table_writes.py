@@ -36,6 +36,17 @@ class TableState:
     change: DataChange | None
 
 
+def tables_touched(msg: Message[Any]) -> set[str]:
+    """The tables an event's pending batched writes must be flushed for: its table, and both names of a
+    rename (none for an event without a table)."""
+    if msg.table_name is None:
+        return set()
+    names = {msg.table_name}
+    if isinstance(msg, AlterTableMessage):
+        names |= {msg.before.table_name, msg.table.table_name}
+    return names
+
+
 class TableWrites:
     """The pending table runs of one batch (see the module's docstring)."""
 
@@ -69,12 +80,7 @@ class TableWrites:
     def flush_for(self, msg: Message[Any]) -> None:
         """Flush the run of the table an event touches (both names of a rename). An event without a table
         touches none here: the load flushes every run before a database event (``load.database_event``)."""
-        if msg.table_name is None:
-            return
-        names = {msg.table_name}
-        if isinstance(msg, AlterTableMessage):
-            names |= {msg.before.table_name, msg.table.table_name}
-        for name in names:
+        for name in tables_touched(msg):
             self._flush_table(name)
 
     def flush(self) -> None:
