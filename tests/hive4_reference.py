@@ -8,11 +8,15 @@ the field ids and wire types from the generated ``thrift_spec`` tuples.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Iterator
 from types import ModuleType
 
 from fb303 import FacebookService
 from hive_metastore import ThriftHiveMetastore, ttypes
+from thrift.protocol import TBinaryProtocol
+from thrift.transport import TSocket, TTransport
 
 SERVICES: tuple[ModuleType, ...] = (ThriftHiveMetastore, FacebookService)
 
@@ -93,3 +97,16 @@ def hive4_table(
         tableType="EXTERNAL_TABLE" if external else "MANAGED_TABLE",
         catName="hive",
     )
+
+
+@contextlib.contextmanager
+def hive4_client(port: int, user: str = "hive") -> Iterator[ThriftHiveMetastore.Client]:
+    """Hive 4's generated client on the binary protocol, connected to a metastore on loopback as ``user``."""
+    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", port))
+    hive = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
+    transport.open()
+    try:
+        hive.set_ugi(user, [])
+        yield hive
+    finally:
+        transport.close()

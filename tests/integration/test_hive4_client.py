@@ -12,11 +12,9 @@ from collections.abc import Iterator
 import pytest
 from hive_metastore import ThriftHiveMetastore as Hive4
 from hive_metastore import ttypes as h4
-from thrift.protocol import TBinaryProtocol
-from thrift.transport import TSocket, TTransport
 
 from tests.backends import temporary_database
-from tests.hive4_reference import hive4_table
+from tests.hive4_reference import hive4_client, hive4_table
 from tests.servers import RunningMetastore, metastore_server
 
 Q = "@hive#"  # Hive 3.1+'s catalog prefix for database names
@@ -33,12 +31,8 @@ def server(
 
 @pytest.fixture
 def client(server: RunningMetastore) -> Iterator[Hive4.Client]:
-    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", server.port))
-    hive = Hive4.Client(TBinaryProtocol.TBinaryProtocol(transport))
-    transport.open()
-    hive.set_ugi("hive", [])
-    yield hive
-    transport.close()
+    with hive4_client(server.port) as hive:
+        yield hive
 
 
 def _table(db: str, name: str, keys: list[str]) -> h4.Table:

@@ -19,9 +19,7 @@ from pathlib import Path
 import pytest
 from hive_metastore import ThriftHiveMetastore as Hive4
 from hive_metastore import ttypes as h4
-from thrift.protocol import TBinaryProtocol
 from thrift.Thrift import TApplicationException
-from thrift.transport import TSocket, TTransport
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, SerDeInfo
@@ -29,7 +27,7 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
 from tests.helpers import make_partition, make_table
-from tests.hive4_reference import hive4_table
+from tests.hive4_reference import hive4_client, hive4_table
 from tests.servers import RunningMetastore
 
 SERDE = h4.SerDeInfo(
@@ -45,12 +43,8 @@ SERDE = h4.SerDeInfo(
 
 @pytest.fixture
 def client(session_metastore: RunningMetastore) -> Iterator[Hive4.Client]:
-    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", session_metastore.port))
-    hive = Hive4.Client(TBinaryProtocol.TBinaryProtocol(transport))
-    transport.open()
-    hive.set_ugi("hive", [])
-    yield hive
-    transport.close()
+    with hive4_client(session_metastore.port) as hive:
+        yield hive
 
 
 def _table(db: str, name: str, *, external: bool = False) -> h4.Table:

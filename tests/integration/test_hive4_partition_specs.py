@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 from hive_metastore import ThriftHiveMetastore as Hive4
 from hive_metastore import ttypes as h4
-from thrift.protocol import TBinaryProtocol
-from thrift.transport import TSocket, TTransport
 
 from hmsrepl.acid import InsertOnlyWriter, visible_files
 from hmsrepl.metastore import Metastore
@@ -26,7 +24,7 @@ from hmsrepl.replication.dump_events import DumpEvent
 from hmsrepl.storage.local import local_path
 from tests.backends import temporary_database
 from tests.helpers import write_file
-from tests.hive4_reference import hive4_table
+from tests.hive4_reference import hive4_client, hive4_table
 from tests.servers import RunningMetastore, metastore_server
 
 BY_NAMES, BY_VALUES, BY_EXPR = (
@@ -57,12 +55,8 @@ def store(server: RunningMetastore) -> Iterator[Metastore]:
 
 @pytest.fixture
 def client(server: RunningMetastore) -> Iterator[Hive4.Client]:
-    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", server.port))
-    hive = Hive4.Client(TBinaryProtocol.TBinaryProtocol(transport))
-    transport.open()
-    hive.set_ugi("hive", [])
-    yield hive
-    transport.close()
+    with hive4_client(server.port) as hive:
+        yield hive
 
 
 @pytest.fixture

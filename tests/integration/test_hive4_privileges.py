@@ -12,10 +12,9 @@ from collections.abc import Iterator
 import pytest
 from hive_metastore import ThriftHiveMetastore as Hive4
 from hive_metastore import ttypes as h4
-from thrift.protocol import TBinaryProtocol
 from thrift.Thrift import TApplicationException
-from thrift.transport import TSocket, TTransport
 
+from tests.hive4_reference import hive4_client
 from tests.servers import RunningMetastore
 
 USER, ROLE, GROUP = h4.PrincipalType.USER, h4.PrincipalType.ROLE, h4.PrincipalType.GROUP
@@ -23,12 +22,8 @@ USER, ROLE, GROUP = h4.PrincipalType.USER, h4.PrincipalType.ROLE, h4.PrincipalTy
 
 @pytest.fixture
 def client(session_metastore: RunningMetastore) -> Iterator[Hive4.Client]:
-    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", session_metastore.port))
-    hive = Hive4.Client(TBinaryProtocol.TBinaryProtocol(transport))
-    transport.open()
-    hive.set_ugi("alice", [])
-    yield hive
-    transport.close()
+    with hive4_client(session_metastore.port, "alice") as hive:
+        yield hive
 
 
 def test_roles_are_hives_built_in_ones(client: Hive4.Client) -> None:

@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 from hive_metastore import ThriftHiveMetastore as Hive4
 from hive_metastore import ttypes as h4
-from thrift.protocol import TBinaryProtocol
-from thrift.transport import TSocket, TTransport
 
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
@@ -24,18 +22,14 @@ from hmsrepl.metastore.model import Database, FieldSchema, StorageDescriptor, Ta
 from hmsrepl.metastore.protection import REPLICA_OF, privileged
 from hmsrepl.thrift.handler import MetastoreHandler
 from hmsrepl.thrift.idl import hms
-from tests.hive4_reference import hive4_table
+from tests.hive4_reference import hive4_client, hive4_table
 from tests.servers import RunningMetastore
 
 
 @pytest.fixture
 def client(session_metastore: RunningMetastore) -> Iterator[Hive4.Client]:
-    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", session_metastore.port))
-    hive = Hive4.Client(TBinaryProtocol.TBinaryProtocol(transport))
-    transport.open()
-    hive.set_ugi("hive", [])
-    yield hive
-    transport.close()
+    with hive4_client(session_metastore.port) as hive:
+        yield hive
 
 
 @pytest.fixture
