@@ -24,6 +24,9 @@ class InListParameter(ColumnElement[bool]):
 
     type = Boolean()
     inherit_cache = True
+    # A comparison, not a boolean value: without this, backends lacking a boolean type render it inside an
+    # OR as ``x IN (...) = 1``, which no index serves (a full scan of the table per statement).
+    _is_implicitly_boolean = True
     _traverse_internals = [
         ("column", InternalTraversal.dp_clauseelement),
         ("name", InternalTraversal.dp_string),
