@@ -18,7 +18,7 @@ Each phase's CPU seconds (user and system, from ``wait4``) are printed beside it
 shared with other work they compare two runs where wall time cannot.
 
 ``--profile dump`` (or ``load``) runs that phase under cProfile and prints the top 25 functions by
-cumulative time.
+cumulative time (``BENCH_PROFILE_LINES`` and ``BENCH_PROFILE_SORT``, e.g. ``tottime``, change both).
 
 Goals (issue 34): 1x100,000 dump + load <= 15 s; 10,000x10 <= 60 s; 1,000x1,000 <= 300 s; peak RSS of either
 phase <= 400 MB.
@@ -104,7 +104,7 @@ def run_phase(phase: str, url: str, target_url: str, root: Path, dump_dir: str, 
         import pstats
 
         profiler.disable()
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats(os.environ.get("BENCH_PROFILE_SORT", "cumulative")).print_stats(
             int(os.environ.get("BENCH_PROFILE_LINES", "25"))
         )
     out = {"seconds": seconds, "dump_dir": getattr(result, "dump_dir", dump_dir)}
