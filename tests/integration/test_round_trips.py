@@ -123,7 +123,9 @@ def test_mariadb_connection_returned_with_a_transaction_open_is_rolled_back(meta
         "VALUES ('makedirs', '{\"dirs\": []}', 0, 0, 0)"
     )
     cursor.close()
+    sent = database.reset_rollbacks_sent
     raw.close()  # back to the pool, uncommitted
+    assert database.reset_rollbacks_sent == sent + 1
     assert metastore.catalog.intents.pending() == []
     with metastore.engine.begin() as conn:
         assert conn.execute(text("SELECT count(*) FROM file_intents")).scalar_one() == 0

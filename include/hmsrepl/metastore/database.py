@@ -33,6 +33,8 @@ PING_AFTER_IDLE_SECONDS = 0.5
 _LAST_USED = "hmsrepl_last_used"
 #: Liveness pings sent so far by this process (statement_counts reports them as round trips).
 pings_sent = 0
+#: ROLLBACKs the pool's reset sent on MariaDB so far (``_roll_back_only_when_open``; also round trips).
+reset_rollbacks_sent = 0
 #: psycopg 3 prepares a statement server-side once it ran this many times on a connection (its default is
 #: 5); the metastore's statements are few and repeated, so preparing them early saves the server parsing and
 #: planning each one again. ``PG_PREPARED_MAX``: how many a connection keeps (psycopg's default, 100, is
@@ -178,6 +180,8 @@ def _roll_back_only_when_open(engine: Engine) -> None:
         open_on_server = bool(getattr(dbapi_connection, "server_status", 0) & _SERVER_STATUS_IN_TRANS)
         if record is not None and record.info.get(_ENDED) and not open_on_server:
             return
+        global reset_rollbacks_sent
+        reset_rollbacks_sent += 1
         dbapi_connection.rollback()
 
 
