@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -159,15 +160,26 @@ def _roll_back_only_when_open(engine: Engine) -> None:
     whose commit failed with a transaction still open, is rolled back as before.
     """
 
-    def ended(conn: Connection) -> None:
-        conn.connection.info[_ENDED] = True
+    # Marked by the dialect's own begin, commit and rollback (a commit once it succeeded), not by connection
+    # events: a listener on those would make SQLAlchemy dispatch events around every statement.
+    dialect = engine.dialect
+    begin, commit, rollback = dialect.do_begin, dialect.do_commit, dialect.do_rollback
 
-    def began(conn: Connection) -> None:
-        conn.connection.info[_ENDED] = False
+    def do_begin(dbapi_connection: Any) -> None:
+        _mark(dbapi_connection, ended=False)
+        begin(dbapi_connection)
 
-    event.listen(engine, "commit", ended)
-    event.listen(engine, "rollback", ended)
-    event.listen(engine, "begin", began)
+    def do_commit(dbapi_connection: Any) -> None:
+        commit(dbapi_connection)
+        _mark(dbapi_connection, ended=True)
+
+    def do_rollback(dbapi_connection: Any) -> None:
+        rollback(dbapi_connection)
+        _mark(dbapi_connection, ended=True)
+
+    dialect.do_begin = do_begin  # type: ignore[method-assign]
+    dialect.do_commit = do_commit  # type: ignore[method-assign]
+    dialect.do_rollback = do_rollback  # type: ignore[method-assign]
 
     @event.listens_for(engine.pool, "checkout")
     def _on_checkout(_dbapi_connection, record, _proxy) -> None:  # noqa: ANN001 - DB-API objects are untyped
@@ -187,6 +199,17 @@ def _roll_back_only_when_open(engine: Engine) -> None:
 
 _ENDED = "hmsrepl_transaction_ended"
 _SERVER_STATUS_IN_TRANS = 1  # MySQL protocol: SERVER_STATUS_IN_TRANS, the server's "a transaction is open"
+
+
+def _mark(dbapi_connection: Any, *, ended: bool) -> None:
+    """Record on a pooled connection whether SQLAlchemy ended its last transaction (``info`` is its pool
+    record's; a bare DB-API connection has none and stays unmarked, so it is rolled back)."""
+    try:
+        info = dbapi_connection.info
+    except (AttributeError, NotImplementedError):  # SQLAlchemy's first-connect proxy has no record
+        return
+    if isinstance(info, dict):
+        info[_ENDED] = ended
 
 
 def _configure_sqlite(engine: Engine) -> None:
