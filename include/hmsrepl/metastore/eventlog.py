@@ -1,7 +1,7 @@
 """The transactional notification log: every change and its events commit in one database transaction.
 
-Event ids come from a single sequence row that each writing transaction locks (``SELECT ... FOR UPDATE``)
-as its last step before commit. The lock is held until commit, so ids are gap-free, strictly increasing,
+Event ids come from a single sequence row that each writing transaction locks (by advancing it) as its
+last step before commit. The lock is held until commit, so ids are gap-free, strictly increasing,
 and assigned in commit order: a reader that sees event N committed has already seen every event below N,
 even with several metastore processes writing to one database.
 """
