@@ -397,3 +397,27 @@ def test_lists_of_values_keep_one_statement_text_on_postgresql(metastore: Metast
         assert all("id = ANY (" in s for s in deletes)
         # the reads around a location three and nine levels down: the ancestors' keys are one parameter
         assert all("location_key = ANY (" in s and "location_key IN (" not in s for s in around), around
+
+
+def test_create_table_reads_each_unchanged_database_document_once(
+    sqlite_metastore: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every create compares its location with every database's: the documents are parsed once per text,
+    not at every create, and a database that moves is compared at its new place at once."""
+    from hmsrepl.metastore import location_policy
+
+    catalog, warehouse = sqlite_metastore.catalog, sqlite_metastore.config.warehouse
+    for number in range(5):
+        catalog.create_database(Database(name=f"d{number}"))
+    catalog.create_table(make_table("d0", "first"))
+    parsed: list[str] = []
+    real_loads = location_policy.loads
+    monkeypatch.setattr(location_policy, "loads", lambda text: parsed.append(text) or real_loads(text))
+    catalog.create_table(make_table("d0", "second"))
+    assert parsed == []
+    moved = catalog.get_database("d1").model_copy(update={"location_uri": f"{warehouse}/moved/d1.db"})
+    catalog.alter_database("d1", moved)
+    with pytest.raises(InvalidObjectError, match="holds the location of database 'd1'"):
+        catalog.create_table(_located(make_table("d0", "above"), f"{warehouse}/moved"))
+    assert len(parsed) == 1  # the moved database's new document, once
+    assert catalog.find_table("d0", "above") is None
