@@ -7,6 +7,7 @@ as a reference for what one metastore call costs end to end; they have no target
 as a rate (100,000 events/s), so runs with a smaller --events still compare.
 
 Run:  python bench/bench_notification_log.py [--events 100000] [--backend all|sqlite,postgres,mysql]
+      [--catalog-writes 2000] [--catalog-only]  (the create_table calls alone)
 
 With several backends (``all``: SQLite, PostgreSQL and MariaDB) the rates are also printed side by side with
 each one's ratio to SQLite, and a table of the statements and round trips each measured call sends.
@@ -154,9 +155,12 @@ class BackendRun:
     catalog_writes: int
     repeats: int
     counts: list[tuple[str, Counts, int]] = field(default_factory=list)  # (what, counts, per how many)
+    catalog_only: bool = False  # the create_table calls alone: no batched appends, no fetches
 
     def run(self) -> Iterator[Row]:
         yield self.catalog_appends()
+        if self.catalog_only:
+            return
         appended = 0
         for index, size in enumerate(BATCH_SIZES):
             # The last batch size fills up to --events, so the fetch below reads exactly that many.
@@ -251,7 +255,7 @@ class BackendRun:
 
 
 def run_backend(
-    backend: str, events: int, catalog_writes: int, repeats: int
+    backend: str, events: int, catalog_writes: int, repeats: int, catalog_only: bool = False
 ) -> tuple[list[Row], list[tuple[str, Counts, int]]]:
     with tempfile.TemporaryDirectory(prefix="hmsrepl-bench-") as tmp, temporary_database(backend, tmp) as url:
         upgrade_schema(url)
@@ -259,7 +263,7 @@ def run_backend(
         store = Metastore(config)
         try:
             rows = []
-            run = BackendRun(backend, store, events, catalog_writes, repeats)
+            run = BackendRun(backend, store, events, catalog_writes, repeats, catalog_only=catalog_only)
             for row in run.run():
                 print(f"  {backend}: {row.measurement}: {row.seconds:.3f} s", file=sys.stderr, flush=True)
                 rows.append(row)
@@ -334,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--catalog-writes", type=int, default=2_000, help="single-event create_table calls")
     parser.add_argument("--repeats", type=int, default=3, help="fetch repeats (the median is reported)")
+    parser.add_argument(
+        "--catalog-only",
+        action="store_true",
+        help="only the single-event create_table calls (no batched appends, no fetches)",
+    )
     args = parser.parse_args(argv)
     backends = chosen_backends(args.backends)
     if args.events < len(BATCH_SIZES) or args.repeats < 1 or args.catalog_writes < 0:
@@ -348,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     counts: dict[str, list[tuple[str, Counts, int]]] = {}
     for backend in backends:
-        backend_rows, counts[backend] = run_backend(backend, args.events, args.catalog_writes, args.repeats)
+        backend_rows, counts[backend] = run_backend(
+            backend, args.events, args.catalog_writes, args.repeats, args.catalog_only
+        )
         rows.extend(backend_rows)
     print()
     print_table(rows)

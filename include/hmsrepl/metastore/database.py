@@ -7,10 +7,13 @@ lock up front is what keeps two processes from both reading the same next event 
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -19,6 +22,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
+from sqlalchemy.pool import QueuePool
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 WRITE_OPTION = "hmsrepl_write"
@@ -30,6 +34,8 @@ PING_AFTER_IDLE_SECONDS = 0.5
 _LAST_USED = "hmsrepl_last_used"
 #: Liveness pings sent so far by this process (statement_counts reports them as round trips).
 pings_sent = 0
+#: ROLLBACKs the pool's reset sent on MariaDB so far (``_roll_back_only_when_open``; also round trips).
+reset_rollbacks_sent = 0
 #: psycopg 3 prepares a statement server-side once it ran this many times on a connection (its default is
 #: 5); the metastore's statements are few and repeated, so preparing them early saves the server parsing and
 #: planning each one again. ``PG_PREPARED_MAX``: how many a connection keeps (psycopg's default, 100, is
@@ -75,7 +81,14 @@ def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
         return engine
     if url.get_backend_name() in ("mysql", "mariadb"):
         # READ COMMITTED as on PostgreSQL: readers see committed events, not a repeatable-read snapshot.
-        engine = create_engine(url, pool_size=pool_size, isolation_level="READ COMMITTED", pool_recycle=3600)
+        engine = create_engine(
+            url,
+            pool_size=pool_size,
+            isolation_level="READ COMMITTED",
+            pool_recycle=3600,
+            pool_reset_on_return=None,  # ``_roll_back_only_when_open`` resets instead
+        )
+        _roll_back_only_when_open(engine)
     elif url.get_driver_name() == "psycopg":
         engine = create_engine(url, pool_size=pool_size, connect_args=dict(PG_CONNECT_ARGS))
         event.listen(engine, "connect", _keep_prepared)
@@ -130,6 +143,75 @@ def _ping_when_idle(engine: Engine) -> None:
         record.info[_LAST_USED] = time.monotonic()
 
 
+def _dispose_with(disposed: Engine, engine: Engine, companion: Engine) -> None:
+    """Dispose ``companion`` with ``engine`` (the companion's own disposal is heard here too: ignored)."""
+    if disposed is engine:
+        companion.dispose()
+
+
+def _roll_back_only_when_open(engine: Engine) -> None:
+    """Reset a MariaDB connection returned to the pool with a ROLLBACK only when a transaction may be open.
+
+    SQLAlchemy's reset rolls back every connection checked in after its transaction ended, and PyMySQL sends
+    that ROLLBACK to the server even when there is nothing to end: a round trip after every committed write
+    (psycopg sends nothing then). The rollback is skipped only when SQLAlchemy ended the connection's last
+    transaction itself (a commit or a rollback since its last begin) and the server's last reply says no
+    transaction is open; a connection checked out and returned without either (a raw connection's), or
+    whose commit failed with a transaction still open, is rolled back as before.
+    """
+
+    # Marked by the dialect's own begin, commit and rollback (a commit once it succeeded), not by connection
+    # events: a listener on those would make SQLAlchemy dispatch events around every statement.
+    dialect = engine.dialect
+    begin, commit, rollback = dialect.do_begin, dialect.do_commit, dialect.do_rollback
+
+    def do_begin(dbapi_connection: Any) -> None:
+        _mark(dbapi_connection, ended=False)
+        begin(dbapi_connection)
+
+    def do_commit(dbapi_connection: Any) -> None:
+        commit(dbapi_connection)
+        _mark(dbapi_connection, ended=True)
+
+    def do_rollback(dbapi_connection: Any) -> None:
+        rollback(dbapi_connection)
+        _mark(dbapi_connection, ended=True)
+
+    dialect.do_begin = do_begin  # type: ignore[method-assign]
+    dialect.do_commit = do_commit  # type: ignore[method-assign]
+    dialect.do_rollback = do_rollback  # type: ignore[method-assign]
+
+    @event.listens_for(engine.pool, "checkout")
+    def _on_checkout(_dbapi_connection, record, _proxy) -> None:  # noqa: ANN001 - DB-API objects are untyped
+        record.info[_ENDED] = False  # unknown until SQLAlchemy ends a transaction on it
+
+    @event.listens_for(engine.pool, "reset")
+    def _on_reset(dbapi_connection, record, state) -> None:  # noqa: ANN001
+        if state.terminate_only:
+            return
+        open_on_server = bool(getattr(dbapi_connection, "server_status", 0) & _SERVER_STATUS_IN_TRANS)
+        if record is not None and record.info.get(_ENDED) and not open_on_server:
+            return
+        global reset_rollbacks_sent
+        reset_rollbacks_sent += 1
+        dbapi_connection.rollback()
+
+
+_ENDED = "hmsrepl_transaction_ended"
+_SERVER_STATUS_IN_TRANS = 1  # MySQL protocol: SERVER_STATUS_IN_TRANS, the server's "a transaction is open"
+
+
+def _mark(dbapi_connection: Any, *, ended: bool) -> None:
+    """Record on a pooled connection whether SQLAlchemy ended its last transaction (``info`` is its pool
+    record's; a bare DB-API connection has none and stays unmarked, so it is rolled back)."""
+    try:
+        info = dbapi_connection.info
+    except (AttributeError, NotImplementedError):  # SQLAlchemy's first-connect proxy has no record
+        return
+    if isinstance(info, dict):
+        info[_ENDED] = ended
+
+
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API objects are untyped
@@ -157,17 +239,54 @@ def writer(engine: Engine) -> Engine:
 
 
 def reads(engine: Engine) -> Engine:
-    """The engine for reads made outside a write transaction.
+    """The engine for reads made outside a write transaction, and for lone write statements.
 
-    On PostgreSQL they run in autocommit: the metastore reads at READ COMMITTED, where every statement takes
-    its own snapshot inside a transaction too, so a read sees the same rows, and psycopg then sends neither
-    the BEGIN nor the ROLLBACK that would cost a lone read two of its three round trips. SQLite keeps its
-    transaction (a deferred BEGIN costs no round trip and gives a multi-statement read one snapshot), and so
-    does MariaDB (PyMySQL switching autocommit on and off would cost a round trip each way).
+    On PostgreSQL and MariaDB they run in autocommit: the metastore reads at READ COMMITTED, where every
+    statement takes its own snapshot inside a transaction too, so a read sees the same rows, without the
+    ROLLBACK (and on PostgreSQL the BEGIN) that would cost a lone read one or two more round trips; a lone
+    write statement is atomic on its own, without the COMMIT. psycopg switches autocommit on a pooled
+    connection without a word to the server; PyMySQL would send a round trip each way, so on MariaDB these
+    run on connections of their own, opened in autocommit (``_autocommit_companion``). SQLite keeps its
+    transaction (a deferred BEGIN costs no round trip and gives a multi-statement read one snapshot).
     """
     if engine.dialect.name == "postgresql":
         return engine.execution_options(isolation_level="AUTOCOMMIT")
+    if engine.dialect.name in ("mysql", "mariadb"):
+        return _autocommit_companion(engine)
     return engine
+
+
+#: Each MariaDB engine's autocommit companion (``reads``), made once, disposed with it.
+_COMPANIONS: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
+_COMPANIONS_LOCK = threading.Lock()
+
+
+def _autocommit_companion(engine: Engine) -> Engine:
+    """An engine on ``engine``'s database whose pooled connections are opened in autocommit and stay so: a
+    read costs its statement alone (no ROLLBACK at checkin: ``skip_autocommit_rollback``), and no round trip
+    switches the mode. Its pool is as large as ``engine``'s and is disposed with it; listeners on ``engine``
+    hear its work."""
+    with _COMPANIONS_LOCK:
+        found = _COMPANIONS.get(engine)
+        if found is not None:
+            return found
+        pool_size = engine.pool.size() if isinstance(engine.pool, QueuePool) else 5
+        companion = create_engine(
+            engine.url,
+            pool_size=pool_size,
+            isolation_level="AUTOCOMMIT",
+            skip_autocommit_rollback=True,
+            pool_recycle=3600,
+        )
+        _ping_when_idle(companion)
+        # What listens on ``engine`` hears this engine's statements and transactions too (as SQLAlchemy's
+        # option engines share their engine's): the statement counts, and any observer of the metastore's.
+        companion.dispatch = companion.dispatch._join(engine.dispatch)
+        # Marked as PostgreSQL's autocommit reads are, so ``in_transaction`` and the statement counts see it.
+        marked = companion.execution_options(isolation_level="AUTOCOMMIT")
+        event.listen(engine, "engine_disposed", lambda disposed: _dispose_with(disposed, engine, companion))
+        _COMPANIONS[engine] = marked
+        return marked
 
 
 @contextmanager

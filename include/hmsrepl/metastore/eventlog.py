@@ -1,7 +1,7 @@
 """The transactional notification log: every change and its events commit in one database transaction.
 
-Event ids come from a single sequence row that each writing transaction locks (``SELECT ... FOR UPDATE``)
-as its last step before commit. The lock is held until commit, so ids are gap-free, strictly increasing,
+Event ids come from a single sequence row that each writing transaction locks (by advancing it) as its
+last step before commit. The lock is held until commit, so ids are gap-free, strictly increasing,
 and assigned in commit order: a reader that sees event N committed has already seen every event below N,
 even with several metastore processes writing to one database.
 """
@@ -47,6 +47,19 @@ from hmsrepl.metastore.protection import (
 from hmsrepl.metastore.schema import notification_log, notification_sequence
 
 DELETE_BATCH = 10_000
+# The sequence row advanced by ``count`` (a bound parameter): built once, one statement text for any count.
+_SEQ = notification_sequence
+_ADVANCE_RETURNING = (
+    update(_SEQ)
+    .where(_SEQ.c.id == 1)
+    .values(next_event_id=_SEQ.c.next_event_id + bindparam("count"))
+    .returning(_SEQ.c.next_event_id)
+)
+_ADVANCE_MYSQL = (
+    update(_SEQ)
+    .where(_SEQ.c.id == 1)
+    .values(next_event_id=func.last_insert_id(_SEQ.c.next_event_id + bindparam("count")))
+)
 
 
 @dataclass
@@ -147,16 +160,20 @@ class EventLog:
         """Run one write statement that logs no event: in this thread's open transaction if any, else as a
         transaction of its own.
 
-        On PostgreSQL a lone statement is atomic without a transaction, so it runs in autocommit: one round
-        trip instead of BEGIN, the statement and COMMIT (a request deleting the file intent it just completed
-        pays this after every create). Elsewhere it is a short write transaction.
+        On PostgreSQL and MariaDB a lone statement is atomic without a transaction, so it runs in autocommit
+        (``database.reads``): one round trip instead of BEGIN (PostgreSQL), the statement and COMMIT (a
+        request deleting the file intent it just completed pays this after every create). On SQLite it is a
+        short write transaction.
         """
         tx = self.current_transaction()
         if tx is not None:
             tx.conn.execute(statement, params)
             return
-        engine = self.read_engine if self.engine.dialect.name == "postgresql" else self.write_engine
-        with engine.begin() as conn:
+        if self.read_engine is self.engine:  # no autocommit engine (SQLite)
+            with self.write_engine.begin() as conn:
+                conn.execute(statement, params)
+            return
+        with self.read_engine.connect() as conn:  # autocommit: no COMMIT to send
             conn.execute(statement, params)
 
     @contextmanager
@@ -234,19 +251,18 @@ class EventLog:
     def _take_ids(conn: Connection, count: int) -> int:
         """Reserve ``count`` event ids (locking the sequence row until commit); returns the first.
 
-        Where the database returns updated rows (PostgreSQL, SQLite) this is one statement; MariaDB has no
-        ``UPDATE ... RETURNING``, so it reads the row ``FOR UPDATE`` and then advances it.
+        One statement on every backend. Where the database returns updated rows (PostgreSQL, SQLite) the
+        update returns the new value; MariaDB has no ``UPDATE ... RETURNING``, so its update stores the new
+        value with ``LAST_INSERT_ID(expr)``, which the server sends back with the statement's reply (the
+        cursor's ``lastrowid``): a read ``FOR UPDATE`` before the update would cost a round trip of its own.
+        The update locks the row until commit either way.
         """
-        seq = notification_sequence
-        advance = update(seq).where(seq.c.id == 1)
         if conn.dialect.update_returning:
-            stmt = advance.values(next_event_id=seq.c.next_event_id + count).returning(seq.c.next_event_id)
-            return int(conn.execute(stmt).scalar_one()) - count
-        next_id = conn.execute(
-            select(seq.c.next_event_id).where(seq.c.id == 1).with_for_update()
-        ).scalar_one()
-        conn.execute(advance.values(next_event_id=next_id + count))
-        return int(next_id)
+            return int(conn.execute(_ADVANCE_RETURNING, {"count": count}).scalar_one()) - count
+        advanced = conn.execute(_ADVANCE_MYSQL, {"count": count})
+        if advanced.rowcount != 1:
+            raise RuntimeError("the notification sequence row is missing; run 'hmsrepl schema upgrade'")
+        return int(advanced.lastrowid) - count
 
     def append(self, events: Sequence[PendingEvent]) -> list[int]:
         """Log events that have no catalog change of their own (e.g. fire_listener_event), in one batch."""

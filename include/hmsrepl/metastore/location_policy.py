@@ -22,6 +22,7 @@ queries on the stored columns, so they cost a scan, not a load of every location
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import posixpath
@@ -658,13 +659,20 @@ def _overlapping_rows(rows: Iterable[Any], loc: Location, skip_db: str | None) -
     out: list[Occupant] = []
     for row in rows:
         if row.kind == "database" and row.name != skip_db:
-            stored = loads(row.stored)  # stored by the catalog
-            _consider(out, loc, "database", row.name, stored.get("location_uri"))
-            _consider(out, loc, "database", row.name, stored.get("managed_location_uri"))  # Hive 4's
+            for stored in _database_locations(row.stored):
+                _consider(out, loc, "database", row.name, stored)
     for row in rows:
         if row.kind == "table":
             _consider(out, loc, "table", f"{row.db_name}.{row.name}", row.stored)
     return out
+
+
+@functools.lru_cache(maxsize=4_096)
+def _database_locations(doc: str) -> tuple[str | None, str | None]:
+    """The locations in a database's stored document: its own and Hive 4's managed one. Remembered per
+    document text: every location check reads every database's, and few of them ever change."""
+    stored = loads(doc)  # stored by the catalog
+    return stored.get("location_uri"), stored.get("managed_location_uri")
 
 
 def _consider(out: list[Occupant], loc: Location, kind: str, name: str, stored: str | None) -> None:

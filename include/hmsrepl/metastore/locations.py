@@ -22,6 +22,7 @@ Stored locations stay exactly as the client sent them: the canonical form is use
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -93,11 +94,15 @@ def local_path_of(uri: str) -> str:
         raise BadLocationError(str(exc)) from None
 
 
+@functools.lru_cache(maxsize=16_384)
 def normalise(uri: str) -> Location:
     """The canonical form of ``uri`` (pure: no file system access). Raises ``BadLocationError``.
 
     The project's one parser (``formats.paths.parse_uri``) in its lenient mode: a client's ``..`` in a
-    local or HDFS-like path is resolved lexically here (``canonical`` resolves it as the kernel does)."""
+    local or HDFS-like path is resolved lexically here (``canonical`` resolves it as the kernel does).
+
+    Remembered per string (a ``Location`` is immutable; a refusal is not remembered): every location check
+    compares the new location with every database's, so a create parsed each database's locations anew."""
     try:
         scheme, authority, path = paths.parse_uri(uri, lenient=True, max_chars=None)
     except paths.InvalidPathError as exc:

@@ -6,7 +6,8 @@ time, and lets tests pin the counts so a change that adds a read per object is n
 
 A round trip here is one statement sent by the driver (a multi-row insert batch counts once), plus the
 transaction's own exchanges: COMMIT or ROLLBACK, BEGIN where the driver sends it separately (psycopg does;
-PyMySQL and SQLite's explicit BEGIN are statements already), and the pool's liveness ping on checkout. A
+PyMySQL and SQLite's explicit BEGIN are statements already), the pool's liveness ping on checkout, and on
+MariaDB the ROLLBACK the pool sends when a connection comes back with a transaction open. A
 connection in autocommit (reads on PostgreSQL) sends no BEGIN, COMMIT or ROLLBACK, so none is counted.
 """
 
@@ -85,10 +86,12 @@ class StatementCounter:
         outer, self.counts, self._active = (self.counts, self._active), Counts(), True
         counts = self.counts
         pinged = getattr(database, "pings_sent", 0)  # idle-connection pings (make_engine's, not pre-ping's)
+        reset = database.reset_rollbacks_sent  # rollbacks sent by the pool, which no connection event reports
         try:
             yield counts
         finally:
             counts.pings += getattr(database, "pings_sent", 0) - pinged
+            counts.transactions += database.reset_rollbacks_sent - reset
             self.counts, self._active = outer
 
     def _on_statement(self, *_args: object) -> None:
