@@ -19,7 +19,7 @@ from sqlalchemy import event, select
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Partition, Table
-from hmsrepl.metastore.placement import RECOUNT_ALL
+from hmsrepl.metastore.placement import RECOUNT_ALL, Placement
 from hmsrepl.metastore.schema import partitions, tbls
 from tests.backends import temporary_database
 from tests.conftest import make_config
@@ -60,12 +60,8 @@ def _stored_odd(store: Metastore, name: str = "t") -> tuple[int | None, int]:
         rows = conn.execute(
             select(partitions.c.part_name, partitions.c.location_key).where(partitions.c.tbl_id == row.tbl_id)
         ).all()
-    odd = sum(
-        1
-        for r in rows
-        if r.location_key is not None and r.location_key != f"{row.location_key}{r.part_name}/"
-    )
-    return row.odd_partitions, odd
+    placed = Placement(row.location_key, None)  # the rule the catalog applies in Python
+    return row.odd_partitions, placed.count_odd((r.part_name, r.location_key) for r in rows)
 
 
 class SiblingQueries:

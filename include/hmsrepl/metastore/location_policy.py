@@ -220,8 +220,8 @@ class LocationPolicy:
         a table (a partition below its own table's directory skips the other tables, which that directory
         already excludes), and a managed partition's location neither equals, holds nor lies inside another
         partition's of the same table (a drop with deleteData would recycle the sibling's files).
-        ``placement``: the table's, read with its row; when it says every stored partition is at its default
-        place and so is every new one, no stored one can overlap them (``metastore.placement``)."""
+        ``placement``: the table's, read with its row; when it says every stored partition is at its level
+        and so is every new one, only equal keys can overlap (``metastore.placement``)."""
         owner = canonical_or_none(table_location)
         located: dict[str, Location] = {}
         keys: dict[str, str | None] = {}
@@ -241,10 +241,45 @@ class LocationPolicy:
             if loc is not None:
                 located[name] = loc
         if managed and located:
-            # Every stored partition and every new one at its default place: none of them can overlap.
-            apart = placement is not None and placement.is_apart((name, keys[name]) for name in located)
-            self._check_siblings(conn, table_name, None if apart else table_id, located, uris)
+            if placement is not None and placement.is_level((name, keys[name]) for name in located):
+                self._check_level_siblings(conn, table_name, table_id, located, keys, uris)
+            else:
+                self._check_siblings(conn, table_name, table_id, located, uris)
         return keys
+
+    def _check_level_siblings(
+        self,
+        conn: Connection,
+        table_name: str,
+        table_id: int | None,
+        located: dict[str, Location],
+        keys: dict[str, str | None],
+        uris: dict[str, str | None],
+    ) -> None:
+        """``_check_siblings`` when every partition, stored and new, is at its level (``metastore.placement``):
+        two overlap only when their lookup keys (uncut, so whole canonical locations) are equal. The new ones
+        are compared by key among themselves, then with the stored ones by equality look-ups on the indexed
+        key, ``_EQUAL_CHUNK`` keys a statement (a partition keeping its own location is not its sibling).
+        ``table_id`` None: the new ones among themselves only."""
+        named: dict[str, str] = {}  # key -> the new partition's name
+        for name in located:
+            key = keys[name]
+            assert key is not None  # located: it has a location, hence a key
+            first = named.setdefault(key, name)
+            if first != name:
+                self._refuse_sibling(table_name, name, uris[name], located[name], first, located[first])
+        if table_id is None:
+            return
+        ordered = list(named)
+        for start in range(0, len(ordered), _EQUAL_CHUNK):
+            rows = conn.execute(_EQUAL_KEYS, {"keys": ordered[start : start + _EQUAL_CHUNK]}).all()
+            for row in rows:
+                name = named.get(row.location_key)
+                if row.tbl_id != table_id or name is None or row.part_name == name:
+                    continue
+                other = canonical_or_none(row.location)
+                if other is not None and located[name].overlaps(other):
+                    self._refuse_sibling(table_name, name, uris[name], located[name], row.part_name, other)
 
     def _check_siblings(
         self,
@@ -549,6 +584,14 @@ _SIBLINGS = select(partitions.c.tbl_id, partitions.c.part_name, partitions.c.loc
         ),
     ),
 )
+
+
+#: New partitions' keys looked up per statement when all are at their levels (``_check_level_siblings``).
+_EQUAL_CHUNK = 500
+# Equal keys only (the table is compared in Python, as in ``_SIBLINGS``): one index probe per key.
+_EQUAL_KEYS = select(
+    partitions.c.tbl_id, partitions.c.part_name, partitions.c.location, partitions.c.location_key
+).where(in_list_parameter(partitions.c.location_key, "keys"))
 
 
 #: New tables' locations compared with the stored ones per statement (``_occupants_of_many``): one shape of

@@ -1,29 +1,50 @@
-"""Whether a table's partitions all sit at Hive's default place: what lets the sibling check skip its query.
+"""Whether a table's partitions all sit at their level: what reduces the sibling check to an equality look-up.
 
 A managed partition may not be at, inside or around another partition of its table (``LocationPolicy``):
-checking that against the stored partitions costs indexed look-ups for every batch added, which a bootstrap
-of a 100,000-partition table pays hundreds of times. Most tables never need them: a partition at its
-default place, ``<table location>/<partition name>``, lies exactly as many directories below the table as
-the table has partition keys (names escape ``/``, ``make_partition_name``), so two such partitions overlap
-only when their names are equal, which is the same partition.
+checking that against the stored partitions with ranges of lookup keys costs a scan of index ranges for
+every batch added, which a bootstrap of a 100,000-partition table pays hundreds of times. Most tables never
+need them. A partition at its *level* lies exactly as many directories below its table as the table has
+partition keys (its name's segment count: names escape ``/``, ``make_partition_name``): Hive's default place
+``<table>/<name>`` is one such place, and so is a replica's version directory ``<table>/<name>.hmsrepl-vN``
+(``replication.filecopy``). Two locations at the same depth below the same directory overlap only when they
+are equal, so a partition at its level can overlap another one at its level only when their lookup keys are
+equal: the check becomes an equality look-up on the indexed key, not a range scan.
 
-"At the default place" is decided on the stored lookup keys (``locations.key_of``, canonical and compared
-exactly): a partition is *odd* when it has a location whose key is not its table's key followed by its name
-and ``/``. A key cut to its fixed length never equals such a longer string, so a long location counts as
-odd (the query then decides). Each table row keeps the number of its odd partitions (``odd_partitions``;
-NULL: unknown, every check queries), kept exact in the catalog's one write path: added, altered and dropped
-partitions adjust it in the transaction that writes them, holding the table's row locked, and a change of the
-table's location (or a rename, which rewrites the partitions) counts it again. With no odd partition stored
-and none among those added, the stored ones cannot overlap the new ones, and the check needs no query.
+"At its level" is decided on the stored lookup keys (``locations.key_of``, canonical and compared exactly): a
+partition is *odd* when it has a location whose key is not its table's key followed by as many segments as
+its name has, each ending in ``/``. A key of ``LOCATION_KEY_CHARS`` characters may have been cut, so it
+counts as odd (the range query then decides). Each table row keeps the number of its odd partitions
+(``odd_partitions``; NULL: unknown, every check queries ranges), kept exact in the catalog's one write path:
+added, altered and dropped partitions adjust it in the transaction that writes them, holding the table's row
+locked, and a change of the table's location (or a rename, which rewrites the partitions) counts it again.
+The SQL form of the rule (``_odd_condition``) counts it in the database, for a table or for all of them
+(migration ``0014_versiondirs``); the tests compare the two forms on the three backends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, ScalarSelect, and_, bindparam, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    ScalarSelect,
+    and_,
+    bindparam,
+    func,
+    not_,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
+from hmsrepl.metastore.locations import LOCATION_KEY_CHARS
 from hmsrepl.metastore.schema import partitions, tbls
 
 
@@ -36,30 +57,62 @@ class Placement:
     odd: int | None
 
     def is_odd(self, name: str, key: str | None) -> bool:
-        """Whether a partition named ``name`` with the location key ``key`` (None: no location) is odd."""
-        return key is not None and (self.table_key is None or key != f"{self.table_key}{name}/")
+        """Whether a partition named ``name`` with the location key ``key`` (None: no location) is odd: not
+        at its level, ``name.count("/") + 1`` whole segments below its table (module docstring)."""
+        if key is None:
+            return False
+        table_key = self.table_key
+        if table_key is None or len(key) >= LOCATION_KEY_CHARS or not key.startswith(table_key):
+            return True
+        # Keys are canonical (no empty segment) and end in "/": as many "/" as segments below the table.
+        return key.count("/", len(table_key)) != name.count("/") + 1
 
     def count_odd(self, named_keys: Iterable[tuple[str, str | None]]) -> int:
         return sum(1 for name, key in named_keys if self.is_odd(name, key))
 
     @property
-    def all_default(self) -> bool:
-        """Whether every stored partition is known to be at its default place."""
+    def all_level(self) -> bool:
+        """Whether every stored partition is known to be at its level."""
         return self.odd == 0
 
-    def is_apart(self, new: Iterable[tuple[str, str | None]]) -> bool:
-        """Whether no stored partition can overlap the ``new`` ones (name, key): all are at their default
-        places, stored and new."""
-        return self.all_default and self.count_odd(new) == 0
+    def is_level(self, new: Iterable[tuple[str, str | None]]) -> bool:
+        """Whether the stored partitions and the ``new`` ones (name, key) are all at their levels: then two
+        of them overlap only when their keys are equal."""
+        return self.all_level and self.count_odd(new) == 0
+
+
+class _Chars(FunctionElement[int]):
+    """A string's length in characters: ``char_length`` (``length`` counts bytes on MariaDB), ``length`` on
+    SQLite, which has no ``char_length``."""
+
+    type = Integer()
+    inherit_cache = True
+
+
+@compiles(_Chars)
+def _char_length(element: _Chars, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"char_length({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(_Chars, "sqlite")
+def _sqlite_length(element: _Chars, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"length({compiler.process(element.clauses, **kw)})"
+
+
+def _slashes(text: ColumnElement[str]) -> ColumnElement[int]:
+    """How many ``/`` ``text`` holds."""
+    return _Chars(text) - _Chars(func.replace(text, "/", ""))
 
 
 def _odd_condition() -> ColumnElement[bool]:
     """The SQL form of ``Placement.is_odd`` for a partition row against its table's row."""
-    default_key = tbls.c.location_key + partitions.c.part_name + "/"
-    return and_(
-        partitions.c.location_key.is_not(None),
-        (tbls.c.location_key.is_(None)) | (partitions.c.location_key != default_key),
+    key, table_key = partitions.c.location_key, tbls.c.location_key
+    level = and_(
+        _Chars(key) < LOCATION_KEY_CHARS,
+        func.substr(key, 1, _Chars(table_key)) == table_key,
+        _slashes(key) - _slashes(table_key) == _slashes(partitions.c.part_name) + 1,
     )
+    return and_(key.is_not(None), or_(table_key.is_(None), not_(level)))
 
 
 def _odd_count(*where: ColumnElement[bool]) -> ScalarSelect[int]:
@@ -78,7 +131,7 @@ _ADJUST = (
     .values(odd_partitions=tbls.c.odd_partitions + bindparam("b_delta"))
 )
 _RECOUNT = update(tbls).where(tbls.c.tbl_id == bindparam("b_tbl_id")).values(odd_partitions=_odd_count())
-#: Recounts every table: the migration that introduces the counter.
+#: Recounts every table: the migrations that introduce the counter and change its rule.
 RECOUNT_ALL = update(tbls).values(odd_partitions=_odd_count())
 
 

@@ -89,6 +89,10 @@ log = logging.getLogger(__name__)
 # linking every kept file again costs less than a directory kept beside the object.
 STANDBY_MIN_FILES = 32
 STANDBY_MIN_FILES_ENV = "HMSREPL_REPL_STANDBY_MIN_FILES"
+# A directory asked this many times in one batch whether a copier's staging area lies in it is listed once and
+# answered from the listing (``_staging_area_exists``): a bootstrap asks once per partition of a table, an
+# incremental batch a few times, where one check per name costs less than listing a big table's directory.
+LIST_AFTER_ASKS = 64
 
 
 def standby_min_files() -> int:
@@ -140,6 +144,10 @@ class VersionPublisher:
         self.copied_ahead: dict[str, CopyResult] = {}
         # A ``batch`` view of the replica's files shared by the objects of one page (``page``), else None.
         self._page_view: RootedFileSystem | None = None
+        # Per directory, this batch's questions about staging areas in it, and its listing once made
+        # (``_staging_area_exists``; None: the store lists no names).
+        self._asked: dict[str, int] = {}
+        self._listed: dict[str, frozenset[str] | None] = {}
 
     @contextlib.contextmanager
     def page(self) -> Iterator[None]:
@@ -538,10 +546,26 @@ class VersionPublisher:
 
     def _retire_staging_area(self, logical: str, current: str | None) -> None:
         """A copier working ahead stages files at the logical location: retired with the batch if unnamed."""
-        if logical.rstrip("/") != (current or "").rstrip("/") and (
-            self._page_view or self.target.cm.files
-        ).exists(logical):
+        if logical.rstrip("/") != (current or "").rstrip("/") and self._staging_area_exists(logical):
             self._retire.append(Retirement(logical, recycle=False))
+
+    def _staging_area_exists(self, logical: str) -> bool:
+        """Whether something lies at ``logical``: its directory is listed once a batch has asked about it
+        ``LIST_AFTER_ASKS`` times, then a name it lacks costs no call to the store (a bootstrap of a table asks
+        for each of its partitions); a name it holds is still checked on its own.
+
+        The listing stays right for the batch: a staging area is made before the load's first change (by
+        ``prestage``, a copier, or an interrupted load), and the batch itself makes only version directories
+        and hidden staged copies, never an entry at a logical location (logical locations carry no version
+        mark, ``logical_location``); entries it removes (copies adopted, a standby claimed) are confirmed."""
+        fs = self._page_view or self.target.cm.files
+        parent, _, name = logical.rstrip("/").rpartition("/")
+        if parent not in self._listed:
+            asked = self._asked[parent] = self._asked.get(parent, 0) + 1
+            if asked >= LIST_AFTER_ASKS:
+                self._listed[parent] = fs.entry_names(parent)
+        names = self._listed.get(parent)
+        return (names is None or name in names) and fs.exists(logical)
 
     def relink(self, current: str, logical: str, key: ObjectKey | None) -> str:
         """A new version at ``logical`` holding exactly the files the replica's record of ``key`` lists (all
@@ -637,6 +661,8 @@ class VersionPublisher:
     def _forget_batch_files(self) -> None:
         """The batch ended (committed or failed): what it made and added in place is no longer its own."""
         self._created.clear()
+        self._asked.clear()
+        self._listed.clear()
         self._in_place.clear()
         self._added_in_place.clear()
         self._planned.clear()

@@ -246,6 +246,12 @@ class FileSystem(abc.ABC):
     def is_empty_directory(self, uri: str) -> bool:
         return False
 
+    def entry_names(self, uri: str) -> frozenset[str] | None:
+        """The names of the entries directly in the directory ``uri`` (none when it is not there), in one
+        listing: for callers asking about many names of one directory. None: this store answers per name
+        only (``exists``)."""
+        return None
+
     def remove_empty_directory(self, uri: str) -> bool:
         """Remove ``uri`` if it is a directory holding nothing; True when removed. Object stores have no
         directories: nothing to remove."""

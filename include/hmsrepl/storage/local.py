@@ -417,6 +417,15 @@ class LocalFileSystem(FileSystem):
         for path in real_directories(base, deepest_first=deepest_first):
             yield prefix + path[len(base) :]
 
+    def entry_names(self, uri: str) -> frozenset[str] | None:
+        try:
+            with os.scandir(local_path(uri)) as scan:
+                return frozenset(entry.name for entry in scan)
+        except (FileNotFoundError, NotADirectoryError):
+            return frozenset()
+        except OSError as exc:
+            raise StorageError(f"cannot list '{uri}': {exc.strerror}") from exc
+
     def is_empty_directory(self, uri: str) -> bool:
         path = local_path(uri)
         try:

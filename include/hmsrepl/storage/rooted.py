@@ -376,6 +376,9 @@ class RootedFileSystem(FileSystem):
     def is_empty_directory(self, uri: str) -> bool:
         return self._fs(uri).is_empty_directory(uri)
 
+    def entry_names(self, uri: str) -> frozenset[str] | None:
+        return self._fs(uri).entry_names(uri)
+
     def remove_empty_directory(self, uri: str) -> bool:
         return self._fs(uri, follow=False).remove_empty_directory(uri)
 

@@ -368,7 +368,7 @@ class PartitionCatalog(CatalogFamily):
             )
             listings.forget_partitions(tx.conn, tbl_id, self.core.part_ids(tx.conn, tbl_id, names).values())
             for chunk in _chunks(names):
-                if not placed.all_default and placed.odd is not None:  # none odd: none to take out
+                if not placed.all_level and placed.odd is not None:  # none odd: none to take out
                     placement_mod.forget_odd(tx.conn, tbl_id, chunk)
                     forget_table(tx, tbl_id)
                 part_ids = select(partitions.c.part_id).where(
