@@ -450,6 +450,18 @@ class LocalFileSystem(FileSystem):
             raise StorageError(f"cannot examine '{uri}': {exc.strerror}") from exc
         return "file" if stat.S_ISREG(mode) else "directory" if stat.S_ISDIR(mode) else "other"
 
+    def entry_size(self, uri: str) -> tuple[str | None, int | None]:
+        try:
+            found = os.lstat(local_path(uri))
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            raise StorageError(f"cannot examine '{uri}': {exc.strerror}") from exc
+        mode = found.st_mode
+        if stat.S_ISREG(mode):
+            return "file", found.st_size
+        return ("directory" if stat.S_ISDIR(mode) else "other"), None
+
     def stat_tree(self, uri: str) -> dict[str, StatIdentity]:
         out: dict[str, StatIdentity] = {}
         local_stats(local_path(uri), out)
