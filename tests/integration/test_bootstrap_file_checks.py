@@ -184,3 +184,18 @@ def test_entry_size_looks_at_the_name_only_and_inside_the_roots(tmp_path: Path) 
     assert files.entry_size(str(root)) == ("directory", None)
     with pytest.raises(OutsideRootsError):
         files.entry_size(str(outside / "g"))
+
+
+def test_a_rename_makes_a_missing_target_directory_and_reports_a_missing_source(tmp_path: Path) -> None:
+    """The target's directory is made only when the rename needs it; a missing source is still an error
+    (a copy staged ahead that is gone: the load copies again)."""
+    files = RootedFileSystem([str(tmp_path)], purpose="replica files")
+    (tmp_path / "staged").write_bytes(b"data")
+
+    assert files.rename(str(tmp_path / "staged"), str(tmp_path / "new/dir/file"))
+    assert (tmp_path / "new/dir/file").read_bytes() == b"data"
+    with pytest.raises(FileNotFoundError):
+        files.rename(str(tmp_path / "staged"), str(tmp_path / "new/dir/other"))
+    with pytest.raises(FileNotFoundError):
+        files.rename(str(tmp_path / "staged"), str(tmp_path / "elsewhere/other"))
+    assert not (tmp_path / "new/dir/other").exists()
