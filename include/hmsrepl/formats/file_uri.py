@@ -92,7 +92,7 @@ class EncodedFileUri:
 
     @property
     def file_name(self) -> str:
-        return self.file_uri.rstrip("/").rsplit("/", 1)[-1]
+        return file_name_of(self.file_uri)
 
     @property
     def versioned_uri(self) -> str:
@@ -101,10 +101,26 @@ class EncodedFileUri:
 
     @classmethod
     def decode(cls, text: str) -> EncodedFileUri:
-        parts = text.split(SEPARATOR)
-        if not parts[0] or len(parts) > 5:
-            raise ValueError(
-                f"malformed file URI '{text}'; expected 'fileuri#checksum#cmrooturi#subdir[#versionid]'"
-            )
-        parts += [""] * (5 - len(parts))
-        return cls(parts[0], parts[1], parts[2], parts[3], decode_version_id(parts[4]))
+        parts = split_encoded(text)
+        version = parts[4]
+        return cls(parts[0], parts[1], parts[2], parts[3], decode_version_id(version) if version else "")
+
+
+def split_encoded(text: str) -> list[str]:
+    """The five parts of an encoded file URI as written (the version id still percent-encoded), for callers
+    that need one part of each of many entries (a load asks a file's path and checksum several times, for
+    every file of a bootstrap) without building an ``EncodedFileUri``; malformed text is refused alike."""
+    parts = text.split(SEPARATOR)
+    count = len(parts)
+    if not parts[0] or count > 5:
+        raise ValueError(
+            f"malformed file URI '{text}'; expected 'fileuri#checksum#cmrooturi#subdir[#versionid]'"
+        )
+    if count < 5:
+        parts += [""] * (5 - count)
+    return parts
+
+
+def file_name_of(file_uri: str) -> str:
+    """The last segment of a file's URI: its name."""
+    return file_uri.rstrip("/").rsplit("/", 1)[-1]

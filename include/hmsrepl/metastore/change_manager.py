@@ -241,11 +241,13 @@ class ChangeManager:
         """
         if not self.enabled:
             return 0
+        if not _has_links(self.cmroot):
+            return 0  # an object store's cmroot: files are pinned by their versions
         made = 0
         files = self.files.batch()  # one call's files share a few directories: each resolved once
         for text in encoded_files:
             entry = EncodedFileUri.decode(text)
-            if not entry.checksum or not (_has_links(entry.file_uri) and _has_links(self.cmroot)):
+            if not entry.checksum or not _has_links(entry.file_uri):
                 continue
             source, target = entry.file_uri, self.cm_uri(entry.file_uri, entry.checksum)
             fs = files.admit(source, target)

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats import listing_digest
-from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.formats.file_uri import file_name_of, split_encoded
 
 MESSAGE_FORMAT_VERSION = 2
 
@@ -38,12 +38,13 @@ class PayloadFormatError(HmsReplError, ValueError):
 
 def relative_path(encoded: str) -> str:
     """Where an encoded file sits below its object's location: its subdirectory and name."""
-    entry = EncodedFileUri.decode(encoded)
-    return f"{entry.subdir}/{entry.file_name}" if entry.subdir else entry.file_name
+    parts = split_encoded(encoded)
+    name, subdir = file_name_of(parts[0]), parts[3]
+    return f"{subdir}/{name}" if subdir else name
 
 
 def checksum_of(encoded: str) -> str:
-    return EncodedFileUri.decode(encoded).checksum
+    return split_encoded(encoded)[1]
 
 
 class ListingMismatchError(HmsReplError):

@@ -238,31 +238,36 @@ def check_file_entry(
     return entry
 
 
-def check_local_source_file(encoded: str, roots: SourceRoots, files: RootedFileSystem | None = None) -> None:
-    """A local source file a load would read is a regular file whose real path stays below the source roots.
+def check_local_source_file(
+    encoded: str, roots: SourceRoots, files: RootedFileSystem | None = None
+) -> int | None:
+    """A local source file a load would read is a regular file whose real path stays below the source roots;
+    answers its size (None: gone, or on a store without links).
 
     The textual checks cannot see a symbolic link planted in the source warehouse (``t/f -> /etc/shadow``)
     or a FIFO that would hang the copy; this one looks at the file system. Files that are gone pass (the
     copy then falls back to cmroot, whose entries are recycled copies, never links). ``files``: a view of
-    ``roots.files`` to check through (a ``batch`` one for the many files of a load).
+    ``roots.files`` to check through (a ``batch`` one for the many files of a load: each directory is
+    resolved into the roots once, then a file costs one ``lstat``). The name is checked against the roots
+    with its directory resolved; a regular file (not a link) then is where that name says, so the size comes
+    from the same ``lstat`` and the pre-flight needs no second look at the file.
     """
     files = files or roots.files
     entry = EncodedFileUri.decode(encoded)
     canonical = canonical_uri(entry.file_uri)
     if not store_traits(canonical).has_directories:
-        return  # object stores have no links
+        return None  # object stores have no links
     try:
-        kind = files.entry_kind(canonical)  # the name only: a link is refused below, never followed
+        kind, size = files.entry_size(canonical)  # the name only: a link is refused below, never followed
     except OutsideRootsError:
         raise InvalidPathError(f"file {show(entry.file_uri)} resolves outside the source roots") from None
     except StorageError as exc:
         raise InvalidPathError(f"file {show(entry.file_uri)} cannot be examined: {exc}") from None
     if kind is None:
-        return
+        return None
     if kind != "file":
         raise InvalidPathError(f"file {show(entry.file_uri)} is not a regular file (a link, FIFO or device)")
-    if not files.contains(canonical):
-        raise InvalidPathError(f"file {show(entry.file_uri)} resolves outside the source roots")
+    return size
 
 
 # -- trusted roots -----------------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ from hmsrepl.metastore.payloads import (
     ObjectMetadata,
     PartitionSnapshot,
     TableSnapshot,
+    checksum_of,
     convert,
     metadata_location,
 )
@@ -117,6 +118,7 @@ from hmsrepl.replication.target import (
     refuse_during_bootstrap,
 )
 from hmsrepl.storage.base import join_uri, path_key
+from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import staging_name
 
@@ -172,9 +174,16 @@ def preflight(
     names, readable = roots.files.batch(), roots.readable.batch()
 
     def examine(uri: str) -> str | bool:
-        """The file's problem, else whether a copy of it is available (a bool per file, nothing more held)."""
-        problem = _local_problem(uri, roots, names)
-        return problem or available_source(readable, uri, source_cmroot) is not None
+        """The file's problem, else whether a copy of it is available (a bool per file, nothing more held).
+        A local file of the recorded size is: the look that found it a regular file in the roots measured
+        it too. Any other is looked for where a copy may come from (its version, cmroot)."""
+        try:
+            size = check_local_source_file(uri, roots, names)
+        except InvalidPathError as exc:
+            return str(exc)
+        if size is not None and size == recorded_size(uri):
+            return True
+        return available_source(readable, uri, source_cmroot) is not None
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         checked = list(bounded_map(pool, examine, unique, workers))
@@ -194,12 +203,10 @@ def preflight(
     return lost
 
 
-def _local_problem(encoded: str, roots: SourceRoots, files: RootedFileSystem | None = None) -> str | None:
-    try:
-        check_local_source_file(encoded, roots, files)
-    except InvalidPathError as exc:
-        return str(exc)
-    return None
+def recorded_size(encoded: str) -> int | None:
+    """The size a dump's file entry records with its checksum (None: no checksum)."""
+    checksum = checksum_of(encoded)
+    return checksum_size(checksum) if checksum else None
 
 
 class LoadEngine:

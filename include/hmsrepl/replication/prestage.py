@@ -50,7 +50,7 @@ def stage_ahead(tasks: Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool
         # ``fdatasync`` per file (a partition of 1,000,000 files waited on the journal a million times).
         with deferred_sync("batch"), ThreadPoolExecutor(max_workers=workers) as pool:
             context = contextvars.copy_context()  # carries the open sync batch into the pool's threads
-            runner = CopyRunner()
+            runner = CopyRunner(fresh=made)
             outcomes = list(
                 bounded_map(pool, lambda task: context.copy().run(_attempt, runner, task), tasks, workers)
             )

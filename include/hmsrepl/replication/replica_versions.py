@@ -319,6 +319,7 @@ class VersionPublisher:
         allowed = below_any(source_location, self.source_cmroot) if wanted.keys() - kept else None
         from_event = {relative_path(encoded) for encoded in change.added}
         to_publish = []
+        placed = []  # copies staged ahead, renamed straight to their names in this unnamed directory
         for rel, encoded in wanted.items():
             target_uri = join_uri(new, rel)
             if rel in kept:
@@ -330,14 +331,20 @@ class VersionPublisher:
                 continue
             source = encoded if rel in from_event else self._source_copy(encoded, source_location, what)
             assert allowed is not None  # a file not kept is copied: computed above
-            self._copy_in(source, target_uri, allowed, prefetched_at=join_uri(logical, rel), fs=fs)
-            to_publish.append(target_uri)
+            if self._copy_in(
+                source, target_uri, allowed, prefetched_at=join_uri(logical, rel), fs=fs, new=True
+            ):
+                placed.append(target_uri)
+            else:
+                to_publish.append(target_uri)
             fault_point()
         publish_all(fs, to_publish, durable=False)  # made durable with the batch, in set_last_id
         fault_point()
         if traits.hard_links:
             self._unsynced_dirs.add(new)
-            stamps.update((relative_to(uri, new), stamp_of(fs, uri)) for uri in to_publish)
+            stamps.update(
+                (relative_to(uri, new), stamp_of(fs, uri)) for uri in itertools.chain(placed, to_publish)
+            )
         else:  # a server-side copy is a new object: every file of the version gets a new stamp
             stamps.update((relative_to(s.uri, new), s.stamp) for s in list_data_files(fs, new))
         self.stats.files_kept += len(kept)
@@ -617,12 +624,21 @@ class VersionPublisher:
         *,
         prefetched_at: str,
         fs: RootedFileSystem | None = None,
-    ) -> None:
+        new: bool = False,
+    ) -> bool:
         """One checksum-verified copy of an event's file to a place no reader sees yet, counted (``fs``: the
-        replica's files, or a ``batch`` view of them)."""
+        replica's files, or a ``batch`` view of them). Answers whether it is in place already: ``new`` (the
+        file goes to a new version directory, which no reader lists before the batch commits) lets a copy
+        staged ahead take ``target_uri`` itself (one rename, not two); any other copy waits under its staged
+        name for ``publish_all``."""
         fs = fs or self.target.cm.files
         ahead = self.copied_ahead.pop(prefetched_at, None)
-        result = adopt_staged_copy(fs, ahead, prefetched_at, target_uri) if ahead is not None else None
+        result = (
+            adopt_staged_copy(fs, ahead, prefetched_at, target_uri, publish=new)
+            if ahead is not None
+            else None
+        )
+        placed = result is not None and new
         if result is None:
             result = copy_verified(
                 encoded,
@@ -636,6 +652,7 @@ class VersionPublisher:
         self.stats.bytes_copied += result.bytes_copied
         self.stats.files_from_cmroot += int(result.from_cmroot)
         self.stats.files_prefetched += int(result.prefetched)
+        return placed
 
     def discard_batch(self) -> None:
         """The batch failed: remove the version directories it made (nothing names them; frees space).

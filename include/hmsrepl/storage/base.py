@@ -272,6 +272,12 @@ class FileSystem(abc.ABC):
         FIFO, device) or None when nothing is. Object stores hold files only."""
         return "file" if self.exists(uri) else None
 
+    def entry_size(self, uri: str) -> tuple[str | None, int | None]:
+        """``entry_kind`` and, for a regular file, its size (else None): what a load's pre-flight asks of
+        every source file, in one call (locally one ``lstat``, not an ``lstat`` and a ``stat``)."""
+        kind = self.entry_kind(uri)
+        return kind, self.size(uri) if kind == "file" else None
+
     def stat_tree(self, uri: str) -> dict[str, tuple[int, int]]:
         """Data files below ``uri`` by relative path, as (size, stamp): hidden entries (a component starting
         with ``_`` or ``.``) left out, no reads. A file named by ``uri`` itself is listed under its name."""

@@ -386,15 +386,24 @@ class LocalFileSystem(FileSystem):
             return False
 
     def rename(self, src: str, dst: str) -> bool:
-        target = local_path(dst)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        try:
-            os.rename(local_path(src), target)
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-            return False
-        return True
+        """Rename within a device (False across devices), the target's directory made when it is missing:
+        asked only when the rename fails, not before each of a partition's many renames."""
+        source, target = local_path(src), local_path(dst)
+        for attempt in (1, 2):
+            try:
+                os.rename(source, target)
+            except FileNotFoundError:
+                directory = os.path.dirname(target)
+                if attempt == 2 or not directory or os.path.isdir(directory):
+                    raise  # the source is gone
+                os.makedirs(directory, exist_ok=True)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                return False
+            else:
+                return True
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def sync_directory(self, uri: str) -> None:
         """fsync of the directory itself; file systems that cannot sync directories still renamed atomically."""
@@ -458,6 +467,18 @@ class LocalFileSystem(FileSystem):
         except OSError as exc:
             raise StorageError(f"cannot examine '{uri}': {exc.strerror}") from exc
         return "file" if stat.S_ISREG(mode) else "directory" if stat.S_ISDIR(mode) else "other"
+
+    def entry_size(self, uri: str) -> tuple[str | None, int | None]:
+        try:
+            found = os.lstat(local_path(uri))
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            raise StorageError(f"cannot examine '{uri}': {exc.strerror}") from exc
+        mode = found.st_mode
+        if stat.S_ISREG(mode):
+            return "file", found.st_size
+        return ("directory" if stat.S_ISDIR(mode) else "other"), None
 
     def stat_tree(self, uri: str) -> dict[str, StatIdentity]:
         out: dict[str, StatIdentity] = {}

@@ -391,6 +391,9 @@ class RootedFileSystem(FileSystem):
     def entry_kind(self, uri: str) -> str | None:
         return self._fs(uri, follow=False).entry_kind(uri)
 
+    def entry_size(self, uri: str) -> tuple[str | None, int | None]:
+        return self._fs(uri, follow=False).entry_size(uri)
+
     def stat_tree(self, uri: str) -> dict[str, tuple[int, int]]:
         return self._fs(uri).stat_tree(uri)
 
