@@ -104,9 +104,9 @@ def run_phase(phase: str, url: str, target_url: str, root: Path, dump_dir: str, 
         import pstats
 
         profiler.disable()
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats(os.environ.get("BENCH_PROFILE_SORT", "cumulative")).print_stats(
-            int(os.environ.get("BENCH_PROFILE_LINES", "25"))
-        )
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats(
+            os.environ.get("BENCH_PROFILE_SORT", "cumulative")
+        ).print_stats(int(os.environ.get("BENCH_PROFILE_LINES", "25")))
     out = {"seconds": seconds, "dump_dir": getattr(result, "dump_dir", dump_dir)}
     source.close()
     target.close()

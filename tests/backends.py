@@ -10,9 +10,15 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+if TYPE_CHECKING:
+    from hmsrepl.metastore import Metastore
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "HMSREPL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -44,3 +50,19 @@ def temporary_database(backend: str, tmp_dir: str) -> Iterator[str]:
             else:
                 conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
         admin.dispose()
+
+
+def metastore_on(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Metastore]:
+    """For a fixture parametrized by backend name: marks the test with its backend (so ``-m`` selects it)
+    and yields a metastore on a throwaway database of that backend, closed afterwards."""
+    from hmsrepl.metastore import Metastore
+    from tests.conftest import make_config
+
+    if request.param != "sqlite":
+        request.applymarker(getattr(pytest.mark, request.param))
+    with temporary_database(request.param, str(tmp_path)) as url:
+        opened = Metastore.open(make_config(url, tmp_path))
+        try:
+            yield opened
+        finally:
+            opened.close()

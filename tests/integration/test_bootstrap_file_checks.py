@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
@@ -24,7 +23,7 @@ from hmsrepl.replication.load import LoadResult
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
 from hmsrepl.storage.staging import STAGING_PREFIX
-from tests.helpers import one_partition_directory
+from tests.helpers import one_partition_directory, open_store
 
 FILES = 40
 
@@ -46,16 +45,6 @@ class Scene:
     def replica_directory(self) -> Path:
         [part] = self.target.catalog.get_partitions_by_names("big_dr", "t", ["p=a"])
         return Path(local_path(part.sd.location or ""))
-
-
-def open_store(root: Path, name: str) -> Metastore:
-    return Metastore.open(
-        MetastoreConfig(
-            db_url=f"sqlite:///{root}/{name}.db",
-            warehouse=str(root / f"{name}_wh"),
-            cmroot=str(root / f"{name}_cm"),
-        )
-    )
 
 
 def content(i: int) -> bytes:

@@ -18,22 +18,14 @@ from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Partition, Table
 from hmsrepl.storage.local import local_path
-from tests.backends import temporary_database
-from tests.conftest import make_config
+from tests.backends import metastore_on
 from tests.helpers import make_partition, make_table, write_file
 from tests.security.untouched import Untouched
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Metastore]:
-    if request.param == "postgres":
-        request.applymarker(pytest.mark.postgres)
-    with temporary_database(request.param, str(tmp_path)) as url:
-        opened = Metastore.open(make_config(url, tmp_path))
-        try:
-            yield opened
-        finally:
-            opened.close()
+    yield from metastore_on(request, tmp_path)
 
 
 @pytest.fixture

@@ -21,21 +21,13 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Partition, Table
 from hmsrepl.metastore.placement import RECOUNT_ALL, Placement
 from hmsrepl.metastore.schema import partitions, tbls
-from tests.backends import temporary_database
-from tests.conftest import make_config
+from tests.backends import metastore_on
 from tests.helpers import make_partition, make_table
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Metastore]:
-    if request.param != "sqlite":
-        request.applymarker(getattr(pytest.mark, request.param))
-    with temporary_database(request.param, str(tmp_path)) as url:
-        opened = Metastore.open(make_config(url, tmp_path))
-        try:
-            yield opened
-        finally:
-            opened.close()
+    yield from metastore_on(request, tmp_path)
 
 
 @pytest.fixture
