@@ -24,8 +24,7 @@ from hmsrepl.storage.local import local_path
 from hmsrepl.thrift import convert
 from hmsrepl.thrift.handler import MetastoreHandler
 from hmsrepl.thrift.idl import hms
-from tests.backends import temporary_database
-from tests.conftest import make_config
+from tests.backends import metastore_on
 from tests.helpers import make_partition, make_table, settle, write_file
 
 COUNTS = ("numFiles", "totalSize")
@@ -34,14 +33,7 @@ COUNTS = ("numFiles", "totalSize")
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Metastore]:
     """SQLite and PostgreSQL: the summary's arithmetic and the completion of an old summary run on both."""
-    if request.param == "postgres":
-        request.applymarker(pytest.mark.postgres)
-    with temporary_database(request.param, str(tmp_path)) as url:
-        metastore = Metastore.open(make_config(url, tmp_path))
-        try:
-            yield metastore
-        finally:
-            metastore.close()
+    yield from metastore_on(request, tmp_path)
 
 
 def fire_insert(handler: MetastoreHandler, table: str, values: list[str] | None, files: list[str]) -> None:
