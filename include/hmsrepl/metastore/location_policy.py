@@ -34,6 +34,7 @@ from sqlalchemy import (
     ColumnElement,
     CompoundSelect,
     Connection,
+    Select,
     and_,
     bindparam,
     literal,
@@ -117,11 +118,13 @@ class LocationPolicy:
         )
 
     # -- checks at entry -------------------------------------------------------------------------------
-    def check_database(self, conn: Connection, name: str, uri: str | None, *, is_default: bool) -> None:
+    def check_database(self, conn: Connection, name: str, uri: str | None, *, is_default: bool) -> str:
+        """Refuse a database location that is not the database's own; returns its lookup key (stored beside
+        the document: the location is resolved once)."""
         what = f"database '{name}'"
         loc = self._usable(what, uri)
         if is_default and loc == self._warehouse:
-            return
+            return key_of(loc)
         self._check_protected(what, uri, loc)
         self._check_in_roots(what, uri, loc, self._managed, MANAGED_SETTING)
         for occupant in find_occupants(conn, loc, skip_db=name, with_partitions=False):
@@ -133,6 +136,7 @@ class LocationPolicy:
                 f"('{occupant.location}'); give it a directory of its own under the warehouse "
                 f"'{self.warehouse}' (or leave the location empty)"
             )
+        return key_of(loc)
 
     def check_table(
         self,
@@ -524,13 +528,25 @@ def _overlapping(key: ColumnElement[str]) -> ColumnElement[bool]:
     )
 
 
+def _databases_where(*conditions: ColumnElement[bool]) -> Select[Any]:
+    """The databases meeting any of ``conditions`` (on their location keys; their locations are in the
+    document, read with it): a warehouse holds hundreds of databases, and a check reads only those near
+    the location checked."""
+    return select(
+        literal("database").label("kind"), dbs.c.name, dbs.c.doc.label("stored"), dbs.c.name.label("db_name")
+    ).where(or_(*conditions))
+
+
 # Built once, with bound parameters: they run for every managed table created (SQLAlchemy spends ~40 us
 # building a statement and more compiling one whose shape is new).
-# Databases (few, read whole: their location is in the document) and the overlapping tables in one statement:
-# every table or database created asks, and on a networked database the round trip is most of the cost.
+# The overlapping databases and tables in one statement: every table or database created asks, and on a
+# networked database the round trip is most of the cost. ``own_db``: a database read whatever its location
+# (a new table's own, ``read_around_table``; "" for none, names are never empty).
 _DATABASES_AND_TABLES = union_all(
-    select(
-        literal("database").label("kind"), dbs.c.name, dbs.c.doc.label("stored"), dbs.c.name.label("db_name")
+    _databases_where(
+        _overlapping(dbs.c.location_key),
+        _overlapping(dbs.c.managed_location_key),
+        dbs.c.name == bindparam("own_db"),
     ),
     select(literal("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
     .join(dbs, dbs.c.db_id == tbls.c.db_id)
@@ -597,26 +613,26 @@ _EQUAL_KEYS = select(
 #: New tables' locations compared with the stored ones per statement (``_occupants_of_many``): one shape of
 #: statement, unused ranges empty.
 _TABLES_CHUNK = 64
-# Every database (few, read whole), and the tables inside any of the chunk's locations (a key range each)
-# or at one of their ancestors (``above``).
+
+
+def _around_chunk(key: ColumnElement[str]) -> ColumnElement[bool]:
+    """Stored keys inside any of a chunk's locations (a key range each) or at one of their ancestors
+    (``above``): each answered from the key's index."""
+    return or_(
+        in_list_parameter(key, "above"),
+        *(
+            and_(key >= bindparam(f"from{number}"), key < bindparam(f"to{number}"))
+            for number in range(_TABLES_CHUNK)
+        ),
+    )
+
+
+# The databases and the tables inside any of the chunk's locations or at one of their ancestors.
 _DATABASES_AND_TABLES_AROUND = union_all(
-    select(
-        literal("database").label("kind"), dbs.c.name, dbs.c.doc.label("stored"), dbs.c.name.label("db_name")
-    ),
+    _databases_where(_around_chunk(dbs.c.location_key), _around_chunk(dbs.c.managed_location_key)),
     select(literal("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
     .join(dbs, dbs.c.db_id == tbls.c.db_id)
-    .where(
-        or_(
-            in_list_parameter(tbls.c.location_key, "above"),
-            *(
-                and_(
-                    tbls.c.location_key >= bindparam(f"from{number}"),
-                    tbls.c.location_key < bindparam(f"to{number}"),
-                )
-                for number in range(_TABLES_CHUNK)
-            ),
-        )
-    ),
+    .where(_around_chunk(tbls.c.location_key)),
 )
 
 
@@ -663,7 +679,7 @@ def find_occupants(
 
     Candidates come from the indexed lookup keys stored beside each location (``locations.key_of``): those
     inside are one key range, those above are equal to one of the ancestors' keys. Each is then compared in
-    canonical form. Databases are few and read whole. Creating a table or database leaves the partitions out
+    canonical form. Creating a table or database leaves the partitions out
     (``with_partitions=False``): a partition inside its own table's directory overlaps another object only if
     its table does, and one outside it was compared with everything when it was added.
     """
@@ -694,6 +710,7 @@ def _find_params(loc: Location) -> dict[str, object]:
         "above": sorted({key_of(ancestor) for ancestor in loc.ancestors()}),
         "skip_tbl": -1,
         "skip_db": "",
+        "own_db": "",
     }
 
 
@@ -730,7 +747,7 @@ class Surroundings:
 
     location: Location
     occupants: list[Occupant]
-    database_docs: dict[str, str]  # every database's stored document, by name: the read holds them all
+    database_docs: dict[str, str]  # stored documents by name: the new table's database and those around
     flagged: bool  # whether the caller's condition held
 
 
@@ -741,11 +758,11 @@ def around_table_query(flag: ColumnElement[bool]) -> CompoundSelect:
     return union_all(*_DATABASES_AND_TABLES.selects, flag_row)
 
 
-def read_around_table(conn: Connection, loc: Location, query: CompoundSelect) -> Surroundings:
-    """The objects around a new managed table's location ``loc``, every database's document and the flag of
-    ``query`` (``around_table_query``), in one statement: a single create reads its database and checks its
-    location in one round trip (``LocationPolicy.check_table``'s ``around``)."""
-    rows = conn.execute(query, _find_params(loc)).all()
+def read_around_table(conn: Connection, loc: Location, query: CompoundSelect, db_name: str) -> Surroundings:
+    """The objects around a new managed table's location ``loc``, the document of its database ``db_name``
+    and the flag of ``query`` (``around_table_query``), in one statement: a single create reads its
+    database and checks its location in one round trip (``LocationPolicy.check_table``'s ``around``)."""
+    rows = conn.execute(query, {**_find_params(loc), "own_db": db_name}).all()
     docs = {row.name: row.stored for row in rows if row.kind == "database"}
     flagged = any(row.kind == _FLAG for row in rows)
     return Surroundings(loc, _overlapping_rows(rows, loc, None), docs, flagged)

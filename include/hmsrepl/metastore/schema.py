@@ -56,6 +56,11 @@ dbs = Table(
     Column("name", String(NAME), nullable=False, unique=True),
     Column("doc", LongText, nullable=False),
     Column("create_time", BigInteger, nullable=False),
+    # Where its location and Hive 4's managed location lie (in the document): overlap checks by index.
+    Column("location_key", LocationKey),
+    Column("managed_location_key", LocationKey),
+    Index(None, "location_key"),
+    Index(None, "managed_location_key"),
     sqlite_autoincrement=True,  # ids never reused: a re-created object gets a new id
 )
 

@@ -160,7 +160,7 @@ class CatalogCore:
             db, any_pending = self.load_db_to_create_in(conn, name)
             around = None
         else:
-            around = read_around_table(conn, loc, _AROUND_NEW_TABLE)
+            around = read_around_table(conn, loc, _AROUND_NEW_TABLE, name)
             doc = around.database_docs.get(name)
             if doc is None:
                 raise NoSuchDatabaseError(name)

@@ -37,8 +37,10 @@ class DatabaseCatalog(CatalogFamily):
         check_identifier(db.name, "database")
         db = db.model_copy(update={"location_uri": db.location_uri or self.core.default_db_location(db.name)})
         with self.events.reader() as conn:
-            self.locations.check_database(conn, db.name, db.location_uri, is_default=db.name == DEFAULT_DB)
-            self._check_managed_location(conn, db)
+            key = self.locations.check_database(
+                conn, db.name, db.location_uri, is_default=db.name == DEFAULT_DB
+            )
+            managed_key = self._check_managed_location(conn, db)
         self.intents.settle(_locations(db), f"database '{db.name}'")
         with self.events.transaction() as tx:
             if self.core.db_id(tx.conn, db.name, missing_ok=True) is not None:
@@ -46,17 +48,24 @@ class DatabaseCatalog(CatalogFamily):
                     f"database '{db.name}' already exists; drop it first or use another name"
                 )
             tx.conn.execute(
-                insert(dbs).values(name=db.name, doc=db.model_dump_json(), create_time=int(time.time()))
+                insert(dbs).values(
+                    name=db.name,
+                    doc=db.model_dump_json(),
+                    create_time=int(time.time()),
+                    location_key=key,
+                    managed_location_key=managed_key,
+                )
             )
             tx.emit(EventType.CREATE_DATABASE, db.name, None, DatabaseBody(database=_snapshot(db)))
             self.intents.makedirs(tx, _locations(db))
         return db
 
-    def _check_managed_location(self, conn: Connection, db: Database) -> None:
+    def _check_managed_location(self, conn: Connection, db: Database) -> str | None:
         """Hive 4's managed location obeys the rules of a database location: a managed root of this metastore,
-        no protected path, no other database's, table's or partition's directory."""
-        if db.managed_location_uri:
-            self.locations.check_database(conn, db.name, db.managed_location_uri, is_default=False)
+        no protected path, no other database's, table's or partition's directory. Returns its lookup key."""
+        if not db.managed_location_uri:
+            return None
+        return self.locations.check_database(conn, db.name, db.managed_location_uri, is_default=False)
 
     def get_databases(self, pattern: str | None = None) -> list[str]:
         with self.events.reader() as conn:
@@ -80,15 +89,20 @@ class DatabaseCatalog(CatalogFamily):
         current = self.core.get_database(name)
         if not new_db.location_uri:  # a client that leaves the location out keeps it (as Hive does)
             new_db = new_db.model_copy(update={"location_uri": current.location_uri})
+        keys: dict[str, str | None] = {}  # the lookup keys of the locations that change, kept beside them
         if new_db.location_uri != current.location_uri:
             with self.events.reader() as conn:
-                self.locations.check_database(conn, name, new_db.location_uri, is_default=name == DEFAULT_DB)
+                keys["location_key"] = self.locations.check_database(
+                    conn, name, new_db.location_uri, is_default=name == DEFAULT_DB
+                )
         if new_db.managed_location_uri != current.managed_location_uri:
             with self.events.reader() as conn:
-                self._check_managed_location(conn, new_db)
+                keys["managed_location_key"] = self._check_managed_location(conn, new_db)
         with self.events.transaction() as tx:
             old = self.core.load_db(tx.conn, name, for_update=True)
-            tx.conn.execute(update(dbs).where(dbs.c.name == name).values(doc=new_db.model_dump_json()))
+            tx.conn.execute(
+                update(dbs).where(dbs.c.name == name).values(doc=new_db.model_dump_json(), **keys)
+            )
             held = self.core.held_databases(tx.conn)
             if held is not None:
                 held[name] = new_db.model_copy(deep=True)
