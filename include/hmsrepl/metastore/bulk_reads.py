@@ -97,7 +97,8 @@ class _GroupScan:
     def __init__(self, events: EventLog, ids: list[int]) -> None:
         self.events, self.ids = events, ids
         self.after: tuple[int, str] = (-1, "")
-        self.rows: list[Row[Any]] = []  # the fetched page's rows not handed out yet
+        self.rows: list[Row[Any]] = []  # the fetched page's rows (ordered by table id, then name)
+        self.next = 0  # the first of ``rows`` not handed out yet
         self.done = not ids
 
     def _fetch(self) -> None:
@@ -109,29 +110,33 @@ class _GroupScan:
                 "rows": PAGE_ROWS,
             }
             rows = conn.execute(_PAGE, params).all()
-        self.rows = list(rows)
+        self.rows, self.next = list(rows), 0
         self.done = len(rows) < PAGE_ROWS
         if rows:
             self.after = (rows[-1].tbl_id, rows[-1].part_name)
 
     def pages_of(self, tbl_id: int) -> Iterator[list[Partition]]:
+        """The table's partitions, a page at a time. The page's rows are walked by position (the table's
+        rows are a run in them): filtering or slicing the page for each table cost a page-sized pass per
+        table, which a group of many small tables paid hundreds of times per page."""
         while True:
-            if not self.rows:
+            rows = self.rows
+            if self.next >= len(rows):
                 if self.done:
                     return
                 self._fetch()
                 continue
-            self.rows = (
-                [row for row in self.rows if row.tbl_id >= tbl_id]
-                if self.rows[0].tbl_id < tbl_id
-                else self.rows
-            )
-            mine = [row for row in self.rows if row.tbl_id == tbl_id]
-            if not mine:
-                if self.rows:  # the scan is past this table
+            start = self.next
+            while start < len(rows) and rows[start].tbl_id < tbl_id:  # tables the caller did not read
+                start += 1
+            end = start
+            while end < len(rows) and rows[end].tbl_id == tbl_id:
+                end += 1
+            self.next = end
+            if start == end:
+                if end < len(rows):  # the scan is past this table
                     return
                 continue
-            self.rows = self.rows[len(mine) :]
-            yield [_partition_from_row(row) for row in mine]
-            if self.rows:  # the next table's rows follow: this table's are all out
+            yield [_partition_from_row(row) for row in rows[start:end]]
+            if end < len(rows):  # the next table's rows follow: this table's are all out
                 return
