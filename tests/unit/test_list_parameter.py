@@ -15,6 +15,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.dialects import mysql, sqlite
 
 from hmsrepl.metastore import bulk_reads, location_policy
+from hmsrepl.metastore.catalog import rows
 from hmsrepl.metastore.database import upgrade_schema
 
 _RANGES = {f"from{n}": "" for n in range(location_policy._SIBLING_CHUNK)} | {
@@ -31,7 +32,8 @@ STATEMENTS = {
 
 @pytest.mark.parametrize("dialect", [sqlite.dialect(), mysql.dialect()], ids=["sqlite", "mysql"])
 @pytest.mark.parametrize(
-    "statement", [location_policy._SIBLINGS, location_policy._DATABASES_AND_TABLES, bulk_reads._PAGE]
+    "statement",
+    [location_policy._SIBLINGS, location_policy._DATABASES_AND_TABLES, bulk_reads._PAGE, rows._IDS_NAMED],
 )
 def test_a_list_parameter_is_rendered_as_a_plain_in(dialect, statement) -> None:
     sql = str(statement.compile(dialect=dialect))

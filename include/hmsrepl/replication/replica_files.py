@@ -33,7 +33,7 @@ from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
-from hmsrepl.metastore.schema import data_files, partitions
+from hmsrepl.metastore.schema import data_files
 from hmsrepl.storage.base import relative_to, store_traits
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.rooted import RootedFileSystem
@@ -224,17 +224,3 @@ def record(conn: Connection, key: ObjectKey, published: Published) -> None:
         removed = ()
         if len(chunk) < WRITE_CHUNK:
             return
-
-
-def partition_ids(conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
-    """The replica's partition ids of a table's partitions, by Hive partition name."""
-    out: dict[str, int] = {}
-    for start in range(0, len(names), listings.CHUNK):
-        rows = conn.execute(
-            select(partitions.c.part_name, partitions.c.part_id).where(
-                partitions.c.tbl_id == tbl_id,
-                partitions.c.part_name.in_(names[start : start + listings.CHUNK]),
-            )
-        )
-        out.update({name: part_id for name, part_id in rows})
-    return out

@@ -19,6 +19,7 @@ from hmsrepl.exceptions import HmsReplError, NoSuchObjectError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.applied_files import AppliedFiles
+from hmsrepl.metastore.catalog.rows import partition_ids_named
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.messages import DataChange
 from hmsrepl.metastore.model import Database, Function, Partition, Table
@@ -28,11 +29,7 @@ from hmsrepl.replication.filecopy import CopyResult, logical_location
 from hmsrepl.replication.leftovers import Retirement
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.lost_files import STALE, LostFiles
-from hmsrepl.replication.replica_files import (
-    Published,
-    as_change,
-    partition_ids,
-)
+from hmsrepl.replication.replica_files import Published, as_change
 from hmsrepl.replication.replica_layout import is_below
 from hmsrepl.replication.replica_scope import ReplicaScope
 from hmsrepl.replication.replica_versions import PartitionWrite, ReplicaDriftError, VersionPublisher
@@ -451,7 +448,7 @@ class TargetWriter:
         if table.id is None or not names:
             return {}
         with self.target.events.reader() as conn:
-            return partition_ids(conn, table.id, names)
+            return partition_ids_named(conn, table.id, names)
 
     def _decide(
         self,

@@ -24,6 +24,7 @@ from hmsrepl.metastore.catalog.rows import (
     DEFAULT_DB,
     _chunks,
     _table_from_row,
+    partition_ids_named,
 )
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.eventlog import EventLog
@@ -243,17 +244,7 @@ class CatalogCore:
         return capture(conn, self.cm, key, location, applied=applied, fresh=fresh).change
 
     def part_ids(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for chunk in _chunks(list(names)):
-            out.update(
-                (row.part_name, row.part_id)
-                for row in conn.execute(
-                    select(partitions.c.part_name, partitions.c.part_id).where(
-                        partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
-                    )
-                )
-            )
-        return out
+        return partition_ids_named(conn, tbl_id, names)
 
     def known_files(
         self, conn: Connection, tbl_id: int, part_ids: Iterable[int] | None

@@ -170,16 +170,7 @@ class PartitionCatalog(CatalogFamily):
             )
 
     def _existing_names(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        for chunk in _chunks(names):
-            found.update(
-                conn.execute(
-                    select(partitions.c.part_name).where(
-                        partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(chunk)
-                    )
-                ).scalars()
-            )
-        return found
+        return set(self.core.part_ids(conn, tbl_id, names))
 
     def _insert_partitions(
         self,

@@ -14,6 +14,7 @@ from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.capture import still_recorded
 from hmsrepl.metastore.intents import ANY_SETTLE_CANDIDATE
+from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.location_policy import around_table_query
 from hmsrepl.metastore.model import Database, Function, Partition, Table
@@ -115,6 +116,22 @@ _SNAPSHOT_TYPES: dict[type[Database | Table | Partition | Function], type[Snapsh
 def _chunks(items: Sequence[Any], size: int = BATCH) -> Iterable[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+# Built once (a load asks this for every table it writes: building the statement at each call cost more
+# than running it); the names are one list parameter, so every length is the same statement text.
+_IDS_NAMED = select(partitions.c.part_name, partitions.c.part_id).where(
+    partitions.c.tbl_id == bindparam("tbl_id"), in_list_parameter(partitions.c.part_name, "names")
+)
+
+
+def partition_ids_named(conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
+    """The ids of those of ``names`` that are partitions of the table ``tbl_id``, by name."""
+    out: dict[str, int] = {}
+    for chunk in _chunks(list(names)):
+        rows = conn.execute(_IDS_NAMED, {"tbl_id": tbl_id, "names": list(chunk)})
+        out.update({name: part_id for name, part_id in rows})
+    return out
 
 
 def _table_from_row(row: Any) -> Table:
