@@ -730,7 +730,8 @@ def _overlapping_rows(rows: Iterable[Any], loc: Location, skip_db: str | None) -
 @functools.lru_cache(maxsize=4_096)
 def _database_locations(doc: str) -> tuple[str | None, str | None]:
     """The locations in a database's stored document: its own and Hive 4's managed one. Remembered per
-    document text: every location check reads every database's, and few of them ever change."""
+    document text: every location check reads the documents of the databases around it (and a create its
+    own database's), and few of them ever change."""
     stored = loads(doc)  # stored by the catalog
     return stored.get("location_uri"), stored.get("managed_location_uri")
 

@@ -102,7 +102,7 @@ def normalise(uri: str) -> Location:
     local or HDFS-like path is resolved lexically here (``canonical`` resolves it as the kernel does).
 
     Remembered per string (a ``Location`` is immutable; a refusal is not remembered): every location check
-    compares the new location with every database's, so a create parsed each database's locations anew."""
+    compares the new location with the databases around it, whose locations are the same strings each time."""
     try:
         scheme, authority, path = paths.parse_uri(uri, lenient=True, max_chars=None)
     except paths.InvalidPathError as exc:
