@@ -27,6 +27,10 @@ from hmsrepl.thrift.process import free_port, stop_process
 from tests.peers import trino as trino_peer
 
 STARTUP_SECONDS = 180.0
+# Trino's uniform node selector memoizes its map of active nodes for 5 s (UniformNodeSelectorFactory): one
+# refresh made while the only node's announcement lapsed refuses every query until the next refresh.
+NODE_MAP_SECONDS = 6.0
+NO_NODE_ATTEMPTS = 4
 JVM_OPTIONS = (
     "-Xmx1G",
     "-XX:+UseSerialGC",  # few GC threads: the machine is small and shared
@@ -72,16 +76,20 @@ class TrinoServer:
 
         A statement refused with NO_NODES_AVAILABLE never started (the one node missed its announcement on
         a starved machine): it is run again once the node lists itself as active, as a client would retry.
+        The scheduler keeps the node map it last built for NODE_MAP_SECONDS, so a retry sooner than that is
+        refused from the same stale map even when the node is back: each retry waits that long first.
         """
         from trino.exceptions import TrinoQueryError
 
-        for attempt in range(3):
+        for attempt in range(NO_NODE_ATTEMPTS):
             try:
                 return self._query_once(sql, catalog, schema)
             except TrinoQueryError as exc:
-                if exc.error_name != "NO_NODES_AVAILABLE" or attempt == 2:
+                if exc.error_name != "NO_NODES_AVAILABLE" or attempt == NO_NODE_ATTEMPTS - 1:
                     raise
-                _wait_for_a_worker(self, time.monotonic() + 60)
+                refused = time.monotonic()
+                _wait_for_a_worker(self, refused + 60)
+                time.sleep(max(0.0, refused + NODE_MAP_SECONDS - time.monotonic()))
         raise AssertionError("unreachable")
 
     def _query_once(self, sql: str, catalog: str | None, schema: str | None) -> list[list[Any]]:
