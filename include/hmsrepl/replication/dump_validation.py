@@ -668,7 +668,7 @@ class DumpValidator:
             page_tables.add(parts[1])
         for name in sorted(page_tables):
             table_location, keys = tables[name]
-            seen = own_dirs.get(name, set())
+            seen = own_dirs.pop(name, set())  # this table's names, dropped with it: memory is one table's
             for page in dump.partition_pages(DumpLayout.table_dir(parts_db(base), name)):
                 for dumped in dump.read_partition_page(page):
                     where = shown + dumped.where
@@ -686,6 +686,7 @@ class DumpValidator:
                     if name in managed:
                         owners.partition(name, part_name, location)
                     self._object_files([] if dumped.files is None else dumped.files, location, where)
+            owners.table_done(name)
 
     def _event_id(self, event: DumpedEvent, first: int, previous: int) -> int:
         """The event's id, which must follow ``previous`` and lie in its segment (starting at ``first``)."""
