@@ -13,7 +13,7 @@ from hmsrepl.exceptions import (
     InvalidOperationError,
     NoSuchPartitionError,
 )
-from hmsrepl.metastore import basic_stats, listings
+from hmsrepl.metastore import basic_stats, listings, pg_partitions
 from hmsrepl.metastore import placement as placement_mod
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
@@ -196,6 +196,9 @@ class PartitionCatalog(CatalogFamily):
                 }
                 for name, part in chunk
             ]
+            if conn.dialect.name == "postgresql":  # one statement of one shape (``pg_partitions``)
+                out.update(pg_partitions.insert_partitions(conn, tbl_id, rows, [p.values for _, p in chunk]))
+                continue
             if returning:
                 ids = {row.part_name: row.part_id for row in conn.execute(_INSERT_PARTITIONS_RETURNING, rows)}
             else:
