@@ -64,12 +64,15 @@ class PartitionCatalog(CatalogFamily):
         if_not_exists: bool = False,
         applied_files: Sequence[AppliedFiles | None] | None = None,
         gather_stats: bool = False,
+        new_ids: dict[str, int] | None = None,
     ) -> list[Partition]:
         """Add many partitions in one transaction with batched inserts and one ADD_PARTITION event.
 
         Returns the partitions added (with defaulted locations); with ``if_not_exists`` existing ones are
         skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
-        it) and ``gather_stats``: as in ``create_table``.
+        it) and ``gather_stats``: as in ``create_table``. ``new_ids``, when given, receives the added
+        partitions' ids by name: a caller recording something under them (a load's versions) needs no read
+        of them back, a round trip per page on a server database.
         """
         table, placement = self.core.writable_table_placed(db_name, table_name)
         keys = table.partition_key_names
@@ -114,6 +117,8 @@ class PartitionCatalog(CatalogFamily):
                 )
             added = [(name, part) for name, part in prepared.items() if name not in existing]
             ids = self._insert_partitions(tx.conn, tbl_id, added, location_keys)
+            if new_ids is not None:
+                new_ids.update(ids)
             self._count_odd(tx, tbl_id, placed.count_odd((n, location_keys[n]) for n, _ in added))
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 # (but for those a load published: it made them, and removes them if its batch fails)
