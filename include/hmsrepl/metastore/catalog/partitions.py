@@ -18,7 +18,7 @@ from hmsrepl.metastore import placement as placement_mod
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
-from hmsrepl.metastore.catalog.held import forget_table, held_tables
+from hmsrepl.metastore.catalog.held import forget_table, held_tables, take_without_partitions
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _INSERT_PARTITIONS_RETURNING,
@@ -109,7 +109,9 @@ class PartitionCatalog(CatalogFamily):
             tbl_id, current, placed = self.core.load_table_placed(
                 tx.conn, table.db_name, table.table_name, for_update=True
             )
-            existing = self._existing_names(tx.conn, tbl_id, list(prepared))
+            # A table this transaction created and has not added to yet has no partition to look for.
+            fresh = take_without_partitions(self.events, tx.conn, tbl_id)
+            existing = set() if fresh else self._existing_names(tx.conn, tbl_id, list(prepared))
             if existing and not if_not_exists:
                 raise AlreadyExistsError(
                     f"partition '{sorted(existing)[0]}' of table '{table.qualified_name}' already exists"
