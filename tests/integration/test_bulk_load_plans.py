@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
@@ -48,5 +48,33 @@ def test_a_filling_transaction_plans_each_statement_and_the_pool_keeps_its_plans
             for _ in range(3):  # the writers' pooled connection: the setting ended with the transaction
                 assert _plan_mode(store) == "auto"
         assert len(store.catalog.get_partition_names("shop", "t")) == 30
+    finally:
+        store.close()
+
+
+def test_plan_mode_is_set_once_per_transaction_and_again_in_the_next(
+    db_url: str, backend: str, tmp_path: Path
+) -> None:
+    """A bootstrap batch of many tables asks for the plan mode at each table: one ``SET`` per transaction
+    (each is a round trip), and a later transaction on the same pooled connection sets it again."""
+    store = Metastore.open(make_config(db_url, tmp_path))
+    sent: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if "plan_cache_mode" in statement and statement.startswith("SET"):
+            sent.append(statement)
+
+    try:
+        store.catalog.create_database(Database(name="shop"))
+        event.listen(store.engine, "before_cursor_execute", seen)
+        for _ in range(2):
+            with store.events.transaction():
+                for _ in range(3):
+                    with store.events.reader() as conn:
+                        plan_for_growth(conn)
+                if backend == "postgres":
+                    assert _plan_mode(store) == "force_custom_plan"
+        event.remove(store.engine, "before_cursor_execute", seen)
+        assert len(sent) == (2 if backend == "postgres" else 0), sent
     finally:
         store.close()

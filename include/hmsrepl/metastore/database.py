@@ -98,6 +98,11 @@ def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
     return engine
 
 
+#: The transaction ``plan_for_growth`` last set its plan mode in, on a pooled connection (weakly: a new
+#: transaction is a new object, so a later one is never mistaken for it).
+_PLANNED_FOR_GROWTH = "hmsrepl_planned_for_growth"
+
+
 def plan_for_growth(conn: Connection) -> None:
     """For the rest of ``conn``'s open transaction, plan every statement for its parameters and the tables'
     current size (PostgreSQL; other backends plan each statement anyway).
@@ -107,9 +112,19 @@ def plan_for_growth(conn: Connection) -> None:
     table) has it chosen while the table is nearly empty: a sequential scan, which each later page of the same
     look-ups then pays in full, so the load grew quadratically. Planning each run keeps the index look-ups as
     the table grows; ``SET LOCAL`` ends with the transaction, so the pooled connection keeps its cached plans.
+
+    Sent once per transaction: a bootstrap batch writes many small tables in one transaction and asks this for
+    each, and every ``SET`` is a round trip of its own.
     """
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+    if conn.dialect.name != "postgresql":
+        return
+    transaction = conn.get_transaction()
+    planned = conn.info.get(_PLANNED_FOR_GROWTH)
+    if transaction is not None and planned is not None and planned() is transaction:
+        return
+    conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+    if transaction is not None:
+        conn.info[_PLANNED_FOR_GROWTH] = weakref.ref(transaction)
 
 
 def _keep_prepared(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API objects are untyped

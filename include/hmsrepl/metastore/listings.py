@@ -20,7 +20,8 @@ from sqlalchemy import ColumnElement, Connection, Row, bindparam, delete, func, 
 
 from hmsrepl.formats import listing_digest
 from hmsrepl.metastore import database
-from hmsrepl.metastore.schema import data_files, data_listings
+from hmsrepl.metastore.list_parameter import in_list_parameter
+from hmsrepl.metastore.schema import data_files, data_listings, partitions
 
 TABLE_LEVEL = 0  # ``part_id`` of a table's own location
 CHUNK = 500
@@ -75,20 +76,29 @@ def read(conn: Connection, key: ObjectKey) -> dict[str, FileRecord]:
     return {record.rel_path: record for record in stream(conn, key)}
 
 
-def read_many(conn: Connection, tbl_id: int, part_ids: Iterable[int]) -> dict[int, dict[str, FileRecord]]:
-    """The recorded files of several partitions of one table (part id -> relative path -> record), a
-    statement per CHUNK of partitions: a bootstrap dump lists a page of partitions in a few statements,
-    not one per partition. Partitions with nothing recorded are absent."""
-    wanted = sorted(set(part_ids))
-    out: dict[int, dict[str, FileRecord]] = {}
-    for start in range(0, len(wanted), CHUNK):
-        rows = conn.execute(
-            select(data_files.c.part_id, *RECORD_COLUMNS).where(
-                data_files.c.tbl_id == tbl_id, data_files.c.part_id.in_(wanted[start : start + CHUNK])
-            )
-        )
-        for part_id, *record in rows:
-            out.setdefault(part_id, {})[record[0]] = FileRecord(*record)
+# Built once (a bootstrap dump asks it for every table); the names are one list parameter, so the statement has
+# one text for any page of partitions (``list_parameter``).
+_RECORDED_NAMED = (
+    select(partitions.c.part_name, *RECORD_COLUMNS)
+    .select_from(partitions)
+    .join(
+        data_files,
+        (data_files.c.tbl_id == partitions.c.tbl_id) & (data_files.c.part_id == partitions.c.part_id),
+    )
+    .where(partitions.c.tbl_id == bindparam("tbl_id"), in_list_parameter(partitions.c.part_name, "names"))
+)
+
+
+def read_named(conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, dict[str, FileRecord]]:
+    """The recorded files of a table's partitions named ``names`` (partition name -> relative path -> record),
+    found by name in the same statement that reads them: one statement per CHUNK of names, where looking
+    up the partitions' ids first cost one more per table of a bootstrap dump (a round trip on a server
+    database). Partitions with nothing recorded, or not there, are absent."""
+    out: dict[str, dict[str, FileRecord]] = {}
+    for start in range(0, len(names), CHUNK):
+        rows = conn.execute(_RECORDED_NAMED, {"tbl_id": tbl_id, "names": list(names[start : start + CHUNK])})
+        for part_name, *record in rows:
+            out.setdefault(part_name, {})[record[0]] = FileRecord(*record)
     return out
 
 

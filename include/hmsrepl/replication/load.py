@@ -522,6 +522,9 @@ class LoadEngine:
             },
         )
         dumped_tables: set[str] = set()
+        # The replica's tables before the first batch (none on a first bootstrap): a dumped table not among
+        # them is created without a read of its name first (``TargetWriter.assume_absent``).
+        present = {name.lower() for name in self.target.catalog.get_tables(target_db)}
 
         entries = self._bootstrap_entries(dump, meta, dumped_tables)
         reading = threading.Lock()
@@ -553,6 +556,8 @@ class LoadEngine:
                     if kind == FUNCTIONS_DIR:
                         own.put_function(document)
                     else:
+                        if document["table_name"].lower() not in present:
+                            own.assume_absent([document["table_name"]])
                         weight += 1 + self._load_table(dump, own, meta, document)
                         load_column_stats(dump, self.target, meta.db_name, target_db, document)
                         loaded += 1

@@ -193,7 +193,8 @@ class DataCatalog(CatalogFamily):
         """Recorded files (relative path -> record) of the table's own location, or of each partition's.
 
         What a bootstrap dump needs to list a table without reading the files it recorded (on one process,
-        ``describe_data``; on Spark executors, the listings are shipped with the locations).
+        ``describe_data``; on Spark executors, the listings are shipped with the locations). A partition with
+        nothing recorded is absent (callers read it as an empty listing).
         """
         if table.id is None:
             return {}
@@ -203,10 +204,9 @@ class DataCatalog(CatalogFamily):
                 return {location: listings.read(conn, ObjectKey(table.id))} if location else {}
             keys = table.partition_key_names
             locations = {make_partition_name(keys, p.values): p.sd.location for p in partitions}
-            ids = self.core.part_ids(conn, table.id, list(locations))
-            recorded = listings.read_many(conn, table.id, ids.values())
+            recorded = listings.read_named(conn, table.id, list(locations))
             return {
-                location: recorded.get(ids[name], {})
+                location: recorded[name]
                 for name, location in locations.items()
-                if location and name in ids
+                if location and name in recorded
             }

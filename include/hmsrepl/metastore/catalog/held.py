@@ -58,3 +58,25 @@ def forget_table(tx: MetastoreTransaction, tbl_id: int) -> None:
 def forget_in(held: HeldTables, tbl_id: int) -> None:
     for key in [key for key, row in held.items() if row.tbl_id == tbl_id]:
         del held[key]
+
+
+_WITHOUT_PARTITIONS = "catalog_new_tables_without_partitions"  # MetastoreTransaction.shared key
+
+
+def note_without_partitions(tx: MetastoreTransaction, tbl_id: int) -> None:
+    """The transaction inserted the partitioned table ``tbl_id``: it has no partitions yet, and no other
+    writer can add one before the commit (the table's row is the transaction's own until then)."""
+    tx.shared.setdefault(_WITHOUT_PARTITIONS, set()).add(tbl_id)
+
+
+def take_without_partitions(events: EventLog, conn: Connection, tbl_id: int) -> bool:
+    """Whether the open transaction on ``conn`` created the table ``tbl_id`` and added no partition to it yet
+    (the caller is about to add some: from then on it may have partitions, so this answers it once)."""
+    tx = events.current_transaction()
+    if tx is None or tx.conn is not conn:
+        return False
+    without: set[int] = tx.shared.get(_WITHOUT_PARTITIONS, set())
+    if tbl_id not in without:
+        return False
+    without.discard(tbl_id)
+    return True

@@ -13,12 +13,12 @@ from hmsrepl.exceptions import (
     InvalidOperationError,
     NoSuchPartitionError,
 )
-from hmsrepl.metastore import basic_stats, listings
+from hmsrepl.metastore import basic_stats, listings, pg_partitions
 from hmsrepl.metastore import placement as placement_mod
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
-from hmsrepl.metastore.catalog.held import forget_table, held_tables
+from hmsrepl.metastore.catalog.held import forget_table, held_tables, take_without_partitions
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _INSERT_PARTITIONS_RETURNING,
@@ -64,12 +64,15 @@ class PartitionCatalog(CatalogFamily):
         if_not_exists: bool = False,
         applied_files: Sequence[AppliedFiles | None] | None = None,
         gather_stats: bool = False,
+        new_ids: dict[str, int] | None = None,
     ) -> list[Partition]:
         """Add many partitions in one transaction with batched inserts and one ADD_PARTITION event.
 
         Returns the partitions added (with defaulted locations); with ``if_not_exists`` existing ones are
         skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
-        it) and ``gather_stats``: as in ``create_table``.
+        it) and ``gather_stats``: as in ``create_table``. ``new_ids``, when given, receives the added
+        partitions' ids by name: a caller recording something under them (a load's versions) needs no read
+        of them back, a round trip per page on a server database.
         """
         table, placement = self.core.writable_table_placed(db_name, table_name)
         keys = table.partition_key_names
@@ -106,7 +109,9 @@ class PartitionCatalog(CatalogFamily):
             tbl_id, current, placed = self.core.load_table_placed(
                 tx.conn, table.db_name, table.table_name, for_update=True
             )
-            existing = self._existing_names(tx.conn, tbl_id, list(prepared))
+            # A table this transaction created and has not added to yet has no partition to look for.
+            fresh = take_without_partitions(self.events, tx.conn, tbl_id)
+            existing = set() if fresh else self._existing_names(tx.conn, tbl_id, list(prepared))
             if existing and not if_not_exists:
                 raise AlreadyExistsError(
                     f"partition '{sorted(existing)[0]}' of table '{table.qualified_name}' already exists"
@@ -114,6 +119,8 @@ class PartitionCatalog(CatalogFamily):
                 )
             added = [(name, part) for name, part in prepared.items() if name not in existing]
             ids = self._insert_partitions(tx.conn, tbl_id, added, location_keys)
+            if new_ids is not None:
+                new_ids.update(ids)
             self._count_odd(tx, tbl_id, placed.count_odd((n, location_keys[n]) for n, _ in added))
             if table.is_managed:  # made after commit: a failed or killed call leaves no directories
                 # (but for those a load published: it made them, and removes them if its batch fails)
@@ -196,6 +203,9 @@ class PartitionCatalog(CatalogFamily):
                 }
                 for name, part in chunk
             ]
+            if conn.dialect.name == "postgresql":  # one statement of one shape (``pg_partitions``)
+                out.update(pg_partitions.insert_partitions(conn, tbl_id, rows, [p.values for _, p in chunk]))
+                continue
             if returning:
                 ids = {row.part_name: row.part_id for row in conn.execute(_INSERT_PARTITIONS_RETURNING, rows)}
             else:

@@ -21,7 +21,13 @@ from hmsrepl.metastore import basic_stats, listings, placement
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
-from hmsrepl.metastore.catalog.held import HeldRow, forget_table, held_tables, hold_row
+from hmsrepl.metastore.catalog.held import (
+    HeldRow,
+    forget_table,
+    held_tables,
+    hold_row,
+    note_without_partitions,
+)
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _DB_ID_AND_TABLE,
@@ -201,6 +207,8 @@ class TableCatalog(CatalogFamily):
         if held is not None and not gather_stats:  # inserted here: no other writer changes it now
             hold = HeldRow(tbl_id, str(row["doc"]), 0, row["location_key"], 0)
             hold_row(held, table.db_name, table.table_name, hold)
+        if table.partition_keys:  # its first add_partitions has no partition to look for
+            note_without_partitions(tx, tbl_id)
         tx.emit(
             EventType.CREATE_TABLE,
             table.db_name,
