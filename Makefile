@@ -9,20 +9,20 @@ DB_SERVERS := tests/db_servers.sh
 # 2 cores instead of ~20. Override with PYTEST_ARGS= for one process.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: help setup krb5-packages db-packages peer-jars check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
+.PHONY: help setup krb5-packages driver-packages db-packages peer-jars check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
 	ui-browser ui-connection-check
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages driver-packages
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements-dev.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
-setup: krb5-packages db-packages $(STAMP) check-java peer-jars  ## .venv with every requirement, the test servers and peers
+setup: krb5-packages driver-packages db-packages $(STAMP) check-java peer-jars  ## .venv with every requirement, the test servers and peers
 
 # JVM peers from Maven Central, pinned and SHA-1 checked, cached under var/peers: hadoop-aws and the AWS SDK
 # modules for Spark's s3a:// (pyspark ships neither), and Spark's Hive 3.1.3 metastore client.
@@ -39,13 +39,24 @@ db-packages:  ## Debian's PostgreSQL and MariaDB servers, for the tests' throwaw
 
 # The gssapi package has no Linux wheels: it builds with gcc against libkrb5-dev (and Python's headers).
 KRB5_DEBS := krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc python3-dev
+# Nor has mysqlclient, the MariaDB driver (mysql+mysqldb://): it builds with gcc (KRB5_DEBS) against
+# MariaDB's Connector/C, found through pkg-config.
+DRIVER_DEBS := libmariadb-dev pkg-config
+
+# $(call install-debs,PACKAGES): install those of the Debian PACKAGES that are missing (as root).
+define install-debs
+@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+if [ -n "$$missing" ]; then \
+  [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make setup as root)"; exit 1; }; \
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+fi
+endef
 
 krb5-packages:  ## MIT Kerberos: the KDC the security tests run, and what the gssapi package builds with
-	@missing=$$(for p in $(KRB5_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make setup as root)"; exit 1; }; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
+	$(call install-debs,$(KRB5_DEBS))
+
+driver-packages: krb5-packages  ## what the mysqlclient driver builds with (MariaDB's client headers)
+	$(call install-debs,$(DRIVER_DEBS))
 
 check-java:  ## Spark needs Java 17 or newer
 	@command -v java >/dev/null || { echo "Java is missing: install a JRE 17+ (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }

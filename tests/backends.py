@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 POSTGRES_ADMIN_URL = os.environ.get(
     "HMSREPL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-MYSQL_ADMIN_URL = os.environ.get("HMSREPL_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
+MYSQL_ADMIN_URL = os.environ.get("HMSREPL_TEST_MYSQL_URL", "mysql+mysqldb://root@127.0.0.1:3306/test")
 BACKENDS = ("sqlite", "postgres", "mysql")
 
 
 @contextmanager
-def temporary_database(backend: str, tmp_dir: str) -> Iterator[str]:
-    """Yield the URL of a new, empty database on ``backend``; drop it afterwards."""
+def temporary_database(backend: str, tmp_dir: str, *, driver: str | None = None) -> Iterator[str]:
+    """Yield the URL of a new, empty database on ``backend``; drop it afterwards. ``driver``: the DB-API
+    driver the URL names instead of the server URL's (``pymysql`` or ``mysqldb`` on MariaDB)."""
     name = f"hmsrepl_t_{uuid.uuid4().hex[:12]}"
     if backend == "sqlite":
         yield f"sqlite:///{tmp_dir}/{name}.db"
@@ -42,7 +43,10 @@ def temporary_database(backend: str, tmp_dir: str) -> Iterator[str]:
         else:
             conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
     try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        url = make_url(admin_url).set(database=name)
+        if driver is not None:
+            url = url.set(drivername=f"{url.get_backend_name()}+{driver}")
+        yield url.render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
             if backend == "postgres":

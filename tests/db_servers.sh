@@ -137,7 +137,7 @@ maria_up() {
     mariadb --no-defaults --socket="$dir/mysqld.sock" -uroot -e "CREATE DATABASE IF NOT EXISTS test"
     echo "$port" >"$STATE/mariadb.port"
     log "MariaDB $(mariadbd --version | awk '{print $3}') on 127.0.0.1:$port (data: $dir/data)"
-    echo "mysql+pymysql://root@127.0.0.1:$port/test"
+    echo "mysql+mysqldb://root@127.0.0.1:$port/test"
 }
 
 maria_down() {
@@ -165,7 +165,7 @@ STARTED=()  # the servers this call started: the only ones `run` stops
 up() {  # start what is needed; export the URLs into this shell
     mkdir -p "$STATE"
     use_or_start HMSREPL_TEST_POSTGRES_URL PostgreSQL 5432 pg pg_up "postgresql+psycopg://postgres@127.0.0.1:%s/postgres"
-    use_or_start HMSREPL_TEST_MYSQL_URL MariaDB 3306 mariadb maria_up "mysql+pymysql://root@127.0.0.1:%s/test"
+    use_or_start HMSREPL_TEST_MYSQL_URL MariaDB 3306 mariadb maria_up "mysql+mysqldb://root@127.0.0.1:%s/test"
 }
 
 # use_or_start VAR LABEL DEFAULT_PORT NAME START URL_FORMAT: the URL in VAR if set, else a server on the

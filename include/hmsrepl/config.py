@@ -22,7 +22,10 @@ class MetastoreConfig(BaseSettings):
 
     db_url: str = Field(
         default=f"sqlite:///{DEFAULT_HOME / 'metastore.db'}",
-        description="SQLAlchemy URL of the metastore database (sqlite, postgresql+psycopg, mysql+pymysql).",
+        description=(
+            "SQLAlchemy URL of the metastore database (sqlite, postgresql+psycopg, mysql+mysqldb; "
+            "mysql+pymysql also works)."
+        ),
     )
     warehouse: str = Field(
         default=str((DEFAULT_HOME / "warehouse").absolute()), description="Warehouse root."

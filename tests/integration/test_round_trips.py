@@ -83,34 +83,6 @@ def test_single_create_table_round_trips(metastore: Metastore) -> None:
 
 
 @pytest.mark.parametrize("backend", ["mysql"], indirect=True)
-def test_mariadb_ends_a_create_with_one_commit_and_no_rollback(
-    metastore: Metastore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """What the driver sends, counted where the counter cannot see it (the pool's reset): a committed write
-    is not followed by a ROLLBACK, a read and a lone statement run in autocommit, so a create_table ends
-    its one transaction with one COMMIT; and the event still commits with its table."""
-    import pymysql
-
-    metastore.catalog.create_database(Database(name="m"))
-    metastore.catalog.create_table(make_table("m", "warm"))
-    sent: list[str] = []
-    for name in ("commit", "rollback"):
-        original = getattr(pymysql.connections.Connection, name)
-
-        def counted(conn: object, *, _original: object = original, _name: str = name) -> None:
-            sent.append(_name)
-            _original(conn)  # type: ignore[operator]
-
-        monkeypatch.setattr(pymysql.connections.Connection, name, counted)
-    before = metastore.events.current_event_id()
-    metastore.catalog.create_table(make_table("m", "t"))
-    assert sent == ["commit"]
-    (created,) = metastore.events.next_events(before)
-    assert (created.event_type, created.table_name) == ("CREATE_TABLE", "t")
-    assert metastore.catalog.get_table("m", "t").id is not None
-
-
-@pytest.mark.parametrize("backend", ["mysql"], indirect=True)
 def test_mariadb_connection_returned_with_a_transaction_open_is_rolled_back(metastore: Metastore) -> None:
     """The reset that skips a needless ROLLBACK still ends what is open: a row written on a pooled
     connection and never committed is gone once the connection is back in the pool, and the next user of

@@ -20,7 +20,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.pool import QueuePool
 
@@ -87,6 +87,7 @@ def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
             isolation_level="READ COMMITTED",
             pool_recycle=3600,
             pool_reset_on_return=None,  # ``_roll_back_only_when_open`` resets instead
+            connect_args=mysql_connect_args(url),
         )
         _roll_back_only_when_open(engine)
     elif url.get_driver_name() == "psycopg":
@@ -101,6 +102,16 @@ def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
 #: The transaction ``plan_for_growth`` last set its plan mode in, on a pooled connection (weakly: a new
 #: transaction is a new object, so a later one is never mistaken for it).
 _PLANNED_FOR_GROWTH = "hmsrepl_planned_for_growth"
+
+
+def mysql_connect_args(url: URL) -> dict[str, str]:
+    """What a MySQL/MariaDB connection is opened with, whichever driver the URL names (``mysql+mysqldb``,
+    mysqlclient, the default; ``mysql+pymysql``): the utf8mb4 character set unless the URL chooses one.
+
+    Snapshots and event messages are UTF-8 JSON that may hold any character; PyMySQL opens in utf8mb4, but
+    mysqlclient takes the client library's default, which is another set on some builds (utf8mb3 or latin1
+    would refuse or mangle characters outside theirs)."""
+    return {} if "charset" in url.query else {"charset": "utf8mb4"}
 
 
 def plan_for_growth(conn: Connection) -> None:
@@ -167,12 +178,13 @@ def _dispose_with(disposed: Engine, engine: Engine, companion: Engine) -> None:
 def _roll_back_only_when_open(engine: Engine) -> None:
     """Reset a MariaDB connection returned to the pool with a ROLLBACK only when a transaction may be open.
 
-    SQLAlchemy's reset rolls back every connection checked in after its transaction ended, and PyMySQL sends
-    that ROLLBACK to the server even when there is nothing to end: a round trip after every committed write
-    (psycopg sends nothing then). The rollback is skipped only when SQLAlchemy ended the connection's last
-    transaction itself (a commit or a rollback since its last begin) and the server's last reply says no
-    transaction is open; a connection checked out and returned without either (a raw connection's), or
-    whose commit failed with a transaction still open, is rolled back as before.
+    SQLAlchemy's reset rolls back every connection checked in after its transaction ended, and the MariaDB
+    drivers (mysqlclient, PyMySQL) send that ROLLBACK to the server even when there is nothing to end: a
+    round trip after every committed write (psycopg sends nothing then). The rollback is skipped only when
+    SQLAlchemy ended the connection's last transaction itself (a commit or a rollback since its last begin)
+    and, where the driver shows it (PyMySQL's ``server_status``; mysqlclient keeps it in C), the server's
+    last reply says no transaction is open; a connection checked out and returned without either (a raw
+    connection's), or whose commit failed with a transaction still open, is rolled back as before.
     """
 
     # Marked by the dialect's own begin, commit and rollback (a commit once it succeeded), not by connection
@@ -260,7 +272,7 @@ def reads(engine: Engine) -> Engine:
     statement takes its own snapshot inside a transaction too, so a read sees the same rows, without the
     ROLLBACK (and on PostgreSQL the BEGIN) that would cost a lone read one or two more round trips; a lone
     write statement is atomic on its own, without the COMMIT. psycopg switches autocommit on a pooled
-    connection without a word to the server; PyMySQL would send a round trip each way, so on MariaDB these
+    connection without a word to the server; the MariaDB drivers send a round trip each way, so there these
     run on connections of their own, opened in autocommit (``_autocommit_companion``). SQLite keeps its
     transaction (a deferred BEGIN costs no round trip and gives a multi-statement read one snapshot).
     """
@@ -292,6 +304,7 @@ def _autocommit_companion(engine: Engine) -> Engine:
             isolation_level="AUTOCOMMIT",
             skip_autocommit_rollback=True,
             pool_recycle=3600,
+            connect_args=mysql_connect_args(engine.url),
         )
         _ping_when_idle(companion)
         # What listens on ``engine`` hears this engine's statements and transactions too (as SQLAlchemy's

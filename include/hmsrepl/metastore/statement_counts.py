@@ -6,8 +6,8 @@ time, and lets tests pin the counts so a change that adds a read per object is n
 
 A round trip here is one statement sent by the driver (a multi-row insert batch counts once), plus the
 transaction's own exchanges: COMMIT or ROLLBACK, BEGIN where the driver sends it separately (psycopg does;
-PyMySQL and SQLite's explicit BEGIN are statements already), the pool's liveness ping on checkout, and on
-MariaDB the ROLLBACK the pool sends when a connection comes back with a transaction open. A
+the MariaDB drivers send none, and SQLite's explicit BEGIN is a statement already), the pool's liveness
+ping on checkout, and on MariaDB the ROLLBACK the pool sends when a connection comes back with a transaction open. A
 connection in autocommit (reads on PostgreSQL) sends no BEGIN, COMMIT or ROLLBACK, so none is counted.
 """
 
