@@ -209,3 +209,20 @@ def edit_dumped_partition(dump_dir: Path, db: str, table: str, name: str, change
 
 def _or_same(files: list[str] | None, before: list[str] | None) -> list[str] | None:
     return before if files is None else files
+
+
+def count_dumps(source: Metastore, engine: Any, *commands: str) -> tuple[list[Any], Any]:
+    """The statements each REPL DUMP of ``commands`` sends to ``source``'s database (one ``Counts`` each),
+    and the last dump's result: what a test compares across dumps of few and of many objects."""
+    from hmsrepl.metastore.statement_counts import StatementCounter
+
+    counter = StatementCounter(source.engine)
+    counts, result = [], None
+    try:
+        for command in commands:
+            with counter.counting() as counted:
+                result = engine.execute(command)
+            counts.append(counted)
+    finally:
+        counter.close()
+    return counts, result

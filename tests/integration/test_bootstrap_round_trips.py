@@ -20,7 +20,7 @@ from hmsrepl.metastore.statement_counts import StatementCounter
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.verify import verify
 from tests.conftest import make_config
-from tests.helpers import make_partition, make_table, write_file
+from tests.helpers import count_dumps, make_partition, make_table, write_file
 
 #: Statements per added table of 3 to 5 partitions, one with a file (14.2 on PostgreSQL, 15.4 on MariaDB, 16 on
 #: SQLite; 20, 19.4 and 20 before a page of partitions and its key values became one statement on PostgreSQL,
@@ -101,12 +101,7 @@ def test_bootstrap_dump_reads_each_table_s_recorded_files_in_one_statement(
     target = Metastore.open(make_config(f"sqlite:///{tmp_path}/target.db", tmp_path / "target"))
     try:
         engine = ReplicationEngine(str(tmp_path / "dumps"), metastore, target)
-        counter = StatementCounter(metastore.engine)
-        with counter.counting() as few:
-            engine.execute("REPL DUMP few")
-        with counter.counting() as many:
-            dumped = engine.execute("REPL DUMP many")
-        counter.close()
+        (few, many), dumped = count_dumps(metastore, engine, "REPL DUMP few", "REPL DUMP many")
         engine.execute(f"REPL LOAD many FROM '{dumped.dump_dir}'")
         assert verify(metastore, "many", target, "many") == []
     finally:

@@ -26,7 +26,7 @@ from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
 from tests.backends import temporary_database
 from tests.conftest import make_config
-from tests.helpers import make_partition, make_table, write_file
+from tests.helpers import count_dumps, make_partition, make_table, write_file
 
 METADATA_ONLY = "WITH ('hive.repl.dump.metadata.only'='true')"
 
@@ -51,12 +51,9 @@ def test_bootstrap_dump_reads_a_database_in_statements_independent_of_its_tables
     target = Metastore.open(make_config(f"sqlite:///{tmp_path}/target.db", tmp_path / "target"))
     try:
         engine = ReplicationEngine(str(tmp_path / "dumps"), metastore, target)
-        counter = StatementCounter(metastore.engine)
-        with counter.counting() as few:
-            engine.execute(f"REPL DUMP few {METADATA_ONLY}")
-        with counter.counting() as many:
-            engine.execute(f"REPL DUMP many {METADATA_ONLY}")
-        counter.close()
+        (few, many), _ = count_dumps(
+            metastore, engine, f"REPL DUMP few {METADATA_ONLY}", f"REPL DUMP many {METADATA_ONLY}"
+        )
     finally:
         target.close()
     assert many.statements - few.statements <= 2, (few, many)
