@@ -68,6 +68,8 @@ def partition_problem(keys: Sequence[str], values: Sequence[str], owner: str = "
         problem = partition_value_problem(key, value)
         if problem:
             return f"partition value '{shown(value)}' for key '{key}'{at} {problem}"
+    if len(keys) == len(values) and _escaped_at_most(keys, values, 3) + len(keys) - 1 <= PART_NAME:
+        return None  # short enough however it is escaped: the name is not built to be measured
     name = make_partition_name(keys, values)
     if len(name) > PART_NAME:
         return (
@@ -75,6 +77,18 @@ def partition_problem(keys: Sequence[str], values: Sequence[str], owner: str = "
             f"stores at most {PART_NAME}: use shorter values"
         )
     return None
+
+
+def _escaped_at_most(keys: Sequence[str], values: Sequence[str], per_char: int) -> int:
+    """An upper bound of the ``key=value`` segments' total length once escaped (``escape_path_name``): at
+    most 3 characters per character (``%XX``), and at most 4 UTF-8 bytes per character (``per_char`` 4: a
+    bound in bytes); an empty value is Hive's default partition name. Most values are far below every limit,
+    so their escaped form is never built just to be measured."""
+    total = 0
+    for key, value in zip(keys, values, strict=False):
+        total += per_char * len(key.lower()) + 1
+        total += per_char * len(value) if value else len(escape_path_name(value))
+    return total
 
 
 def partition_value_problem(key: str, value: str) -> str | None:
@@ -87,6 +101,8 @@ def partition_value_problem(key: str, value: str) -> str | None:
         return "contains '/'; partition values may not contain a path separator"
     if _CONTROL.search(value):
         return "contains a NUL or control character; remove it"
+    if _escaped_at_most([key], [value], 4) <= MAX_PATH_SEGMENT_BYTES:
+        return None  # fits however it is escaped and encoded: not escaped to be measured
     segment = f"{escape_path_name(key.lower())}={escape_path_name(value)}"
     if len(segment.encode("utf-8")) > MAX_PATH_SEGMENT_BYTES:
         return (
