@@ -46,8 +46,10 @@ def make_partition_name(keys: Sequence[str], values: Sequence[str]) -> str:
         raise ValueError(
             f"partition spec has {len(values)} values but the table has {len(keys)} keys {list(keys)}"
         )
+    if len(keys) == 1:  # most tables: no join (a bootstrap names each of a million partitions several times)
+        return f"{escape_path_name(keys[0].lower())}={escape_path_name(values[0])}"
     return "/".join(
-        f"{escape_path_name(k.lower())}={escape_path_name(v)}" for k, v in zip(keys, values, strict=True)
+        [f"{escape_path_name(k.lower())}={escape_path_name(v)}" for k, v in zip(keys, values, strict=True)]
     )
 
 

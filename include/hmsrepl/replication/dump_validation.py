@@ -86,6 +86,7 @@ if TYPE_CHECKING:
 
 #: Names the dump layout uses for itself below a database directory: a table cannot be called so.
 RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, ACID_STATE})
+LOCATIONS_REMEMBERED = 4096  # locations a validation remembers as checked (then starts over)
 TABLES_REMEMBERED = 256  # distinct table snapshots a validation remembers as checked (then starts over)
 Fields = dict[str, type | tuple[type, ...]]
 E = EventType
@@ -958,6 +959,10 @@ class DumpValidator:
         key = (location, kind, table_location, self.place is not None)
         canonical = self._passed.get(key)
         if canonical is None:
+            if (
+                len(self._passed) >= LOCATIONS_REMEMBERED
+            ):  # bounded: every partition has a location of its own
+                self._passed.clear()
             canonical = self._passed[key] = self._check_location(
                 location, where, kind=kind, table_location=table_location
             )
