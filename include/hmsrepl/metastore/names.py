@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 
 from hmsrepl.exceptions import InvalidObjectError, InvalidPartitionValueError
-from hmsrepl.formats.partition_names import escape_path_name, make_partition_name
+from hmsrepl.formats.partition_names import DEFAULT_PARTITION_NAME, escape_path_name, make_partition_name
 from hmsrepl.metastore.schema import PART_NAME
 
 MAX_IDENTIFIER_CHARS = 128
@@ -64,11 +64,13 @@ def partition_problem(keys: Sequence[str], values: Sequence[str], owner: str = "
     """Why these values cannot make a partition (one value, or the name they make together), or None;
     ``owner`` (e.g. "of table 'db.t'") goes into the message."""
     at = f" {owner}" if owner else ""
+    longest = len(keys) - 1  # the name's length at most, once escaped (``_escaped_at_most``)
     for key, value in zip(keys, values, strict=False):
         problem = partition_value_problem(key, value)
         if problem:
             return f"partition value '{shown(value)}' for key '{key}'{at} {problem}"
-    if len(keys) == len(values) and _escaped_at_most(keys, values, 3) + len(keys) - 1 <= PART_NAME:
+        longest += _escaped_at_most(key, value, 3)
+    if longest <= PART_NAME and len(keys) == len(values):
         return None  # short enough however it is escaped: the name is not built to be measured
     name = make_partition_name(keys, values)
     if len(name) > PART_NAME:
@@ -79,16 +81,16 @@ def partition_problem(keys: Sequence[str], values: Sequence[str], owner: str = "
     return None
 
 
-def _escaped_at_most(keys: Sequence[str], values: Sequence[str], per_char: int) -> int:
-    """An upper bound of the ``key=value`` segments' total length once escaped (``escape_path_name``): at
-    most 3 characters per character (``%XX``), and at most 4 UTF-8 bytes per character (``per_char`` 4: a
-    bound in bytes); an empty value is Hive's default partition name. Most values are far below every limit,
-    so their escaped form is never built just to be measured."""
-    total = 0
-    for key, value in zip(keys, values, strict=False):
-        total += per_char * len(key.lower()) + 1
-        total += per_char * len(value) if value else len(escape_path_name(value))
-    return total
+def _escaped_at_most(key: str, value: str, per_char: int) -> int:
+    """An upper bound of the length of ``key=value`` once escaped (``escape_path_name``): at most 3
+    characters per character (``%XX``), and at most 4 UTF-8 bytes per character (``per_char`` 4: a bound in
+    bytes); an empty value is Hive's default partition name. Most values are far below every limit, so
+    their escaped form is never built just to be measured."""
+    return (
+        per_char * (len(key.lower()) + len(value)) + 1
+        if value
+        else per_char * len(key.lower()) + 1 + len(DEFAULT_PARTITION_NAME)
+    )
 
 
 def partition_value_problem(key: str, value: str) -> str | None:
@@ -101,7 +103,7 @@ def partition_value_problem(key: str, value: str) -> str | None:
         return "contains '/'; partition values may not contain a path separator"
     if _CONTROL.search(value):
         return "contains a NUL or control character; remove it"
-    if _escaped_at_most([key], [value], 4) <= MAX_PATH_SEGMENT_BYTES:
+    if _escaped_at_most(key, value, 4) <= MAX_PATH_SEGMENT_BYTES:
         return None  # fits however it is escaped and encoded: not escaped to be measured
     segment = f"{escape_path_name(key.lower())}={escape_path_name(value)}"
     if len(segment.encode("utf-8")) > MAX_PATH_SEGMENT_BYTES:
