@@ -61,8 +61,6 @@ log = logging.getLogger(__name__)
 
 # MetastoreTransaction.shared key (with the replica's name): tables known not to exist (TargetWriter.expect_tables)
 _ABSENT_TABLES = "replica_absent_tables"
-# Partitioned tables this transaction created that have no partitions yet (``TargetWriter.put_partitions``).
-_EMPTY_TABLES = "replica_empty_tables"
 # Values the metastore or engine rewrite on every change; never compared or copied as replicated state.
 VOLATILE_PARAMS = ("transient_lastDdlTime",)
 
@@ -222,8 +220,7 @@ class TargetWriter:
         wanted = {name.lower() for name in names}
         if tx is None or not wanted:
             return
-        absent = wanted - self.catalog.existing_table_names(self.db, sorted(wanted))
-        tx.shared.setdefault(self._absent_key, set()).update(absent)
+        self.assume_absent(wanted - self.catalog.existing_table_names(self.db, sorted(wanted)))
 
     def assume_absent(self, names: Iterable[str]) -> None:
         """Note, without a read, that ``names`` do not exist in the open transaction: the caller knows it (a
@@ -244,13 +241,6 @@ class TargetWriter:
 
     def _now_exists(self, name: str) -> None:
         self._absent_tables().discard(name.lower())
-
-    def _empty_tables(self) -> set[str]:
-        """Partitioned tables created in the open transaction that have no partitions yet: the first page
-        written to one has nothing to compare with, so it is not read (a round trip per table of a
-        bootstrap on a server database). Ends with the transaction, as ``_absent_tables`` does."""
-        tx = self.target.events.current_transaction()
-        return tx.shared.setdefault(f"{_EMPTY_TABLES}:{self.db}", set()) if tx is not None else set()
 
     def claim_absent(self, name: str) -> bool:
         """Whether ``name`` is known not to exist (``expect_tables``); it no longer is once claimed (the
@@ -304,8 +294,6 @@ class TargetWriter:
             self.stats.tables += 1
             table = self.catalog.create_table(wanted, applied_files=applied)
             self._now_exists(wanted.table_name)
-            if table.partition_keys:
-                self._empty_tables().add(wanted.table_name.lower())
             logged = True
         else:
             table = wanted.model_copy(update={"id": current.id, "write_id": current.write_id})
@@ -358,7 +346,6 @@ class TargetWriter:
         sd = current.sd.model_copy(update={"location": location})
         renamed = current.model_copy(update={"table_name": wanted.table_name, "sd": sd})
         self.catalog.alter_table(self.db, old_name, renamed)
-        self._empty_tables().discard(old_name.lower())  # its partitions, if any, are read under the new name
         self._now_exists(wanted.table_name)
         if moved:
             self.catalog.alter_partitions(self.db, wanted.table_name, moved)
@@ -379,7 +366,6 @@ class TargetWriter:
             self.data.retire(Retirement(table.sd.location))
         with contextlib.suppress(NoSuchObjectError):
             self.catalog.drop_table(self.db, name, delete_data=False)
-        self._empty_tables().discard(name.lower())
 
     def _owns(self, table: Table, location: str | None) -> bool:
         """A dropped object's directory is the replica's to retire: a managed table's, or an external one's
@@ -409,14 +395,8 @@ class TargetWriter:
             (self.mapping.partition(snapshot, table_name), snapshot, files) for snapshot, files in parts
         ]
         names = [make_partition_name(keys, part.values) for part, _, _ in mapped]
-        empty = self._empty_tables()
-        if table_name.lower() in empty:  # created by this transaction, nothing written to it yet
-            empty.discard(table_name.lower())
-            existing: dict[str, Partition] = {}
-        else:
-            existing = {
-                make_partition_name(keys, p.values): p for p in self.catalog.partitions_of(table, names)
-            }
+        # A table this transaction created has none yet: the catalog answers that without a read.
+        existing = {make_partition_name(keys, p.values): p for p in self.catalog.partitions_of(table, names)}
         ids = self._partition_ids(table, list(existing)) if existing and self.copy_data else {}
         new_parts: list[Partition] = []
         changed: list[Partition] = []

@@ -69,14 +69,19 @@ def note_without_partitions(tx: MetastoreTransaction, tbl_id: int) -> None:
     tx.shared.setdefault(_WITHOUT_PARTITIONS, set()).add(tbl_id)
 
 
-def take_without_partitions(events: EventLog, conn: Connection, tbl_id: int) -> bool:
-    """Whether the open transaction on ``conn`` created the table ``tbl_id`` and added no partition to it yet
-    (the caller is about to add some: from then on it may have partitions, so this answers it once)."""
+def created_without_partitions(events: EventLog, conn: Connection, tbl_id: int) -> bool:
+    """Whether the open transaction on ``conn`` created the table ``tbl_id`` and added no partition to it yet:
+    then it has none, and a read of its partitions can be answered without a round trip."""
     tx = events.current_transaction()
-    if tx is None or tx.conn is not conn:
+    return tx is not None and tx.conn is conn and tbl_id in tx.shared.get(_WITHOUT_PARTITIONS, ())
+
+
+def take_without_partitions(events: EventLog, conn: Connection, tbl_id: int) -> bool:
+    """``created_without_partitions``, for a caller about to add some: from then on the table may have
+    partitions, so this answers it once."""
+    if not created_without_partitions(events, conn, tbl_id):
         return False
-    without: set[int] = tx.shared.get(_WITHOUT_PARTITIONS, set())
-    if tbl_id not in without:
-        return False
-    without.discard(tbl_id)
+    tx = events.current_transaction()
+    assert tx is not None  # created_without_partitions found it
+    tx.shared[_WITHOUT_PARTITIONS].discard(tbl_id)
     return True

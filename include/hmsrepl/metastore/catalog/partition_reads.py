@@ -11,6 +11,7 @@ from sqlalchemy import Connection, Select, and_, select
 from hmsrepl.exceptions import InvalidObjectError, NoSuchPartitionError
 from hmsrepl.metastore import database
 from hmsrepl.metastore.catalog.core import CatalogFamily
+from hmsrepl.metastore.catalog.held import created_without_partitions
 from hmsrepl.metastore.catalog.rows import BATCH, Decode, _chunks, _decoded, _partition_name
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.partition_filter import (
@@ -81,10 +82,14 @@ class PartitionReads(CatalogFamily):
 
     def partitions_of(self, table: Table, names: Sequence[str]) -> list[Partition]:
         """``get_partitions_by_names`` of a table the caller just read (by its id: the table is not read
-        again; a replication load asks this for every group of partitions it applies)."""
+        again; a replication load asks this for every group of partitions it applies). A table the open
+        transaction created and has added nothing to has none: answered without a read (a round trip per
+        table of a bootstrap on a server database)."""
         if table.id is None:
             return self._by_names(table.db_name, table.table_name, names, None)
         with self.events.reader() as conn:
+            if created_without_partitions(self.events, conn, table.id):
+                return []
             return self._partitions_named(conn, table.id, names, None)
 
     @staticmethod
