@@ -2,8 +2,9 @@
 
 Elsewhere the append is three exchanges with the server: share-lock and read the rows of the databases the
 events name (the protection check), reserve ids on the sequence row, insert the events. On PostgreSQL one
-statement does all three, in that order, as data-modifying CTEs: the events travel as arrays (one shape of
-statement for any number of events, so it stays prepared), and each takes the id ``first + its position``.
+statement does all three, in that order, as data-modifying CTEs: the events travel as one JSON document
+(one shape of statement for any number of events, so it stays prepared; ``pg_json_rows`` says why not
+arrays), and each takes the id ``first + its position``.
 
 The order matters for deadlocks: a freeze holds a database row and then logs its own event (taking the
 sequence row), so a writer must never hold the sequence row while it waits for a database row. The
@@ -19,6 +20,8 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from hmsrepl.metastore.pg_json_rows import json_rows
+
 _APPEND = text(
     """
 WITH guard AS MATERIALIZED (
@@ -30,20 +33,15 @@ WITH guard AS MATERIALIZED (
 ), logged AS (
     INSERT INTO notification_log
         (event_id, event_time, event_type, cat_name, db_name, tbl_name, message, message_format)
-    SELECT seq.first_id + row.position - 1, :event_time, row.event_type, 'hive', row.db_name, row.tbl_name,
-        row.message, row.message_format
-    FROM seq, unnest(
-        CAST(:event_types AS VARCHAR[]), CAST(:db_names AS VARCHAR[]), CAST(:tbl_names AS VARCHAR[]),
-        CAST(:messages AS TEXT[]), CAST(:formats AS VARCHAR[])
-    ) WITH ORDINALITY AS row(event_type, db_name, tbl_name, message, message_format, position)
+    SELECT seq.first_id + row.i - 1, :event_time, row.t, 'hive', row.d, row.n, row.m, row.f
+    FROM seq, json_to_recordset(CAST(:events AS JSON))
+        AS row(i INTEGER, t VARCHAR, d VARCHAR, n VARCHAR, m TEXT, f VARCHAR)
 ), intents AS (
     INSERT INTO file_intents (kind, payload, created_at, claimed_at, attempts)
-    SELECT intent.kind, intent.payload, intent.created_at, intent.claimed_at, 0
-    FROM seq, unnest(
-        CAST(:intent_kinds AS VARCHAR[]), CAST(:intent_payloads AS TEXT[]),
-        CAST(:intent_created AS BIGINT[]), CAST(:intent_claimed AS BIGINT[])
-    ) WITH ORDINALITY AS intent(kind, payload, created_at, claimed_at, position)
-    ORDER BY intent.position
+    SELECT intent.k, intent.p, intent.c, intent.l, 0
+    FROM seq, json_to_recordset(CAST(:intents AS JSON))
+        AS intent(i INTEGER, k VARCHAR, p TEXT, c BIGINT, l BIGINT)
+    ORDER BY intent.i
     RETURNING id
 )
 SELECT (SELECT first_id FROM seq) AS first_id, ARRAY(SELECT doc FROM guard) AS docs,
@@ -76,15 +74,27 @@ def append_checked(
             "name_count": len(names),
             "count": len(rows),
             "event_time": event_time,
-            "event_types": [row["event_type"] for row in rows],
-            "db_names": [row["db_name"] for row in rows],
-            "tbl_names": [row["tbl_name"] for row in rows],
-            "messages": [row["message"] for row in rows],
-            "formats": [row["message_format"] for row in rows],
-            "intent_kinds": [intent["kind"] for intent in intents],
-            "intent_payloads": [intent["payload"] for intent in intents],
-            "intent_created": [intent["created_at"] for intent in intents],
-            "intent_claimed": [intent["claimed_at"] for intent in intents],
+            "events": json_rows(
+                {
+                    "i": position,
+                    "t": row["event_type"],
+                    "d": row["db_name"],
+                    "n": row["tbl_name"],
+                    "m": row["message"],
+                    "f": row["message_format"],
+                }
+                for position, row in enumerate(rows, 1)
+            ),
+            "intents": json_rows(
+                {
+                    "i": position,
+                    "k": intent["kind"],
+                    "p": intent["payload"],
+                    "c": intent["created_at"],
+                    "l": intent["claimed_at"],
+                }
+                for position, intent in enumerate(intents)
+            ),
         },
     ).one()
     first = None if found.first_id is None else int(found.first_id)
