@@ -20,7 +20,7 @@ shared with other work they compare two runs where wall time cannot.
 ``--profile dump`` (or ``load``) runs that phase under cProfile and prints the top 25 functions by
 cumulative time (``BENCH_PROFILE_LINES`` and ``BENCH_PROFILE_SORT``, e.g. ``tottime``, change both;
 ``BENCH_PROFILE_CLOCK=cpu`` counts CPU seconds instead of wall seconds, so time spent waiting on a database
-server drops out).
+server drops out; ``BENCH_PROFILE_OUT=FILE`` also saves the whole profile there).
 
 Goals (issue 34): 1x100,000 dump + load <= 15 s; 10,000x10 <= 60 s; 1,000x1,000 <= 300 s; peak RSS of either
 phase <= 400 MB.
@@ -109,6 +109,8 @@ def run_phase(phase: str, url: str, target_url: str, root: Path, dump_dir: str, 
         import pstats
 
         profiler.disable()
+        if os.environ.get("BENCH_PROFILE_OUT"):  # the whole profile, for pstats or snakeviz
+            profiler.dump_stats(os.environ["BENCH_PROFILE_OUT"])
         pstats.Stats(profiler, stream=sys.stderr).sort_stats(
             os.environ.get("BENCH_PROFILE_SORT", "cumulative")
         ).print_stats(int(os.environ.get("BENCH_PROFILE_LINES", "25")))
