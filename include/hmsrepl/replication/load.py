@@ -65,6 +65,7 @@ from hmsrepl.metastore.protection import privileged_call
 from hmsrepl.replication import acid_replay, iceberg, lost_files, signing
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
+from hmsrepl.replication.copy_processes import copy_process_settings
 from hmsrepl.replication.dump_validation import (
     DumpValidationError,
     DumpValidator,
@@ -276,6 +277,7 @@ class LoadEngine:
         naming the cause and the fix; what the failed batch made is removed before its transaction ends.
         """
         lost_mode = lost_files.mode(command.settings)  # a bad setting is refused before anything is read
+        copy_process_settings()
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
         self.verify_signature(dump)

@@ -95,6 +95,9 @@ class FileSystem(abc.ABC):
     #: Whether a file can be rewritten in place, so a modification time just taken may not yet tell two
     #: writes apart (object stores write whole objects, each with a new entity tag and version).
     writes_in_place: bool = False
+    #: Whether a copy into the store keeps this host's CPU busy rather than waiting on a server (local files:
+    #: open, hash and write in this process), so that several processes copy faster than threads.
+    cpu_bound_copies: bool = False
 
     @abc.abstractmethod
     def list_files(self, uri: str) -> Iterator[FileStatus]:
@@ -374,13 +377,19 @@ class StoreTraits:
     hard_links: bool
     has_directories: bool
     writes_in_place: bool
+    cpu_bound_copies: bool = False
 
 
 def store_traits(uri: str) -> StoreTraits:
     """The traits of the store ``uri`` names (no I/O: its scheme and registered prefixes decide)."""
     fs = filesystem_for(uri)
     return StoreTraits(
-        fs.io_parallelism, fs.move_keeps_mtime, fs.hard_links, fs.has_directories, fs.writes_in_place
+        fs.io_parallelism,
+        fs.move_keeps_mtime,
+        fs.hard_links,
+        fs.has_directories,
+        fs.writes_in_place,
+        fs.cpu_bound_copies,
     )
 
 
