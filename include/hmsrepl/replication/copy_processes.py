@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing import forkserver
 
 from hmsrepl.exceptions import FileLostError
 from hmsrepl.faults import fault_point
@@ -115,8 +116,16 @@ def big_directories(
     return frozenset(
         directory
         for directory, files in counts.items()
-        if files >= settings.threshold and fs.traits(directory).cpu_bound_copies
+        if files >= settings.threshold and fs.traits(directory).cpu_bound
     )
+
+
+def start_early(settings: CopyProcessSettings, files: int, objects: int) -> None:
+    """Start the workers' forkserver now when a pool is sure to be needed: ``files`` over ``objects`` (a
+    dump's) average at least the threshold, so some partition has that many. It imports the modules the
+    workers need (about a second) while the load checks the dump's files, instead of after."""
+    if settings.processes > 1 and objects > 0 and files >= settings.threshold * objects:
+        _ensure_forkserver(multiprocessing.get_context("forkserver"))
 
 
 def stage_in_processes(
@@ -130,9 +139,9 @@ def stage_in_processes(
     # Every worker gets slices even of a partition just above the threshold; at most SLICE_FILES each.
     per_slice = max(1, min(SLICE_FILES, files // (processes * SLICES_PER_PROCESS)))
     context = multiprocessing.get_context("forkserver")
-    # The forkserver imports this module and the main module's imports (which every start method runs in
-    # each worker) once; each worker is then forked from it, a process that never opened a database.
-    context.set_forkserver_preload(_preload())
+    # Each worker is forked from the forkserver, a process that never opened a database, with the modules
+    # it needs imported once there.
+    _ensure_forkserver(context)
     shared: dict[tuple[int, bool, bool], CopyResult] = {}
     pool = ProcessPoolExecutor(
         processes, mp_context=context, initializer=_start_worker, initargs=(dict(os.environ),)
@@ -157,15 +166,29 @@ Kind = tuple[
 
 
 def _preload() -> list[str]:
-    """Modules the forkserver imports once: this one, and when the main module is run by name (``python -m
-    hmsrepl.cli``, which each worker runs again) the project's modules it imported, so that running it again
-    in a worker finds them done (the main module itself must not be among them: it is run, not imported)."""
+    """Modules the forkserver imports once: this one and the project's modules this process imported. Each
+    worker runs the main module again (every start method does): its imports are then found done. The main
+    module itself is not among them when run by name (``python -m hmsrepl.cli``): it is run, not imported."""
     main = sys.modules.get("__main__")
     name = getattr(getattr(main, "__spec__", None), "name", None)
-    if not name or name.endswith("__main__"):
-        return ["__main__", __name__]
-    loaded = sorted(m for m in sys.modules if m.startswith("hmsrepl.") and m != name)
-    return ["__main__", __name__, *loaded]
+    loaded = sorted(m for m in sys.modules if m.startswith("hmsrepl.") and m not in (name, __name__))
+    return [__name__, *loaded]
+
+
+def _ensure_forkserver(context: multiprocessing.context.ForkServerContext) -> None:
+    """Start the forkserver, importing from this process's ``sys.path``: Python 3.11's forkserver ignores
+    the path its parent sends and sees ``PYTHONPATH`` only (a script that put the project on its path made
+    workers that could not import this module)."""
+    context.set_forkserver_preload(_preload())
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def _taken(

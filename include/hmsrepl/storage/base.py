@@ -95,9 +95,10 @@ class FileSystem(abc.ABC):
     #: Whether a file can be rewritten in place, so a modification time just taken may not yet tell two
     #: writes apart (object stores write whole objects, each with a new entity tag and version).
     writes_in_place: bool = False
-    #: Whether a copy into the store keeps this host's CPU busy rather than waiting on a server (local files:
-    #: open, hash and write in this process), so that several processes copy faster than threads.
-    cpu_bound_copies: bool = False
+    #: Whether per-file work on the store keeps this host's CPU busy rather than waiting on a server (local
+    #: files: a copy opens, hashes and writes in this process, a look is one ``lstat``): threads then add
+    #: only their hand-offs, and several processes are what makes it faster.
+    cpu_bound: bool = False
 
     @abc.abstractmethod
     def list_files(self, uri: str) -> Iterator[FileStatus]:
@@ -377,7 +378,7 @@ class StoreTraits:
     hard_links: bool
     has_directories: bool
     writes_in_place: bool
-    cpu_bound_copies: bool = False
+    cpu_bound: bool = False
 
 
 def store_traits(uri: str) -> StoreTraits:
@@ -389,7 +390,7 @@ def store_traits(uri: str) -> StoreTraits:
         fs.hard_links,
         fs.has_directories,
         fs.writes_in_place,
-        fs.cpu_bound_copies,
+        fs.cpu_bound,
     )
 
 

@@ -210,7 +210,7 @@ class LocalFileSystem(FileSystem):
     hard_links = True
     has_directories = True
     writes_in_place = True
-    cpu_bound_copies = True
+    cpu_bound = True
 
     def list_files(self, uri: str) -> Iterator[FileStatus]:
         """Regular files below ``uri``, sorted by path; nothing else is a data file.
