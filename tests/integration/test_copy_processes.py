@@ -119,7 +119,7 @@ def test_settings_are_checked_with_one_clear_line(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv(PROCESSES_ENV, raising=False)
     monkeypatch.delenv(THRESHOLD_ENV, raising=False)
     default = copy_process_settings()
-    assert default.processes >= 1 and default.threshold == 10_000
+    assert default.processes >= 1 and default.threshold == 50_000
     for name, bad in (
         (PROCESSES_ENV, "0"),
         (PROCESSES_ENV, "lots"),

@@ -47,7 +47,9 @@ from hmsrepl.storage.rooted import RootedFileSystem
 PROCESSES_ENV = "HMSREPL_COPY_PROCESSES"
 THRESHOLD_ENV = "HMSREPL_COPY_PROCESS_THRESHOLD"
 MAX_PROCESSES = 64
-DEFAULT_THRESHOLD = 10_000
+#: Starting the pool costs about a second of CPU once per load process (the forkserver imports what the
+#: workers need) and a worker copies a small file in about 50 us: below some 50,000 files it does not pay.
+DEFAULT_THRESHOLD = 50_000
 SLICE_FILES = 1_000  # files per slice: a slice's round trip is paid once per 1,000 copies
 SLICES_PER_PROCESS = 2  # in flight per worker: one being copied, one waiting
 FAULT_POINT = "copy_process_file"  # test-only: HMSREPL_FAULT_POINT=copy_process_file@n kills a worker
