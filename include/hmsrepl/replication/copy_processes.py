@@ -55,6 +55,8 @@ SLICES_PER_PROCESS = 2  # in flight per worker: one being copied, one waiting
 FAULT_POINT = "copy_process_file"  # test-only: HMSREPL_FAULT_POINT=copy_process_file@n kills a worker
 
 Outcome = CopyResult | FileLostError
+#: What a worker tells of one staged copy: its size, whether it came from cmroot, whether it was there already.
+Kind = tuple[int, bool, bool]
 
 
 class CopyProcessError(LoadFailedError):
@@ -160,11 +162,6 @@ def stage_in_processes(
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-
-
-Kind = tuple[
-    int, bool, bool
-]  # a staged copy's size, whether it came from cmroot, whether it was there already
 
 
 def _preload() -> list[str]:
