@@ -287,7 +287,7 @@ class LoadEngine:
         naming the cause and the fix; what the failed batch made is removed before its transaction ends.
         """
         lost_mode = lost_files.mode(command.settings)  # a bad setting is refused before anything is read
-        copy_process_settings()
+        copy_process_settings()  # so is a bad number of copy processes
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
         self.verify_signature(dump)

@@ -46,9 +46,8 @@ def stage_ahead(tasks: Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool
         return StagedAhead()
     settings = copy_process_settings()  # a bad setting is refused before anything is staged
     made = _directories_to_make(tasks)
-    big = big_directories(
-        target_files(tasks), tasks, settings
-    )  # partitions whose copies several processes share
+    # Partitions with enough files that several processes share their copies; the rest stays in threads.
+    big = big_directories(target_files(tasks), tasks, settings)
     try:
         # One sync of the file systems for all the copies, before the load's first change, instead of one
         # ``fdatasync`` per file (a partition of 1,000,000 files waited on the journal a million times).
