@@ -12,12 +12,13 @@ directories made for them, and the dump is refused.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import FileLostError
+from hmsrepl.replication.copy_processes import big_directories, copy_process_settings, stage_in_processes
 from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.filecopy import CopyResult, CopyRunner, CopyTask, bound
 from hmsrepl.storage.base import parent_uri
@@ -43,17 +44,28 @@ def stage_ahead(tasks: Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool
     """
     if not tasks:
         return StagedAhead()
+    settings = copy_process_settings()  # a bad setting is refused before anything is staged
     made = _directories_to_make(tasks)
-    workers = target_files(tasks).traits(tasks[0].target_uri).io_parallelism
+    # Partitions with enough files that several processes share their copies; the rest stays in threads.
+    big = big_directories(target_files(tasks), tasks, settings)
     try:
         # One sync of the file systems for all the copies, before the load's first change, instead of one
         # ``fdatasync`` per file (a partition of 1,000,000 files waited on the journal a million times).
-        with deferred_sync("batch"), ThreadPoolExecutor(max_workers=workers) as pool:
-            context = contextvars.copy_context()  # carries the open sync batch into the pool's threads
-            runner = CopyRunner(fresh=made)
-            outcomes = list(
-                bounded_map(pool, lambda task: context.copy().run(_attempt, runner, task), tasks, workers)
-            )
+        outcomes: list[CopyResult | FileLostError | None]
+        with deferred_sync("batch"):
+            if not big:
+                outcomes = list(_in_threads(tasks, made))
+            else:
+                outcomes = [None] * len(tasks)
+                rest = [i for i, t in enumerate(tasks) if parent_uri(t.target_uri) not in big]
+                in_big = ((i, t) for i, t in enumerate(tasks) if parent_uri(t.target_uri) in big)
+                pooled = stage_in_processes(
+                    in_big, len(tasks) - len(rest), frozenset(made), settings.processes
+                )
+                for index, outcome in pooled:
+                    outcomes[index] = outcome
+                for index, outcome in zip(rest, _in_threads([tasks[i] for i in rest], made), strict=True):
+                    outcomes[index] = outcome
     except BaseException:
         remove_staged(tasks, made)
         raise
@@ -76,6 +88,17 @@ def stage_ahead(tasks: Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool
         if isinstance(outcome, CopyResult)
     }
     return StagedAhead(copies, made)
+
+
+def _in_threads(tasks: Sequence[CopyTask], made: Sequence[str]) -> Iterator[CopyResult | FileLostError]:
+    """Staged copies of ``tasks`` by this process's threads (in the open sync batch), in order."""
+    if not tasks:
+        return
+    workers = target_files(tasks).traits(tasks[0].target_uri).io_parallelism
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        context = contextvars.copy_context()  # carries the open sync batch into the pool's threads
+        runner = CopyRunner(fresh=made)
+        yield from bounded_map(pool, lambda task: context.copy().run(_attempt, runner, task), tasks, workers)
 
 
 def _held(result: CopyResult, held: dict[tuple[int, bool, bool], CopyResult]) -> CopyResult:

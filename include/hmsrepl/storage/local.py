@@ -126,6 +126,11 @@ class SyncBatch:
         if self.durability == "batch":
             sync_file_systems(sorted(directories))
 
+    def written(self) -> list[str]:
+        """The directories written to so far (a copy process hands them to its parent's batch)."""
+        with self._lock:
+            return sorted(self._directories)
+
 
 _batch: contextvars.ContextVar[SyncBatch | None] = contextvars.ContextVar("hmsrepl_sync_batch", default=None)
 
@@ -150,6 +155,30 @@ def deferred_sync(durability: Durability = "batch") -> Iterator[SyncBatch | None
     finally:
         _batch.reset(token)
     batch.flush()
+
+
+@contextlib.contextmanager
+def sync_handed_over() -> Iterator[SyncBatch]:
+    """Local writes in this context skip their per-file sync and are not synced on leaving it either: the
+    caller hands ``written()`` to the process that syncs them (``sync_later`` there, before it relies on
+    them). For a copy process working for a load."""
+    batch = SyncBatch("batch")
+    token = _batch.set(batch)
+    try:
+        yield batch
+    finally:
+        _batch.reset(token)
+
+
+def sync_later(directories: Iterable[str]) -> None:
+    """Directories another process wrote to without a sync: synced with this context's open batch, or now
+    when none is open (copy processes leave the sync to the load, one ``syncfs`` for all of them)."""
+    batch = _batch.get()
+    if batch is None:
+        sync_file_systems(directories)
+        return
+    for directory in directories:
+        batch.add(directory)
 
 
 def _start_writeback(fd: int, offset: int, length: int) -> None:
@@ -181,6 +210,7 @@ class LocalFileSystem(FileSystem):
     hard_links = True
     has_directories = True
     writes_in_place = True
+    cpu_bound = True
 
     def list_files(self, uri: str) -> Iterator[FileStatus]:
         """Regular files below ``uri``, sorted by path; nothing else is a data file.

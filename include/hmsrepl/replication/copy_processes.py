@@ -1,0 +1,264 @@
+"""The copies of a big partition staged by several processes, each handed slices of its file list.
+
+Staging one verified copy of a small file costs tens of microseconds of Python (open, hash, write, the
+rooted checks of every path) under one interpreter lock: threads do not add up, and a partition of
+1,000,000 files kept one core busy for minutes while the others idled. Here the files of each partition
+above a threshold go to a bounded pool of worker processes instead, ``SLICE_FILES`` at a time and a few
+slices per process in flight (the file list is never copied whole to a worker, nor held twice).
+
+Each worker opens its own rooted file systems on the same roots (``CopyRunner``), so every path it touches
+is checked as the load's own copies are; it starts from a fresh interpreter (the ``forkserver`` method: no
+database connection or lock of the load is inherited) with the load's environment, and dies with the load.
+Workers skip the per-file sync and hand the directories they wrote to the load's sync batch: one ``syncfs``
+for all copies still makes them durable before the load's first change. A worker that stops (killed, out of
+memory) fails the load with ``CopyProcessError`` naming the slice it was copying; the load then removes every
+copy staged, as on any failure before its first change.
+
+Settings: ``HMSREPL_COPY_PROCESSES`` (1 to ``MAX_PROCESSES``; default the CPUs this process may use; 1: no
+pool), ``HMSREPL_COPY_PROCESS_THRESHOLD`` (files a partition must have for the pool; default
+``DEFAULT_THRESHOLD``: below it, starting processes costs more than they save). Only local replicas use the
+pool: object stores and HDFS wait on the network, which the thread pool already overlaps.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from multiprocessing import forkserver
+
+from hmsrepl.exceptions import FileLostError
+from hmsrepl.faults import fault_point
+from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.replication.failures import LoadFailedError
+from hmsrepl.replication.filecopy import CopyResult, CopyRunner, CopyTask
+from hmsrepl.replication.replications import ReplicationConfigError
+from hmsrepl.storage.base import parent_uri
+from hmsrepl.storage.local import sync_handed_over, sync_later
+from hmsrepl.storage.rooted import RootedFileSystem
+
+PROCESSES_ENV = "HMSREPL_COPY_PROCESSES"
+THRESHOLD_ENV = "HMSREPL_COPY_PROCESS_THRESHOLD"
+MAX_PROCESSES = 64
+#: Starting the pool costs about a second of CPU once per load process (the forkserver imports what the
+#: workers need) and a worker copies a small file in about 50 us: below some 50,000 files it does not pay.
+DEFAULT_THRESHOLD = 50_000
+SLICE_FILES = 1_000  # files per slice: a slice's round trip is paid once per 1,000 copies
+SLICES_PER_PROCESS = 2  # in flight per worker: one being copied, one waiting
+FAULT_POINT = "copy_process_file"  # test-only: HMSREPL_FAULT_POINT=copy_process_file@n kills a worker
+
+Outcome = CopyResult | FileLostError
+#: What a worker tells of one staged copy: its size, whether it came from cmroot, whether it was there already.
+Kind = tuple[int, bool, bool]
+
+
+class CopyProcessError(LoadFailedError):
+    """A copy process stopped before it finished its slice of a partition's files (killed, out of memory):
+    nothing was applied, and the copies staged so far are removed."""
+
+
+@dataclass(frozen=True)
+class CopyProcessSettings:
+    """How many processes copy a big partition's files, and from how many files a partition is big."""
+
+    processes: int
+    threshold: int
+
+
+def copy_process_settings() -> CopyProcessSettings:
+    """The settings from the environment; a bad value is refused (ReplicationConfigError, one line)."""
+    processes = _setting(
+        PROCESSES_ENV, _usable_cpus(), MAX_PROCESSES, f"a number of copy processes from 1 to {MAX_PROCESSES}"
+    )
+    threshold = _setting(
+        THRESHOLD_ENV,
+        DEFAULT_THRESHOLD,
+        2**62,
+        "a number of files (at least 1) from which a partition's copies are spread over processes",
+    )
+    return CopyProcessSettings(processes, threshold)
+
+
+def _setting(name: str, default: int, most: int, meaning: str) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= most:
+        raise ReplicationConfigError(
+            f"{name}={value!r} is not {meaning}: set it so, or unset it for the default"
+        )
+    return number
+
+
+def _usable_cpus() -> int:
+    try:
+        return max(1, min(MAX_PROCESSES, len(os.sched_getaffinity(0))))
+    except AttributeError:  # not Linux
+        return max(1, min(MAX_PROCESSES, os.cpu_count() or 1))
+
+
+def big_directories(
+    fs: RootedFileSystem, tasks: Sequence[CopyTask], settings: CopyProcessSettings
+) -> frozenset[str]:
+    """Target directories (partitions) with at least ``threshold`` of ``tasks``, in stores whose copies are
+    CPU-bound here (``fs``: the replica's): their copies go to the processes. None with one process, or when
+    no partition is that big."""
+    if settings.processes <= 1 or len(tasks) < settings.threshold:
+        return frozenset()
+    counts = Counter(parent_uri(task.target_uri) for task in tasks)
+    return frozenset(
+        directory
+        for directory, files in counts.items()
+        if files >= settings.threshold and fs.traits(directory).cpu_bound
+    )
+
+
+def start_early(settings: CopyProcessSettings, files: int, objects: int) -> None:
+    """Start the workers' forkserver now when a pool is sure to be needed: ``files`` over ``objects`` (a
+    dump's) average at least the threshold, so some partition has that many. It imports the modules the
+    workers need (about a second) while the load checks the dump's files, instead of after."""
+    if settings.processes > 1 and objects > 0 and files >= settings.threshold * objects:
+        _ensure_forkserver(multiprocessing.get_context("forkserver"))
+
+
+def stage_in_processes(
+    indexed: Iterable[tuple[int, CopyTask]], files: int, fresh: frozenset[str], processes: int
+) -> Iterator[tuple[int, Outcome]]:
+    """Stage verified copies of the ``files`` tasks of ``indexed`` in ``processes`` worker processes;
+    yields (index, outcome) in the order of ``indexed``. ``fresh``: directories the load made
+    (``CopyRunner``). Raises the first error a worker raised (FileLostError is an outcome, not an error), or
+    CopyProcessError when a worker stopped; slices not started then are dropped, and those running finish
+    before this returns."""
+    # Every worker gets slices even of a partition just above the threshold; at most SLICE_FILES each.
+    per_slice = max(1, min(SLICE_FILES, files // (processes * SLICES_PER_PROCESS)))
+    context = multiprocessing.get_context("forkserver")
+    # Each worker is forked from the forkserver, a process that never opened a database, with the modules
+    # it needs imported once there.
+    _ensure_forkserver(context)
+    shared: dict[tuple[int, bool, bool], CopyResult] = {}
+    pool = ProcessPoolExecutor(
+        processes, mp_context=context, initializer=_start_worker, initargs=(dict(os.environ),)
+    )
+    pending: deque[tuple[list[int], CopyTask, Future[tuple[list[Kind | FileLostError], list[str]]]]] = deque()
+    try:
+        for indices, tasks in _slices(indexed, per_slice):
+            pending.append((indices, tasks[0], pool.submit(_copy_slice, tasks, fresh)))
+            if len(pending) >= processes * SLICES_PER_PROCESS:
+                yield from _taken(pending.popleft(), shared)
+        while pending:
+            yield from _taken(pending.popleft(), shared)
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _preload() -> list[str]:
+    """Modules the forkserver imports once: this one and the project's modules this process imported. Each
+    worker runs the main module again (every start method does): its imports are then found done. The main
+    module itself is not among them when run by name (``python -m hmsrepl.cli``): it is run, not imported."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    loaded = sorted(m for m in sys.modules if m.startswith("hmsrepl.") and m not in (name, __name__))
+    return [__name__, *loaded]
+
+
+def _ensure_forkserver(context: multiprocessing.context.ForkServerContext) -> None:
+    """Start the forkserver, importing from this process's ``sys.path``: Python 3.11's forkserver ignores
+    the path its parent sends and sees ``PYTHONPATH`` only (a script that put the project on its path made
+    workers that could not import this module)."""
+    context.set_forkserver_preload(_preload())
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def _taken(
+    slice_: tuple[list[int], CopyTask, Future[tuple[list[Kind | FileLostError], list[str]]]],
+    shared: dict[Kind, CopyResult],
+) -> Iterator[tuple[int, Outcome]]:
+    indices, first, future = slice_
+    try:
+        outcomes, written = future.result()
+    except BrokenProcessPool:
+        source = EncodedFileUri.decode(first.encoded).file_uri
+        raise CopyProcessError(
+            f"a copy process stopped (killed, or out of memory) while copying '{source}' or one of the "
+            f"{len(indices) - 1} files after it into '{parent_uri(first.target_uri)}'; nothing was applied and "
+            "the staged copies were removed: run the same REPL LOAD again (HMSREPL_COPY_PROCESSES=1 copies "
+            "in the load's own process)"
+        ) from None
+    sync_later(written)
+    for index, outcome in zip(indices, outcomes, strict=True):
+        if isinstance(outcome, FileLostError):
+            yield index, outcome
+            continue
+        result = shared.get(outcome)
+        if result is None:  # one object per kind of outcome: the load holds one per file until it publishes
+            result = shared[outcome] = CopyResult("", "", *outcome)
+        yield index, result
+
+
+def _slices(indexed: Iterable[tuple[int, CopyTask]], size: int) -> Iterator[tuple[list[int], list[CopyTask]]]:
+    indices: list[int] = []
+    tasks: list[CopyTask] = []
+    for index, task in indexed:
+        indices.append(index)
+        tasks.append(task)
+        if len(tasks) >= size:
+            yield indices, tasks
+            indices, tasks = [], []
+    if tasks:
+        yield indices, tasks
+
+
+# -- in the worker processes ----------------------------------------------------------------------------------
+def _start_worker(environ: dict[str, str]) -> None:
+    """The load's environment (the forkserver's is as old as the first pool), and death with the load."""
+    os.environ.clear()
+    os.environ.update(environ)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """A worker whose load was killed must not copy on, nor wait forever for work: SIGKILL it when its
+    parent (the forkserver, which ends with the load) goes."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):  # not Linux: the pool's own shutdown is all there is
+        pass
+
+
+def _copy_slice(tasks: list[CopyTask], fresh: frozenset[str]) -> tuple[list[Kind | FileLostError], list[str]]:
+    """Stage verified copies of ``tasks``; returns each one's kind (or its FileLostError) and the directories
+    written, which the load syncs. Any other error is raised to the load as it is (its type and message)."""
+    runner = CopyRunner(fresh=fresh)
+    outcomes: list[Kind | FileLostError] = []
+    with sync_handed_over() as batch:
+        for task in tasks:
+            fault_point(FAULT_POINT)
+            try:
+                result = runner(task)
+            except FileLostError as exc:  # reported with the others, as the thread pool does
+                outcomes.append(exc)
+                continue
+            outcomes.append((result.bytes_copied, result.from_cmroot, result.prefetched))
+        return outcomes, batch.written()
