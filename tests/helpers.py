@@ -114,14 +114,22 @@ def side_args(side: str, store: Metastore) -> list[str]:
     ]
 
 
-def repl_run_cli(command: str, target: Metastore, source: Metastore) -> subprocess.CompletedProcess[str]:
-    """``hmsrepl repl run COMMAND`` in a child process against ``target``, with ``source``'s roots."""
-    repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": f"{repo / 'include'}:{repo}"}
+def repl_run_cli(
+    command: str, target: Metastore, source: Metastore, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``hmsrepl repl run COMMAND`` in a child process against ``target``, with ``source``'s roots (and
+    ``options`` after them; ``env``: variables added to this process's environment)."""
     roots = ["--source-warehouse", str(source.config.warehouse), "--source-cmroot", str(source.config.cmroot)]
+    return run_cli("repl", "run", command, *side_args("target", target), *roots, *options, env=env)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``hmsrepl ARGS`` in a child process running this checkout (``env``: variables added to this
+    process's environment); its output captured as text."""
+    repo = Path(__file__).resolve().parents[1]
     return subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command, *side_args("target", target), *roots],
-        env=env,
+        [sys.executable, "-m", "hmsrepl.cli", *args],
+        env={**os.environ, "PYTHONPATH": f"{repo / 'include'}:{repo}", **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,7 +39,14 @@ from hmsrepl.replication.verify import verify
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import RootedFileSystem
-from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, side_args, write_file
+from tests.helpers import (
+    make_partition,
+    make_table,
+    open_replica,
+    open_sqlite_source,
+    repl_run_cli,
+    write_file,
+)
 from tests.security.untouched import tree_hashes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -201,25 +207,7 @@ def test_a_killed_worker_fails_the_load_cleanly_and_the_next_load_completes(
         dump = ReplicationEngine(str(tmp_path / "dumps"), source, target).execute("REPL DUMP shop").dump_dir
 
         def load(**env: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                [
-                    sys.executable,
-                    *(
-                        "-m",
-                        "hmsrepl.cli",
-                        "repl",
-                        "run",
-                        f"REPL LOAD shop_dr FROM '{dump}'",
-                        "--no-progress",
-                    ),
-                    *side_args("target", target),
-                    *("--source-warehouse", source.config.warehouse, "--source-cmroot", source.config.cmroot),
-                ],
-                env={**os.environ, "PYTHONPATH": f"{REPO / 'include'}:{REPO}", **env},
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            return repl_run_cli(f"REPL LOAD shop_dr FROM '{dump}'", target, source, "--no-progress", env=env)
 
         replica_files = tmp_path / "dst_wh"
         before = tree_hashes(replica_files) if replica_files.exists() else {}

@@ -4,9 +4,7 @@ match time limit with the dump's row ending ``failed``, never ``running``."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,32 +12,11 @@ import pytest
 
 from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.policy import ReplicationPolicy
-from tests.helpers import create_db_and_table, make_table, open_sqlite_source, side_args
-from tests.servers import REPO
+from tests.helpers import create_db_and_table, make_table, open_sqlite_source, run_cli, side_args
 
 
 def repl_run(command: str, source_args: list[str], dump_root: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "include"), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hmsrepl.cli",
-            "repl",
-            "run",
-            command,
-            *source_args,
-            "--dump-root",
-            str(dump_root),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return run_cli("repl", "run", command, *source_args, "--dump-root", str(dump_root))
 
 
 @pytest.mark.parametrize("pattern", ["(a+)+", "(a*)*b", r"(\w+\s?)*x", "((t[0-9]+)+)"])

@@ -39,7 +39,7 @@ from hmsrepl.faults import fault_point
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.replication.failures import LoadFailedError
 from hmsrepl.replication.filecopy import CopyResult, CopyRunner, CopyTask
-from hmsrepl.replication.replications import ReplicationConfigError
+from hmsrepl.replication.replications import count_setting
 from hmsrepl.storage.base import parent_uri
 from hmsrepl.storage.local import sync_handed_over, sync_later
 from hmsrepl.storage.rooted import RootedFileSystem
@@ -74,31 +74,16 @@ class CopyProcessSettings:
 
 def copy_process_settings() -> CopyProcessSettings:
     """The settings from the environment; a bad value is refused (ReplicationConfigError, one line)."""
-    processes = _setting(
+    processes = count_setting(
         PROCESSES_ENV, _usable_cpus(), MAX_PROCESSES, f"a number of copy processes from 1 to {MAX_PROCESSES}"
     )
-    threshold = _setting(
+    threshold = count_setting(
         THRESHOLD_ENV,
         DEFAULT_THRESHOLD,
         2**62,
         "a number of files (at least 1) from which a partition's copies are spread over processes",
     )
     return CopyProcessSettings(processes, threshold)
-
-
-def _setting(name: str, default: int, most: int, meaning: str) -> int:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if not 1 <= number <= most:
-        raise ReplicationConfigError(
-            f"{name}={value!r} is not {meaning}: set it so, or unset it for the default"
-        )
-    return number
 
 
 def _usable_cpus() -> int:

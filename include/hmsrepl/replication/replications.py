@@ -8,6 +8,7 @@ REPL grammar before anything runs, and one target database has one policy feedin
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,23 @@ EXAMPLE = '[{"policy": "sales", "target_db": "sales_dr"}]'
 
 class ReplicationConfigError(HmsReplError):
     """The list of replications is malformed; the message names the setting and shows the expected shape."""
+
+
+def count_setting(name: str, default: int, most: int, meaning: str) -> int:
+    """The whole number from 1 to ``most`` in environment variable ``name`` (``default`` when unset); any
+    other value is refused in one line (ReplicationConfigError) saying it must be ``meaning``."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= most:
+        raise ReplicationConfigError(
+            f"{name}={value!r} is not {meaning}: set it so, or unset it for the default"
+        )
+    return number
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ metastore's pool (5 by default, plus its overflow), so larger values wait for co
 from __future__ import annotations
 
 import contextvars
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from hmsrepl.concurrency import bounded_map
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.apply_stats import ApplyStats
-from hmsrepl.replication.replications import ReplicationConfigError
+from hmsrepl.replication.replications import count_setting
 
 if TYPE_CHECKING:
     from hmsrepl.replication.target import TargetWriter
@@ -39,19 +38,14 @@ R = TypeVar("R")
 
 def load_parallelism(store: Metastore) -> int:
     """Tables a bootstrap load into ``store`` writes at once (the setting, else the backend's default)."""
-    value = os.environ.get(PARALLELISM_ENV, "").strip()
-    if not value:
-        return 1 if store.engine.dialect.name == "sqlite" else DEFAULT_PARALLELISM
-    try:
-        workers = int(value)
-    except ValueError:
-        workers = 0
-    if not 1 <= workers <= MAX_PARALLELISM:
-        raise ReplicationConfigError(
-            f"{PARALLELISM_ENV}={value!r} is not a number of tables from 1 to {MAX_PARALLELISM}: set it to "
-            f"how many tables a bootstrap load writes at once (1 on SQLite), or unset it for the default"
-        )
-    return workers
+    default = 1 if store.engine.dialect.name == "sqlite" else DEFAULT_PARALLELISM
+    return count_setting(
+        PARALLELISM_ENV,
+        default,
+        MAX_PARALLELISM,
+        f"a number of tables from 1 to {MAX_PARALLELISM} (how many tables a bootstrap load writes at once; "
+        "1 on SQLite)",
+    )
 
 
 def each_in_parallel(items: Iterable[T], load: Callable[[T], R], workers: int) -> Iterator[R]:
