@@ -52,6 +52,7 @@ from hmsrepl.formats.paths import (
     is_below,
     show,
 )
+from hmsrepl.gc_pause import gc_paused
 from hmsrepl.metastore.event_specs import parse
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import MESSAGE_FORMAT_VERSION
@@ -518,19 +519,22 @@ class DumpValidator:
         pending.layout_format = meta.format
         previous = seen = 0  # event ids ascend through the segments and within each
         for first, segment in self.dump.event_segments(meta.format):
-            for event in self.dump.read_segment(segment, meta.format):
-                event_id = self._event_id(event, first, previous)
-                previous, seen = event_id, seen + 1
-                if seen > self.limits.max_events:
-                    raise self.fail(
-                        EVENTS_DIR,
-                        f"holds more than {self.limits.max_events} events (HMSREPL_DUMP_MAX_EVENTS); "
-                        "dump with a LIMIT",
-                    )
-                if event_id > last_applied:
-                    self._event(event)
-                    pending.ids.append(event_id)
-                    pending.keep(event_id, event.document, event.size, segment)
+            # The kept documents (up to KEEP_EVENT_BYTES of JSON, acyclic) would be rescanned by every full
+            # collection while the walk builds more: the collector waits for each segment's end (``gc_pause``).
+            with gc_paused():
+                for event in self.dump.read_segment(segment, meta.format):
+                    event_id = self._event_id(event, first, previous)
+                    previous, seen = event_id, seen + 1
+                    if seen > self.limits.max_events:
+                        raise self.fail(
+                            EVENTS_DIR,
+                            f"holds more than {self.limits.max_events} events (HMSREPL_DUMP_MAX_EVENTS); "
+                            "dump with a LIMIT",
+                        )
+                    if event_id > last_applied:
+                        self._event(event)
+                        pending.ids.append(event_id)
+                        pending.keep(event_id, event.document, event.size, segment)
         if meta.last_event_id > last_applied and meta.bootstrapped_tables:
             sub = self.dump.bootstrap_part()
             for name in meta.bootstrapped_tables:

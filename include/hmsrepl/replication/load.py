@@ -29,6 +29,7 @@ from hmsrepl.exceptions import (
 )
 from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.paths import InvalidPathError
+from hmsrepl.gc_pause import gc_paused
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
 from hmsrepl.metastore.event_specs import Scope, kinds, parse, spec_of
@@ -742,16 +743,12 @@ class LoadEngine:
         part = has_bootstrap_part(meta)
         cap = meta.last_event_id - 1 if part else meta.last_event_id
         ids = pending.ids
-        chunks = (
-            [
-                (event, parse_event(event))
-                for event in (pending.take(dump, i) for i in ids[start : start + BATCH_EVENTS])
-            ]
-            for start in range(0, len(ids), BATCH_EVENTS)
-        )
+        chunks = parsed_chunks(dump, pending)
         holds = Holds.from_metadata(meta, dump.uri)
         for batch, published in commit_batches(chunks, holds, cap):
-            with self._batch(writer):
+            # A batch builds many short-lived objects while the validated documents wait for later
+            # batches: full collections would rescan those each time. The collector runs between batches.
+            with gc_paused(), self._batch(writer):
                 position = writer.locked_last_id()  # another load may have got further meanwhile
                 batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
                 if not batch:
@@ -803,6 +800,21 @@ class LoadEngine:
                 if writer.locked_last_id() < meta.last_event_id:  # never move a replica backwards
                     writer.set_last_id(meta.last_event_id)
         return result
+
+
+def parsed_chunks(dump: DumpDir, pending: PendingEvents) -> Iterator[EventBatch]:
+    """The pending events with their typed messages, ``BATCH_EVENTS`` at a time, in order.
+
+    Each chunk is parsed with the collector paused (``gc_pause``): the messages hold no cycles, and the
+    documents still waiting would be rescanned by every full collection the parsing triggers."""
+    ids = pending.ids
+    for start in range(0, len(ids), BATCH_EVENTS):
+        with gc_paused():
+            chunk = [
+                (event, parse_event(event))
+                for event in (pending.take(dump, i) for i in ids[start : start + BATCH_EVENTS])
+            ]
+        yield chunk
 
 
 def in_place_tables(messages: Iterable[Message[Any]]) -> frozenset[str]:
