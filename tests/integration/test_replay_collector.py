@@ -19,7 +19,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.event_specs import UnknownEventTypeError
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication import dump as dump_module
-from hmsrepl.replication.dump_events import DumpEvent
+from hmsrepl.replication.dump_events import DumpEvent, ParsedEvents
 from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import DumpDir
@@ -120,3 +120,35 @@ def test_a_dump_with_a_limit_parses_no_event_past_it(
     with pytest.raises(UnknownEventTypeError, match="FROM_THE_FUTURE"):
         engine.execute(f"REPL DUMP g FROM {start} {METADATA_ONLY}")
     assert gc.isenabled()
+
+
+def test_a_dump_parses_each_event_once_for_both_of_its_passes(
+    source: Metastore, target: Metastore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    start = _bootstrap_then_events(source, engine, 10)
+    parse = DumpEvent.of
+    parsed: list[int] = []
+
+    def of(row: Any) -> DumpEvent[Any]:
+        parsed.append(row.event_id)
+        return parse(row)
+
+    monkeypatch.setattr(dump_module.DumpEvent, "of", staticmethod(of))
+    dumped = engine.execute(f"REPL DUMP g FROM {start} {METADATA_ONLY}")
+    assert sorted(parsed) == list(range(start + 1, start + 11))  # planned and written from one parse
+    monkeypatch.undo()
+    loaded = engine.execute(f"REPL LOAD g FROM '{dumped.dump_dir}'")
+    assert loaded.events_applied == 10
+
+
+def test_a_kept_event_is_handed_over_only_for_the_row_it_was_parsed_from(source: Metastore) -> None:
+    source.catalog.create_database(Database(name="k"))
+    [row] = source.events.next_events(0, db_name="k")
+    parsed = ParsedEvents(room=1)
+    first = parsed.parse(row, keep=True)
+    assert parsed.parse(row, keep=False) is first  # the same row: handed over, once
+    assert parsed.parse(row, keep=False) is not first
+    parsed.parse(row, keep=True)
+    other = row._replace(db_name="planted")  # same id, another row
+    assert parsed.parse(other, keep=False).event.db_name == "planted"  # parsed afresh

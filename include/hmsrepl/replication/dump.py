@@ -12,6 +12,7 @@ current state) and beside it the files that event adds (``Message.files``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import time
@@ -27,7 +28,7 @@ from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.gc_pause import gc_paused
 from hmsrepl.metastore.bulk_reads import table_pages
 from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds
-from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.messages import (
     AddPartitionMessage,
     AlterDatabaseMessage,
@@ -47,7 +48,7 @@ from hmsrepl.replication.column_stats import dump_column_stats
 from hmsrepl.replication.commands import CommandError, DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.crossing import crossing_relevant, enters, leaves, may_enter
-from hmsrepl.replication.dump_events import DumpEvent
+from hmsrepl.replication.dump_events import DumpEvent, ParsedEvents
 from hmsrepl.replication.dump_tally import DumpTally
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
@@ -350,6 +351,7 @@ class DumpEngine:
         *,
         with_markers: bool = False,
         whole_pages: bool = True,
+        parse: Callable[[NotificationEvent], DumpEvent[Any]] | None = None,
     ) -> Iterator[DumpEvent[Any]]:
         """The policy's events in (after, upto], as dumps write them: the database's events merged with
         the database-less txn events (two indexed reads per page, never the whole log), and the other
@@ -358,7 +360,9 @@ class DumpEngine:
         ``with_markers``: commits get their empty overwrites' markers, a metastore lookup and a listing each
         (``acid_replay.prepare_for_dump``); only the pass that writes events needs them, not planning or
         consolidation. ``whole_pages``: each page is parsed before its first event is yielded; a caller that
-        may stop early (a LIMIT) passes False, so no event past its stop is parsed or prepared."""
+        may stop early (a LIMIT) passes False, so no event past its stop is parsed or prepared. ``parse``:
+        how a row becomes an event (``ParsedEvents`` hands the planning pass's to the writing pass)."""
+        parse = parse or DumpEvent.of
         last = after
         log_ = self.source.events
         while last < upto:
@@ -377,7 +381,7 @@ class DumpEngine:
                 prepared
                 for prepared in (
                     acid_replay.prepare_for_dump(event, policy, self.source if with_markers else None)
-                    for event in map(DumpEvent.of, merged)  # parsed once: every later step reads it
+                    for event in map(parse, merged)  # parsed once: every later step reads it
                     if relevant(event, policy)
                 )
                 if prepared is not None
@@ -427,7 +431,14 @@ class DumpEngine:
         last = upto
         with self.clock.stage("plan"):
             limit = command.limit
-            events = self._events(policy, command.from_event_id, upto, whole_pages=limit is None)
+            parsed = ParsedEvents(PAGE)  # for the writing pass
+            events = self._events(
+                policy,
+                command.from_event_id,
+                upto,
+                whole_pages=limit is None,
+                parse=functools.partial(parsed.parse, keep=True),
+            )
             # In chunks, each summarized with the collector paused (``gc_pause``); with a LIMIT a chunk
             # ends at it, so no event past it is read from the generator.
             for chunk in chunks(
@@ -449,7 +460,13 @@ class DumpEngine:
             segments = SegmentWriter(
                 lambda first, lines: futures.append(pool.submit(dump.write_segment, first, lines))
             )
-            events = self._events(policy, command.from_event_id, last, with_markers=True)
+            events = self._events(
+                policy,
+                command.from_event_id,
+                last,
+                with_markers=True,
+                parse=functools.partial(parsed.parse, keep=False),
+            )
             for chunk in chunks(events, lambda: WRITE_CHUNK):
                 with gc_paused():  # the chunk's documents are built at once, collected after (``gc_pause``)
                     for event in chunk:
