@@ -1,8 +1,9 @@
-"""A metadata replay's dump and load run their bursts of parsing and applying with the cyclic collector paused.
+"""A metadata replay's client work per event: the cyclic collector paused for bursts, each event parsed once.
 
 Every full collection rescans every live object: the documents a load validated and keeps for its apply,
 the page of events a dump reads. Collections are left to the ends of segments, pages and batches, the
-collector is back on after a replay however it ends, and a dump with a LIMIT parses no event past it.
+collector is back on after a replay however it ends, and a dump with a LIMIT parses no event past it. A
+dump's writing pass takes the events its planning pass parsed, each only for the row it was parsed from.
 """
 
 from __future__ import annotations
