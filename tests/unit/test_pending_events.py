@@ -63,6 +63,44 @@ def test_documents_past_the_budget_are_read_again_from_their_segment(tmp_path: P
     assert [pending.take(dump, i)["db"] for i in pending.ids] == ["kept", "read"]
 
 
+def event_v2(event_id: int, db: str = "db") -> dict[str, Any]:
+    """An event of the current message format, whose data changes validation parses into its message."""
+    document = event(event_id, db)
+    document["message"]["v"] = 2
+    return document
+
+
+def test_the_apply_gets_the_message_validation_parsed_from_the_kept_document(tmp_path: Path) -> None:
+    dump = DumpDir(str(tmp_path / "dump"))
+    write_events(dump, [event_v2(i) for i in range(1, 4)])
+    pending = validate(dump, 3, last_applied=1)
+    assert pending.messages.keys() == {2, 3}  # parsed once, by validation
+    parsed = pending.messages[3]
+    write_events(dump, [event_v2(1), event_v2(2, db="changed after the check"), event_v2(3)])
+    document, message = pending.take_parsed(dump, 2)
+    assert (document["db"], message.db_name, message.database.name) == ("db", "db", "db")
+    assert pending.message(dump, 3) is parsed and pending.take_parsed(dump, 3)[1] is parsed
+    assert not pending.messages and not pending.documents  # taken once: no longer held
+
+
+def test_a_document_read_again_is_parsed_again_not_given_the_message_offered_with_it(tmp_path: Path) -> None:
+    dump = DumpDir(str(tmp_path / "dump"))
+    write_events(dump, [event_v2(1, db="kept"), event_v2(2, db="kept")])
+    checked = validate(dump, 2).messages
+    size = len(encode_event(event_v2(1), []))
+    pending = PendingEvents(ids=[1, 2], budget=size)
+    segment = DumpLayout.segment(1)
+    pending.keep(1, event_v2(1, db="kept"), size, segment, checked[1])
+    pending.keep(2, event_v2(2, db="kept"), size, segment, checked[2])  # over the budget: not kept
+    assert pending.messages.keys() == {1}  # a message is kept only with its document
+    write_events(dump, [event_v2(1, db="read"), event_v2(2, db="read")])
+    taken = [pending.take_parsed(dump, i) for i in pending.ids]
+    assert [(document["db"], message.db_name) for document, message in taken] == [
+        ("kept", "kept"),
+        ("read", "read"),
+    ]
+
+
 def test_events_are_written_a_thousand_a_segment_and_read_back_in_order(tmp_path: Path) -> None:
     dump = DumpDir(str(tmp_path / "dump"))
     count = 2 * SEGMENT_EVENTS + 5

@@ -12,6 +12,8 @@ current state) and beside it the files that event adds (``Message.files``).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import logging
 import time
 import uuid
@@ -23,9 +25,10 @@ from typing import Any
 from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
+from hmsrepl.gc_pause import gc_paused
 from hmsrepl.metastore.bulk_reads import table_pages
 from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds
-from hmsrepl.metastore.events import EventType
+from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.messages import (
     AddPartitionMessage,
     AlterDatabaseMessage,
@@ -45,7 +48,7 @@ from hmsrepl.replication.column_stats import dump_column_stats
 from hmsrepl.replication.commands import CommandError, DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
 from hmsrepl.replication.crossing import crossing_relevant, enters, leaves, may_enter
-from hmsrepl.replication.dump_events import DumpEvent
+from hmsrepl.replication.dump_events import DumpEvent, ParsedEvents
 from hmsrepl.replication.dump_tally import DumpTally
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
@@ -64,6 +67,7 @@ from hmsrepl.storage.base import join_uri
 log = logging.getLogger(__name__)
 
 PAGE = 10_000
+WRITE_CHUNK = 1_000  # events a dump encodes with the collector paused, at most
 WRITERS = 8
 METADATA_ONLY = "hive.repl.dump.metadata.only"
 INCLUDE_EXTERNAL = "hive.repl.include.external.tables"
@@ -340,7 +344,14 @@ class DumpEngine:
         run.finish()
 
     def _events(
-        self, policy: ReplicationPolicy, after: int, upto: int, *, with_markers: bool = False
+        self,
+        policy: ReplicationPolicy,
+        after: int,
+        upto: int,
+        *,
+        with_markers: bool = False,
+        whole_pages: bool = True,
+        parse: Callable[[NotificationEvent], DumpEvent[Any]] | None = None,
     ) -> Iterator[DumpEvent[Any]]:
         """The policy's events in (after, upto], as dumps write them: the database's events merged with
         the database-less txn events (two indexed reads per page, never the whole log), and the other
@@ -348,7 +359,10 @@ class DumpEngine:
 
         ``with_markers``: commits get their empty overwrites' markers, a metastore lookup and a listing each
         (``acid_replay.prepare_for_dump``); only the pass that writes events needs them, not planning or
-        consolidation."""
+        consolidation. ``whole_pages``: each page is parsed before its first event is yielded; a caller that
+        may stop early (a LIMIT) passes False, so no event past its stop is parsed or prepared. ``parse``:
+        how a row becomes an event (``ParsedEvents`` hands the planning pass's to the writing pass)."""
+        parse = parse or DumpEvent.of
         last = after
         log_ = self.source.events
         while last < upto:
@@ -363,14 +377,21 @@ class DumpEngine:
             merged = sorted(
                 (e for e in (*own, *txn, *entering) if e.event_id <= bound), key=lambda e: e.event_id
             )
-            for row in merged:
-                event = DumpEvent.of(row)  # parsed once: every later step reads this message
-                if relevant(event, policy):
-                    prepared = acid_replay.prepare_for_dump(
-                        event, policy, self.source if with_markers else None
-                    )
-                    if prepared is not None:
-                        yield prepared
+            page: Iterable[DumpEvent[Any]] = (
+                prepared
+                for prepared in (
+                    acid_replay.prepare_for_dump(event, policy, self.source if with_markers else None)
+                    for event in map(parse, merged)  # parsed once: every later step reads it
+                    if relevant(event, policy)
+                )
+                if prepared is not None
+            )
+            if whole_pages:
+                # Parsed with the collector paused: the messages hold no cycles, and full collections would
+                # rescan the page's rows and the window's summaries every few hundred events (``gc_pause``).
+                with gc_paused():
+                    page = list(page)
+            yield from page
             if not own and not txn and not moves:
                 return
             last = bound
@@ -409,10 +430,25 @@ class DumpEngine:
         planner = WindowPlanner(policy, command.replaced_policy)
         last = upto
         with self.clock.stage("plan"):
-            for event in self._events(policy, command.from_event_id, upto):
-                planner.feed(summarize(event))
-                if command.limit is not None and len(planner.summaries) >= command.limit:
-                    last = event.event_id
+            limit = command.limit
+            parsed = ParsedEvents(PAGE)  # for the writing pass
+            events = self._events(
+                policy,
+                command.from_event_id,
+                upto,
+                whole_pages=limit is None,
+                parse=functools.partial(parsed.parse, keep=True),
+            )
+            # In chunks, each summarized with the collector paused (``gc_pause``); with a LIMIT a chunk
+            # ends at it, so no event past it is read from the generator.
+            for chunk in chunks(
+                events, lambda: WRITE_CHUNK if limit is None else limit - len(planner.summaries)
+            ):
+                with gc_paused():
+                    for event in chunk:
+                        planner.feed(summarize(event))
+                if limit is not None and len(planner.summaries) >= limit:
+                    last = chunk[-1].event_id
                     break
             last = bootstrap_in_window(self, dump, planner, last, with_data=with_data, external=external)
             plan = planner.plan(compacting=compacting, with_data=with_data, last=last)
@@ -424,12 +460,22 @@ class DumpEngine:
             segments = SegmentWriter(
                 lambda first, lines: futures.append(pool.submit(dump.write_segment, first, lines))
             )
-            for event in self._events(policy, command.from_event_id, last, with_markers=True):
-                written = plan.rewrite(event)
-                if written is not None:
-                    listed = written.message.files() if with_data else []
-                    segments.add(written.event_id, event_document(written), listed)
-                    count, files, size = count + 1, files + len(listed), size + referenced_bytes(listed)
+            events = self._events(
+                policy,
+                command.from_event_id,
+                last,
+                with_markers=True,
+                parse=functools.partial(parsed.parse, keep=False),
+            )
+            for chunk in chunks(events, lambda: WRITE_CHUNK):
+                with gc_paused():  # the chunk's documents are built at once, collected after (``gc_pause``)
+                    for event in chunk:
+                        written = plan.rewrite(event)
+                        if written is not None:
+                            listed = written.message.files() if with_data else []
+                            segments.add(written.event_id, event_document(written), listed)
+                            count, files = count + 1, files + len(listed)
+                            size += referenced_bytes(listed)
             segments.flush()
             for future in futures:
                 future.result()
@@ -447,6 +493,13 @@ class DumpEngine:
         return DumpResult(
             dump.uri, last, events=count, tables=tables, partitions=partitions, files=files, bytes=size
         )
+
+
+def chunks(events: Iterator[DumpEvent[Any]], size: Callable[[], int]) -> Iterator[list[DumpEvent[Any]]]:
+    """``events`` in lists of ``size()`` (asked before each list, at most ``WRITE_CHUNK``), the last one
+    shorter; no event is read past a list's end before the next is asked for."""
+    while chunk := list(itertools.islice(events, min(size(), WRITE_CHUNK))):
+        yield chunk
 
 
 def check_window_start(command: DumpCommand, current: int) -> None:

@@ -58,3 +58,28 @@ class DumpEvent(Generic[M]):
     def without_data(self) -> DumpEvent[Any]:
         """The same event without its data change (the load applies its metadata only)."""
         return self.rewritten(self.message.body.without_data())
+
+
+class ParsedEvents:
+    """Events the planning pass of a dump parsed, handed to the writing pass so it parses them no second time.
+
+    Both passes read the same rows of the log; parsing one (inflating and decoding its message) is most of
+    a dump's work per event. At most ``room`` events are kept (the start of a long window; the rest are
+    parsed again), and one is handed over only for a row equal to the one it was parsed from, id, type and
+    message text included: a row that differs is parsed afresh, never answered from this memory.
+    """
+
+    def __init__(self, room: int) -> None:
+        self._kept: dict[int, DumpEvent[Any]] = {}
+        self._room = room
+
+    def parse(self, row: NotificationEvent, *, keep: bool) -> DumpEvent[Any]:
+        """The parsed event of ``row``: the kept one (given up: each is handed over once), else parsed now
+        and, with ``keep`` and room left, kept for the next pass."""
+        kept = self._kept.pop(row.event_id, None)
+        if kept is not None and kept.event == row:
+            return kept
+        event = DumpEvent.of(row)
+        if keep and len(self._kept) < self._room:
+            self._kept[row.event_id] = event
+        return event

@@ -52,9 +52,10 @@ from hmsrepl.formats.paths import (
     is_below,
     show,
 )
+from hmsrepl.gc_pause import gc_paused
 from hmsrepl.metastore.event_specs import parse
 from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.messages import MESSAGE_FORMAT_VERSION
+from hmsrepl.metastore.messages import MESSAGE_FORMAT_VERSION, Message
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.metastore.names import identifier_problem, partition_problem
 from hmsrepl.replication.dump_ownership import DumpOwnership
@@ -388,21 +389,34 @@ class PendingEvents:
     The apply takes each event's document from here instead of reading and parsing it again: it then
     applies exactly the document that was checked, even if the dump directory changes meanwhile. Documents
     are kept up to ``budget`` bytes of JSON (memory stays bounded for any dump size); an event past it is
-    read again from its segment (``segments``), a segment at a time.
+    read again from its segment (``segments``), a segment at a time. With a kept document goes the typed
+    message validation parsed from it (``messages``; about a third of the document's memory), so neither
+    the pre-flight nor the apply parses it again; a document read again is parsed again.
     """
 
     ids: list[int] = field(default_factory=list)
     documents: dict[int, dict[str, Any]] = field(default_factory=dict)
+    messages: dict[int, Message[Any]] = field(default_factory=dict)  # parsed from ``documents``' own
     segments: dict[int, str] = field(default_factory=dict)  # event id -> its segment, for events not kept
     layout_format: int = FORMAT_VERSION
     budget: int = KEEP_EVENT_BYTES
     _reread: tuple[str, dict[int, dict[str, Any]]] = ("", {})  # the segment read again last, by event id
 
-    def keep(self, event_id: int, document: dict[str, Any], size: int, segment: str) -> None:
-        """Keep a checked document while the budget lasts (the apply reads the others again)."""
+    def keep(
+        self,
+        event_id: int,
+        document: dict[str, Any],
+        size: int,
+        segment: str,
+        message: Message[Any] | None = None,
+    ) -> None:
+        """Keep a checked document while the budget lasts (the apply reads the others again), and the
+        message validation parsed from that same document, if it parsed one."""
         if size <= self.budget:
             self.budget -= size
             self.documents[event_id] = document
+            if message is not None:
+                self.messages[event_id] = message
         else:
             self.segments[event_id] = segment
 
@@ -422,6 +436,22 @@ class PendingEvents:
         document = self.document(dump, event_id)
         self.documents.pop(event_id, None)
         return document
+
+    def message(self, dump: DumpDir, event_id: int) -> Message[Any]:
+        """The event's typed message: the one parsed from the kept document, else parsed from the document."""
+        kept = self.messages.get(event_id)
+        return kept if kept is not None else event_message(self.document(dump, event_id))
+
+    def take_parsed(self, dump: DumpDir, event_id: int) -> tuple[dict[str, Any], Message[Any]]:
+        """The event's document and typed message, no longer kept here (``take``)."""
+        message = self.message(dump, event_id)
+        self.messages.pop(event_id, None)
+        return self.take(dump, event_id), message
+
+
+def event_message(event: dict[str, Any]) -> Message[Any]:
+    """The typed message of a dumped event's document."""
+    return parse(event["event_type"], event["message"], event.get("db"), event.get("table"))
 
 
 @dataclass
@@ -518,19 +548,22 @@ class DumpValidator:
         pending.layout_format = meta.format
         previous = seen = 0  # event ids ascend through the segments and within each
         for first, segment in self.dump.event_segments(meta.format):
-            for event in self.dump.read_segment(segment, meta.format):
-                event_id = self._event_id(event, first, previous)
-                previous, seen = event_id, seen + 1
-                if seen > self.limits.max_events:
-                    raise self.fail(
-                        EVENTS_DIR,
-                        f"holds more than {self.limits.max_events} events (HMSREPL_DUMP_MAX_EVENTS); "
-                        "dump with a LIMIT",
-                    )
-                if event_id > last_applied:
-                    self._event(event)
-                    pending.ids.append(event_id)
-                    pending.keep(event_id, event.document, event.size, segment)
+            # The kept documents (up to KEEP_EVENT_BYTES of JSON, acyclic) would be rescanned by every full
+            # collection while the walk builds more: the collector waits for each segment's end (``gc_pause``).
+            with gc_paused():
+                for event in self.dump.read_segment(segment, meta.format):
+                    event_id = self._event_id(event, first, previous)
+                    previous, seen = event_id, seen + 1
+                    if seen > self.limits.max_events:
+                        raise self.fail(
+                            EVENTS_DIR,
+                            f"holds more than {self.limits.max_events} events (HMSREPL_DUMP_MAX_EVENTS); "
+                            "dump with a LIMIT",
+                        )
+                    if event_id > last_applied:
+                        message = self._event(event)
+                        pending.ids.append(event_id)
+                        pending.keep(event_id, event.document, event.size, segment, message)
         if meta.last_event_id > last_applied and meta.bootstrapped_tables:
             sub = self.dump.bootstrap_part()
             for name in meta.bootstrapped_tables:
@@ -703,7 +736,8 @@ class DumpValidator:
             )
         return event_id
 
-    def _event(self, event: DumpedEvent) -> None:
+    def _event(self, event: DumpedEvent) -> Message[Any] | None:
+        """Check one event; its typed message when the checks parsed one (format 2 and later)."""
         where, doc = event.where, event.document
         kind = doc.get("event_type")
         if kind not in self.known_event_types:
@@ -727,15 +761,17 @@ class DumpValidator:
                 self._name("table" if key == "table" else "database", doc[key], where)
         self.report.events += 1
         self._message(body, where)
-        if version >= 2:
-            self._changes(kind, body, where)
+        message = self._changes(doc, where) if version >= 2 else None
         if not isinstance(event.files, list):
             raise self.fail(where, "files is not a list")
         for encoded in event.files:
             self._entry(encoded, None, f"{where} files")
+        return message
 
-    def _changes(self, kind: str, body: dict[str, Any], where: str) -> None:
-        """A format-2 message's data changes: files added below their own object, removed paths below it."""
+    def _changes(self, event: dict[str, Any], where: str) -> Message[Any]:
+        """A format-2 message's data changes: files added below their own object, removed paths below it.
+        Returns the message, parsed as the apply parses it (``event_message``)."""
+        body = event["message"]
         docs = body.get("data")
         for doc in docs if isinstance(docs, list) else [docs]:
             if doc is None:
@@ -745,7 +781,8 @@ class DumpValidator:
             if not ok:
                 raise self.fail(where, "data change is malformed (added, removed, count or digest)")
         try:
-            objects = parse(kind, body).objects()
+            message = event_message(event)
+            objects = message.objects()
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self.fail(where, f"data change does not match the message's objects: {exc}") from None
         for obj in objects:
@@ -760,6 +797,7 @@ class DumpValidator:
                     raise self.fail(where, str(exc)) from None
                 if not removed:
                     raise self.fail(where, "a removed file has an empty path")
+        return message
 
     def _message(self, body: dict[str, Any], where: str) -> None:
         """Every snapshot and file list an event message holds, whatever its type."""

@@ -29,9 +29,10 @@ from hmsrepl.exceptions import (
 )
 from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.paths import InvalidPathError
+from hmsrepl.gc_pause import gc_paused
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
-from hmsrepl.metastore.event_specs import Scope, kinds, parse, spec_of
+from hmsrepl.metastore.event_specs import Scope, kinds, spec_of
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import (
     AddPartitionMessage,
@@ -74,6 +75,7 @@ from hmsrepl.replication.dump_validation import (
     TargetPlace,
     ValidationReport,
     check_local_source_file,
+    event_message,
 )
 from hmsrepl.replication.failures import explain_load_failure, fault_point
 from hmsrepl.replication.filecopy import CopyTask, available_source
@@ -451,7 +453,7 @@ class LoadEngine:
         """(source location, files) of every object the pending events and the dump's bootstrap part write."""
         objects: list[tuple[str | None, Sequence[str]]] = []
         for event_id in pending.ids:
-            objects.extend(objects_to_copy(parse_event(pending.document(dump, event_id))))
+            objects.extend(objects_to_copy(pending.message(dump, event_id)))
         if last < meta.last_event_id:  # tables bootstrapped inside the incremental dump
             objects.extend(bootstrap_part_objects(dump, meta))
         return objects
@@ -722,7 +724,7 @@ class LoadEngine:
     @staticmethod
     def _pending_messages(dump: DumpDir, pending: PendingEvents) -> Iterator[tuple[int, Message[Any]]]:
         for event_id in pending.ids:
-            yield event_id, parse_event(pending.document(dump, event_id))
+            yield event_id, pending.message(dump, event_id)
 
     def _apply_events(
         self,
@@ -742,16 +744,12 @@ class LoadEngine:
         part = has_bootstrap_part(meta)
         cap = meta.last_event_id - 1 if part else meta.last_event_id
         ids = pending.ids
-        chunks = (
-            [
-                (event, parse_event(event))
-                for event in (pending.take(dump, i) for i in ids[start : start + BATCH_EVENTS])
-            ]
-            for start in range(0, len(ids), BATCH_EVENTS)
-        )
+        chunks = parsed_chunks(dump, pending)
         holds = Holds.from_metadata(meta, dump.uri)
         for batch, published in commit_batches(chunks, holds, cap):
-            with self._batch(writer):
+            # A batch builds many short-lived objects while the validated documents wait for later
+            # batches: full collections would rescan those each time. The collector runs between batches.
+            with gc_paused(), self._batch(writer):
                 position = writer.locked_last_id()  # another load may have got further meanwhile
                 batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
                 if not batch:
@@ -803,6 +801,19 @@ class LoadEngine:
                 if writer.locked_last_id() < meta.last_event_id:  # never move a replica backwards
                     writer.set_last_id(meta.last_event_id)
         return result
+
+
+def parsed_chunks(dump: DumpDir, pending: PendingEvents) -> Iterator[EventBatch]:
+    """The pending events with their typed messages, ``BATCH_EVENTS`` at a time, in order: the messages
+    validation parsed, or parsed here for documents read again.
+
+    Each chunk is taken with the collector paused (``gc_pause``): the messages hold no cycles, and the
+    documents still waiting would be rescanned by every full collection the parsing triggers."""
+    ids = pending.ids
+    for start in range(0, len(ids), BATCH_EVENTS):
+        with gc_paused():
+            chunk = [pending.take_parsed(dump, i) for i in ids[start : start + BATCH_EVENTS]]
+        yield chunk
 
 
 def in_place_tables(messages: Iterable[Message[Any]]) -> frozenset[str]:
@@ -1271,7 +1282,7 @@ NOT_YET_REPLAYED = kinds(replayed=False)
 
 def parse_event(event: dict[str, Any]) -> Message[Any]:
     """The typed message of a dumped event (parsed once per event, for every step of its load)."""
-    return parse(event["event_type"], event["message"], event.get("db"), event.get("table"))
+    return event_message(event)
 
 
 def apply_event(
