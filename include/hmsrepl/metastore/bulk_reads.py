@@ -33,6 +33,9 @@ _TABLES = (
     .where(dbs.c.name == bindparam("db_name"))
     .order_by(tbls.c.tbl_name)
 )
+_NAMED_TABLES = _TABLES.where(in_list_parameter(tbls.c.tbl_name, "names"))
+#: At most this many names are read by name (one parameter each on SQLite and MariaDB); more, with all tables.
+NAMED_TABLES = 500
 _PAGE = (
     select(partitions.c.tbl_id, partitions.c.doc, partitions.c.write_id, partitions.c.part_name)
     .where(
@@ -71,11 +74,15 @@ def table_pages(
     connection is held while the caller works on a page). Consume a table's pages before the next table's:
     pages left unread are skipped (a partitioned table's pages come only from the scan of its group).
     """
+    ordered = list(dict.fromkeys(name.lower() for name in names))
+    # A few of a database's tables (a dump process's slice) are read by name, not with all of their database.
+    by_name = len(ordered) <= NAMED_TABLES
+    statement, params = (_NAMED_TABLES, {"names": ordered}) if by_name else (_TABLES, {})
     with events.reader() as conn:
         found = {
-            row.tbl_name: _table_from_row(row) for row in conn.execute(_TABLES, {"db_name": db_name.lower()})
+            row.tbl_name: _table_from_row(row)
+            for row in conn.execute(statement, {"db_name": db_name.lower(), **params})
         }
-    ordered = list(dict.fromkeys(name.lower() for name in names))
     for start in range(0, len(ordered), TABLES_PER_GROUP):
         group = ordered[start : start + TABLES_PER_GROUP]
         for name in group:

@@ -22,17 +22,11 @@ pool: object stores and HDFS wait on the network, which the thread pool already 
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
-import os
-import signal
-import sys
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from multiprocessing import forkserver
 
 from hmsrepl.exceptions import FileLostError
 from hmsrepl.faults import fault_point
@@ -43,6 +37,7 @@ from hmsrepl.replication.replications import count_setting
 from hmsrepl.storage.base import parent_uri
 from hmsrepl.storage.local import sync_handed_over, sync_later
 from hmsrepl.storage.rooted import RootedFileSystem
+from hmsrepl.worker_processes import start_forkserver, usable_cpus, worker_pool
 
 PROCESSES_ENV = "HMSREPL_COPY_PROCESSES"
 THRESHOLD_ENV = "HMSREPL_COPY_PROCESS_THRESHOLD"
@@ -75,7 +70,10 @@ class CopyProcessSettings:
 def copy_process_settings() -> CopyProcessSettings:
     """The settings from the environment; a bad value is refused (ReplicationConfigError, one line)."""
     processes = count_setting(
-        PROCESSES_ENV, _usable_cpus(), MAX_PROCESSES, f"a number of copy processes from 1 to {MAX_PROCESSES}"
+        PROCESSES_ENV,
+        usable_cpus(MAX_PROCESSES),
+        MAX_PROCESSES,
+        f"a number of copy processes from 1 to {MAX_PROCESSES}",
     )
     threshold = count_setting(
         THRESHOLD_ENV,
@@ -84,13 +82,6 @@ def copy_process_settings() -> CopyProcessSettings:
         "a number of files (at least 1) from which a partition's copies are spread over processes",
     )
     return CopyProcessSettings(processes, threshold)
-
-
-def _usable_cpus() -> int:
-    try:
-        return max(1, min(MAX_PROCESSES, len(os.sched_getaffinity(0))))
-    except AttributeError:  # not Linux
-        return max(1, min(MAX_PROCESSES, os.cpu_count() or 1))
 
 
 def big_directories(
@@ -114,7 +105,7 @@ def start_early(settings: CopyProcessSettings, files: int, objects: int) -> None
     dump's) average at least the threshold, so some partition has that many. It imports the modules the
     workers need (about a second) while the load checks the dump's files, instead of after."""
     if settings.processes > 1 and objects > 0 and files >= settings.threshold * objects:
-        _ensure_forkserver(multiprocessing.get_context("forkserver"))
+        start_forkserver()
 
 
 def stage_in_processes(
@@ -127,14 +118,9 @@ def stage_in_processes(
     before this returns."""
     # Every worker gets slices even of a partition just above the threshold; at most SLICE_FILES each.
     per_slice = max(1, min(SLICE_FILES, files // (processes * SLICES_PER_PROCESS)))
-    context = multiprocessing.get_context("forkserver")
-    # Each worker is forked from the forkserver, a process that never opened a database, with the modules
-    # it needs imported once there.
-    _ensure_forkserver(context)
     shared: dict[tuple[int, bool, bool], CopyResult] = {}
-    pool = ProcessPoolExecutor(
-        processes, mp_context=context, initializer=_start_worker, initargs=(dict(os.environ),)
-    )
+    # Workers forked from a process that never opened a database (``worker_processes``).
+    pool = worker_pool(processes)
     pending: deque[tuple[list[int], CopyTask, Future[tuple[list[Kind | FileLostError], list[str]]]]] = deque()
     try:
         for indices, tasks in _slices(indexed, per_slice):
@@ -147,32 +133,6 @@ def stage_in_processes(
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-
-
-def _preload() -> list[str]:
-    """Modules the forkserver imports once: this one and the project's modules this process imported. Each
-    worker runs the main module again (every start method does): its imports are then found done. The main
-    module itself is not among them when run by name (``python -m hmsrepl.cli``): it is run, not imported."""
-    main = sys.modules.get("__main__")
-    name = getattr(getattr(main, "__spec__", None), "name", None)
-    loaded = sorted(m for m in sys.modules if m.startswith("hmsrepl.") and m not in (name, __name__))
-    return [__name__, *loaded]
-
-
-def _ensure_forkserver(context: multiprocessing.context.ForkServerContext) -> None:
-    """Start the forkserver, importing from this process's ``sys.path``: Python 3.11's forkserver ignores
-    the path its parent sends and sees ``PYTHONPATH`` only (a script that put the project on its path made
-    workers that could not import this module)."""
-    context.set_forkserver_preload(_preload())
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
-    try:
-        forkserver.ensure_running()
-    finally:
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
 
 
 def _taken(
@@ -215,23 +175,6 @@ def _slices(indexed: Iterable[tuple[int, CopyTask]], size: int) -> Iterator[tupl
 
 
 # -- in the worker processes ----------------------------------------------------------------------------------
-def _start_worker(environ: dict[str, str]) -> None:
-    """The load's environment (the forkserver's is as old as the first pool), and death with the load."""
-    os.environ.clear()
-    os.environ.update(environ)
-    _die_with_parent()
-
-
-def _die_with_parent() -> None:
-    """A worker whose load was killed must not copy on, nor wait forever for work: SIGKILL it when its
-    parent (the forkserver, which ends with the load) goes."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (AttributeError, OSError):  # not Linux: the pool's own shutdown is all there is
-        pass
-
-
 def _copy_slice(tasks: list[CopyTask], fresh: frozenset[str]) -> tuple[list[Kind | FileLostError], list[str]]:
     """Stage verified copies of ``tasks``; returns each one's kind (or its FileLostError) and the directories
     written, which the load syncs. Any other error is raised to the load as it is (its type and message)."""

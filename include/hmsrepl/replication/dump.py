@@ -43,7 +43,7 @@ from hmsrepl.metastore.messages import (
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.service import Metastore
 from hmsrepl.metastore.transactions import ReplicationSnapshot
-from hmsrepl.replication import acid_replay
+from hmsrepl.replication import acid_replay, dump_processes
 from hmsrepl.replication.column_stats import dump_column_stats
 from hmsrepl.replication.commands import CommandError, DumpCommand, check_dump_command
 from hmsrepl.replication.compaction import COMPACT_SETTING, summarize
@@ -126,6 +126,10 @@ def relevant(event: DumpEvent[Any], policy: ReplicationPolicy) -> bool:
 
 
 class DumpEngine:
+    #: A big bootstrap dump may read its tables in worker processes (``dump_processes``); an engine that
+    #: reads them otherwise (on Spark) says no.
+    reads_in_processes = True
+
     def __init__(
         self,
         source: ReplicationSource,  # an hmsrepl metastore or a stock one (hive_source.StockHiveSource)
@@ -183,6 +187,7 @@ class DumpEngine:
         policy, catalog = command.policy, self.source.catalog
         with_data = command.settings.get(METADATA_ONLY, "false").lower() != "true"
         external = command.settings.get(INCLUDE_EXTERNAL, "true").lower() == "true"
+        settings = dump_processes.dump_process_settings()  # a bad setting: refused before anything is written
         start = self.source.get_current_notification_event_id()
         database = catalog.get_database(policy.db_name)
         acid_replay.wait_for_open_txns(
@@ -198,13 +203,7 @@ class DumpEngine:
             else [t for t in catalog.get_tables(policy.db_name) if policy.includes_table(t)]
         )
         with self.clock.stage("read"):
-            for table_name, table, pages in self._table_pages(policy.db_name, tables):
-                if table is None:  # dropped while we were reading: consolidation settles it
-                    log.info("table %s.%s was dropped during the bootstrap dump", policy.db_name, table_name)
-                elif external or table.is_managed:
-                    self._dump_table(dump, policy.db_name, table, pages, with_data)
-                if self.on_table_dumped is not None:
-                    self.on_table_dumped(table_name)
+            self._read_tables(dump, policy.db_name, tables, (with_data, external), settings)
         # The dump ends at the txn snapshot's event: ACID tables are listed for exactly that snapshot.
         snapshot = self.source.txns.replication_snapshot(policy.db_name)
         end = snapshot.event_id
@@ -219,6 +218,49 @@ class DumpEngine:
         return DumpResult(
             dump.uri, end, tables=counts[0], partitions=counts[1], files=counts[2], bytes=counts[3]
         )
+
+    def _read_tables(
+        self,
+        dump: DumpDir,
+        db_name: str,
+        tables: list[str],
+        options: tuple[bool, bool],
+        settings: dump_processes.DumpProcessSettings,
+    ) -> None:
+        """Every table into the dump, ``options`` (with data, with external tables): in worker processes for
+        a big dump of this metastore's own database (``dump_processes``), else here."""
+        if not (
+            self.reads_in_processes
+            and isinstance(self.source, Metastore)
+            and dump_processes.worth_processes(self.source, db_name, tables, settings)
+        ):
+            self.dump_tables(dump, db_name, tables, *options)
+            return
+        tally = self._tallies.setdefault(dump.uri, DumpTally())
+        for names, counted in dump_processes.dump_in_processes(
+            self.source.config, dump.uri, db_name, tables, options, settings.processes
+        ):
+            tally.merge(counted)
+            for name in names:
+                if self.on_table_dumped is not None:
+                    self.on_table_dumped(name)
+
+    def dump_tables(
+        self, dump: DumpDir, db_name: str, tables: list[str], with_data: bool, external: bool
+    ) -> None:
+        """Read ``tables`` into the dump, in this process (a table dropped meanwhile is skipped: the
+        consolidation settles it)."""
+        for table_name, table, pages in self._table_pages(db_name, tables):
+            if table is None:
+                log.info("table %s.%s was dropped during the bootstrap dump", db_name, table_name)
+            elif external or table.is_managed:
+                self._dump_table(dump, db_name, table, pages, with_data)
+            if self.on_table_dumped is not None:
+                self.on_table_dumped(table_name)
+
+    def take_tally(self, dump_uri: str) -> DumpTally:
+        """What this engine counted of the dump at ``dump_uri`` (a worker's share), forgotten here."""
+        return self._tallies.pop(dump_uri, DumpTally())
 
     def _table_pages(
         self, db_name: str, tables: list[str]

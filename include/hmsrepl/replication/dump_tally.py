@@ -49,6 +49,10 @@ class DumpTally:
             count.add_files(part[2])
             yield part
 
+    def merge(self, other: DumpTally) -> None:
+        """Take the counts of tables another writer of the same dump wrote (a worker process's share)."""
+        self._tables.update(other._tables)
+
     def removed(self, name: str) -> None:
         self._tables.pop(name, None)
 

@@ -123,6 +123,8 @@ class SparkDumpEngine(DumpEngine):
     its partitions'), so a dump that never needs Spark never starts it.
     """
 
+    reads_in_processes = False  # its tables' files are described on Spark, from this driver
+
     def __init__(
         self,
         source: ReplicationSource,
