@@ -192,9 +192,12 @@ def bench_size(backend: str, tables: int, partitions: int, args: argparse.Namesp
         build_source(url, root, tables, partitions)
         print(f"  {label}: built in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
         dumped, dump_rss, dump_cpu = child("dump", url, target_url, root, "", args.profile == "dump")
+        print(f"  {label}: dump {dumped['seconds']:.2f} s, {dump_rss:.0f} MB", file=sys.stderr, flush=True)
         loaded, load_rss, load_cpu = child(
             "load", url, target_url, root, dumped["dump_dir"], args.profile == "load"
         )
+        # Printed now: removing a million partitions' directories afterwards takes minutes.
+        print(f"  {label}: load {loaded['seconds']:.2f} s, {load_rss:.0f} MB", file=sys.stderr, flush=True)
         return {
             "dump": (dumped["seconds"], dump_rss, dump_cpu),
             "load": (loaded["seconds"], load_rss, load_cpu),
