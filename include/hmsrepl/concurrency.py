@@ -28,13 +28,23 @@ def bounded_map(pool: Executor, fn: Callable[[T], R], items: Iterable[T], worker
     """``pool.map(fn, items)`` over a pool of ``workers`` threads, with at most ``WINDOW_PER_WORKER`` tasks per
     worker submitted and not yet taken (enough to keep every worker busy)."""
     window = max(1, workers) * WINDOW_PER_WORKER
-    pending: deque[Future[R]] = deque()
+    for _, future in bounded_futures(items, lambda item: pool.submit(fn, item), window):
+        yield future.result()
+
+
+def bounded_futures(
+    items: Iterable[T], submit: Callable[[T], Future[R]], window: int
+) -> Iterator[tuple[T, Future[R]]]:
+    """Each item with the future ``submit`` made of it, in the items' order, with at most ``window`` submitted
+    and not yet taken: ``bounded_map`` for a caller that must know which item a failure belongs to (a worker
+    process that died names the slice it was given)."""
+    pending: deque[tuple[T, Future[R]]] = deque()
     for item in items:
-        pending.append(pool.submit(fn, item))
+        pending.append((item, submit(item)))
         if len(pending) >= window:
-            yield pending.popleft().result()
+            yield pending.popleft()
     while pending:
-        yield pending.popleft().result()
+        yield pending.popleft()
 
 
 class PriorityWorkers:

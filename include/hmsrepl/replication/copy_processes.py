@@ -22,12 +22,13 @@ pool: object stores and HDFS wait on the network, which the thread pool already 
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
+from hmsrepl.concurrency import bounded_futures
 from hmsrepl.exceptions import FileLostError
 from hmsrepl.faults import fault_point
 from hmsrepl.formats.file_uri import EncodedFileUri
@@ -52,6 +53,8 @@ FAULT_POINT = "copy_process_file"  # test-only: HMSREPL_FAULT_POINT=copy_process
 Outcome = CopyResult | FileLostError
 #: What a worker tells of one staged copy: its size, whether it came from cmroot, whether it was there already.
 Kind = tuple[int, bool, bool]
+#: What a worker tells of one slice: each copy's kind (or its FileLostError), and the directories it wrote.
+SliceOutcome = tuple[list[Kind | FileLostError], list[str]]
 
 
 class CopyProcessError(LoadFailedError):
@@ -118,17 +121,17 @@ def stage_in_processes(
     before this returns."""
     # Every worker gets slices even of a partition just above the threshold; at most SLICE_FILES each.
     per_slice = max(1, min(SLICE_FILES, files // (processes * SLICES_PER_PROCESS)))
-    shared: dict[tuple[int, bool, bool], CopyResult] = {}
+    shared: dict[Kind, CopyResult] = {}
     # Workers forked from a process that never opened a database (``worker_processes``).
     pool = worker_pool(processes)
-    pending: deque[tuple[list[int], CopyTask, Future[tuple[list[Kind | FileLostError], list[str]]]]] = deque()
+
+    def submit(slice_: tuple[list[int], list[CopyTask]]) -> Future[SliceOutcome]:
+        return pool.submit(_copy_slice, slice_[1], fresh)
+
+    window = processes * SLICES_PER_PROCESS
     try:
-        for indices, tasks in _slices(indexed, per_slice):
-            pending.append((indices, tasks[0], pool.submit(_copy_slice, tasks, fresh)))
-            if len(pending) >= processes * SLICES_PER_PROCESS:
-                yield from _taken(pending.popleft(), shared)
-        while pending:
-            yield from _taken(pending.popleft(), shared)
+        for (indices, tasks), future in bounded_futures(_slices(indexed, per_slice), submit, window):
+            yield from _taken(indices, tasks[0], future, shared)
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
@@ -136,10 +139,8 @@ def stage_in_processes(
 
 
 def _taken(
-    slice_: tuple[list[int], CopyTask, Future[tuple[list[Kind | FileLostError], list[str]]]],
-    shared: dict[Kind, CopyResult],
+    indices: list[int], first: CopyTask, future: Future[SliceOutcome], shared: dict[Kind, CopyResult]
 ) -> Iterator[tuple[int, Outcome]]:
-    indices, first, future = slice_
     try:
         outcomes, written = future.result()
     except BrokenProcessPool:
@@ -175,7 +176,7 @@ def _slices(indexed: Iterable[tuple[int, CopyTask]], size: int) -> Iterator[tupl
 
 
 # -- in the worker processes ----------------------------------------------------------------------------------
-def _copy_slice(tasks: list[CopyTask], fresh: frozenset[str]) -> tuple[list[Kind | FileLostError], list[str]]:
+def _copy_slice(tasks: list[CopyTask], fresh: frozenset[str]) -> SliceOutcome:
     """Stage verified copies of ``tasks``; returns each one's kind (or its FileLostError) and the directories
     written, which the load syncs. Any other error is raised to the load as it is (its type and message)."""
     runner = CopyRunner(fresh=fresh)

@@ -241,8 +241,8 @@ class DumpEngine:
             self.source.config, dump.uri, db_name, tables, options, settings.processes
         ):
             tally.merge(counted)
-            for name in names:
-                if self.on_table_dumped is not None:
+            if self.on_table_dumped is not None:
+                for name in names:
                     self.on_table_dumped(name)
 
     def dump_tables(

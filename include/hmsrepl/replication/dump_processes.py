@@ -17,15 +17,15 @@ unacknowledged: a load refuses an unacknowledged dump, and the next dump starts 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 
+from hmsrepl.concurrency import bounded_futures
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.faults import fault_point
 from hmsrepl.metastore.schema import dbs, partitions, tbls
@@ -47,6 +47,15 @@ DEFAULT_MIN_OBJECTS = 100_000
 SLICE_TABLES = 100  # tables a worker reads at a time: its share evens out over many slices
 SLICES_PER_PROCESS = 2  # in flight per worker: one being read, one waiting
 FAULT_POINT = "dump_process_slice"  # test-only: HMSREPL_FAULT_POINT=dump_process_slice@n kills a worker
+
+#: A database's partitions, counted to decide whether a dump is worth its processes.
+_PARTITIONS_OF_DB = (
+    select(func.count())
+    .select_from(partitions)
+    .join(tbls, tbls.c.tbl_id == partitions.c.tbl_id)
+    .join(dbs, dbs.c.db_id == tbls.c.db_id)
+    .where(dbs.c.name == bindparam("db_name"))
+)
 
 
 @dataclass(frozen=True)
@@ -85,15 +94,8 @@ def worth_processes(
         return False
     if len(tables) >= least:
         return True
-    statement = (
-        select(func.count())
-        .select_from(partitions)
-        .join(tbls, tbls.c.tbl_id == partitions.c.tbl_id)
-        .join(dbs, dbs.c.db_id == tbls.c.db_id)
-        .where(dbs.c.name == db_name.lower())
-    )
     with source.events.reader() as conn:
-        count = int(conn.execute(statement).scalar() or 0)
+        count = int(conn.execute(_PARTITIONS_OF_DB, {"db_name": db_name.lower()}).scalar() or 0)
     return len(tables) + count >= least
 
 
@@ -110,15 +112,14 @@ def dump_in_processes(
     written. Raises the first error a worker raised, or DumpError when a worker stopped; slices not started
     then are dropped, and those running finish before this returns."""
     pool = worker_pool(processes)
-    pending: deque[tuple[list[str], Future[DumpTally]]] = deque()
+    slices = (list(tables[start : start + SLICE_TABLES]) for start in range(0, len(tables), SLICE_TABLES))
+
+    def submit(names: list[str]) -> Future[DumpTally]:
+        return pool.submit(_dump_slice, config, dump_uri, db_name, names, options)
+
     try:
-        for start in range(0, len(tables), SLICE_TABLES):
-            names = list(tables[start : start + SLICE_TABLES])
-            pending.append((names, pool.submit(_dump_slice, config, dump_uri, db_name, names, options)))
-            if len(pending) >= processes * SLICES_PER_PROCESS:
-                yield _taken(*pending.popleft(), dump_uri)
-        while pending:
-            yield _taken(*pending.popleft(), dump_uri)
+        for names, future in bounded_futures(slices, submit, processes * SLICES_PER_PROCESS):
+            yield _taken(names, future, dump_uri)
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise

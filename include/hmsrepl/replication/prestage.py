@@ -57,8 +57,9 @@ def stage_ahead(tasks: Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool
                 outcomes = list(_in_threads(tasks, made))
             else:
                 outcomes = [None] * len(tasks)
-                rest = [i for i, t in enumerate(tasks) if parent_uri(t.target_uri) not in big]
-                in_big = ((i, t) for i, t in enumerate(tasks) if parent_uri(t.target_uri) in big)
+                pooled_at = [parent_uri(task.target_uri) in big for task in tasks]  # one look a task
+                rest = [i for i, in_pool in enumerate(pooled_at) if not in_pool]
+                in_big = ((i, tasks[i]) for i, in_pool in enumerate(pooled_at) if in_pool)
                 pooled = stage_in_processes(
                     in_big, len(tasks) - len(rest), frozenset(made), settings.processes
                 )
