@@ -5,11 +5,10 @@ Elsewhere a page of new partitions costs two statements: a multi-row ``INSERT ..
 rather than the server: the multi-row insert's text changes with the page's size, and past 50 parameters
 psycopg neither caches its parsing nor keeps it prepared, so every table of a bootstrap paid the parse again
 (about a millisecond); the ``executemany`` sends one statement per key value in a pipeline. Here the rows
-travel as parameters of fixed number, so the statement is the same text for any number of partitions: parsed once,
-prepared once per connection, and one round trip, the key values inserted by a data-modifying CTE that joins
-the new ids by name (unique within the table).
-
-The rows travel as one JSON document per statement (``json_rows``), not as one array per column.
+travel as one JSON document for the partitions and one for their key values (``pg_json_rows``), so the
+statement is the same text for any number of partitions: parsed once, prepared once per connection, and one
+round trip, the key values inserted by a data-modifying CTE that joins the new ids by name (unique within
+the table).
 
 The partitions are inserted in their given order (``ORDER BY`` their position in the document), so their
 ids grow in that order as with the multi-row insert.
