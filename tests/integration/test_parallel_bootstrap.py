@@ -57,10 +57,12 @@ def test_tables_loaded_in_parallel_equal_the_source_and_a_failed_load_finishes_w
             dump = engine.execute("REPL DUMP shop").dump_dir
             real = LoadEngine._load_table
 
-            def failing(dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any]) -> int:
+            def failing(
+                dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any], *rest: Any, **kw: Any
+            ) -> int:
                 if table["table_name"] == "t4":
                     raise OSError("disk failed while writing t4")
-                return real(dump_dir, writer, meta, table)
+                return real(dump_dir, writer, meta, table, *rest, **kw)
 
             monkeypatch.setattr(LoadEngine, "_load_table", staticmethod(failing))
             with pytest.raises(Exception, match="disk failed while writing t4"):
@@ -72,9 +74,11 @@ def test_tables_loaded_in_parallel_equal_the_source_and_a_failed_load_finishes_w
 
             threads: set[int] = set()
 
-            def watched(dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any]) -> int:
+            def watched(
+                dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any], *rest: Any, **kw: Any
+            ) -> int:
                 threads.add(threading.get_ident())
-                return real(dump_dir, writer, meta, table)
+                return real(dump_dir, writer, meta, table, *rest, **kw)
 
             monkeypatch.setattr(LoadEngine, "_load_table", staticmethod(watched))
             engine.execute(f"REPL LOAD shop_dr FROM '{dump}'")

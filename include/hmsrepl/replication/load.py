@@ -64,6 +64,7 @@ from hmsrepl.metastore.payloads import (
 )
 from hmsrepl.metastore.protection import privileged_call
 from hmsrepl.replication import acid_replay, iceberg, lost_files, signing
+from hmsrepl.replication.bootstrap_tables import GatheredTable, create_new_tables, gather_table
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.copy_processes import copy_process_settings, start_early
@@ -86,6 +87,7 @@ from hmsrepl.replication.layout import (
     METADATA,
     TABLE,
     DumpDir,
+    DumpedPartition,
     DumpError,
     DumpLayout,
     DumpMetadata,
@@ -559,28 +561,38 @@ class LoadEngine:
             """The next tables (and functions) in one transaction on a worker's own writer, up to
             ``BOOTSTRAP_BATCH_OBJECTS`` tables and partitions. A table and its partitions always appear together;
             small tables share a transaction, so its own round trips (file intents, event ids, protection
-            check, commit) are paid once for many, which is most of a small table's cost on a server backend;
-            a worker takes one table at a time, so big tables still spread over the workers."""
+            check, commit) are paid once for many, which is most of a small table's cost on a server backend,
+            and so is the creation of its new partitioned tables (``bootstrap_tables``); a worker takes one
+            table at a time, so big tables still spread over the workers."""
             own = writers.mine()
             entry = next_entry()
             if entry is None:
                 return 0, []
-            loaded = weight = 0
+            weight = 0
+            tables: list[GatheredTable] = []
             with self._transaction(own):
-                while entry is not None:
+                while entry is not None:  # the batch's tables, each with a page of partitions read ahead
                     kind, document = entry
                     if kind == FUNCTIONS_DIR:
                         own.put_function(document)
                     else:
-                        if document["table_name"].lower() not in present:
-                            own.assume_absent([document["table_name"]])
-                        weight += 1 + self._load_table(dump, own, meta, document)
-                        load_column_stats(dump, self.target, meta.db_name, target_db, document)
-                        loaded += 1
+                        tables.append(gather_table(dump, meta.db_name, document, PARTITION_PAGE))
+                        weight += 1 + tables[-1].ahead
                     if weight >= BOOTSTRAP_BATCH_OBJECTS:
                         break
                     entry = next_entry()
-            return loaded, own.take_retirements()
+                created = create_new_tables(own, tables, present)  # the new containers: one call
+                for table in tables:
+                    self._load_table(
+                        dump,
+                        own,
+                        meta,
+                        table.document,
+                        table.partitions,
+                        created=table.name.lower() in created,
+                    )
+                    load_column_stats(dump, self.target, meta.db_name, target_db, table.document)
+            return len(tables), own.take_retirements()
 
         def batches() -> Iterator[None]:
             while not exhausted.is_set():
@@ -656,12 +668,24 @@ class LoadEngine:
             )
 
     @staticmethod
-    def _load_table(dump: DumpDir, writer: TargetWriter, meta: DumpMetadata, table: dict[str, Any]) -> int:
-        """Write one dumped table and its partitions; answers how many partitions it had."""
+    def _load_table(
+        dump: DumpDir,
+        writer: TargetWriter,
+        meta: DumpMetadata,
+        table: dict[str, Any],
+        partitions: Iterable[DumpedPartition] | None = None,
+        *,
+        created: bool = False,
+    ) -> int:
+        """Write one dumped table and its partitions; answers how many partitions it had.
+
+        ``partitions``: the table's, when the caller has begun reading them (``bootstrap_tables``; None: read
+        from the dump here). ``created``: the table was created empty already, only its partitions remain."""
         base = f"{meta.db_name}/{table['table_name']}"
         location = table.get("sd", {}).get("location")
-        files = None if meta.metadata_only else dump.read_files(f"{base}/{FILES}")
-        writer.put_table(table, files, location)
+        if not created:
+            files = None if meta.metadata_only else dump.read_files(f"{base}/{FILES}")
+            writer.put_table(table, files, location)
         if not table.get("partition_keys"):
             return 0
         # The batch's transaction, which fills the table page by page.
@@ -669,7 +693,7 @@ class LoadEngine:
             plan_for_growth(conn)
         count = 0
         parts: list[tuple[dict[str, Any], list[str] | None]] = []  # one page: a table's are never held whole
-        for dumped in dump.partitions(base):
+        for dumped in dump.partitions(base) if partitions is None else partitions:
             parts.append((dumped.document["partition"], None if meta.metadata_only else dumped.files or []))
             if len(parts) == PARTITION_PAGE:
                 writer.put_partitions(table["table_name"], parts, location)
