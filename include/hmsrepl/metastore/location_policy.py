@@ -218,6 +218,7 @@ class LocationPolicy:
         table_location: str | None,
         table_id: int | None,
         placement: Placement | None = None,
+        stored: bool = True,
     ) -> dict[str, str | None]:
         """Refuse partition locations (by partition name) that are not their own; returns each one's lookup
         key by name. The one rule for partitions added or altered: each is checked as ``check_table`` checks
@@ -225,7 +226,9 @@ class LocationPolicy:
         already excludes), and a managed partition's location neither equals, holds nor lies inside another
         partition's of the same table (a drop with deleteData would recycle the sibling's files).
         ``placement``: the table's, read with its row; when it says every stored partition is at its level
-        and so is every new one, only equal keys can overlap (``metastore.placement``)."""
+        and so is every new one, only equal keys can overlap (``metastore.placement``). ``stored`` False: the
+        table has no partition stored yet (created by the caller's transaction), so the new ones are compared
+        among themselves only, without a read."""
         owner = canonical_or_none(table_location)
         located: dict[str, Location] = {}
         keys: dict[str, str | None] = {}
@@ -245,10 +248,11 @@ class LocationPolicy:
             if loc is not None:
                 located[name] = loc
         if managed and located:
+            siblings_of = table_id if stored else None
             if placement is not None and placement.is_level((name, keys[name]) for name in located):
-                self._check_level_siblings(conn, table_name, table_id, located, keys, uris)
+                self._check_level_siblings(conn, table_name, siblings_of, located, keys, uris)
             else:
-                self._check_siblings(conn, table_name, table_id, located, uris)
+                self._check_siblings(conn, table_name, siblings_of, located, uris)
         return keys
 
     def _check_level_siblings(

@@ -18,7 +18,12 @@ from hmsrepl.metastore import placement as placement_mod
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
 from hmsrepl.metastore.catalog.core import CatalogCore, CatalogFamily
-from hmsrepl.metastore.catalog.held import forget_table, held_tables, take_without_partitions
+from hmsrepl.metastore.catalog.held import (
+    created_without_partitions,
+    forget_table,
+    held_tables,
+    take_without_partitions,
+)
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _INSERT_PARTITIONS_RETURNING,
@@ -164,7 +169,8 @@ class PartitionCatalog(CatalogFamily):
         self, table: Table, parts: dict[str, Partition], placement: Placement | None
     ) -> dict[str, str | None]:
         """Refuse partition locations that are not their own (``LocationPolicy.check_partitions``); returns
-        each one's lookup key by name."""
+        each one's lookup key by name. A table this transaction created and has not added to yet has no
+        stored partition to compare them with: a bootstrap load saves that read for each table it creates."""
         with self.events.reader() as conn:
             return self.locations.check_partitions(
                 conn,
@@ -174,6 +180,7 @@ class PartitionCatalog(CatalogFamily):
                 table_location=table.sd.location,
                 table_id=table.id,
                 placement=placement,
+                stored=table.id is None or not created_without_partitions(self.events, conn, table.id),
             )
 
     def _existing_names(self, conn: Connection, tbl_id: int, names: Sequence[str]) -> set[str]:
