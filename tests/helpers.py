@@ -94,6 +94,19 @@ def open_sqlite_source(root: Path) -> Metastore:
     )
 
 
+def open_partitioned_source(root: Path, db: str, tables: int) -> Metastore:
+    """``open_sqlite_source`` with database ``db`` of ``tables`` tables ``t<n>``, each of partitions
+    ``p=a``, ``p=b`` and ``p=c`` holding one file (a bootstrap's input of several small tables)."""
+    source = open_sqlite_source(root)
+    source.catalog.create_database(Database(name=db))
+    for number in range(tables):
+        table = source.catalog.create_table(make_table(db, f"t{number}", partition_keys=("p",)))
+        added = source.catalog.add_partitions(db, table.table_name, [make_partition(table, v) for v in "abc"])
+        for part in added:
+            write_file(part.sd.location or "", "f", f"{number}{part.values[0]}".encode())
+    return source
+
+
 def open_replica(db_url: str, root: Path) -> Metastore:
     """The replication tests' replica on ``db_url``: ``dst_wh`` and ``dst_cm`` under ``root``."""
     return Metastore.open(

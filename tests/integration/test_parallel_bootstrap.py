@@ -15,28 +15,18 @@ from typing import Any
 import pytest
 
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.model import Database
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import LoadEngine, repl_status
 from hmsrepl.replication.replications import ReplicationConfigError
 from hmsrepl.replication.table_pool import PARALLELISM_ENV, load_parallelism
 from hmsrepl.replication.verify import verify
-from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, write_file
+from tests.helpers import open_partitioned_source, open_replica
 
 TABLES = 6
 
 
 def _source(root: Path) -> Metastore:
-    source = open_sqlite_source(root)
-    source.catalog.create_database(Database(name="shop"))
-    for number in range(TABLES):
-        table = source.catalog.create_table(make_table("shop", f"t{number}", partition_keys=("p",)))
-        added = source.catalog.add_partitions(
-            "shop", table.table_name, [make_partition(table, v) for v in "abc"]
-        )
-        for part in added:
-            write_file(part.sd.location or "", "f", f"{number}{part.values[0]}".encode())
-    return source
+    return open_partitioned_source(root, "shop", TABLES)
 
 
 @pytest.mark.parametrize("server", ["postgres", "mysql"])
