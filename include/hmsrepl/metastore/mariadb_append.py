@@ -88,7 +88,7 @@ def append_checked(
     names: Sequence[str],
     rows: Sequence[dict[str, Any]],
     event_time: int,
-    intents: Sequence[dict[str, Any]] = (),
+    intents: Sequence[dict[str, Any]],
 ) -> tuple[int | None, list[str], list[int]]:
     """Lock and read the rows of databases ``names``, reserve ids and insert ``rows`` (the log's columns but
     the id, time and catalog) and the file intent rows ``intents`` (their columns but the id, attempts and
