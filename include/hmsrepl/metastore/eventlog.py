@@ -31,11 +31,11 @@ from sqlalchemy import (
 
 from hmsrepl.exceptions import EventsCleanedUpError
 from hmsrepl.gc_pause import gc_paused
+from hmsrepl.metastore import mariadb_append, pg_append
 from hmsrepl.metastore.database import reads, writer
 from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent, PendingEvent, encode_message
 from hmsrepl.metastore.payloads import Payload
-from hmsrepl.metastore.pg_append import append_checked
 from hmsrepl.metastore.protection import (
     check_crossing,
     check_held_row,
@@ -43,6 +43,7 @@ from hmsrepl.metastore.protection import (
     databases_to_check,
     judge_locked_rows,
     named_databases,
+    skips_locked_rows,
 )
 from hmsrepl.metastore.schema import notification_log, notification_sequence
 
@@ -60,6 +61,38 @@ _ADVANCE_MYSQL = (
     .where(_SEQ.c.id == 1)
     .values(next_event_id=func.last_insert_id(_SEQ.c.next_event_id + bindparam("count")))
 )
+
+#: Appends a transaction's events with the commit check in one statement: (conn, databases to check, event
+#: rows, event time, file intent rows) -> (first id or None, database rows read, intent ids).
+AppendChecked = Callable[
+    [Connection, Sequence[str], Sequence[dict[str, Any]], int, Sequence[dict[str, Any]]],
+    tuple[int | None, list[str], list[int]],
+]
+
+
+@dataclass(frozen=True)
+class OneStatementAppend:
+    """A backend's append of the check, the ids, the events and file intents in one statement."""
+
+    append_checked: AppendChecked
+    max_intents: int | None = None  # the most file intent rows it takes (None: any number)
+
+    def takes(self, intents: int) -> bool:
+        return self.max_intents is None or intents <= self.max_intents
+
+
+_PG_APPEND = OneStatementAppend(pg_append.append_checked)
+_MARIADB_APPEND = OneStatementAppend(mariadb_append.append_checked, mariadb_append.MAX_INTENTS)
+
+
+def _one_statement_append(conn: Connection) -> OneStatementAppend | None:
+    """The backend's one-statement append, or None where the append takes a statement per step: SQLite, whose
+    statements cost no round trip, and MySQL or MariaDB before 10.6, which cannot skip locked rows."""
+    if conn.dialect.name == "postgresql":
+        return _PG_APPEND
+    if conn.dialect.name in ("mysql", "mariadb") and skips_locked_rows(conn.dialect):
+        return _MARIADB_APPEND
+    return None
 
 
 @dataclass
@@ -96,10 +129,14 @@ class MetastoreTransaction:
 
     def ride_with_append(self, rows: list[dict[str, Any]], take_ids: Callable[[list[int]], None]) -> bool:
         """Have the append of this transaction's events insert ``rows`` of file intents too, where it is one
-        statement (PostgreSQL, ``pg_append``): a client write recording a directory to make then costs no
-        round trip of its own for it. ``take_ids`` receives the rows' new ids, in order. False (nothing
-        taken: the caller inserts them) where the append cannot, or when the transaction logs no event."""
-        if not self.events or self.conn.dialect.name != "postgresql" or self.intent_rows is not None:
+        statement (PostgreSQL, ``pg_append``; MariaDB, ``mariadb_append``, a few rows): a client write recording
+        a directory to make then costs no round trip of its own for it. ``take_ids`` receives the rows' new
+        ids, in order. False (nothing taken: the caller inserts them) where the append cannot take them, or
+        when the transaction logs no event."""
+        if not self.events or self.intent_rows is not None:
+            return False
+        append = _one_statement_append(self.conn)
+        if append is None or not append.takes(len(rows)):
             return False
         self.intent_rows = IntentRows(rows, take_ids)
         return True
@@ -213,8 +250,9 @@ class EventLog:
                     "message_format": message_format,
                 }
             )
-        if conn.dialect.name == "postgresql":
-            next_id = self._append_postgres(conn, events, rows, now, intents)
+        one_statement = _one_statement_append(conn)
+        if one_statement is not None:
+            next_id = self._append_checked(one_statement.append_checked, conn, events, rows, now, intents)
         else:
             check_writable(conn, events)  # protected replicas and frozen sources refuse client writes
             next_id = self._take_ids(conn, len(events))
@@ -223,16 +261,18 @@ class EventLog:
             conn.execute(insert(notification_log), rows)
         return [next_id + offset for offset in range(len(rows))]
 
-    def _append_postgres(
-        self,
+    @staticmethod
+    def _append_checked(
+        append_checked: AppendChecked,
         conn: Connection,
         events: Sequence[PendingEvent],
         rows: list[dict[str, Any]],
         now: int,
         intents: IntentRows | None,
     ) -> int:
-        """The check, the ids and the rows (the file intents' too) in one statement (``pg_append``); when a
-        database row is held by another transaction, the check that waits for it, then the append alone."""
+        """The check, the ids and the rows (the file intents' too) in one statement (``pg_append``,
+        ``mariadb_append``); when a database row is held by another transaction, the check that waits for it,
+        then the append alone."""
         names = databases_to_check(events)
         intent_rows = intents.rows if intents is not None else []
         first, docs, intent_ids = append_checked(conn, names, rows, now, intent_rows)

@@ -541,6 +541,17 @@ def _databases_where(*conditions: ColumnElement[bool]) -> Select[Any]:
     ).where(or_(*conditions))
 
 
+def _tables_by_location(query: Select[Any]) -> Select[Any]:
+    """``query`` (tables joined to their databases, filtered by location key) with the tables read through
+    their location key on MariaDB: its optimizer joined each database to all of its tables through their
+    (db_id, tbl_name) key, then filtered them by location, so every check read a row per table of the
+    database (creating N tables one at a time read N^2/2 rows; with 1,000 tables a check took twice as long).
+    The other planners take the key range themselves."""
+    for dialect in ("mysql", "mariadb"):
+        query = query.with_hint(tbls, "IGNORE INDEX FOR JOIN (uq_tbls_db_id_tbl_name)", dialect_name=dialect)
+    return query
+
+
 # Built once, with bound parameters: they run for every managed table created (SQLAlchemy spends ~40 us
 # building a statement and more compiling one whose shape is new).
 # The overlapping databases and tables in one statement: every table or database created asks, and on a
@@ -552,12 +563,14 @@ _DATABASES_AND_TABLES = union_all(
         _overlapping(dbs.c.managed_location_key),
         dbs.c.name == bindparam("own_db"),
     ),
-    select(literal("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
-    .join(dbs, dbs.c.db_id == tbls.c.db_id)
-    .where(
-        _overlapping(tbls.c.location_key),
-        tbls.c.tbl_id != bindparam("skip_tbl"),
-        dbs.c.name != bindparam("skip_db"),
+    _tables_by_location(
+        select(literal("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
+        .join(dbs, dbs.c.db_id == tbls.c.db_id)
+        .where(
+            _overlapping(tbls.c.location_key),
+            tbls.c.tbl_id != bindparam("skip_tbl"),
+            dbs.c.name != bindparam("skip_db"),
+        )
     ),
 )
 _FLAG = "flag"  # the kind of ``around_table_query``'s extra row
@@ -634,9 +647,11 @@ def _around_chunk(key: ColumnElement[str]) -> ColumnElement[bool]:
 # The databases and the tables inside any of the chunk's locations or at one of their ancestors.
 _DATABASES_AND_TABLES_AROUND = union_all(
     _databases_where(_around_chunk(dbs.c.location_key), _around_chunk(dbs.c.managed_location_key)),
-    select(literal("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
-    .join(dbs, dbs.c.db_id == tbls.c.db_id)
-    .where(_around_chunk(tbls.c.location_key)),
+    _tables_by_location(
+        select(literal("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
+        .join(dbs, dbs.c.db_id == tbls.c.db_id)
+        .where(_around_chunk(tbls.c.location_key))
+    ),
 )
 
 

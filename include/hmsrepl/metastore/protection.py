@@ -202,7 +202,7 @@ def _check_unheld_row(conn: Connection, name: str) -> bool:
     if dialect.name == "sqlite":
         _check_row(conn, name, locking=False)
         return True
-    if not (dialect.name == "postgresql" or _mariadb_skips_locked(dialect)):
+    if not (dialect.name == "postgresql" or skips_locked_rows(dialect)):
         return False
     row = conn.execute(_UNHELD_DOC, {"name": name}).first()
     if row is None:
@@ -211,8 +211,9 @@ def _check_unheld_row(conn: Connection, name: str) -> bool:
     return True
 
 
-def _mariadb_skips_locked(dialect: Any) -> bool:
-    """MariaDB reads ``LOCK IN SHARE MODE SKIP LOCKED`` from 10.6 on; MySQL does not with that syntax."""
+def skips_locked_rows(dialect: Any) -> bool:
+    """MariaDB reads ``LOCK IN SHARE MODE SKIP LOCKED`` from 10.6 on (as it reads ``JSON_TABLE``, which
+    ``mariadb_append`` also needs); MySQL does not with that syntax."""
     version = getattr(dialect, "server_version_info", None) or (0,)
     return bool(getattr(dialect, "is_mariadb", False)) and tuple(version[:2]) >= (10, 6)
 

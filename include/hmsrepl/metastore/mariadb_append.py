@@ -1,0 +1,132 @@
+"""A transaction's events appended on MariaDB in one request, with the commit's protection check.
+
+Elsewhere the append is three exchanges with the server (share-lock and read the rows of the databases the
+events name, reserve ids on the sequence row, insert the events) and a fourth for the file intents of a client
+write. On a busy machine each exchange costs far more than its statement (the server's thread must be
+scheduled to answer it, then the client's), so a single ``create_table`` paid most of its time in them.
+MariaDB has no data-modifying CTEs, but it runs an anonymous compound statement (``BEGIN NOT ATOMIC ... END``)
+as one request: the steps run in it, in the same order as elsewhere, and its last ``SELECT`` answers what the
+caller needs.
+
+The events travel as one JSON document expanded by the server (``JSON_TABLE``), so the statement keeps its
+text for any number of events and the driver escapes one string, not every value in Python. Its text columns
+are declared ``LONGTEXT`` whatever the column they fill: a value too long for ``JSON_TABLE``'s own column would
+become NULL there (its ``ON ERROR`` default), while the insert into the real column refuses it as any other
+insert does.
+
+Its shape follows the transaction, not its size: one ``SELECT ... INTO`` per database to check (a transaction
+names one or two; a privileged one none) and one single-row insert per file intent, each followed by
+``LAST_INSERT_ID()``, so the intents' ids are exact whatever the server's auto-increment settings. A cursor
+loop over the rows would keep one text for any count, but costs the server ten times the statement (it
+materialises the cursor), so a transaction with more than ``MAX_INTENTS`` intents inserts them itself.
+
+The order matters for deadlocks, as in ``pg_append``: the database rows are locked with ``SKIP LOCKED`` and
+the sequence row is touched only when all of them were (their ``doc`` is never NULL, so a NULL says a row
+was held or gone); otherwise nothing is reserved or inserted, and the caller falls back to the check that
+waits, then appends without it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, TextClause, text
+
+from hmsrepl.metastore.pg_json_rows import json_rows
+
+#: The most file intents that ride in the append; a transaction with more inserts them in a statement of its own.
+MAX_INTENTS = 8
+
+_EVENTS = """
+            INSERT INTO notification_log
+                (event_id, event_time, event_type, cat_name, db_name, tbl_name, message, message_format)
+            SELECT first_id + ev.i - 1, :event_time, ev.t, 'hive', ev.d, ev.n, ev.m, ev.f
+            FROM JSON_TABLE(:events, '$[*]' COLUMNS (
+                i FOR ORDINALITY,
+                t LONGTEXT CHARACTER SET utf8mb4 PATH '$.t',
+                d LONGTEXT CHARACTER SET utf8mb4 PATH '$.d',
+                n LONGTEXT CHARACTER SET utf8mb4 PATH '$.n',
+                m LONGTEXT CHARACTER SET utf8mb4 PATH '$.m',
+                f LONGTEXT CHARACTER SET utf8mb4 PATH '$.f'
+            )) AS ev;"""
+
+
+@functools.lru_cache(maxsize=64)
+def _statement(databases: int, intents: int) -> TextClause:
+    """The append for a transaction naming ``databases`` databases to check and carrying ``intents`` rows."""
+    lines = ["BEGIN NOT ATOMIC", "    DECLARE first_id BIGINT DEFAULT NULL;"]
+    lines += [f"    DECLARE doc{d} LONGTEXT DEFAULT NULL;" for d in range(databases)]
+    lines += [f"    DECLARE intent{i} BIGINT DEFAULT NULL;" for i in range(intents)]
+    lines += [
+        f"    SELECT doc INTO doc{d} FROM dbs WHERE name = :name{d} LOCK IN SHARE MODE SKIP LOCKED;"
+        for d in range(databases)
+    ]
+    all_locked = " AND ".join(f"doc{d} IS NOT NULL" for d in range(databases)) or "TRUE"
+    lines += [
+        f"    IF {all_locked} THEN",
+        "        UPDATE notification_sequence SET next_event_id = LAST_INSERT_ID(next_event_id + :count) WHERE id = 1;",
+        "        IF ROW_COUNT() = 1 THEN",
+        "            SET first_id = LAST_INSERT_ID() - :count;",
+        _EVENTS,
+    ]
+    for i in range(intents):
+        lines += [
+            "            INSERT INTO file_intents (kind, payload, created_at, claimed_at, attempts)",
+            f"            VALUES (:kind{i}, :payload{i}, :created{i}, :claimed{i}, 0);",
+            f"            SET intent{i} = LAST_INSERT_ID();",
+        ]
+    lines += ["        END IF;", "    END IF;"]
+    answers = ["first_id"] + [f"doc{d}" for d in range(databases)] + [f"intent{i}" for i in range(intents)]
+    lines += [f"    SELECT {', '.join(answers)};", "END"]
+    return text("\n".join(lines))
+
+
+def append_checked(
+    conn: Connection,
+    names: Sequence[str],
+    rows: Sequence[dict[str, Any]],
+    event_time: int,
+    intents: Sequence[dict[str, Any]],
+) -> tuple[int | None, list[str], list[int]]:
+    """Lock and read the rows of databases ``names``, reserve ids and insert ``rows`` (the log's columns but
+    the id, time and catalog) and the file intent rows ``intents`` (their columns but the id, attempts and
+    error; at most ``MAX_INTENTS``), in one request: ``pg_append.append_checked``'s contract, on MariaDB.
+
+    Returns (the first event id, the database rows read, the intents' new ids in their order); the id is
+    None when a database row could not be locked at once, or the sequence row is missing: then nothing was
+    reserved or inserted.
+    """
+    if len(intents) > MAX_INTENTS:
+        raise ValueError(f"{len(intents)} file intents cannot ride with an append (at most {MAX_INTENTS})")
+    params: dict[str, Any] = {
+        "count": len(rows),
+        "event_time": event_time,
+        "events": json_rows(
+            {
+                "t": row["event_type"],
+                "d": row["db_name"],
+                "n": row["tbl_name"],
+                "m": row["message"],
+                "f": row["message_format"],
+            }
+            for row in rows
+        ),
+    }
+    for d, name in enumerate(names):
+        params[f"name{d}"] = name
+    for i, intent in enumerate(intents):
+        params.update(
+            {
+                f"kind{i}": intent["kind"],
+                f"payload{i}": intent["payload"],
+                f"created{i}": intent["created_at"],
+                f"claimed{i}": intent["claimed_at"],
+            }
+        )
+    found = conn.execute(_statement(len(names), len(intents)), params).one()
+    first, docs, ids = found[0], found[1 : 1 + len(names)], found[1 + len(names) :]
+    if first is None:
+        return None, [], []
+    return int(first), list(docs), [int(i) for i in ids]
