@@ -32,3 +32,40 @@ def test_a_dump_file_over_the_limit_is_refused(tmp_path: Path) -> None:
         dump.read_json("db/_metadata")
     dump.write_json("db/_metadata", {"blob": "x" * (3 * 1024 * 1024 - 20)})
     assert len(dump.read_json("db/_metadata")["blob"]) == 3 * 1024 * 1024 - 20
+
+
+def test_a_listing_is_split_as_read_holding_its_lines_and_one_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing of 1,000,000 files is some 170 MB of bytes and as much of decoded text: a load reads it a
+    chunk at a time, so its peak is the lines themselves. Lines cut by a chunk (even inside a character)
+    come out whole."""
+    monkeypatch.setattr("hmsrepl.replication.layout.READ_CHUNK", 7)
+    dump = DumpDir(str(tmp_path))
+    names = [f"/w/t/fé{i}-{'x' * (i % 13)}#crc32c-00000001-1##" for i in range(2_000)]
+    dump.write_files("db/t/_files", names)
+    (tmp_path / "db/t/_unterminated").write_bytes(b"/w/a\n\n/w/\xc3\xa9b")
+    assert dump.read_files("db/t/_files") == names
+    assert dump.read_files("db/t/_unterminated") == ["/w/a", "/w/éb"]
+    monkeypatch.setattr("hmsrepl.replication.layout.READ_CHUNK", 1024 * 1024)
+    dump.write_files(
+        "db/big/_files", [f"/w/big/part-{i:07d}-{'x' * 60}#crc32c-00000001-8##" for i in range(60_000)]
+    )
+    size = (tmp_path / "db/big/_files").stat().st_size  # some 6 MB, six chunks
+    tracemalloc.start()
+    try:
+        dump.read_files("db/big/_files")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2.2 * size  # the lines (about 1.5 times the file) and one chunk: not bytes and text as well
+
+
+def test_a_listing_over_the_limit_or_not_utf8_is_refused(tmp_path: Path) -> None:
+    dump = DumpDir(str(tmp_path), DumpLimits(max_files_bytes=100))
+    dump.write_files("db/t/_files", ["/w/t/f#crc32c-00000001-1##"] * 4)
+    with pytest.raises(DumpError, match=r"larger than 100 bytes.*HMSREPL_DUMP_MAX_FILES_BYTES"):
+        dump.read_files("db/t/_files")
+    (tmp_path / "db/t/_files").write_bytes(b"/w/t/\xff\n")
+    with pytest.raises(DumpError, match="not UTF-8 text"):
+        dump.read_files("db/t/_files")

@@ -250,6 +250,13 @@ def _env_int(name: str, default: int) -> int:
 READ_CHUNK = 1024 * 1024
 
 
+def _too_large(uri: str, limit: int, setting: str) -> DumpError:
+    return DumpError(
+        f"dump file '{uri}' is larger than {limit} bytes, the most a load reads ({setting}); "
+        "the dump is corrupt or hostile"
+    )
+
+
 @dataclass(frozen=True)
 class DumpLimits:
     """Bounds on what a load reads from a dump, checked before parsing (a dump is untrusted input).
@@ -325,10 +332,7 @@ class DumpDir:
                 chunks.append(chunk)
                 total += len(chunk)
         if total > limit:
-            raise DumpError(
-                f"dump file '{uri}' is larger than {limit} bytes, the most a load reads ({setting}); "
-                "the dump is corrupt or hostile"
-            )
+            raise _too_large(uri, limit, setting)
         return b"".join(chunks)
 
     def path(self, *parts: str) -> str:
@@ -387,11 +391,32 @@ class DumpDir:
         return self._read_lines(uri)
 
     def _read_lines(self, uri: str) -> list[str]:
-        data = self._read_bounded(uri, self.limits.max_files_bytes, "HMSREPL_DUMP_MAX_FILES_BYTES")
+        """The listing's lines, refused past ``max_files_bytes``. Split a chunk at a time as it is read: the
+        file's bytes and their decoded text are never held whole beside the lines (a listing of 1,000,000
+        files is some 170 MB of each, and the lines as much again)."""
+        limit = self.limits.max_files_bytes
+        lines: list[str] = []
+        total = 0
+        cut_line: list[bytes] = []  # a line the chunks cut (a newline never falls inside a UTF-8 character)
         try:
-            return [line for line in data.decode().split("\n") if line]
+            with self.fs.open_read(uri) as stream:
+                while chunk := stream.read(min(READ_CHUNK, limit + 1 - total)):
+                    total += len(chunk)
+                    if total > limit:
+                        raise _too_large(uri, limit, "HMSREPL_DUMP_MAX_FILES_BYTES")
+                    end = chunk.rfind(b"\n") + 1
+                    if not end:  # joined once its end comes, never chunk by chunk
+                        cut_line.append(chunk)
+                        continue
+                    text = b"".join([*cut_line, chunk[:end]]).decode()
+                    lines.extend(line for line in text.split("\n") if line)
+                    cut_line = [chunk[end:]]
+            last = b"".join(cut_line)
+            if last:
+                lines.append(last.decode())
         except UnicodeDecodeError as exc:
             raise DumpError(f"dump file '{uri}' is not UTF-8 text (corrupt dump): {exc}") from exc
+        return lines
 
     def write_metadata(self, meta: DumpMetadata) -> None:
         self.write_json(DUMP_METADATA, asdict(meta))

@@ -32,6 +32,7 @@ copied, not every file it keeps.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -203,7 +204,7 @@ class VersionPublisher:
         with the applied listing). Writing them again cost a second row write per file."""
         if logged:
             return
-        if published.replace or published.stamps or published.removed:
+        if published.replace or published.changed_files or published.removed:
             with self.target.events.transaction() as tx:
                 record(tx.conn, key, published)
 
@@ -319,7 +320,7 @@ class VersionPublisher:
         allowed = below_any(source_location, self.source_cmroot) if wanted.keys() - kept else None
         from_event = {relative_path(encoded) for encoded in change.added}
         to_publish = []
-        placed = []  # copies staged ahead, renamed straight to their names in this unnamed directory
+        copied = []  # the listing's own names (no new string a file): stamped only if the record needs it
         for rel, encoded in wanted.items():
             target_uri = join_uri(new, rel)
             if rel in kept:
@@ -331,22 +332,20 @@ class VersionPublisher:
                 continue
             source = encoded if rel in from_event else self._source_copy(encoded, source_location, what)
             assert allowed is not None  # a file not kept is copied: computed above
-            if self._copy_in(
+            # A copy staged ahead is renamed straight to its name in this unnamed directory; others wait.
+            if not self._copy_in(
                 source, target_uri, allowed, prefetched_at=join_uri(logical, rel), fs=fs, new=True
             ):
-                placed.append(target_uri)
-            else:
                 to_publish.append(target_uri)
+            copied.append(rel)
             fault_point()
         publish_all(fs, to_publish, durable=False)  # made durable with the batch, in set_last_id
         fault_point()
         if traits.hard_links:
             self._unsynced_dirs.add(new)
-            stamps.update(
-                (relative_to(uri, new), stamp_of(fs, uri)) for uri in itertools.chain(placed, to_publish)
-            )
         else:  # a server-side copy is a new object: every file of the version gets a new stamp
             stamps.update((relative_to(s.uri, new), s.stamp) for s in list_data_files(fs, new))
+            copied = []
         self.stats.files_kept += len(kept)
         if current:
             parked = len(kept) >= standby_min_files() and 2 * len(kept) >= len(wanted) and traits.hard_links
@@ -355,7 +354,17 @@ class VersionPublisher:
             )
             self.stats.files_removed += len(removed)
         self._retire_staging_area(logical, current)
-        return Published(new, wanted, stamps, removed, not held.recorded)
+        return Published(
+            new,
+            wanted,
+            stamps,
+            removed,
+            not held.recorded,
+            unstamped=copied,
+            stamp=functools.partial(
+                _stamp_below, self.target.cm.files, new
+            ),  # not the page's view: read later
+        )
 
     def _publish_in_place(
         self,
@@ -754,3 +763,8 @@ class PartitionWrite:
     source_location: str | None
     key: ObjectKey | None
     what: str
+
+
+def _stamp_below(fs: RootedFileSystem, directory: str, rel: str) -> int:
+    """The stamp of ``directory``'s file ``rel`` (``Published.stamp``)."""
+    return stamp_of(fs, join_uri(directory, rel))
