@@ -129,6 +129,9 @@ def test_symlinks_are_resolved_for_containment(layout) -> None:
         fs.delete(f"{root}/t/dirlink/secret.json")
     with pytest.raises(OutsideRootsError):
         fs.make_directory(f"{root}/t/dirlink/made")  # a directory made through a link out
+    for name in ("dirlink", "link"):  # already there, as a link out: refused, not taken for made or a file
+        with pytest.raises(OutsideRootsError, match="resolves to"):
+            fs.make_directory(f"{root}/t/{name}")
     assert tree_digest(outside) == before and not (outside / "made").exists()
     fs.delete(f"{root}/t/link")  # the link itself lies in the root: removing it touches nothing outside
     assert not os.path.lexists(root / "t" / "link")

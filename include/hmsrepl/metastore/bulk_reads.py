@@ -7,6 +7,9 @@ a page never re-reads rows the way an OFFSET would, and a connection is held for
 
 Each group is read when the caller asks for it, so the objects are as current as a table-by-table read
 would give (a dump consolidates later changes from the notification log either way).
+
+One big table's partitions can also be cut into keyset ranges of names (``partition_ranges``) and each range
+read on its own (``range_pages``): several dump processes then share one table.
 """
 
 from __future__ import annotations
@@ -51,6 +54,58 @@ _PAGE = (
     .order_by(partitions.c.tbl_id, partitions.c.part_name)
     .limit(bindparam("rows"))
 )
+
+
+_RANGE_BOUND = (
+    select(partitions.c.part_name)
+    .where(partitions.c.tbl_id == bindparam("tbl_id"), partitions.c.part_name > bindparam("after"))
+    .order_by(partitions.c.part_name)
+    .offset(bindparam("skip"))
+    .limit(1)
+)
+_TAIL_PAGE = (
+    select(partitions.c.doc, partitions.c.write_id, partitions.c.part_name)
+    .where(partitions.c.tbl_id == bindparam("tbl_id"), partitions.c.part_name > bindparam("after"))
+    .order_by(partitions.c.part_name)
+    .limit(bindparam("rows"))
+)
+_RANGE_PAGE = _TAIL_PAGE.where(partitions.c.part_name <= bindparam("upto"))
+
+#: A run of a table's partitions by name: those after the first name ("" for the first run) up to and
+#: including the second (None: every one after the first).
+NameRange = tuple[str, str | None]
+
+
+def partition_ranges(events: EventLog, tbl_id: int, size: int) -> list[NameRange]:
+    """The table's partitions cut into runs of ``size`` by name, in name order, the last one open-ended (it
+    also takes partitions added after the cut). One indexed statement per run, each skipping ``size`` index
+    entries from the previous bound: the names themselves are never all read."""
+    ranges: list[NameRange] = []
+    after = ""
+    with events.reader() as conn:
+        while True:
+            bound = conn.execute(_RANGE_BOUND, {"tbl_id": tbl_id, "after": after, "skip": size - 1}).scalar()
+            if bound is None:
+                ranges.append((after, None))
+                return ranges
+            ranges.append((after, bound))
+            after = bound
+
+
+def range_pages(events: EventLog, tbl_id: int, names: NameRange) -> Iterator[list[Partition]]:
+    """The table's partitions in the run ``names``, a page of ``PAGE_ROWS`` at a time in name order (a
+    connection per page, none held while the caller works on one)."""
+    after, upto = names
+    statement, bound = (_TAIL_PAGE, {}) if upto is None else (_RANGE_PAGE, {"upto": upto})
+    while True:
+        params = {"tbl_id": tbl_id, "after": after, "rows": PAGE_ROWS, **bound}
+        with events.reader() as conn:
+            rows = conn.execute(statement, params).all()
+        if rows:
+            yield [_partition_from_row(row) for row in rows]
+        if len(rows) < PAGE_ROWS:
+            return
+        after = rows[-1].part_name
 
 
 def tables_with_partitions(

@@ -26,7 +26,7 @@ from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
 from hmsrepl.gc_pause import gc_paused
-from hmsrepl.metastore.bulk_reads import table_pages
+from hmsrepl.metastore.bulk_reads import NameRange, partition_ranges, range_pages, table_pages
 from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds
 from hmsrepl.metastore.events import EventType, NotificationEvent
 from hmsrepl.metastore.messages import (
@@ -54,6 +54,7 @@ from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
     TABLE,
     DumpDir,
+    DumpError,
     DumpLayout,
     DumpMetadata,
     SegmentWriter,
@@ -228,22 +229,80 @@ class DumpEngine:
         settings: dump_processes.DumpProcessSettings,
     ) -> None:
         """Every table into the dump, ``options`` (with data, with external tables): in worker processes for
-        a big dump of this metastore's own database (``dump_processes``), else here."""
-        if not (
-            self.reads_in_processes
-            and isinstance(self.source, Metastore)
-            and dump_processes.worth_processes(self.source, db_name, tables, settings)
-        ):
+        a big dump of this metastore's own database (``dump_processes``: slices of many tables, ranges of
+        one big table's partitions), else here."""
+        source = self.source
+        if not (self.reads_in_processes and isinstance(source, Metastore)):
             self.dump_tables(dump, db_name, tables, *options)
             return
-        tally = self._tallies.setdefault(dump.uri, DumpTally())
-        for names, counted in dump_processes.dump_in_processes(
-            self.source.config, dump.uri, db_name, tables, options, settings.processes
-        ):
-            tally.merge(counted)
-            if self.on_table_dumped is not None:
-                for name in names:
-                    self.on_table_dumped(name)
+        big = dump_processes.big_tables(source, db_name, tables, settings)
+        rest = [name for name in tables if name.lower() not in big]
+        if dump_processes.worth_processes(source, db_name, rest, settings):
+            tally = self._tallies.setdefault(dump.uri, DumpTally())
+            for names, counted in dump_processes.dump_in_processes(
+                source.config, dump.uri, db_name, rest, options, settings.processes
+            ):
+                tally.merge(counted)
+                if self.on_table_dumped is not None:
+                    for name in names:
+                        self.on_table_dumped(name)
+        else:
+            self.dump_tables(dump, db_name, rest, *options)
+        for name, count in big.items():
+            self._dump_in_ranges(source, dump, db_name, name, count, options, settings.processes)
+
+    def _dump_in_ranges(
+        self,
+        source: Metastore,
+        dump: DumpDir,
+        db_name: str,
+        name: str,
+        count: int,
+        options: tuple[bool, bool],
+        processes: int,
+    ) -> None:
+        """One big table into the dump: its entry from here, then its partitions in ranges of names read by
+        this process and the workers at once (``dump_processes.dump_ranges_in_processes``)."""
+        with_data, external = options
+        [(_, table, _unread)] = list(table_pages(source.events, db_name, [name]))
+        if table is None:
+            log.info("table %s.%s was dropped during the bootstrap dump", db_name, name)
+        elif (external or table.is_managed) and table.id is not None:
+            self._write_entry(dump, db_name, self._read_entry(table, with_data, []))
+            size = dump_processes.range_size(count)
+            ranges = dump_processes.within_most(partition_ranges(source.events, table.id, size))
+            tally = self._tallies[dump.uri]
+            for counted in dump_processes.dump_ranges_in_processes(
+                source.config,
+                dump.uri,
+                table,
+                ranges,
+                with_data,
+                processes,
+                lambda number, names: self.dump_range(
+                    dump, table, names, dump_processes.first_page(number), with_data
+                ),
+            ):
+                tally.merge(counted)
+        if self.on_table_dumped is not None:
+            self.on_table_dumped(name)
+
+    def dump_range(
+        self, dump: DumpDir, table: Table, names: NameRange, first_page: int, with_data: bool
+    ) -> None:
+        """Write the partitions of ``table`` in the range ``names`` as pages numbered from ``first_page``, at
+        most ``dump_processes.RANGE_PAGES`` of them (the table's entry is written already)."""
+        assert isinstance(self.source, Metastore) and table.id is not None
+        number = first_page
+        for page in range_pages(self.source.events, table.id, names):
+            if number >= first_page + dump_processes.RANGE_PAGES:
+                raise DumpError(
+                    f"table '{table.table_name}' has more than {dump_processes.RANGE_PAGES} pages of partitions "
+                    f"after '{names[0]}'; run REPL DUMP with HMSREPL_DUMP_PROCESSES=1"
+                )
+            number = self._write_entry(
+                dump, table.db_name, self._read_entry(table, with_data, page), first_page=number
+            )
 
     def dump_tables(
         self, dump: DumpDir, db_name: str, tables: list[str], with_data: bool, external: bool

@@ -8,6 +8,13 @@ while they were read), so a dump of at least ``HMSREPL_DUMP_PROCESS_MIN_OBJECTS`
 hands slices of ``SLICE_TABLES`` tables to ``HMSREPL_DUMP_PROCESSES`` worker processes (1 to
 ``MAX_PROCESSES``; default the usable CPUs; 1: none).
 
+One big table cannot be sliced by tables: a table of at least ``HMSREPL_DUMP_PROCESS_MIN_OBJECTS`` partitions
+(and more than ``RANGE_PARTITIONS``) is cut into keyset ranges of partition names (``bulk_reads.partition_ranges``,
+``RANGE_PARTITIONS`` each), which the dump's own process and ``HMSREPL_DUMP_PROCESSES - 1`` workers read at once
+(the dump's process takes the next range whenever it is free, so it reads while the workers start). The dump's
+process writes the table's entry first; each range writes its partitions as pages numbered from its own base
+(``first_page``), so the pages stay in name order and no two ranges write one page.
+
 Each worker opens the source metastore's database on its own connections (never the caller's: workers come
 from ``worker_processes``' forkserver) and the dump directory bound to its own root, and writes its tables
 there as the dump itself would; the caller merges their counts and acknowledges the dump once every slice is
@@ -17,7 +24,9 @@ unacknowledged: a load refuses an unacknowledged dump, and the next dump starts 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -28,6 +37,8 @@ from sqlalchemy import bindparam, func, select
 from hmsrepl.concurrency import bounded_futures
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.faults import fault_point
+from hmsrepl.metastore.bulk_reads import NameRange
+from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 from hmsrepl.metastore.service import Metastore
 from hmsrepl.replication.dump_tally import DumpTally
@@ -47,6 +58,14 @@ DEFAULT_MIN_OBJECTS = 100_000
 SLICE_TABLES = 100  # tables a worker reads at a time: its share evens out over many slices
 SLICES_PER_PROCESS = 2  # in flight per worker: one being read, one waiting
 FAULT_POINT = "dump_process_slice"  # test-only: HMSREPL_FAULT_POINT=dump_process_slice@n kills a worker
+#: Partitions of one range of a big table: about half a second of a process's reading, so the ranges even out
+#: between the processes and the dump's process starts reading at once.
+RANGE_PARTITIONS = 10_000
+#: Page numbers of one range: range ``k`` numbers its pages from ``1 + k * RANGE_PAGES`` (page 0 is the table's
+#: first, which replaces its entry). A range of more pages (5,000,000 partitions) fails the dump.
+RANGE_PAGES = 1_000
+#: Ranges of one table at most: their pages' numbers stay within the six digits of a page's name.
+MAX_RANGES = 999
 
 #: A database's partitions, counted to decide whether a dump is worth its processes.
 _PARTITIONS_OF_DB = (
@@ -55,6 +74,17 @@ _PARTITIONS_OF_DB = (
     .join(tbls, tbls.c.tbl_id == partitions.c.tbl_id)
     .join(dbs, dbs.c.db_id == tbls.c.db_id)
     .where(dbs.c.name == bindparam("db_name"))
+)
+
+#: The database's tables of at least ``least`` partitions, with their counts.
+_BIG_TABLES = (
+    select(tbls.c.tbl_name, func.count().label("parts"))
+    .select_from(partitions)
+    .join(tbls, tbls.c.tbl_id == partitions.c.tbl_id)
+    .join(dbs, dbs.c.db_id == tbls.c.db_id)
+    .where(dbs.c.name == bindparam("db_name"))
+    .group_by(tbls.c.tbl_name)
+    .having(func.count() >= bindparam("least"))
 )
 
 
@@ -97,6 +127,92 @@ def worth_processes(
     with source.events.reader() as conn:
         count = int(conn.execute(_PARTITIONS_OF_DB, {"db_name": db_name.lower()}).scalar() or 0)
     return len(tables) + count >= least
+
+
+def big_tables(
+    source: Metastore, db_name: str, tables: Sequence[str], settings: DumpProcessSettings
+) -> dict[str, int]:
+    """The tables among ``tables`` (lower case) of at least the minimum of objects (their entry and their
+    partitions) and more than one range of partitions, with their counts: each is read in ranges by several
+    processes (none with one process). One statement for the database."""
+    if settings.processes <= 1:
+        return {}
+    wanted = {name.lower() for name in tables}
+    params = {"db_name": db_name.lower(), "least": max(settings.min_objects - 1, RANGE_PARTITIONS + 1)}
+    with source.events.reader() as conn:
+        rows = conn.execute(_BIG_TABLES, params).all()
+    return {row.tbl_name: int(row.parts) for row in rows if row.tbl_name in wanted}
+
+
+def range_size(partitions: int) -> int:
+    """Partitions per range of a table of ``partitions``: ``RANGE_PARTITIONS``, more for a table that would
+    need more than ``MAX_RANGES`` of them."""
+    return max(RANGE_PARTITIONS, math.ceil(partitions / MAX_RANGES))
+
+
+def within_most(ranges: list[NameRange]) -> list[NameRange]:
+    """``ranges`` with those past ``MAX_RANGES`` joined into the last (partitions added since they were
+    counted)."""
+    if len(ranges) <= MAX_RANGES:
+        return ranges
+    return [*ranges[: MAX_RANGES - 1], (ranges[MAX_RANGES - 1][0], None)]
+
+
+def first_page(number: int) -> int:
+    """The number of the first page range ``number`` writes (``RANGE_PAGES``)."""
+    return 1 + number * RANGE_PAGES
+
+
+def dump_ranges_in_processes(
+    config: MetastoreConfig,
+    dump_uri: str,
+    table: Table,
+    ranges: Sequence[NameRange],
+    with_data: bool,
+    processes: int,
+    here: Callable[[int, NameRange], None],
+) -> Iterator[DumpTally]:
+    """Read the ``ranges`` of ``table``'s partitions into the dump at ``dump_uri``: ``here(number, range)`` in
+    this process, the others in ``processes - 1`` workers, each range handed to whichever is free first
+    (this process takes one whenever the workers have one each). Yields each worker's counts (this
+    process's own are its engine's). Raises the first error, or DumpError when a worker stopped; ranges not
+    started then are dropped, and those running finish before this returns."""
+    workers = max(1, processes - 1)
+    pool = worker_pool(workers)
+    todo = deque(enumerate(ranges))
+    running: list[tuple[NameRange, Future[DumpTally]]] = []
+
+    def submit(number: int, names: NameRange) -> Future[DumpTally]:
+        return pool.submit(_dump_range, config, dump_uri, table, names, first_page(number), with_data)
+
+    try:
+        while todo or running:
+            for item in [item for item in running if item[1].done()]:
+                running.remove(item)
+                yield _range_taken(*item, table, dump_uri)
+            while todo and len(running) < workers:
+                number, names = todo.popleft()
+                running.append((names, submit(number, names)))
+            if todo:
+                here(*todo.popleft())
+            elif running:
+                yield _range_taken(*running.pop(0), table, dump_uri)
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _range_taken(names: NameRange, future: Future[DumpTally], table: Table, dump_uri: str) -> DumpTally:
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        upto = "the last" if names[1] is None else f"'{names[1]}'"
+        raise DumpError(
+            f"a dump process stopped (killed or out of memory) while reading the partitions of table "
+            f"'{table.table_name}' after '{names[0]}' up to {upto}; the dump '{dump_uri}' is not acknowledged and "
+            "no load will take it: run REPL DUMP again (HMSREPL_DUMP_PROCESSES=1 reads in the dump's own process)"
+        ) from None
 
 
 def dump_in_processes(
@@ -146,13 +262,30 @@ def _dump_slice(
     config: MetastoreConfig, dump_uri: str, db_name: str, names: list[str], options: tuple[bool, bool]
 ) -> DumpTally:
     """Read ``names`` into the dump; their counts. Any error is raised to the dump as it is."""
+    engine = _engine(config, dump_uri)
+    dump = DumpDir(dump_uri)
+    fault_point(FAULT_POINT)
+    engine.dump_tables(dump, db_name, names, *options)
+    return engine.take_tally(dump.uri)
+
+
+def _dump_range(
+    config: MetastoreConfig, dump_uri: str, table: Table, names: NameRange, first: int, with_data: bool
+) -> DumpTally:
+    """Read the partitions of ``table`` in the range ``names`` into the dump; their counts."""
+    engine = _engine(config, dump_uri)
+    dump = DumpDir(dump_uri)
+    fault_point(FAULT_POINT)
+    engine.dump_range(dump, table, names, first, with_data)
+    return engine.take_tally(dump.uri)
+
+
+def _engine(config: MetastoreConfig, dump_uri: str) -> DumpEngine:
+    """The worker's engine for this source and dump root, made on its first task."""
     from hmsrepl.replication.dump import DumpEngine
 
     key = (config.model_dump_json(), dump_uri)
     engine = _ENGINES.get(key)
     if engine is None:
         engine = _ENGINES[key] = DumpEngine(Metastore(config), dump_uri.rpartition("/")[0])
-    dump = DumpDir(dump_uri)
-    fault_point(FAULT_POINT)
-    engine.dump_tables(dump, db_name, names, *options)
-    return engine.take_tally(dump.uri)
+    return engine

@@ -42,16 +42,22 @@ class DumpTally:
         count.add_files(files)
 
     def partitions(self, name: str, parts: Iterable[WrittenPartition]) -> Iterator[WrittenPartition]:
-        """``parts`` unchanged, each counted for table ``name`` as it passes to the writer."""
-        count = self._tables[name]
+        """``parts`` unchanged, each counted for table ``name`` as it passes to the writer (a writer of a range
+        of a table's partitions counts them without the table's entry)."""
+        count = self._tables.setdefault(name, _TableCount())
         for part in parts:
             count.partitions += 1
             count.add_files(part[2])
             yield part
 
     def merge(self, other: DumpTally) -> None:
-        """Take the counts of tables another writer of the same dump wrote (a worker process's share)."""
-        self._tables.update(other._tables)
+        """Add the counts another writer of the same dump made (a worker process's share: whole tables, or a
+        range of one table's partitions whose entry this writer holds)."""
+        for name, count in other._tables.items():
+            mine = self._tables.setdefault(name, _TableCount())
+            mine.partitions += count.partitions
+            mine.files += count.files
+            mine.bytes += count.bytes
 
     def removed(self, name: str) -> None:
         self._tables.pop(name, None)

@@ -339,7 +339,17 @@ class RootedFileSystem(FileSystem):
         self._fs(uri).makedirs(uri)
 
     def make_directory(self, uri: str) -> bool:
-        return self._fs(uri).make_directory(uri)
+        """A new directory is a name, decided by its parent's resolution: no ``lstat`` of it first (a
+        bootstrap makes one per partition). A name already there is checked as content too, so one that is a
+        symlink leading out is refused as by every operation that follows it."""
+        try:
+            made = self._fs(uri, follow=False).make_directory(uri)
+        except FileExistsError:
+            self.check(uri)
+            raise
+        if not made:
+            self.check(uri)
+        return made
 
     def delete_tree(self, uri: str) -> None:
         self._fs(uri).delete_tree(uri)
