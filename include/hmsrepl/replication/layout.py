@@ -250,13 +250,6 @@ def _env_int(name: str, default: int) -> int:
 READ_CHUNK = 1024 * 1024
 
 
-def _too_large(uri: str, limit: int, setting: str) -> DumpError:
-    return DumpError(
-        f"dump file '{uri}' is larger than {limit} bytes, the most a load reads ({setting}); "
-        "the dump is corrupt or hostile"
-    )
-
-
 @dataclass(frozen=True)
 class DumpLimits:
     """Bounds on what a load reads from a dump, checked before parsing (a dump is untrusted input).
@@ -320,20 +313,23 @@ class DumpDir:
         self.limits = limits or DumpLimits.from_environment()
 
     def _read_bounded(self, uri: str, limit: int, setting: str) -> bytes:
-        """The file's bytes, refused past ``limit``; read in chunks, so memory follows the file, not the limit
-        (one ``read(limit + 1)`` allocates the whole limit up front: 1 GiB for every ``_files``)."""
-        chunks: list[bytes] = []
+        """The file's bytes, refused past ``limit``."""
+        return b"".join(self._bounded_chunks(uri, limit, setting))
+
+    def _bounded_chunks(self, uri: str, limit: int, setting: str) -> Iterator[bytes]:
+        """The file's bytes a chunk at a time, refused as soon as they pass ``limit``: memory follows the file
+        (or the caller's use of it), not the limit (one ``read(limit + 1)`` allocates the whole limit up
+        front: 1 GiB for every ``_files``)."""
         total = 0
         with self.fs.open_read(uri) as stream:
-            while total <= limit:
-                chunk = stream.read(min(READ_CHUNK, limit + 1 - total))
-                if not chunk:
-                    break
-                chunks.append(chunk)
+            while chunk := stream.read(min(READ_CHUNK, limit + 1 - total)):
                 total += len(chunk)
-        if total > limit:
-            raise _too_large(uri, limit, setting)
-        return b"".join(chunks)
+                if total > limit:
+                    raise DumpError(
+                        f"dump file '{uri}' is larger than {limit} bytes, the most a load reads ({setting}); "
+                        "the dump is corrupt or hostile"
+                    )
+                yield chunk
 
     def path(self, *parts: str) -> str:
         return join_uri(self.uri, *parts)
@@ -394,23 +390,18 @@ class DumpDir:
         """The listing's lines, refused past ``max_files_bytes``. Split a chunk at a time as it is read: the
         file's bytes and their decoded text are never held whole beside the lines (a listing of 1,000,000
         files is some 170 MB of each, and the lines as much again)."""
-        limit = self.limits.max_files_bytes
         lines: list[str] = []
-        total = 0
         cut_line: list[bytes] = []  # a line the chunks cut (a newline never falls inside a UTF-8 character)
+        chunks = self._bounded_chunks(uri, self.limits.max_files_bytes, "HMSREPL_DUMP_MAX_FILES_BYTES")
         try:
-            with self.fs.open_read(uri) as stream:
-                while chunk := stream.read(min(READ_CHUNK, limit + 1 - total)):
-                    total += len(chunk)
-                    if total > limit:
-                        raise _too_large(uri, limit, "HMSREPL_DUMP_MAX_FILES_BYTES")
-                    end = chunk.rfind(b"\n") + 1
-                    if not end:  # joined once its end comes, never chunk by chunk
-                        cut_line.append(chunk)
-                        continue
-                    text = b"".join([*cut_line, chunk[:end]]).decode()
-                    lines.extend(line for line in text.split("\n") if line)
-                    cut_line = [chunk[end:]]
+            for chunk in chunks:
+                end = chunk.rfind(b"\n") + 1
+                if not end:  # joined once its end comes, never chunk by chunk
+                    cut_line.append(chunk)
+                    continue
+                text = b"".join([*cut_line, chunk[:end]]).decode()
+                lines.extend(line for line in text.split("\n") if line)
+                cut_line = [chunk[end:]]
             last = b"".join(cut_line)
             if last:
                 lines.append(last.decode())
