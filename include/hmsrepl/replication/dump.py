@@ -248,44 +248,43 @@ class DumpEngine:
                         self.on_table_dumped(name)
         else:
             self.dump_tables(dump, db_name, rest, *options)
-        for name, count in big.items():
-            self._dump_in_ranges(source, dump, db_name, name, count, options, settings.processes)
+        with_data, external = options
+        for name, count in big.items():  # one at a time: a group's scan would skip through their partitions
+            ranged = functools.partial(
+                self._dump_in_ranges, source, dump, count, with_data, settings.processes
+            )
+            self._each_dumped(db_name, [name], external, ranged)
 
     def _dump_in_ranges(
         self,
         source: Metastore,
         dump: DumpDir,
-        db_name: str,
-        name: str,
         count: int,
-        options: tuple[bool, bool],
+        with_data: bool,
         processes: int,
+        table: Table,
+        _pages: Iterable[list[Partition]] | None,
     ) -> None:
-        """One big table into the dump: its entry from here, then its partitions in ranges of names read by
-        this process and the workers at once (``dump_processes.dump_ranges_in_processes``)."""
-        with_data, external = options
-        [(_, table, _unread)] = list(table_pages(source.events, db_name, [name]))
-        if table is None:
-            log.info("table %s.%s was dropped during the bootstrap dump", db_name, name)
-        elif (external or table.is_managed) and table.id is not None:
-            self._write_entry(dump, db_name, self._read_entry(table, with_data, []))
-            size = dump_processes.range_size(count)
-            ranges = dump_processes.within_most(partition_ranges(source.events, table.id, size))
-            tally = self._tallies[dump.uri]
-            for counted in dump_processes.dump_ranges_in_processes(
-                source.config,
-                dump.uri,
-                table,
-                ranges,
-                with_data,
-                processes,
-                lambda number, names: self.dump_range(
-                    dump, table, names, dump_processes.first_page(number), with_data
-                ),
-            ):
-                tally.merge(counted)
-        if self.on_table_dumped is not None:
-            self.on_table_dumped(name)
+        """One big table of ``count`` partitions into the dump: its entry from here, then its partitions in
+        ranges of names read by this process and the workers at once (``dump_processes.dump_ranges_in_processes``),
+        not from ``_pages``, its group's scan."""
+        assert table.id is not None  # read from this metastore's own rows
+        self._write_entry(dump, table.db_name, self._read_entry(table, with_data, []))
+        size = dump_processes.range_size(count)
+        ranges = dump_processes.within_most(partition_ranges(source.events, table.id, size))
+        tally = self._tallies[dump.uri]
+        for counted in dump_processes.dump_ranges_in_processes(
+            source.config,
+            dump.uri,
+            table,
+            ranges,
+            with_data,
+            processes,
+            lambda number, names: self.dump_range(
+                dump, table, names, dump_processes.first_page(number), with_data
+            ),
+        ):
+            tally.merge(counted)
 
     def dump_range(
         self, dump: DumpDir, table: Table, names: NameRange, first_page: int, with_data: bool
@@ -307,13 +306,29 @@ class DumpEngine:
     def dump_tables(
         self, dump: DumpDir, db_name: str, tables: list[str], with_data: bool, external: bool
     ) -> None:
-        """Read ``tables`` into the dump, in this process (a table dropped meanwhile is skipped: the
-        consolidation settles it)."""
+        """Read ``tables`` into the dump, in this process."""
+        self._each_dumped(
+            db_name,
+            tables,
+            external,
+            lambda table, pages: self._dump_table(dump, db_name, table, pages, with_data),
+        )
+
+    def _each_dumped(
+        self,
+        db_name: str,
+        tables: list[str],
+        external: bool,
+        write: Callable[[Table, Iterable[list[Partition]] | None], None],
+    ) -> None:
+        """``write`` each of ``tables`` a bootstrap dump takes (managed ones; external ones too with
+        ``external``), with its partitions in pages; a table dropped meanwhile is skipped (the consolidation
+        settles it). Each is reported done to ``on_table_dumped``."""
         for table_name, table, pages in self._table_pages(db_name, tables):
             if table is None:
                 log.info("table %s.%s was dropped during the bootstrap dump", db_name, table_name)
             elif external or table.is_managed:
-                self._dump_table(dump, db_name, table, pages, with_data)
+                write(table, pages)
             if self.on_table_dumped is not None:
                 self.on_table_dumped(table_name)
 

@@ -204,15 +204,10 @@ def dump_ranges_in_processes(
 
 
 def _range_taken(names: NameRange, future: Future[DumpTally], table: Table, dump_uri: str) -> DumpTally:
-    try:
-        return future.result()
-    except BrokenProcessPool:
-        upto = "the last" if names[1] is None else f"'{names[1]}'"
-        raise DumpError(
-            f"a dump process stopped (killed or out of memory) while reading the partitions of table "
-            f"'{table.table_name}' after '{names[0]}' up to {upto}; the dump '{dump_uri}' is not acknowledged and "
-            "no load will take it: run REPL DUMP again (HMSREPL_DUMP_PROCESSES=1 reads in the dump's own process)"
-        ) from None
+    upto = "the last" if names[1] is None else f"'{names[1]}'"
+    return _counts(
+        future, f"the partitions of table '{table.table_name}' after '{names[0]}' up to {upto}", dump_uri
+    )
 
 
 def dump_in_processes(
@@ -243,14 +238,19 @@ def dump_in_processes(
 
 
 def _taken(names: list[str], future: Future[DumpTally], dump_uri: str) -> tuple[list[str], DumpTally]:
+    return names, _counts(future, f"tables '{names[0]}' to '{names[-1]}'", dump_uri)
+
+
+def _counts(future: Future[DumpTally], reading: str, dump_uri: str) -> DumpTally:
+    """A worker's counts; a worker that stopped fails the dump in one line naming what it was ``reading``."""
     try:
-        return names, future.result()
+        return future.result()
     except BrokenProcessPool:
         raise DumpError(
             "a dump process stopped (killed, out of memory, or started by a script whose main code lacks an "
-            f"if __name__ == '__main__' guard) while reading tables '{names[0]}' to "
-            f"'{names[-1]}'; the dump '{dump_uri}' is not acknowledged and no load will take it: run REPL DUMP "
-            "again (HMSREPL_DUMP_PROCESSES=1 reads in the dump's own process)"
+            f"if __name__ == '__main__' guard) while reading {reading}; the dump '{dump_uri}' is not acknowledged "
+            "and no load will take it: run REPL DUMP again (HMSREPL_DUMP_PROCESSES=1 reads in the dump's own "
+            "process)"
         ) from None
 
 
