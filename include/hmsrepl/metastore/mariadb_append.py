@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlalchemy import Connection, TextClause, text
 
-from hmsrepl.metastore.pg_json_rows import json_rows
+from hmsrepl.metastore.json_rows import json_rows
 
 #: The most file intents that ride in the append; a transaction with more inserts them in a statement of its own.
 MAX_INTENTS = 8

@@ -3,7 +3,7 @@
 Elsewhere the append is three exchanges with the server: share-lock and read the rows of the databases the
 events name (the protection check), reserve ids on the sequence row, insert the events. On PostgreSQL one
 statement does all three, in that order, as data-modifying CTEs: the events travel as one JSON document
-(one shape of statement for any number of events, so it stays prepared; ``pg_json_rows`` says why not
+(one shape of statement for any number of events, so it stays prepared; ``json_rows`` says why not
 arrays), and each takes the id ``first + its position``.
 
 The order matters for deadlocks: a freeze holds a database row and then logs its own event (taking the
@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from hmsrepl.metastore.pg_json_rows import json_rows
+from hmsrepl.metastore.json_rows import json_rows
 
 _APPEND = text(
     """

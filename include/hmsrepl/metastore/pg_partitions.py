@@ -5,7 +5,7 @@ Elsewhere a page of new partitions costs two statements: a multi-row ``INSERT ..
 rather than the server: the multi-row insert's text changes with the page's size, and past 50 parameters
 psycopg neither caches its parsing nor keeps it prepared, so every table of a bootstrap paid the parse again
 (about a millisecond); the ``executemany`` sends one statement per key value in a pipeline. Here the rows
-travel as one JSON document for the partitions and one for their key values (``pg_json_rows``), so the
+travel as one JSON document for the partitions and one for their key values (``json_rows``), so the
 statement is the same text for any number of partitions: parsed once, prepared once per connection, and one
 round trip, the key values inserted by a data-modifying CTE that joins the new ids by name (unique within
 the table).
@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from hmsrepl.metastore.pg_json_rows import json_rows
+from hmsrepl.metastore.json_rows import json_rows
 
 _INSERT = text(
     """
