@@ -28,9 +28,12 @@ BACKENDS = ("sqlite", "postgres", "mysql")
 
 
 @contextmanager
-def temporary_database(backend: str, tmp_dir: str, *, driver: str | None = None) -> Iterator[str]:
+def temporary_database(
+    backend: str, tmp_dir: str, *, driver: str | None = None, mysql_collation: str = "utf8mb4_bin"
+) -> Iterator[str]:
     """Yield the URL of a new, empty database on ``backend``; drop it afterwards. ``driver``: the DB-API
-    driver the URL names instead of the server URL's (``pymysql`` or ``mysqldb`` on MariaDB)."""
+    driver the URL names instead of the server URL's (``pymysql`` or ``mysqldb`` on MariaDB);
+    ``mysql_collation``: the utf8mb4 collation of a MariaDB database, which its tables' text columns take."""
     name = f"hmsrepl_t_{uuid.uuid4().hex[:12]}"
     if backend == "sqlite":
         yield f"sqlite:///{tmp_dir}/{name}.db"
@@ -41,7 +44,7 @@ def temporary_database(backend: str, tmp_dir: str, *, driver: str | None = None)
         if backend == "postgres":
             conn.execute(text(f'CREATE DATABASE "{name}"'))
         else:
-            conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
+            conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE {mysql_collation}"))
     try:
         url = make_url(admin_url).set(database=name)
         if driver is not None:

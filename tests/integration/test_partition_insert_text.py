@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from hmsrepl.exceptions import AlreadyExistsError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import JSON_FORMAT
 from hmsrepl.metastore.mariadb_append import MAX_INTENTS
-from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.model import Database, Table
 from hmsrepl.storage.local import local_path
+from tests.backends import temporary_database
+from tests.conftest import make_config
 from tests.helpers import make_partition, make_table
 
 AWKWARD = [
@@ -23,30 +28,73 @@ AWKWARD = [
     "ünïcødé ✓",
     'json {"k": "v\\n"}',
     "NULL",
+    "null",
+    "emoji 😀 clef 𝄞",  # four bytes in UTF-8
+    "escaped \\n and \\u0000 and \\'",
+    "long " + "ab" * 120,  # near the longest a directory name allows
 ]
+# Longer than any name or value column, as a partition's parameters may be: it travels inside the document.
+LONG_TEXT = "€😀\\\"'\t" * 5000
 
 
 def test_awkward_values_and_parameters_round_trip_in_order(metastore: Metastore) -> None:
+    _awkward_partitions_round_trip(metastore, AWKWARD)
+
+
+@pytest.mark.mysql
+def test_partitions_join_their_values_in_the_databases_own_collation(tmp_path: Path) -> None:
+    """A MariaDB metastore created in a database whose collation is case- and accent-insensitive (not the
+    binary one the other tests use) adds and reads back the same partitions: the page's names are compared
+    in the stored column's collation, read from the server, so the key values find their partitions (a name
+    declared in another collation is refused by the server as an illegal mix). A name that differs only by
+    case is the same partition there, and adding it is refused as it exists."""
+    with temporary_database("mysql", str(tmp_path), mysql_collation="utf8mb4_unicode_ci") as url:
+        metastore = Metastore.open(make_config(url, tmp_path))
+        try:
+            # Values that differ only by case are equal there (a partial spec finds both): one of them.
+            table = _awkward_partitions_round_trip(metastore, [v for v in AWKWARD if v != "null"])
+            with pytest.raises(AlreadyExistsError):
+                metastore.catalog.add_partitions("db", "t", [make_partition(table, AWKWARD[5].upper(), "5")])
+        finally:
+            metastore.close()
+
+
+def _awkward_partitions_round_trip(metastore: Metastore, values: list[str]) -> Table:
+    """Add a partition per value to a new table ``db.t``; check each comes back as written, its key values
+    found by a partial spec; return the table."""
     metastore.catalog.create_database(Database(name="db"))
     table = metastore.catalog.create_table(make_table("db", "t", partition_keys=("p", "q")))
     parts = []
-    for n, value in enumerate(AWKWARD):
+    for n, value in enumerate(values):
         part = make_partition(table, value, f"{n}")
-        part.parameters = {"note": value, 'k"ey\\': value[::-1], "lines": f"tab\t{n}\nline"}
+        part.parameters = {
+            "note": value,
+            'k"ey\\': value[::-1],
+            "lines": f"tab\t{n}\nline\r\n",
+            "long": LONG_TEXT,
+            "none": "None",
+        }
         parts.append(part)
 
     added = metastore.catalog.add_partitions("db", "t", parts)
 
-    assert [p.values for p in added] == [[v, f"{n}"] for n, v in enumerate(AWKWARD)]
+    assert [p.values for p in added] == [[v, f"{n}"] for n, v in enumerate(values)]
     read = metastore.catalog.get_partitions("db", "t")
     by_values = {tuple(p.values): p for p in read}
-    assert set(by_values) == {(v, f"{n}") for n, v in enumerate(AWKWARD)}
-    for n, value in enumerate(AWKWARD):
+    assert set(by_values) == {(v, f"{n}") for n, v in enumerate(values)}
+    for n, value in enumerate(values):
         part = by_values[(value, f"{n}")]
         assert part.parameters["note"] == value
         assert part.parameters['k"ey\\'] == value[::-1]
-        assert part.parameters["lines"] == f"tab\t{n}\nline"
-    assert len(metastore.catalog.get_partition_names("db", "t")) == len(AWKWARD)
+        assert part.parameters["lines"] == f"tab\t{n}\nline\r\n"
+        assert part.parameters["long"] == LONG_TEXT
+        assert part.parameters["none"] == "None"
+    assert len(metastore.catalog.get_partition_names("db", "t")) == len(values)
+    for n, value in enumerate(values):  # each key value joined its own partition, and only it
+        by_first = metastore.catalog.get_partition_names_ps("db", "t", [value, ""])
+        assert len(by_first) == 1
+        assert metastore.catalog.get_partition_names_ps("db", "t", ["", f"{n}"]) == by_first
+    return table
 
 
 def test_awkward_text_in_events_and_file_intents_round_trips(metastore: Metastore, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from sqlalchemy import Connection, bindparam, select
 
 from hmsrepl.exceptions import InvalidOperationError
 from hmsrepl.metastore.events import EventType, PendingEvent
+from hmsrepl.metastore.mariadb_version import JSON_TABLE_SINCE, mariadb_at_least
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.payloads import named_databases as payload_databases
 from hmsrepl.metastore.payloads import prior_database
@@ -214,8 +215,7 @@ def _check_unheld_row(conn: Connection, name: str) -> bool:
 def skips_locked_rows(dialect: Any) -> bool:
     """MariaDB reads ``LOCK IN SHARE MODE SKIP LOCKED`` from 10.6 on (as it reads ``JSON_TABLE``, which
     ``mariadb_append`` also needs); MySQL does not with that syntax."""
-    version = getattr(dialect, "server_version_info", None) or (0,)
-    return bool(getattr(dialect, "is_mariadb", False)) and tuple(version[:2]) >= (10, 6)
+    return mariadb_at_least(dialect, JSON_TABLE_SINCE)
 
 
 def _refuse_database(doc: str) -> None:

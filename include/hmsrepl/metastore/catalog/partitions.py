@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
 
@@ -13,7 +14,7 @@ from hmsrepl.exceptions import (
     InvalidOperationError,
     NoSuchPartitionError,
 )
-from hmsrepl.metastore import basic_stats, listings, pg_partitions
+from hmsrepl.metastore import basic_stats, listings, mariadb_partitions, pg_partitions
 from hmsrepl.metastore import placement as placement_mod
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
@@ -38,6 +39,7 @@ from hmsrepl.metastore.eventlog import MetastoreTransaction
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.listings import ObjectKey
+from hmsrepl.metastore.mariadb_version import JSON_TABLE_SINCE, mariadb_at_least
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.names import check_partition_values
 from hmsrepl.metastore.payloads import (
@@ -51,6 +53,24 @@ from hmsrepl.metastore.payloads import (
 from hmsrepl.metastore.placement import Placement
 from hmsrepl.metastore.schema import partition_key_vals, partitions
 from hmsrepl.storage.base import join_uri
+
+#: Inserts a page of partitions and their key values in one statement: (conn, table id, partition rows, each
+#: one's key values) -> their new ids by name.
+OneStatementInsert = Callable[
+    [Connection, int, Sequence[dict[str, Any]], Sequence[Sequence[str]]], dict[str, int]
+]
+
+
+def _one_statement_insert(conn: Connection) -> OneStatementInsert | None:
+    """The backend's insert of a page in one statement of one shape, the rows sent as one JSON document
+    (PostgreSQL, ``pg_partitions``; MariaDB from 10.6, ``mariadb_partitions``); None where a page takes a
+    multi-row insert and an ``executemany`` of its key values (SQLite, whose statements cost no round trip;
+    MySQL and older MariaDB)."""
+    if conn.dialect.name == "postgresql":
+        return pg_partitions.insert_partitions
+    if mariadb_at_least(conn.dialect, JSON_TABLE_SINCE):
+        return mariadb_partitions.insert_partitions
+    return None
 
 
 class PartitionCatalog(CatalogFamily):
@@ -198,6 +218,7 @@ class PartitionCatalog(CatalogFamily):
         # The new ids come back with the insert where the database returns rows from a multi-row insert
         # (PostgreSQL, SQLite, MariaDB 10.5+): one statement per chunk instead of an insert and a read back.
         returning = conn.dialect.insert_executemany_returning
+        one_statement = _one_statement_insert(conn)
         for chunk in _chunks(added):
             rows = [
                 {
@@ -210,8 +231,8 @@ class PartitionCatalog(CatalogFamily):
                 }
                 for name, part in chunk
             ]
-            if conn.dialect.name == "postgresql":  # one statement of one shape (``pg_partitions``)
-                out.update(pg_partitions.insert_partitions(conn, tbl_id, rows, [p.values for _, p in chunk]))
+            if one_statement is not None:
+                out.update(one_statement(conn, tbl_id, rows, [p.values for _, p in chunk]))
                 continue
             if returning:
                 ids = {row.part_name: row.part_id for row in conn.execute(_INSERT_PARTITIONS_RETURNING, rows)}
