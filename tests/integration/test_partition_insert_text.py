@@ -1,6 +1,6 @@
 """Partition values and parameters that carry the characters array and JSON literals escape come back as
-written, on every backend (PostgreSQL sends a page of new partitions as one JSON document, PostgreSQL and
-MariaDB a transaction's events and file intents)."""
+written, on every backend (PostgreSQL and MariaDB send a page of new partitions, and a transaction's events
+and file intents, as JSON documents)."""
 
 from __future__ import annotations
 
@@ -42,12 +42,11 @@ def test_awkward_values_and_parameters_round_trip_in_order(metastore: Metastore)
 
 
 @pytest.mark.mysql
-def test_partitions_join_their_values_in_the_databases_own_collation(tmp_path: Path) -> None:
+def test_partitions_and_their_values_round_trip_in_a_case_insensitive_database(tmp_path: Path) -> None:
     """A MariaDB metastore created in a database whose collation is case- and accent-insensitive (not the
-    binary one the other tests use) adds and reads back the same partitions: the page's names are compared
-    in the stored column's collation, read from the server, so the key values find their partitions (a name
-    declared in another collation is refused by the server as an illegal mix). A name that differs only by
-    case is the same partition there, and adding it is refused as it exists."""
+    binary one the other tests use) adds and reads back the same partitions, each key value under its own
+    partition; a name that differs only by case is the same partition there, and adding it is refused as it
+    exists."""
     with temporary_database("mysql", str(tmp_path), mysql_collation="utf8mb4_unicode_ci") as url:
         metastore = Metastore.open(make_config(url, tmp_path))
         try:

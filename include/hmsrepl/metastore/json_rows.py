@@ -1,5 +1,6 @@
 """Rows sent to a database server as one JSON document, expanded there into rows: ``json_to_recordset`` on
-PostgreSQL (``pg_partitions``, ``pg_append``), ``JSON_TABLE`` on MariaDB (``mariadb_append``).
+PostgreSQL (``pg_partitions``, ``pg_append``), ``JSON_TABLE`` on MariaDB (``mariadb_append``,
+``mariadb_partitions``).
 
 A statement that must keep one shape for any number of rows (so psycopg keeps it prepared, and MariaDB's
 driver escapes one string, not every value) can take them as one array per column or as one JSON document.
@@ -20,7 +21,7 @@ from typing import Any
 import orjson
 
 
-def json_rows(rows: Iterable[dict[str, Any]]) -> str:
+def json_rows(rows: Iterable[dict[str, Any] | list[Any]]) -> str:
     """``rows`` as one JSON array of objects, for ``json_to_recordset(CAST(:param AS JSON)) AS r(...)`` or
-    ``JSON_TABLE(:param, '$[*]' COLUMNS (...))``."""
+    ``JSON_TABLE(:param, '$[*]' COLUMNS (...))``; or of arrays, for ``JSON_TABLE`` with ``PATH '$[0]'``..."""
     return orjson.dumps(list(rows)).decode()
