@@ -59,8 +59,8 @@ def test_partitions_and_their_values_round_trip_in_a_case_insensitive_database(t
 
 
 def _awkward_partitions_round_trip(metastore: Metastore, values: list[str]) -> Table:
-    """Add a partition per value to a new table ``db.t``; check each comes back as written, its key values
-    found by a partial spec; return the table."""
+    """Add a partition per value to a new table ``db.t``; check their ids grow in the order given and each
+    comes back as written, its key values found by a partial spec; return the table."""
     metastore.catalog.create_database(Database(name="db"))
     table = metastore.catalog.create_table(make_table("db", "t", partition_keys=("p", "q")))
     parts = []
@@ -75,7 +75,8 @@ def _awkward_partitions_round_trip(metastore: Metastore, values: list[str]) -> T
         }
         parts.append(part)
 
-    added = metastore.catalog.add_partitions("db", "t", parts)
+    ids: dict[str, int] = {}
+    added = metastore.catalog.add_partitions("db", "t", parts, new_ids=ids)
 
     assert [p.values for p in added] == [[v, f"{n}"] for n, v in enumerate(values)]
     read = metastore.catalog.get_partitions("db", "t")
@@ -89,10 +90,14 @@ def _awkward_partitions_round_trip(metastore: Metastore, values: list[str]) -> T
         assert part.parameters["long"] == LONG_TEXT
         assert part.parameters["none"] == "None"
     assert len(metastore.catalog.get_partition_names("db", "t")) == len(values)
-    for n, value in enumerate(values):  # each key value joined its own partition, and only it
+    names: list[str] = []
+    for n, value in enumerate(values):  # each key value under its own partition, and only it
         by_first = metastore.catalog.get_partition_names_ps("db", "t", [value, ""])
         assert len(by_first) == 1
         assert metastore.catalog.get_partition_names_ps("db", "t", ["", f"{n}"]) == by_first
+        names.append(by_first[0])
+    in_order = [ids[name] for name in names]
+    assert in_order == sorted(in_order) and len(ids) == len(values)
     return table
 
 
