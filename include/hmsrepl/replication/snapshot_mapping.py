@@ -39,6 +39,9 @@ TARGET_ONLY_PARAMS = (
     *LOCAL_PARAMS,  # failover and protection state of one side
 )
 
+#: Tables whose mapping a mapper keeps for their partitions: an event batch alternates between a few.
+PARENTS_REMEMBERED = 64
+
 
 class SnapshotMapper:
     """The replica ``target_db``'s table or partition for a source snapshot, located by ``locations``."""
@@ -47,7 +50,7 @@ class SnapshotMapper:
         self.db = target_db
         self.locations = locations
         # Per source table location: its canonical form and its mapping, when its children map to the
-        # children of its mapping (``child_location``); None when they do not. One table's at a time.
+        # children of its mapping (``_child_location``); None when they do not. A few tables' at a time.
         self._parents: dict[str, tuple[str, str] | None] = {}
 
     def location(self, source_location: str | None, parent: str | None = None) -> str | None:
@@ -65,7 +68,8 @@ class SnapshotMapper:
         version marks, when the table keeps its path relative to the source database: the child of the
         table's mapping, with no parse (a bootstrap maps 100,000 such partitions of one table). Else None."""
         if parent not in self._parents:
-            self._parents.clear()
+            if len(self._parents) >= PARENTS_REMEMBERED:
+                self._parents.clear()
             self._parents[parent] = self._parent(parent)
         known = self._parents[parent]
         if known is None or VERSION_MARK in source_location:
