@@ -20,11 +20,11 @@ from sqlalchemy import select
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.locations import location_key
-from hmsrepl.metastore.model import Database, Partition, Table
+from hmsrepl.metastore.model import Database, Table
 from hmsrepl.metastore.schema import partitions
 from tests.backends import temporary_database
 from tests.conftest import make_config
-from tests.helpers import make_partition, make_table
+from tests.helpers import make_table, partition_at
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
@@ -44,15 +44,12 @@ def _made(store: Metastore) -> Table:
     return store.catalog.create_table(make_table("shop", "t", partition_keys=("p",)))
 
 
-def _at(table: Table, value: str, location: str) -> Partition:
-    part = make_partition(table, value)
-    return part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
-
-
 def _refused(store: Metastore, table: Table, value: str, location: str, *fragments: str) -> None:
     with pytest.raises(InvalidObjectError) as info:
         store.catalog.add_partitions(
-            "shop", "t", [_at(table, "ok", f"{table.sd.location}/p=ok"), _at(table, value, location)]
+            "shop",
+            "t",
+            [partition_at(table, "ok", f"{table.sd.location}/p=ok"), partition_at(table, value, location)],
         )
     message = str(info.value)
     assert "\n" not in message and f"partition 'shop.t/p={value}'" in message, message
@@ -83,7 +80,9 @@ def test_children_in_the_tables_directory_are_stored_with_the_full_checks_keys(
         table = store.catalog.get_table("shop", "t")
         names = {"a": "p=a.hmsrepl-v7", "b%3Ac": "p=b%3Ac", "d": "p=d"}
         store.catalog.add_partitions(
-            "shop", "t", [_at(table, value, f"{table.sd.location}/{name}") for value, name in names.items()]
+            "shop",
+            "t",
+            [partition_at(table, value, f"{table.sd.location}/{name}") for value, name in names.items()],
         )
         with store.engine.connect() as conn:
             rows = conn.execute(select(partitions.c.location, partitions.c.location_key)).all()
@@ -136,6 +135,6 @@ def test_a_root_or_cmroot_inside_the_tables_directory_is_still_refused(
     store = _opened(db_url, tmp_path, **{setting: [inside] if setting == "managed_roots" else inside})
     try:
         _refused(store, table, "x", inside, *fragments)
-        store.catalog.add_partitions("shop", "t", [_at(table, "ok", f"{table.sd.location}/p=ok")])
+        store.catalog.add_partitions("shop", "t", [partition_at(table, "ok", f"{table.sd.location}/p=ok")])
     finally:
         store.close()

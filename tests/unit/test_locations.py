@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -151,10 +152,10 @@ def test_the_end_of_a_key_range_skips_surrogates_and_the_last_code_point() -> No
     assert key_of(Location("file", "", "/")) == "/"
 
 
-def test_a_tree_resolver_answers_as_canonical_for_every_kind_of_entry(tmp_path) -> None:
-    """A table's partitions are resolved together, their parent once: the answer must stay the kernel's for
-    plain directories, missing ones, symlinks in and out of the tree, dangling links, files and dot segments,
-    and for a directory replaced by a link between two checks of separate resolvers."""
+def _linked_table(tmp_path: Path) -> tuple[Path, Path]:
+    """A table directory ``wh/t`` and a directory outside it, ``victim``: in the table a plain directory
+    ``p=1``, links out of the tree (``p=out``), inside it (``p=in``) and to nothing (``p=dangling``), and a
+    file ``p=file``."""
     table = tmp_path / "wh" / "t"
     outside = tmp_path / "victim"
     (table / "p=1").mkdir(parents=True)
@@ -163,6 +164,14 @@ def test_a_tree_resolver_answers_as_canonical_for_every_kind_of_entry(tmp_path) 
     os.symlink(table / "p=1", table / "p=in")
     os.symlink(tmp_path / "gone", table / "p=dangling")
     (table / "p=file").write_text("x")
+    return table, outside
+
+
+def test_a_tree_resolver_answers_as_canonical_for_every_kind_of_entry(tmp_path: Path) -> None:
+    """A table's partitions are resolved together, their parent once: the answer must stay the kernel's for
+    plain directories, missing ones, symlinks in and out of the tree, dangling links, files and dot segments,
+    and for a directory replaced by a link between two checks of separate resolvers."""
+    table, outside = _linked_table(tmp_path)
     names = ["p=1", "p=2", "p=out", "p=in", "p=dangling", "p=file", "p=out/x", "p=out/../y", "p=1/", "p=2/z"]
     uris = [str(table / name) for name in names] + [f"file://{table}/p=out", "s3://b/t/p=1"]
     resolver = TreeResolver()
@@ -177,20 +186,13 @@ def test_a_tree_resolver_answers_as_canonical_for_every_kind_of_entry(tmp_path) 
         resolver.canonical("relative/p=1")
 
 
-def test_a_child_resolver_answers_as_canonical_or_leaves_it_to_the_parser(tmp_path) -> None:
+def test_a_child_resolver_answers_as_canonical_or_leaves_it_to_the_parser(tmp_path: Path) -> None:
     """A table's direct children are resolved without a parse: each answer must be the kernel's and lie
     directly in the table's directory (plain and missing directories, files, version directories, escaped
     names); links (out of the tree, inside it, dangling) and any spelling it cannot answer for exactly
     (deeper paths, dot segments, trailing slashes, another spelling of the table, a name that is not
     printable) are left to ``canonical`` and the full checks."""
-    table = tmp_path / "wh" / "t"
-    outside = tmp_path / "victim"
-    (table / "p=1").mkdir(parents=True)
-    outside.mkdir()
-    os.symlink(outside, table / "p=out")
-    os.symlink(table / "p=1", table / "p=in")
-    os.symlink(tmp_path / "gone", table / "p=dangling")
-    (table / "p=file").write_text("x")
+    table, outside = _linked_table(tmp_path)
     answered = ["p=1", "p=2", "p=file", "p=1.hmsrepl-v7", "p=k%3Av"]
     declined = ["p=out", "p=in", "p=dangling", "p=out/x", "p=out/../y", "p=1/", "..", ".hidden", "", "p=\x85"]
     for spelling in (str(table), f"file://{table}", f"{table}/"):
