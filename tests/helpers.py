@@ -36,6 +36,12 @@ def make_partition(table: Table, *values: str) -> Partition:
     return Partition(values=list(values), db_name=table.db_name, table_name=table.table_name)
 
 
+def partition_at(table: Table, value: str, location: str) -> Partition:
+    """Partition ``value`` of a one-key table, at a location the client chose."""
+    part = make_partition(table, value)
+    return part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
+
+
 def create_db_and_table(
     store: Metastore, db: str = "sales", table: str = "orders", **kwargs: object
 ) -> Table:

@@ -18,11 +18,11 @@ from sqlalchemy import event, select
 
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.metastore import Metastore
-from hmsrepl.metastore.model import Database, Partition, Table
+from hmsrepl.metastore.model import Database, Table
 from hmsrepl.metastore.placement import RECOUNT_ALL, Placement
 from hmsrepl.metastore.schema import partitions, tbls
 from tests.backends import metastore_on
-from tests.helpers import make_partition, make_table
+from tests.helpers import make_partition, make_table, partition_at
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
@@ -34,11 +34,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Metastore]
 def table(store: Metastore) -> Table:
     store.catalog.create_database(Database(name="shop"))
     return store.catalog.create_table(make_table("shop", "t", partition_keys=("p",)))
-
-
-def _at(table: Table, value: str, location: str) -> Partition:
-    part = make_partition(table, value)
-    return part.model_copy(update={"sd": part.sd.model_copy(update={"location": location})})
 
 
 def _stored_odd(store: Metastore, name: str = "t") -> tuple[int | None, int]:
@@ -80,8 +75,8 @@ def test_custom_partition_inside_a_default_directory_is_refused_before_and_after
     c.add_partitions("shop", "t", [make_partition(table, "a")])
     assert _stored_odd(store) == (0, 0)
     with pytest.raises(InvalidObjectError, match=r"lies inside the location of partition 'shop\.t/p=a'"):
-        c.add_partitions("shop", "t", [_at(table, "x", f"{root}/p=a/inner")])  # added after p=a
-    c.add_partitions("shop", "t", [_at(table, "y", f"{root}/p=b/inner")])  # before p=b: allowed then
+        c.add_partitions("shop", "t", [partition_at(table, "x", f"{root}/p=a/inner")])  # added after p=a
+    c.add_partitions("shop", "t", [partition_at(table, "y", f"{root}/p=b/inner")])  # before p=b: allowed then
     assert _stored_odd(store) == (1, 1)
     with pytest.raises(InvalidObjectError, match=r"holds the location of partition 'shop\.t/p=y'"):
         c.add_partitions("shop", "t", [make_partition(table, "b")])  # p=b's default directory holds p=y
@@ -153,7 +148,7 @@ def test_random_writes_keep_the_count_exact_and_the_migration_counts_the_same(
     for step in range(60):
         value = str(rng.randrange(12))
         name = f"p={value}"
-        custom = _at(table, value, f"{root}/custom/{step}/{value}")
+        custom = partition_at(table, value, f"{root}/custom/{step}/{value}")
         try:
             if name not in present:
                 c.add_partitions(

@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hmsrepl.config import MetastoreConfig
+from hmsrepl.formats.paths import child_name, is_below
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, TableType
 from hmsrepl.replication.dump_validation import (
@@ -218,6 +221,12 @@ def bootstrap_attacks(
 
         return edit
 
+    def partition_location(location: Callable[[str], str]) -> Callable[[Path], None]:
+        def change(body: dict[str, Any], files: object) -> None:
+            body["partition"]["sd"].update(location=location(body["partition"]["sd"]["location"]))
+
+        return lambda d: edit_dumped_partition(d, "sales", "orders", "day=d1", change)
+
     return {
         "'..' in a _files uri (reads a foreign file into the replica)": (
             files_line(lambda p: f"{p[0]}/../../../victim/secret.txt#{secret_sum}#{p[2]}#"),
@@ -281,6 +290,31 @@ def bootstrap_attacks(
                 lambda b, files: b["partition"].update(values=["d1/.."]),
             ),
             ("partition value 'd1/..'",),
+            {},
+        ),
+        # Spelled as a child of the table's directory, and not one: the checks a plain child skips apply.
+        "partition location '<table>/..' (its table's parent)": (
+            partition_location(lambda loc: loc.rsplit("/", 1)[0] + "/.."),
+            ("partition ['d1']", "'..' path segment"),
+            {},
+        ),
+        # A table above its database's directory: its child there is no child of its mapping.
+        "table at the source warehouse, a partition at the database's directory": (
+            lambda d: (
+                edit_json(
+                    d / "sales/orders/_metadata",
+                    lambda b: b["table"]["sd"].update(
+                        location=b["table"]["sd"]["location"].rsplit("/", 2)[0]
+                    ),
+                ),
+                partition_location(lambda loc: loc.rsplit("/", 2)[0])(d),
+            ),
+            ("partition ['d1']", "maps to the target database's own directory"),
+            {},
+        ),
+        "partition location '<table>/<name>' with a control character": (
+            partition_location(lambda loc: loc + "\x1b"),
+            ("partition ['d1']", "control character"),
             {},
         ),
         "a partition value the catalog refuses (longer than Hive's 256 characters)": (
@@ -530,6 +564,24 @@ def test_canonical_uri_normalises_spellings(uri: str, canonical: str) -> None:
 def test_canonical_uri_refuses_what_could_escape(uri: str) -> None:
     with pytest.raises(InvalidPathError):
         canonical_uri(uri)
+
+
+@given(
+    parent=st.sampled_from(["/w/db/t", "s3://b/w/t", "hdfs://nn:8020/w/t", "/w/db/t/"]),
+    tail=st.text(
+        alphabet=st.sampled_from(["/", ".", "a", "=", "%", "\x00", "\n", "\u2028", "t"]), max_size=6
+    ),
+)
+def test_a_plain_child_is_its_own_canonical_form(parent: str, tail: str) -> None:
+    """``child_name`` spares the parse only where the parser would answer the same: the child's canonical
+    form is itself, directly below its parent; anything else (dots, empty or nested names, control
+    characters, a sibling sharing the parent's prefix, a parent not in canonical form) is left to it."""
+    uri = parent + tail
+    name = child_name(uri, parent)
+    if name is not None:
+        assert canonical_uri(uri) == uri == f"{parent}/{name}"
+        assert is_below(uri, parent, strictly=True)
+    assert child_name(f"{parent}/a", parent) == (None if parent.endswith("/") else "a")
 
 
 def test_file_entries_are_checked_against_the_configured_roots_only() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from hmsrepl.metastore.locations import (
     LOCATION_KEY_CHARS,
     BadLocationError,
+    ChildResolver,
     Location,
     TreeResolver,
     canonical,
@@ -150,10 +152,10 @@ def test_the_end_of_a_key_range_skips_surrogates_and_the_last_code_point() -> No
     assert key_of(Location("file", "", "/")) == "/"
 
 
-def test_a_tree_resolver_answers_as_canonical_for_every_kind_of_entry(tmp_path) -> None:
-    """A table's partitions are resolved together, their parent once: the answer must stay the kernel's for
-    plain directories, missing ones, symlinks in and out of the tree, dangling links, files and dot segments,
-    and for a directory replaced by a link between two checks of separate resolvers."""
+def _linked_table(tmp_path: Path) -> tuple[Path, Path]:
+    """A table directory ``wh/t`` and a directory outside it, ``victim``: in the table a plain directory
+    ``p=1``, links out of the tree (``p=out``), inside it (``p=in``) and to nothing (``p=dangling``), and a
+    file ``p=file``."""
     table = tmp_path / "wh" / "t"
     outside = tmp_path / "victim"
     (table / "p=1").mkdir(parents=True)
@@ -162,6 +164,14 @@ def test_a_tree_resolver_answers_as_canonical_for_every_kind_of_entry(tmp_path) 
     os.symlink(table / "p=1", table / "p=in")
     os.symlink(tmp_path / "gone", table / "p=dangling")
     (table / "p=file").write_text("x")
+    return table, outside
+
+
+def test_a_tree_resolver_answers_as_canonical_for_every_kind_of_entry(tmp_path: Path) -> None:
+    """A table's partitions are resolved together, their parent once: the answer must stay the kernel's for
+    plain directories, missing ones, symlinks in and out of the tree, dangling links, files and dot segments,
+    and for a directory replaced by a link between two checks of separate resolvers."""
+    table, outside = _linked_table(tmp_path)
     names = ["p=1", "p=2", "p=out", "p=in", "p=dangling", "p=file", "p=out/x", "p=out/../y", "p=1/", "p=2/z"]
     uris = [str(table / name) for name in names] + [f"file://{table}/p=out", "s3://b/t/p=1"]
     resolver = TreeResolver()
@@ -174,3 +184,34 @@ def test_a_tree_resolver_answers_as_canonical_for_every_kind_of_entry(tmp_path) 
     assert TreeResolver().canonical(str(table / "p=1")).path == str(outside)
     with pytest.raises(BadLocationError):
         resolver.canonical("relative/p=1")
+
+
+def test_a_child_resolver_answers_as_canonical_or_leaves_it_to_the_parser(tmp_path: Path) -> None:
+    """A table's direct children are resolved without a parse: each answer must be the kernel's and lie
+    directly in the table's directory (plain and missing directories, files, version directories, escaped
+    names); links (out of the tree, inside it, dangling) and any spelling it cannot answer for exactly
+    (deeper paths, dot segments, trailing slashes, another spelling of the table, a name that is not
+    printable) are left to ``canonical`` and the full checks."""
+    table, outside = _linked_table(tmp_path)
+    answered = ["p=1", "p=2", "p=file", "p=1.hmsrepl-v7", "p=k%3Av"]
+    declined = ["p=out", "p=in", "p=dangling", "p=out/x", "p=out/../y", "p=1/", "..", ".hidden", "", "p=\x85"]
+    for spelling in (str(table), f"file://{table}", f"{table}/"):
+        resolver = ChildResolver.of(spelling, canonical(spelling))
+        assert resolver is not None, spelling
+        for name in answered:
+            uri = f"{spelling.rstrip('/')}/{name}"
+            assert resolver.canonical(uri) == canonical(uri) == Location("file", "", f"{table}/{name}"), uri
+        for name in declined:
+            assert resolver.canonical(f"{spelling.rstrip('/')}/{name}") is None, name
+        assert resolver.canonical(f"{tmp_path}/wh/t2/p=1") is None  # a sibling table, not a child
+        assert resolver.canonical(f"{tmp_path}/wh/t-2/p=1") is None
+    plain = ChildResolver.of(str(table), canonical(str(table)))
+    assert plain is not None and plain.canonical(f"file:{table}/p=1") is None  # another spelling: parsed
+    below_link = ChildResolver.of(str(table / "p=out"), canonical(str(table / "p=out")))
+    assert below_link is not None and below_link.canonical(f"{table}/p=out/x") == Location(
+        "file", "", f"{outside}/x"
+    )
+    assert ChildResolver.of(f"{table}/../t", canonical(str(table))) is None  # not in normal form: parsed
+    assert ChildResolver.of("/", canonical("/")) is None
+    s3 = ChildResolver.of("s3a://b/w/t/", canonical("s3a://b/w/t/"))
+    assert s3 is not None and s3.canonical("s3a://b/w/t/p=1") == canonical("s3://b/w/t/p=1")

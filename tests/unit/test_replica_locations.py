@@ -5,12 +5,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hmsrepl.formats.paths import InvalidPathError
 from hmsrepl.replication.locations import (
     LocationMapper,
     default_external_root,
     legacy_external_root,
     relocated_legacy,
 )
+from hmsrepl.replication.snapshot_mapping import SnapshotMapper
 
 SOURCE_WH, SOURCE_DB = "/src/wh", "/src/wh/sales.db"
 TARGET_WH = "/dst/wh"
@@ -65,3 +67,30 @@ def test_locations_outside_the_shared_layout_do_not_move() -> None:
     assert relocated_legacy("/dst/wh/sales_dr.db/t", TARGET_WH, root) is None
     assert relocated_legacy("/dst/wh/_external", TARGET_WH, root) is None
     assert relocated_legacy("/elsewhere/t", TARGET_WH, root) is None
+
+
+children = st.lists(
+    st.sampled_from(["/", ".", "a", "=", "%", "\x1b", "sales.db", ".hmsrepl-v3"]), max_size=4
+).map("".join)
+parents = st.one_of(
+    source_paths, st.sampled_from([SOURCE_WH, "file:/src/wh/sales.db/t", "/src/wh/t.hmsrepl-v2"])
+)
+
+
+@given(parents, children)
+def test_a_partition_mapped_through_its_table_maps_as_on_its_own(parent: str, child: str) -> None:
+    """A partition's location is mapped through its table's (the child of the table's mapping, with no
+    parse) only where that is what mapping it on its own gives: the table's directory, a '/' and a plain
+    name, the table in the source database's directory, no version mark (a replica as source). Around the
+    cases that differ: a table above the database's directory, dotted and nested names, other spellings."""
+    mapping = SnapshotMapper("sales_dr", mapper("sales_dr"))
+    for source in (f"{parent}{child}", f"{parent}/{child}", f"{parent.rstrip('/')}/sales.db"):
+        try:
+            alone = mapping.location(source)
+        except InvalidPathError:
+            alone = None
+        try:
+            through = mapping.location(source, parent)
+        except InvalidPathError:
+            through = None
+        assert through == alone, (source, parent)

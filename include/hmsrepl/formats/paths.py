@@ -155,6 +155,19 @@ def _parse_lenient(uri: str) -> tuple[str, str, str]:
     return scheme, authority.lower(), posixpath.normpath("/" + key)
 
 
+def child_name(uri: str, parent: str, max_chars: int = 4096) -> str | None:
+    """The name of ``uri`` when it is the direct child of canonical ``parent`` spelled as ``canonical_uri``
+    would give it (``parent``, a ``/`` and one segment that is not ``.``, ``..`` or empty and holds only
+    printable characters), else None: then ``canonical_uri(uri)`` is ``uri`` itself and costs no parse (a
+    table's partitions in Hive's layout, checked after their table). Anything else is left to the parser."""
+    if len(uri) > max_chars or parent.endswith("/") or not uri.startswith(parent):
+        return None
+    name = uri[len(parent) + 1 :]
+    if uri[len(parent) : len(parent) + 1] != "/" or name in ("", ".", "..") or "/" in name:
+        return None
+    return name if name.isprintable() else None
+
+
 def is_below(child: str, root: str, *, strictly: bool = False) -> bool:
     """Whether canonical ``child`` is ``root`` or below it (segment-wise; ``strictly``: below only)."""
     if child == root:

@@ -155,6 +155,53 @@ class TreeResolver:
         return Location("file", "", real_path_in(path, real_parent))
 
 
+class ChildResolver:
+    """``canonical`` for the direct children of one directory, answered without a parse: a URI spelled as
+    that directory's own URI, a ``/`` and one plain name (a table's partitions in Hive's layout, and a
+    replica's version directories beside them) is its parent's canonical location and that name, after one
+    ``lstat`` of a local entry. So every answer lies directly inside the parent; anything else answers None,
+    for the caller to resolve and check in full: a local entry that is a symlink, a name that is empty, holds
+    a ``/``, starts with ``.`` (``.``, ``..``) or is not printable, another spelling of the parent, or a
+    parent whose local path is not already in normal form."""
+
+    def __init__(self, uri: str, location: Location) -> None:
+        """``uri``: the parent as stored; ``location``: its ``canonical`` form (resolved by the caller)."""
+        self.prefix = uri.rstrip("/") + "/"
+        self.location = location
+        self.local_prefix = ""  # the parent's local path and a "/", as the kernel is given a child's
+
+    @classmethod
+    def of(cls, uri: str, location: Location) -> ChildResolver | None:
+        """A resolver for the children of ``uri`` (canonical form ``location``), or None where its spelling
+        leaves a child's form to the parser: a root, or a local path that normalising would change."""
+        try:
+            lexical = normalise(uri)
+        except BadLocationError:
+            return None
+        if lexical.path == "/" or location.path == "/":
+            return None
+        resolver = cls(uri, location)
+        if lexical.scheme == "file":
+            local = local_path_of(uri).rstrip("/")
+            if local != lexical.path:
+                return None
+            resolver.local_prefix = local + "/"
+        return resolver
+
+    def canonical(self, uri: str) -> Location | None:
+        """``canonical(uri)`` when ``uri`` is a plain child, else None."""
+        if not uri.startswith(self.prefix):
+            return None
+        name = uri[len(self.prefix) :]
+        if not name or "/" in name or name[0] == "." or not name.isprintable():
+            return None
+        parent = self.location
+        path = f"{parent.path}/{name}"
+        if parent.scheme == "file" and real_path_in(self.local_prefix + name, parent.path) != path:
+            return None  # a symlink: it leads elsewhere, which only the full checks may judge
+        return Location(parent.scheme, parent.authority, path)
+
+
 def canonical_or_none(uri: str | None) -> Location | None:
     """The canonical form, or ``None`` for an empty or unusable location (for stored, possibly old, data)."""
     if not uri:

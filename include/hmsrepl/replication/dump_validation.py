@@ -49,6 +49,7 @@ from hmsrepl.formats.paths import (
     InvalidPathError,
     canonical_uri,
     check_relative_path,
+    child_name,
     is_below,
     show,
 )
@@ -1019,26 +1020,24 @@ class DumpValidator:
     def _check_location(
         self, location: str, where: str, *, kind: str, table_location: str | None = None
     ) -> str:
-        try:
-            canonical = canonical_uri(location, self.limits.max_location_chars)
-        except InvalidPathError as exc:
-            raise self.fail(where, f"location {show(location)} {exc}") from None
-        if not self.roots.may_hold_data(canonical):
-            raise self.fail(
-                where,
-                f"location {show(location)} is outside the source warehouse and external roots of this load's "
-                f"configuration ({self.roots.describe()}); add its root to {SOURCE_EXTERNAL_ROOTS_ENV} if it "
-                "is a trusted external location",
-            )
+        # A partition directly in its (checked) table's directory, spelled canonically: no parse, and in
+        # the roots as its table is.
+        name = None
+        if kind == "partition" and table_location:
+            name = child_name(location, table_location, self.limits.max_location_chars)
+        canonical = location if name is not None else self._canonical_in_roots(location, where)
         if kind == "db" or self.place is None:
             return canonical
         place = self.place
-        try:
-            mapped = canonical_uri(place.mapper.map_canonical(canonical))
-        except (InvalidPathError, ValueError) as exc:
-            raise self.fail(
-                where, f"location {show(location)} maps to no valid target location: {exc}"
-            ) from None
+        if name is not None and table_location and place.mapper.keeps_relative(table_location):
+            mapped = f"{self._mapped_table(place, table_location)}/{name}"
+        else:
+            try:
+                mapped = canonical_uri(place.mapper.map_canonical(canonical))
+            except (InvalidPathError, ValueError) as exc:
+                raise self.fail(
+                    where, f"location {show(location)} maps to no valid target location: {exc}"
+                ) from None
         if not is_below(mapped, place.canonical_warehouse, strictly=True):
             raise self.fail(
                 where, f"location {show(location)} maps to {show(mapped)}, outside the target warehouse"
@@ -1051,6 +1050,21 @@ class DumpValidator:
                 raise self.fail(where, f"location {show(location)} maps to {what} ({show(mapped)})")
         if place.canonical_cmroot and is_below(mapped, place.canonical_cmroot):
             raise self.fail(where, f"location {show(location)} maps into the target cmroot")
+        return canonical
+
+    def _canonical_in_roots(self, location: str, where: str) -> str:
+        """The canonical form of a source location, refused outside this load's source roots."""
+        try:
+            canonical = canonical_uri(location, self.limits.max_location_chars)
+        except InvalidPathError as exc:
+            raise self.fail(where, f"location {show(location)} {exc}") from None
+        if not self.roots.may_hold_data(canonical):
+            raise self.fail(
+                where,
+                f"location {show(location)} is outside the source warehouse and external roots of this load's "
+                f"configuration ({self.roots.describe()}); add its root to {SOURCE_EXTERNAL_ROOTS_ENV} if it "
+                "is a trusted external location",
+            )
         return canonical
 
     def _object_files(self, files: Any, location: str | None, where: str) -> None:

@@ -79,6 +79,11 @@ class LocationMapper:
             return source
         return self.map_canonical(canonical_uri(source))
 
+    def keeps_relative(self, canonical: str) -> bool:
+        """Whether canonical ``canonical`` lies in the source database's directory, where a location keeps
+        its path relative to it: the mapping of its child is then the child of its mapping."""
+        return _below(canonical, self._db_root) is not None
+
     def map_canonical(self, canonical: str) -> str:
         """``map`` of a location in its canonical form already (a checked one: not parsed again)."""
         rel = _below(canonical, self._db_root)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from hmsrepl.formats.paths import InvalidPathError, canonical_uri, child_name
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.protection import LOCAL_PARAMS
-from hmsrepl.replication.filecopy import logical_location
+from hmsrepl.replication.filecopy import VERSION_MARK, logical_location
 from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.lost_files import STALE
 from hmsrepl.replication.replica_scope import SCOPE_PARAMS
@@ -38,6 +39,9 @@ TARGET_ONLY_PARAMS = (
     *LOCAL_PARAMS,  # failover and protection state of one side
 )
 
+#: Tables whose mapping a mapper keeps for their partitions: an event batch alternates between a few.
+PARENTS_REMEMBERED = 64
+
 
 class SnapshotMapper:
     """The replica ``target_db``'s table or partition for a source snapshot, located by ``locations``."""
@@ -45,12 +49,43 @@ class SnapshotMapper:
     def __init__(self, target_db: str, locations: LocationMapper) -> None:
         self.db = target_db
         self.locations = locations
+        # Per source table location: its canonical form and its mapping, when its children map to the
+        # children of its mapping (``_child_location``); None when they do not. A few tables' at a time.
+        self._parents: dict[str, tuple[str, str] | None] = {}
 
-    def location(self, source_location: str | None) -> str | None:
+    def location(self, source_location: str | None, parent: str | None = None) -> str | None:
         """The target's logical location of a source location (a source that is itself a replica: without
-        its version marks)."""
+        its version marks). ``parent``: the source location of the object's table, for a partition."""
+        if parent and source_location:
+            child = self._child_location(source_location, parent)
+            if child is not None:
+                return child
         mapped = self.locations.map(logical_location(source_location) if source_location else source_location)
         return logical_location(mapped) if mapped else mapped
+
+    def _child_location(self, source_location: str, parent: str) -> str | None:
+        """``location`` of a partition directly in its table's directory, spelled canonically and without
+        version marks, when the table keeps its path relative to the source database: the child of the
+        table's mapping, with no parse (a bootstrap maps 100,000 such partitions of one table). Else None."""
+        if parent not in self._parents:
+            if len(self._parents) >= PARENTS_REMEMBERED:
+                self._parents.clear()
+            self._parents[parent] = self._parent(parent)
+        known = self._parents[parent]
+        if known is None or VERSION_MARK in source_location:
+            return None
+        name = child_name(source_location, known[0])
+        return None if name is None else f"{known[1]}/{name}"
+
+    def _parent(self, parent: str) -> tuple[str, str] | None:
+        try:
+            canonical = canonical_uri(parent)
+        except InvalidPathError:
+            return None
+        if VERSION_MARK in parent or not self.locations.keeps_relative(canonical):
+            return None
+        mapped = self.location(parent)
+        return (canonical, mapped) if mapped else None
 
     def table(self, snapshot: dict[str, Any]) -> Table:
         params = snapshot.get("parameters") or {}
@@ -64,18 +99,21 @@ class SnapshotMapper:
             }
         )
 
-    def partition(self, snapshot: dict[str, Any], table_name: str) -> Partition:
+    def partition(
+        self, snapshot: dict[str, Any], table_name: str, table_location: str | None = None
+    ) -> Partition:
+        """``table_location``: the table's source location (its partitions are mapped through it, once)."""
         params = snapshot.get("parameters") or {}
         return Partition.model_validate(
             {
                 **snapshot,
                 "db_name": self.db,
                 "table_name": table_name,
-                "sd": self._sd(snapshot),
+                "sd": self._sd(snapshot, table_location),
                 "parameters": {k: v for k, v in params.items() if k != STALE},
             }
         )
 
-    def _sd(self, snapshot: dict[str, Any]) -> dict[str, Any]:
+    def _sd(self, snapshot: dict[str, Any], parent: str | None = None) -> dict[str, Any]:
         sd = snapshot.get("sd") or {}
-        return {**sd, "location": self.location(sd.get("location"))}
+        return {**sd, "location": self.location(sd.get("location"), parent)}

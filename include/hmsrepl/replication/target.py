@@ -392,7 +392,8 @@ class TargetWriter:
         table = self.catalog.get_table(self.db, table_name)
         keys = table.partition_key_names
         mapped = [
-            (self.mapping.partition(snapshot, table_name), snapshot, files) for snapshot, files in parts
+            (self.mapping.partition(snapshot, table_name, source_table_location), snapshot, files)
+            for snapshot, files in parts
         ]
         names = [make_partition_name(keys, part.values) for part, _, _ in mapped]
         # A table this transaction created has none yet: the catalog answers that without a read.
