@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import tracemalloc
 
+import pytest
 from hypothesis import given
 
 from hmsrepl.formats.json_text import dumps_sorted, dumps_sorted_pieces, loads
@@ -58,8 +59,11 @@ def test_a_long_listing_is_logged_compressed_and_reads_back() -> None:
     assert decode_message(text, fmt) == doc
 
 
-def test_logging_a_long_listing_never_holds_its_whole_text() -> None:
-    doc = {"v": 2, "data": {"added": listing(200_000), "removed": [], "complete": True}}
+@pytest.mark.parametrize("per_partition", [False, True])
+def test_logging_a_long_listing_never_holds_its_whole_text(per_partition: bool) -> None:
+    """An INSERT's change, or one partition's among an ADD_PARTITION's (a bootstrap load's event)."""
+    change = {"added": listing(200_000), "removed": [], "complete": True}
+    doc = {"v": 2, "data": [None, change] if per_partition else change}
     whole = len(dumps_sorted(doc))
     tracemalloc.start()
     try:

@@ -44,8 +44,9 @@ def dumps_sorted_pieces(
     body: Any, *, exact_floats: bool = False, piece_items: int = PIECE_ITEMS
 ) -> Iterator[bytes]:
     """``dumps_sorted(body)`` in pieces, for a document too big to hold as one text (a listing of 1,000,000
-    files is 160 MB of JSON): objects are written key by key in sorted order and arrays longer than
-    ``piece_items`` ``piece_items`` items at a time; everything else is one ``dumps_sorted`` piece.
+    files is 160 MB of JSON): objects are written key by key in sorted order, arrays longer than
+    ``piece_items`` ``piece_items`` items at a time, and arrays holding objects or arrays (one partition's
+    change in a list of them) item by item; everything else is one ``dumps_sorted`` piece.
 
     The pieces joined read back as the same document. They are the same bytes as ``dumps_sorted``'s, except
     where that falls back to the standard library for the whole document (a value orjson refuses): here
@@ -65,6 +66,13 @@ def dumps_sorted_pieces(
             text = dumps_sorted(chunk, exact_floats=exact_floats)
             yield (b"" if first else b",") + text[1:-1]
             first = False
+        yield b"]"
+    elif isinstance(body, list | tuple) and any(isinstance(item, Mapping | list | tuple) for item in body):
+        yield b"["
+        for index, item in enumerate(body):
+            if index:
+                yield b","
+            yield from dumps_sorted_pieces(item, exact_floats=exact_floats, piece_items=piece_items)
         yield b"]"
     else:
         yield dumps_sorted(body, exact_floats=exact_floats)
