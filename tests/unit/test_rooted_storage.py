@@ -292,19 +292,27 @@ def test_the_shortcut_takes_the_common_paths_and_leaves_the_rest_to_the_parser()
         assert not already_canonical(uri)
 
 
+def partition_beside_a_secret(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(warehouse, a directory outside it holding ``secret``, a partition holding ``f`` and ``link-out``, a
+    symlink to the secret)."""
+    warehouse, outside = tmp_path / "warehouse", tmp_path / "elsewhere"
+    part = warehouse / "t" / "p=a"
+    part.mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"secret")
+    (part / "f").write_bytes(b"data")
+    os.symlink(outside / "secret", part / "link-out")
+    return warehouse, outside, part
+
+
 def test_a_batch_refuses_and_admits_every_name_as_a_single_check_does(tmp_path: Path) -> None:
     """A batch compares each real directory with the roots once, not each name in it: every name still gets
     the answer of a check of its own, whether its directory was seen before or not (a symlink leading out,
     ``..``, a root that is itself a name in a directory outside the roots, a dangling link)."""
-    warehouse, outside, side = tmp_path / "warehouse", tmp_path / "elsewhere", tmp_path / "side"
-    part = warehouse / "t" / "p=a"
-    part.mkdir(parents=True)
-    outside.mkdir()
+    warehouse, outside, part = partition_beside_a_secret(tmp_path)
+    side = tmp_path / "side"
     side.mkdir()
-    (outside / "secret").write_bytes(b"secret")
-    (part / "f").write_bytes(b"data")
     (side / "root-file").write_bytes(b"a root of its own")
-    os.symlink(outside / "secret", part / "link-out")
     os.symlink(part / "f", part / "link-in")
     os.symlink(outside / "gone", part / "dangling-out")
     os.symlink(outside, warehouse / "t" / "p=out")
@@ -349,14 +357,9 @@ def test_a_batch_refuses_and_admits_every_name_as_a_single_check_does(tmp_path: 
 def test_a_pin_refuses_a_link_out_as_its_file_or_as_its_cmroot_name(tmp_path: Path) -> None:
     """Pinning admits a cmroot name as a name (it is linked, not read): a name there already that leads out
     of the roots is still refused before anything is written, as is a file to pin that is such a link."""
-    warehouse, outside, cmroot = tmp_path / "warehouse", tmp_path / "elsewhere", tmp_path / "cmroot"
-    part = warehouse / "t" / "p=a"
-    part.mkdir(parents=True)
-    outside.mkdir()
+    warehouse, outside, part = partition_beside_a_secret(tmp_path)
+    cmroot = tmp_path / "cmroot"
     cmroot.mkdir()
-    (outside / "secret").write_bytes(b"secret")
-    (part / "f").write_bytes(b"data")
-    os.symlink(outside / "secret", part / "link-out")
     cm = ChangeManager(str(cmroot), roots=[str(warehouse)])
     data, secret = checksum_bytes(b"data"), checksum_bytes(b"secret")
     before = tree_digest(tmp_path)
