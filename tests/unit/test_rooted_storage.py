@@ -290,3 +290,86 @@ def test_the_shortcut_takes_the_common_paths_and_leaves_the_rest_to_the_parser()
         "/" + "a" * 4096,
     ):
         assert not already_canonical(uri)
+
+
+def partition_beside_a_secret(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(warehouse, a directory outside it holding ``secret``, a partition holding ``f`` and ``link-out``, a
+    symlink to the secret)."""
+    warehouse, outside = tmp_path / "warehouse", tmp_path / "elsewhere"
+    part = warehouse / "t" / "p=a"
+    part.mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"secret")
+    (part / "f").write_bytes(b"data")
+    os.symlink(outside / "secret", part / "link-out")
+    return warehouse, outside, part
+
+
+def test_a_batch_refuses_and_admits_every_name_as_a_single_check_does(tmp_path: Path) -> None:
+    """A batch compares each real directory with the roots once, not each name in it: every name still gets
+    the answer of a check of its own, whether its directory was seen before or not (a symlink leading out,
+    ``..``, a root that is itself a name in a directory outside the roots, a dangling link)."""
+    warehouse, outside, part = partition_beside_a_secret(tmp_path)
+    side = tmp_path / "side"
+    side.mkdir()
+    (side / "root-file").write_bytes(b"a root of its own")
+    os.symlink(part / "f", part / "link-in")
+    os.symlink(outside / "gone", part / "dangling-out")
+    os.symlink(outside, warehouse / "t" / "p=out")
+    fs = RootedFileSystem([str(warehouse), str(side / "root-file")], purpose="test work")
+    names = [
+        f"{part}/f",
+        f"{part}/new",
+        f"{part}/link-out",
+        f"{part}/link-in",
+        f"{part}/dangling-out",
+        f"{part}/../../../elsewhere/secret",
+        f"{warehouse}/t/p=out/secret",
+        f"{warehouse}/t/p=out/new",
+        f"{side}/root-file",
+        f"{side}/other",
+        f"{outside}/secret",
+    ]
+
+    def answer(rooted: RootedFileSystem, uri: str, follow: bool) -> str:
+        try:
+            return rooted.check(uri, follow=follow)
+        except OutsideRootsError as exc:
+            return f"refused: {exc}"
+
+    for order in (names, names[::-1]):
+        batch = fs.batch()
+        for follow in (True, False):
+            for uri in order * 2:  # its directory unseen, then seen
+                assert answer(batch, uri, follow) == answer(fs, uri, follow), (uri, follow)
+    refused = [uri for uri in names if answer(fs.batch(), uri, True).startswith("refused")]
+    assert refused == [
+        f"{part}/link-out",
+        f"{part}/dangling-out",
+        f"{part}/../../../elsewhere/secret",
+        f"{warehouse}/t/p=out/secret",
+        f"{warehouse}/t/p=out/new",
+        f"{side}/other",
+        f"{outside}/secret",
+    ]
+
+
+def test_a_pin_refuses_a_link_out_as_its_file_or_as_its_cmroot_name(tmp_path: Path) -> None:
+    """Pinning admits a cmroot name as a name (it is linked, not read): a name there already that leads out
+    of the roots is still refused before anything is written, as is a file to pin that is such a link."""
+    warehouse, outside, part = partition_beside_a_secret(tmp_path)
+    cmroot = tmp_path / "cmroot"
+    cmroot.mkdir()
+    cm = ChangeManager(str(cmroot), roots=[str(warehouse)])
+    data, secret = checksum_bytes(b"data"), checksum_bytes(b"secret")
+    before = tree_digest(tmp_path)
+    with pytest.raises(OutsideRootsError, match="resolves to"):
+        cm.pin([cm.encode(f"{part}/link-out", secret)])
+    os.symlink(outside / "secret", cmroot / f"f_{data}")  # a cmroot name planted to lead out
+    with pytest.raises(OutsideRootsError, match="resolves to"):
+        cm.pin([cm.encode(f"{part}/f", data)])
+    assert tree_digest(tmp_path) == before
+    assert sorted(os.listdir(cmroot)) == [f"f_{data}"] and os.path.islink(cmroot / f"f_{data}")
+    os.unlink(cmroot / f"f_{data}")
+    assert cm.pin([cm.encode(f"{part}/f", data)]) == 1
+    assert os.path.samefile(cmroot / f"f_{data}", part / "f")

@@ -16,11 +16,15 @@ which validation refuses where it wants an integer (event and write ids), as the
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 import orjson
 
 _SORTED = orjson.OPT_SORT_KEYS
+#: Items of a long array encoded per piece by ``dumps_sorted_pieces`` (a file listing: about 1.6 MB a piece).
+PIECE_ITEMS = 10_000
 
 
 def dumps_sorted(body: Any, *, exact_floats: bool = False) -> bytes:
@@ -34,6 +38,49 @@ def dumps_sorted(body: Any, *, exact_floats: bool = False) -> bytes:
         except TypeError:  # a value orjson refuses (orjson.JSONEncodeError is a TypeError)
             pass
     return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
+def dumps_sorted_pieces(
+    body: Any, *, exact_floats: bool = False, piece_items: int = PIECE_ITEMS
+) -> Iterator[bytes]:
+    """``dumps_sorted(body)`` in pieces, for a document too big to hold as one text (a listing of 1,000,000
+    files is 160 MB of JSON): objects are written key by key in sorted order, arrays longer than
+    ``piece_items`` ``piece_items`` items at a time, and arrays holding objects or arrays (one partition's
+    change in a list of them) item by item; everything else is one ``dumps_sorted`` piece.
+
+    The pieces joined read back as the same document. They are the same bytes as ``dumps_sorted``'s, except
+    where that falls back to the standard library for the whole document (a value orjson refuses): here
+    only the piece holding the value does.
+    """
+    if isinstance(body, Mapping) and all(isinstance(key, str) for key in body):
+        yield b"{"
+        for index, key in enumerate(sorted(body)):
+            yield (b',"' if index else b'"') + _key_text(key) + b'":'
+            yield from dumps_sorted_pieces(body[key], exact_floats=exact_floats, piece_items=piece_items)
+        yield b"}"
+    elif isinstance(body, list | tuple) and len(body) > piece_items:
+        yield b"["
+        items = iter(body)
+        first = True
+        while chunk := list(islice(items, piece_items)):
+            text = dumps_sorted(chunk, exact_floats=exact_floats)
+            yield (b"" if first else b",") + text[1:-1]
+            first = False
+        yield b"]"
+    elif isinstance(body, list | tuple) and any(isinstance(item, Mapping | list | tuple) for item in body):
+        yield b"["
+        for index, item in enumerate(body):
+            if index:
+                yield b","
+            yield from dumps_sorted_pieces(item, exact_floats=exact_floats, piece_items=piece_items)
+        yield b"]"
+    else:
+        yield dumps_sorted(body, exact_floats=exact_floats)
+
+
+def _key_text(key: str) -> bytes:
+    """An object key as JSON writes it between its quotes."""
+    return dumps_sorted(key)[1:-1]
 
 
 def loads(data: bytes | str) -> Any:

@@ -250,7 +250,9 @@ class ChangeManager:
             if not entry.checksum or not _has_links(entry.file_uri):
                 continue
             source, target = entry.file_uri, self.cm_uri(entry.file_uri, entry.checksum)
-            fs = files.admit(source, target)
+            # The cmroot name is admitted as a name (``link`` and ``delete`` act on names): a name already
+            # there is looked at through ``same_file`` and ``verified_copy``, which check it in full first.
+            fs = files.admit(source).admit(target, content=False)
             try:  # a new pin, the usual case: one system call
                 linked = fs.link(source, target)
             except FileExistsError:  # already pinned, or another file under the name

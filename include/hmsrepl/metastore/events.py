@@ -8,17 +8,24 @@ gzip-compressed and base64-encoded, flagged by ``message_format`` so readers dec
 from __future__ import annotations
 
 import base64
-import gzip
+import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+import msgspec
+
 from hmsrepl.formats.bounded import inflate_gzip
-from hmsrepl.formats.json_text import dumps_sorted, loads
-from hmsrepl.metastore.payloads import Payload, encode
+from hmsrepl.formats.json_text import dumps_sorted, dumps_sorted_pieces, loads
+from hmsrepl.metastore.payloads import DataChange, Payload, encode
 
 JSON_FORMAT = "json-1"
 GZIP_JSON_FORMAT = "gzip(json-1)"
+#: A message holding an array this long (a file listing) is encoded and compressed in pieces.
+LONG_LISTING = 20_000
+#: ``zlib``'s window bits for a gzip member (header and trailer included), as ``gzip.compress`` writes.
+GZIP_WBITS = 16 + zlib.MAX_WBITS
 
 
 class EventType(StrEnum):
@@ -51,12 +58,57 @@ def encode_message(
     """Return (stored text, message_format); ``exact_floats``: the body may hold NaN (``EventSpec.floats``).
 
     ``body`` is an event's typed payload, or a document already in the log's form (a copy of stored events).
+    A compressed message naming many files (``LONG_LISTING`` or more) is written and compressed a piece at a
+    time (``dumps_sorted_pieces``): the event of a partition of 1,000,000 files never holds its 160 MB of
+    JSON text at once, only the compressed form it stores.
     """
-    data = dumps_sorted(encode(body) if isinstance(body, Payload) else body, exact_floats=exact_floats)
+    document = encode(body) if isinstance(body, Payload) else body
+    if compress and names_many(body):
+        return _compressed(dumps_sorted_pieces(document, exact_floats=exact_floats)), GZIP_JSON_FORMAT
+    data = dumps_sorted(document, exact_floats=exact_floats)
     if compress and len(data) >= compress_min_bytes:
-        packed = base64.b64encode(gzip.compress(data, compresslevel=5)).decode("ascii")
-        return packed, GZIP_JSON_FORMAT
+        return _compressed((data,)), GZIP_JSON_FORMAT
     return data.decode("utf-8"), JSON_FORMAT
+
+
+def _compressed(pieces: Iterable[bytes]) -> str:
+    """The pieces of a JSON text as one gzip member (level 5, as the log always wrote), base64-encoded."""
+    packer = zlib.compressobj(5, zlib.DEFLATED, GZIP_WBITS)
+    packed = [packer.compress(piece) for piece in pieces]
+    packed.append(packer.flush())
+    return base64.b64encode(b"".join(packed)).decode("ascii")
+
+
+def names_many(body: Payload | Mapping[str, Any], limit: int = LONG_LISTING) -> bool:
+    """Whether a body names at least ``limit`` files: in its data changes (``added`` and ``removed``), its
+    format-1 listings and its lists of recycled files, all of which lie in its own fields or in its lists of
+    per-partition ones. Only those are looked at (a snapshot's fields are not walked): a few microseconds."""
+    fields = msgspec.structs.astuple(body) if isinstance(body, Payload) else tuple(body.values())
+    named = 0
+    for value in fields:
+        if isinstance(value, list | tuple) and _per_partition(value):
+            named += sum(_files_in(item) for item in value)
+        else:
+            named += _files_in(value)
+    return named >= limit
+
+
+def _per_partition(value: list[Any] | tuple[Any, ...]) -> bool:
+    """A list of per-partition listings or changes (not of snapshots, not a listing itself), by its first
+    item that is not None (an ACID partition's)."""
+    first = next((item for item in value if item is not None), None)
+    return isinstance(first, DataChange | list | tuple) or (isinstance(first, dict) and "added" in first)
+
+
+def _files_in(value: Any) -> int:
+    """How many files one field names: a data change's, or a listing's (0 for anything else)."""
+    if isinstance(value, DataChange):
+        return len(value.added) + len(value.removed)
+    if isinstance(value, dict):
+        return sum(len(value.get(key) or ()) for key in ("added", "removed"))
+    if isinstance(value, list | tuple) and value and isinstance(value[0], str):
+        return len(value)
+    return 0
 
 
 def message_json(text: str, message_format: str) -> bytes | str:

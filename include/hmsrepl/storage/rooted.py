@@ -187,7 +187,7 @@ class RootedFileSystem(FileSystem):
         parent, name = canonical.rsplit("/", 1)
         real_parent = self._resolved.get(parent) or self._real_directory(parent or "/")
         named = f"{real_parent.rstrip('/')}/{name}"
-        self._require(canonical, named, self._local)
+        self._require_named(canonical, real_parent, named)
         if follow and os.path.islink(named):
             self._require(canonical, real_path(named), self._local)
         return directory and _below_any(real_parent, self._local)
@@ -227,6 +227,11 @@ class RootedFileSystem(FileSystem):
         named; a symlink is resolved in full). Every path is still checked; only the directories' answers
         are shared, for the length of the batch (made anew per batch, never kept)."""
         return _Batch(self)
+
+    def _require_named(self, canonical: str, real_parent: str, named: str) -> None:
+        """``_require`` of a name in the directory that resolves to ``real_parent`` (``named``: the two
+        joined; a batch answers for the directory once)."""
+        self._require(canonical, named, self._local)
 
     def _require(self, canonical: str, real: str, roots: Sequence[str]) -> None:
         for root in roots:  # a loop, not any(): this runs for every path checked
@@ -515,6 +520,19 @@ class _Batch(_Admitted):
         super().__init__(rooted, ())
         self._directories = {}
         self._parents: dict[str, str] = {}  # a parent as spelled -> its canonical form
+        self._inside: set[str] = set()  # real directories at or below a local root (``_require_named``)
+
+    def _require_named(self, canonical: str, real_parent: str, named: str) -> None:
+        """A name in a real directory at or below a root lies below that root (the name is one segment, never
+        ``.`` or ``..``: ``_canonical`` refused those), so the directory is compared with the roots once per
+        batch, not each of its names. Any other name is compared itself, as outside a batch (it may be a root
+        itself, or be refused)."""
+        if real_parent in self._inside:
+            return
+        if _below_any(real_parent, self._local):
+            self._inside.add(real_parent)
+            return
+        self._require(canonical, named, self._local)
 
     def _canonical(self, uri: str) -> str:
         """``canonical_uri`` of ``uri``, from its parent's canonical form when this batch has it: a valid last
