@@ -822,8 +822,12 @@ class ResumingBody(io.RawIOBase):
                 done += count
             if self._offset >= self._size:
                 return bytes(out)
-            # The size grew: the first answer's was cut short with its headers (``_reopen``).
-            out.extend(bytes(self._size - self._offset))
+            # The size grew: the first answer's was cut short with its headers (``_reopen``). A new buffer,
+            # not ``extend``: a failed read may keep a view of this one alive until the garbage collector
+            # runs (an exception's traceback in a reference cycle), and a bytearray with a view cannot grow.
+            grown = bytearray(done + self._size - self._offset)
+            grown[:done] = out
+            out = grown
 
     def _read_retrying(self, view: memoryview) -> int:
         """The read after a failed one: ranged re-requests with backoff, a bounded number of times."""
