@@ -166,7 +166,7 @@ class ChildResolver:
 
     def __init__(self, uri: str, location: Location) -> None:
         """``uri``: the parent as stored; ``location``: its ``canonical`` form (resolved by the caller)."""
-        self.prefix = uri.rstrip("/") + "/"
+        self.parent = uri.rstrip("/")
         self.location = location
         self.local_prefix = ""  # the parent's local path and a "/", as the kernel is given a child's
 
@@ -190,10 +190,8 @@ class ChildResolver:
 
     def canonical(self, uri: str) -> Location | None:
         """``canonical(uri)`` when ``uri`` is a plain child, else None."""
-        if not uri.startswith(self.prefix):
-            return None
-        name = uri[len(self.prefix) :]
-        if not name or "/" in name or name[0] == "." or not name.isprintable():
+        name = paths.child_name(uri, self.parent)
+        if name is None or name[0] == ".":  # dotted names (hidden entries too) take the full checks
             return None
         parent = self.location
         path = f"{parent.path}/{name}"

@@ -10,6 +10,7 @@ mapped object is validated once, as the target's: a model copy would cost as muc
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from hmsrepl.formats.paths import InvalidPathError, canonical_uri, child_name
@@ -51,7 +52,7 @@ class SnapshotMapper:
         self.locations = locations
         # Per source table location: its canonical form and its mapping, when its children map to the
         # children of its mapping (``_child_location``); None when they do not. A few tables' at a time.
-        self._parents: dict[str, tuple[str, str] | None] = {}
+        self._parent = functools.lru_cache(maxsize=PARENTS_REMEMBERED)(self._parent_of)
 
     def location(self, source_location: str | None, parent: str | None = None) -> str | None:
         """The target's logical location of a source location (a source that is itself a replica: without
@@ -67,17 +68,13 @@ class SnapshotMapper:
         """``location`` of a partition directly in its table's directory, spelled canonically and without
         version marks, when the table keeps its path relative to the source database: the child of the
         table's mapping, with no parse (a bootstrap maps 100,000 such partitions of one table). Else None."""
-        if parent not in self._parents:
-            if len(self._parents) >= PARENTS_REMEMBERED:
-                self._parents.clear()
-            self._parents[parent] = self._parent(parent)
-        known = self._parents[parent]
+        known = self._parent(parent)
         if known is None or VERSION_MARK in source_location:
             return None
         name = child_name(source_location, known[0])
         return None if name is None else f"{known[1]}/{name}"
 
-    def _parent(self, parent: str) -> tuple[str, str] | None:
+    def _parent_of(self, parent: str) -> tuple[str, str] | None:
         try:
             canonical = canonical_uri(parent)
         except InvalidPathError:
