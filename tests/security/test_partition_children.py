@@ -25,6 +25,7 @@ from hmsrepl.metastore.schema import partitions
 from tests.backends import temporary_database
 from tests.conftest import make_config
 from tests.helpers import make_table, partition_at
+from tests.security.untouched import tree_hashes
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
@@ -97,12 +98,15 @@ def test_children_in_the_tables_directory_are_stored_with_the_full_checks_keys(
 
 
 def test_a_child_that_leads_elsewhere_is_refused(db_url: str, tmp_path: Path) -> None:
-    """A partition directory that is a symlink out of the warehouse is judged where it leads."""
+    """A partition directory that is a symlink out of the warehouse is judged where it leads, and nothing is
+    made or changed there."""
     store = _opened(db_url, tmp_path)
     try:
         table = _made(store)
         outside = tmp_path / "outside"
         outside.mkdir()
+        (outside / "secret").write_text("kept")
+        before = tree_hashes(outside)
         Path(table.sd.location).mkdir(parents=True, exist_ok=True)
         os.symlink(outside, Path(table.sd.location) / "p=x")
         _refused(
@@ -113,6 +117,7 @@ def test_a_child_that_leads_elsewhere_is_refused(db_url: str, tmp_path: Path) ->
             "outside the managed roots",
             "HMSREPL_MANAGED_ROOTS",
         )
+        assert tree_hashes(outside) == before
     finally:
         store.close()
 
