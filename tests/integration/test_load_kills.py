@@ -30,6 +30,7 @@ import pytest
 from hmsrepl.acid import InsertOnlyWriter
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import parse_policy
+from hmsrepl.replication.dir_processes import THRESHOLD_ENV as DIR_THRESHOLD_ENV
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.failures import KILL_AT_ENV
 from hmsrepl.replication.filecopy import is_staging_name
@@ -52,8 +53,14 @@ ACID = {"transactional": "true", "transactional_properties": "insert_only"}
 
 
 def _load(command: str, target_args: list[str], kill_at: int | None) -> subprocess.CompletedProcess[str]:
-    # Appends of several files build their versions from standbys here too (the tables are small).
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'include'}:{REPO}", STANDBY_MIN_FILES_ENV: "1"}
+    # Appends of several files build their versions from standbys here too (the tables are small), and the
+    # empty versions past a writer's second are made by the directory process, which a kill can catch too.
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{REPO / 'include'}:{REPO}",
+        STANDBY_MIN_FILES_ENV: "1",
+        DIR_THRESHOLD_ENV: "2",
+    }
     env.pop(KILL_AT_ENV, None)
     if kill_at is not None:
         env[KILL_AT_ENV] = str(kill_at)

@@ -68,6 +68,7 @@ from hmsrepl.replication.bootstrap_tables import GatheredTable, create_new_table
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.copy_processes import copy_process_settings, start_early
+from hmsrepl.replication.dir_processes import dir_process_threshold
 from hmsrepl.replication.dump_validation import (
     DumpValidationError,
     DumpValidator,
@@ -292,6 +293,7 @@ class LoadEngine:
         """
         lost_mode = lost_files.mode(command.settings)  # a bad setting is refused before anything is read
         copy_process_settings()  # so is a bad number of copy processes
+        dir_process_threshold()  # and of directories
         dump = DumpDir(command.dump_dir)
         meta = dump.require_complete()
         self.verify_signature(dump)

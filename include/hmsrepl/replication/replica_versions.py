@@ -50,6 +50,7 @@ from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
 from hmsrepl.metastore.model import Partition
 from hmsrepl.replication import standby
 from hmsrepl.replication.apply_stats import ApplyStats
+from hmsrepl.replication.dir_processes import DirectoriesAhead
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import (
     BelowAny,
@@ -145,6 +146,8 @@ class VersionPublisher:
         self.copied_ahead: dict[str, CopyResult] = {}
         # A ``batch`` view of the replica's files shared by the objects of one page (``page``), else None.
         self._page_view: RootedFileSystem | None = None
+        # Empty new versions made by the directory process while the batch goes on (``dir_processes``).
+        self._dirs = DirectoriesAhead(target.cm.files.roots)
         # Per directory, this batch's questions about staging areas in it, and its listing once made
         # (``_staging_area_exists``; None: the store lists no names).
         self._asked: dict[str, int] = {}
@@ -307,9 +310,12 @@ class VersionPublisher:
             return Published(current, wanted, stamps, removed, not held.recorded)
         new = self._new_version(logical, current)
         traits = fs.traits(new)
-        # A directory that was not there holds nothing: only one an interrupted attempt left is listed (a
-        # store without directories has no such answer: its prefix is always listed).
-        made_here = traits.has_directories and fs.make_directory(new)
+        # An empty version (nothing to link or copy in) may be made by the directory process, before the
+        # batch commits (``settle_directories``); a directory that was not there holds nothing: only one an
+        # interrupted attempt left is listed (a store without directories has no such answer: its prefix is
+        # always listed).
+        ahead = not wanted and traits.has_directories and self._page_view is not None and self._dirs.take(new)
+        made_here = ahead or (traits.has_directories and fs.make_directory(new))
         if not traits.has_directories:
             fs.makedirs(new)
         self._created[new] = None
@@ -529,12 +535,25 @@ class VersionPublisher:
         other file work of the batch, so readers wait for them as little as possible. They are renamed in the
         order the source wrote them (``written_at``; a stable sort keeps one event's files in step order),
         across the partitions of a table too, so a reader sees the source's states one after the other.
+        The batch's empty versions the directory process makes are waited for first: all are made before
+        the commit names them.
         """
+        self.settle_directories()
         if self._in_place:
             self.make_durable()
             order = sorted(self._in_place.values(), key=lambda written: written[0])  # stable
             with self.target.events.transaction() as tx:
                 self.catalog.intents.publish(tx, [encoded for _, encoded in order])
+
+    def settle_directories(self) -> None:
+        """Wait for the empty versions the directory process makes for this batch, and empty those an
+        interrupted attempt had made already (as ``publish_version`` empties one it finds itself)."""
+        if not self._dirs.pending:
+            return
+        fs = self.target.cm.files
+        for directory in self._dirs.settle():
+            for status in list_data_files(fs, directory):
+                fs.delete(status.uri)
 
     def _held(self, current: str | None, key: ObjectKey | None) -> HeldListing:
         """What the object's current version holds: the replica's record, else a listing read once."""
@@ -667,8 +686,9 @@ class VersionPublisher:
         """The batch failed: remove the version directories it made (nothing names them; frees space).
 
         Called before the batch's transaction ends, so it holds the replica's row lock: no other load
-        can be filling a directory of the same name.
+        can be filling a directory of the same name. The directory process finishes its slices first.
         """
+        self._dirs.abandon()
         for directory in self._created:
             with contextlib.suppress(Exception):
                 self.target.cm.files.delete_tree(directory)

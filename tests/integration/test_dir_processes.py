@@ -1,0 +1,207 @@
+"""Empty version directories made by a worker process while the load goes on (``replication.dir_processes``).
+
+Past ``HMSREPL_DIR_PROCESS_THRESHOLD`` directories a load hands the empty version directories of its
+partitions to one worker process. The tests use a threshold of a few directories, so a real worker makes most
+of a small table's: the replica must be the one a single process makes (on every backend, whose loads use one
+writer or several), a directory an interrupted attempt left must be emptied as the load's own would be, a
+name the roots refuse must be refused with the same line and nothing changed, and a worker killed mid-slice
+must fail the load cleanly, so that the next load completes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hmsrepl.faults import FAULT_ENV
+from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.model import Database
+from hmsrepl.replication import dir_processes
+from hmsrepl.replication.copy_processes import PROCESSES_ENV
+from hmsrepl.replication.dir_processes import FAULT_POINT, THRESHOLD_ENV, dir_process_threshold
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.filecopy import VERSION_MARK
+from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.replications import ReplicationConfigError
+from hmsrepl.replication.verify import verify
+from hmsrepl.storage.local import local_path
+from tests.helpers import (
+    make_partition,
+    make_table,
+    open_replica,
+    open_sqlite_source,
+    repl_run_cli,
+    write_file,
+)
+from tests.security.untouched import tree_hashes
+
+PARTITIONS = 40  # of table t, none with a file: each one's version directory is empty
+FULL = 3  # partitions with a file (their versions are made by the load, which links into them)
+THRESHOLD = 5
+
+
+@pytest.fixture
+def pooled(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The worker from the 6th directory of a writer; yields every directory handed to it."""
+    monkeypatch.setenv(PROCESSES_ENV, "2")
+    monkeypatch.setenv(THRESHOLD_ENV, str(THRESHOLD))
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    taken: list[str] = []
+    real = dir_processes.DirectoriesAhead.take
+
+    def counted(self: dir_processes.DirectoriesAhead, uri: str) -> bool:
+        handed = real(self, uri)
+        if handed:
+            taken.append(uri)
+        return handed
+
+    monkeypatch.setattr(dir_processes.DirectoriesAhead, "take", counted)
+    yield taken
+
+
+def _source(root: Path) -> Metastore:
+    source = open_sqlite_source(root)
+    source.catalog.create_database(Database(name="shop"))
+    table = source.catalog.create_table(make_table("shop", "t", partition_keys=("p",)))
+    values = [f"{i:03d}" for i in range(PARTITIONS)]
+    source.catalog.add_partitions("shop", "t", [make_partition(table, value) for value in values])
+    for value in values[:FULL]:
+        [part] = source.catalog.get_partitions_by_names("shop", "t", [f"p={value}"])
+        write_file(part.sd.location, "part-0.parquet", f"row {value}".encode())
+        source.catalog.insert("shop", "t", [value])
+    return source
+
+
+def _layout(store: Metastore, db: str) -> dict[str, list[str]]:
+    """Each partition's directory (without its version mark) and the names in it; every one must exist."""
+    out = {}
+    for part in store.catalog.get_partitions(db, "t"):
+        directory = Path(local_path(part.sd.location or ""))
+        assert directory.is_dir(), f"{directory} is named by the replica but missing"
+        out[directory.name.split(VERSION_MARK)[0]] = sorted(p.name for p in directory.iterdir())
+    return out
+
+
+def test_the_worker_makes_the_replica_one_process_makes(
+    db_url: str, tmp_path: Path, pooled: list[str]
+) -> None:
+    source = _source(tmp_path)
+    target = open_replica(db_url, tmp_path)
+    try:
+        engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+        dump = engine.execute("REPL DUMP shop").dump_dir
+        engine.execute(f"REPL LOAD shop_many FROM '{dump}'")
+        assert len(pooled) >= PARTITIONS - FULL - 4 * THRESHOLD, "the worker made most empty versions"
+        assert all(uri.startswith(str(tmp_path / "dst_wh")) for uri in pooled)
+        handed = len(pooled)
+        os.environ[PROCESSES_ENV] = "1"  # restored by the fixture's monkeypatch
+        engine.execute(f"REPL LOAD shop_one FROM '{dump}'")
+        assert len(pooled) == handed, "one process: no worker"
+        assert verify(source, "shop", target, "shop_many") == []
+        assert _layout(target, "shop_many") == _layout(target, "shop_one")
+        assert _layout(target, "shop_many")["p=000"] == ["part-0.parquet"]
+    finally:
+        source.close()
+        target.close()
+
+
+def test_a_version_an_interrupted_attempt_left_is_emptied(tmp_path: Path, pooled: list[str]) -> None:
+    """The worker finds the directory there already; the load removes what the attempt left in it."""
+    source = _source(tmp_path)
+    target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
+    try:
+        engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+        dump = engine.execute("REPL DUMP shop").dump_dir
+        version = source.events.current_event_id()
+        last = f"p={PARTITIONS - 1:03d}"  # made by the worker: past the threshold
+        left = (
+            Path(local_path(target.catalog.default_db_location("shop")))
+            / "t"
+            / f"{last}{VERSION_MARK}{version}"
+        )
+        left.mkdir(parents=True)
+        (left / "part-9.parquet").write_bytes(b"an interrupted attempt's file")
+        engine.execute(f"REPL LOAD shop FROM '{dump}'")
+        assert str(left) in {local_path(uri) for uri in pooled}
+        assert _layout(target, "shop")[last] == []
+        assert verify(source, "shop", target, "shop") == []
+    finally:
+        source.close()
+        target.close()
+
+
+@pytest.mark.parametrize("processes", ["2", "1"])
+def test_a_version_name_leading_out_is_refused_as_in_one_process(
+    tmp_path: Path, pooled: list[str], monkeypatch: pytest.MonkeyPatch, processes: str
+) -> None:
+    """A symlink planted at a version's name, to a directory outside the replica: the same one-line refusal
+    with the worker as without it, the directory it leads to untouched and no replica left."""
+    monkeypatch.setenv(PROCESSES_ENV, processes)
+    source = _source(tmp_path)
+    target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
+    try:
+        dump = ReplicationEngine(str(tmp_path / "dumps"), source, target).execute("REPL DUMP shop").dump_dir
+        version = source.events.current_event_id()
+        victim = tmp_path / "victim"
+        victim.mkdir()
+        (victim / "secret.txt").write_bytes(b"outside every root")
+        table_dir = Path(local_path(target.catalog.default_db_location("shop_dr"))) / "t"
+        table_dir.mkdir(parents=True)
+        (table_dir / f"p={PARTITIONS - 1:03d}{VERSION_MARK}{version}").symlink_to(victim)
+        before = tree_hashes(victim)
+        failed = repl_run_cli(f"REPL LOAD shop_dr FROM '{dump}'", target, source, "--no-progress")
+        assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
+        [line] = failed.stderr.strip().splitlines()
+        assert "outside" in line and f"p={PARTITIONS - 1:03d}" in line, line
+        assert tree_hashes(victim) == before
+        assert repl_status(target, "shop_dr") is None
+        assert not [p for p in table_dir.iterdir() if not p.is_symlink()], "the failed batch left directories"
+    finally:
+        source.close()
+        target.close()
+
+
+def test_a_killed_worker_fails_the_load_cleanly_and_the_next_load_completes(
+    tmp_path: Path, pooled: list[str]
+) -> None:
+    """Through the CLI: one line naming the directories being made, a non-zero exit, nothing on the replica;
+    the next load of the same dump loads it whole."""
+    source = _source(tmp_path)
+    target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
+    try:
+        dump = ReplicationEngine(str(tmp_path / "dumps"), source, target).execute("REPL DUMP shop").dump_dir
+
+        def load(**env: str) -> subprocess.CompletedProcess[str]:
+            return repl_run_cli(f"REPL LOAD shop_dr FROM '{dump}'", target, source, "--no-progress", env=env)
+
+        failed = load(**{FAULT_ENV: f"{FAULT_POINT}@3"})  # the worker dies at its 3rd directory
+        assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
+        [line] = failed.stderr.strip().splitlines()
+        assert "directory process stopped" in line and "p=0" in line, line
+        assert "nothing of the batch was applied" in line and "REPL LOAD again" in line, line
+        assert repl_status(target, "shop_dr") is None
+        table_dir = Path(local_path(target.catalog.default_db_location("shop_dr"))) / "t"
+        assert not table_dir.exists() or not list(table_dir.iterdir()), "the failed batch left directories"
+
+        ReplicationEngine(str(tmp_path / "dumps"), source, target).execute(f"REPL LOAD shop_dr FROM '{dump}'")
+        assert verify(source, "shop", target, "shop_dr") == []
+    finally:
+        source.close()
+        target.close()
+
+
+def test_the_threshold_is_checked_with_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(THRESHOLD_ENV, raising=False)
+    monkeypatch.setenv(PROCESSES_ENV, "2")
+    assert dir_process_threshold() == dir_processes.DEFAULT_THRESHOLD
+    monkeypatch.setenv(PROCESSES_ENV, "1")
+    assert dir_process_threshold() is None, "one process: no worker"
+    for bad in ("0", "many", "-3"):
+        monkeypatch.setenv(THRESHOLD_ENV, bad)
+        with pytest.raises(ReplicationConfigError) as info:
+            dir_process_threshold()
+        assert str(info.value).startswith(f"{THRESHOLD_ENV}={bad!r} is not ") and "\n" not in str(info.value)
