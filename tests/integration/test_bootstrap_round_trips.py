@@ -189,3 +189,42 @@ def test_the_first_partitions_of_a_table_created_in_the_transaction_are_not_comp
     finally:
         event.remove(metastore.engine, "before_cursor_execute", seen)
     assert catalog.get_partition_names("n", "t") == ["p=1"]
+
+
+def test_a_big_table_s_later_pages_are_not_searched_for_partitions_either(
+    metastore: Metastore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bootstrap fills a table it created page by page in one transaction, and the dump names each
+    partition once (the pre-flight refuses one named twice): no page reads partitions back to find existing
+    ones, in the writer or in the catalog (a round trip each per page of a 100,000-partition table), and the
+    replica has each partition once. A partition added twice to such a table fails on its unique name."""
+    monkeypatch.setattr("hmsrepl.replication.load.PARTITION_PAGE", 3)
+    source = Metastore.open(make_config(f"sqlite:///{tmp_path}/source.db", tmp_path / "source"))
+    lookups: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        flat = " ".join(statement.split())
+        if flat.startswith(("SELECT partitions.doc", "SELECT partitions.part_name, partitions.part_id")):
+            lookups.append(flat)
+
+    try:
+        _fill(source, "big", 1, 10)
+        engine = ReplicationEngine(str(tmp_path / "dumps"), source, metastore)
+        dump = engine.execute("REPL DUMP big").dump_dir
+        event.listen(metastore.engine, "before_cursor_execute", seen)
+        try:
+            engine.execute(f"REPL LOAD big FROM '{dump}'")
+        finally:
+            event.remove(metastore.engine, "before_cursor_execute", seen)
+        assert lookups == [], lookups
+        assert verify(source, "big", metastore, "big") == []
+        assert len(metastore.catalog.get_partition_names("big", "t00")) == 10
+    finally:
+        source.close()
+    catalog = metastore.catalog
+    catalog.create_database(Database(name="n"))
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"), metastore.events.transaction():
+        table = catalog.create_table(make_table("n", "t", partition_keys=("p",)))
+        catalog.add_partitions("n", "t", [make_partition(table, "1")])
+        catalog.add_partitions("n", "t", [make_partition(table, "1")], if_not_exists=True, absent=True)
+    assert "t" not in catalog.get_tables("n"), "the failed transaction left nothing"

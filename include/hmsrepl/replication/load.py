@@ -682,7 +682,9 @@ class LoadEngine:
         """Write one dumped table and its partitions; answers how many partitions it had.
 
         ``partitions``: the table's, when the caller has begun reading them (``bootstrap_tables``; None: read
-        from the dump here). ``created``: the table was created empty already, only its partitions remain."""
+        from the dump here). ``created``: the table was created empty already (in this batch), only its
+        partitions remain; the dump names each of them once (the pre-flight refuses one named twice), so none of
+        them exists yet and the writer reads none back (``TargetWriter.put_partitions``, ``fresh``)."""
         base = f"{meta.db_name}/{table['table_name']}"
         location = table.get("sd", {}).get("location")
         if not created:
@@ -698,10 +700,10 @@ class LoadEngine:
         for dumped in dump.partitions(base) if partitions is None else partitions:
             parts.append((dumped.document["partition"], None if meta.metadata_only else dumped.files or []))
             if len(parts) == PARTITION_PAGE:
-                writer.put_partitions(table["table_name"], parts, location)
+                writer.put_partitions(table["table_name"], parts, location, fresh=created)
                 count += len(parts)
                 parts = []
-        writer.put_partitions(table["table_name"], parts, location)
+        writer.put_partitions(table["table_name"], parts, location, fresh=created)
         return count + len(parts)
 
     # -- incremental ----------------------------------------------------------------------------------------

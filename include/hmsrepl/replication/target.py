@@ -383,10 +383,15 @@ class TargetWriter:
         table_name: str,
         parts: Sequence[tuple[dict[str, Any], DataChange | Sequence[str] | None]],
         source_table_location: str | None = None,
+        *,
+        fresh: bool = False,
     ) -> None:
         """Add or update partitions, data first, then one metadata call for the new and one for the changed.
 
-        Each partition's data is a change (or a complete listing; None: metadata only)."""
+        Each partition's data is a change (or a complete listing; None: metadata only). ``fresh``: the table
+        was created in this transaction and ``parts`` are new to it (a bootstrap's pages of one table, each
+        partition named once): nothing is read back to find existing ones, a round trip per page of a big
+        table on a server database, and the table's unique names refuse a partition added twice."""
         if not parts:
             return
         table = self.catalog.get_table(self.db, table_name)
@@ -397,7 +402,11 @@ class TargetWriter:
         ]
         names = [make_partition_name(keys, part.values) for part, _, _ in mapped]
         # A table this transaction created has none yet: the catalog answers that without a read.
-        existing = {make_partition_name(keys, p.values): p for p in self.catalog.partitions_of(table, names)}
+        existing = (
+            {}
+            if fresh
+            else {make_partition_name(keys, p.values): p for p in self.catalog.partitions_of(table, names)}
+        )
         ids = self._partition_ids(table, list(existing)) if existing and self.copy_data else {}
         new_parts: list[Partition] = []
         changed: list[Partition] = []
@@ -447,6 +456,7 @@ class TargetWriter:
                 if_not_exists=True,
                 applied_files=applied(new_names),
                 new_ids=ids,
+                absent=fresh,
             )
             self.stats.partitions += len(new_parts)
         if changed:

@@ -90,6 +90,7 @@ class PartitionCatalog(CatalogFamily):
         applied_files: Sequence[AppliedFiles | None] | None = None,
         gather_stats: bool = False,
         new_ids: dict[str, int] | None = None,
+        absent: bool = False,
     ) -> list[Partition]:
         """Add many partitions in one transaction with batched inserts and one ADD_PARTITION event.
 
@@ -97,7 +98,9 @@ class PartitionCatalog(CatalogFamily):
         skipped instead of failing the whole call. ``applied_files`` (one entry per partition, None: list
         it) and ``gather_stats``: as in ``create_table``. ``new_ids``, when given, receives the added
         partitions' ids by name: a caller recording something under them (a load's versions) needs no read
-        of them back, a round trip per page on a server database.
+        of them back, a round trip per page on a server database. ``absent``: the caller knows none of
+        ``parts`` exists (a bootstrap load filling a table it created in this transaction): they are not
+        looked for, and one that does exist fails the call on the table's unique partition names.
         """
         table, placement = self.core.writable_table_placed(db_name, table_name)
         keys = table.partition_key_names
@@ -136,7 +139,7 @@ class PartitionCatalog(CatalogFamily):
             )
             # A table this transaction created and has not added to yet has no partition to look for.
             fresh = take_without_partitions(self.events, tx.conn, tbl_id)
-            existing = set() if fresh else self._existing_names(tx.conn, tbl_id, list(prepared))
+            existing = set() if fresh or absent else self._existing_names(tx.conn, tbl_id, list(prepared))
             if existing and not if_not_exists:
                 raise AlreadyExistsError(
                     f"partition '{sorted(existing)[0]}' of table '{table.qualified_name}' already exists"
