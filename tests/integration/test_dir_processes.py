@@ -11,7 +11,6 @@ must fail the load cleanly, so that the next load completes.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.replications import ReplicationConfigError
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
+from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
 from tests.helpers import (
     make_partition,
     make_table,
@@ -109,89 +109,118 @@ def test_the_worker_makes_the_replica_one_process_makes(
         target.close()
 
 
-def test_a_version_an_interrupted_attempt_left_is_emptied(tmp_path: Path, pooled: list[str]) -> None:
-    """The worker finds the directory there already; the load removes what the attempt left in it."""
+@pytest.fixture
+def dumped(tmp_path: Path, pooled: list[str]) -> Iterator[tuple[Metastore, Metastore, str]]:
+    """The source, a SQLite replica and the source's bootstrap dump (the worker from the 6th directory)."""
     source = _source(tmp_path)
     target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
-    try:
-        engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
-        dump = engine.execute("REPL DUMP shop").dump_dir
-        version = source.events.current_event_id()
-        last = f"p={PARTITIONS - 1:03d}"  # made by the worker: past the threshold
-        left = (
-            Path(local_path(target.catalog.default_db_location("shop")))
-            / "t"
-            / f"{last}{VERSION_MARK}{version}"
-        )
-        left.mkdir(parents=True)
-        (left / "part-9.parquet").write_bytes(b"an interrupted attempt's file")
-        engine.execute(f"REPL LOAD shop FROM '{dump}'")
-        assert str(left) in {local_path(uri) for uri in pooled}
-        assert _layout(target, "shop")[last] == []
-        assert verify(source, "shop", target, "shop") == []
-    finally:
-        source.close()
-        target.close()
+    dump = ReplicationEngine(str(tmp_path / "dumps"), source, target).execute("REPL DUMP shop").dump_dir
+    yield source, target, dump
+    source.close()
+    target.close()
 
 
-@pytest.mark.parametrize("processes", ["2", "1"])
-def test_a_version_name_leading_out_is_refused_as_in_one_process(
-    tmp_path: Path, pooled: list[str], monkeypatch: pytest.MonkeyPatch, processes: str
+def test_a_version_an_interrupted_attempt_left_is_emptied(
+    dumped: tuple[Metastore, Metastore, str], pooled: list[str]
 ) -> None:
-    """A symlink planted at a version's name, to a directory outside the replica: the same one-line refusal
-    with the worker as without it, the directory it leads to untouched and no replica left."""
-    monkeypatch.setenv(PROCESSES_ENV, processes)
-    source = _source(tmp_path)
-    target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
-    try:
-        dump = ReplicationEngine(str(tmp_path / "dumps"), source, target).execute("REPL DUMP shop").dump_dir
-        version = source.events.current_event_id()
-        victim = tmp_path / "victim"
-        victim.mkdir()
-        (victim / "secret.txt").write_bytes(b"outside every root")
-        table_dir = Path(local_path(target.catalog.default_db_location("shop_dr"))) / "t"
+    """The worker finds the directory there already; the load removes what the attempt left in it."""
+    source, target, dump = dumped
+    last = f"p={PARTITIONS - 1:03d}"  # made by the worker: past the threshold
+    left = _table_dir(target, "shop") / f"{last}{VERSION_MARK}{source.events.current_event_id()}"
+    left.mkdir(parents=True)
+    (left / "part-9.parquet").write_bytes(b"an interrupted attempt's file")
+    ReplicationEngine(str(Path(dump).parent), source, target).execute(f"REPL LOAD shop FROM '{dump}'")
+    assert str(left) in {local_path(uri) for uri in pooled}
+    assert _layout(target, "shop")[last] == []
+    assert verify(source, "shop", target, "shop") == []
+
+
+def test_a_version_name_leading_out_is_refused_as_in_one_process(
+    tmp_path: Path, dumped: tuple[Metastore, Metastore, str]
+) -> None:
+    """A symlink planted at a version's name, to a directory outside the replica: refused in one line naming
+    it, with the worker as without it, the directory it leads to untouched and no replica left. Without the
+    worker the load's own ``mkdir`` refuses it; with it, the worker's (the same line) or, when the page's
+    metadata gets there first, the catalog's location check, which resolves the name too."""
+    source, target, dump = dumped
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "secret.txt").write_bytes(b"outside every root")
+    before = tree_hashes(victim)
+    lines = {}
+    for processes in ("2", "1"):
+        replica = f"shop_{processes}"
+        table_dir = _table_dir(target, replica)
         table_dir.mkdir(parents=True)
-        (table_dir / f"p={PARTITIONS - 1:03d}{VERSION_MARK}{version}").symlink_to(victim)
-        before = tree_hashes(victim)
-        failed = repl_run_cli(f"REPL LOAD shop_dr FROM '{dump}'", target, source, "--no-progress")
+        last = f"p={PARTITIONS - 1:03d}"  # past the threshold: the worker's, with two processes
+        (table_dir / f"{last}{VERSION_MARK}{source.events.current_event_id()}").symlink_to(victim)
+        command = f"REPL LOAD {replica} FROM '{dump}'"
+        failed = repl_run_cli(command, target, source, "--no-progress", env={PROCESSES_ENV: processes})
         assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
         [line] = failed.stderr.strip().splitlines()
-        assert "outside" in line and f"p={PARTITIONS - 1:03d}" in line, line
+        assert "outside" in line and last in line, line
+        lines[processes] = line.replace(replica, "REPLICA")
         assert tree_hashes(victim) == before
-        assert repl_status(target, "shop_dr") is None
+        assert repl_status(target, replica) is None
         assert not [p for p in table_dir.iterdir() if not p.is_symlink()], "the failed batch left directories"
-    finally:
-        source.close()
-        target.close()
+    catalog_check = "is outside the managed roots" in lines["2"] and "HMSREPL_MANAGED_ROOTS" in lines["2"]
+    assert lines["2"] == lines["1"] or catalog_check, lines
+
+
+def test_the_worker_refuses_a_name_leading_out_with_the_load_s_own_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Handed straight to the worker: the name that is a symlink out of the roots is refused with the error the
+    load's own ``mkdir`` raises (type and message), once the batch's other slices have ended; an existing
+    directory is told apart from a made one."""
+    monkeypatch.setenv(PROCESSES_ENV, "2")
+    monkeypatch.setenv(THRESHOLD_ENV, "1")
+    root, victim = tmp_path / "wh", tmp_path / "victim"
+    root.mkdir()
+    victim.mkdir()
+    (root / "out").symlink_to(victim)
+    (root / "there").mkdir()
+    fs = RootedFileSystem([str(root)], purpose="replica files")
+    with pytest.raises(OutsideRootsError) as own:
+        fs.make_directory(str(root / "out"))
+    ahead = dir_processes.DirectoriesAhead(fs.roots, fs.purpose)
+    assert not ahead.take(str(root / "first")), "below the threshold: the caller makes it"
+    assert ahead.take(str(root / "there")) and ahead.take(str(root / "made"))
+    assert ahead.settle() == [str(root / "there")]
+    assert (root / "made").is_dir() and not (root / "first").exists()
+    for name in [f"a{i}" for i in range(dir_processes.SLICE_DIRS)] + ["out", "last"]:
+        assert ahead.take(str(root / name))
+    with pytest.raises(OutsideRootsError) as theirs:
+        ahead.settle()
+    assert str(theirs.value) == str(own.value)
+    # The slice before it was made whole; its own stopped at the refusal (the batch then fails).
+    assert (root / "a0").is_dir() and not (root / "last").exists()
+    assert list(victim.iterdir()) == [] and not ahead.pending
+
+
+def _table_dir(target: Metastore, replica: str) -> Path:
+    """Table t's directory in replica database ``replica``."""
+    return Path(local_path(target.catalog.default_db_location(replica))) / "t"
 
 
 def test_a_killed_worker_fails_the_load_cleanly_and_the_next_load_completes(
-    tmp_path: Path, pooled: list[str]
+    tmp_path: Path, dumped: tuple[Metastore, Metastore, str]
 ) -> None:
     """Through the CLI: one line naming the directories being made, a non-zero exit, nothing on the replica;
     the next load of the same dump loads it whole."""
-    source = _source(tmp_path)
-    target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
-    try:
-        dump = ReplicationEngine(str(tmp_path / "dumps"), source, target).execute("REPL DUMP shop").dump_dir
-
-        def load(**env: str) -> subprocess.CompletedProcess[str]:
-            return repl_run_cli(f"REPL LOAD shop_dr FROM '{dump}'", target, source, "--no-progress", env=env)
-
-        failed = load(**{FAULT_ENV: f"{FAULT_POINT}@3"})  # the worker dies at its 3rd directory
-        assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
-        [line] = failed.stderr.strip().splitlines()
-        assert "directory process stopped" in line and "p=0" in line, line
-        assert "nothing of the batch was applied" in line and "REPL LOAD again" in line, line
-        assert repl_status(target, "shop_dr") is None
-        table_dir = Path(local_path(target.catalog.default_db_location("shop_dr"))) / "t"
-        assert not table_dir.exists() or not list(table_dir.iterdir()), "the failed batch left directories"
-
-        ReplicationEngine(str(tmp_path / "dumps"), source, target).execute(f"REPL LOAD shop_dr FROM '{dump}'")
-        assert verify(source, "shop", target, "shop_dr") == []
-    finally:
-        source.close()
-        target.close()
+    source, target, dump = dumped
+    command = f"REPL LOAD shop_dr FROM '{dump}'"
+    # The worker dies at its 3rd directory.
+    failed = repl_run_cli(command, target, source, "--no-progress", env={FAULT_ENV: f"{FAULT_POINT}@3"})
+    assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
+    [line] = failed.stderr.strip().splitlines()
+    assert "directory process stopped" in line and "p=0" in line, line
+    assert "nothing of the batch was applied" in line and "REPL LOAD again" in line, line
+    assert repl_status(target, "shop_dr") is None
+    table_dir = _table_dir(target, "shop_dr")
+    assert not table_dir.exists() or not list(table_dir.iterdir()), "the failed batch left directories"
+    ReplicationEngine(str(tmp_path / "dumps"), source, target).execute(command)
+    assert verify(source, "shop", target, "shop_dr") == []
 
 
 def test_the_threshold_is_checked_with_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,7 +43,6 @@ DEFAULT_THRESHOLD = 10_000
 #: Directories per slice: a slice's round trip (about 0.1 ms) is paid once per 100 ``mkdir`` calls, and a
 #: batch of small tables (a few hundred partitions) still hands several slices over before it commits.
 SLICE_DIRS = 100
-PURPOSE = "version directories of this load"
 FAULT_POINT = "dir_process_slice"  # test-only: HMSREPL_FAULT_POINT=dir_process_slice@n kills the worker
 
 _pool_lock = threading.Lock()
@@ -71,9 +70,11 @@ class DirectoriesAhead:
     """The empty version directories of one writer's batches, made by the worker process once the writer has
     made the threshold's number itself. Not shared between threads (each writer has its own)."""
 
-    def __init__(self, roots: Sequence[str]) -> None:
-        """``roots``: the replica's roots every directory must lie below (checked again in the worker)."""
+    def __init__(self, roots: Sequence[str], purpose: str) -> None:
+        """``roots``: the replica's roots every directory must lie below, checked again in the worker, whose
+        refusals name ``purpose`` (the replica file system's: they read as the load's own)."""
         self.roots = tuple(roots)
+        self.purpose = purpose
         self.made_here = 0  # directories this writer made in its own process
         self._slice: list[str] = []
         self._sent: list[tuple[list[str], Future[list[bool]]]] = []
@@ -135,7 +136,7 @@ class DirectoriesAhead:
         if not self._slice:
             return
         try:
-            future = _shared_pool().submit(make_slice, self._slice, self.roots)
+            future = _shared_pool().submit(make_slice, self._slice, self.roots, self.purpose)
         except (
             BrokenProcessPool
         ) as exc:  # the worker died before: told with the slice's outcome, in ``settle``
@@ -165,10 +166,10 @@ def _drop_pool() -> None:
 
 
 # -- in the worker process ------------------------------------------------------------------------------------
-def make_slice(uris: list[str], roots: tuple[str, ...]) -> list[bool]:
+def make_slice(uris: list[str], roots: tuple[str, ...], purpose: str) -> list[bool]:
     """Make each of ``uris`` below ``roots``; whether each was made now (False: it was there already, a
     directory). Any error is raised to the load as it is (its type and message)."""
-    fs = bound(roots, PURPOSE).batch()  # the slice's parents resolved once
+    fs = bound(roots, purpose).batch()  # the slice's parents resolved once
     made = []
     for uri in uris:
         fault_point(FAULT_POINT)

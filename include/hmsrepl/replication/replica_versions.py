@@ -147,7 +147,7 @@ class VersionPublisher:
         # A ``batch`` view of the replica's files shared by the objects of one page (``page``), else None.
         self._page_view: RootedFileSystem | None = None
         # Empty new versions made by the directory process while the batch goes on (``dir_processes``).
-        self._dirs = DirectoriesAhead(target.cm.files.roots)
+        self._dirs = DirectoriesAhead(target.cm.files.roots, target.cm.files.purpose)
         # Per directory, this batch's questions about staging areas in it, and its listing once made
         # (``_staging_area_exists``; None: the store lists no names).
         self._asked: dict[str, int] = {}
