@@ -29,14 +29,8 @@ from hmsrepl.replication.replications import ReplicationConfigError
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
-from tests.helpers import (
-    make_partition,
-    make_table,
-    open_replica,
-    open_sqlite_source,
-    repl_run_cli,
-    write_file,
-)
+from tests import helpers
+from tests.helpers import make_partition, make_table, open_replica, open_sqlite_source, write_file
 from tests.security.untouched import tree_hashes
 
 PARTITIONS = 40  # of table t, none with a file: each one's version directory is empty
@@ -155,7 +149,9 @@ def test_a_version_name_leading_out_is_refused_as_in_one_process(
         last = f"p={PARTITIONS - 1:03d}"  # past the threshold: the worker's, with two processes
         (table_dir / f"{last}{VERSION_MARK}{source.events.current_event_id()}").symlink_to(victim)
         command = f"REPL LOAD {replica} FROM '{dump}'"
-        failed = repl_run_cli(command, target, source, "--no-progress", env={PROCESSES_ENV: processes})
+        failed = helpers.repl_run_cli(
+            command, target, source, "--no-progress", env={PROCESSES_ENV: processes}
+        )
         assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
         [line] = failed.stderr.strip().splitlines()
         assert "outside" in line and last in line, line
@@ -211,7 +207,9 @@ def test_a_killed_worker_fails_the_load_cleanly_and_the_next_load_completes(
     source, target, dump = dumped
     command = f"REPL LOAD shop_dr FROM '{dump}'"
     # The worker dies at its 3rd directory.
-    failed = repl_run_cli(command, target, source, "--no-progress", env={FAULT_ENV: f"{FAULT_POINT}@3"})
+    failed = helpers.repl_run_cli(
+        command, target, source, "--no-progress", env={FAULT_ENV: f"{FAULT_POINT}@3"}
+    )
     assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
     [line] = failed.stderr.strip().splitlines()
     assert "directory process stopped" in line and "p=0" in line, line
