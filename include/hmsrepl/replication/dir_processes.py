@@ -137,9 +137,8 @@ class DirectoriesAhead:
             return
         try:
             future = _shared_pool().submit(make_slice, self._slice, self.roots, self.purpose)
-        except (
-            BrokenProcessPool
-        ) as exc:  # the worker died before: told with the slice's outcome, in ``settle``
+        except BrokenProcessPool as exc:
+            # The worker died before: told as this slice's outcome, in ``settle``.
             future = Future()
             future.set_exception(exc)
         self._sent.append((self._slice, future))
@@ -157,12 +156,13 @@ def _shared_pool() -> ProcessPoolExecutor:
 
 
 def _drop_pool() -> None:
-    """Forget a broken pool: the next slice starts a new worker."""
+    """Forget a broken pool: the next slice starts a new worker (a pool another writer started since is kept)."""
     global _pool
     with _pool_lock:
+        if _pool is None or not getattr(_pool, "_broken", False):
+            return
         broken, _pool = _pool, None
-    if broken is not None:
-        broken.shutdown(wait=False, cancel_futures=True)
+    broken.shutdown(wait=False, cancel_futures=True)
 
 
 # -- in the worker process ------------------------------------------------------------------------------------
