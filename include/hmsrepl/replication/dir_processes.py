@@ -19,7 +19,8 @@ already: an interrupted attempt's, which the load empties in ``settle`` as it wo
 
 Settings: ``HMSREPL_DIR_PROCESS_THRESHOLD`` (directories a load makes itself before the worker takes the
 empty ones; default ``DEFAULT_THRESHOLD``); ``HMSREPL_COPY_PROCESSES=1`` keeps this work in the load's own
-process too (no worker process at all). Only stores with directories (local disks, HDFS) make any.
+process too (no worker process at all). Only local replicas use the worker: an HDFS ``mkdir`` waits on the
+name node, not on this host's CPU, and an object store makes no directories.
 """
 
 from __future__ import annotations

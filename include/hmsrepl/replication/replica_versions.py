@@ -310,11 +310,12 @@ class VersionPublisher:
             return Published(current, wanted, stamps, removed, not held.recorded)
         new = self._new_version(logical, current)
         traits = fs.traits(new)
-        # An empty version (nothing to link or copy in) may be made by the directory process, before the
-        # batch commits (``settle_directories``); a directory that was not there holds nothing: only one an
-        # interrupted attempt left is listed (a store without directories has no such answer: its prefix is
-        # always listed).
-        ahead = not wanted and traits.has_directories and self._page_view is not None and self._dirs.take(new)
+        # An empty version (nothing to link or copy in) on a local disk may be made by the directory process,
+        # before the batch commits (``settle_directories``); a directory that was not there holds nothing: only
+        # one an interrupted attempt left is listed (a store without directories has no such answer: its
+        # prefix is always listed).
+        local = traits.has_directories and traits.cpu_bound  # HDFS waits on its server: no process needed
+        ahead = not wanted and local and self._page_view is not None and self._dirs.take(new)
         made_here = ahead or (traits.has_directories and fs.make_directory(new))
         if not traits.has_directories:
             fs.makedirs(new)
