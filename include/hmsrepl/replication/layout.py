@@ -248,6 +248,8 @@ def _env_int(name: str, default: int) -> int:
 
 
 READ_CHUNK = 1024 * 1024
+#: Lines of a ``_files`` listing a paged reader takes at a time (``DumpDir.files_pages``).
+LISTING_PAGE = 10_000
 
 
 @dataclass(frozen=True)
@@ -381,15 +383,23 @@ class DumpDir:
         self._write(relative, "".join(f"{line}\n" for line in encoded).encode())
 
     def read_files(self, relative: str) -> list[str]:
+        return [line for page in self.files_pages(relative) for line in page]
+
+    def files_pages(self, relative: str, page: int = LISTING_PAGE) -> Iterator[list[str]]:
+        """The listing at ``relative`` (none when it is absent) in pages of at most ``page`` lines, read as the
+        caller takes them: a listing of 1,000,000 files is never held whole (some 170 MB of lines)."""
         uri = self.path(relative)
-        if not self.fs.exists(uri):
-            return []
-        return self._read_lines(uri)
+        if self.fs.exists(uri):
+            yield from self._line_pages(uri, page)
 
     def _read_lines(self, uri: str) -> list[str]:
-        """The listing's lines, refused past ``max_files_bytes``. Split a chunk at a time as it is read: the
-        file's bytes and their decoded text are never held whole beside the lines (a listing of 1,000,000
-        files is some 170 MB of each, and the lines as much again)."""
+        """The listing's lines, refused past ``max_files_bytes``."""
+        return [line for page in self._line_pages(uri, LISTING_PAGE) for line in page]
+
+    def _line_pages(self, uri: str, page: int) -> Iterator[list[str]]:
+        """The listing's lines in pages of at most ``page``, refused past ``max_files_bytes``. Split a chunk at
+        a time as it is read: the file's bytes and their decoded text are never held whole beside the lines
+        (a listing of 1,000,000 files is some 170 MB of each, and the lines as much again)."""
         lines: list[str] = []
         cut_line: list[bytes] = []  # a line the chunks cut (a newline never falls inside a UTF-8 character)
         chunks = self._bounded_chunks(uri, self.limits.max_files_bytes, "HMSREPL_DUMP_MAX_FILES_BYTES")
@@ -400,14 +410,18 @@ class DumpDir:
                     cut_line.append(chunk)
                     continue
                 text = b"".join([*cut_line, chunk[:end]]).decode()
-                lines.extend(line for line in text.split("\n") if line)
                 cut_line = [chunk[end:]]
+                lines.extend(line for line in text.split("\n") if line)
+                while len(lines) >= page:
+                    yield lines[:page]
+                    del lines[:page]
             last = b"".join(cut_line)
             if last:
                 lines.append(last.decode())
         except UnicodeDecodeError as exc:
             raise DumpError(f"dump file '{uri}' is not UTF-8 text (corrupt dump): {exc}") from exc
-        return lines
+        if lines:
+            yield lines
 
     def write_metadata(self, meta: DumpMetadata) -> None:
         self.write_json(DUMP_METADATA, asdict(meta))

@@ -16,19 +16,15 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import (
-    FileLostError,
     InvalidOperationError,
     NoSuchDatabaseError,
     NoSuchObjectError,
 )
 from hmsrepl.formats.partition_names import parse_partition_name
-from hmsrepl.formats.paths import InvalidPathError
 from hmsrepl.gc_pause import gc_paused
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
@@ -58,7 +54,6 @@ from hmsrepl.metastore.payloads import (
     ObjectMetadata,
     PartitionSnapshot,
     TableSnapshot,
-    checksum_of,
     convert,
     metadata_location,
 )
@@ -69,13 +64,11 @@ from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.copy_processes import copy_process_settings, start_early
 from hmsrepl.replication.dump_validation import (
-    DumpValidationError,
     DumpValidator,
     PendingEvents,
     SourceRoots,
     TargetPlace,
     ValidationReport,
-    check_local_source_file,
     event_message,
 )
 from hmsrepl.replication.failures import explain_load_failure, fault_point
@@ -95,6 +88,7 @@ from hmsrepl.replication.layout import (
 from hmsrepl.replication.leftovers import Retirement, Retirer, locked_cleanup, own_directories
 from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.metrics import StageClock
+from hmsrepl.replication.preflight import Preflight
 from hmsrepl.replication.prestage import StagedAhead, discard_staged, remove_empty, stage_ahead
 from hmsrepl.replication.replace import (
     apply_bootstrap_part,
@@ -122,8 +116,7 @@ from hmsrepl.replication.target import (
     TargetWriter,
     refuse_during_bootstrap,
 )
-from hmsrepl.storage.base import join_uri, parent_uri, path_key
-from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.base import join_uri, path_key
 from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import staging_name
 
@@ -157,73 +150,6 @@ def repl_status(target: Metastore, db_name: str) -> int | None:
     return int(value) if value is not None else None
 
 
-def preflight(
-    files: Sequence[str],
-    source_cmroot: str,
-    workers: int = 16,
-    *,
-    roots: SourceRoots,
-    dump_uri: str = "",
-    allow_lost: bool = False,
-) -> list[str]:
-    """Refuse to start a load whose files are plainly gone, so a failure never leaves it half applied.
-
-    Local source files must also be regular files whose real paths stay below ``roots`` (no symbolic link
-    out of the source warehouse); every file is looked for through the source's roots and cmroot only.
-    ``allow_lost``: return the lost files (encoded) instead of refusing (``lost_files``: the load then
-    leaves their objects stale).
-    """
-    unique = sorted(set(files))
-    # One pass over the files, through views that resolve each source directory once (``batch``): a
-    # partition of 1,000,000 files has one directory, not a million.
-    names, readable = roots.files.batch(), roots.readable.batch()
-
-    def examine(uri: str) -> str | bool:
-        """The file's problem, else whether a copy of it is available (a bool per file, nothing more held).
-        A local file of the recorded size is: the look that found it a regular file in the roots measured
-        it too. Any other is looked for where a copy may come from (its version, cmroot)."""
-        try:
-            size = check_local_source_file(uri, roots, names)
-        except InvalidPathError as exc:
-            return str(exc)
-        if size is not None and size == recorded_size(uri):
-            return True
-        return available_source(readable, uri, source_cmroot) is not None
-
-    if workers <= 1 or _cpu_bound(names, unique):
-        checked = list(map(examine, unique))
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            checked = list(bounded_map(pool, examine, unique, workers))
-    problems = [outcome for outcome in checked if isinstance(outcome, str)]
-    if problems:
-        more = f" ({len(problems) - 1} more like it)" if len(problems) > 1 else ""
-        raise DumpValidationError(f"dump '{dump_uri}' refused, nothing was applied: {problems[0]}{more}")
-    lost = [uri for uri, available in zip(unique, checked, strict=True) if not available]
-    del checked
-    if lost and not allow_lost:
-        raise FileLostError(
-            f"{len(lost)} file(s) this load needs are gone from the source and its cmroot, e.g. "
-            f"'{lost[0].split('#', 1)[0]}'; nothing was applied. The source changed or deleted them without the "
-            "metastore, or cmroot retention removed them: run a bootstrap to re-replicate, or load WITH "
-            f"('{lost_files.SETTING}'='{lost_files.SKIP_OBJECTS}') to apply the rest and mark their objects stale"
-        )
-    return lost
-
-
-def _cpu_bound(fs: RootedFileSystem, uris: Sequence[str]) -> bool:
-    """Whether every one of ``uris`` is on a store whose per-file looks keep this host's CPU busy (local
-    files): a thread pool there only adds a hand-off per file, which cost more than the ``lstat`` itself
-    (16 against 9 us a file). A directory's files share a store: each directory is asked once."""
-    return all(fs.traits(directory).cpu_bound for directory in {parent_uri(uri) for uri in uris})
-
-
-def recorded_size(encoded: str) -> int | None:
-    """The size a dump's file entry records with its checksum (None: no checksum)."""
-    checksum = checksum_of(encoded)
-    return checksum_size(checksum) if checksum else None
-
-
 class LoadEngine:
     def __init__(
         self, target: Metastore, clock: StageClock | None = None, source_roots: SourceRoots | None = None
@@ -248,7 +174,9 @@ class LoadEngine:
         return self._source_roots
 
     # -- pre-flight: the whole dump is checked before the first change ---------------------------------------
-    def _validator(self, dump: DumpDir, meta: DumpMetadata, target_db: str) -> DumpValidator:
+    def _validator(
+        self, dump: DumpDir, meta: DumpMetadata, target_db: str, checks: Preflight | None = None
+    ) -> DumpValidator:
         roots = self.source_roots
         config = self.target.config
 
@@ -263,7 +191,9 @@ class LoadEngine:
             )
             return TargetPlace(config.warehouse, db_location, mapper, cmroot=config.cmroot)
 
-        return DumpValidator(dump, meta, roots, place, HANDLERS.keys() | NOT_YET_REPLAYED)
+        return DumpValidator(
+            dump, meta, roots, place, HANDLERS.keys() | NOT_YET_REPLAYED, checks.check if checks else None
+        )
 
     def verify_signature(self, dump: DumpDir) -> None:
         """With ``HMSREPL_DUMP_SIGNING_KEY`` set, refuse a dump its source did not sign or that was altered."""
@@ -272,16 +202,31 @@ class LoadEngine:
             with self.clock.stage("preflight"):
                 signing.verify(dump, key)
 
-    def validate_bootstrap(self, dump: DumpDir, meta: DumpMetadata, target_db: str) -> ValidationReport:
-        """Refuse (DumpValidationError) a bootstrap dump naming anything this load must not read or write."""
-        return self._validator(dump, meta, target_db).validate_bootstrap()
+    def validate_bootstrap(
+        self, dump: DumpDir, meta: DumpMetadata, target_db: str, checks: Preflight | None = None
+    ) -> ValidationReport:
+        """Refuse (DumpValidationError) a bootstrap dump naming anything this load must not read or write.
+        ``checks``: the pre-flight, given the dump's files a page at a time as they pass."""
+        return self._validator(dump, meta, target_db, checks).validate_bootstrap()
 
     def validate_incremental(
-        self, dump: DumpDir, meta: DumpMetadata, target_db: str, db: Database, last: int
+        self,
+        dump: DumpDir,
+        meta: DumpMetadata,
+        target_db: str,
+        db: Database,
+        last: int,
+        checks: Preflight | None = None,
     ) -> ValidationReport:
         """Refuse an incremental dump whose events above ``last`` name anything this load must not touch."""
-        validator = self._validator(dump, meta, target_db)
+        validator = self._validator(dump, meta, target_db, checks)
         return validator.validate_incremental(last, db.parameters.get(SOURCE_DB_LOCATION, ""))
+
+    def _preflight(self, dump: DumpDir, meta: DumpMetadata) -> Preflight | None:
+        """The pre-flight of a load that copies data (None: a metadata-only dump names no file to read)."""
+        if meta.metadata_only:
+            return None
+        return Preflight(self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri)
 
     @privileged_call("replication load")  # the only client of a protected replica
     def load(self, command: LoadCommand, progress: Callable[[int], None] | None = None) -> LoadResult:
@@ -513,14 +458,12 @@ class LoadEngine:
         if already is not None and already >= meta.last_event_id:
             return LoadResult(target_db, already)  # loaded before: nothing to do
         with self.clock.stage("preflight"):  # the whole dump, before the first change
-            report = self.validate_bootstrap(dump, meta, target_db)
-            if not meta.metadata_only:
+            checks = self._preflight(dump, meta)
+            report = self.validate_bootstrap(dump, meta, target_db, checks)
+            if checks is not None:
                 if self.target.cm.files.traits(self.target.config.warehouse).cpu_bound:
                     start_early(copy_process_settings(), report.files, report.objects)
-                preflight(
-                    report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
-                )
-            report.pending_files = []  # every file of the dump: not needed past the pre-flight
+                checks.finish()
         if not meta.metadata_only and report.files:  # a dump naming no file has nothing to stage
             objects = self._bootstrap_objects(dump, meta)
             self._stage_ahead(dump, self._copy_tasks(target_db, meta, report.source_db_location, objects))
@@ -715,19 +658,13 @@ class LoadEngine:
         result = LoadResult(target_db, max(last, meta.last_event_id))
         lost = lost_files.LostFiles()
         with self.clock.stage("preflight"):  # the whole dump, before the first change
-            report = self.validate_incremental(dump, meta, target_db, db, last)
+            checks = self._preflight(dump, meta)
+            report = self.validate_incremental(dump, meta, target_db, db, last, checks)
             pending = report.pending_events
-            if not meta.metadata_only:
-                missing = preflight(
-                    report.pending_files,
-                    self.source_roots.cmroot,
-                    roots=self.source_roots,
-                    dump_uri=dump.uri,
-                    allow_lost=lost_mode == lost_files.SKIP_OBJECTS,
-                )
+            if checks is not None:
+                missing = checks.finish(allow_lost=lost_mode == lost_files.SKIP_OBJECTS)
                 if missing:
                     lost = lost_files.LostFiles.attribute(missing, self._pending_messages(dump, pending))
-            report.pending_files = []  # every file of the dump: not needed past the pre-flight
         source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
         if not meta.metadata_only:
             objects = self._incremental_objects(dump, meta, pending, last)
