@@ -47,7 +47,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hmsrepl.exceptions import HmsReplError
@@ -546,11 +546,22 @@ class DumpDir:
     def partitions(self, table_dir: str) -> Iterator[DumpedPartition]:
         """A bootstrapped table's partitions (``table_dir``: ``<db>/<table>``): its pages in order, then those
         written in their own directories (large listings; every partition of a format-2 dump)."""
+        for dumped, listing in self.partition_listings(table_dir):
+            yield dumped if listing is None else replace(dumped, files=self.read_listing(dumped.where))
+
+    def partition_listings(
+        self, table_dir: str
+    ) -> Iterator[tuple[DumpedPartition, Iterator[list[str]] | None]]:
+        """``partitions``, each with its listing in pages (``files_pages``) when it is in its own directory
+        (its ``files`` then None: a listing of 1,000,000 files is read as the caller takes its pages), else
+        None (a page's partition, whose few files come with it)."""
         for page in self.partition_pages(table_dir):
-            yield from self.read_partition_page(page)
+            for dumped in self.read_partition_page(page):
+                yield dumped, None
         for metadata in self.metadata_files(table_dir):
             if metadata.count("/") > table_dir.count("/") + 1:  # not the table's own _metadata
-                yield DumpedPartition(metadata, self.read_json(metadata), self.read_listing(metadata))
+                listing = self.files_pages(DumpLayout.files_of(metadata))
+                yield DumpedPartition(metadata, self.read_json(metadata), None), listing
 
     def partition_pages(self, table_dir: str) -> list[str]:
         """The partition pages of the table at ``table_dir`` (``<db>/<table>``), in page order."""

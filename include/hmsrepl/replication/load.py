@@ -89,7 +89,14 @@ from hmsrepl.replication.leftovers import Retirement, Retirer, locked_cleanup, o
 from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.preflight import Preflight
-from hmsrepl.replication.prestage import StagedAhead, discard_staged, remove_empty, stage_ahead
+from hmsrepl.replication.prestage import (
+    COPY_PAGE,
+    StagedAhead,
+    TaskPages,
+    discard_staged,
+    remove_empty,
+    stage_ahead,
+)
 from hmsrepl.replication.replace import (
     apply_bootstrap_part,
     bootstrap_part_objects,
@@ -116,9 +123,8 @@ from hmsrepl.replication.target import (
     TargetWriter,
     refuse_during_bootstrap,
 )
-from hmsrepl.storage.base import join_uri, path_key
+from hmsrepl.storage.base import join_uri
 from hmsrepl.storage.rooted import RootedFileSystem
-from hmsrepl.storage.staging import staging_name
 
 log = logging.getLogger(__name__)
 
@@ -371,7 +377,9 @@ class LoadEngine:
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
             pending = self.validate_incremental(dump, meta, target_db, db, last).pending_events
             objects = self._incremental_objects(dump, meta, pending, last)
-        tasks = self._copy_tasks(target_db, meta, source_db_location, objects)
+        tasks = [
+            task for page in self._copy_tasks(target_db, meta, source_db_location, objects) for task in page
+        ]
         if (
             lost_files.mode(command.settings) == lost_files.SKIP_OBJECTS
         ):  # the load leaves their objects stale
@@ -383,15 +391,19 @@ class LoadEngine:
     @staticmethod
     def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> Iterator[tuple[str | None, Sequence[str]]]:
         """(source location, files) of every table and partition of a bootstrap dump, one at a time (a
-        million partitions are never held as a list)."""
+        million partitions are never held as a list), an object's listing a page at a time: one of many
+        files comes as several pairs of its location and a page of its files."""
         for relative in dump.metadata_files(meta.db_name):
             found = DumpLayout.entry(relative)
             if found.kind != TABLE or found.table is None:
                 continue  # partitions in their own directories come with their table's
             table = convert(dump.read_json(relative), ObjectMetadata, relative)
-            yield table.location, dump.read_files(relative[: -len(METADATA)] + FILES)
-            for dumped in dump.partitions(DumpLayout.table_dir(meta.db_name, found.table)):
-                yield metadata_location(dumped.document, dumped.where), dumped.files or []
+            for page in dump.files_pages(relative[: -len(METADATA)] + FILES):
+                yield table.location, page
+            for dumped, listing in dump.partition_listings(DumpLayout.table_dir(meta.db_name, found.table)):
+                location = metadata_location(dumped.document, dumped.where)
+                for page in [dumped.files or []] if listing is None else listing:
+                    yield location, page
 
     @staticmethod
     def _incremental_objects(
@@ -411,8 +423,11 @@ class LoadEngine:
         meta: DumpMetadata,
         source_db_location: str,
         objects: Iterable[tuple[str | None, Sequence[str]]],
-    ) -> list[CopyTask]:
-        """One task per target path (the last version of a path wins), for ``objects`` of the dump."""
+        page: int | None = None,
+    ) -> Iterator[list[CopyTask]]:
+        """One task per target path, for ``objects`` of the dump, in pages of ``page`` tasks (None: all in
+        one). The last version of a path wins within a page (a bootstrap's pages cut only the listing of
+        one object, which names each of its paths once)."""
         writer = self._writer(target_db, meta, source_db_location, ApplyStats())
         replica_roots = self.target.cm.files.roots  # the replica's data roots and cmroot: copies stage there
         tasks: dict[str, CopyTask] = {}
@@ -426,7 +441,11 @@ class LoadEngine:
                 tasks[target_uri] = CopyTask(
                     encoded, target_uri, roots, self.source_roots.cmroot, replica_roots
                 )
-        return list(tasks.values())
+                if page is not None and len(tasks) >= page:
+                    yield list(tasks.values())
+                    tasks = {}
+        if tasks:
+            yield list(tasks.values())
 
     def _drop_unused_copies(self) -> None:
         """Remove the copies staged ahead that no committed change still has to publish: those no object
@@ -435,12 +454,14 @@ class LoadEngine:
         if not self._ahead.copies and not self._ahead.made:
             return
         owed = self.target.catalog.intents.owed_copies()
-        unused = [uri for uri in self._ahead.copies if path_key(staging_name(uri)) not in owed]
+        unused = list(self._ahead.copies.unused(self.target.cm.files, owed))
         discard_staged(self.target.cm.files, unused)
         remove_empty(self.target.cm.files, self._ahead.made)
         self._ahead = StagedAhead()
 
-    def _stage_ahead(self, dump: DumpDir, tasks: list[CopyTask], *, tolerate_lost: bool = False) -> None:
+    def _stage_ahead(
+        self, dump: DumpDir, tasks: TaskPages | list[CopyTask], *, tolerate_lost: bool = False
+    ) -> None:
         """Copy and verify every file before the first change (``prestage``), unless a copier did already."""
         if self.copies_staged or not tasks:
             return
@@ -465,8 +486,12 @@ class LoadEngine:
                     start_early(copy_process_settings(), report.files, report.objects)
                 checks.finish()
         if not meta.metadata_only and report.files:  # a dump naming no file has nothing to stage
-            objects = self._bootstrap_objects(dump, meta)
-            self._stage_ahead(dump, self._copy_tasks(target_db, meta, report.source_db_location, objects))
+
+            def pages() -> Iterator[list[CopyTask]]:  # planned again to remove what was staged, if need be
+                objects = self._bootstrap_objects(dump, meta)
+                return self._copy_tasks(target_db, meta, report.source_db_location, objects, COPY_PAGE)
+
+            self._stage_ahead(dump, pages)
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
         writer = self._writer(target_db, meta, report.source_db_location, result.stats)
         writer.copied_ahead = self._ahead.copies
@@ -668,7 +693,7 @@ class LoadEngine:
         source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
         if not meta.metadata_only:
             objects = self._incremental_objects(dump, meta, pending, last)
-            tasks = self._copy_tasks(target_db, meta, source_db_location, objects)
+            tasks = next(self._copy_tasks(target_db, meta, source_db_location, objects), [])
             self._stage_ahead(dump, tasks, tolerate_lost=lost_mode == lost_files.SKIP_OBJECTS)
         writer = self._writer(target_db, meta, source_db_location, result.stats)
         writer.copied_ahead = self._ahead.copies

@@ -53,7 +53,6 @@ from hmsrepl.replication.apply_stats import ApplyStats
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import (
     BelowAny,
-    CopyResult,
     adopt_staged_copy,
     below_any,
     copy_verified,
@@ -76,6 +75,7 @@ from hmsrepl.replication.replica_files import (
     stamp_of,
     unchanged,
 )
+from hmsrepl.replication.staged_copies import StagedCopies
 from hmsrepl.storage.base import FileIdentity, join_uri, parent_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import sync_uris
@@ -142,7 +142,7 @@ class VersionPublisher:
         self.written_at: Mapping[str, int] = {}
         # Copies the load staged and verified before its first change (``prestage``), by planned target:
         # counted as the copies they are (from cmroot or not), not as a copier's prefetch.
-        self.copied_ahead: dict[str, CopyResult] = {}
+        self.copied_ahead = StagedCopies()
         # A ``batch`` view of the replica's files shared by the objects of one page (``page``), else None.
         self._page_view: RootedFileSystem | None = None
         # Per directory, this batch's questions about staging areas in it, and its listing once made
@@ -641,7 +641,7 @@ class VersionPublisher:
         staged ahead take ``target_uri`` itself (one rename, not two); any other copy waits under its staged
         name for ``publish_all``."""
         fs = fs or self.target.cm.files
-        ahead = self.copied_ahead.pop(prefetched_at, None)
+        ahead = self.copied_ahead.take(prefetched_at, encoded)
         result = (
             adopt_staged_copy(fs, ahead, prefetched_at, target_uri, publish=new)
             if ahead is not None
