@@ -318,7 +318,6 @@ class VersionPublisher:
             if rel not in wanted or rel in kept:
                 fs.delete(status.uri)
         allowed = below_any(source_location, self.source_cmroot) if wanted.keys() - kept else None
-        from_event = {relative_path(encoded) for encoded in change.added}
         to_publish = []
         copied = []  # the listing's own names (no new string a file): stamped only if the record needs it
         for rel, encoded in wanted.items():
@@ -330,7 +329,10 @@ class VersionPublisher:
             if rel in present and _checksum_matches(fs, present[rel], encoded):
                 stamps[rel] = present[rel].stamp
                 continue
-            source = encoded if rel in from_event else self._source_copy(encoded, source_location, what)
+            # From the event unless it is the very entry of the record (``apply`` keeps those): no set of the
+            # event's paths (a bootstrap's partition of 1,000,000 files built one of a million new strings).
+            from_event = encoded is not held.files.get(rel)
+            source = encoded if from_event else self._source_copy(encoded, source_location, what)
             assert allowed is not None  # a file not kept is copied: computed above
             # A copy staged ahead is renamed straight to its name in this unnamed directory; others wait.
             if not self._copy_in(

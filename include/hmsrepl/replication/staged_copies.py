@@ -15,6 +15,7 @@ process's (``hash`` of the name): keys are made and looked up by the load proces
 
 from __future__ import annotations
 
+import heapq
 from array import array
 from bisect import bisect_left
 from collections.abc import Collection, Iterator
@@ -29,6 +30,7 @@ from hmsrepl.storage.staging import STAGING_PREFIX, staging_name
 
 FROM_CMROOT, PREFETCHED = 1, 2
 FLAGS = FROM_CMROOT | PREFETCHED
+RUN = 65_536  # keys sorted at a time while copies are added
 
 
 def _key(name: str) -> int:
@@ -38,14 +40,26 @@ def _key(name: str) -> int:
 
 @dataclass
 class _Directory:
-    """One directory's staged names: keys added in staging order, sorted once the first is looked up."""
+    """One directory's staged names: keys added in staging order, in sorted runs of ``RUN`` keys, merged
+    into one sorted array once the first is looked up (no list of a million ``int`` objects on the way)."""
 
     keys: array[int] = field(default_factory=lambda: array("q"))
+    runs: list[array[int]] = field(default_factory=list)
     taken: bytearray | None = None  # per sorted key; None while keys are still being added
+
+    def add(self, key: int) -> None:
+        if self.taken is not None:  # looked up already (rare): what is not taken is added to again
+            self.keys = array("q", (k for k, t in zip(self.keys, self.taken, strict=True) if not t))
+            self.taken = None
+        self.keys.append(key)
+        if len(self.keys) >= RUN:
+            self.runs.append(array("q", sorted(self.keys)))
+            self.keys = array("q")
 
     def ready(self) -> bytearray:
         if self.taken is None:
-            self.keys = array("q", sorted(self.keys))
+            runs, self.runs = [*self.runs, array("q", sorted(self.keys))], []
+            self.keys = array("q", heapq.merge(*runs)) if len(runs) > 1 else runs[0]
             self.taken = bytearray(len(self.keys))
         return self.taken
 
@@ -85,13 +99,8 @@ class StagedCopies:
         directory = self._directories.get(parent)
         if directory is None:
             directory = self._directories[parent] = _Directory()
-        if directory.taken is not None:  # looked up already: added to (rare), sorted again
-            directory.keys = array(
-                "q", (k for k, t in zip(directory.keys, directory.taken, strict=True) if not t)
-            )
-            directory.taken = None
         flags = (FROM_CMROOT if result.from_cmroot else 0) | (PREFETCHED if result.prefetched else 0)
-        directory.keys.append(_key(name) | flags)
+        directory.add(_key(name) | flags)
         self._count += 1
 
     def take(self, target_uri: str, encoded: str) -> CopyResult | None:
