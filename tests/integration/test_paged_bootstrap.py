@@ -32,12 +32,13 @@ LISTING_PAGE, FILES_PAGE, COPY_PAGE = 7, 6, 9
 
 @dataclass
 class Scene:
-    root: Path
-    source: Metastore
-    target: Metastore
+    """A dumped partition of FILES files in one directory, and the pages its load works in."""
+
     engine: ReplicationEngine
-    directory: Path
     dump_dir: str
+    directory: Path  # the source partition's
+    root: Path
+    target: Metastore
     checked: list[int]  # the size of each page the pre-flight looked at
     staged: list[int]  # the size of each page of copies staged
 
@@ -80,7 +81,7 @@ def scene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scene]:
     dumped = engine.execute("REPL DUMP big")
     assert (Path(dumped.dump_dir) / "big" / "t" / "p=a" / "_files").exists()  # type: ignore[union-attr]
     try:
-        yield Scene(tmp_path, source, target, engine, directory, dumped.dump_dir, checked, staged)  # type: ignore[union-attr]
+        yield Scene(engine, dumped.dump_dir, directory, tmp_path, target, checked, staged)  # type: ignore[union-attr]
     finally:
         source.close()
         target.close()
@@ -89,7 +90,9 @@ def scene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scene]:
 def test_a_partition_of_many_pages_is_checked_and_copied_whole(scene: Scene) -> None:
     result = scene.load()
 
-    assert scene.checked == [FILES_PAGE] * (FILES // FILES_PAGE) + [FILES % FILES_PAGE], "each file examined once"
+    assert scene.checked == [FILES_PAGE] * (FILES // FILES_PAGE) + [FILES % FILES_PAGE], (
+        "each file examined once"
+    )
     assert sum(scene.staged) == FILES and max(scene.staged) <= COPY_PAGE and len(scene.staged) > 1
     assert result.stats.files_copied == FILES
     [part] = scene.target.catalog.get_partitions_by_names("big_dr", "t", ["p=a"])

@@ -10,6 +10,14 @@ import pytest
 from hmsrepl.replication.layout import DumpDir, DumpError, DumpLimits
 
 
+def _write_big_listing(dump: DumpDir, root: Path) -> int:
+    """A listing of 60,000 files at ``db/big/_files``; returns its size (some 6 MB, six read chunks)."""
+    dump.write_files(
+        "db/big/_files", [f"/w/big/part-{i:07d}-{'x' * 60}#crc32c-00000001-8##" for i in range(60_000)]
+    )
+    return (root / "db/big/_files").stat().st_size
+
+
 def test_a_small_dump_file_is_read_without_allocating_the_limit(tmp_path: Path) -> None:
     dump = DumpDir(str(tmp_path))
     dump.write_json("db/_metadata", {"database": {"name": "sales"}})
@@ -48,10 +56,7 @@ def test_a_listing_is_split_as_read_holding_its_lines_and_one_chunk(
     assert dump.read_files("db/t/_files") == names
     assert dump.read_files("db/t/_unterminated") == ["/w/a", "/w/éb"]
     monkeypatch.setattr("hmsrepl.replication.layout.READ_CHUNK", 1024 * 1024)
-    dump.write_files(
-        "db/big/_files", [f"/w/big/part-{i:07d}-{'x' * 60}#crc32c-00000001-8##" for i in range(60_000)]
-    )
-    size = (tmp_path / "db/big/_files").stat().st_size  # some 6 MB, six chunks
+    size = _write_big_listing(dump, tmp_path)
     tracemalloc.start()
     try:
         dump.read_files("db/big/_files")
@@ -85,14 +90,13 @@ def test_a_listing_read_in_pages_holds_one_page_and_loses_no_line(
     assert [line for page in pages for line in page] == names
     assert list(dump.files_pages("db/absent/_files")) == []
     monkeypatch.setattr("hmsrepl.replication.layout.READ_CHUNK", 1024 * 1024)
-    dump.write_files(
-        "db/big/_files", [f"/w/big/part-{i:07d}-{'x' * 60}#crc32c-00000001-8##" for i in range(60_000)]
-    )
-    size = (tmp_path / "db/big/_files").stat().st_size  # some 6 MB, six chunks
+    size = _write_big_listing(dump, tmp_path)
     tracemalloc.start()
     try:
         assert sum(len(page) for page in dump.files_pages("db/big/_files", 5_000)) == 60_000
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < size  # a chunk, its text and a page or two of lines: the listing's lines alone are 1.5x size
+    assert (
+        peak < size
+    )  # a chunk, its text and a page or two of lines: the listing's lines alone are 1.5x size

@@ -33,7 +33,9 @@ def test_each_staged_copy_is_taken_once_with_how_it_was_made() -> None:
         taken = copies.take(uri, _entry(f"/s/{i}", size=i))
         assert taken is not None, uri
         assert (taken.from_cmroot, taken.prefetched) == (kinds[i % 3].from_cmroot, kinds[i % 3].prefetched)
-        assert (taken.target, taken.bytes_copied) == (uri, i), "named and sized as the entry it was copied for"
+        assert (taken.target, taken.bytes_copied) == (uri, i), (
+            "named and sized as the entry it was copied for"
+        )
         assert copies.take(uri, _entry(f"/s/{i}")) is None, "taken twice"
     assert len(copies) == 1
     assert copies.take("/w/t/p=b/one", _entry("/s/one")) is not None

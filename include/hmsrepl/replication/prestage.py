@@ -163,15 +163,17 @@ def remove_staged(pages: TaskPages | Sequence[CopyTask], made: Sequence[str] = (
     the emptied ``made`` directories (deepest first)."""
     plan: TaskPages = (lambda: [pages]) if isinstance(pages, Sequence) else pages
     fs = None
-    for tasks in plan():
-        if not tasks:
-            continue
-        fs = target_files(tasks)
-        staged = sorted({staging_name(task.target_uri) for task in tasks})
-        with ThreadPoolExecutor(max_workers=fs.traits(staged[0]).io_parallelism) as pool:
-            list(pool.map(fs.delete, staged))
-    if fs is not None:
-        remove_empty(fs, made)
+    try:  # planned again as staged: a dump that fails to read on a page failed there when staged too
+        for tasks in plan():
+            if not tasks:
+                continue
+            fs = target_files(tasks)
+            staged = sorted({staging_name(task.target_uri) for task in tasks})
+            with ThreadPoolExecutor(max_workers=fs.traits(staged[0]).io_parallelism) as pool:
+                list(pool.map(fs.delete, staged))
+    finally:
+        if fs is not None:
+            remove_empty(fs, made)
 
 
 def remove_empty(fs: RootedFileSystem, made: Sequence[str]) -> None:

@@ -301,7 +301,7 @@ class VersionPublisher:
             for rel in sorted(drifted):
                 log.warning("%s: '%s' changed on the replica behind its back; copying it again", what, rel)
             kept -= drifted
-        removed = set(held.files) - set(wanted)
+        removed = held.files.keys() - wanted.keys()  # a set of the held paths only, not of the wanted ones
         if current and not drifted and len(kept) == len(wanted) == len(held.files):
             self._retire_staging_area(logical, current)  # already this state (a re-run, or no file changed)
             return Published(current, wanted, stamps, removed, not held.recorded)
