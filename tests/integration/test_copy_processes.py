@@ -60,15 +60,15 @@ def pooled(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     monkeypatch.setenv(THRESHOLD_ENV, "8")
     monkeypatch.delenv(FAULT_ENV, raising=False)
     made: list[int] = []
-    real = prestage.stage_in_processes
+    real = prestage.CopyPool.stage
 
-    def counted(*args: object, **kwargs: object) -> Iterator[object]:
+    def counted(pool: prestage.CopyPool, *args: object, **kwargs: object) -> Iterator[object]:
         made.append(0)
-        for outcome in real(*args, **kwargs):  # type: ignore[arg-type]
+        for outcome in real(pool, *args, **kwargs):  # type: ignore[arg-type]
             made[-1] += 1
             yield outcome
 
-    monkeypatch.setattr(prestage, "stage_in_processes", counted)
+    monkeypatch.setattr(prestage.CopyPool, "stage", counted)
     yield made
 
 

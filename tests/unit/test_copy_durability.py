@@ -243,7 +243,8 @@ def test_copies_staged_ahead_are_synced_once_not_one_by_one(
     (tmp_path / "dst").mkdir()  # the replica's root
     ahead = stage_ahead(tasks, "dump")
     assert (counter.fdatasync, counter.syncfs) == (0, 1)
-    assert sorted(ahead.copies) == sorted(t.target_uri for t in tasks)
+    assert len(ahead.copies) == len(tasks)
+    assert all(ahead.copies.take(t.target_uri, t.encoded) for t in tasks), "every copy is held as staged"
     for task in tasks:
         source = EncodedFileUri.decode(task.encoded).file_uri
         assert Path(staging_name(task.target_uri)).read_bytes() == Path(source).read_bytes()

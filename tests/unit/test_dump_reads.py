@@ -10,6 +10,14 @@ import pytest
 from hmsrepl.replication.layout import DumpDir, DumpError, DumpLimits
 
 
+def _write_big_listing(dump: DumpDir, root: Path) -> int:
+    """A listing of 60,000 files at ``db/big/_files``; returns its size (some 6 MB, six read chunks)."""
+    dump.write_files(
+        "db/big/_files", [f"/w/big/part-{i:07d}-{'x' * 60}#crc32c-00000001-8##" for i in range(60_000)]
+    )
+    return (root / "db/big/_files").stat().st_size
+
+
 def test_a_small_dump_file_is_read_without_allocating_the_limit(tmp_path: Path) -> None:
     dump = DumpDir(str(tmp_path))
     dump.write_json("db/_metadata", {"database": {"name": "sales"}})
@@ -48,10 +56,7 @@ def test_a_listing_is_split_as_read_holding_its_lines_and_one_chunk(
     assert dump.read_files("db/t/_files") == names
     assert dump.read_files("db/t/_unterminated") == ["/w/a", "/w/éb"]
     monkeypatch.setattr("hmsrepl.replication.layout.READ_CHUNK", 1024 * 1024)
-    dump.write_files(
-        "db/big/_files", [f"/w/big/part-{i:07d}-{'x' * 60}#crc32c-00000001-8##" for i in range(60_000)]
-    )
-    size = (tmp_path / "db/big/_files").stat().st_size  # some 6 MB, six chunks
+    size = _write_big_listing(dump, tmp_path)
     tracemalloc.start()
     try:
         dump.read_files("db/big/_files")
@@ -69,3 +74,29 @@ def test_a_listing_over_the_limit_or_not_utf8_is_refused(tmp_path: Path) -> None
     (tmp_path / "db/t/_files").write_bytes(b"/w/t/\xff\n")
     with pytest.raises(DumpError, match="not UTF-8 text"):
         dump.read_files("db/t/_files")
+
+
+def test_a_listing_read_in_pages_holds_one_page_and_loses_no_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load takes a listing of 1,000,000 files a page at a time: every line comes once, in order, in pages
+    of at most the page size (lines cut by a chunk too), and memory is a page, not the listing."""
+    monkeypatch.setattr("hmsrepl.replication.layout.READ_CHUNK", 7)
+    dump = DumpDir(str(tmp_path))
+    names = [f"/w/t/fé{i}-{'x' * (i % 13)}#crc32c-00000001-1##" for i in range(2_345)]
+    dump.write_files("db/t/_files", names)
+    pages = list(dump.files_pages("db/t/_files", 1_000))
+    assert [len(page) for page in pages] == [1_000, 1_000, 345]
+    assert [line for page in pages for line in page] == names
+    assert list(dump.files_pages("db/absent/_files")) == []
+    monkeypatch.setattr("hmsrepl.replication.layout.READ_CHUNK", 1024 * 1024)
+    size = _write_big_listing(dump, tmp_path)
+    tracemalloc.start()
+    try:
+        assert sum(len(page) for page in dump.files_pages("db/big/_files", 5_000)) == 60_000
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (
+        peak < size
+    )  # a chunk, its text and a page or two of lines: the listing's lines alone are 1.5x size

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
@@ -111,31 +111,43 @@ def start_early(settings: CopyProcessSettings, files: int, objects: int) -> None
         start_forkserver()
 
 
-def stage_in_processes(
-    indexed: Iterable[tuple[int, CopyTask]], files: int, fresh: frozenset[str], processes: int
-) -> Iterator[tuple[int, Outcome]]:
-    """Stage verified copies of the ``files`` tasks of ``indexed`` in ``processes`` worker processes;
-    yields (index, outcome) in the order of ``indexed``. ``fresh``: directories the load made
-    (``CopyRunner``). Raises the first error a worker raised (FileLostError is an outcome, not an error), or
-    CopyProcessError when a worker stopped; slices not started then are dropped, and those running finish
-    before this returns."""
-    # Every worker gets slices even of a partition just above the threshold; at most SLICE_FILES each.
-    per_slice = max(1, min(SLICE_FILES, files // (processes * SLICES_PER_PROCESS)))
-    shared: dict[Kind, CopyResult] = {}
-    # Workers forked from a process that never opened a database (``worker_processes``).
-    pool = worker_pool(processes)
+class CopyPool:
+    """The worker processes of one load's staging, started when a page first needs them and kept for the
+    pages after it (``stage``); stopped when the ``with`` block ends, after the slices running finish."""
 
-    def submit(slice_: tuple[list[int], list[CopyTask]]) -> Future[SliceOutcome]:
-        return pool.submit(_copy_slice, slice_[1], fresh)
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self._pool: ProcessPoolExecutor | None = None
 
-    window = processes * SLICES_PER_PROCESS
-    try:
+    def __enter__(self) -> CopyPool:
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=error is not None)
+            self._pool = None
+
+    def stage(
+        self, indexed: Iterable[tuple[int, CopyTask]], files: int, fresh: frozenset[str]
+    ) -> Iterator[tuple[int, Outcome]]:
+        """Stage verified copies of the ``files`` tasks of ``indexed`` in the worker processes; yields (index,
+        outcome) in the order of ``indexed``. ``fresh``: directories the load made (``CopyRunner``). Raises the
+        first error a worker raised (FileLostError is an outcome, not an error), or CopyProcessError when a
+        worker stopped; slices not started then are dropped, and those running finish before the pool
+        stops."""
+        # Every worker gets slices even of a partition just above the threshold; at most SLICE_FILES each.
+        per_slice = max(1, min(SLICE_FILES, files // (self.processes * SLICES_PER_PROCESS)))
+        shared: dict[Kind, CopyResult] = {}
+        if self._pool is None:  # workers forked from a process that never opened a database
+            self._pool = worker_pool(self.processes)
+        pool = self._pool
+
+        def submit(slice_: tuple[list[int], list[CopyTask]]) -> Future[SliceOutcome]:
+            return pool.submit(_copy_slice, slice_[1], fresh)
+
+        window = self.processes * SLICES_PER_PROCESS
         for (indices, tasks), future in bounded_futures(_slices(indexed, per_slice), submit, window):
             yield from _taken(indices, tasks[0], future, shared)
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
 
 
 def _taken(

@@ -90,6 +90,7 @@ if TYPE_CHECKING:
 RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, ACID_STATE})
 LOCATIONS_REMEMBERED = 4096  # locations a validation remembers as checked (then starts over)
 TABLES_REMEMBERED = 256  # distinct table snapshots a validation remembers as checked (then starts over)
+FILES_PAGE = 10_000  # checked file entries a validation gathers before it gives them on (``file_pages``)
 Fields = dict[str, type | tuple[type, ...]]
 E = EventType
 #: What each event type's message must hold for its handler (checked before the load, not found missing half-way).
@@ -463,7 +464,6 @@ class ValidationReport:
     files: int = 0
     events: int = 0
     source_db_location: str = ""
-    pending_files: list[str] = field(default_factory=list)  # every file entry of what will be applied
     pending_events: PendingEvents = field(default_factory=PendingEvents)  # incremental: what will be applied
 
 
@@ -471,6 +471,10 @@ class DumpValidator:
     """Checks a whole dump against the load's configuration before the load changes anything.
 
     ``known_event_types``: the event types the load can apply (others are refused here, not half-way).
+    ``file_pages``: given the checked file entries of what will be applied a page at a time (at most
+    ``FILES_PAGE``, each entry after its own checks), while the walk goes on: the load's pre-flight looks at
+    each page then, so a dump's files are never held whole (a partition of 1,000,000 files held them all,
+    some 235 MB, until the walk ended).
     """
 
     def __init__(
@@ -480,8 +484,11 @@ class DumpValidator:
         roots: SourceRoots,
         place: Callable[[str], TargetPlace],
         known_event_types: Collection[str],
+        file_pages: Callable[[list[str]], None] | None = None,
     ) -> None:
         """``place(source_db_location)`` gives the target side once the source database location is known."""
+        self.file_pages = file_pages
+        self._files_page: list[str] = []  # checked entries not yet given to ``file_pages``
         self.dump, self.meta, self.roots = dump, meta, roots
         self.limits: DumpLimits = dump.limits
         self._place_for = place
@@ -513,6 +520,7 @@ class DumpValidator:
         self.report.source_db_location = self._database(database, where, own=True)
         self._tree(self.dump, meta.db_name, None)
         self._acid_state()
+        self._pass_files()
         return self.report
 
     def _acid_state(self, dump: DumpDir | None = None, prefix: str = "") -> None:
@@ -571,6 +579,7 @@ class DumpValidator:
                 if sub.exists(DumpLayout.table(meta.db_name, name)):
                     self._tree(sub, DumpLayout.table_dir(meta.db_name, name), f"{BOOTSTRAP_DIR}/")
             self._acid_state(sub, f"{BOOTSTRAP_DIR}/")
+        self._pass_files()
         return self.report
 
     # -- metadata -------------------------------------------------------------------------------------------
@@ -616,8 +625,11 @@ class DumpValidator:
             raise self.fail(prefix + relative, "is not a JSON object")
         return body, size
 
-    def _files(self, relative: str, dump: DumpDir | None = None) -> list[str]:
-        return (dump or self.dump).read_files(relative)  # bounded in size (DumpDir.limits)
+    def _listing(self, dump: DumpDir, relative: str, location: str | None, where: str) -> None:
+        """The ``_files`` listing at ``relative`` of the object at ``location``, checked a page at a time
+        (bounded in size: DumpDir.limits)."""
+        for page in dump.files_pages(relative):
+            self._object_files(page, location, where)
 
     def _tree(self, dump: DumpDir, base: str, prefix: str | None) -> None:
         """A bootstrap layout below ``base`` (a database, or one table of ``_bootstrap``)."""
@@ -646,7 +658,6 @@ class DumpValidator:
                 raise self.fail(where, "is not where a dump keeps a table or partition")
             doc = self._read(relative, dump, shown)
             files_at = DumpLayout.files_of(relative)
-            files = self._files(files_at, dump)
             if found.kind == TABLE:
                 table = doc.get("table")
                 if not isinstance(table, dict) or table.get("table_name") != found.table:
@@ -656,7 +667,7 @@ class DumpValidator:
                 if _is_managed(table):
                     managed.add(found.table)
                     owners.table(found.table, location)
-                self._object_files(files, location, shown + files_at)
+                self._listing(dump, files_at, location, shown + files_at)
             else:
                 if found.table not in tables:
                     raise self.fail(
@@ -670,7 +681,7 @@ class DumpValidator:
                 own_dirs.setdefault(found.table, set()).add(_partition_name(keys, part))
                 if found.table in managed:
                     owners.partition(found.table, _partition_name(keys, part), location)
-                self._object_files(files, location, shown + files_at)
+                self._listing(dump, files_at, location, shown + files_at)
         self._pages(dump, base, shown, tables, managed, owners, own_dirs)
         conflict = owners.conflict()
         if conflict:
@@ -1084,7 +1095,16 @@ class DumpValidator:
         except InvalidPathError as exc:
             raise self.fail(where, str(exc)) from None
         self.report.files += 1
-        self.report.pending_files.append(encoded)
+        if self.file_pages is not None:
+            self._files_page.append(encoded)
+            if len(self._files_page) >= FILES_PAGE:
+                self._pass_files()
+
+    def _pass_files(self) -> None:
+        """Give the checked entries gathered so far to ``file_pages``."""
+        if self.file_pages is not None and self._files_page:
+            page, self._files_page = self._files_page, []
+            self.file_pages(page)
 
 
 def parts_db(base: str) -> str:

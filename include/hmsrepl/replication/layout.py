@@ -47,7 +47,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hmsrepl.exceptions import HmsReplError
@@ -248,6 +248,8 @@ def _env_int(name: str, default: int) -> int:
 
 
 READ_CHUNK = 1024 * 1024
+#: Lines of a ``_files`` listing a paged reader takes at a time (``DumpDir.files_pages``).
+LISTING_PAGE = 10_000
 
 
 @dataclass(frozen=True)
@@ -381,15 +383,23 @@ class DumpDir:
         self._write(relative, "".join(f"{line}\n" for line in encoded).encode())
 
     def read_files(self, relative: str) -> list[str]:
+        return [line for page in self.files_pages(relative) for line in page]
+
+    def files_pages(self, relative: str, page: int = LISTING_PAGE) -> Iterator[list[str]]:
+        """The listing at ``relative`` (none when it is absent) in pages of at most ``page`` lines, read as the
+        caller takes them: a listing of 1,000,000 files is never held whole (some 170 MB of lines)."""
         uri = self.path(relative)
-        if not self.fs.exists(uri):
-            return []
-        return self._read_lines(uri)
+        if self.fs.exists(uri):
+            yield from self._line_pages(uri, page)
 
     def _read_lines(self, uri: str) -> list[str]:
-        """The listing's lines, refused past ``max_files_bytes``. Split a chunk at a time as it is read: the
-        file's bytes and their decoded text are never held whole beside the lines (a listing of 1,000,000
-        files is some 170 MB of each, and the lines as much again)."""
+        """The listing's lines, refused past ``max_files_bytes``."""
+        return [line for page in self._line_pages(uri, LISTING_PAGE) for line in page]
+
+    def _line_pages(self, uri: str, page: int) -> Iterator[list[str]]:
+        """The listing's lines in pages of at most ``page``, refused past ``max_files_bytes``. Split a chunk at
+        a time as it is read: the file's bytes and their decoded text are never held whole beside the lines
+        (a listing of 1,000,000 files is some 170 MB of each, and the lines as much again)."""
         lines: list[str] = []
         cut_line: list[bytes] = []  # a line the chunks cut (a newline never falls inside a UTF-8 character)
         chunks = self._bounded_chunks(uri, self.limits.max_files_bytes, "HMSREPL_DUMP_MAX_FILES_BYTES")
@@ -400,14 +410,18 @@ class DumpDir:
                     cut_line.append(chunk)
                     continue
                 text = b"".join([*cut_line, chunk[:end]]).decode()
-                lines.extend(line for line in text.split("\n") if line)
                 cut_line = [chunk[end:]]
+                lines.extend(line for line in text.split("\n") if line)
+                while len(lines) >= page:
+                    yield lines[:page]
+                    del lines[:page]
             last = b"".join(cut_line)
             if last:
                 lines.append(last.decode())
         except UnicodeDecodeError as exc:
             raise DumpError(f"dump file '{uri}' is not UTF-8 text (corrupt dump): {exc}") from exc
-        return lines
+        if lines:
+            yield lines
 
     def write_metadata(self, meta: DumpMetadata) -> None:
         self.write_json(DUMP_METADATA, asdict(meta))
@@ -532,11 +546,22 @@ class DumpDir:
     def partitions(self, table_dir: str) -> Iterator[DumpedPartition]:
         """A bootstrapped table's partitions (``table_dir``: ``<db>/<table>``): its pages in order, then those
         written in their own directories (large listings; every partition of a format-2 dump)."""
+        for dumped, listing in self.partition_listings(table_dir):
+            yield dumped if listing is None else replace(dumped, files=self.read_listing(dumped.where))
+
+    def partition_listings(
+        self, table_dir: str
+    ) -> Iterator[tuple[DumpedPartition, Iterator[list[str]] | None]]:
+        """``partitions``, each with its listing in pages (``files_pages``) when it is in its own directory
+        (its ``files`` then None: a listing of 1,000,000 files is read as the caller takes its pages), else
+        None (a page's partition, whose few files come with it)."""
         for page in self.partition_pages(table_dir):
-            yield from self.read_partition_page(page)
+            for dumped in self.read_partition_page(page):
+                yield dumped, None
         for metadata in self.metadata_files(table_dir):
             if metadata.count("/") > table_dir.count("/") + 1:  # not the table's own _metadata
-                yield DumpedPartition(metadata, self.read_json(metadata), self.read_listing(metadata))
+                listing = self.files_pages(DumpLayout.files_of(metadata))
+                yield DumpedPartition(metadata, self.read_json(metadata), None), listing
 
     def partition_pages(self, table_dir: str) -> list[str]:
         """The partition pages of the table at ``table_dir`` (``<db>/<table>``), in page order."""

@@ -16,19 +16,15 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import (
-    FileLostError,
     InvalidOperationError,
     NoSuchDatabaseError,
     NoSuchObjectError,
 )
 from hmsrepl.formats.partition_names import parse_partition_name
-from hmsrepl.formats.paths import InvalidPathError
 from hmsrepl.gc_pause import gc_paused
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
@@ -58,7 +54,6 @@ from hmsrepl.metastore.payloads import (
     ObjectMetadata,
     PartitionSnapshot,
     TableSnapshot,
-    checksum_of,
     convert,
     metadata_location,
 )
@@ -70,13 +65,11 @@ from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.copy_processes import copy_process_settings, start_early
 from hmsrepl.replication.dir_processes import dir_process_threshold
 from hmsrepl.replication.dump_validation import (
-    DumpValidationError,
     DumpValidator,
     PendingEvents,
     SourceRoots,
     TargetPlace,
     ValidationReport,
-    check_local_source_file,
     event_message,
 )
 from hmsrepl.replication.failures import explain_load_failure, fault_point
@@ -96,7 +89,15 @@ from hmsrepl.replication.layout import (
 from hmsrepl.replication.leftovers import Retirement, Retirer, locked_cleanup, own_directories
 from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.metrics import StageClock
-from hmsrepl.replication.prestage import StagedAhead, discard_staged, remove_empty, stage_ahead
+from hmsrepl.replication.preflight import Preflight
+from hmsrepl.replication.prestage import (
+    COPY_PAGE,
+    StagedAhead,
+    TaskPages,
+    discard_staged,
+    remove_empty,
+    stage_ahead,
+)
 from hmsrepl.replication.replace import (
     apply_bootstrap_part,
     bootstrap_part_objects,
@@ -123,10 +124,8 @@ from hmsrepl.replication.target import (
     TargetWriter,
     refuse_during_bootstrap,
 )
-from hmsrepl.storage.base import join_uri, parent_uri, path_key
-from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.base import join_uri
 from hmsrepl.storage.rooted import RootedFileSystem
-from hmsrepl.storage.staging import staging_name
 
 log = logging.getLogger(__name__)
 
@@ -158,73 +157,6 @@ def repl_status(target: Metastore, db_name: str) -> int | None:
     return int(value) if value is not None else None
 
 
-def preflight(
-    files: Sequence[str],
-    source_cmroot: str,
-    workers: int = 16,
-    *,
-    roots: SourceRoots,
-    dump_uri: str = "",
-    allow_lost: bool = False,
-) -> list[str]:
-    """Refuse to start a load whose files are plainly gone, so a failure never leaves it half applied.
-
-    Local source files must also be regular files whose real paths stay below ``roots`` (no symbolic link
-    out of the source warehouse); every file is looked for through the source's roots and cmroot only.
-    ``allow_lost``: return the lost files (encoded) instead of refusing (``lost_files``: the load then
-    leaves their objects stale).
-    """
-    unique = sorted(set(files))
-    # One pass over the files, through views that resolve each source directory once (``batch``): a
-    # partition of 1,000,000 files has one directory, not a million.
-    names, readable = roots.files.batch(), roots.readable.batch()
-
-    def examine(uri: str) -> str | bool:
-        """The file's problem, else whether a copy of it is available (a bool per file, nothing more held).
-        A local file of the recorded size is: the look that found it a regular file in the roots measured
-        it too. Any other is looked for where a copy may come from (its version, cmroot)."""
-        try:
-            size = check_local_source_file(uri, roots, names)
-        except InvalidPathError as exc:
-            return str(exc)
-        if size is not None and size == recorded_size(uri):
-            return True
-        return available_source(readable, uri, source_cmroot) is not None
-
-    if workers <= 1 or _cpu_bound(names, unique):
-        checked = list(map(examine, unique))
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            checked = list(bounded_map(pool, examine, unique, workers))
-    problems = [outcome for outcome in checked if isinstance(outcome, str)]
-    if problems:
-        more = f" ({len(problems) - 1} more like it)" if len(problems) > 1 else ""
-        raise DumpValidationError(f"dump '{dump_uri}' refused, nothing was applied: {problems[0]}{more}")
-    lost = [uri for uri, available in zip(unique, checked, strict=True) if not available]
-    del checked
-    if lost and not allow_lost:
-        raise FileLostError(
-            f"{len(lost)} file(s) this load needs are gone from the source and its cmroot, e.g. "
-            f"'{lost[0].split('#', 1)[0]}'; nothing was applied. The source changed or deleted them without the "
-            "metastore, or cmroot retention removed them: run a bootstrap to re-replicate, or load WITH "
-            f"('{lost_files.SETTING}'='{lost_files.SKIP_OBJECTS}') to apply the rest and mark their objects stale"
-        )
-    return lost
-
-
-def _cpu_bound(fs: RootedFileSystem, uris: Sequence[str]) -> bool:
-    """Whether every one of ``uris`` is on a store whose per-file looks keep this host's CPU busy (local
-    files): a thread pool there only adds a hand-off per file, which cost more than the ``lstat`` itself
-    (16 against 9 us a file). A directory's files share a store: each directory is asked once."""
-    return all(fs.traits(directory).cpu_bound for directory in {parent_uri(uri) for uri in uris})
-
-
-def recorded_size(encoded: str) -> int | None:
-    """The size a dump's file entry records with its checksum (None: no checksum)."""
-    checksum = checksum_of(encoded)
-    return checksum_size(checksum) if checksum else None
-
-
 class LoadEngine:
     def __init__(
         self, target: Metastore, clock: StageClock | None = None, source_roots: SourceRoots | None = None
@@ -249,7 +181,9 @@ class LoadEngine:
         return self._source_roots
 
     # -- pre-flight: the whole dump is checked before the first change ---------------------------------------
-    def _validator(self, dump: DumpDir, meta: DumpMetadata, target_db: str) -> DumpValidator:
+    def _validator(
+        self, dump: DumpDir, meta: DumpMetadata, target_db: str, checks: Preflight | None = None
+    ) -> DumpValidator:
         roots = self.source_roots
         config = self.target.config
 
@@ -264,7 +198,9 @@ class LoadEngine:
             )
             return TargetPlace(config.warehouse, db_location, mapper, cmroot=config.cmroot)
 
-        return DumpValidator(dump, meta, roots, place, HANDLERS.keys() | NOT_YET_REPLAYED)
+        return DumpValidator(
+            dump, meta, roots, place, HANDLERS.keys() | NOT_YET_REPLAYED, checks.check if checks else None
+        )
 
     def verify_signature(self, dump: DumpDir) -> None:
         """With ``HMSREPL_DUMP_SIGNING_KEY`` set, refuse a dump its source did not sign or that was altered."""
@@ -273,16 +209,31 @@ class LoadEngine:
             with self.clock.stage("preflight"):
                 signing.verify(dump, key)
 
-    def validate_bootstrap(self, dump: DumpDir, meta: DumpMetadata, target_db: str) -> ValidationReport:
-        """Refuse (DumpValidationError) a bootstrap dump naming anything this load must not read or write."""
-        return self._validator(dump, meta, target_db).validate_bootstrap()
+    def validate_bootstrap(
+        self, dump: DumpDir, meta: DumpMetadata, target_db: str, checks: Preflight | None = None
+    ) -> ValidationReport:
+        """Refuse (DumpValidationError) a bootstrap dump naming anything this load must not read or write.
+        ``checks``: the pre-flight, given the dump's files a page at a time as they pass."""
+        return self._validator(dump, meta, target_db, checks).validate_bootstrap()
 
     def validate_incremental(
-        self, dump: DumpDir, meta: DumpMetadata, target_db: str, db: Database, last: int
+        self,
+        dump: DumpDir,
+        meta: DumpMetadata,
+        target_db: str,
+        db: Database,
+        last: int,
+        checks: Preflight | None = None,
     ) -> ValidationReport:
         """Refuse an incremental dump whose events above ``last`` name anything this load must not touch."""
-        validator = self._validator(dump, meta, target_db)
+        validator = self._validator(dump, meta, target_db, checks)
         return validator.validate_incremental(last, db.parameters.get(SOURCE_DB_LOCATION, ""))
+
+    def _preflight(self, dump: DumpDir, meta: DumpMetadata) -> Preflight | None:
+        """The pre-flight of a load that copies data (None: a metadata-only dump names no file to read)."""
+        if meta.metadata_only:
+            return None
+        return Preflight(self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri)
 
     @privileged_call("replication load")  # the only client of a protected replica
     def load(self, command: LoadCommand, progress: Callable[[int], None] | None = None) -> LoadResult:
@@ -428,7 +379,9 @@ class LoadEngine:
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
             pending = self.validate_incremental(dump, meta, target_db, db, last).pending_events
             objects = self._incremental_objects(dump, meta, pending, last)
-        tasks = self._copy_tasks(target_db, meta, source_db_location, objects)
+        tasks = [
+            task for page in self._copy_tasks(target_db, meta, source_db_location, objects) for task in page
+        ]
         if (
             lost_files.mode(command.settings) == lost_files.SKIP_OBJECTS
         ):  # the load leaves their objects stale
@@ -440,15 +393,19 @@ class LoadEngine:
     @staticmethod
     def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> Iterator[tuple[str | None, Sequence[str]]]:
         """(source location, files) of every table and partition of a bootstrap dump, one at a time (a
-        million partitions are never held as a list)."""
+        million partitions are never held as a list), an object's listing a page at a time: one of many
+        files comes as several pairs of its location and a page of its files."""
         for relative in dump.metadata_files(meta.db_name):
             found = DumpLayout.entry(relative)
             if found.kind != TABLE or found.table is None:
                 continue  # partitions in their own directories come with their table's
             table = convert(dump.read_json(relative), ObjectMetadata, relative)
-            yield table.location, dump.read_files(relative[: -len(METADATA)] + FILES)
-            for dumped in dump.partitions(DumpLayout.table_dir(meta.db_name, found.table)):
-                yield metadata_location(dumped.document, dumped.where), dumped.files or []
+            for page in dump.files_pages(relative[: -len(METADATA)] + FILES):
+                yield table.location, page
+            for dumped, listing in dump.partition_listings(DumpLayout.table_dir(meta.db_name, found.table)):
+                location = metadata_location(dumped.document, dumped.where)
+                for page in [dumped.files or []] if listing is None else listing:
+                    yield location, page
 
     @staticmethod
     def _incremental_objects(
@@ -468,8 +425,11 @@ class LoadEngine:
         meta: DumpMetadata,
         source_db_location: str,
         objects: Iterable[tuple[str | None, Sequence[str]]],
-    ) -> list[CopyTask]:
-        """One task per target path (the last version of a path wins), for ``objects`` of the dump."""
+        page: int | None = None,
+    ) -> Iterator[list[CopyTask]]:
+        """One task per target path, for ``objects`` of the dump, in pages of ``page`` tasks (None: all in
+        one). The last version of a path wins within a page (a bootstrap's pages cut only the listing of
+        one object, which names each of its paths once)."""
         writer = self._writer(target_db, meta, source_db_location, ApplyStats())
         replica_roots = self.target.cm.files.roots  # the replica's data roots and cmroot: copies stage there
         tasks: dict[str, CopyTask] = {}
@@ -483,7 +443,11 @@ class LoadEngine:
                 tasks[target_uri] = CopyTask(
                     encoded, target_uri, roots, self.source_roots.cmroot, replica_roots
                 )
-        return list(tasks.values())
+                if page is not None and len(tasks) >= page:
+                    yield list(tasks.values())
+                    tasks = {}
+        if tasks:
+            yield list(tasks.values())
 
     def _drop_unused_copies(self) -> None:
         """Remove the copies staged ahead that no committed change still has to publish: those no object
@@ -492,12 +456,14 @@ class LoadEngine:
         if not self._ahead.copies and not self._ahead.made:
             return
         owed = self.target.catalog.intents.owed_copies()
-        unused = [uri for uri in self._ahead.copies if path_key(staging_name(uri)) not in owed]
+        unused = list(self._ahead.copies.unused(self.target.cm.files, owed))
         discard_staged(self.target.cm.files, unused)
         remove_empty(self.target.cm.files, self._ahead.made)
         self._ahead = StagedAhead()
 
-    def _stage_ahead(self, dump: DumpDir, tasks: list[CopyTask], *, tolerate_lost: bool = False) -> None:
+    def _stage_ahead(
+        self, dump: DumpDir, tasks: TaskPages | list[CopyTask], *, tolerate_lost: bool = False
+    ) -> None:
         """Copy and verify every file before the first change (``prestage``), unless a copier did already."""
         if self.copies_staged or not tasks:
             return
@@ -515,17 +481,19 @@ class LoadEngine:
         if already is not None and already >= meta.last_event_id:
             return LoadResult(target_db, already)  # loaded before: nothing to do
         with self.clock.stage("preflight"):  # the whole dump, before the first change
-            report = self.validate_bootstrap(dump, meta, target_db)
-            if not meta.metadata_only:
+            checks = self._preflight(dump, meta)
+            report = self.validate_bootstrap(dump, meta, target_db, checks)
+            if checks is not None:
                 if self.target.cm.files.traits(self.target.config.warehouse).cpu_bound:
                     start_early(copy_process_settings(), report.files, report.objects)
-                preflight(
-                    report.pending_files, self.source_roots.cmroot, roots=self.source_roots, dump_uri=dump.uri
-                )
-            report.pending_files = []  # every file of the dump: not needed past the pre-flight
+                checks.finish()
         if not meta.metadata_only and report.files:  # a dump naming no file has nothing to stage
-            objects = self._bootstrap_objects(dump, meta)
-            self._stage_ahead(dump, self._copy_tasks(target_db, meta, report.source_db_location, objects))
+
+            def pages() -> Iterator[list[CopyTask]]:  # planned again to remove what was staged, if need be
+                objects = self._bootstrap_objects(dump, meta)
+                return self._copy_tasks(target_db, meta, report.source_db_location, objects, COPY_PAGE)
+
+            self._stage_ahead(dump, pages)
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
         writer = self._writer(target_db, meta, report.source_db_location, result.stats)
         writer.copied_ahead = self._ahead.copies
@@ -719,23 +687,17 @@ class LoadEngine:
         result = LoadResult(target_db, max(last, meta.last_event_id))
         lost = lost_files.LostFiles()
         with self.clock.stage("preflight"):  # the whole dump, before the first change
-            report = self.validate_incremental(dump, meta, target_db, db, last)
+            checks = self._preflight(dump, meta)
+            report = self.validate_incremental(dump, meta, target_db, db, last, checks)
             pending = report.pending_events
-            if not meta.metadata_only:
-                missing = preflight(
-                    report.pending_files,
-                    self.source_roots.cmroot,
-                    roots=self.source_roots,
-                    dump_uri=dump.uri,
-                    allow_lost=lost_mode == lost_files.SKIP_OBJECTS,
-                )
+            if checks is not None:
+                missing = checks.finish(allow_lost=lost_mode == lost_files.SKIP_OBJECTS)
                 if missing:
                     lost = lost_files.LostFiles.attribute(missing, self._pending_messages(dump, pending))
-            report.pending_files = []  # every file of the dump: not needed past the pre-flight
         source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
         if not meta.metadata_only:
             objects = self._incremental_objects(dump, meta, pending, last)
-            tasks = self._copy_tasks(target_db, meta, source_db_location, objects)
+            tasks = next(self._copy_tasks(target_db, meta, source_db_location, objects), [])
             self._stage_ahead(dump, tasks, tolerate_lost=lost_mode == lost_files.SKIP_OBJECTS)
         writer = self._writer(target_db, meta, source_db_location, result.stats)
         writer.copied_ahead = self._ahead.copies

@@ -12,86 +12,110 @@ directories made for them, and the dump is refused.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import cast
 
 from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import FileLostError
-from hmsrepl.replication.copy_processes import big_directories, copy_process_settings, stage_in_processes
+from hmsrepl.replication.copy_processes import (
+    CopyPool,
+    CopyProcessSettings,
+    big_directories,
+    copy_process_settings,
+)
 from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.filecopy import CopyResult, CopyRunner, CopyTask, bound
+from hmsrepl.replication.staged_copies import StagedCopies
 from hmsrepl.storage.base import parent_uri
 from hmsrepl.storage.local import deferred_sync
 from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import staging_name
+
+#: Copy tasks planned and staged at a time: the tasks themselves are never held for a whole dump (a
+#: partition of 1,000,000 files held a task, its target URI and its outcome per file). Twice the default
+#: threshold of the copy processes, so a partition big enough for them has pages big enough too.
+COPY_PAGE = 100_000
+#: The copy tasks of a load a page at a time; called again (the same pages) to remove what was staged.
+TaskPages = Callable[[], Iterable[Sequence[CopyTask]]]
 
 
 @dataclass
 class StagedAhead:
     """What ``stage_ahead`` made: the copies by planned target, and the local directories made for them."""
 
-    copies: dict[str, CopyResult] = field(default_factory=dict)
+    copies: StagedCopies = field(default_factory=StagedCopies)
     made: list[str] = field(default_factory=list)  # deepest first
 
 
-def stage_ahead(tasks: Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool = False) -> StagedAhead:
-    """Stage verified copies of ``tasks``; returns what was copied and the directories made for it.
+def stage_ahead(
+    pages: TaskPages | Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool = False
+) -> StagedAhead:
+    """Stage verified copies of the tasks ``pages`` yields; returns what was copied and the directories made
+    for it. A page's tasks are staged before the next page is planned.
 
     Refuses the dump (DumpContentMismatchError) when a file's content is not the one its checksum names, unless
     ``tolerate_lost`` (a load that leaves objects with lost files stale: the load itself meets the file again
     and handles it). On a refusal or any other failure, what was staged here is removed before raising.
     """
-    if not tasks:
-        return StagedAhead()
+    plan: TaskPages = (lambda: [pages]) if isinstance(pages, Sequence) else pages
     settings = copy_process_settings()  # a bad setting is refused before anything is staged
-    made = _directories_to_make(tasks)
-    # Partitions with enough files that several processes share their copies; the rest stays in threads.
-    big = big_directories(target_files(tasks), tasks, settings)
+    ahead = StagedAhead()
+    missing: set[str] = set()  # the directories made so far
+    failed: FileLostError | None = None
+    failures = 0
     try:
         # One sync of the file systems for all the copies, before the load's first change, instead of one
         # ``fdatasync`` per file (a partition of 1,000,000 files waited on the journal a million times).
-        outcomes: list[CopyResult | FileLostError | None]
-        with deferred_sync("batch"):
-            if not big:
-                outcomes = list(_in_threads(tasks, made))
-            else:
-                outcomes = [None] * len(tasks)
-                pooled_at = [parent_uri(task.target_uri) in big for task in tasks]  # one look a task
-                rest = [i for i, in_pool in enumerate(pooled_at) if not in_pool]
-                in_big = ((i, tasks[i]) for i, in_pool in enumerate(pooled_at) if in_pool)
-                pooled = stage_in_processes(
-                    in_big, len(tasks) - len(rest), frozenset(made), settings.processes
-                )
-                for index, outcome in pooled:
-                    outcomes[index] = outcome
-                for index, outcome in zip(rest, _in_threads([tasks[i] for i in rest], made), strict=True):
-                    outcomes[index] = outcome
+        with deferred_sync("batch"), CopyPool(settings.processes) as pool:
+            for tasks in plan():
+                if not tasks:
+                    continue
+                ahead.made.extend(_directories_to_make(tasks, missing))
+                for task, outcome in zip(tasks, _stage_page(tasks, missing, settings, pool), strict=True):
+                    if isinstance(outcome, FileLostError):
+                        failed, failures = failed or outcome, failures + 1
+                    else:
+                        ahead.copies.add(task.target_uri, outcome)
     except BaseException:
-        remove_staged(tasks, made)
+        remove_staged(plan, _deepest_first(ahead.made))
         raise
-    failed = [
-        (task, outcome)
-        for task, outcome in zip(tasks, outcomes, strict=True)
-        if isinstance(outcome, Exception)
-    ]
-    if failed and not tolerate_lost:
-        remove_staged(tasks, made)
-        more = f" ({len(failed) - 1} more files like it)" if len(failed) > 1 else ""
+    ahead.made = _deepest_first(ahead.made)
+    if failed is not None and not tolerate_lost:
+        remove_staged(plan, ahead.made)
+        more = f" ({failures - 1} more files like it)" if failures > 1 else ""
         raise DumpContentMismatchError(
-            f"dump '{dump_uri}' refused, nothing was applied: {failed[0][1]}{more}; if the source did not change "
+            f"dump '{dump_uri}' refused, nothing was applied: {failed}{more}; if the source did not change "
             "the file, the dump's checksum was edited: dump again"
         )
-    held: dict[tuple[int, bool, bool], CopyResult] = {}  # one object per kind of outcome, shared
-    copies = {
-        task.target_uri: _held(outcome, held)
-        for task, outcome in zip(tasks, outcomes, strict=True)
-        if isinstance(outcome, CopyResult)
-    }
-    return StagedAhead(copies, made)
+    return ahead
 
 
-def _in_threads(tasks: Sequence[CopyTask], made: Sequence[str]) -> Iterator[CopyResult | FileLostError]:
+def _stage_page(
+    tasks: Sequence[CopyTask], made: set[str], settings: CopyProcessSettings, pool: CopyPool
+) -> list[CopyResult | FileLostError]:
+    """Staged copies of one page's tasks, in order: partitions with enough files go to the copy processes
+    (several processes share their copies), the rest stays in threads."""
+    big = big_directories(target_files(tasks), tasks, settings)
+    if not big:
+        return list(_in_threads(tasks, made))
+    outcomes: list[CopyResult | FileLostError | None] = [None] * len(tasks)
+    pooled_at = [parent_uri(task.target_uri) in big for task in tasks]  # one look a task
+    rest = [i for i, in_pool in enumerate(pooled_at) if not in_pool]
+    in_big = ((i, tasks[i]) for i, in_pool in enumerate(pooled_at) if in_pool)
+    for index, outcome in pool.stage(in_big, len(tasks) - len(rest), frozenset(made)):
+        outcomes[index] = outcome
+    for index, outcome in zip(rest, _in_threads([tasks[i] for i in rest], made), strict=True):
+        outcomes[index] = outcome
+    return cast(list[CopyResult | FileLostError], outcomes)  # every index was staged above
+
+
+def _deepest_first(directories: list[str]) -> list[str]:
+    return sorted(directories, key=lambda uri: uri.count("/"), reverse=True)
+
+
+def _in_threads(tasks: Sequence[CopyTask], made: Collection[str]) -> Iterator[CopyResult | FileLostError]:
     """Staged copies of ``tasks`` by this process's threads (in the open sync batch), in order."""
     if not tasks:
         return
@@ -100,17 +124,6 @@ def _in_threads(tasks: Sequence[CopyTask], made: Sequence[str]) -> Iterator[Copy
         context = contextvars.copy_context()  # carries the open sync batch into the pool's threads
         runner = CopyRunner(fresh=made)
         yield from bounded_map(pool, lambda task: context.copy().run(_attempt, runner, task), tasks, workers)
-
-
-def _held(result: CopyResult, held: dict[tuple[int, bool, bool], CopyResult]) -> CopyResult:
-    """What the load needs of a copy staged ahead until it publishes it: its size and whether it came from
-    cmroot (counted then). Its names are the dictionary's key and the copy's own: a result per file, each
-    with its source's name, held 500 bytes a file for the whole load (a partition of 1,000,000 files)."""
-    kind = (result.bytes_copied, result.from_cmroot, result.prefetched)
-    shared = held.get(kind)
-    if shared is None:
-        shared = held[kind] = CopyResult("", "", *kind)
-    return shared
 
 
 class DumpContentMismatchError(DumpValidationError, FileLostError):
@@ -131,28 +144,36 @@ def _attempt(runner: CopyRunner, task: CopyTask) -> CopyResult | FileLostError:
         return exc
 
 
-def _directories_to_make(tasks: Sequence[CopyTask]) -> list[str]:
-    """Directories the staged copies will create (deepest first): removed again on a refusal. Only stores
-    with directories have any."""
-    missing: set[str] = set()
+def _directories_to_make(tasks: Sequence[CopyTask], missing: set[str]) -> list[str]:
+    """Directories the staged copies of ``tasks`` will create that ``missing`` (the ones earlier pages
+    create) does not hold yet, added to it: removed again on a refusal. Only stores with directories have
+    any."""
+    made: list[str] = []
     fs = target_files(tasks)
     for parent in {parent_uri(t.target_uri) for t in tasks if fs.traits(t.target_uri).has_directories}:
         while parent and parent != "/" and parent not in missing and not fs.is_directory(parent):
             missing.add(parent)
+            made.append(parent)
             parent = parent_uri(parent)
-    return sorted(missing, key=lambda uri: uri.count("/"), reverse=True)
+    return made
 
 
-def remove_staged(tasks: Sequence[CopyTask], made: Sequence[str] = ()) -> None:
-    """Delete the staged copies of ``tasks`` (absent ones are no error), then the emptied ``made`` directories."""
-    staged = sorted({staging_name(task.target_uri) for task in tasks})
-    if not tasks:
-        return
-    fs = target_files(tasks)
-    if staged:
-        with ThreadPoolExecutor(max_workers=fs.traits(staged[0]).io_parallelism) as pool:
-            list(pool.map(fs.delete, staged))
-    remove_empty(fs, made)
+def remove_staged(pages: TaskPages | Sequence[CopyTask], made: Sequence[str] = ()) -> None:
+    """Delete the staged copies of the tasks of ``pages`` (absent ones are no error), a page at a time, then
+    the emptied ``made`` directories (deepest first)."""
+    plan: TaskPages = (lambda: [pages]) if isinstance(pages, Sequence) else pages
+    fs = None
+    try:  # planned again as staged: a dump that fails to read on a page failed there when staged too
+        for tasks in plan():
+            if not tasks:
+                continue
+            fs = target_files(tasks)
+            staged = sorted({staging_name(task.target_uri) for task in tasks})
+            with ThreadPoolExecutor(max_workers=fs.traits(staged[0]).io_parallelism) as pool:
+                list(pool.map(fs.delete, staged))
+    finally:
+        if fs is not None:
+            remove_empty(fs, made)
 
 
 def remove_empty(fs: RootedFileSystem, made: Sequence[str]) -> None:

@@ -54,7 +54,6 @@ from hmsrepl.replication.dir_processes import DirectoriesAhead
 from hmsrepl.replication.failures import fault_point
 from hmsrepl.replication.filecopy import (
     BelowAny,
-    CopyResult,
     adopt_staged_copy,
     below_any,
     copy_verified,
@@ -77,6 +76,7 @@ from hmsrepl.replication.replica_files import (
     stamp_of,
     unchanged,
 )
+from hmsrepl.replication.staged_copies import StagedCopies
 from hmsrepl.storage.base import FileIdentity, join_uri, parent_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local import sync_uris
@@ -143,7 +143,7 @@ class VersionPublisher:
         self.written_at: Mapping[str, int] = {}
         # Copies the load staged and verified before its first change (``prestage``), by planned target:
         # counted as the copies they are (from cmroot or not), not as a copier's prefetch.
-        self.copied_ahead: dict[str, CopyResult] = {}
+        self.copied_ahead = StagedCopies()
         # A ``batch`` view of the replica's files shared by the objects of one page (``page``), else None.
         self._page_view: RootedFileSystem | None = None
         # Empty new versions made by the directory process while the batch goes on (``dir_processes``).
@@ -304,7 +304,7 @@ class VersionPublisher:
             for rel in sorted(drifted):
                 log.warning("%s: '%s' changed on the replica behind its back; copying it again", what, rel)
             kept -= drifted
-        removed = set(held.files) - set(wanted)
+        removed = held.files.keys() - wanted.keys()  # a set of the held paths only, not of the wanted ones
         if current and not drifted and len(kept) == len(wanted) == len(held.files):
             self._retire_staging_area(logical, current)  # already this state (a re-run, or no file changed)
             return Published(current, wanted, stamps, removed, not held.recorded)
@@ -325,7 +325,6 @@ class VersionPublisher:
             if rel not in wanted or rel in kept:
                 fs.delete(status.uri)
         allowed = below_any(source_location, self.source_cmroot) if wanted.keys() - kept else None
-        from_event = {relative_path(encoded) for encoded in change.added}
         to_publish = []
         copied = []  # the listing's own names (no new string a file): stamped only if the record needs it
         for rel, encoded in wanted.items():
@@ -337,7 +336,10 @@ class VersionPublisher:
             if rel in present and _checksum_matches(fs, present[rel], encoded):
                 stamps[rel] = present[rel].stamp
                 continue
-            source = encoded if rel in from_event else self._source_copy(encoded, source_location, what)
+            # From the event unless it is the very entry of the record (``apply`` keeps those): no set of the
+            # event's paths (a bootstrap's partition of 1,000,000 files built one of a million new strings).
+            from_event = encoded is not held.files.get(rel)
+            source = encoded if from_event else self._source_copy(encoded, source_location, what)
             assert allowed is not None  # a file not kept is copied: computed above
             # A copy staged ahead is renamed straight to its name in this unnamed directory; others wait.
             if not self._copy_in(
@@ -661,7 +663,7 @@ class VersionPublisher:
         staged ahead take ``target_uri`` itself (one rename, not two); any other copy waits under its staged
         name for ``publish_all``."""
         fs = fs or self.target.cm.files
-        ahead = self.copied_ahead.pop(prefetched_at, None)
+        ahead = self.copied_ahead.take(prefetched_at, encoded)
         result = (
             adopt_staged_copy(fs, ahead, prefetched_at, target_uri, publish=new)
             if ahead is not None

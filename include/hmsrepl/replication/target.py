@@ -25,7 +25,7 @@ from hmsrepl.metastore.messages import DataChange
 from hmsrepl.metastore.model import Database, Function, Partition, Table
 from hmsrepl.replication import iceberg
 from hmsrepl.replication.apply_stats import ApplyStats
-from hmsrepl.replication.filecopy import CopyResult, logical_location
+from hmsrepl.replication.filecopy import logical_location
 from hmsrepl.replication.leftovers import Retirement
 from hmsrepl.replication.locations import LocationMapper
 from hmsrepl.replication.lost_files import STALE, LostFiles
@@ -42,6 +42,7 @@ from hmsrepl.replication.snapshot_mapping import (
     TARGET_ONLY_PARAMS,
     SnapshotMapper,
 )
+from hmsrepl.replication.staged_copies import StagedCopies
 from hmsrepl.storage.base import join_uri
 
 __all__ = [
@@ -127,11 +128,11 @@ class TargetWriter:
         self.data.written_at = order
 
     @property
-    def copied_ahead(self) -> dict[str, CopyResult]:
+    def copied_ahead(self) -> StagedCopies:
         return self.data.copied_ahead
 
     @copied_ahead.setter
-    def copied_ahead(self, copies: dict[str, CopyResult]) -> None:
+    def copied_ahead(self, copies: StagedCopies) -> None:
         self.data.copied_ahead = copies
 
     # -- database and functions ----------------------------------------------------------------------------

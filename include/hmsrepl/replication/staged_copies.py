@@ -1,0 +1,153 @@
+"""Which copies a load staged ahead of its first change (``prestage``), held in about 9 bytes a file.
+
+The load publishes each staged copy once, when it writes the file's object, and needs to know meanwhile only
+whether a verified copy of a planned target waits under its staged name and how it was made (from cmroot, or
+found staged already by a copier): its size is the one its checksum records. A dictionary of target URIs
+held some 200 bytes a file for the whole load (a partition of 1,000,000 files: 200 MB). Here each directory
+keeps a sorted array of 64-bit keys, one per staged name: the name's hash with the two flags in its low bits,
+and a byte a file marking the copies taken.
+
+Two names whose keys agree (one pair in some 10**10 for a directory of 1,000,000 files) can only make the
+load try to adopt a copy that is not there, which it tells (``adopt_staged_copy`` answers None and the file is
+copied as usual), or leave one unused copy for the next sweep of staged leftovers. The hash is this
+process's (``hash`` of the name): keys are made and looked up by the load process alone.
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from bisect import bisect_left
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+
+from hmsrepl.metastore.payloads import checksum_of
+from hmsrepl.replication.filecopy import CopyResult
+from hmsrepl.storage.base import path_key
+from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.rooted import RootedFileSystem
+from hmsrepl.storage.staging import STAGING_PREFIX, staging_name
+
+FROM_CMROOT, PREFETCHED = 1, 2
+FLAGS = FROM_CMROOT | PREFETCHED
+RUN = 65_536  # keys sorted at a time while copies are added
+
+
+def _key(name: str) -> int:
+    """A file name's key without flags (a signed 64-bit value, low bits clear)."""
+    return hash(name) & ~FLAGS
+
+
+@dataclass
+class _Directory:
+    """One directory's staged names: keys added in staging order, in sorted runs of ``RUN`` keys, merged
+    into one sorted array once the first is looked up (no list of a million ``int`` objects on the way)."""
+
+    keys: array[int] = field(default_factory=lambda: array("q"))
+    runs: list[array[int]] = field(default_factory=list)
+    taken: bytearray | None = None  # per sorted key; None while keys are still being added
+
+    def add(self, key: int) -> None:
+        if self.taken is not None:  # looked up already (rare): what is not taken is added to again
+            self.keys = array("q", (k for k, t in zip(self.keys, self.taken, strict=True) if not t))
+            self.taken = None
+        self.keys.append(key)
+        if len(self.keys) >= RUN:
+            self.runs.append(array("q", sorted(self.keys)))
+            self.keys = array("q")
+
+    def ready(self) -> bytearray:
+        if self.taken is None:
+            runs, self.runs = [*self.runs, array("q", sorted(self.keys))], []
+            self.keys = array("q", heapq.merge(*runs)) if len(runs) > 1 else runs[0]
+            self.taken = bytearray(len(self.keys))
+        return self.taken
+
+    def take(self, name: str) -> int | None:
+        """The flags of ``name``'s copy, now taken (None: none staged, or taken already)."""
+        taken, keys, key = self.ready(), self.keys, _key(name)
+        at = bisect_left(keys, key)
+        while at < len(keys) and keys[at] & ~FLAGS == key:
+            if not taken[at]:
+                taken[at] = 1
+                return int(keys[at] & FLAGS)
+            at += 1
+        return None
+
+    def untaken(self, name: str) -> bool:
+        taken, keys, key = self.ready(), self.keys, _key(name)
+        at = bisect_left(keys, key)
+        while at < len(keys) and keys[at] & ~FLAGS == key:
+            if not taken[at]:
+                return True
+            at += 1
+        return False
+
+    def left(self) -> int:
+        return len(self.keys) - (sum(self.taken) if self.taken is not None else 0)
+
+
+class StagedCopies:
+    """The copies staged ahead, by planned target URI: ``add`` each, ``take`` each as it is published."""
+
+    def __init__(self) -> None:
+        self._directories: dict[str, _Directory] = {}
+        self._count = 0
+
+    def add(self, target_uri: str, result: CopyResult) -> None:
+        parent, _, name = target_uri.rpartition("/")
+        directory = self._directories.get(parent)
+        if directory is None:
+            directory = self._directories[parent] = _Directory()
+        flags = (FROM_CMROOT if result.from_cmroot else 0) | (PREFETCHED if result.prefetched else 0)
+        directory.add(_key(name) | flags)
+        self._count += 1
+
+    def take(self, target_uri: str, encoded: str) -> CopyResult | None:
+        """The staged copy of ``target_uri`` (None: none waits), no longer held here; ``encoded``: the
+        file entry it was copied for, whose checksum gives its size."""
+        if not self._count:
+            return None
+        parent, _, name = target_uri.rpartition("/")
+        directory = self._directories.get(parent)
+        flags = directory.take(name) if directory is not None else None
+        if flags is None:
+            return None
+        self._count -= 1
+        if not self._count:
+            self._directories.clear()  # every copy was published: nothing more to hold
+        checksum = checksum_of(encoded)
+        size = checksum_size(checksum) if checksum else 0
+        return CopyResult(target_uri, "", size, bool(flags & FROM_CMROOT), bool(flags & PREFETCHED))
+
+    def __len__(self) -> int:
+        return self._count
+
+    def directories(self) -> list[str]:
+        """The directories copies were staged in."""
+        return list(self._directories)
+
+    def unused(self, fs: RootedFileSystem, owed: Collection[str]) -> Iterator[str]:
+        """The target URIs of copies not taken whose staged name no publish intent owes (``path_key`` of the
+        staged names in ``owed``): each directory holding some is listed once."""
+        for parent, directory in self._directories.items():
+            if not directory.left():
+                continue
+            for entry in sorted(_names_in(fs, parent)):
+                name = entry[len(STAGING_PREFIX) :]
+                uri = f"{parent}/{name}"
+                if (
+                    entry.startswith(STAGING_PREFIX)
+                    and directory.untaken(name)
+                    and path_key(staging_name(uri)) not in owed
+                ):
+                    yield uri
+
+
+def _names_in(fs: RootedFileSystem, directory: str) -> Collection[str]:
+    """The names directly in ``directory``: one listing of its names where the store has directories,
+    else its keys (a recursive listing: only the direct ones kept)."""
+    names = fs.entry_names(directory)
+    if names is not None:
+        return names
+    return [s.uri.rsplit("/", 1)[1] for s in fs.list_files(directory) if s.uri.rsplit("/", 1)[0] == directory]

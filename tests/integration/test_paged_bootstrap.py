@@ -1,0 +1,120 @@
+"""A bootstrap load works through a big partition's files a page at a time: the validation hands the pre-flight
+its checked entries in pages, and the copies are planned and staged in pages. Pages are made small here, so a
+partition of 40 files spans several of each.
+
+What must not change: every file is examined and copied once, in full; a file whose content is not the one
+the dump records, found on the last page, still refuses the whole dump, and every copy staged on the pages
+before it is removed again (nothing of the dump is left on the target).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hmsrepl.metastore import Metastore
+from hmsrepl.replication import prestage
+from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.filecopy import CopyTask
+from hmsrepl.replication.load import LoadResult
+from hmsrepl.replication.preflight import Preflight
+from hmsrepl.replication.prestage import DumpContentMismatchError
+from hmsrepl.storage.local import local_path
+from hmsrepl.storage.staging import STAGING_PREFIX
+from tests.helpers import one_partition_directory, open_store
+
+FILES = 40
+LISTING_PAGE, FILES_PAGE, COPY_PAGE = 7, 6, 9
+
+
+@dataclass
+class Scene:
+    """A dumped partition of FILES files in one directory, and the pages its load works in."""
+
+    engine: ReplicationEngine
+    dump_dir: str
+    directory: Path  # the source partition's
+    root: Path
+    target: Metastore
+    checked: list[int]  # the size of each page the pre-flight looked at
+    staged: list[int]  # the size of each page of copies staged
+
+    def load(self) -> LoadResult:
+        result = self.engine.execute(f"REPL LOAD big_dr FROM '{self.dump_dir}'")
+        assert isinstance(result, LoadResult)
+        return result
+
+
+def content(i: int) -> bytes:
+    return f"rows of file {i:03d}".encode()
+
+
+@pytest.fixture
+def scene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scene]:
+    monkeypatch.setattr("hmsrepl.replication.layout.PAGE_FILES", 10)  # the partition gets its own _files
+    monkeypatch.setattr("hmsrepl.replication.layout.LISTING_PAGE", LISTING_PAGE)
+    monkeypatch.setattr("hmsrepl.replication.dump_validation.FILES_PAGE", FILES_PAGE)
+    monkeypatch.setattr("hmsrepl.replication.load.COPY_PAGE", COPY_PAGE)
+    checked: list[int] = []
+    staged: list[int] = []
+    real_check, real_stage = Preflight.check, prestage._stage_page
+
+    def check(self: Preflight, files: Sequence[str]) -> None:
+        checked.append(len(files))
+        real_check(self, files)
+
+    def stage_page(tasks: Sequence[CopyTask], *args: object) -> object:
+        staged.append(len(tasks))
+        return real_stage(tasks, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Preflight, "check", check)
+    monkeypatch.setattr(prestage, "_stage_page", stage_page)
+    source, target = open_store(tmp_path, "source"), open_store(tmp_path, "target")
+    _, directory = one_partition_directory(source, "big")
+    for i in range(FILES):
+        (directory / f"part-{i:05d}.parquet").write_bytes(content(i))
+    source.catalog.insert("big", "t", ["a"])
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    dumped = engine.execute("REPL DUMP big")
+    assert (Path(dumped.dump_dir) / "big" / "t" / "p=a" / "_files").exists()  # type: ignore[union-attr]
+    try:
+        yield Scene(engine, dumped.dump_dir, directory, tmp_path, target, checked, staged)  # type: ignore[union-attr]
+    finally:
+        source.close()
+        target.close()
+
+
+def test_a_partition_of_many_pages_is_checked_and_copied_whole(scene: Scene) -> None:
+    result = scene.load()
+
+    assert scene.checked == [FILES_PAGE] * (FILES // FILES_PAGE) + [FILES % FILES_PAGE], (
+        "each file examined once"
+    )
+    assert sum(scene.staged) == FILES and max(scene.staged) <= COPY_PAGE and len(scene.staged) > 1
+    assert result.stats.files_copied == FILES
+    [part] = scene.target.catalog.get_partitions_by_names("big_dr", "t", ["p=a"])
+    held = Path(local_path(part.sd.location or ""))
+    assert sorted(p.name for p in held.iterdir()) == [f"part-{i:05d}.parquet" for i in range(FILES)]
+    assert all((held / f"part-{i:05d}.parquet").read_bytes() == content(i) for i in range(FILES))
+    assert not list((scene.root / "target_wh").rglob(f"{STAGING_PREFIX}*")), "a staged copy left behind"
+
+
+def test_a_forged_file_on_the_last_page_refuses_the_dump_and_removes_every_page_staged(scene: Scene) -> None:
+    """The last file is rewritten in place with as many bytes (the pre-flight's size check passes, cmroot
+    has no copy): only its copy finds the content is not the one the dump records, after the pages before
+    it were staged."""
+    (scene.directory / f"part-{FILES - 1:05d}.parquet").write_bytes(content(999))
+
+    with pytest.raises(DumpContentMismatchError, match="nothing was applied"):
+        scene.load()
+
+    assert len(scene.staged) > 1, "copies of earlier pages were staged before the forged file was met"
+    assert "big_dr" not in scene.target.catalog.get_databases()
+    left = [p for p in (scene.root / "target_wh").rglob("*") if p.is_file()]
+    assert [p for p in left if STAGING_PREFIX in p.name] == [], "a staged copy of an earlier page is left"
+    assert not (scene.root / "target_wh" / "big_dr.db" / "t").exists(), (
+        "a directory made for the copies is left"
+    )

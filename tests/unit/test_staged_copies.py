@@ -1,0 +1,73 @@
+"""The copies a load staged ahead, held in a few bytes a file until it publishes each one."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+from hmsrepl.replication.filecopy import CopyResult
+from hmsrepl.replication.staged_copies import RUN, StagedCopies
+from hmsrepl.storage.rooted import RootedFileSystem
+from hmsrepl.storage.staging import staging_name
+
+COPIED = CopyResult("", "", 8, from_cmroot=False)
+FROM_CMROOT = CopyResult("", "", 8, from_cmroot=True)
+PREFETCHED = CopyResult("", "", 8, from_cmroot=False, prefetched=True)
+
+
+def _entry(uri: str, size: int = 8) -> str:
+    return f"{uri}#crc32c-00000001-{size}##"
+
+
+def test_each_staged_copy_is_taken_once_with_how_it_was_made() -> None:
+    copies = StagedCopies()
+    names = [f"/w/t/p=a/part-{i:07d}.parquet" for i in range(RUN + 1_000)]  # more than one sorted run
+    kinds = [COPIED, FROM_CMROOT, PREFETCHED]
+    for i, uri in enumerate(names):
+        copies.add(uri, kinds[i % 3])
+    copies.add("/w/t/p=b/one", COPIED)
+    assert len(copies) == len(names) + 1
+    assert copies.take("/w/t/p=a/never-staged", _entry("/s/x")) is None
+    assert copies.take("/w/t/p=c/part-0000001.parquet", _entry("/s/x")) is None, "another directory"
+    for i, uri in reversed(list(enumerate(names))):  # in any order
+        taken = copies.take(uri, _entry(f"/s/{i}", size=i))
+        assert taken is not None, uri
+        assert (taken.from_cmroot, taken.prefetched) == (kinds[i % 3].from_cmroot, kinds[i % 3].prefetched)
+        assert (taken.target, taken.bytes_copied) == (uri, i), (
+            "named and sized as the entry it was copied for"
+        )
+        assert copies.take(uri, _entry(f"/s/{i}")) is None, "taken twice"
+    assert len(copies) == 1
+    assert copies.take("/w/t/p=b/one", _entry("/s/one")) is not None
+    assert len(copies) == 0 and copies.directories() == [], "nothing held once every copy is taken"
+
+
+def test_a_million_staged_copies_hold_a_few_bytes_each() -> None:
+    uris = (f"/warehouse/db.db/table/p=a/part-{i:07d}-c000.snappy.parquet" for i in range(1_000_000))
+    tracemalloc.start()
+    try:
+        copies = StagedCopies()
+        for uri in uris:
+            copies.add(uri, COPIED)
+        held = tracemalloc.get_traced_memory()[0]
+        assert copies.take("/warehouse/db.db/table/p=a/part-0000007-c000.snappy.parquet", _entry("/s/7"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert held < 12_000_000, held  # a URI and a dictionary entry a file held some 200 MB
+    assert peak < 40_000_000, peak  # sorting them never held an int object a file
+
+
+def test_unused_copies_are_the_staged_ones_not_taken_nor_owed(tmp_path: Path) -> None:
+    directory = tmp_path / "p=a"
+    directory.mkdir()
+    fs = RootedFileSystem([str(tmp_path)], purpose="test")
+    copies = StagedCopies()
+    uris = [f"{directory}/f{i}" for i in range(5)]
+    for uri in uris:
+        Path(staging_name(uri)).write_bytes(b"x")
+        copies.add(uri, COPIED)
+    (directory / "f9").write_bytes(b"published, not staged")
+    copies.take(uris[0], _entry("/s/f0"))
+    owed = {staging_name(uris[1])}
+    assert sorted(copies.unused(fs, owed)) == uris[2:]
