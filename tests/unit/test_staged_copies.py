@@ -43,7 +43,8 @@ def test_each_staged_copy_is_taken_once_with_how_it_was_made() -> None:
 
 
 def test_staged_copies_hold_a_few_bytes_each() -> None:
-    count = 200_000  # a million behaves the same, five times over (and takes a test run's 20 s under tracemalloc)
+    # A million behaves the same, five times over, and takes 20 s of a test run under tracemalloc.
+    count = 200_000
     uris = (f"/warehouse/db.db/table/p=a/part-{i:07d}-c000.snappy.parquet" for i in range(count))
     tracemalloc.start()
     try:
