@@ -379,9 +379,7 @@ class LoadEngine:
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
             pending = self.validate_incremental(dump, meta, target_db, db, last).pending_events
             objects = self._incremental_objects(dump, meta, pending, last)
-        tasks = [
-            task for page in self._copy_tasks(target_db, meta, source_db_location, objects) for task in page
-        ]
+        tasks = next(self._copy_tasks(target_db, meta, source_db_location, objects), [])
         if (
             lost_files.mode(command.settings) == lost_files.SKIP_OBJECTS
         ):  # the load leaves their objects stale
