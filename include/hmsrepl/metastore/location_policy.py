@@ -15,8 +15,9 @@ Clients choose locations, and a drop with deleteData recycles and removes whatev
   it; otherwise the drop changes metadata only and leaves the files (logged).
 
 Checks compare canonical forms (``metastore.locations``: normalised, local symlinks resolved), never the
-stored strings, which stay as the client sent them. They run before the catalog's transaction (a concurrent
-creation of two overlapping objects is not excluded) and read other objects' locations with ``LIKE``/``IN``
+stored strings, which stay as the client sent them. They run before the catalog's transaction, but a single
+new table's, which runs inside it on what the insert of its row read (a concurrent creation of two overlapping
+objects is not excluded either way), and read other objects' locations with ``LIKE``/``IN``
 queries on the stored columns, so they cost a scan, not a load of every location.
 """
 
@@ -28,7 +29,7 @@ import os
 import posixpath
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
@@ -802,7 +803,25 @@ def read_around_table(conn: Connection, loc: Location, query: CompoundSelect, db
     """The objects around a new managed table's location ``loc``, the document of its database ``db_name``
     and the flag of ``query`` (``around_table_query``), in one statement: a single create reads its
     database and checks its location in one round trip (``LocationPolicy.check_table``'s ``around``)."""
-    rows = conn.execute(query, {**_find_params(loc), "own_db": db_name}).all()
+    return surroundings_of(conn.execute(query, around_params(loc, db_name)).all(), loc)
+
+
+def around_params(loc: Location, db_name: str) -> dict[str, object]:
+    """The parameters of ``around_table_query``'s statement for a new table at ``loc`` in ``db_name``."""
+    return {**_find_params(loc), "own_db": db_name}
+
+
+class AroundRow(NamedTuple):
+    """A row of ``around_table_query``, as a statement that carries it as JSON hands it back."""
+
+    kind: str
+    name: str
+    stored: str | None
+    db_name: str
+
+
+def surroundings_of(rows: Sequence[Any], loc: Location) -> Surroundings:
+    """What the rows of ``around_table_query`` read around ``loc`` say (``AroundRow`` or the statement's)."""
     docs = {row.name: row.stored for row in rows if row.kind == "database"}
     flagged = any(row.kind == _FLAG for row in rows)
     return Surroundings(loc, _overlapping_rows(rows, loc, None), docs, flagged)

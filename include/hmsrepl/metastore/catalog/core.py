@@ -66,9 +66,11 @@ class CatalogCore:
         self.locations = policy or LocationPolicy(
             warehouse, protected=[("HMSREPL_CMROOT", cm.cmroot), ("HMSREPL_TRASH_ROOT", trash_root)]
         )
-        # The databases as a create last read them, by name: where their new tables go by default is then
-        # known before the read (``load_db_to_create_table_in``). A stale entry costs a read, never a check.
-        self._last_read: dict[str, Database] = {}
+        # The databases as a create last read them, by name, with their stored documents (None: read from no
+        # row): where their new tables go by default is then known before the read
+        # (``load_db_to_create_table_in``), and a create on that guess compares the document its own
+        # statement reads with the one here (``guessed_db``). A stale entry costs a read, never a check.
+        self._last_read: dict[str, tuple[Database, str | None]] = {}
 
     @classmethod
     def for_config(cls, events: EventLog, cm: ChangeManager, config: MetastoreConfig) -> CatalogCore:
@@ -138,13 +140,18 @@ class CatalogCore:
     def load_db_to_create_in(self, conn: Connection, name: str) -> tuple[Database, bool]:
         """``load_db``, and whether file intents a new object may have to settle are pending, in one read
         (``FileIntents.settle``'s ``any_pending``; True when not read: a held row costs no statement)."""
+        db, any_pending, _ = self._db_doc_to_create_in(conn, name)
+        return db, any_pending
+
+    def _db_doc_to_create_in(self, conn: Connection, name: str) -> tuple[Database, bool, str | None]:
+        """``load_db_to_create_in`` with the stored document read (None: a held row, read from no row)."""
         held = self.held_databases(conn)
         if held is not None and name in held:
-            return held[name].model_copy(deep=True), True
+            return held[name].model_copy(deep=True), True, None
         row = conn.execute(_DB_DOC_AND_SETTLE, {"db_name": name}).first()
         if row is None:
             raise NoSuchDatabaseError(name)
-        return Database.model_validate_json(row.doc), bool(row.settle)
+        return Database.model_validate_json(row.doc), bool(row.settle), row.doc
 
     def load_db_to_create_table_in(
         self, conn: Connection, name: str, table: Table
@@ -159,11 +166,11 @@ class CatalogCore:
         held = self.held_databases(conn)
         guessed = self._last_read.get(name)
         uri = table.sd.location or (
-            self.default_table_location(guessed, table) if guessed is not None else None
+            self.default_table_location(guessed[0], table) if guessed is not None else None
         )
         loc = canonical_or_none(uri) if uri and table.is_managed else None
         if loc is None or (held is not None and name in held):
-            db, any_pending = self.load_db_to_create_in(conn, name)
+            db, any_pending, doc = self._db_doc_to_create_in(conn, name)
             around = None
         else:
             around = read_around_table(conn, loc, _AROUND_NEW_TABLE, name)
@@ -171,8 +178,18 @@ class CatalogCore:
             if doc is None:
                 raise NoSuchDatabaseError(name)
             db, any_pending = Database.model_validate_json(doc), around.flagged
-        self._last_read[name] = db
+        self._last_read[name] = (db, doc)
         return db, any_pending, around
+
+    def guessed_db(self, name: str) -> tuple[Database, str] | None:
+        """The database ``name`` as a create last read it, with its stored document; None when unknown.
+
+        A single create may insert its table on this guess and compare the document its own statement read
+        with it afterwards (``TableCatalog``): a database changed since costs the create a second try, never
+        a check made on a stale database.
+        """
+        db, doc = self._last_read.get(name, (None, None))
+        return None if db is None or doc is None else (db, doc)
 
     def default_table_location(self, db: Database, table: Table) -> str | None:
         """Where ``table`` goes in ``db`` when the client names no location (views have none)."""

@@ -14,6 +14,7 @@ from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.capture import still_recorded
 from hmsrepl.metastore.intents import ANY_SETTLE_CANDIDATE
+from hmsrepl.metastore.json_aggregate import json_rows_of
 from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.location_policy import around_table_query
@@ -78,16 +79,21 @@ _TABLE_ROW_FOR_UPDATE = (
 # A table's row inserted into its database only where the name is free, returning its id: what
 # ``_DB_ID_AND_TABLE`` and ``_INSERT_TABLE`` do, in one round trip (no row back: see which one refuses).
 _TABLE_VALUES = ("tbl_name", "tbl_type", "location", "location_key", "doc", "write_id", "odd_partitions")
-_INSERT_TABLE_IF_FREE = (
-    insert(tbls)
-    .from_select(
-        ["db_id", *_TABLE_VALUES],
-        select(dbs.c.db_id, *(bindparam(name, type_=tbls.c[name].type) for name in _TABLE_VALUES)).where(
-            dbs.c.name == bindparam("db_name"),
-            ~exists().where(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name == bindparam("tbl_name")),
-        ),
-    )
-    .returning(tbls.c.tbl_id)
+_INSERT_IF_FREE = insert(tbls).from_select(
+    ["db_id", *_TABLE_VALUES],
+    select(dbs.c.db_id, *(bindparam(name, type_=tbls.c[name].type) for name in _TABLE_VALUES)).where(
+        dbs.c.name == bindparam("db_name"),
+        ~exists().where(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name == bindparam("tbl_name")),
+    ),
+)
+_INSERT_TABLE_IF_FREE = _INSERT_IF_FREE.returning(tbls.c.tbl_id)
+# The same insert answering, with the new id, ``_AROUND_NEW_TABLE``'s read as one JSON value (its parameters:
+# ``around_params``): a single create inserts first and checks after, in one round trip (``guessed_create``).
+# The read may see the new row itself: a table of the same name, which the location check leaves to the
+# name's own refusal, and which here can only be this one (the insert happens only where the name is free).
+_INSERT_TABLE_READING_AROUND = _INSERT_IF_FREE.returning(
+    tbls.c.tbl_id,
+    json_rows_of(_AROUND_NEW_TABLE).label("around"),
 )
 _INSERT_PARTITIONS_RETURNING = insert(partitions).returning(partitions.c.part_name, partitions.c.part_id)
 

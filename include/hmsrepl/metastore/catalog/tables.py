@@ -30,9 +30,11 @@ from hmsrepl.metastore.catalog.held import (
 )
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
+    _AROUND_NEW_TABLE,
     _DB_ID_AND_TABLE,
     _INSERT_TABLE,
     _INSERT_TABLE_IF_FREE,
+    _INSERT_TABLE_READING_AROUND,
     _bulk_update_partitions,
     _chunks,
     _inserted_id,
@@ -43,10 +45,12 @@ from hmsrepl.metastore.catalog.rows import (
 from hmsrepl.metastore.eventlog import MetastoreTransaction
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_known
+from hmsrepl.metastore.json_aggregate import decode_rows
 from hmsrepl.metastore.listings import ObjectKey
-from hmsrepl.metastore.locations import location_key
+from hmsrepl.metastore.location_policy import AroundRow, Surroundings, around_params, surroundings_of
+from hmsrepl.metastore.locations import Location, canonical_or_none, key_of, location_key
 from hmsrepl.metastore.messages import DataChange
-from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.metastore.model import Database, Partition, Table
 from hmsrepl.metastore.moves import move_directory
 from hmsrepl.metastore.names import check_identifier
 from hmsrepl.metastore.partition_pages import Charges, page_cost
@@ -123,6 +127,10 @@ class TableCatalog(CatalogFamily):
         for table in tables:
             check_identifier(table.table_name, "table")
         given = list(applied_files) if applied_files is not None else [None] * len(tables)
+        if len(tables) == 1:
+            created = self._create_on_guess(tables[0], given[0], gather_stats)
+            if created is not None:
+                return [created]
         now = int(time.time())
         prepared: list[Table] = []
         with self.events.reader() as conn:  # the database and the location checks: one connection
@@ -133,13 +141,9 @@ class TableCatalog(CatalogFamily):
                 db, any_pending = self.core.load_db_to_create_in(conn, db_name)
             self.core.refuse_protected(db)  # protected replica: refused before any file work
             for table in tables:
-                default = None if table.sd.location else self.core.default_table_location(db, table)
-                if default is not None:
-                    table = table.model_copy(update={"sd": table.sd.model_copy(update={"location": default})})
-                _check_table(table)
-                prepared.append(
-                    table.model_copy(update={"create_time": table.create_time or now, "write_id": 0})
-                )
+                placed = self._placed(db, table, now)
+                _check_table(placed)
+                prepared.append(placed)
             keys = self.locations.check_tables(
                 conn, [(t.qualified_name, t.sd.location, t.is_managed) for t in prepared], around=around
             )
@@ -152,6 +156,52 @@ class TableCatalog(CatalogFamily):
                 self._created(tx, table.model_copy(update={"id": tbl_id}), applied, gather_stats, row)
                 for table, tbl_id, applied, row in zip(prepared, ids, given, rows, strict=True)
             ]
+
+    def _placed(self, db: Database, table: Table, now: int) -> Table:
+        """The table as it is stored in ``db``: at its default location when the client named none, created
+        ``now`` unless it says when, with no write id yet."""
+        default = None if table.sd.location else self.core.default_table_location(db, table)
+        sd = table.sd.model_copy(update={"location": default}) if default is not None else table.sd
+        return table.model_copy(update={"sd": sd, "create_time": table.create_time or now, "write_id": 0})
+
+    def _create_on_guess(
+        self, table: Table, applied_files: AppliedFiles | None, gather_stats: bool
+    ) -> Table | None:
+        """``create_tables`` for one managed table, one round trip shorter: inserted first, inside the write's
+        transaction, into its database as last read (``CatalogCore.guessed_db``), by a statement that also
+        reads what lies around its location (``_insert_reading_around``). The checks then run on that read,
+        in the order ``create_tables`` runs them on its read before the transaction, and a refusal rolls the
+        insert back. A wrong guess (the database changed or gone, the name taken, file intents to settle
+        first) rolls back too and returns None: the caller creates the table from a read, which decides and
+        words any refusal. Also None when there is nothing to guess from, or inside a caller's transaction
+        (which a wrong guess would roll back).
+        """
+        name = table.db_name.lower()
+        guess = self.core.guessed_db(name)
+        if guess is None or self.events.current_transaction() is not None:
+            return None
+        if not self.events.write_engine.dialect.insert_returning:
+            return None
+        db, doc = guess
+        placed = self._placed(db, table, int(time.time()))
+        loc = canonical_or_none(placed.sd.location) if placed.sd.location and placed.is_managed else None
+        if loc is None:  # a view, an EXTERNAL table, or a location whose refusal the read path words
+            return None
+        (row,) = _table_rows([placed], [key_of(loc)])
+        try:
+            with self.events.transaction() as tx:
+                tbl_id, around = _insert_reading_around(tx.conn, name, row, loc)
+                if tbl_id is None or around.flagged or around.database_docs.get(name) != doc:
+                    raise _WrongGuess
+                self.core.refuse_protected(db)
+                _check_table(placed)
+                self.locations.check_tables(
+                    tx.conn, [(placed.qualified_name, placed.sd.location, True)], around=around
+                )
+                created = placed.model_copy(update={"id": tbl_id})
+                return self._created(tx, created, applied_files, gather_stats, row)
+        except _WrongGuess:
+            return None
 
     @staticmethod
     def _insert_rows(
@@ -621,6 +671,34 @@ def _table_rows(tables: Sequence[Table], keys: Sequence[str | None]) -> list[dic
         }
         for table, key in zip(tables, keys, strict=True)
     ]
+
+
+class _WrongGuess(Exception):
+    """A create made on a guess found the guess wrong: its transaction rolls back (``_create_on_guess``)."""
+
+
+def _insert_reading_around(
+    conn: Connection, db_name: str, row: dict[str, Any], loc: Location
+) -> tuple[int | None, Surroundings]:
+    """Insert a new table's ``row`` into ``db_name`` where its name is free, and read what lies around its
+    location ``loc`` (``read_around_table``'s read): one statement, the read carried as JSON in the
+    insert's ``RETURNING``. Returns the new id (None: not inserted, and nothing read) and the read.
+
+    SQLite's compiler writes the columns of a ``RETURNING`` clause without their tables, in its subqueries
+    too, which breaks the read's joins: there the read is a statement of its own after the insert, which
+    costs no round trip in process.
+    """
+    params = {**row, "db_name": db_name, **around_params(loc, db_name)}
+    if conn.dialect.name == "sqlite":
+        tbl_id = conn.execute(_INSERT_TABLE_IF_FREE, params).scalar()
+        if tbl_id is None:
+            return None, surroundings_of([], loc)
+        return int(tbl_id), surroundings_of(conn.execute(_AROUND_NEW_TABLE, params).all(), loc)
+    found = conn.execute(_INSERT_TABLE_READING_AROUND, params).first()
+    if found is None:
+        return None, surroundings_of([], loc)
+    rows = [AroundRow(*values) for values in decode_rows(found.around)]
+    return int(found.tbl_id), surroundings_of(rows, loc)
 
 
 def _insert_row(conn: Connection, table: Table, row: dict[str, Any]) -> int:
