@@ -72,6 +72,7 @@ from hmsrepl.metastore.schema import (
     txn_to_write_id,
     txn_write_notifications,
 )
+from hmsrepl.metastore.statement_batch import StatementBatch, result_sets
 from hmsrepl.storage.base import join_uri
 
 #: How a transactional table is emptied: (table, partition names or None, (txn id, write id) to join or None).
@@ -681,24 +682,32 @@ def _insert_reading_around(
     conn: Connection, db_name: str, row: dict[str, Any], loc: Location
 ) -> tuple[int | None, Surroundings]:
     """Insert a new table's ``row`` into ``db_name`` where its name is free, and read what lies around its
-    location ``loc`` (``read_around_table``'s read): one statement, the read carried as JSON in the
-    insert's ``RETURNING``. Returns the new id (None: not inserted, and nothing read) and the read.
+    location ``loc`` (``read_around_table``'s read), in one round trip on PostgreSQL and MariaDB. Returns
+    the new id (None: not inserted) and the read.
 
-    SQLite's compiler writes the columns of a ``RETURNING`` clause without their tables, in its subqueries
-    too, which breaks the read's joins: there the read is a statement of its own after the insert, which
-    costs no round trip in process.
+    PostgreSQL: the read rides in the insert's ``RETURNING`` as one JSON value. MariaDB: the insert and the
+    read are one request of two statements (``statement_batch`` says why not as on PostgreSQL). SQLite: a
+    statement after the insert (its compiler writes the columns of a ``RETURNING`` clause without their
+    tables, in its subqueries too, which breaks the read's joins; in process a statement costs no round trip).
     """
     params = {**row, "db_name": db_name, **around_params(loc, db_name)}
-    if conn.dialect.name == "sqlite":
-        tbl_id = conn.execute(_INSERT_TABLE_IF_FREE, params).scalar()
-        if tbl_id is None:
+    if conn.dialect.name == "postgresql":
+        found = conn.execute(_INSERT_TABLE_READING_AROUND, params).first()
+        if found is None:
             return None, surroundings_of([], loc)
-        return int(tbl_id), surroundings_of(conn.execute(_AROUND_NEW_TABLE, params).all(), loc)
-    found = conn.execute(_INSERT_TABLE_READING_AROUND, params).first()
-    if found is None:
+        rows = [AroundRow(*values) for values in decode_rows(found.around)]
+        return int(found.tbl_id), surroundings_of(rows, loc)
+    if conn.dialect.name in ("mysql", "mariadb"):
+        inserted, around = result_sets(conn, _INSERT_TABLE_THEN_AROUND, params)
+        tbl_id = inserted[0][0] if inserted else None
+        return tbl_id, surroundings_of([AroundRow(*values) for values in around], loc)
+    tbl_id = conn.execute(_INSERT_TABLE_IF_FREE, params).scalar()
+    if tbl_id is None:
         return None, surroundings_of([], loc)
-    rows = [AroundRow(*values) for values in decode_rows(found.around)]
-    return int(found.tbl_id), surroundings_of(rows, loc)
+    return int(tbl_id), surroundings_of(conn.execute(_AROUND_NEW_TABLE, params).all(), loc)
+
+
+_INSERT_TABLE_THEN_AROUND = StatementBatch(_INSERT_TABLE_IF_FREE, _AROUND_NEW_TABLE)
 
 
 def _insert_row(conn: Connection, table: Table, row: dict[str, Any]) -> int:
