@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from hmsrepl.exceptions import AlreadyExistsError, InvalidObjectError, NoSuchDatabaseError
 from hmsrepl.metastore import Metastore
@@ -70,6 +72,30 @@ def test_a_create_on_the_guess_reads_nothing_before_its_insert(metastore: Metast
     assert (counts.statements, counts.round_trips) == expected, counts
     assert metastore.catalog.get_table("g", "second") == made
     assert Path(made.sd.location or "").is_dir()
+
+
+def test_a_create_on_the_guess_binds_each_value_once_and_no_constant(metastore: Metastore) -> None:
+    """The driver escapes every bound value in Python (mysqlclient): the constants of the create's statements
+    are in their text, and on MariaDB a value used several times (the ancestors of the new location, which
+    three columns are compared with) is bound by name, so it is escaped once."""
+    _warm(metastore, "sales")
+    bound: list[Any] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        bound.append(parameters)
+
+    event.listen(metastore.engine, "before_cursor_execute", record)
+    try:
+        metastore.catalog.create_table(make_table("sales", "orders"))
+    finally:
+        event.remove(metastore.engine, "before_cursor_execute", record)
+    values = [
+        value for params in bound for value in (params.values() if isinstance(params, dict) else params)
+    ]
+    assert not {"database", "table", "flag", "recycle", "publish"} & {v for v in values if isinstance(v, str)}
+    if metastore.engine.dialect.name == "mysql":
+        assert all(isinstance(params, dict) for params in bound)
+        assert len(values) <= 30, values
 
 
 def test_a_refusal_on_the_guess_is_the_read_first_refusal_and_rolls_back(metastore: Metastore) -> None:

@@ -88,6 +88,9 @@ def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
             pool_recycle=3600,
             pool_reset_on_return=None,  # ``_roll_back_only_when_open`` resets instead
             connect_args=mysql_connect_args(url),
+            # Parameters by name: a value a statement uses several times (the ancestors of a location a
+            # check compares three columns with) is escaped once by the driver, not once per use.
+            paramstyle="pyformat",
         )
         _roll_back_only_when_open(engine)
     elif url.get_driver_name() == "psycopg":
@@ -305,6 +308,7 @@ def _autocommit_companion(engine: Engine) -> Engine:
             skip_autocommit_rollback=True,
             pool_recycle=3600,
             connect_args=mysql_connect_args(engine.url),
+            paramstyle=engine.dialect.paramstyle,  # one statement text in both engines' compiled caches
         )
         _ping_when_idle(companion)
         # What listens on ``engine`` hears this engine's statements and transactions too (as SQLAlchemy's

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import delete, insert, literal, select, update
+from sqlalchemy import delete, insert, select, update
 
 from hmsrepl.exceptions import InvalidOperationError
 from hmsrepl.faults import fault_point
@@ -39,6 +39,7 @@ from hmsrepl.metastore.eventlog import EventLog, MetastoreTransaction
 from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.schema import file_intents
+from hmsrepl.metastore.sql_constant import constant
 from hmsrepl.storage.base import path_key
 from hmsrepl.storage.directory_syncs import DirectorySyncs
 from hmsrepl.storage.rooted import RootedFileSystem
@@ -57,8 +58,8 @@ SETTLED_BEFORE_CREATE = (RECYCLE, PUBLISH)
 ANY_SETTLE_CANDIDATE = (
     select(file_intents.c.id)
     .where(
-        file_intents.c.kind.in_([literal(kind) for kind in SETTLED_BEFORE_CREATE])
-    )  # not expanded per call
+        file_intents.c.kind.in_([constant(kind) for kind in SETTLED_BEFORE_CREATE])
+    )  # not expanded per call, nor bound
     .exists()
 )
 _INSERT_INTENT = insert(file_intents)  # built once: a load records intents by the hundred

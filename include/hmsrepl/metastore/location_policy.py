@@ -38,7 +38,6 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
-    literal,
     make_url,
     or_,
     select,
@@ -62,6 +61,7 @@ from hmsrepl.metastore.locations import (
 )
 from hmsrepl.metastore.placement import Placement
 from hmsrepl.metastore.schema import dbs, partitions, tbls
+from hmsrepl.metastore.sql_constant import constant
 
 log = logging.getLogger(__name__)
 
@@ -558,7 +558,7 @@ def _databases_where(*conditions: ColumnElement[bool]) -> Select[Any]:
     document, read with it): a warehouse holds hundreds of databases, and a check reads only those near
     the location checked."""
     return select(
-        literal("database").label("kind"), dbs.c.name, dbs.c.doc.label("stored"), dbs.c.name.label("db_name")
+        constant("database").label("kind"), dbs.c.name, dbs.c.doc.label("stored"), dbs.c.name.label("db_name")
     ).where(or_(*conditions))
 
 
@@ -585,7 +585,7 @@ _DATABASES_AND_TABLES = union_all(
         dbs.c.name == bindparam("own_db"),
     ),
     _tables_by_location(
-        select(literal("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
+        select(constant("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
         .join(dbs, dbs.c.db_id == tbls.c.db_id)
         .where(
             _overlapping(tbls.c.location_key),
@@ -669,7 +669,7 @@ def _around_chunk(key: ColumnElement[str]) -> ColumnElement[bool]:
 _DATABASES_AND_TABLES_AROUND = union_all(
     _databases_where(_around_chunk(dbs.c.location_key), _around_chunk(dbs.c.managed_location_key)),
     _tables_by_location(
-        select(literal("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
+        select(constant("table"), tbls.c.tbl_name, tbls.c.location, dbs.c.name)
         .join(dbs, dbs.c.db_id == tbls.c.db_id)
         .where(_around_chunk(tbls.c.location_key))
     ),
@@ -795,7 +795,7 @@ class Surroundings:
 def around_table_query(flag: ColumnElement[bool]) -> CompoundSelect:
     """The statement of ``read_around_table``: ``find_occupants``' read for a new table, plus one row when
     ``flag`` holds (a create asks whether file intents are pending in it: no statement of its own)."""
-    flag_row = select(literal(_FLAG), literal(""), literal(""), literal("")).where(flag)
+    flag_row = select(constant(_FLAG), constant(""), constant(""), constant("")).where(flag)
     return union_all(*_DATABASES_AND_TABLES.selects, flag_row)
 
 
