@@ -93,6 +93,7 @@ def make_engine(db_url: str, *, pool_size: int = 5) -> Engine:
             paramstyle="pyformat",
         )
         _roll_back_only_when_open(engine)
+        _allow_statement_batches(engine)
     elif url.get_driver_name() == "psycopg":
         engine = create_engine(url, pool_size=pool_size, connect_args=dict(PG_CONNECT_ARGS))
         event.listen(engine, "connect", _keep_prepared)
@@ -176,6 +177,22 @@ def _dispose_with(disposed: Engine, engine: Engine, companion: Engine) -> None:
     """Dispose ``companion`` with ``engine`` (the companion's own disposal is heard here too: ignored)."""
     if disposed is engine:
         companion.dispose()
+
+
+def _allow_statement_batches(engine: Engine) -> None:
+    """Open PyMySQL's connections with the multi-statement protocol, which mysqlclient enables by default:
+    a ``StatementBatch`` is one request of several statements (a single create's insert and read), which the
+    server refuses as a syntax error on a connection opened without it. The flag is added to those SQLAlchemy
+    chose (``FOUND_ROWS``, which its row counts rely on), not set in their place."""
+    if engine.driver != "pymysql":
+        return
+
+    def add_flag(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+        from pymysql.constants import CLIENT  # the driver of this engine: present when it is used
+
+        cparams["client_flag"] = cparams.get("client_flag", 0) | CLIENT.MULTI_STATEMENTS
+
+    event.listen(engine, "do_connect", add_flag)
 
 
 def _roll_back_only_when_open(engine: Engine) -> None:
@@ -311,6 +328,7 @@ def _autocommit_companion(engine: Engine) -> Engine:
             paramstyle=engine.dialect.paramstyle,  # one statement text in both engines' compiled caches
         )
         _ping_when_idle(companion)
+        _allow_statement_batches(companion)
         # What listens on ``engine`` hears this engine's statements and transactions too (as SQLAlchemy's
         # option engines share their engine's): the statement counts, and any observer of the metastore's.
         companion.dispatch = companion.dispatch._join(engine.dispatch)
