@@ -238,7 +238,7 @@ def test_a_load_past_the_threshold_starts_the_forkserver_before_its_first_change
     dumped: tuple[Metastore, Metastore, str], pooled: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The forkserver imports while the load makes its first directories itself, so the first slice does not
-    wait for it; a load the threshold keeps in one process starts none."""
+    wait for it; a load whose tables each fit in the threshold starts none ahead."""
     source, target, dump = dumped
     started: list[bool] = []  # whether the replica existed then
     real = dir_processes.start_forkserver
@@ -251,7 +251,7 @@ def test_a_load_past_the_threshold_starts_the_forkserver_before_its_first_change
     engine = ReplicationEngine(str(Path(dump).parent), source, target)
     engine.execute(f"REPL LOAD shop FROM '{dump}'")
     assert started == [False] and pooled, "started once, in the pre-flight; the worker then made directories"
-    monkeypatch.setenv(THRESHOLD_ENV, str(PARTITIONS + 1))  # more than the dump's partitions and its table
+    monkeypatch.setenv(THRESHOLD_ENV, str(PARTITIONS))  # the table's partitions: none past it
     engine.execute(f"REPL LOAD shop_one FROM '{dump}'")
     assert started == [False], "no directory for the worker: no forkserver started for it"
     assert verify(source, "shop", target, "shop") == verify(source, "shop", target, "shop_one") == []

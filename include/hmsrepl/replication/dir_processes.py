@@ -67,13 +67,14 @@ def dir_process_threshold() -> int | None:
     return threshold if copy_process_settings().processes > 1 else None
 
 
-def start_early(directories: int) -> None:
-    """Start the worker's forkserver now when a load will hand directories to it: it makes ``directories``
-    (a bootstrap's objects), more than the threshold. Its imports (about a second of its own CPU) then run
-    while the load makes the threshold's directories itself, instead of holding the load up at its first
-    slice, which waits for the forkserver to fork the worker."""
+def start_early(partitions: int) -> None:
+    """Start the worker's forkserver now when a load is sure to hand directories to it: a table of its has
+    ``partitions``, more than the threshold, and one writer makes all of a table's versions. Its imports
+    (about a second of its own CPU) then run while the load makes the threshold's directories itself,
+    instead of holding the load up at its first slice, which waits for the forkserver to fork the worker.
+    Many smaller tables may get there too, spread over the writers or not: no start is paid ahead for them."""
     threshold = dir_process_threshold()
-    if threshold is not None and directories > threshold:
+    if threshold is not None and partitions > threshold:
         start_forkserver()
 
 

@@ -484,7 +484,7 @@ class LoadEngine:
             report = self.validate_bootstrap(dump, meta, target_db, checks)
             traits = self.target.cm.files.traits(self.target.config.warehouse)
             if not meta.metadata_only and traits.cpu_bound and traits.has_directories:  # a mkdir a version
-                start_dir_process_early(report.objects)
+                start_dir_process_early(report.most_partitions)
             if checks is not None:
                 if traits.cpu_bound:
                     start_early(copy_process_settings(), report.files, report.objects)
