@@ -15,8 +15,13 @@ import multiprocessing
 import os
 import signal
 import sys
-from concurrent.futures import ProcessPoolExecutor
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import forkserver
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def usable_cpus(most: int) -> int:
@@ -34,6 +39,38 @@ def worker_pool(processes: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         processes, mp_context=context, initializer=_start_worker, initargs=(dict(os.environ),)
     )
+
+
+def submit_soon(pool: ProcessPoolExecutor, fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``pool.submit(fn, *args)`` made by a thread of its own, its answer in the future returned at once.
+
+    A pool's submit that starts a worker waits until the forkserver has imported the project and forked it
+    (a second or two on a busy machine, most of it the forkserver's CPU, not the caller's): a caller that
+    has its own share of the work to do (a dump reading a range of a big table itself) does it meanwhile.
+    The future settles as the worker's task does; a pool that refuses the task (broken, shut down) fails it
+    with that error, so the caller reads a stopped worker as it would from ``submit``."""
+    answer: Future[T] = Future()
+
+    def submit() -> None:
+        try:
+            task = pool.submit(fn, *args)
+        except BaseException as exc:  # told to the caller through the answer, as the task's own errors are
+            answer.set_exception(exc)
+            return
+        task.add_done_callback(lambda done: _settle(answer, done))
+
+    threading.Thread(target=submit, name="worker-submit", daemon=True).start()
+    return answer
+
+
+def _settle(answer: Future[T], done: Future[T]) -> None:
+    """Give ``answer`` the outcome of the task ``done``."""
+    if done.cancelled():
+        answer.cancel()
+    elif done.exception() is not None:
+        answer.set_exception(done.exception())
+    else:
+        answer.set_result(done.result())
 
 
 def start_forkserver() -> None:

@@ -232,3 +232,26 @@ def test_the_threshold_is_checked_with_one_clear_line(monkeypatch: pytest.Monkey
         with pytest.raises(ReplicationConfigError) as info:
             dir_process_threshold()
         assert str(info.value).startswith(f"{THRESHOLD_ENV}={bad!r} is not ") and "\n" not in str(info.value)
+
+
+def test_a_load_past_the_threshold_starts_the_forkserver_before_its_first_change(
+    dumped: tuple[Metastore, Metastore, str], pooled: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forkserver imports while the load makes its first directories itself, so the first slice does not
+    wait for it; a load whose tables each fit in the threshold starts none ahead."""
+    source, target, dump = dumped
+    started: list[bool] = []  # whether the replica existed then
+    real = dir_processes.start_forkserver
+
+    def start() -> None:
+        started.append("shop" in target.catalog.get_databases())
+        real()
+
+    monkeypatch.setattr(dir_processes, "start_forkserver", start)
+    engine = ReplicationEngine(str(Path(dump).parent), source, target)
+    engine.execute(f"REPL LOAD shop FROM '{dump}'")
+    assert started == [False] and pooled, "started once, in the pre-flight; the worker then made directories"
+    monkeypatch.setenv(THRESHOLD_ENV, str(PARTITIONS))  # the table's partitions: none past it
+    engine.execute(f"REPL LOAD shop_one FROM '{dump}'")
+    assert started == [False], "no directory for the worker: no forkserver started for it"
+    assert verify(source, "shop", target, "shop") == verify(source, "shop", target, "shop_one") == []

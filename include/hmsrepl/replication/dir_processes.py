@@ -35,7 +35,7 @@ from hmsrepl.replication.copy_processes import copy_process_settings
 from hmsrepl.replication.failures import LoadFailedError
 from hmsrepl.replication.filecopy import bound
 from hmsrepl.replication.replications import count_setting
-from hmsrepl.worker_processes import worker_pool
+from hmsrepl.worker_processes import start_forkserver, worker_pool
 
 THRESHOLD_ENV = "HMSREPL_DIR_PROCESS_THRESHOLD"
 #: Directories a load makes itself before it hands the rest to the worker: starting the worker costs about a
@@ -65,6 +65,17 @@ def dir_process_threshold() -> int | None:
         "a number of directories (at least 1) a load makes itself before a worker process makes the rest",
     )
     return threshold if copy_process_settings().processes > 1 else None
+
+
+def start_early(partitions: int) -> None:
+    """Start the worker's forkserver now when a load is sure to hand directories to it: a table of its has
+    ``partitions``, more than the threshold, and one writer makes all of a table's versions. Its imports
+    (about a second of its own CPU) then run while the load makes the threshold's directories itself,
+    instead of holding the load up at its first slice, which waits for the forkserver to fork the worker.
+    Many smaller tables may get there too, spread over the writers or not: no start is paid ahead for them."""
+    threshold = dir_process_threshold()
+    if threshold is not None and partitions > threshold:
+        start_forkserver()
 
 
 class DirectoriesAhead:

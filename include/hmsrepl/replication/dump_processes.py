@@ -24,6 +24,7 @@ unacknowledged: a load refuses an unacknowledged dump, and the next dump starts 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -44,7 +45,7 @@ from hmsrepl.metastore.service import Metastore
 from hmsrepl.replication.dump_tally import DumpTally
 from hmsrepl.replication.layout import DumpDir, DumpError
 from hmsrepl.replication.replications import count_setting
-from hmsrepl.worker_processes import usable_cpus, worker_pool
+from hmsrepl.worker_processes import submit_soon, usable_cpus, worker_pool
 
 if TYPE_CHECKING:
     from hmsrepl.replication.dump import DumpEngine
@@ -183,7 +184,9 @@ def dump_ranges_in_processes(
     running: list[tuple[NameRange, Future[DumpTally]]] = []
 
     def submit(number: int, names: NameRange) -> Future[DumpTally]:
-        return pool.submit(_dump_range, config, dump_uri, table, names, first_page(number), with_data)
+        # The first ones start the workers: submitted from a thread while this process reads its own range.
+        submit_to = functools.partial(submit_soon, pool) if number < workers else pool.submit
+        return submit_to(_dump_range, config, dump_uri, table, names, first_page(number), with_data)
 
     try:
         while todo or running:

@@ -461,6 +461,7 @@ class ValidationReport:
     """What the walk saw: counted for messages and tests."""
 
     objects: int = 0
+    most_partitions: int = 0  # of one table: a table's partitions are loaded by one writer, in one batch
     files: int = 0
     events: int = 0
     source_db_location: str = ""
@@ -683,6 +684,7 @@ class DumpValidator:
                     owners.partition(found.table, _partition_name(keys, part), location)
                 self._listing(dump, files_at, location, shown + files_at)
         self._pages(dump, base, shown, tables, managed, owners, own_dirs)
+        self._count_partitions(*own_dirs.values())  # tables without pages
         conflict = owners.conflict()
         if conflict:
             raise self.fail(shown + base if base else shown or self.dump.uri, conflict)
@@ -733,6 +735,11 @@ class DumpValidator:
                         owners.partition(name, part_name, location)
                     self._object_files([] if dumped.files is None else dumped.files, location, where)
             owners.table_done(name)
+            self._count_partitions(seen)
+
+    def _count_partitions(self, *tables: set[str]) -> None:
+        """Note the number of partitions of the biggest of ``tables`` (each its partitions' names)."""
+        self.report.most_partitions = max([self.report.most_partitions, *map(len, tables)])
 
     def _event_id(self, event: DumpedEvent, first: int, previous: int) -> int:
         """The event's id, which must follow ``previous`` and lie in its segment (starting at ``first``)."""

@@ -64,6 +64,7 @@ from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.copy_processes import copy_process_settings, start_early
 from hmsrepl.replication.dir_processes import dir_process_threshold
+from hmsrepl.replication.dir_processes import start_early as start_dir_process_early
 from hmsrepl.replication.dump_validation import (
     DumpValidator,
     PendingEvents,
@@ -481,8 +482,11 @@ class LoadEngine:
         with self.clock.stage("preflight"):  # the whole dump, before the first change
             checks = self._preflight(dump, meta)
             report = self.validate_bootstrap(dump, meta, target_db, checks)
+            traits = self.target.cm.files.traits(self.target.config.warehouse)
+            if not meta.metadata_only and traits.cpu_bound and traits.has_directories:  # a mkdir a version
+                start_dir_process_early(report.most_partitions)
             if checks is not None:
-                if self.target.cm.files.traits(self.target.config.warehouse).cpu_bound:
+                if traits.cpu_bound:
                     start_early(copy_process_settings(), report.files, report.objects)
                 checks.finish()
         if not meta.metadata_only and report.files:  # a dump naming no file has nothing to stage
