@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import file_name_of, split_encoded
+from hmsrepl.formats.json_text import LazyArray
 
 MESSAGE_FORMAT_VERSION = 2
 
@@ -524,9 +525,10 @@ def convert(document: Any, kind: type[T], what: str) -> T:
 def encode(payload: msgspec.Struct) -> dict[str, Any]:
     """The JSON document of a payload or snapshot (what the log stores, with NaN kept as a float).
 
-    A data change's file lists stay tuples (JSON arrays once written): no second pass over the document.
+    A data change's file lists stay tuples (JSON arrays once written): no second pass over the document; a
+    listing too long to hold (``LazyArray``) stays as it is, for ``dumps_sorted_pieces`` to write.
     """
-    document: dict[str, Any] = msgspec.to_builtins(payload)
+    document: dict[str, Any] = msgspec.to_builtins(payload, builtin_types=(LazyArray,))
     return document
 
 
