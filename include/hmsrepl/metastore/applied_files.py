@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore.listings import FileRecord
-from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
+from hmsrepl.metastore.messages import DataChange, checksum_of
+from hmsrepl.metastore.payloads import place_and_checksum
 from hmsrepl.storage.base import is_hidden
 
 
@@ -122,7 +123,7 @@ def applied_checksums(applied: AppliedListing) -> Mapping[str, str]:
         return ChecksumView(applied)
     out: dict[str, str] = {}
     for text in applied:
-        relative = relative_path(text)
+        relative, checksum = place_and_checksum(text)
         if not is_hidden(relative):
-            out[relative] = checksum_of(text)
+            out[relative] = checksum
     return out

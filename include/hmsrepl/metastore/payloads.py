@@ -39,13 +39,24 @@ class PayloadFormatError(HmsReplError, ValueError):
 
 def relative_path(encoded: str) -> str:
     """Where an encoded file sits below its object's location: its subdirectory and name."""
-    parts = split_encoded(encoded)
-    name, subdir = file_name_of(parts[0]), parts[3]
-    return f"{subdir}/{name}" if subdir else name
+    return relative_path_of(split_encoded(encoded))
 
 
 def checksum_of(encoded: str) -> str:
     return split_encoded(encoded)[1]
+
+
+def place_and_checksum(encoded: str) -> tuple[str, str]:
+    """``relative_path`` and ``checksum_of`` of one entry, split once: a bootstrap load asks both of each of
+    a partition's files when it records them and again when it logs them (a million of each)."""
+    parts = split_encoded(encoded)
+    return relative_path_of(parts), parts[1]
+
+
+def relative_path_of(parts: list[str]) -> str:
+    """``relative_path`` of an entry already split (``split_encoded``)."""
+    name, subdir = file_name_of(parts[0]), parts[3]
+    return f"{subdir}/{name}" if subdir else name
 
 
 class ListingMismatchError(HmsReplError):
