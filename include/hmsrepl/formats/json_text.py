@@ -16,15 +16,33 @@ which validation refuses where it wants an integer (event and write ids), as the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
-from typing import Any
+from typing import Any, final
 
 import orjson
 
 _SORTED = orjson.OPT_SORT_KEYS
 #: Items of a long array encoded per piece by ``dumps_sorted_pieces`` (a file listing: about 1.6 MB a piece).
 PIECE_ITEMS = 10_000
+
+
+@final
+class LazyArray:
+    """A JSON array too long to hold (the listing of a new version of 1,000,000 files, some 180 MB of text),
+    whose ``count`` items ``make`` makes again each time it is iterated: only ``dumps_sorted_pieces`` writes
+    it, a piece at a time, so its text and its items are never held whole. One class, not a base to extend:
+    msgspec passes exactly the types it is told of through unchanged (``payloads.encode``)."""
+
+    def __init__(self, make: Callable[[], Iterator[Any]], count: int) -> None:
+        self._make = make
+        self._count = count
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._make()
+
+    def __len__(self) -> int:
+        return self._count
 
 
 def dumps_sorted(body: Any, *, exact_floats: bool = False) -> bytes:
@@ -34,10 +52,17 @@ def dumps_sorted(body: Any, *, exact_floats: bool = False) -> bytes:
     """
     if not exact_floats:
         try:
-            return orjson.dumps(body, option=_SORTED)
+            return orjson.dumps(body, default=_held, option=_SORTED)
         except TypeError:  # a value orjson refuses (orjson.JSONEncodeError is a TypeError)
             pass
-    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    return json.dumps(body, separators=(",", ":"), sort_keys=True, default=_held).encode()
+
+
+def _held(value: Any) -> list[Any]:
+    """A ``LazyArray`` in a document written whole (a short one: a long one is written in pieces)."""
+    if isinstance(value, LazyArray):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def dumps_sorted_pieces(
@@ -58,7 +83,7 @@ def dumps_sorted_pieces(
             yield (b',"' if index else b'"') + _key_text(key) + b'":'
             yield from dumps_sorted_pieces(body[key], exact_floats=exact_floats, piece_items=piece_items)
         yield b"}"
-    elif isinstance(body, list | tuple) and len(body) > piece_items:
+    elif isinstance(body, LazyArray) or (isinstance(body, list | tuple) and len(body) > piece_items):
         yield b"["
         items = iter(body)
         first = True

@@ -13,11 +13,14 @@ version it saw, which only a lookup of the object can tell (one HEAD per file, n
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore.listings import FileRecord
-from hmsrepl.metastore.messages import checksum_of, relative_path
+from hmsrepl.metastore.messages import DataChange, checksum_of
+from hmsrepl.metastore.payloads import place_and_checksum
 from hmsrepl.storage.base import is_hidden
 
 
@@ -38,12 +41,60 @@ class AppliedDelta:
     staged: bool = False
 
 
+class ListingChangedError(HmsReplError):
+    """A listing read again during a load is not what its first reading was (its dump changed under the load)."""
+
+
+class ListingPages:
+    """A new object's whole listing of encoded files, too long to hold, walked a page at a time and read again
+    (``read``) for each walk: a dump's ``_files`` of 1,000,000 lines is some 170 MB of lines, and as much again
+    as a dict by path.
+
+    A bootstrap load walks it three times: to publish the version, to record it, and to write the replica's
+    event (``page_capture``). Each walk after the first must read the very same lines (count and a BLAKE2
+    digest of the pages), else it fails with ``ListingChangedError`` before the batch commits: a dump
+    rewritten under the load never gets other files recorded or logged than the ones it copied and verified.
+    """
+
+    def __init__(self, read: Callable[[], Iterable[Sequence[str]]], where: str) -> None:
+        self._read = read
+        self.where = where
+        self._first: tuple[int, bytes] | None = None  # the first whole walk's line count and digest
+
+    def __iter__(self) -> Iterator[Sequence[str]]:
+        digest = hashlib.blake2b(digest_size=16)
+        count = 0
+        for page in self._read():
+            digest.update("\n".join(page).encode())
+            digest.update(b"\n")
+            count += len(page)
+            yield page
+        walked = (count, digest.digest())
+        if self._first is None:
+            self._first = walked
+        elif walked != self._first:
+            raise ListingChangedError(
+                f"the listing '{self.where}' changed while the load read it ({self._first[0]} lines, then "
+                f"{count}); nothing of this batch was applied: stop what writes to the dump, then load again"
+            )
+
+    def lines(self) -> Iterator[str]:
+        """Every line, page after page."""
+        for page in self:
+            yield from page
+
+    def as_change(self) -> DataChange:
+        """The listing held whole, as a complete change (where a load must compare it with what is there)."""
+        return DataChange(tuple(self.lines()), (), complete=True)
+
+
 AppliedListing = Sequence[str] | Mapping[str, str]
 """A location's whole listing as a load made it: encoded files, or the load's own listing (relative path ->
 encoded)."""
 
-AppliedFiles = AppliedListing | AppliedDelta
-"""What a load made a location hold: its whole listing, or its change to the recorded one."""
+AppliedFiles = AppliedListing | AppliedDelta | ListingPages
+"""What a load made a location hold: its whole listing (held, or read again a page at a time), or its change
+to the recorded one."""
 
 
 class ChecksumView(Mapping[str, str]):
@@ -72,7 +123,7 @@ def applied_checksums(applied: AppliedListing) -> Mapping[str, str]:
         return ChecksumView(applied)
     out: dict[str, str] = {}
     for text in applied:
-        relative = relative_path(text)
+        relative, checksum = place_and_checksum(text)
         if not is_hidden(relative):
-            out[relative] = checksum_of(text)
+            out[relative] = checksum
     return out

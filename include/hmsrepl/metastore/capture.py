@@ -222,7 +222,7 @@ def capture(
         out.excluded.extend(encode_at(cm, loc, rel, _identity(records[rel])) for rel in kept_excluded)
     if applied is None and loc and fs.traits(loc).writes_in_place:
         current = _settle(current, listed_at)
-    summary, unchanged = _record_new(
+    summary, unchanged = record_new(
         conn, cm, key, loc, current, applied, wanted, removed, refreshed, restamp, out
     )
     complete = survivors + unchanged == 0
@@ -275,7 +275,7 @@ def capture_named(
     rewritten = known.keys() & stats.keys()
     if cm.files.traits(location).writes_in_place:
         stats = _settle(stats, listed_at)
-    summary, unchanged = _record_new(
+    summary, unchanged = record_new(
         conn, cm, key, location, stats, None, set(named), [], [], rewritten, out, before
     )
     complete = before.count - replaced + unchanged == 0
@@ -358,7 +358,7 @@ def _applied_stats(disk: Mapping[str, StatIdentity], applied: Mapping[str, str])
     }
 
 
-def _record_new(
+def record_new(
     conn: Connection,
     cm: ChangeManager,
     key: ObjectKey,

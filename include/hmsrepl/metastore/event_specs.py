@@ -143,7 +143,9 @@ def parse_event(event: NotificationEvent) -> Message[Any]:
     """
     message = spec_of(event.event_type).message
     try:
-        body = _decoder(message.body_type).decode(message_json(event.message, event.message_format))
+        body = _decoder(message.body_type).decode(
+            message_json(event.message, event.message_format, own=event.own_log)
+        )
     except msgspec.DecodeError:
         return parse(event.event_type, event.body(), event.db_name, event.table_name)
     return message(event.event_type, body, event.db_name, event.table_name)

@@ -34,7 +34,14 @@ from hmsrepl.gc_pause import gc_paused
 from hmsrepl.metastore import mariadb_append, pg_append
 from hmsrepl.metastore.database import reads, writer
 from hmsrepl.metastore.event_specs import SPECS
-from hmsrepl.metastore.events import JSON_FORMAT, EventType, NotificationEvent, PendingEvent, encode_message
+from hmsrepl.metastore.events import (
+    JSON_FORMAT,
+    EventType,
+    LoggedEvent,
+    NotificationEvent,
+    PendingEvent,
+    encode_message,
+)
 from hmsrepl.metastore.payloads import Payload
 from hmsrepl.metastore.protection import (
     check_crossing,
@@ -494,7 +501,7 @@ class EventLog:
                 return deleted
 
 
-_make_event = NotificationEvent._make  # an event from a row in NotificationEvent's field order
+_make_event = LoggedEvent._make  # an event of this log from a row in NotificationEvent's field order
 
 
 def _driver_rows(conn: Connection, statement: Select[Any], params: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -63,8 +63,11 @@ def encode_message(
     JSON text at once, only the compressed form it stores.
     """
     document = encode(body) if isinstance(body, Payload) else body
-    if compress and names_many(body):
-        return _compressed(dumps_sorted_pieces(document, exact_floats=exact_floats)), GZIP_JSON_FORMAT
+    if names_many(body):
+        pieces = dumps_sorted_pieces(document, exact_floats=exact_floats)
+        if compress:
+            return _compressed(pieces), GZIP_JSON_FORMAT
+        return b"".join(pieces).decode("utf-8"), JSON_FORMAT  # stored whole: held whole once, not twice
     data = dumps_sorted(document, exact_floats=exact_floats)
     if compress and len(data) >= compress_min_bytes:
         return _compressed((data,)), GZIP_JSON_FORMAT
@@ -111,18 +114,41 @@ def _files_in(value: Any) -> int:
     return 0
 
 
-def message_json(text: str, message_format: str) -> bytes | str:
-    """A stored message's JSON text (inflated when the log stored it compressed)."""
+def message_json(text: str, message_format: str, *, own: bool = False) -> bytes | str:
+    """A stored message's JSON text (inflated when the log stored it compressed).
+
+    ``own``: the message was read from this metastore's own log (``LoggedEvent``), which only this code
+    writes, compressing documents it built itself: it is inflated whole, however long its listing (the
+    event of a partition of 1,000,000 files is some 160 MB of text). Every other message (a peer's, received
+    over the notification API; a stock metastore's) stays within the inflate limits (``formats.bounded``):
+    from elsewhere, a message that inflates that far is a decompression bomb until proven otherwise.
+    """
     if message_format == GZIP_JSON_FORMAT:
-        return inflate_gzip(base64.b64decode(text), "notification message")
+        data = base64.b64decode(text)
+        return _inflate_own(data) if own else inflate_gzip(data, "notification message")
     if message_format == JSON_FORMAT:
         return text
     raise ValueError(f"unknown notification message format '{message_format}'")
 
 
-def decode_message(text: str, message_format: str) -> dict[str, Any]:
-    """A notification message's document: always a JSON object (a message of any other shape is refused)."""
-    document = loads(message_json(text, message_format))
+def _inflate_own(data: bytes) -> bytes:
+    """gzip this log wrote (one member, as ``_compressed`` writes it; more are read as ``gzip`` reads them),
+    inflated into one buffer: pieces joined at the end held the text twice."""
+    out = []
+    rest = data
+    while rest:
+        inflater = zlib.decompressobj(wbits=GZIP_WBITS)
+        out.append(inflater.decompress(rest))
+        if not inflater.eof:
+            raise zlib.error("notification message: gzip data ends early (truncated)")
+        rest = inflater.unused_data.lstrip(b"\x00")
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def decode_message(text: str, message_format: str, *, own: bool = False) -> dict[str, Any]:
+    """A notification message's document: always a JSON object (a message of any other shape is refused).
+    ``own``: as in ``message_json``."""
+    document = loads(message_json(text, message_format, own=own))
     if not isinstance(document, dict):
         raise ValueError(f"a notification message must be a JSON object, not {type(document).__name__}")
     return document
@@ -145,8 +171,26 @@ class NotificationEvent(NamedTuple):
     message_format: str
     cat_name: str = "hive"
 
+    @property
+    def own_log(self) -> bool:
+        """Whether the event was read from this metastore's own log (``LoggedEvent``; see ``message_json``)."""
+        return False
+
     def body(self) -> dict[str, Any]:
-        return decode_message(self.message, self.message_format)
+        return decode_message(self.message, self.message_format, own=self.own_log)
+
+
+class LoggedEvent(NotificationEvent):
+    """An event as this metastore's own log holds it, read from its own database: its message is inflated
+    whole (``message_json``). Only the log makes these; an event received from anywhere else (a peer's
+    notification API, a stock metastore) is a ``NotificationEvent``, and its message stays within the inflate
+    limits. ``_replace`` keeps the class: a copy of a logged event is still this log's."""
+
+    __slots__ = ()
+
+    @property
+    def own_log(self) -> bool:
+        return True
 
 
 @dataclass

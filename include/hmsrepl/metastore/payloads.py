@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import file_name_of, split_encoded
+from hmsrepl.formats.json_text import LazyArray
 
 MESSAGE_FORMAT_VERSION = 2
 
@@ -38,13 +39,24 @@ class PayloadFormatError(HmsReplError, ValueError):
 
 def relative_path(encoded: str) -> str:
     """Where an encoded file sits below its object's location: its subdirectory and name."""
-    parts = split_encoded(encoded)
-    name, subdir = file_name_of(parts[0]), parts[3]
-    return f"{subdir}/{name}" if subdir else name
+    return relative_path_of(split_encoded(encoded))
 
 
 def checksum_of(encoded: str) -> str:
     return split_encoded(encoded)[1]
+
+
+def place_and_checksum(encoded: str) -> tuple[str, str]:
+    """``relative_path`` and ``checksum_of`` of one entry, split once: a bootstrap load asks both of each of
+    a partition's files when it records them and again when it logs them (a million of each)."""
+    parts = split_encoded(encoded)
+    return relative_path_of(parts), parts[1]
+
+
+def relative_path_of(parts: list[str]) -> str:
+    """``relative_path`` of an entry already split (``split_encoded``)."""
+    name, subdir = file_name_of(parts[0]), parts[3]
+    return f"{subdir}/{name}" if subdir else name
 
 
 class ListingMismatchError(HmsReplError):
@@ -524,9 +536,10 @@ def convert(document: Any, kind: type[T], what: str) -> T:
 def encode(payload: msgspec.Struct) -> dict[str, Any]:
     """The JSON document of a payload or snapshot (what the log stores, with NaN kept as a float).
 
-    A data change's file lists stay tuples (JSON arrays once written): no second pass over the document.
+    A data change's file lists stay tuples (JSON arrays once written): no second pass over the document; a
+    listing too long to hold (``LazyArray``) stays as it is, for ``dumps_sorted_pieces`` to write.
     """
-    document: dict[str, Any] = msgspec.to_builtins(payload)
+    document: dict[str, Any] = msgspec.to_builtins(payload, builtin_types=(LazyArray,))
     return document
 
 

@@ -40,10 +40,11 @@ class GatheredTable:
 
 
 def gather_table(dump: DumpDir, db_name: str, document: dict[str, Any], page: int) -> GatheredTable:
-    """``document``'s table with up to ``page`` of its partitions read ahead (none for an unpartitioned one)."""
+    """``document``'s table with up to ``page`` of its partitions read ahead (none for an unpartitioned one);
+    a listing in its own directory is left in the dump, read a page at a time as it is published."""
     if not document.get("partition_keys"):
         return GatheredTable(document, iter(()), 0)
-    stream = dump.partitions(DumpLayout.table_dir(db_name, document["table_name"]))
+    stream = dump.partitions_paged(DumpLayout.table_dir(db_name, document["table_name"]))
     ahead = list(itertools.islice(stream, page))
     return GatheredTable(document, itertools.chain(ahead, stream), len(ahead))
 

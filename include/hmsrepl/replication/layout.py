@@ -43,6 +43,7 @@ millisecond each on a busy disk): a segment holds a thousand events. Dumps of la
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -53,6 +54,7 @@ from typing import Any
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats.bounded import json_depth
 from hmsrepl.formats.json_text import dumps_sorted, loads
+from hmsrepl.metastore.applied_files import ListingPages
 from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.storage.base import join_uri, relative_to
 from hmsrepl.storage.rooted import RootedFileSystem
@@ -548,6 +550,18 @@ class DumpDir:
         written in their own directories (large listings; every partition of a format-2 dump)."""
         for dumped, listing in self.partition_listings(table_dir):
             yield dumped if listing is None else replace(dumped, files=self.read_listing(dumped.where))
+
+    def partitions_paged(self, table_dir: str) -> Iterator[DumpedPartition]:
+        """``partitions``, a listing written in its own directory left in the dump: its ``files`` are a
+        ``ListingPages`` reading it a page at a time, again for each walk (a bootstrap load of a partition of
+        1,000,000 files never holds its listing)."""
+        for dumped, listing in self.partition_listings(table_dir):
+            files_at = DumpLayout.files_of(dumped.where)
+            if listing is None or not self.exists(files_at):
+                yield dumped
+                continue
+            read = functools.partial(self.files_pages, files_at)
+            yield replace(dumped, files=ListingPages(read, self.path(files_at)))
 
     def partition_listings(
         self, table_dir: str

@@ -667,7 +667,7 @@ class LoadEngine:
             plan_for_growth(conn)
         count = 0
         parts: list[tuple[dict[str, Any], list[str] | None]] = []  # one page: a table's are never held whole
-        for dumped in dump.partitions(base) if partitions is None else partitions:
+        for dumped in dump.partitions_paged(base) if partitions is None else partitions:
             parts.append((dumped.document["partition"], None if meta.metadata_only else dumped.files or []))
             if len(parts) == PARTITION_PAGE:
                 writer.put_partitions(table["table_name"], parts, location, fresh=created)

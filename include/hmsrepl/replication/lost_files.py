@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hmsrepl.exceptions import FileLostError
+from hmsrepl.metastore.applied_files import ListingPages
 from hmsrepl.metastore.messages import DataChange, Message
 from hmsrepl.replication.commands import CommandError
 
@@ -84,11 +85,20 @@ class LostFiles:
         return cls(frozenset(missing), {name: (first, len(files)) for name, (first, files) in seen.items()})
 
     def decide(
-        self, params: Mapping[str, str], change: DataChange | None, name: ObjectName, event_id: int
-    ) -> tuple[DataChange | None, str | None]:
-        """The data change to apply to an object and the stale mark it keeps (None: up to date)."""
+        self,
+        params: Mapping[str, str],
+        change: DataChange | ListingPages | None,
+        name: ObjectName,
+        event_id: int,
+    ) -> tuple[DataChange | ListingPages | None, str | None]:
+        """The data change to apply to an object and the stale mark it keeps (None: up to date). A listing
+        left in its pages is held whole only when some file is lost or the object is marked stale."""
         mark = params.get(STALE)
-        if change is not None and self.lost.intersection(change.added):
+        if isinstance(change, ListingPages):
+            if not self.lost and mark is None:
+                return change, None
+            change = change.as_change()
+        if change is not None and self.lost and self.lost.intersection(change.added):
             first, count = self.first.get(name, (event_id, 0))
             mark = mark or f"{first}: {count or 'some'} files lost"
             change = None

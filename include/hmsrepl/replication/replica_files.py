@@ -27,7 +27,7 @@ from sqlalchemy import Connection, select
 
 from hmsrepl.formats.file_uri import SEPARATOR
 from hmsrepl.metastore import listings
-from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles
+from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, ListingPages
 from hmsrepl.metastore.capture import same_stat
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
@@ -41,9 +41,14 @@ from hmsrepl.storage.rooted import RootedFileSystem
 WRITE_CHUNK = 5_000
 
 
-def as_change(files: DataChange | Sequence[str] | None) -> DataChange | None:
-    """A data change from what callers pass: a change, a complete listing (bootstraps), or None (no data)."""
-    if files is None or isinstance(files, DataChange):
+#: A data change as a load applies it: a change, or a new object's whole listing read in pages.
+LoadedChange = DataChange | ListingPages
+
+
+def as_change(files: LoadedChange | Sequence[str] | None) -> LoadedChange | None:
+    """A data change from what callers pass: a change, a complete listing (bootstraps; too long to hold: left
+    in its pages), or None (no data)."""
+    if files is None or isinstance(files, DataChange | ListingPages):
         return files
     return DataChange(tuple(files), (), complete=True)
 
@@ -177,7 +182,8 @@ class Published:
     """A version a load made (or kept) for an object, and what its record must become."""
 
     location: str
-    files: dict[str, str]  # relative path -> encoded URI: everything the version holds
+    # relative path -> encoded URI: everything the version holds (a new object's listing: left in its pages)
+    files: dict[str, str] | ListingPages
     stamps: dict[str, int]  # relative path -> modification time of files whose record is new or changed
     removed: set[str]  # recorded paths the version no longer holds
     replace: bool  # no record existed: record every file (``stamps`` then covers all of them)
@@ -206,8 +212,11 @@ class Published:
         objects with new stamps and versions, each looked up)."""
         if self.in_place or self.delta:
             return True
+        if self.replace:
+            return False
+        assert isinstance(self.files, dict)  # only a new object's listing is left in its pages (``replace``)
         mostly_kept = 2 * (self.changed_files + len(self.removed)) < len(self.files)
-        return not self.replace and mostly_kept and store_traits(self.location).hard_links
+        return mostly_kept and store_traits(self.location).hard_links
 
     def applied(self) -> AppliedFiles:
         """What the replica's own event records: the version's change (``as_delta``) or its whole listing."""
@@ -220,6 +229,12 @@ class Published:
             assert self.stamp is not None, "a version with unstamped files says how to stamp them"
             self.stamps.update((rel, self.stamp(rel)) for rel in self.unstamped)
             self.unstamped = []
+        if isinstance(self.files, ListingPages):  # stated a page at a time, never held
+            assert self.stamp is not None, "a version published from pages says how to stamp its files"
+            for encoded in self.files.lines():
+                rel, checksum = relative_path(encoded), checksum_of(encoded)
+                yield FileRecord(rel, checksum_size(checksum), self.stamp(rel), checksum)
+            return
         for rel in self.files if self.replace else self.stamps:
             checksum = checksum_of(self.files[rel])
             yield FileRecord(rel, checksum_size(checksum), self.stamps[rel], checksum)

@@ -44,6 +44,7 @@ from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore, listings
+from hmsrepl.metastore.applied_files import ListingPages
 from hmsrepl.metastore.file_capture import count_data_files, describe_files, encode_at, list_data_files
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
@@ -68,6 +69,7 @@ from hmsrepl.replication.leftovers import Retirement
 from hmsrepl.replication.replica_files import (
     AddedOneByOne,
     HeldListing,
+    LoadedChange,
     Published,
     drift,
     read_record,
@@ -182,6 +184,8 @@ class VersionPublisher:
         if not self.copy_data:
             return True
         writes = [w for w in writes if w.change is not None and w.part.sd.location]
+        if any(isinstance(w.change, ListingPages) for w in writes):  # a new object's: a new version
+            return False
         if len(writes) <= 1:
             return True
         locations = sorted((w.current.sd.location or "").rstrip("/") + "/" for w in writes if w.current)
@@ -189,7 +193,7 @@ class VersionPublisher:
             return False
         plans = {}
         for write in writes:
-            assert write.current is not None and write.change is not None
+            assert write.current is not None and isinstance(write.change, DataChange)
             current, logical = write.current.sd.location, write.part.sd.location or ""
             plan = self._in_place_plan(current, logical, write.change, write.key, write.what)
             if plan is None:
@@ -216,7 +220,7 @@ class VersionPublisher:
         self,
         current: str | None,
         logical: str | None,
-        change: DataChange | None,
+        change: LoadedChange | None,
         source_location: str | None,
         key: ObjectKey | None,
         what: str,
@@ -258,7 +262,7 @@ class VersionPublisher:
         self,
         current: str | None,
         logical: str,
-        change: DataChange,
+        change: LoadedChange,
         source_location: str | None,
         key: ObjectKey | None = None,
         what: str = "",
@@ -279,6 +283,10 @@ class VersionPublisher:
         adds one file is instead added to ``current`` (``_publish_in_place``) unless ``in_place`` is False;
         one that adds several starts from the object's standby when it has one (``_publish_from_standby``).
         """
+        if isinstance(change, ListingPages):  # a new object's listing from the dump, in pages
+            if not current and self._files_view().traits(logical).hard_links:
+                return self._publish_pages(logical, change, source_location)
+            change = change.as_change()  # compared with what the object holds: held whole
         added_in_place = (
             self._publish_in_place(current, logical, change, source_location, key, what) if in_place else None
         )
@@ -373,6 +381,42 @@ class VersionPublisher:
             stamp=functools.partial(
                 _stamp_below, self.target.cm.files, new
             ),  # not the page's view: read later
+        )
+
+    def _publish_pages(self, logical: str, pages: ListingPages, source_location: str | None) -> Published:
+        """A new object's first version, filled a page of its listing at a time (no dict of its files: a
+        bootstrap's partition of 1,000,000 files held one of some 100 MB): each page's files are copied (or a
+        copy staged ahead renamed in) and published before the next page is read. What an interrupted attempt
+        left in the version is stated once: a file of the listing with the listed size and checksum is kept,
+        any other is removed. The version's record and event are written from the same pages
+        (``page_capture``); nothing a reader can see changes until the caller records its location.
+        """
+        fs = self._files_view()
+        new = self._new_version(logical, None)
+        left = {} if fs.make_directory(new) else fs.stat_tree(new)  # an interrupted attempt's files
+        self._created[new] = None
+        allowed = below_any(source_location, self.source_cmroot)
+        for page in pages:
+            to_publish = []
+            for encoded in page:
+                rel = relative_path(encoded)
+                target_uri = join_uri(new, rel)
+                stat = left.pop(rel, None)
+                if stat is not None and _same_content(fs, target_uri, stat[0], encoded):
+                    continue
+                if not self._copy_in(
+                    encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel), fs=fs, new=True
+                ):
+                    to_publish.append(target_uri)
+                fault_point()
+            publish_all(fs, to_publish, durable=False)  # made durable with the batch, in set_last_id
+            fault_point()
+        for rel in left:  # not in the listing
+            fs.delete(join_uri(new, rel))
+        self._unsynced_dirs.add(new)
+        self._retire_staging_area(logical, None)
+        return Published(
+            new, pages, {}, set(), True, stamp=functools.partial(_stamp_below, self.target.cm.files, new)
         )
 
     def _publish_in_place(
@@ -767,6 +811,12 @@ class VersionPublisher:
             self._unsynced_dirs.clear()
 
 
+def _same_content(fs: RootedFileSystem, uri: str, size: int, encoded: str) -> bool:
+    """A file an interrupted attempt left holds the listed content (size first: most need no read)."""
+    checksum = checksum_of(encoded)
+    return bool(checksum) and checksum_size(checksum) == size and fs.checksum(uri) == checksum
+
+
 def _checksum_matches(fs: Any, status: Any, encoded: str) -> bool:
     """An existing target file already holds the content (size first: it avoids reading most files)."""
     entry = EncodedFileUri.decode(encoded)
@@ -782,7 +832,7 @@ class PartitionWrite:
     name: str
     part: Partition
     current: Partition | None
-    change: DataChange | None
+    change: LoadedChange | None
     source_location: str | None
     key: ObjectKey | None
     what: str

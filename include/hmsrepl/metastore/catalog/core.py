@@ -10,7 +10,7 @@ from sqlalchemy import Connection, select
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.metastore import listings
-from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, applied_checksums
+from hmsrepl.metastore.applied_files import AppliedDelta, AppliedFiles, ListingPages, applied_checksums
 from hmsrepl.metastore.capture import capture, capture_delta
 from hmsrepl.metastore.catalog.held import HeldRow, held_tables, hold_row
 from hmsrepl.metastore.catalog.rows import (
@@ -34,6 +34,7 @@ from hmsrepl.metastore.location_policy import LocationPolicy, Surroundings, read
 from hmsrepl.metastore.locations import canonical_or_none
 from hmsrepl.metastore.messages import DataChange
 from hmsrepl.metastore.model import Database, Table, TableType
+from hmsrepl.metastore.page_capture import capture_pages, pages_qualify
 from hmsrepl.metastore.placement import Placement
 from hmsrepl.metastore.protection import check_params, is_privileged
 from hmsrepl.metastore.schema import data_files, partitions, tbls
@@ -262,6 +263,10 @@ class CatalogCore:
         """The data change a write records for one object: from its location, or from what a load applied."""
         if isinstance(applied_files, AppliedDelta):
             return capture_delta(conn, self.cm, key, location, applied_files).change
+        if isinstance(applied_files, ListingPages):  # a new object's listing, too long to hold
+            if location and pages_qualify(self.cm, location, fresh):
+                return capture_pages(conn, self.cm, key, location, applied_files).change
+            applied_files = applied_files.as_change().added
         applied = applied_checksums(applied_files) if applied_files is not None else None
         return capture(conn, self.cm, key, location, applied=applied, fresh=fresh).change
 
