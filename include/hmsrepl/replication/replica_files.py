@@ -33,6 +33,7 @@ from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import describe_files, list_data_files
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.messages import DataChange, checksum_of, relative_path
+from hmsrepl.metastore.payloads import place_and_checksum
 from hmsrepl.metastore.schema import data_files
 from hmsrepl.storage.base import relative_to, store_traits
 from hmsrepl.storage.checksum import checksum_size
@@ -232,7 +233,7 @@ class Published:
         if isinstance(self.files, ListingPages):  # stated a page at a time, never held
             assert self.stamp is not None, "a version published from pages says how to stamp its files"
             for encoded in self.files.lines():
-                rel, checksum = relative_path(encoded), checksum_of(encoded)
+                rel, checksum = place_and_checksum(encoded)
                 yield FileRecord(rel, checksum_size(checksum), self.stamp(rel), checksum)
             return
         for rel in self.files if self.replace else self.stamps:
