@@ -123,7 +123,12 @@ def test_partitions_come_in_pages_and_load_like_the_older_layout(stores, monkeyp
 
 @pytest.mark.parametrize(
     "case",
-    ["a partition named twice", "a page of a table without _metadata", "a page below a partition"],
+    [
+        "a partition named twice",
+        "a partition's file listed twice",
+        "a page of a table without _metadata",
+        "a page below a partition",
+    ],
 )
 def test_a_malformed_page_is_refused_before_anything_changes(stores, case: str) -> None:
     _source, target, engine = stores
@@ -133,6 +138,12 @@ def test_a_malformed_page_is_refused_before_anything_changes(stores, case: str) 
     if case == "a partition named twice":
         page.write_bytes(b"".join([*lines, lines[0]]))
         expected = "names partition 'dt=d0' of 'events' a second time"
+    elif case == "a partition's file listed twice":  # which checksum would the replica keep?
+        docs = [json.loads(line) for line in lines]
+        [two] = [doc for doc in docs if len(doc["files"]) == 2][:1]
+        two["files"][1] = two["files"][0]
+        page.write_text("".join(json.dumps(doc) + "\n" for doc in docs))
+        expected = "names the file 'part-0' twice (corrupt dump)"
     elif case == "a page of a table without _metadata":
         (dumped / "sales/ghost/_partitions").mkdir(parents=True)
         shutil.copy(page, dumped / "sales/ghost/_partitions/000000")

@@ -271,6 +271,18 @@ def bootstrap_attacks(
             ("refused, nothing was applied", "000000_0", "the dump's checksum was edited"),
             {},
         ),
+        # Which line would win? A load publishing a page at a time would copy and log the file twice.
+        "a file listed twice, the second time with another checksum": (
+            lambda d: edit_files(
+                d / plain_files,
+                lambda lines: [
+                    lines[0],
+                    "#".join([*parts(lines[0])[:1], forged(parts(lines[0])[1]), *parts(lines[0])[2:]]),
+                ],
+            ),
+            ("sales/plain/_files", "names the file '000000_0' twice", "dump the object again"),
+            {},
+        ),
         "malformed checksum": (
             files_line(lambda p: f"{p[0]}#crc32c-0x1F-8#{p[2]}#"),
             ("checksum 'crc32c-0x1F-8'",),

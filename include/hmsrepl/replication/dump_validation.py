@@ -79,6 +79,7 @@ from hmsrepl.replication.layout import (
     DumpLimits,
     DumpMetadata,
 )
+from hmsrepl.replication.listing_repeats import ListingRepeats, repeated_place
 from hmsrepl.storage.base import store_traits
 from hmsrepl.storage.checksum import is_checksum_token
 from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
@@ -628,9 +629,19 @@ class DumpValidator:
 
     def _listing(self, dump: DumpDir, relative: str, location: str | None, where: str) -> None:
         """The ``_files`` listing at ``relative`` of the object at ``location``, checked a page at a time
-        (bounded in size: DumpDir.limits)."""
+        (bounded in size: DumpDir.limits), naming each file once (``ListingRepeats``)."""
+        repeats = ListingRepeats()
         for page in dump.files_pages(relative):
             self._object_files(page, location, where)
+            repeats.add(page)
+        self._named_once(repeats.repeated(lambda: dump.files_pages(relative)), where)
+
+    def _named_once(self, repeated: str, where: str) -> None:
+        """Refuse a bootstrap object's files for the place they name twice (``repeated``, "" when none)."""
+        if repeated:
+            raise self.fail(
+                where, f"names the file {show(repeated)} twice (corrupt dump): dump the object again"
+            )
 
     def _tree(self, dump: DumpDir, base: str, prefix: str | None) -> None:
         """A bootstrap layout below ``base`` (a database, or one table of ``_bootstrap``)."""
@@ -733,7 +744,9 @@ class DumpValidator:
                     seen.add(part_name)
                     if name in managed:
                         owners.partition(name, part_name, location)
-                    self._object_files([] if dumped.files is None else dumped.files, location, where)
+                    files = [] if dumped.files is None else dumped.files
+                    self._object_files(files, location, where)
+                    self._named_once(repeated_place(files), where)
             owners.table_done(name)
             self._count_partitions(seen)
 
