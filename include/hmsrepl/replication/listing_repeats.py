@@ -5,11 +5,11 @@ the two lines may carry other checksums, and a load that publishes a big partiti
 the place twice and log it twice while the catalog counts it once (a load holding the listing whole kept the
 last line). The validation refuses such a dump before anything is applied.
 
-A listing of 1,000,000 files is read a page at a time, so its places are never held as strings: each page's
-places are checked exactly among themselves, and kept across pages as sorted 64-bit keys (``hash`` of the place,
-this process's, as the keys never leave it). Two pages' places whose keys agree are told apart exactly by
-reading the listing again for just those keys (``confirm``): a pair of places whose keys agree only by chance
-(one pair in some 10**7 listings of 1,000,000 files) costs one more read, never a wrong refusal.
+A listing of 1,000,000 files is read a page at a time, so its places are never held as strings: a listing of
+one page is checked exactly, a longer one keeps its places as sorted 64-bit keys (``hash`` of the place, this
+process's, as the keys never leave it). Places whose keys agree are told apart exactly by reading the listing
+again for just those keys: a pair of places whose keys agree only by chance (one pair in some 10**7 listings of
+1,000,000 files) costs one more read, never a wrong refusal.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ class ListingRepeats:
         self._runs: list[array[int]] = []
         self._first: Sequence[str] = ()  # the first page, looked at once a second comes (most have one)
         self._pages = 0
-        self._repeat = ""  # found inside one page: exact already
 
     def add(self, page: Sequence[str]) -> None:
         """Take one page of encoded entries (already checked to be entries)."""
@@ -45,13 +44,7 @@ class ListingRepeats:
         self._look(page)
 
     def _look(self, page: Sequence[str]) -> None:
-        if self._repeat:
-            return
-        places = [relative_path(encoded) for encoded in page]
-        if len(set(places)) != len(places):
-            self._repeat = _first_repeat(places)
-            return
-        self._keys.extend(map(_key, places))
+        self._keys.extend(_key(relative_path(encoded)) for encoded in page)
         if len(self._keys) >= RUN:
             self._runs.append(array("q", sorted(self._keys)))
             self._keys = array("q")
@@ -62,8 +55,6 @@ class ListingRepeats:
         if self._pages <= 1:
             first, self._first = self._first, ()
             return repeated_place(first)
-        if self._repeat:
-            return self._repeat
         suspects = set(_agreeing(_merged([*self._runs, array("q", sorted(self._keys))])))
         if not suspects:
             return ""
