@@ -79,7 +79,7 @@ def test_single_create_table_round_trips(metastore: Metastore) -> None:
     # MariaDB: the deletion of the intent runs in autocommit (no ROLLBACK, no COMMIT), and the commit's
     # protection check, the event ids, the event and the directory intent are one compound statement (11
     # round trips before these, 8 with the check, ids, event and intent apart).
-    limit = {"postgresql": 5, "mysql": 4, "sqlite": 11}[metastore.engine.dialect.name]
+    limit = {"postgresql": 5, "mysql": 3, "sqlite": 11}[metastore.engine.dialect.name]
     assert counts.round_trips <= limit, counts
 
 

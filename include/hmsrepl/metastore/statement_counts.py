@@ -8,7 +8,8 @@ A round trip here is one statement sent by the driver (a multi-row insert batch 
 transaction's own exchanges: COMMIT or ROLLBACK, BEGIN where the driver sends it separately (psycopg does;
 the MariaDB drivers send none, and SQLite's explicit BEGIN is a statement already), the pool's liveness
 ping on checkout, and on MariaDB the ROLLBACK the pool sends when a connection comes back with a transaction open. A
-connection in autocommit (reads on PostgreSQL) sends no BEGIN, COMMIT or ROLLBACK, so none is counted.
+connection in autocommit (reads on PostgreSQL) sends no BEGIN, COMMIT or ROLLBACK, so none is counted, nor is
+a COMMIT the server made inside the transaction's last request (``database.committed_in_request``).
 """
 
 from __future__ import annotations
@@ -87,11 +88,13 @@ class StatementCounter:
         counts = self.counts
         pinged = getattr(database, "pings_sent", 0)  # idle-connection pings (make_engine's, not pre-ping's)
         reset = database.reset_rollbacks_sent  # rollbacks sent by the pool, which no connection event reports
+        unsent = database.commits_not_sent  # commits SQLAlchemy reports but the server made in a request
         try:
             yield counts
         finally:
             counts.pings += getattr(database, "pings_sent", 0) - pinged
             counts.transactions += database.reset_rollbacks_sent - reset
+            counts.transactions -= database.commits_not_sent - unsent
             self.counts, self._active = outer
 
     def _on_statement(self, *_args: object) -> None:
