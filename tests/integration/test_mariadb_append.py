@@ -17,8 +17,7 @@ from hmsrepl.metastore.mariadb_append import MAX_INTENTS, append_checked
 from hmsrepl.metastore.model import Database
 from hmsrepl.metastore.protection import REPLICA_OF
 from hmsrepl.metastore.schema import dbs, file_intents, notification_log
-from tests.backends import temporary_database
-from tests.conftest import make_config
+from tests.conftest import metastore_on
 
 pytestmark = pytest.mark.parametrize("backend", ["mysql"], indirect=True)
 
@@ -75,12 +74,8 @@ def test_more_intents_than_it_carries_are_refused_before_anything_is_sent(metast
 @pytest.fixture
 def folding(backend: str, tmp_path: Path) -> Iterator[Metastore]:
     """A metastore on a MariaDB database whose text compares without case (a collation a site may choose)."""
-    with temporary_database(backend, str(tmp_path), mysql_collation="utf8mb4_general_ci") as url:
-        store = Metastore.open(make_config(url, tmp_path))
-        try:
-            yield store
-        finally:
-            store.close()
+    with metastore_on(backend, tmp_path, mysql_collation="utf8mb4_general_ci") as store:
+        yield store
 
 
 def _stored_doc(store: Metastore, name: str) -> str:

@@ -24,6 +24,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.pool import QueuePool
 
+from hmsrepl.metastore.mariadb_unawaited import owe_answers_on
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 WRITE_OPTION = "hmsrepl_write"
 _SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "secret", "token", "key")
@@ -358,9 +360,13 @@ def _autocommit_companion(engine: Engine) -> Engine:
             isolation_level="AUTOCOMMIT",
             skip_autocommit_rollback=True,
             pool_recycle=3600,
+            # The connection used last first: the next read of the thread that sent a statement without
+            # waiting (``mariadb_unawaited``) takes that connection, reads its answer, then sees its effect.
+            pool_use_lifo=True,
             connect_args=mysql_connect_args(engine.url),
             paramstyle=engine.dialect.paramstyle,  # one statement text in both engines' compiled caches
         )
+        owe_answers_on(companion)  # before the idle ping, which sends on the connection
         _ping_when_idle(companion)
         _allow_statement_batches(companion)
         # What listens on ``engine`` hears this engine's statements and transactions too (as SQLAlchemy's

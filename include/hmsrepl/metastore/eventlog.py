@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import (
     Connection,
@@ -31,7 +31,7 @@ from sqlalchemy import (
 
 from hmsrepl.exceptions import EventsCleanedUpError
 from hmsrepl.gc_pause import gc_paused
-from hmsrepl.metastore import mariadb_append, pg_append
+from hmsrepl.metastore import mariadb_append, mariadb_unawaited, pg_append
 from hmsrepl.metastore.database import reads, writer
 from hmsrepl.metastore.event_specs import SPECS
 from hmsrepl.metastore.events import (
@@ -70,22 +70,20 @@ _ADVANCE_MYSQL = (
 )
 
 
-class AppendChecked(Protocol):
-    """Appends a transaction's events with the commit check in one statement (``pg_append``, ``mariadb_append``)."""
-
-    def __call__(
-        self,
-        conn: Connection,
-        names: Sequence[str],
-        rows: Sequence[dict[str, Any]],
-        event_time: int,
-        intents: Sequence[dict[str, Any]],
-        judged: Sequence[str | None] | None = None,
-    ) -> tuple[int | None, list[str], list[int]]:
-        """(databases to check, event rows, event time, file intent rows, the documents of those databases
-        judged already, which lets the statement commit where it can) -> (first id or None, database rows
-        read, intent ids)."""
-        ...
+#: Appends a transaction's events with the commit check in one statement: (conn, databases to check, event
+#: rows, event time, file intent rows, the documents of those databases judged already, which lets the
+#: statement commit where it can) -> (first id or None, database rows read, intent ids).
+AppendChecked = Callable[
+    [
+        Connection,
+        Sequence[str],
+        Sequence[dict[str, Any]],
+        int,
+        Sequence[dict[str, Any]],
+        Sequence[str | None],
+    ],
+    tuple[int | None, list[str], list[int]],
+]
 
 
 @dataclass(frozen=True)
@@ -234,6 +232,18 @@ class EventLog:
             return
         with self.read_engine.connect() as conn:  # autocommit: no COMMIT to send
             conn.execute(statement, params)
+
+    def send_alone_unawaited(self, sql: str) -> bool:
+        """Send ``sql``, one write statement whose outcome the caller does not need, as ``execute_alone``
+        would run it alone, without waiting for the server's answer (``mariadb_unawaited``): True when sent,
+        False where it cannot be (inside this thread's open transaction, or a driver that must wait for the
+        answer), and the caller runs it with ``execute_alone``."""
+        if self.current_transaction() is not None or self.read_engine is self.engine:
+            return False
+        if not mariadb_unawaited.sends_unawaited(self.read_engine):
+            return False
+        mariadb_unawaited.send_unawaited(self.read_engine, sql)
+        return True
 
     @contextmanager
     def reader(self, *, snapshot: bool = False) -> Iterator[Connection]:
