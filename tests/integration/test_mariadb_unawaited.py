@@ -107,3 +107,21 @@ def test_pymysql_waits_for_the_answer(through_pymysql: Metastore) -> None:
     assert not through_pymysql.events.send_alone_unawaited("DELETE FROM file_intents WHERE id IN (1)")
     through_pymysql.catalog.create_table(make_table("p", "t"))
     assert through_pymysql.catalog.intents.pending() == []
+
+
+def test_a_connection_killed_by_the_server_loses_no_work(metastore: Metastore) -> None:
+    """The server killed the pooled connection the deletion goes to (a restart, an idle timeout): whether the
+    send fails (the connection is dropped and the deletion runs on another) or its answer cannot be read (the
+    connection is replaced, the row stays for housekeeping), the create stands, its directory is made, and
+    the next housekeeping pass leaves no intent."""
+    metastore.catalog.create_database(Database(name="k"))
+    metastore.catalog.create_table(make_table("k", "warm"))
+    with metastore.events.read_engine.connect() as conn:
+        victim = conn.execute(text("SELECT CONNECTION_ID()")).scalar_one()
+    with metastore.engine.connect() as conn:
+        conn.execute(text(f"KILL {int(victim)}"))
+    made = metastore.catalog.create_table(make_table("k", "t"))  # on the guess: its first read is the send
+    assert Path(made.sd.location or "").is_dir()
+    metastore.catalog.intents.run_pending()
+    assert metastore.catalog.intents.pending() == []
+    assert metastore.catalog.get_table("k", "t").id == made.id

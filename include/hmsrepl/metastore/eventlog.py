@@ -236,14 +236,13 @@ class EventLog:
     def send_alone_unawaited(self, sql: str) -> bool:
         """Send ``sql``, one write statement whose outcome the caller does not need, as ``execute_alone``
         would run it alone, without waiting for the server's answer (``mariadb_unawaited``): True when sent,
-        False where it cannot be (inside this thread's open transaction, or a driver that must wait for the
-        answer), and the caller runs it with ``execute_alone``."""
+        False where it cannot be (inside this thread's open transaction, a driver that must wait for the
+        answer, a connection that refused it), and the caller runs it with ``execute_alone``."""
         if self.current_transaction() is not None or self.read_engine is self.engine:
             return False
         if not mariadb_unawaited.sends_unawaited(self.read_engine):
             return False
-        mariadb_unawaited.send_unawaited(self.read_engine, sql)
-        return True
+        return mariadb_unawaited.send_unawaited(self.read_engine, sql)
 
     @contextmanager
     def reader(self, *, snapshot: bool = False) -> Iterator[Connection]:

@@ -35,16 +35,24 @@ def sends_unawaited(engine: Engine) -> bool:
     return engine.dialect.name in ("mysql", "mariadb") and engine.driver == "mysqldb"
 
 
-def send_unawaited(engine: Engine, sql: str) -> None:
+def send_unawaited(engine: Engine, sql: str) -> bool:
     """Send ``sql`` on a pooled connection of ``engine``, which must be in autocommit (``database.reads``),
     and return without its answer (see the module's docstring). The text is sent as it is: only values of the
-    program's own (ids it read) may be written into it, never a client's."""
+    program's own (ids it read) may be written into it, never a client's.
+
+    False when the connection refused the send (the server went away): the connection is replaced, and the
+    caller runs the statement the usual way, on another."""
     global unawaited_sent
     raw = engine.raw_connection()
     try:
-        raw.dbapi_connection.send_query(sql.encode())  # type: ignore[union-attr]
+        try:
+            raw.dbapi_connection.send_query(sql.encode())  # type: ignore[union-attr]
+        except engine.dialect.loaded_dbapi.Error:
+            raw.invalidate()
+            return False
         raw.info[_OWED] = True
         unawaited_sent += 1
+        return True
     finally:
         raw.close()
 
