@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +51,18 @@ def make_config(db_url: str, root: Path, **overrides: object) -> MetastoreConfig
         cmroot=str(root / "cmroot"),
         **overrides,
     )
+
+
+@contextmanager
+def metastore_on(backend: str, tmp_path: Path, **database: Any) -> Iterator[Metastore]:
+    """A metastore on a new database of ``backend`` made with ``temporary_database``'s options ``database``
+    (a driver, a collation), closed and dropped afterwards."""
+    with temporary_database(backend, str(tmp_path), **database) as url:
+        store = Metastore.open(make_config(url, tmp_path))
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 @pytest.fixture

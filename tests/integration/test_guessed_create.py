@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, insert, update
+from sqlalchemy.exc import IntegrityError
 
 from hmsrepl.exceptions import AlreadyExistsError, InvalidObjectError, NoSuchDatabaseError
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Table
-from hmsrepl.metastore.protection import READ_ONLY, ReplicaProtectedError, privileged
+from hmsrepl.metastore.protection import READ_ONLY, REPLICA_OF, ReplicaProtectedError, privileged
+from hmsrepl.metastore.schema import dbs, notification_log
 from hmsrepl.metastore.statement_counts import StatementCounter
 from tests.conftest import make_config
 from tests.helpers import make_table
@@ -62,13 +64,14 @@ def test_a_create_on_the_guess_reads_nothing_before_its_insert(metastore: Metast
     """The second table of a database is inserted with the read around its location in one statement (on
     SQLite the read follows in the same transaction): no read of its own before the write. PostgreSQL: the
     insert, the append and the deletion of the directory intent after the commit, with BEGIN and COMMIT
-    (6 round trips when reading first); MariaDB the same without BEGIN (5 when reading first)."""
+    (6 round trips when reading first); MariaDB the same without BEGIN, and without COMMIT, which ends the
+    append's request (5 when reading first, 4 with the COMMIT apart)."""
     _warm(metastore, "g")
     counter = StatementCounter(metastore.engine)
     with counter.counting() as counts:
         made = metastore.catalog.create_table(make_table("g", "second"))
     counter.close()
-    expected = {"postgresql": (3, 5), "mysql": (3, 4), "sqlite": (9, 11)}[metastore.engine.dialect.name]
+    expected = {"postgresql": (3, 5), "mysql": (3, 2), "sqlite": (9, 11)}[metastore.engine.dialect.name]
     assert (counts.statements, counts.round_trips) == expected, counts
     assert metastore.catalog.get_table("g", "second") == made
     assert Path(made.sd.location or "").is_dir()
@@ -157,3 +160,61 @@ def test_a_database_frozen_or_dropped_by_another_metastore_refuses_the_create(
     other.catalog.drop_database("gone", cascade=True)
     with pytest.raises(NoSuchDatabaseError):
         metastore.catalog.create_table(make_table("gone", "t"))
+
+
+def test_an_append_failing_in_the_server_commits_nothing_of_the_create(metastore: Metastore) -> None:
+    """The append is the create's last request, and on MariaDB it commits the transaction itself: when one of
+    its steps fails in the server (here the event's id is taken already), neither the table's row, nor its
+    event, nor its directory intent is committed, no id is reserved and no directory made; once the cause is
+    gone the same create succeeds."""
+    _warm(metastore, "f")
+    before = metastore.events.current_event_id()
+    taken = {
+        "event_id": before + 1,
+        "event_time": 0,
+        "event_type": "PLANTED",
+        "cat_name": "hive",
+        "message": "{}",
+        "message_format": "json-0.2",
+    }
+    with metastore.engine.begin() as conn:
+        conn.execute(insert(notification_log).values(**taken))
+    table = make_table("f", "t")
+    location = Path(f"{metastore.catalog.get_database('f').location_uri}/t")
+    with pytest.raises(IntegrityError):  # the event's id is taken
+        metastore.catalog.create_table(table)
+    assert metastore.catalog.find_table("f", "t") is None
+    assert [e.event_type for e in metastore.events.next_events(before)] == ["PLANTED"]
+    assert metastore.events.current_event_id() == before
+    assert metastore.catalog.intents.pending() == []
+    assert not location.exists()
+    with metastore.engine.begin() as conn:
+        conn.execute(notification_log.delete().where(notification_log.c.event_id == before + 1))
+    made = metastore.catalog.create_table(table)
+    assert [(e.event_type, e.table_name) for e in metastore.events.next_events(before)] == [
+        ("CREATE_TABLE", "t")
+    ]
+    assert Path(made.sd.location or "").is_dir()
+
+
+def test_the_commit_check_judges_the_row_it_locks_not_the_document_read_before(metastore: Metastore) -> None:
+    """A writer hands the commit the database document it read (on MariaDB the append then commits in its own
+    request when the locked row still holds it): a row that holds another document by the time of the append
+    (here the transaction's own change makes 'r' a protected replica) is judged as it is then, and refuses
+    the whole transaction, on every backend."""
+    _warm(metastore, "r")
+    read = metastore.catalog.core.guessed_db("r")
+    assert read is not None
+    before = metastore.events.current_event_id()
+    replica = Database(name="r", parameters={REPLICA_OF: "src"}).model_dump_json()
+    with (
+        pytest.raises(ReplicaProtectedError, match="protected replica"),
+        metastore.events.transaction() as tx,
+    ):
+        metastore.catalog.create_table(make_table("r", "t"))
+        tx.database_docs["r"] = read[1]
+        tx.conn.execute(update(dbs).where(dbs.c.name == "r").values(doc=replica))
+    assert metastore.catalog.find_table("r", "t") is None
+    assert metastore.events.current_event_id() == before
+    assert metastore.catalog.get_database("r").parameters.get(REPLICA_OF) is None
+    assert metastore.catalog.intents.pending() == []

@@ -1,8 +1,13 @@
 """MariaDB's one-statement append (``mariadb_append``) keeps the contract of the steps it replaces: a database
 row it cannot lock (gone, or held) reserves and inserts nothing, the intents get their own ids in order, and
-a transaction with more intents than the statement carries is refused before anything is sent."""
+a transaction with more intents than the statement carries is refused before anything is sent. It commits
+the transaction in its own request only when asked to and each locked row holds, byte for byte, the document
+the caller judged."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -10,7 +15,9 @@ from sqlalchemy import func, select
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.mariadb_append import MAX_INTENTS, append_checked
 from hmsrepl.metastore.model import Database
-from hmsrepl.metastore.schema import file_intents, notification_log
+from hmsrepl.metastore.protection import REPLICA_OF
+from hmsrepl.metastore.schema import dbs, file_intents, notification_log
+from tests.conftest import metastore_on
 
 pytestmark = pytest.mark.parametrize("backend", ["mysql"], indirect=True)
 
@@ -62,3 +69,42 @@ def test_more_intents_than_it_carries_are_refused_before_anything_is_sent(metast
     metastore.catalog.create_database(Database(name="a"))
     with metastore.engine.begin() as conn, pytest.raises(ValueError, match="at most"):
         append_checked(conn, [], [EVENT], 7, [_intent(n) for n in range(MAX_INTENTS + 1)])
+
+
+@pytest.fixture
+def folding(backend: str, tmp_path: Path) -> Iterator[Metastore]:
+    """A metastore on a MariaDB database whose text compares without case (a collation a site may choose)."""
+    with metastore_on(backend, tmp_path, mysql_collation="utf8mb4_general_ci") as store:
+        yield store
+
+
+def _stored_doc(store: Metastore, name: str) -> str:
+    with store.engine.connect() as conn:
+        return str(conn.execute(select(dbs.c.doc).where(dbs.c.name == name)).scalar_one())
+
+
+def test_it_commits_in_its_request_only_when_each_row_holds_its_judged_document(folding: Metastore) -> None:
+    """Judged documents equal to the rows: committed by the request (seen from another connection before the
+    caller's commit). Not asked to, or a document that differs from the row only in case (equal under the
+    database's collation, not to the protection check, which reads parameter names as they are): the
+    transaction stays open, and rolling it back leaves nothing."""
+    folding.catalog.create_database(Database(name="a", parameters={REPLICA_OF.upper(): "src"}))
+    doc = _stored_doc(folding, "a")
+    folded = doc.replace(REPLICA_OF.upper(), REPLICA_OF)
+    assert folded != doc and folded.lower() == doc.lower()
+    before = folding.events.current_event_id()
+    for judged in (None, [folded]):
+        with folding.engine.connect() as conn:
+            transaction = conn.begin()
+            first, docs, _ = append_checked(conn, ["a"], [EVENT], 7, [], judged)
+            assert (first, docs) == (before + 1, [doc])
+            assert folding.events.current_event_id() == before  # not committed: another connection's view
+            transaction.rollback()
+        assert folding.events.current_event_id() == before
+    with folding.engine.connect() as conn:
+        transaction = conn.begin()
+        first, docs, ids = append_checked(conn, ["a"], [EVENT], 7, [_intent(1)], [doc])
+        assert folding.events.current_event_id() == before + 1  # committed by the request itself
+        transaction.commit()  # sends nothing: the transaction is over
+    assert folding.events.current_event_id() == before + 1
+    assert [intent.id for intent in folding.catalog.intents.pending()] == ids

@@ -3,7 +3,8 @@ default, a C driver) and PyMySQL (``mysql+pymysql://``, pure Python).
 
 What depends on the driver is checked on both: the characters a snapshot or a message may hold, the event
 ids the server returns with the statement's reply, rows streamed through a server-side cursor, a committed
-write that sends one COMMIT and no ROLLBACK, and a connection the server kills inside a transaction.
+write whose last request commits it (no COMMIT of its own, no ROLLBACK), and a connection the server kills
+inside a transaction.
 """
 
 from __future__ import annotations
@@ -62,12 +63,13 @@ def test_catalog_and_events_keep_every_character(maria: Metastore) -> None:
     assert all(TEXT in json.dumps(e.body(), ensure_ascii=False) for e in events)
 
 
-def test_create_table_ends_with_one_commit_and_no_rollback(
+def test_create_table_commits_in_its_last_request_and_sends_no_rollback(
     maria: Metastore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the driver sends, counted where a statement counter cannot see it (the pool's reset): a
-    committed write is not followed by a ROLLBACK, a read and a lone statement run in autocommit, so a
-    create_table ends its one transaction with one COMMIT; and the event still commits with its table."""
+    committed write is not followed by a ROLLBACK, a read and a lone statement run in autocommit, and a
+    create_table's append commits its one transaction in the same request, so no COMMIT follows it; the
+    event commits with its table, and the connection's next transaction still commits with a COMMIT."""
     maria.catalog.create_database(Database(name="m"))
     maria.catalog.create_table(make_table("m", "warm"))
     raw = maria.engine.raw_connection()
@@ -84,10 +86,13 @@ def test_create_table_ends_with_one_commit_and_no_rollback(
         monkeypatch.setattr(connection_class, name, counted)
     before = maria.events.current_event_id()
     maria.catalog.create_table(make_table("m", "t"))
-    assert sent == ["commit"]
+    assert sent == []
     (created,) = maria.events.next_events(before)
     assert (created.event_type, created.table_name) == ("CREATE_TABLE", "t")
     assert maria.catalog.get_table("m", "t").id is not None
+    maria.catalog.alter_database("m", Database(name="m", description="changed"))  # its append cannot commit
+    assert sent == ["commit"]
+    assert maria.catalog.get_database("m").description == "changed"
 
 
 def test_connection_killed_inside_a_transaction_commits_nothing(maria: Metastore) -> None:

@@ -24,6 +24,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.pool import QueuePool
 
+from hmsrepl.metastore.mariadb_unawaited import owe_answers_on
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 WRITE_OPTION = "hmsrepl_write"
 _SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "secret", "token", "key")
@@ -36,6 +38,9 @@ _LAST_USED = "hmsrepl_last_used"
 pings_sent = 0
 #: ROLLBACKs the pool's reset sent on MariaDB so far (``_roll_back_only_when_open``; also round trips).
 reset_rollbacks_sent = 0
+#: COMMITs not sent on MariaDB so far because the server had committed inside a request
+#: (``committed_in_request``): SQLAlchemy still reports them, so the statement counts take them back off.
+commits_not_sent = 0
 #: psycopg 3 prepares a statement server-side once it ran this many times on a connection (its default is
 #: 5); the metastore's statements are few and repeated, so preparing them early saves the server parsing and
 #: planning each one again. ``PG_PREPARED_MAX``: how many a connection keeps (psycopg's default, 100, is
@@ -205,6 +210,9 @@ def _roll_back_only_when_open(engine: Engine) -> None:
     and, where the driver shows it (PyMySQL's ``server_status``; mysqlclient keeps it in C), the server's
     last reply says no transaction is open; a connection checked out and returned without either (a raw
     connection's), or whose commit failed with a transaction still open, is rolled back as before.
+
+    A commit the server already made inside the transaction's last request (``committed_in_request``) is not
+    sent again: that COMMIT would cost a round trip to end nothing.
     """
 
     # Marked by the dialect's own begin, commit and rollback (a commit once it succeeded), not by connection
@@ -213,14 +221,20 @@ def _roll_back_only_when_open(engine: Engine) -> None:
     begin, commit, rollback = dialect.do_begin, dialect.do_commit, dialect.do_rollback
 
     def do_begin(dbapi_connection: Any) -> None:
+        _server_committed(dbapi_connection)  # a mark left by a transaction never ended must not end this one
         _mark(dbapi_connection, ended=False)
         begin(dbapi_connection)
 
     def do_commit(dbapi_connection: Any) -> None:
-        commit(dbapi_connection)
+        if _server_committed(dbapi_connection):
+            global commits_not_sent
+            commits_not_sent += 1
+        else:
+            commit(dbapi_connection)
         _mark(dbapi_connection, ended=True)
 
     def do_rollback(dbapi_connection: Any) -> None:
+        _server_committed(dbapi_connection)  # forgotten: the rollback then ends nothing, and says so
         rollback(dbapi_connection)
         _mark(dbapi_connection, ended=True)
 
@@ -246,6 +260,28 @@ def _roll_back_only_when_open(engine: Engine) -> None:
 
 _ENDED = "hmsrepl_transaction_ended"
 _SERVER_STATUS_IN_TRANS = 1  # MySQL protocol: SERVER_STATUS_IN_TRANS, the server's "a transaction is open"
+
+
+_COMMITTED_IN_REQUEST = "hmsrepl_committed_in_request"
+
+
+def committed_in_request(conn: Connection) -> None:
+    """Record that the server committed ``conn``'s open transaction inside the request it just answered (a
+    MariaDB compound statement ending in ``COMMIT``, ``mariadb_append``): SQLAlchemy's commit that ends the
+    transaction then sends nothing. Only the transaction's last request may commit so: SQLAlchemy must end
+    the transaction next, since a statement run in between would start another, which that commit would skip.
+    """
+    conn.connection.info[_COMMITTED_IN_REQUEST] = True
+
+
+def _server_committed(dbapi_connection: Any) -> bool:
+    """Whether the server committed the connection's transaction already (``committed_in_request``); the
+    mark is taken off, so it serves one commit at most."""
+    try:
+        info = dbapi_connection.info
+    except (AttributeError, NotImplementedError):  # SQLAlchemy's first-connect proxy has no record
+        return False
+    return isinstance(info, dict) and bool(info.pop(_COMMITTED_IN_REQUEST, False))
 
 
 def _mark(dbapi_connection: Any, *, ended: bool) -> None:
@@ -324,9 +360,13 @@ def _autocommit_companion(engine: Engine) -> Engine:
             isolation_level="AUTOCOMMIT",
             skip_autocommit_rollback=True,
             pool_recycle=3600,
+            # The connection used last first: the next read of the thread that sent a statement without
+            # waiting (``mariadb_unawaited``) takes that connection, reads its answer, then sees its effect.
+            pool_use_lifo=True,
             connect_args=mysql_connect_args(engine.url),
             paramstyle=engine.dialect.paramstyle,  # one statement text in both engines' compiled caches
         )
+        owe_answers_on(companion)  # before the idle ping, which sends on the connection
         _ping_when_idle(companion)
         _allow_statement_batches(companion)
         # What listens on ``engine`` hears this engine's statements and transactions too (as SQLAlchemy's

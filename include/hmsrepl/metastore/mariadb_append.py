@@ -24,6 +24,14 @@ The order matters for deadlocks, as in ``pg_append``: the database rows are lock
 the sequence row is touched only when all of them were (their ``doc`` is never NULL, so a NULL says a row
 was held or gone); otherwise nothing is reserved or inserted, and the caller falls back to the check that
 waits, then appends without it.
+
+The append is a transaction's last request, and its COMMIT would be one more exchange: the statement ends
+with it when it may. The commit's protection check judges the locked rows in Python, which the request
+cannot wait for; so the caller judges the documents it already read in the transaction beforehand
+(``judged``), and the statement commits only when every row it locked still holds, byte for byte, the
+document judged. A row changed since (or a database with no document judged) leaves the transaction open,
+and the caller judges the rows the statement read, then commits as before. A failing step stops the
+statement before its COMMIT, so a failed append never commits the transaction's other changes.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from typing import Any
 
 from sqlalchemy import Connection, TextClause, text
 
+from hmsrepl.metastore.database import committed_in_request
 from hmsrepl.metastore.json_rows import json_rows
 
 #: The most file intents that ride in the append; a transaction with more inserts them in a statement of its own.
@@ -53,11 +62,16 @@ _EVENTS = """
             )) AS ev;"""
 
 
-@functools.lru_cache(maxsize=64)
-def _statement(databases: int, intents: int) -> TextClause:
-    """The append for a transaction naming ``databases`` databases to check and carrying ``intents`` rows."""
-    lines = ["BEGIN NOT ATOMIC", "    DECLARE first_id BIGINT DEFAULT NULL;"]
-    lines += [f"    DECLARE doc{d} LONGTEXT DEFAULT NULL;" for d in range(databases)]
+@functools.lru_cache(maxsize=128)
+def _statement(databases: int, intents: int, commits: bool) -> TextClause:
+    """The append for a transaction naming ``databases`` databases to check and carrying ``intents`` rows;
+    ``commits``: ending with the COMMIT when each row holds its judged document (parameters ``judged<d>``)."""
+    lines = [
+        "BEGIN NOT ATOMIC",
+        "    DECLARE first_id BIGINT DEFAULT NULL;",
+        "    DECLARE committed INT DEFAULT 0;",
+    ]
+    lines += [f"    DECLARE doc{d} LONGTEXT CHARACTER SET utf8mb4 DEFAULT NULL;" for d in range(databases)]
     lines += [f"    DECLARE intent{i} BIGINT DEFAULT NULL;" for i in range(intents)]
     lines += [
         f"    SELECT doc INTO doc{d} FROM dbs WHERE name = :name{d} LOCK IN SHARE MODE SKIP LOCKED;"
@@ -77,8 +91,20 @@ def _statement(databases: int, intents: int) -> TextClause:
             f"            VALUES (:kind{i}, :payload{i}, :created{i}, :claimed{i}, 0);",
             f"            SET intent{i} = LAST_INSERT_ID();",
         ]
+    if commits:  # compared as bytes: a collation would take documents differing in case or padding as equal
+        unchanged = " AND ".join(
+            f"CAST(doc{d} AS BINARY) = CAST(CONVERT(:judged{d} USING utf8mb4) AS BINARY)"
+            for d in range(databases)
+        )
+        lines += [
+            f"            IF {unchanged or 'TRUE'} THEN",
+            "                COMMIT;",
+            "                SET committed = 1;",
+        ]
+        lines += ["            END IF;"]
     lines += ["        END IF;", "    END IF;"]
-    answers = ["first_id"] + [f"doc{d}" for d in range(databases)] + [f"intent{i}" for i in range(intents)]
+    answers = ["first_id", "committed"] + [f"doc{d}" for d in range(databases)]
+    answers += [f"intent{i}" for i in range(intents)]
     lines += [f"    SELECT {', '.join(answers)};", "END"]
     return text("\n".join(lines))
 
@@ -89,14 +115,20 @@ def append_checked(
     rows: Sequence[dict[str, Any]],
     event_time: int,
     intents: Sequence[dict[str, Any]],
+    judged: Sequence[str | None] | None = None,
 ) -> tuple[int | None, list[str], list[int]]:
     """Lock and read the rows of databases ``names``, reserve ids and insert ``rows`` (the log's columns but
     the id, time and catalog) and the file intent rows ``intents`` (their columns but the id, attempts and
     error; at most ``MAX_INTENTS``), in one request: ``pg_append.append_checked``'s contract, on MariaDB.
 
+    ``judged``: the documents of ``names`` (in their order; None where there is none) the caller judged
+    writable: the request then also commits the transaction when each locked row holds its judged document
+    (see the module's docstring), and tells SQLAlchemy's commit to send nothing (``committed_in_request``).
+    Given only by the transaction's last request; None: the transaction stays open.
+
     Returns (the first event id, the database rows read, the intents' new ids in their order); the id is
     None when a database row could not be locked at once, or the sequence row is missing: then nothing was
-    reserved or inserted.
+    reserved or inserted, nor committed.
     """
     if len(intents) > MAX_INTENTS:
         raise ValueError(f"{len(intents)} file intents cannot ride with an append (at most {MAX_INTENTS})")
@@ -114,8 +146,12 @@ def append_checked(
             for row in rows
         ),
     }
+    if judged is not None and len(judged) != len(names):
+        raise ValueError(f"{len(judged)} judged documents for {len(names)} databases")
     for d, name in enumerate(names):
         params[f"name{d}"] = name
+        if judged is not None:
+            params[f"judged{d}"] = judged[d]
     for i, intent in enumerate(intents):
         params.update(
             {
@@ -125,8 +161,10 @@ def append_checked(
                 f"claimed{i}": intent["claimed_at"],
             }
         )
-    found = conn.execute(_statement(len(names), len(intents)), params).one()
-    first, docs, ids = found[0], found[1 : 1 + len(names)], found[1 + len(names) :]
+    found = conn.execute(_statement(len(names), len(intents), judged is not None), params).one()
+    first, committed, docs, ids = found[0], found[1], found[2 : 2 + len(names)], found[2 + len(names) :]
+    if committed:
+        committed_in_request(conn)
     if first is None:
         return None, [], []
     return int(first), list(docs), [int(i) for i in ids]

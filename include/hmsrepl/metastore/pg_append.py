@@ -56,6 +56,7 @@ def append_checked(
     rows: Sequence[dict[str, Any]],
     event_time: int,
     intents: Sequence[dict[str, Any]] = (),
+    judged: Sequence[str | None] | None = None,
 ) -> tuple[int | None, list[str], list[int]]:
     """Lock and read the rows of databases ``names``, reserve ids and insert ``rows`` (the log's columns but
     the id, time and catalog), in one statement; with them the file intent rows ``intents`` (their columns
@@ -66,6 +67,9 @@ def append_checked(
     nothing was reserved or inserted, and the caller must check those databases the waiting way and append
     again with no names. The intents are numbered in their order: the insert takes them sorted by position,
     and a serial column numbers the rows in the order they are inserted.
+
+    ``judged`` (the documents of ``names`` the caller judged already) is not used: a PostgreSQL statement
+    cannot commit its own transaction, so the rows read are judged after it, before the caller's commit.
     """
     found = conn.execute(
         _APPEND,

@@ -8,7 +8,9 @@ A round trip here is one statement sent by the driver (a multi-row insert batch 
 transaction's own exchanges: COMMIT or ROLLBACK, BEGIN where the driver sends it separately (psycopg does;
 the MariaDB drivers send none, and SQLite's explicit BEGIN is a statement already), the pool's liveness
 ping on checkout, and on MariaDB the ROLLBACK the pool sends when a connection comes back with a transaction open. A
-connection in autocommit (reads on PostgreSQL) sends no BEGIN, COMMIT or ROLLBACK, so none is counted.
+connection in autocommit (reads on PostgreSQL) sends no BEGIN, COMMIT or ROLLBACK, so none is counted, nor is
+a COMMIT the server made inside the transaction's last request (``database.committed_in_request``). A
+statement sent without waiting for its answer (``mariadb_unawaited``) is a statement but no round trip.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, event
 
-from hmsrepl.metastore import database
+from hmsrepl.metastore import database, mariadb_unawaited
 
 
 @dataclass
@@ -30,10 +32,11 @@ class Counts:
     transactions: int = 0  # commits and rollbacks
     begins: int = 0  # BEGINs the driver sends as an exchange of their own
     pings: int = 0  # pool pre-ping liveness checks
+    unawaited: int = 0  # statements among ``statements`` sent without waiting for their answer
 
     @property
     def round_trips(self) -> int:
-        return self.statements + self.transactions + self.begins + self.pings
+        return self.statements - self.unawaited + self.transactions + self.begins + self.pings
 
     def per(self, objects: int) -> tuple[float, float]:
         """(statements, round trips) per object: the figure compared across backends and versions."""
@@ -87,11 +90,16 @@ class StatementCounter:
         counts = self.counts
         pinged = getattr(database, "pings_sent", 0)  # idle-connection pings (make_engine's, not pre-ping's)
         reset = database.reset_rollbacks_sent  # rollbacks sent by the pool, which no connection event reports
+        unsent = database.commits_not_sent  # commits SQLAlchemy reports but the server made in a request
+        unawaited = mariadb_unawaited.unawaited_sent  # sent from the raw connection: no statement event
         try:
             yield counts
         finally:
             counts.pings += getattr(database, "pings_sent", 0) - pinged
             counts.transactions += database.reset_rollbacks_sent - reset
+            counts.transactions -= database.commits_not_sent - unsent
+            counts.unawaited += mariadb_unawaited.unawaited_sent - unawaited
+            counts.statements += mariadb_unawaited.unawaited_sent - unawaited
             self.counts, self._active = outer
 
     def _on_statement(self, *_args: object) -> None:

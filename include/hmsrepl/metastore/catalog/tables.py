@@ -194,6 +194,7 @@ class TableCatalog(CatalogFamily):
                 tbl_id, around = _insert_reading_around(tx.conn, name, row, loc)
                 if tbl_id is None or around.flagged or around.database_docs.get(name) != doc:
                     raise _WrongGuess
+                tx.database_docs[name] = doc  # as this transaction read it: the commit's check judges it
                 self.core.refuse_protected(db)
                 _check_table(placed)
                 self.locations.check_tables(
