@@ -25,6 +25,7 @@ from hmsrepl.metastore.capture import still_recorded
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import encode_at, identify_all
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
+from hmsrepl.metastore.messages import checksum_of
 from hmsrepl.metastore.recorded_listing import Reader
 from hmsrepl.storage.base import FileIdentity
 from hmsrepl.storage.checksum import checksum_size
@@ -63,7 +64,7 @@ class RecordedPages:
         self._key = key
         self.location = location
         self._count = count
-        self.held = held  # the whole listing, described as before: for a location with unrecorded files
+        self._held = held
         self.written = 0
         self.written_bytes = 0
 
@@ -89,6 +90,14 @@ class RecordedPages:
             raise UnrecordedFilesError(
                 f"'{self.location}' holds {on_disk} data files, {present} of them recorded"
             )
+
+    def held(self) -> list[str]:
+        """The whole listing, described as before (a location holding files never recorded), counted as
+        the walk counts."""
+        listing = self._held()
+        self.written = len(listing)
+        self.written_bytes = sum(max(checksum_size(checksum_of(line)), 0) for line in listing)
+        return listing
 
     def _encode(
         self, fs: RootedFileSystem, page: list[FileRecord], stats: dict[str, tuple[int, int]]
