@@ -131,6 +131,23 @@ def test_a_dump_walked_in_pages_lists_files_changed_behind_the_metastores_back(
     assert counted == len(NAMES)
 
 
+def test_an_overwrite_naming_no_files_of_a_long_listing_recycles_every_file_as_before(
+    sqlite_metastore: Metastore, small_pages: None
+) -> None:
+    """An INSERT OVERWRITE that names no file leaves none in the listing: the first capture is not walked
+    into a listing of the files it replaces."""
+    part, _ = one_partition_directory(sqlite_metastore, "big")
+    for index, name in enumerate(NAMES[-12:]):
+        write_file(part.sd.location or "", name, index.to_bytes(8, "big"))
+    settle()
+    before = sqlite_metastore.events.current_event_id()
+    sqlite_metastore.catalog.insert("big", "t", ["a"], replace=True)
+    [event] = sqlite_metastore.events.next_events(before)
+    body = parse_event(event).body
+    assert body.data.complete and body.data.count == 0 and not body.data.added
+    assert len(body.recycled) == 12
+
+
 # -- memory: 200,000 files, none on disk (what is measured is the listing's bookkeeping) ---------------------
 COUNT = 200_000
 PAGE = 10_000

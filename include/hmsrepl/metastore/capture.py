@@ -177,7 +177,7 @@ def capture(
         return Captured(DataChange((), (), True, 0, listing_digest.EMPTY))
     listed_at = time.time_ns()
     fs = cm.files  # the metastore's data roots and cmroot: a location outside them is refused
-    if location and applied is None and named is None:
+    if location and applied is None and named is None and not only_named:
         walked = _first_capture(conn, cm, key, location, fresh, listed_at)
         if isinstance(walked, Captured):
             return walked

@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 import functools
 import hashlib
+import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -290,12 +291,7 @@ class FileSystem(abc.ABC):
     def stat_tree(self, uri: str) -> dict[str, tuple[int, int]]:
         """Data files below ``uri`` by relative path, as (size, stamp): hidden entries (a component starting
         with ``_`` or ``.``) left out, no reads. A file named by ``uri`` itself is listed under its name."""
-        out: dict[str, tuple[int, int]] = {}
-        for status in self.list_files(uri):
-            rel = _relative_or_name(status.uri, uri)
-            if not is_hidden(rel):
-                out[rel] = (status.size, status.stamp)
-        return out
+        return next(self.stat_pages(uri, sys.maxsize), {})
 
     def stat_pages(self, uri: str, page: int) -> Iterator[dict[str, tuple[int, int]]]:
         """``stat_tree`` in pages of at most ``page`` files, in the store's listing order, as the caller takes
