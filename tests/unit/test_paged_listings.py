@@ -23,6 +23,7 @@ from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.model import Partition
 from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.layout import DumpError
 from hmsrepl.storage.base import FileIdentity
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import RootedFileSystem
@@ -146,6 +147,37 @@ def test_an_overwrite_naming_no_files_of_a_long_listing_recycles_every_file_as_b
     body = parse_event(event).body
     assert body.data.complete and body.data.count == 0 and not body.data.added
     assert len(body.recycled) == 12
+
+
+def test_a_dump_stopped_while_it_walks_a_listing_is_never_loaded(
+    sqlite_metastore: Metastore, tmp_path: Path, small_pages: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dump that stops part way through a listing's walk (its ``_files`` half written) is not acknowledged:
+    a load refuses it, and nothing reaches the replica."""
+    captured(sqlite_metastore, NAMES)
+    pages = 0
+    walk = recorded_pages.RecordedPages._encode
+
+    def stop_at_second_page(self: recorded_pages.RecordedPages, *args: object) -> list[str]:
+        nonlocal pages
+        pages += 1
+        if pages == 2:
+            raise OSError("the disk went away")
+        return walk(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(recorded_pages.RecordedPages, "_encode", stop_at_second_page)
+    replica = open_store(tmp_path, "replica")
+    engine = ReplicationEngine(str(tmp_path / "dumps"), sqlite_metastore, replica)
+    try:
+        with pytest.raises(OSError):
+            engine.execute("REPL DUMP big")
+        [left] = list((tmp_path / "dumps").iterdir())
+        assert (left / "big" / "t" / "p=a" / "_files").exists()  # written in part
+        with pytest.raises(DumpError):  # no metadata nor acknowledgement yet: not a dump to load
+            engine.execute(f"REPL LOAD big FROM '{left}'")
+        assert "big" not in replica.catalog.get_databases()
+    finally:
+        replica.close()
 
 
 # -- memory: 200,000 files, none on disk (what is measured is the listing's bookkeeping) ---------------------
