@@ -223,9 +223,8 @@ class DataCatalog(CatalogFamily):
         names = [make_partition_name(keys, part.values) for part in parts]
         with self.events.reader() as conn:
             long = listings.long_named(conn, table.id, names, LONG_LISTING)
-        held = iter(
-            self.describe_partitions(table, [p for p, n in zip(parts, names, strict=True) if n not in long])
-        )
+        rest = [part for part, name in zip(parts, names, strict=True) if name not in long]
+        held = iter(self.describe_partitions(table, rest) if rest else [])
         out: list[list[str] | RecordedPages] = []
         for part, name in zip(parts, names, strict=True):
             found = long.get(name)
