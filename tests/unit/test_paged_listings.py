@@ -22,12 +22,13 @@ from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.model import Partition
+from hmsrepl.replication.dump import DumpResult
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import DumpError
 from hmsrepl.storage.base import FileIdentity
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import RootedFileSystem
-from tests.helpers import one_partition_directory, open_store, settle, write_file
+from tests.helpers import create_db_and_table, one_partition_directory, open_store, settle, write_file
 
 #: Names whose code point order differs from a locale's, a case-folding or a padding collation's.
 NAMES = [
@@ -82,15 +83,21 @@ def lines(listing: Iterable[list[str]]) -> list[str]:
     return [line for page in listing for line in page]
 
 
-def dumped_files(store: Metastore, tmp_path: Path) -> tuple[str, int]:
-    """REPL DUMP of database ``big``: its partition's ``_files`` text and the files the dump counted."""
+def dumped(store: Metastore, tmp_path: Path) -> DumpResult:
+    """REPL DUMP of database ``big`` under ``tmp_path``."""
     replica = open_store(tmp_path, "replica")
     try:
         result = ReplicationEngine(str(tmp_path / "dumps"), store, replica).execute("REPL DUMP big")
     finally:
         replica.close()
-    text = (Path(local_path(result.dump_dir)) / "big" / "t" / "p=a" / "_files").read_text()
-    return text, result.files
+    assert isinstance(result, DumpResult)
+    return result
+
+
+def dumped_files(store: Metastore, tmp_path: Path, where: str = "t/p=a") -> tuple[str, int]:
+    """REPL DUMP of database ``big``: the ``_files`` text of its object ``where`` and the files it counted."""
+    result = dumped(store, tmp_path)
+    return (Path(local_path(result.dump_dir)) / "big" / where / "_files").read_text(), result.files
 
 
 def test_a_first_capture_and_a_dump_walked_in_pages_write_the_whole_listings_bytes(
@@ -106,6 +113,24 @@ def test_a_first_capture_and_a_dump_walked_in_pages_write_the_whole_listings_byt
     assert lines(listing) == whole
     assert listing.written == len(NAMES) and listing.written_bytes == 8 * len(NAMES)
     text, counted = dumped_files(metastore, tmp_path)
+    assert text == "".join(f"{line}\n" for line in whole)
+    assert counted == len(NAMES)
+
+
+def test_an_unpartitioned_tables_long_listing_is_walked_and_written_as_held(
+    sqlite_metastore: Metastore, tmp_path: Path, small_pages: None
+) -> None:
+    table = create_db_and_table(sqlite_metastore, "big", "u")
+    for index, name in enumerate(NAMES):
+        write_file(table.sd.location or "", name, index.to_bytes(8, "big"))
+    settle()
+    sqlite_metastore.catalog.insert("big", "u")
+    table = sqlite_metastore.catalog.get_table("big", "u")
+    listing = sqlite_metastore.catalog.dump_listing(table)
+    assert isinstance(listing, recorded_pages.RecordedPages)
+    whole = sqlite_metastore.catalog.describe_data(table)
+    assert lines(listing) == whole and len(whole) == len(NAMES)
+    text, counted = dumped_files(sqlite_metastore, tmp_path, "u")
     assert text == "".join(f"{line}\n" for line in whole)
     assert counted == len(NAMES)
 
@@ -258,20 +283,15 @@ def test_a_dump_of_a_long_recorded_listing_holds_a_page_not_the_listing(
         [part_id] = partition_ids_named(tx.conn, table.id, ["p=a"]).values()
         records = (FileRecord(name(i), 8, 10**9, token(i)) for i in range(COUNT))
         listings.apply(tx.conn, ObjectKey(table.id, part_id), records)
-    replica = open_store(tmp_path, "replica")
-    engine = ReplicationEngine(str(tmp_path / "dumps"), sqlite_metastore, replica)
 
     def dump() -> Iterator[None]:
         yield
-        assert engine.execute("REPL DUMP big").files == COUNT
+        assert dumped(sqlite_metastore, tmp_path).files == COUNT
 
-    try:
-        peak = peak_of(dump())
-    finally:
-        replica.close()
+    peak = peak_of(dump())
     # A page of records, stats and encoded files (some 1,000 bytes a file): the listing held whole (its
     # records, its stats and its encoded files, then its text) passes this by far.
     assert peak < PAGE * 1_500 + 10 * COUNT, f"dumping {COUNT:,} files held {peak:,} bytes at the peak"
-    [dumped] = (tmp_path / "dumps").iterdir()
-    text = (dumped / "big" / "t" / "p=a" / "_files").read_text()
+    [directory] = (tmp_path / "dumps").iterdir()
+    text = (directory / "big" / "t" / "p=a" / "_files").read_text()
     assert text.count("\n") == COUNT and f"/p=a/{name(COUNT - 1)}#{token(COUNT - 1)}#" in text
