@@ -27,8 +27,10 @@ A local file whose modification time is within one clock tick of its listing is 
 it once more instead of trusting them. Object stores need no such care: their stamps carry the ETag.
 
 Memory: the location's listing is one ``(size, mtime_ns)`` tuple per file, the recorded rows are streamed
-and the new files are identified and recorded a batch at a time, so a 1,000,000-file partition is captured
-in a few hundred MB; only its event (a first capture lists every file) is as large as the listing.
+and the new files are identified and recorded a batch at a time. A first capture (nothing recorded to
+compare) holds not even the listing: it walks the location a page at a time and its event's listing is read
+back from the records as the event is written (``_first_capture``), so the source registering a partition of
+1,000,000 files holds a page and the compressed event.
 """
 
 from __future__ import annotations
