@@ -27,15 +27,19 @@ A local file whose modification time is within one clock tick of its listing is 
 it once more instead of trusting them. Object stores need no such care: their stamps carry the ETag.
 
 Memory: the location's listing is one ``(size, mtime_ns)`` tuple per file, the recorded rows are streamed
-and the new files are identified and recorded a batch at a time, so a 1,000,000-file partition is captured
-in a few hundred MB; only its event (a first capture lists every file) is as large as the listing.
+and the new files are identified and recorded a batch at a time. A first capture (nothing recorded to
+compare) holds not even the listing: it walks the location a page at a time and its event's listing is read
+back from the records as the event is written (``_first_capture``), so the source registering a partition of
+1,000,000 files holds a page and the compressed event.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
@@ -53,6 +57,7 @@ from hmsrepl.metastore.file_capture import (
 )
 from hmsrepl.metastore.listings import FileRecord, ObjectKey, Summary
 from hmsrepl.metastore.messages import DataChange
+from hmsrepl.metastore.recorded_listing import recorded_listing
 from hmsrepl.storage.base import FileIdentity, is_hidden, path_key
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.local_tree import StatIdentity
@@ -60,6 +65,8 @@ from hmsrepl.storage.rooted import RootedFileSystem
 
 #: New files identified, pinned and recorded per round (bounds what a huge first capture holds at once).
 BATCH = 2_000
+#: Files of a location a first capture walks at a time (``_first_capture``): a longer listing is never held.
+WALK_PAGE = 10_000
 #: Modification time recorded for a file the next write must read again: an applied file that is not on
 #: disk, or a local file written within a clock tick of its listing (``settled``).
 UNKNOWN_MTIME = -1
@@ -172,7 +179,13 @@ def capture(
         return Captured(DataChange((), (), True, 0, listing_digest.EMPTY))
     listed_at = time.time_ns()
     fs = cm.files  # the metastore's data roots and cmroot: a location outside them is refused
-    current = stat_listing(fs, location)
+    if location and applied is None and named is None and not only_named:
+        walked = _first_capture(conn, cm, key, location, fresh, listed_at)
+        if isinstance(walked, Captured):
+            return walked
+        current = walked
+    else:
+        current = stat_listing(fs, location)
     if applied is not None:
         current = _applied_stats(current, applied)
     if fresh and not current and not named:  # a new, empty object: nothing to read or record
@@ -238,6 +251,40 @@ def capture(
     if applied is None and not fresh:  # only a write's listing can clear a declared write's mark
         listings.mark_listed(conn, key)
     return out
+
+
+def _first_capture(
+    conn: Connection, cm: ChangeManager, key: ObjectKey, location: str, fresh: bool, listed_at: int
+) -> Captured | dict[str, StatIdentity]:
+    """The first capture of an object with nothing recorded, a page of its listing at a time, when the
+    listing is longer than a page; else the whole listing (one page, or an object with records to compare),
+    for ``capture`` to record as any listing.
+
+    Nothing recorded is compared, so each page is identified, pinned and recorded as it is walked
+    (``record_new``), and the event's ``added``, the whole new listing in path order, is read back from the
+    records when the event is written (``recorded_listing``): a partition of 1,000,000 files is captured in
+    the memory of a page, where holding its listing, its sorted paths and its encoded files took some 450 MB.
+    """
+    pages = cm.files.stat_pages(location, WALK_PAGE)
+    first = next(pages, {})
+    second = next(pages, None)
+    if second is None:
+        return first
+    if not fresh and listings.summary(conn, key).count:  # records to compare: the listing is held
+        for page in itertools.chain((second,), pages):
+            first.update(page)
+        return first
+    in_place = cm.files.traits(location).writes_in_place
+    summary: Summary | None = None
+    scratch = Captured(DataChange())  # each page's encoded files: pinned and recorded, not kept
+    for page in itertools.chain((first, second), pages):
+        stats = _settle(page, listed_at) if in_place else page
+        summary, _ = record_new(conn, cm, key, location, stats, None, (), [], [], (), scratch, summary)
+    assert summary is not None
+    if not fresh:
+        listings.mark_listed(conn, key)
+    added = recorded_listing(lambda: nullcontext(conn), cm, key, location, summary.count)
+    return Captured(DataChange(added, (), True, summary.count, summary.digest))  # type: ignore[arg-type]
 
 
 def capture_named(

@@ -16,8 +16,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Row,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 
+from hmsrepl.exceptions import MetastoreError
 from hmsrepl.formats import listing_digest
 from hmsrepl.metastore import database
 from hmsrepl.metastore.list_parameter import in_list_parameter
@@ -102,6 +114,29 @@ def read_named(conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str,
     return out
 
 
+def long_named(conn: Connection, tbl_id: int, names: Sequence[str], longer_than: int) -> dict[str, Row[Any]]:
+    """Which of a table's partitions named ``names`` record more than ``longer_than`` files, each with its
+    ``part_id`` and ``file_count``, from their summaries alone: one statement per CHUNK of names."""
+    query = (
+        select(partitions.c.part_name, partitions.c.part_id, data_listings.c.file_count)
+        .join(
+            data_listings,
+            (data_listings.c.tbl_id == partitions.c.tbl_id)
+            & (data_listings.c.part_id == partitions.c.part_id),
+        )
+        .where(
+            partitions.c.tbl_id == tbl_id,
+            in_list_parameter(partitions.c.part_name, "names"),
+            data_listings.c.file_count > longer_than,
+        )
+    )
+    out: dict[str, Row[Any]] = {}
+    for start in range(0, len(names), CHUNK):
+        for row in conn.execute(query, {"names": list(names[start : start + CHUNK])}):
+            out[row.part_name] = row
+    return out
+
+
 def unrecorded(conn: Connection, tbl_id: int, part_ids: Iterable[int]) -> set[int]:
     """Which of a table's objects ``part_ids`` have nothing recorded, neither files nor a listing row, in one
     statement per chunk: capturing one of them reads nothing recorded (``capture``'s ``fresh``), where each
@@ -158,6 +193,42 @@ def stream_rows(
     with database.in_transaction(conn):
         for rows in conn.execute(query).partitions():
             yield from rows
+
+
+def stream_sorted(conn: Connection, key: ObjectKey) -> Iterator[FileRecord]:
+    """``stream`` in the order Python sorts relative paths (by code point), a batch at a time: the order in
+    which a listing is written (a dump's ``_files``, an event's ``added``), so a listing of 1,000,000 files
+    is written as it is read, never held or sorted here. The database sorts by its binary order (UTF-8
+    bytes, which sort as their code points); each path is checked to follow the one before, so a collation
+    that sorts otherwise fails loudly instead of writing a listing out of order."""
+    query = (
+        select(*RECORD_COLUMNS)
+        .where(data_files.c.tbl_id == key.tbl_id, data_files.c.part_id == key.part_id)
+        .order_by(_code_point_order(conn))
+        .execution_options(yield_per=STREAM_ROWS)
+    )
+    last = ""
+    with database.in_transaction(conn):
+        for rows in conn.execute(query).partitions():
+            for row in rows:
+                if row[0] <= last:
+                    raise MetastoreError(
+                        f"the recorded files of {key} come out of order ('{last}', then '{row[0]}'); "
+                        "the database sorts them by another collation"
+                    )
+                last = row[0]
+                yield FileRecord(*row)
+
+
+def _code_point_order(conn: Connection) -> ColumnElement[Any]:
+    """``rel_path`` in code point order on this database: SQLite's own (``BINARY``) order already is;
+    PostgreSQL's default collation sorts by locale, MariaDB's pads and may fold case."""
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        return data_files.c.rel_path.collate("C")
+    if dialect in ("mysql", "mariadb"):
+        return literal_column("CAST(CONVERT(data_files.rel_path USING utf8mb4) AS BINARY)")
+    return data_files.c.rel_path
 
 
 def summary(conn: Connection, key: ObjectKey) -> Summary:

@@ -56,6 +56,7 @@ from hmsrepl.replication.layout import (
     DumpDir,
     DumpError,
     DumpLayout,
+    DumpListing,
     DumpMetadata,
     SegmentWriter,
 )
@@ -90,8 +91,8 @@ class TableEntry:
     """One table of a bootstrap dump while it is being consolidated."""
 
     table: dict[str, Any]
-    files: list[str] | None = None
-    partitions: dict[str, tuple[dict[str, Any], list[str] | None]] = field(default_factory=dict)
+    files: DumpListing | None = None
+    partitions: dict[str, tuple[dict[str, Any], DumpListing | None]] = field(default_factory=dict)
 
     @property
     def key_names(self) -> list[str]:
@@ -374,14 +375,16 @@ class DumpEngine:
         # now would include files of open and aborted txns.
         with_data = with_data and not table.is_transactional
         catalog = self.source.catalog
+        own = isinstance(self.source, Metastore)  # its long recorded listings are walked as they are written
         if not table.partition_keys:
-            entry.files = catalog.describe_data(table) if with_data else None
+            if with_data:
+                entry.files = self.source.catalog.dump_listing(table) if own else catalog.describe_data(table)
             return entry
         if parts is None:
             parts = catalog.get_partitions(table.db_name, table.table_name)
-        listed: list[list[str] | None] = [None] * len(parts)
-        if with_data and isinstance(self.source, Metastore):
-            listed = list(self.source.catalog.describe_partitions(table, parts))
+        listed: list[DumpListing | None] = [None] * len(parts)
+        if with_data and own:
+            listed = list(self.source.catalog.dump_partition_listings(table, parts))
         elif with_data:
             listed = [catalog.describe_data(table, part) for part in parts]
         for part, files in zip(parts, listed, strict=True):

@@ -12,10 +12,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from hmsrepl.metastore.recorded_pages import RecordedPages
+from hmsrepl.replication.layout import DumpListing
 from hmsrepl.replication.metrics import referenced_bytes
 
 #: A partition as the dump writes it: name, snapshot, encoded files (None: metadata only).
-WrittenPartition: TypeAlias = tuple[str, dict[str, Any], list[str] | None]
+WrittenPartition: TypeAlias = tuple[str, dict[str, Any], DumpListing | None]
 
 
 @dataclass
@@ -24,8 +26,12 @@ class _TableCount:
     files: int = 0
     bytes: int = 0
 
-    def add_files(self, files: list[str] | None) -> None:
-        if files:
+    def add_files(self, files: DumpListing | None) -> None:
+        """Count a listing once it is written (a walked one, ``RecordedPages``, as its walk found it)."""
+        if isinstance(files, RecordedPages):
+            self.files += files.written
+            self.bytes += files.written_bytes
+        elif files:
             self.files += len(files)
             self.bytes += referenced_bytes(files)
 
@@ -36,8 +42,9 @@ class DumpTally:
     def __init__(self) -> None:
         self._tables: dict[str, _TableCount] = {}
 
-    def table(self, name: str, files: list[str] | None) -> None:
-        """The table's entry is (re)written from its first page: its count starts again."""
+    def table(self, name: str, files: DumpListing | None) -> None:
+        """The table's entry is (re)written from its first page: its count starts again (called once the
+        entry is written)."""
         count = self._tables[name] = _TableCount()
         count.add_files(files)
 
@@ -47,8 +54,8 @@ class DumpTally:
         count = self._tables.setdefault(name, _TableCount())
         for part in parts:
             count.partitions += 1
-            count.add_files(part[2])
             yield part
+            count.add_files(part[2])  # once written: a walked listing is counted by its walk
 
     def merge(self, other: DumpTally) -> None:
         """Add the counts another writer of the same dump made (a worker process's share: whole tables, or a

@@ -56,6 +56,7 @@ from hmsrepl.formats.bounded import json_depth
 from hmsrepl.formats.json_text import dumps_sorted, loads
 from hmsrepl.metastore.applied_files import ListingPages
 from hmsrepl.metastore.event_specs import SPECS
+from hmsrepl.metastore.recorded_pages import RecordedPages, UnrecordedFilesError
 from hmsrepl.storage.base import join_uri, relative_to
 from hmsrepl.storage.rooted import RootedFileSystem
 
@@ -194,6 +195,15 @@ class DumpedPartition:
     where: str  # the page and line, or the partition's own _metadata, for messages
     document: Any  # {"partition": snapshot} when well formed; validation refuses anything else
     files: Any  # a list of encoded file entries when well formed; None: metadata only
+
+
+#: A listing the dump writes: held, or a long recorded one walked as it is written.
+DumpListing = list[str] | RecordedPages
+
+
+def _lines(encoded: list[str]) -> bytes:
+    """Encoded files as ``_files`` lines."""
+    return "".join(f"{line}\n" for line in encoded).encode()
 
 
 def encode_partition(snapshot: dict[str, Any], files: list[str] | None) -> bytes:
@@ -381,8 +391,16 @@ class DumpDir:
             )
         return body
 
-    def write_files(self, relative: str, encoded: list[str]) -> None:
-        self._write(relative, "".join(f"{line}\n" for line in encoded).encode())
+    def write_files(self, relative: str, encoded: DumpListing) -> None:
+        """A ``_files`` listing, one encoded file a line; a long recorded one (``RecordedPages``) written a
+        page at a time as it is walked, or, where the location holds files never recorded, described whole."""
+        if isinstance(encoded, RecordedPages):
+            try:
+                self.fs.write_unsynced_pieces(self.path(relative), (_lines(page) for page in encoded))
+                return
+            except UnrecordedFilesError:
+                encoded = encoded.held()
+        self._write(relative, _lines(encoded))
 
     def read_files(self, relative: str) -> list[str]:
         return [line for page in self.files_pages(relative) for line in page]
@@ -526,14 +544,14 @@ class DumpDir:
         db: str,
         table: str,
         first_page: int,
-        parts: Iterable[tuple[str, dict[str, Any], list[str] | None]],
+        parts: Iterable[tuple[str, dict[str, Any], DumpListing | None]],
     ) -> int:
         """A table's partitions (name, snapshot, files) as pages numbered from ``first_page``, a partition
         listing more than PAGE_FILES files in its own directory; returns the next page's number."""
         page: list[bytes] = []
         number = first_page
         for name, snapshot, files in parts:
-            if files is not None and len(files) > PAGE_FILES:
+            if isinstance(files, RecordedPages) or (files is not None and len(files) > PAGE_FILES):
                 self.write_object(DumpLayout.partition(db, table, name), {"partition": snapshot}, files)
                 continue
             page.append(encode_partition(snapshot, files))
@@ -596,7 +614,7 @@ class DumpDir:
                 out.append(DumpedPartition(f"{relative} line {number}", document, files))
         return out
 
-    def write_object(self, metadata: str, document: dict[str, Any], files: list[str] | None) -> None:
+    def write_object(self, metadata: str, document: dict[str, Any], files: DumpListing | None) -> None:
         """A table's or partition's ``_metadata`` and, unless ``files`` is None, its ``_files`` listing."""
         self.write_json(metadata, document)
         if files is not None:

@@ -40,6 +40,7 @@ from hmsrepl.storage.local_tree import (
     StatIdentity,
     count_local_data_files,
     local_file_ids,
+    local_stat_pages,
     local_stats,
     named_stats,
     real_directories,
@@ -481,10 +482,14 @@ class LocalFileSystem(FileSystem):
         return True
 
     def write_unsynced(self, uri: str, data: bytes) -> None:
+        self.write_unsynced_pieces(uri, (data,))
+
+    def write_unsynced_pieces(self, uri: str, pieces: Iterable[bytes]) -> None:
         path = local_path(uri)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as out:
-            out.write(data)
+            for piece in pieces:
+                out.write(piece)
 
     def sync_tree(self, uri: str) -> None:
         sync_file_systems([local_path(uri)])  # syncfs of that file system, not every disk's
@@ -514,6 +519,9 @@ class LocalFileSystem(FileSystem):
         out: dict[str, StatIdentity] = {}
         local_stats(local_path(uri), out)
         return out
+
+    def stat_pages(self, uri: str, page: int) -> Iterator[dict[str, StatIdentity]]:
+        return local_stat_pages(local_path(uri), page)
 
     def stat_named(self, uri: str, names: Iterable[str]) -> dict[str, StatIdentity]:
         return named_stats(local_path(uri), list(names))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Iterator
 
 #: A file's identity as a listing sees it, without reading it: (size in bytes, modification time in ns).
@@ -21,9 +22,27 @@ def local_stats(directory: str, out: dict[str, StatIdentity]) -> None:
     root itself is followed. Unlike ``list_files`` nothing is sorted and no directory entry is kept past its
     own step (a sorted listing holds every entry of a directory at once: about 1 KB per file), hidden
     entries are skipped with their whole subtree, and the modification time is the exact ``st_mtime_ns``.
-    The loop fills a dict instead of yielding: it runs once per file of the partition at every write, and
-    a generator's step per file cost a quarter of it (10,000 files).
+    The walk fills a dict instead of yielding each file: it runs once per file of the partition at every
+    write, and a generator's step per file cost a quarter of it (10,000 files).
     """
+    for _ in _walk(directory, out, sys.maxsize):
+        pass
+
+
+def local_stat_pages(directory: str, page: int) -> Iterator[dict[str, StatIdentity]]:
+    """``local_stats`` of ``directory`` in pages of about ``page`` files, in the walk's order (not sorted): a
+    first capture of a partition of 1,000,000 files holds one page, not a dict of every file (some 190 MB).
+    Each page is the caller's own; the walk goes on when the caller asks for the next."""
+    out: dict[str, StatIdentity] = {}
+    for _ in _walk(directory, out, page):
+        yield dict(out)
+        out.clear()
+    if out:
+        yield out
+
+
+def _walk(directory: str, out: dict[str, StatIdentity], page: int) -> Iterator[None]:
+    """Fill ``out`` with the data files below ``directory``, pausing (yielding) whenever it holds ``page``."""
     try:
         st = os.stat(directory)
     except OSError:
@@ -37,11 +56,11 @@ def local_stats(directory: str, out: dict[str, StatIdentity]) -> None:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
-    _stats_below(fd, "", out)
+    yield from _stats_below(fd, "", out, page)
 
 
-def _stats_below(fd: int, prefix: str, out: dict[str, StatIdentity]) -> None:
-    """``local_stats`` of the open directory ``fd``, which it closes.
+def _stats_below(fd: int, prefix: str, out: dict[str, StatIdentity], page: int) -> Iterator[None]:
+    """``local_stats`` of the open directory ``fd``, which it closes; pauses whenever ``out`` holds ``page``.
 
     Entries are listed and stat-ed relative to the directory's descriptor (``fstatat``), not by their
     whole path: the kernel resolves one name per file instead of every component of a warehouse path
@@ -62,6 +81,8 @@ def _stats_below(fd: int, prefix: str, out: dict[str, StatIdentity]) -> None:
                     continue
                 if is_regular(st.st_mode):
                     out[prefix + name] = (st.st_size, st.st_mtime_ns)
+                    if len(out) >= page:
+                        yield
                 elif is_directory(st.st_mode):
                     subdirs.append(name)
         for name in subdirs:
@@ -69,7 +90,7 @@ def _stats_below(fd: int, prefix: str, out: dict[str, StatIdentity]) -> None:
                 below = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except OSError:  # vanished or replaced while listing: nothing below it
                 continue
-            _stats_below(below, f"{prefix}{name}/", out)
+            yield from _stats_below(below, f"{prefix}{name}/", out, page)
     except OSError:  # vanished or unreadable while listing: nothing below it
         return
     finally:

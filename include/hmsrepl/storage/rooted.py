@@ -400,6 +400,9 @@ class RootedFileSystem(FileSystem):
     def write_unsynced(self, uri: str, data: bytes) -> None:
         self._fs(uri, follow=False).write_unsynced(uri, data)
 
+    def write_unsynced_pieces(self, uri: str, pieces: Iterable[bytes]) -> None:
+        self._fs(uri, follow=False).write_unsynced_pieces(uri, pieces)
+
     def sync_tree(self, uri: str) -> None:
         self._fs(uri).sync_tree(uri)
 
@@ -411,6 +414,9 @@ class RootedFileSystem(FileSystem):
 
     def stat_tree(self, uri: str) -> dict[str, tuple[int, int]]:
         return self._fs(uri).stat_tree(uri)
+
+    def stat_pages(self, uri: str, page: int) -> Iterator[dict[str, tuple[int, int]]]:
+        return self._fs(uri).stat_pages(uri, page)
 
     def stat_named(self, uri: str, names: Iterable[str]) -> dict[str, tuple[int, int]]:
         return self._fs(uri).stat_named(uri, names)

@@ -93,6 +93,8 @@ class CatalogService(CatalogFamily):
         self.describe_data = self.data.describe_data
         self.describe_partitions = self.data.describe_partitions
         self.recorded_listings = self.data.recorded_listings
+        self.dump_listing = self.data.dump_listing
+        self.dump_partition_listings = self.data.dump_partition_listings
         # functions
         self.create_function = self.functions.create_function
         self.get_function = self.functions.get_function

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 
 from sqlalchemy import select
 
 from hmsrepl.exceptions import InvalidObjectError, NoSuchPartitionError
+from hmsrepl.formats.json_text import LazyArray
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.applied_files import AppliedListing, applied_checksums
@@ -22,7 +24,15 @@ from hmsrepl.metastore.listings import FileRecord, ObjectKey
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.payloads import AlterPartitionBody, AlterTableBody, InsertBody, format2
 from hmsrepl.metastore.protection import refusal
+from hmsrepl.metastore.recorded_listing import recorded_listing
+from hmsrepl.metastore.recorded_pages import LONG_LISTING, RecordedPages
 from hmsrepl.metastore.schema import partitions, tbls
+
+
+def _named(added: Sequence[str]) -> list[str]:
+    """The files an INSERT names as new: its change's ``added``, a list as the body has it; a listing too
+    long to hold (a first capture's ``LazyArray``) stays lazy, written with the event a piece at a time."""
+    return added if isinstance(added, LazyArray) else list(added)
 
 
 class DataCatalog(CatalogFamily):
@@ -43,7 +53,7 @@ class DataCatalog(CatalogFamily):
         applied_files: AppliedListing | None = None,
         applied_recycled: Sequence[str] = (),
         gather_stats: bool = False,
-    ) -> list[str]:
+    ) -> Iterable[str]:
         """Record new data in a table or partition (an INSERT event with files and checksums).
 
         The event's ``data`` is the diff from the recorded listing (files added or changed, paths removed,
@@ -53,7 +63,8 @@ class DataCatalog(CatalogFamily):
         its files (an alter_table before the INSERT, from a connection that had not named files yet) logs an
         empty change; into a partition, Spark's INSERT comes first and records the files itself.
         With ``replace`` (INSERT OVERWRITE) every other data file leaves the listing and is recycled into
-        cmroot after commit. Returns the encoded URIs of the new files.
+        cmroot after commit. Returns the encoded URIs of the new files (of a first capture of more files than
+        it holds at once, read back from the recorded listing as they are walked).
 
         A replication load that made the location hold exactly ``applied_files`` records that listing (see
         ``create_table``); it already kept the files it replaced (``applied_recycled``) in this metastore's
@@ -97,7 +108,7 @@ class DataCatalog(CatalogFamily):
                 got = capture(
                     tx.conn, self.cm, key, location, applied=applied, named=named, only_named=replace
                 )
-            added = got.named if named is not None else list(got.change.added)
+            added = got.named if named is not None else _named(got.change.added)
             if gather_stats and partition is None:
                 current = with_gathered_table(tx.conn, tbl_id, current, current.parameters)
                 forget_table(tx, tbl_id)
@@ -111,6 +122,8 @@ class DataCatalog(CatalogFamily):
             )
             tx.emit(EventType.INSERT, table.db_name, table.table_name, body)
             self.intents.recycle(tx, got.excluded)
+        if isinstance(added, LazyArray):  # read back from the records once asked for, as now committed
+            return recorded_listing(self.events.reader, self.cm, key, location or "", len(added))
         return added
 
     def reconcile_listing(self, key: ObjectKey) -> bool:
@@ -186,6 +199,48 @@ class DataCatalog(CatalogFamily):
             else describe_files(part.sd.location, self.cm)
             for part in parts
         ]
+
+    def dump_listing(self, table: Table) -> list[str] | RecordedPages:
+        """``describe_data`` of the table's own location as a bootstrap dump writes it: a long recorded
+        listing (more than ``LONG_LISTING`` files) as ``RecordedPages``, walked as its ``_files`` is written."""
+        location = table.sd.location
+        if location and table.id is not None:
+            key = ObjectKey(table.id)
+            with self.events.reader() as conn:
+                count = listings.summary(conn, key).count
+            if count > LONG_LISTING:
+                return self._pages(key, location, count, functools.partial(self.describe_data, table))
+        return self.describe_data(table)
+
+    def dump_partition_listings(
+        self, table: Table, parts: Sequence[Partition]
+    ) -> list[list[str] | RecordedPages]:
+        """``describe_partitions`` as a bootstrap dump writes them: each long recorded listing (more than
+        ``LONG_LISTING`` files) as ``RecordedPages``, the others held as they are described now."""
+        if table.id is None or not parts:
+            return list(self.describe_partitions(table, parts))
+        keys = table.partition_key_names
+        names = [make_partition_name(keys, part.values) for part in parts]
+        with self.events.reader() as conn:
+            long = listings.long_named(conn, table.id, names, LONG_LISTING)
+        rest = [part for part, name in zip(parts, names, strict=True) if name not in long]
+        held = iter(self.describe_partitions(table, rest) if rest else [])
+        out: list[list[str] | RecordedPages] = []
+        for part, name in zip(parts, names, strict=True):
+            found = long.get(name)
+            if found is None or not part.sd.location:
+                out.append(next(held) if found is None else [])
+                continue
+            whole = functools.partial(self.describe_data, table, part)
+            out.append(
+                self._pages(ObjectKey(table.id, found.part_id), part.sd.location, found.file_count, whole)
+            )
+        return out
+
+    def _pages(
+        self, key: ObjectKey, location: str, count: int, whole: Callable[[], list[str]]
+    ) -> RecordedPages:
+        return RecordedPages(self.events.reader, self.cm, key, location, count, whole)
 
     def recorded_listings(
         self, table: Table, partitions: Sequence[Partition] = ()
