@@ -10,9 +10,13 @@ reading 100,000 events on PostgreSQL takes 0.17 s of CPU instead of 0.35 s, and 
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _pauses = 0  # pauses in progress, in every thread
@@ -37,3 +41,24 @@ def gc_paused() -> Iterator[None]:
             _pauses -= 1
             if _pauses == 0 and _resume:
                 gc.enable()
+
+
+def paused_pages(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size``, each one read and handled by the caller with the collector paused; it
+    runs between pages, on what the page left (a bootstrap load keeps each partition's event until its
+    batch commits: with the collector on, a table of 100,000 partitions paid some 70 full passes over a
+    heap growing with them, about a quarter of the load's CPU).
+
+    Pauses of other threads may overlap this one's page after page, and the collector would then never run:
+    each page's young objects are collected here instead. Close the iterator when leaving it early
+    (``contextlib.closing``): it is paused while it waits for the next ``next``."""
+    source = iter(items)
+    while True:
+        with gc_paused():
+            page = list(itertools.islice(source, size))
+            if not page:
+                return
+            yield page
+            del page  # dropped before the collector runs
+        if not gc.isenabled():
+            gc.collect(1)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from hmsrepl.gc_pause import gc_paused
+from hmsrepl.gc_pause import gc_paused, paused_pages
 
 
 @pytest.fixture(autouse=True)
@@ -61,3 +62,42 @@ def test_overlapping_pauses_in_two_threads_turn_it_back_on_when_the_last_ends() 
     thread.join(10)
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_pages_are_read_and_handled_paused_and_the_collector_runs_between_them() -> None:
+    """A bootstrap load reads and writes each page of partitions with the collector off (its passes over
+    everything the load keeps cost a quarter of its CPU), and lets it run between pages."""
+    gc.enable()
+    read_paused: list[bool] = []
+
+    def items() -> Iterator[int]:
+        for item in range(5):
+            read_paused.append(not gc.isenabled())
+            yield item
+
+    pages = paused_pages(items(), 2)
+    handled = []
+    for page in pages:
+        handled.append((page, gc.isenabled()))
+    assert handled == [([0, 1], False), ([2, 3], False), ([4], False)]
+    assert read_paused == [True] * 5
+    assert gc.isenabled()
+
+
+def test_the_collector_is_back_after_pages_are_left_early() -> None:
+    gc.enable()
+    with pytest.raises(RuntimeError), contextlib.closing(paused_pages(range(10), 3)) as pages:
+        for _page in pages:
+            raise RuntimeError("the write failed")
+    assert gc.isenabled()
+
+
+def test_a_page_left_unpaused_by_another_thread_is_collected_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's pause overlapping every page would keep the collector off for the whole load: each
+    page's young objects are then collected after it."""
+    collected: list[int] = []
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collected.append(generation) or 0)
+    gc.enable()
+    with gc_paused():  # another thread's, spanning every page
+        assert [len(page) for page in paused_pages(range(5), 2)] == [2, 2, 1]
+    assert collected == [1, 1, 1]
