@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hmsrepl.gc_pause import gc_paused, paused_pages
+from hmsrepl.gc_pause import gc_paused, paused_pages, paused_walk
 
 
 @pytest.fixture(autouse=True)
@@ -92,12 +92,14 @@ def test_the_collector_is_back_after_pages_are_left_early() -> None:
     assert gc.isenabled()
 
 
-def test_a_page_left_unpaused_by_another_thread_is_collected_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Another thread's pause overlapping every page would keep the collector off for the whole load: each
-    page's young objects are then collected after it."""
-    collected: list[int] = []
-    monkeypatch.setattr(gc, "collect", lambda generation=2: collected.append(generation) or 0)
+def test_each_page_young_objects_are_collected_after_it_and_never_in_a_full_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full pass over everything a load keeps (every partition's event until its batch commits) is what
+    the walk avoids; a young pass after each page keeps what a page leaves from piling up."""
+    passes: list[tuple[int, str]] = []
+    monkeypatch.setattr(gc, "collect", lambda generation=2: passes.append((generation, "collect")) or 0)
     gc.enable()
-    with gc_paused():  # another thread's, spanning every page
-        assert [len(page) for page in paused_pages(range(5), 2)] == [2, 2, 1]
-    assert collected == [1, 1, 1]
+    for page in paused_walk([["a", "b"], ["c"]]):
+        passes.append((-1, "".join(page)))
+    assert passes == [(-1, "ab"), (0, "collect"), (-1, "c"), (0, "collect")]
