@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import itertools
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -43,7 +43,7 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def paused_walk(pages: Iterable[T]) -> Iterator[T]:
+def paused_walk(pages: Iterable[T]) -> Generator[T, None, None]:
     """``pages``, each read and handled by the caller with the collector paused, and only each page's young
     objects collected after it (``gc.collect(0)``): never a full pass.
 
@@ -62,7 +62,7 @@ def paused_walk(pages: Iterable[T]) -> Iterator[T]:
             gc.collect(0)
 
 
-def paused_pages(items: Iterable[T], size: int) -> Iterator[list[T]]:
+def paused_pages(items: Iterable[T], size: int) -> Generator[list[T], None, None]:
     """``items`` in lists of ``size``, walked as ``paused_walk`` walks pages."""
     return paused_walk(_lists(items, size))
 
