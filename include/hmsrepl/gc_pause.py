@@ -10,9 +10,13 @@ reading 100,000 events on PostgreSQL takes 0.17 s of CPU instead of 0.35 s, and 
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _pauses = 0  # pauses in progress, in every thread
@@ -37,3 +41,33 @@ def gc_paused() -> Iterator[None]:
             _pauses -= 1
             if _pauses == 0 and _resume:
                 gc.enable()
+
+
+def paused_walk(pages: Iterable[T]) -> Generator[T, None, None]:
+    """``pages``, each read and handled by the caller with the collector paused, and only each page's young
+    objects collected after it (``gc.collect(0)``): never a full pass.
+
+    A bootstrap load keeps each partition's event until its batch commits, and the dump page it reads from:
+    with the collector on, a table of 100,000 partitions paid some 70 full passes over a heap growing with
+    them, about a quarter of the load's CPU, and still a seventh when it ran between pages (every few pages
+    it promoted a dump page's documents, and the full pass followed); a dump of it, some 17 passes, a fifth
+    of its process's CPU. A young pass sees each object that survives once. A cycle left after its page
+    waits for the collector's own passes, after the walk.
+
+    Close the iterator when leaving it early (``contextlib.closing``): the pause lasts until it ends."""
+    with gc_paused():
+        for page in pages:
+            yield page
+            del page  # dropped before the young pass
+            gc.collect(0)
+
+
+def paused_pages(items: Iterable[T], size: int) -> Generator[list[T], None, None]:
+    """``items`` in lists of ``size``, walked as ``paused_walk`` walks pages."""
+    return paused_walk(_lists(items, size))
+
+
+def _lists(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    source = iter(items)
+    while page := list(itertools.islice(source, size)):
+        yield page

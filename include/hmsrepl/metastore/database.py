@@ -13,18 +13,17 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from hmsrepl.metastore.mariadb_unawaited import owe_answers_on
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 WRITE_OPTION = "hmsrepl_write"
@@ -395,7 +394,15 @@ def in_transaction(conn: Connection) -> Iterator[None]:
         yield
 
 
+#: The newest migration's revision (``migrations/versions``). A database recording it is opened without
+#: Alembic, whose import alone cost every process opening a metastore some 0.2 s of CPU (a load, a dump, and
+#: the server of their worker processes each). ``tests/unit/test_schema_head.py`` keeps it the scripts' head.
+SCHEMA_HEAD = "0015_dbkeys"
+
+
 def alembic_config(db_url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
@@ -403,11 +410,33 @@ def alembic_config(db_url: str) -> Config:
 
 
 def upgrade_schema(db_url: str, revision: str = "head") -> None:
-    """Create or upgrade the metastore schema to ``revision`` (idempotent)."""
+    """Create or upgrade the metastore schema to ``revision`` (idempotent). A database already at the head
+    (``SCHEMA_HEAD``) is left as it is without loading Alembic."""
+    if revision == "head" and recorded_revision(db_url) == SCHEMA_HEAD:
+        return
+    from alembic import command
+
     command.upgrade(alembic_config(db_url), revision)
 
 
+def recorded_revision(db_url: str) -> str | None:
+    """The schema revision the database records (Alembic's ``alembic_version`` row), None when it records
+    none (a new database, or one that cannot be read: the upgrade then says why)."""
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            return None if found is None else str(found)
+    except SQLAlchemyError:
+        return None
+    finally:
+        engine.dispose()
+
+
 def schema_is_current(engine: Engine) -> bool:
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config(str(engine.url))).get_current_head()
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision() == head

@@ -12,6 +12,7 @@ current state) and beside it the files that event adds (``Message.files``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -25,7 +26,7 @@ from typing import Any
 from hmsrepl.exceptions import NoSuchDatabaseError, NoSuchTableError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.formats.writeids import ValidWriteIdList
-from hmsrepl.gc_pause import gc_paused
+from hmsrepl.gc_pause import gc_paused, paused_walk
 from hmsrepl.metastore.bulk_reads import NameRange, partition_ranges, range_pages, table_pages
 from hmsrepl.metastore.event_specs import TXN_KINDS, Scope, kinds
 from hmsrepl.metastore.events import EventType, NotificationEvent
@@ -294,15 +295,16 @@ class DumpEngine:
         most ``dump_processes.RANGE_PAGES`` of them (the table's entry is written already)."""
         assert isinstance(self.source, Metastore) and table.id is not None
         number = first_page
-        for page in range_pages(self.source.events, table.id, names):
-            if number >= first_page + dump_processes.RANGE_PAGES:
-                raise DumpError(
-                    f"table '{table.table_name}' has more than {dump_processes.RANGE_PAGES} pages of partitions "
-                    f"after '{names[0]}'; run REPL DUMP with HMSREPL_DUMP_PROCESSES=1"
+        with contextlib.closing(paused_walk(range_pages(self.source.events, table.id, names))) as pages:
+            for page in pages:
+                if number >= first_page + dump_processes.RANGE_PAGES:
+                    raise DumpError(
+                        f"table '{table.table_name}' has more than {dump_processes.RANGE_PAGES} pages of "
+                        f"partitions after '{names[0]}'; run REPL DUMP with HMSREPL_DUMP_PROCESSES=1"
+                    )
+                number = self._write_entry(
+                    dump, table.db_name, self._read_entry(table, with_data, page), first_page=number
                 )
-            number = self._write_entry(
-                dump, table.db_name, self._read_entry(table, with_data, page), first_page=number
-            )
 
     def dump_tables(
         self, dump: DumpDir, db_name: str, tables: list[str], with_data: bool, external: bool
@@ -362,9 +364,11 @@ class DumpEngine:
             self._write_entry(dump, db, self._read_entry(table, with_data, None if pages is None else []))
             return
         number = 0
-        for page in pages:
-            number = self._write_entry(dump, db, self._read_entry(table, with_data, page), first_page=number)
-            number = max(number, 1)  # the table is written: later pages only add partitions
+        with contextlib.closing(paused_walk(pages)) as paused:
+            for page in paused:
+                entry = self._read_entry(table, with_data, page)
+                number = self._write_entry(dump, db, entry, first_page=number)
+                number = max(number, 1)  # the table is written: later pages only add partitions
         if number == 0:  # no partitions at all
             self._write_entry(dump, db, self._read_entry(table, with_data, []))
 

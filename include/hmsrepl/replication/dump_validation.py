@@ -729,24 +729,27 @@ class DumpValidator:
             table_location, keys = tables[name]
             seen = own_dirs.pop(name, set())  # this table's names, dropped with it: memory is one table's
             for page in dump.partition_pages(DumpLayout.table_dir(parts_db(base), name)):
-                for dumped in dump.read_partition_page(page):
-                    where = shown + dumped.where
-                    doc = dumped.document
-                    part = doc.get("partition") if isinstance(doc, dict) else None
-                    if not isinstance(part, dict):
-                        raise self.fail(where, "holds no partition snapshot")
-                    location = self._partition(part, keys, table_location, where)
-                    part_name = _partition_name(keys, part)
-                    if part_name in seen:
-                        raise self.fail(
-                            where, f"names partition {show(part_name)} of {show(name)} a second time"
-                        )
-                    seen.add(part_name)
-                    if name in managed:
-                        owners.partition(name, part_name, location)
-                    files = [] if dumped.files is None else dumped.files
-                    self._object_files(files, location, where)
-                    self._named_once(repeated_place(files), where)
+                # A page's documents hold no cycles: the collector runs after it, not every few hundred
+                # partitions over everything the walk keeps (``gc_pause``).
+                with gc_paused():
+                    for dumped in dump.read_partition_page(page):
+                        where = shown + dumped.where
+                        doc = dumped.document
+                        part = doc.get("partition") if isinstance(doc, dict) else None
+                        if not isinstance(part, dict):
+                            raise self.fail(where, "holds no partition snapshot")
+                        location = self._partition(part, keys, table_location, where)
+                        part_name = _partition_name(keys, part)
+                        if part_name in seen:
+                            raise self.fail(
+                                where, f"names partition {show(part_name)} of {show(name)} a second time"
+                            )
+                        seen.add(part_name)
+                        if name in managed:
+                            owners.partition(name, part_name, location)
+                        files = [] if dumped.files is None else dumped.files
+                        self._object_files(files, location, where)
+                        self._named_once(repeated_place(files), where)
             owners.table_done(name)
             self._count_partitions(seen)
 

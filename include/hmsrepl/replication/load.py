@@ -25,7 +25,7 @@ from hmsrepl.exceptions import (
     NoSuchObjectError,
 )
 from hmsrepl.formats.partition_names import parse_partition_name
-from hmsrepl.gc_pause import gc_paused
+from hmsrepl.gc_pause import gc_paused, paused_pages
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
 from hmsrepl.metastore.event_specs import Scope, kinds, spec_of
@@ -666,15 +666,17 @@ class LoadEngine:
         with writer.target.events.reader() as conn:
             plan_for_growth(conn)
         count = 0
-        parts: list[tuple[dict[str, Any], list[str] | None]] = []  # one page: a table's are never held whole
-        for dumped in dump.partitions_paged(base) if partitions is None else partitions:
-            parts.append((dumped.document["partition"], None if meta.metadata_only else dumped.files or []))
-            if len(parts) == PARTITION_PAGE:
+        dumped_parts = dump.partitions_paged(base) if partitions is None else partitions
+        # One page at a time: a table's are never held whole.
+        with contextlib.closing(paused_pages(dumped_parts, PARTITION_PAGE)) as pages:
+            for page in pages:
+                parts = [
+                    (dumped.document["partition"], None if meta.metadata_only else dumped.files or [])
+                    for dumped in page
+                ]
                 writer.put_partitions(table["table_name"], parts, location, fresh=created)
                 count += len(parts)
-                parts = []
-        writer.put_partitions(table["table_name"], parts, location, fresh=created)
-        return count + len(parts)
+        return count
 
     # -- incremental ----------------------------------------------------------------------------------------
     def _incremental(
