@@ -2,7 +2,8 @@
 real path of what the kernel opened, once per copy worker's slice, and every name in it is one segment.
 
 A directory replaced by a symlink leading out of the roots between two slices of a load is refused by the
-next slice, and nothing outside the roots is written; a source file that is a symlink is checked as a whole
+next slice, and nothing outside the roots is written (as are the load's renames and pins through such a
+directory); a source file that is a symlink is checked as a whole
 path, as without directories; a file whose size is not the recorded one never passes for its copy.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hmsrepl.formats.file_uri import EncodedFileUri
+from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.replication.copy_processes import _copy_slice
 from hmsrepl.replication.filecopy import CopyTask
 from hmsrepl.storage.checksum import checksum_bytes
@@ -164,3 +166,26 @@ def test_a_publish_rename_acts_on_names(tmp_path: Path) -> None:
         assert rename_in_directories(f"{tmp_path}/t/gone", f"{tmp_path}/v/g", fs=fs, opened=opened) is False
         assert rename_in_directories(f"{tmp_path}/t/..", f"{tmp_path}/v/h", fs=fs, opened=opened) is None
     assert os.readlink(tmp_path / "v" / "f") == str(tmp_path / "t" / "missing")
+
+
+def test_pins_link_regular_files_only_and_refuse_a_cmroot_swapped_for_a_symlink(tmp_path: Path) -> None:
+    """A pin links the recorded file relative to its open directories; a symlink in the roots is pinned by
+    full paths, as before (its name is linked, never read), and a cmroot replaced by a symlink leading out of
+    the roots between two loads' pins is refused before anything is linked."""
+    part, cmroot, victim = tmp_path / "wh" / "t", tmp_path / "cm", tmp_path / "victim"
+    for directory in (part, cmroot, victim):
+        directory.mkdir(parents=True)
+    (part / "f").write_bytes(b"data")
+    (part / "g").symlink_to(part / "f")
+    cm = ChangeManager(str(cmroot), roots=[str(tmp_path / "wh")])
+    data = checksum_bytes(b"data")
+    assert cm.pin([cm.encode(f"{part}/f", data), cm.encode(f"{part}/g", data)]) == 2
+    assert os.path.samefile(cmroot / f"f_{data}", part / "f") and not os.path.islink(cmroot / f"f_{data}")
+    assert os.readlink(cmroot / f"g_{data}") == str(part / "f")
+    cmroot.rename(tmp_path / "cm-moved")
+    cmroot.symlink_to(victim)
+    (part / "h").write_bytes(b"data")
+    before = tree_hashes(victim)
+    with pytest.raises(OutsideRootsError, match="refused"):
+        cm.pin([cm.encode(f"{part}/h", data)])
+    assert tree_hashes(victim) == before

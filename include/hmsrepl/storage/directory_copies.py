@@ -10,13 +10,15 @@ anew. Whatever this way cannot decide (a symlink, a missing file or directory, a
 segment, a copy that does not match its checksum) is left to the caller's copy by full paths
 (``replication.filecopy.copy_verified``), which checks every path in full and tries cmroot, as it always
 did. A load publishing a partition's staged copies into its new version renames each one the same way
-(``rename_in_directories``).
+(``rename_in_directories``), and a page of recorded files is pinned into cmroot so
+(``link_in_directories``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 
 from hmsrepl.storage.checksum import checksum_size
@@ -113,6 +115,26 @@ def rename_in_directories(
         return False
     except OSError:
         return None
+    return True
+
+
+def link_in_directories(src: str, dst: str, *, fs: RootedFileSystem, opened: OpenDirectories) -> bool:
+    """Hard-link the regular file ``src`` to the new name ``dst`` relative to their open directories, both in
+    ``fs``'s roots; returns whether it is linked. False when this way does not apply or did not link (a
+    symlink or anything but a regular file, a name there already, another device, a name that is not one
+    plain segment): nothing was linked, and the caller links by full paths, checked in full. The name is
+    linked as it is, never through a symlink (one swapped in after the look links the symlink itself, and
+    what it leads to is never read)."""
+    ends = _open_ends(src, fs, dst, fs, opened)
+    if ends is None:
+        return False
+    source_fd, source_name, target_fd, target_name = ends
+    try:
+        if not stat.S_ISREG(os.stat(source_name, dir_fd=source_fd, follow_symlinks=False).st_mode):
+            return False
+        os.link(source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd, follow_symlinks=False)
+    except OSError:
+        return False
     return True
 
 
