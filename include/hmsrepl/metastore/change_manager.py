@@ -30,6 +30,7 @@ the same content is recycled again, ``touch`` renews it by a copy onto itself (s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -41,6 +42,7 @@ from hmsrepl.faults import fault_point
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.storage.base import FileSystem, base_name, join_uri, parent_uri, store_traits
 from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.directory_copies import OpenDirectories, link_in_directories
 from hmsrepl.storage.directory_syncs import DirectorySyncs
 from hmsrepl.storage.rooted import RootedFileSystem
 
@@ -243,44 +245,52 @@ class ChangeManager:
             return 0
         if not _has_links(self.cmroot):
             return 0  # an object store's cmroot: files are pinned by their versions
-        made = 0
         files = self.files.batch()  # one call's files share a few directories: each resolved once
-        for text in encoded_files:
-            entry = EncodedFileUri.decode(text)
-            if not entry.checksum or not _has_links(entry.file_uri):
-                continue
-            source, target = entry.file_uri, self.cm_uri(entry.file_uri, entry.checksum)
-            # The cmroot name is admitted as a name (``link`` and ``delete`` act on names): a name already
-            # there is looked at through ``same_file`` and ``verified_copy``, which check it in full first.
-            fs = files.admit(source).admit(target, content=False)
-            try:  # a new pin, the usual case: one system call
+        with contextlib.closing(OpenDirectories()) as opened:  # and opened once, for links made in them
+            return sum(self._pin_one(files, opened, text) for text in encoded_files)
+
+    def _pin_one(self, files: RootedFileSystem, opened: OpenDirectories, text: str) -> int:
+        """``pin`` of one file: 1 when a pin was made."""
+        entry = EncodedFileUri.decode(text)
+        if not entry.checksum or not _has_links(entry.file_uri):
+            return 0
+        source, target = entry.file_uri, self.cm_uri(entry.file_uri, entry.checksum)
+        if link_in_directories(source, target, fs=files, opened=opened):  # a new pin, the usual case
+            return 1
+        return self._pin_by_paths(files, source, target, entry.checksum)
+
+    def _pin_by_paths(self, files: RootedFileSystem, source: str, target: str, checksum: str) -> int:
+        """``pin`` of one file by full paths, each checked in full: 1 when a pin was made."""
+        # The cmroot name is admitted as a name (``link`` and ``delete`` act on names): a name already there
+        # is looked at through ``same_file`` and ``verified_copy``, which check it in full first.
+        fs = files.admit(source).admit(target, content=False)
+        try:
+            linked = fs.link(source, target)
+        except FileExistsError:  # already pinned, or another file under the name
+            if fs.same_file(source, target) or verified_copy(fs, target, checksum):
+                return 0  # kept: it holds the content
+            fs.delete(target)
+            try:
                 linked = fs.link(source, target)
-            except FileExistsError:  # already pinned, or another file under the name
-                if fs.same_file(source, target) or verified_copy(fs, target, entry.checksum):
-                    continue  # kept: it holds the content
-                fs.delete(target)
-                try:
-                    linked = fs.link(source, target)
-                except FileExistsError:  # pinned by a concurrent write meanwhile
-                    continue
-                except OSError as exc:
-                    log.warning("could not pin '%s' into cmroot (%s); it is not kept if deleted", source, exc)
-                    continue
+            except FileExistsError:  # pinned by a concurrent write meanwhile
+                return 0
             except OSError as exc:
                 log.warning("could not pin '%s' into cmroot (%s); it is not kept if deleted", source, exc)
-                continue
-            if not linked:  # cmroot on another device: a verified copy, unless one is there already
-                if verified_copy(fs, target, entry.checksum):
-                    continue
-                try:
-                    self._copy_verified(source, target, entry.checksum, "pin_mid_copy")
-                except (OSError, StorageError) as copy_exc:
-                    log.warning(
-                        "could not pin '%s' into cmroot (%s); it is not kept if deleted", source, copy_exc
-                    )
-                    continue
-            made += 1
-        return made
+                return 0
+        except OSError as exc:
+            log.warning("could not pin '%s' into cmroot (%s); it is not kept if deleted", source, exc)
+            return 0
+        if not linked:  # cmroot on another device: a verified copy, unless one is there already
+            if verified_copy(fs, target, checksum):
+                return 0
+            try:
+                self._copy_verified(source, target, checksum, "pin_mid_copy")
+            except (OSError, StorageError) as copy_exc:
+                log.warning(
+                    "could not pin '%s' into cmroot (%s); it is not kept if deleted", source, copy_exc
+                )
+                return 0
+        return 1
 
     def resolve(self, encoded: str, *, verify: bool = True) -> str:
         """Where the content an event named can be read now, as a URI every read method accepts.

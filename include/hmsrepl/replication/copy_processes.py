@@ -191,9 +191,8 @@ def _slices(indexed: Iterable[tuple[int, CopyTask]], size: int) -> Iterator[tupl
 def _copy_slice(tasks: list[CopyTask], fresh: frozenset[str]) -> SliceOutcome:
     """Stage verified copies of ``tasks``; returns each one's kind (or its FileLostError) and the directories
     written, which the load syncs. Any other error is raised to the load as it is (its type and message)."""
-    runner = CopyRunner(fresh=fresh)
     outcomes: list[Kind | FileLostError] = []
-    with sync_handed_over() as batch:
+    with CopyRunner(fresh=fresh) as runner, sync_handed_over() as batch:
         for task in tasks:
             fault_point(FAULT_POINT)
             try:

@@ -11,6 +11,7 @@ object's location to it; the helpers here name those directories and link unchan
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Sequence
@@ -23,6 +24,7 @@ from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.paths import InvalidPathError, canonical_uri, is_below
 from hmsrepl.storage.base import join_uri, parent_uri
 from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.directory_copies import OpenDirectories, copy_in_directories, rename_in_directories
 from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem, copy_between
 from hmsrepl.storage.staging import STAGING_PREFIX, publish, staging_name, sync_parents
 
@@ -137,14 +139,20 @@ def copy_verified(
                 raise  # a disk error of the replica (no space...), not this candidate's
             tried.append(f"{candidate} ({exc})")  # the copy was removed
             continue
-        from_cmroot = bool(cmroot) and candidate.startswith(cmroot.rstrip("/") + "/")
-        return CopyResult(target_uri, candidate, checksum_size(written), from_cmroot=from_cmroot)
+        return CopyResult(
+            target_uri, candidate, checksum_size(written), from_cmroot=_in_cmroot(candidate, cmroot)
+        )
     raise FileLostError(
         f"no copy of '{entry.file_uri}' with checksum {entry.checksum} is left: tried "
         + "; ".join(tried)
         + ". The source changed it after the event and cmroot no longer has it (retention passed?); "
         "run a bootstrap to re-replicate"
     )
+
+
+def _in_cmroot(candidate: str, cmroot: str) -> bool:
+    """Whether a copy read from ``candidate`` came from cmroot (counted apart)."""
+    return bool(cmroot) and candidate.startswith(cmroot.rstrip("/") + "/")
 
 
 def copy_candidates(entry: EncodedFileUri, default_cmroot: str = "") -> list[str]:
@@ -182,6 +190,18 @@ def adopt_staged_copy(
     elif not fs.exists(staged):
         return None
     return CopyResult(target_uri, ahead.source_used, ahead.bytes_copied, ahead.from_cmroot, ahead.prefetched)
+
+
+def publish_staged_copy(
+    fs: RootedFileSystem, ahead: CopyResult, planned: str, target_uri: str, opened: OpenDirectories
+) -> CopyResult | None:
+    """``adopt_staged_copy`` with ``publish``, renamed relative to the directories of ``opened`` (a page of
+    renames from one staging area into one new version: each directory opened and checked once, not each
+    path per rename); by full paths where that way does not apply."""
+    moved = rename_in_directories(staging_name(planned), target_uri, fs=fs, opened=opened)
+    if moved is None:
+        return adopt_staged_copy(fs, ahead, planned, target_uri, publish=True)
+    return dataclasses.replace(ahead, target=target_uri) if moved else None
 
 
 @dataclass(frozen=True, slots=True)  # one per file a load copies
@@ -257,6 +277,17 @@ class CopyRunner:
         self._views: dict[tuple[tuple[str, ...], str], RootedFileSystem] = {}
         self._allowed: dict[tuple[str, ...], BelowAny] = {}
         self._fresh = frozenset(fresh)
+        self._directories = OpenDirectories()
+
+    def __enter__(self) -> CopyRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the directories the copies were made in (``storage.directory_copies``)."""
+        self._directories.close()
 
     def _view(self, roots: tuple[str, ...], purpose: str) -> RootedFileSystem:
         view = self._views.get((roots, purpose))
@@ -268,14 +299,42 @@ class CopyRunner:
         allowed = self._allowed.get(task.allowed_roots)
         if allowed is None:
             allowed = self._allowed.setdefault(task.allowed_roots, below_any(*task.allowed_roots))
+        target = self._view(task.target_roots, "replica files of this load")
+        source = self._view(allowed.roots, "source files of this load")
+        fresh = bool(self._fresh) and parent_uri(task.target_uri) in self._fresh
+        if fresh:  # no earlier copy to look for: the file itself first, through its open directories
+            direct = self._direct(task, allowed, source, target)
+            if direct is not None:
+                return direct
         return copy_verified(
             task.encoded,
             task.target_uri,
-            target=self._view(task.target_roots, "replica files of this load"),
+            target=target,
             default_cmroot=task.default_cmroot,
             allowed=allowed,
-            source=self._view(allowed.roots, "source files of this load"),
-            fresh=bool(self._fresh) and parent_uri(task.target_uri) in self._fresh,
+            source=source,
+            fresh=fresh,
+        )
+
+    def _direct(
+        self, task: CopyTask, allowed: BelowAny, source: RootedFileSystem, target: RootedFileSystem
+    ) -> CopyResult | None:
+        """``copy_verified``'s first candidate (the file itself) staged through its open directories
+        (``storage.directory_copies``); None when that way did not make it."""
+        entry = EncodedFileUri.decode(task.encoded)
+        if not allowed(entry.file_uri):
+            return None  # refused with its reason by copy_verified
+        staged = staging_name(task.target_uri)
+        if not copy_in_directories(
+            entry.file_uri, staged, entry.checksum, source=source, target=target, opened=self._directories
+        ):
+            return None
+        cmroot = entry.cmroot or task.default_cmroot
+        return CopyResult(
+            task.target_uri,
+            entry.file_uri,
+            checksum_size(entry.checksum),
+            from_cmroot=_in_cmroot(entry.file_uri, cmroot),
         )
 
 

@@ -120,9 +120,8 @@ def _in_threads(tasks: Sequence[CopyTask], made: Collection[str]) -> Iterator[Co
     if not tasks:
         return
     workers = target_files(tasks).traits(tasks[0].target_uri).io_parallelism
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with CopyRunner(fresh=made) as runner, ThreadPoolExecutor(max_workers=workers) as pool:
         context = contextvars.copy_context()  # carries the open sync batch into the pool's threads
-        runner = CopyRunner(fresh=made)
         yield from bounded_map(pool, lambda task: context.copy().run(_attempt, runner, task), tasks, workers)
 
 

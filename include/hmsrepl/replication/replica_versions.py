@@ -61,6 +61,7 @@ from hmsrepl.replication.filecopy import (
     link_file,
     logical_location,
     publish_all,
+    publish_staged_copy,
     remove_staging_leftovers,
     standby_location,
     versioned_location,
@@ -81,6 +82,7 @@ from hmsrepl.replication.replica_files import (
 from hmsrepl.replication.staged_copies import StagedCopies
 from hmsrepl.storage.base import FileIdentity, join_uri, parent_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
+from hmsrepl.storage.directory_copies import OpenDirectories
 from hmsrepl.storage.local import sync_uris
 from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import staging_name
@@ -398,17 +400,26 @@ class VersionPublisher:
         allowed = below_any(source_location, self.source_cmroot)
         for page in pages:
             to_publish = []
-            for encoded in page:
-                rel = relative_path(encoded)
-                target_uri = join_uri(new, rel)
-                stat = left.pop(rel, None)
-                if stat is not None and _same_content(fs, target_uri, stat[0], encoded):
-                    continue
-                if not self._copy_in(
-                    encoded, target_uri, allowed, prefetched_at=join_uri(logical, rel), fs=fs, new=True
-                ):
-                    to_publish.append(target_uri)
-                fault_point()
+            # The staging area and the version are opened and checked once a page, not per rename.
+            with contextlib.closing(OpenDirectories()) as opened:
+                for encoded in page:
+                    rel = relative_path(encoded)
+                    target_uri = join_uri(new, rel)
+                    stat = left.pop(rel, None)
+                    if stat is not None and _same_content(fs, target_uri, stat[0], encoded):
+                        continue
+                    prefetched_at = join_uri(logical, rel)
+                    if not self._copy_in(
+                        encoded,
+                        target_uri,
+                        allowed,
+                        prefetched_at=prefetched_at,
+                        fs=fs,
+                        new=True,
+                        opened=opened,
+                    ):
+                        to_publish.append(target_uri)
+                    fault_point()
             publish_all(fs, to_publish, durable=False)  # made durable with the batch, in set_last_id
             fault_point()
         for rel in left:  # not in the listing
@@ -700,19 +711,21 @@ class VersionPublisher:
         prefetched_at: str,
         fs: RootedFileSystem | None = None,
         new: bool = False,
+        opened: OpenDirectories | None = None,
     ) -> bool:
         """One checksum-verified copy of an event's file to a place no reader sees yet, counted (``fs``: the
         replica's files, or a ``batch`` view of them). Answers whether it is in place already: ``new`` (the
         file goes to a new version directory, which no reader lists before the batch commits) lets a copy
         staged ahead take ``target_uri`` itself (one rename, not two); any other copy waits under its staged
-        name for ``publish_all``."""
+        name for ``publish_all``. ``opened``: the directories a page of renames into a new version is made in."""
         fs = fs or self.target.cm.files
         ahead = self.copied_ahead.take(prefetched_at, encoded)
-        result = (
-            adopt_staged_copy(fs, ahead, prefetched_at, target_uri, publish=new)
-            if ahead is not None
-            else None
-        )
+        if ahead is None:
+            result = None
+        elif new and opened is not None:
+            result = publish_staged_copy(fs, ahead, prefetched_at, target_uri, opened)
+        else:
+            result = adopt_staged_copy(fs, ahead, prefetched_at, target_uri, publish=new)
         placed = result is not None and new
         if result is None:
             result = copy_verified(

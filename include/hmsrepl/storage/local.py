@@ -301,17 +301,7 @@ class LocalFileSystem(FileSystem):
             raise StorageError(f"cannot read '{src}': {exc.strerror}") from exc
         path = local_path(dst)
         try:
-            target = _open_unpublished(path)
-            try:
-                token = _copy_hashing(source, target, kick_writeback=_durable_writes())
-                _sync_written(target, os.path.dirname(path) or ".")
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)  # a partial copy is never trusted, and not left behind either
-                raise
-            finally:
-                os.close(target)
-            return token
+            return _write_unpublished(source, path, None, os.path.dirname(path) or ".", size)
         finally:
             os.close(source)
 
@@ -604,24 +594,60 @@ def _walk_regular(directory: str, uri_prefix: str) -> Iterator[FileStatus]:
         yield from _walk_regular(os.path.join(directory, name), f"{uri_prefix}/{name}")
 
 
-def _open_unpublished(path: str) -> int:
-    """Create a staged copy's name for writing, its directory made on first use. A file already under the
-    name (a crashed attempt's) is unlinked first, never truncated: it may be a hard link of a published
-    file (a version links the staged copies of its batch). A symlink under the name is removed, never
-    followed."""
+def copy_unpublished_at(
+    source_dir: int, source_name: str, target_dir: int, target_name: str, *, directory: str, size: int
+) -> str:
+    """``LocalFileSystem.copy_unpublished`` between names in two open directories (descriptors a rooted file
+    system opened and checked once for many names: ``RootedFileSystem.open_directory``); returns the copy's
+    checksum token. Both names are single segments (``rooted.plain_name``), so neither can leave its
+    directory. The source is opened without following a symlink (``ELOOP``: the caller checks that path in
+    full instead) and without blocking on a FIFO; ``size``: the size its checksum records, read in one call
+    for a small file (no read at its end). ``directory``: the target directory's path, for the sync batch.
+    Raises ``OSError`` as the system calls do: nothing is left under the target name then."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    source = os.open(source_name, flags, dir_fd=source_dir)
+    try:
+        return _write_unpublished(source, target_name, target_dir, directory, size)
+    finally:
+        os.close(source)
+
+
+def _write_unpublished(source: int, path: str, dir_fd: int | None, directory: str, size: int | None) -> str:
+    """Copy the open ``source`` to a new staged name (``path``, relative to ``dir_fd`` when given), durable
+    as ``copy`` is; a partial copy is never trusted, and not left behind either."""
+    target = _open_unpublished(path, dir_fd)
+    try:
+        token = _copy_hashing(source, target, kick_writeback=_durable_writes(), size=size)
+        _sync_written(target, directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path, dir_fd=dir_fd)
+        raise
+    finally:
+        os.close(target)
+    return token
+
+
+def _open_unpublished(path: str, dir_fd: int | None = None) -> int:
+    """Create a staged copy's name for writing, its directory made on first use (not below ``dir_fd``: that
+    directory is open, so it exists). A file already under the name (a crashed attempt's) is unlinked first,
+    never truncated: it may be a hard link of a published file (a version links the staged copies of its
+    batch). A symlink under the name is removed, never followed."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     for attempt in (1, 2, 3):
         try:
-            return os.open(path, flags, 0o600)  # the mode of the temporary files ``copy`` writes
+            return os.open(
+                path, flags, 0o600, dir_fd=dir_fd
+            )  # the mode of the temporary files ``copy`` writes
         except FileNotFoundError:
-            if attempt == 3:
+            if attempt == 3 or dir_fd is not None:
                 raise
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         except FileExistsError:
             if attempt == 3:
                 raise
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+                os.unlink(path, dir_fd=dir_fd)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
@@ -639,11 +665,17 @@ def _durable_writes() -> bool:
     return batch is None or batch.durability != "none"
 
 
-def _copy_hashing(source: int, target: int, *, kick_writeback: bool) -> str:
-    """Copy ``source`` to ``target`` (file descriptors) in one read pass; returns the token of what was written."""
+def _copy_hashing(source: int, target: int, *, kick_writeback: bool, size: int | None = None) -> str:
+    """Copy ``source`` to ``target`` (file descriptors) in one read pass; returns the token of what was written.
+
+    ``size``: the size the source should have (its recorded checksum's). A read that asked for more and
+    ended there is taken as the end: a file of 8 bytes costs one read of 9 bytes, not a read of a 4 MiB
+    buffer and another of nothing at its end. The token is of the bytes written whatever the file holds
+    beyond, so a copy that does not hold exactly the recorded content never matches its checksum."""
     running = RunningChecksum()
     kicked = 0
-    while chunk := os.read(source, COPY_CHUNK_BYTES):
+    want = COPY_CHUNK_BYTES if size is None or size < 0 else min(size + 1, COPY_CHUNK_BYTES)
+    while chunk := os.read(source, want):
         running.update(chunk)
         view = memoryview(chunk)
         while view:
@@ -651,4 +683,7 @@ def _copy_hashing(source: int, target: int, *, kick_writeback: bool) -> str:
         if kick_writeback and running.size - kicked >= WRITEBACK_BYTES:
             _start_writeback(target, kicked, running.size - kicked)
             kicked = running.size
+        if len(chunk) < want and running.size == size:
+            break
+        want = COPY_CHUNK_BYTES
     return running.token

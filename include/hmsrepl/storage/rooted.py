@@ -92,6 +92,13 @@ def real_path_in(path: str, real_parent: str) -> str:
     return f"{real_parent.rstrip('/')}/{path.rsplit('/', 1)[1]}"
 
 
+def plain_name(name: str) -> bool:
+    """Whether ``name`` is one path segment naming an entry of the directory it is looked up in (relative to
+    an ``open_directory`` descriptor): not empty, not ``.`` or ``..``, no ``/``, only printable characters.
+    Any other name is checked as a whole path by its caller."""
+    return name not in ("", ".", "..") and "/" not in name and name.isprintable()
+
+
 #: The longest path ``canonical_uri`` accepts (its default).
 _MAX_CHARS = 4096
 
@@ -219,6 +226,27 @@ class RootedFileSystem(FileSystem):
             real = real_path(path)
         memo[path] = real
         return real
+
+    def open_directory(self, uri: str) -> int:
+        """A descriptor of the local directory ``uri`` for many names in it (``dir_fd`` of ``os`` functions),
+        checked once: the real path of the directory the kernel opened (read back from the descriptor, not
+        resolved beside it) must lie in a root. A name of one segment (``plain_name``) opened relative to it
+        is in that directory whatever the path ``uri`` names meanwhile: a directory swapped for a symlink
+        after the check is never followed, and the next opening of ``uri`` refuses it. The caller closes it.
+
+        Raises OutsideRootsError (a remote URI, or a directory outside the roots), OSError when it cannot
+        be opened (missing, not a directory)."""
+        canonical = self._canonical(uri)
+        if not canonical.startswith("/"):
+            raise OutsideRootsError(f"{self.purpose}: '{uri}' is not a local directory")
+        fd = os.open(canonical, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}") if _O_PATH is not None else real_path(canonical)
+            self._require(canonical, real, self._local)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def batch(self) -> RootedFileSystem:
         """This file system for one piece of work on many paths of the same trees (recycling a dropped
