@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from hmsrepl.exceptions import InvalidObjectError, NoSuchPartitionError
 from hmsrepl.formats.json_text import LazyArray
@@ -191,7 +191,12 @@ class DataCatalog(CatalogFamily):
         two per partition)."""
         if table.id is None:
             return [describe_files(part.sd.location, self.cm) for part in parts]
-        recorded = self.recorded_listings(table, parts)
+        return self._described(parts, self.recorded_listings(table, parts))
+
+    def _described(
+        self, parts: Sequence[Partition], recorded: dict[str, dict[str, FileRecord]]
+    ) -> list[list[str]]:
+        """``describe_partitions`` of ``parts`` from their records (``recorded``, by location)."""
         batch = self.cm.files.batch()  # the partitions share the table's directories: resolved once
         return [
             describe_recorded(part.sd.location, self.cm, recorded.get(part.sd.location, {}), batch)
@@ -221,10 +226,15 @@ class DataCatalog(CatalogFamily):
             return list(self.describe_partitions(table, parts))
         keys = table.partition_key_names
         names = [make_partition_name(keys, part.values) for part in parts]
-        with self.events.reader() as conn:
+        with self.events.reader() as conn:  # one read of the summaries and the short listings' records
             long = listings.long_named(conn, table.id, names, LONG_LISTING)
-        rest = [part for part, name in zip(parts, names, strict=True) if name not in long]
-        held = iter(self.describe_partitions(table, rest) if rest else [])
+            rest = {
+                name: part.sd.location for part, name in zip(parts, names, strict=True) if name not in long
+            }
+            recorded = _recorded_named(conn, table.id, rest) if rest else {}
+        held = iter(
+            self._described([part for part, name in zip(parts, names, strict=True) if name in rest], recorded)
+        )
         out: list[list[str] | RecordedPages] = []
         for part, name in zip(parts, names, strict=True):
             found = long.get(name)
@@ -259,9 +269,13 @@ class DataCatalog(CatalogFamily):
                 return {location: listings.read(conn, ObjectKey(table.id))} if location else {}
             keys = table.partition_key_names
             locations = {make_partition_name(keys, p.values): p.sd.location for p in partitions}
-            recorded = listings.read_named(conn, table.id, list(locations))
-            return {
-                location: recorded[name]
-                for name, location in locations.items()
-                if location and name in recorded
-            }
+            return _recorded_named(conn, table.id, locations)
+
+
+def _recorded_named(
+    conn: Connection, tbl_id: int, locations: dict[str, str | None]
+) -> dict[str, dict[str, FileRecord]]:
+    """The records of a table's partitions named in ``locations`` (name -> location), by location; a
+    partition with nothing recorded, or no location, is absent."""
+    recorded = listings.read_named(conn, tbl_id, list(locations))
+    return {location: recorded[name] for name, location in locations.items() if location and name in recorded}
