@@ -15,7 +15,9 @@ Derby, ``bench/hive_reference.py``) and read back over Thrift the way the import
 tool pays just to read the objects. Sizes above ``--hive-max`` partitions skip it (Derby fills slowly).
 
 Each phase's CPU seconds (user and system, from ``wait4``) are printed beside its wall time: on a machine
-shared with other work they compare two runs where wall time cannot.
+shared with other work they compare two runs where wall time cannot. Under each phase, its wall seconds by
+stage (the run's ``repl_metrics`` row: pre-flight, copy, apply...) and its user and system CPU apart show
+where a wall time went (system time: the kernel making directories and syncing).
 
 ``--profile dump`` (or ``load``) runs that phase under cProfile and prints the top 25 functions by
 cumulative time (``BENCH_PROFILE_LINES`` and ``BENCH_PROFILE_SORT``, e.g. ``tottime``, change both;
@@ -114,17 +116,36 @@ def run_phase(phase: str, url: str, target_url: str, root: Path, dump_dir: str, 
         pstats.Stats(profiler, stream=sys.stderr).sort_stats(
             os.environ.get("BENCH_PROFILE_SORT", "cumulative")
         ).print_stats(int(os.environ.get("BENCH_PROFILE_LINES", "25")))
-    out = {"seconds": seconds, "dump_dir": getattr(result, "dump_dir", dump_dir)}
+    out = {
+        "seconds": seconds,
+        "dump_dir": getattr(result, "dump_dir", dump_dir),
+        "stages": _stages(source, target),
+    }
     source.close()
     target.close()
     return out
+
+
+def _stages(*stores) -> dict[str, float]:
+    """The newest run's wall seconds per stage (its ``repl_metrics`` row), from whichever store recorded it."""
+    from hmsrepl.replication.metrics import MetricsLog
+
+    rows = [row for store in stores for row in MetricsLog(store.engine).list(limit=1)]
+    newest = max(rows, key=lambda row: row.started_at, default=None)
+    return {} if newest is None else newest.stages
+
+
+def _stage_line(label: str, phase: str, answer: dict, user: float, system: float) -> str:
+    """One phase's wall seconds by stage beside its user and system CPU: where a wall time went."""
+    stages = ", ".join(f"{name} {seconds:.2f}" for name, seconds in sorted(answer["stages"].items()))
+    return f"  {label}: {phase} stages (wall s): {stages or 'none recorded'}; cpu user {user:.2f} s, system {system:.2f} s"
 
 
 def child(
     phase: str, url: str, target_url: str, root: Path, dump_dir: str, profile: bool
 ) -> tuple[dict, float, float]:
     """Run one phase in a fresh interpreter; (its JSON answer, its peak RSS in MB, its CPU seconds: user and
-    system, the figure that holds on a loaded machine)."""
+    system, the figure that holds on a loaded machine). The answer also holds ``user`` and ``system``."""
     argv = [sys.executable, __file__, "--phase", phase, "--url", url, "--target-url", target_url]
     argv += ["--root", str(root), "--dump-dir", dump_dir] + (["--profile", phase] if profile else [])
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=os.environ.copy())
@@ -134,8 +155,9 @@ def child(
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{phase} failed (exit {proc.returncode})")
-    cpu = usage.ru_utime + usage.ru_stime
-    return json.loads(output.decode().strip().splitlines()[-1]), usage.ru_maxrss / 1024, cpu
+    answer = json.loads(output.decode().strip().splitlines()[-1])
+    answer.update(user=usage.ru_utime, system=usage.ru_stime)
+    return answer, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def hive_floor(stack: ExitStack, root: Path, tables: int, partitions: int) -> float:
@@ -193,11 +215,17 @@ def bench_size(backend: str, tables: int, partitions: int, args: argparse.Namesp
         print(f"  {label}: built in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
         dumped, dump_rss, dump_cpu = child("dump", url, target_url, root, "", args.profile == "dump")
         print(f"  {label}: dump {dumped['seconds']:.2f} s, {dump_rss:.0f} MB", file=sys.stderr, flush=True)
+        print(
+            _stage_line(label, "dump", dumped, dumped["user"], dumped["system"]), file=sys.stderr, flush=True
+        )
         loaded, load_rss, load_cpu = child(
             "load", url, target_url, root, dumped["dump_dir"], args.profile == "load"
         )
         # Printed now: removing a million partitions' directories afterwards takes minutes.
         print(f"  {label}: load {loaded['seconds']:.2f} s, {load_rss:.0f} MB", file=sys.stderr, flush=True)
+        print(
+            _stage_line(label, "load", loaded, loaded["user"], loaded["system"]), file=sys.stderr, flush=True
+        )
         return {
             "dump": (dumped["seconds"], dump_rss, dump_cpu),
             "load": (loaded["seconds"], load_rss, load_cpu),
