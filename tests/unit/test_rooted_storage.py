@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hmsrepl.formats.paths import canonical_uri
+from hmsrepl.formats.paths import canonical_uri, is_plain_local, parse_uri
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.storage.checksum import checksum_bytes
-from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem, already_canonical
+from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -270,14 +270,18 @@ _PATHLIKE = st.text(
 @given(st.one_of(_PATHLIKE, _PATHLIKE.map(lambda text: "/" + text), st.text()))
 @settings(max_examples=3000, deadline=None)
 def test_a_path_taken_as_canonical_without_parsing_is_what_the_parser_returns(uri: str) -> None:
-    """The check's shortcut for plain local paths never lets through a spelling the parser would change
-    or refuse (a ``..`` segment, a control character, a doubled or trailing slash)."""
-    if already_canonical(uri):
-        assert canonical_uri(uri) == uri
+    """The shortcut for plain local paths (``canonical_uri``'s and the rooted checks') never lets through a
+    spelling the parser would change or refuse (a ``..`` segment, a control character, a doubled or trailing
+    slash, a path over the limit)."""
+    for limit in (4096, 8):
+        if is_plain_local(uri, limit):
+            assert parse_uri(uri, max_chars=limit) == ("file", "", uri)
+            assert canonical_uri(uri, limit) == uri
 
 
 def test_the_shortcut_takes_the_common_paths_and_leaves_the_rest_to_the_parser() -> None:
-    assert already_canonical("/warehouse/db.db/t/d=1/part-0000.parquet")
+    assert is_plain_local("/warehouse/db.db/t/d=1/part-0000.parquet")
+    assert not is_plain_local("/warehouse/t", max_chars=8)
     for uri in (
         "/w/../etc",
         "/w/./t",
@@ -289,7 +293,7 @@ def test_the_shortcut_takes_the_common_paths_and_leaves_the_rest_to_the_parser()
         "/w/.hidden",
         "/" + "a" * 4096,
     ):
-        assert not already_canonical(uri)
+        assert not is_plain_local(uri)
 
 
 def partition_beside_a_secret(tmp_path: Path) -> tuple[Path, Path, Path]:

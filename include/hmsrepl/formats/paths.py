@@ -37,8 +37,25 @@ def canonical_uri(uri: Any, max_chars: int = 4096) -> str:
     segment is refused rather than resolved, since no writer of this product produces one and resolving
     would hide where a path was meant to lead.
     """
+    if isinstance(uri, str) and is_plain_local(uri, max_chars):
+        return uri  # the parse would return it unchanged: most paths a load checks are such
     scheme, authority, path = parse_uri(uri, max_chars=max_chars)
     return path if scheme == "file" else f"{scheme}://{authority}{path}"
+
+
+def is_plain_local(uri: str, max_chars: int = 4096) -> bool:
+    """Whether ``uri`` is a local path that ``canonical_uri`` returns unchanged, decided without the parse:
+    absolute, no trailing ``/``, no empty segment, none that starts with ``.`` (so no ``.`` or ``..``), only
+    printable characters (so no control character), at most ``max_chars`` long. Stricter than the parser
+    (a name starting with ``.`` is valid): what this refuses is left to the parser, which decides."""
+    return (
+        1 < len(uri) <= max_chars
+        and uri[0] == "/"
+        and uri[-1] != "/"
+        and "//" not in uri
+        and "/." not in uri
+        and uri.isprintable()
+    )
 
 
 def parse_uri(uri: Any, *, lenient: bool = False, max_chars: int | None = 4096) -> tuple[str, str, str]:

@@ -253,25 +253,31 @@ def check_local_source_file(
     or a FIFO that would hang the copy; this one looks at the file system. Files that are gone pass (the
     copy then falls back to cmroot, whose entries are recycled copies, never links). ``files``: a view of
     ``roots.files`` to check through (a ``batch`` one for the many files of a load: each directory is
-    resolved into the roots once, then a file costs one ``lstat``). The name is checked against the roots
-    with its directory resolved; a regular file (not a link) then is where that name says, so the size comes
-    from the same ``lstat`` and the pre-flight needs no second look at the file.
+    resolved into the roots once, then a file costs one ``lstat``).
     """
-    files = files or roots.files
-    entry = EncodedFileUri.decode(encoded)
-    canonical = canonical_uri(entry.file_uri)
+    file_uri = EncodedFileUri.decode(encoded).file_uri
+    canonical = canonical_uri(file_uri)
     if not store_traits(canonical).has_directories:
         return None  # object stores have no links
+    return local_source_size(file_uri, canonical, files or roots.files)
+
+
+def local_source_size(file_uri: str, canonical: str, files: RootedFileSystem) -> int | None:
+    """``check_local_source_file``'s look at ``canonical`` (``file_uri`` as the entry spells it, for messages),
+    on a store with directories: for a caller that split the entry and asked its store's kind already (the
+    pre-flight, once a directory). The name is checked against the roots with its directory resolved; a
+    regular file (not a link) then is where that name says, so the size comes from the same ``lstat`` and
+    the pre-flight needs no second look at the file."""
     try:
         kind, size = files.entry_size(canonical)  # the name only: a link is refused below, never followed
     except OutsideRootsError:
-        raise InvalidPathError(f"file {show(entry.file_uri)} resolves outside the source roots") from None
+        raise InvalidPathError(f"file {show(file_uri)} resolves outside the source roots") from None
     except StorageError as exc:
-        raise InvalidPathError(f"file {show(entry.file_uri)} cannot be examined: {exc}") from None
+        raise InvalidPathError(f"file {show(file_uri)} cannot be examined: {exc}") from None
     if kind is None:
         return None
     if kind != "file":
-        raise InvalidPathError(f"file {show(entry.file_uri)} is not a regular file (a link, FIFO or device)")
+        raise InvalidPathError(f"file {show(file_uri)} is not a regular file (a link, FIFO or device)")
     return size
 
 

@@ -28,7 +28,14 @@ from typing import BinaryIO
 
 from hmsrepl.exceptions import StorageError
 from hmsrepl.formats.file_uri import split_versioned_reference
-from hmsrepl.formats.paths import CONTROL_CHARACTERS, InvalidPathError, canonical_uri, is_below, show
+from hmsrepl.formats.paths import (
+    CONTROL_CHARACTERS,
+    InvalidPathError,
+    canonical_uri,
+    is_below,
+    is_plain_local,
+    show,
+)
 from hmsrepl.storage.base import (
     FileIdentity,
     FileStatus,
@@ -99,25 +106,6 @@ def plain_name(name: str) -> bool:
     return name not in ("", ".", "..") and "/" not in name and name.isprintable()
 
 
-#: The longest path ``canonical_uri`` accepts (its default).
-_MAX_CHARS = 4096
-
-
-def already_canonical(uri: str) -> bool:
-    """Whether ``uri`` is a local path that ``canonical_uri`` returns unchanged: absolute, no trailing ``/``,
-    no empty segment, none that starts with ``.`` (so no ``.`` or ``..``), only printable characters (so no
-    control character), not too long. Most paths a batch checks are such (a dropped table's files), and
-    need no parse; any other spelling takes the parser, which decides."""
-    return (
-        1 < len(uri) <= _MAX_CHARS
-        and uri[0] == "/"
-        and uri[-1] != "/"
-        and "//" not in uri
-        and "/." not in uri
-        and uri.isprintable()
-    )
-
-
 @functools.lru_cache(maxsize=8192)
 def _canonical_plain(uri: str) -> str:
     """``canonical_uri`` of a URI without its version (pure, so remembered: paths repeat within a batch)."""
@@ -156,7 +144,7 @@ class RootedFileSystem(FileSystem):
 
     # -- the check -----------------------------------------------------------------------------------------
     def _canonical(self, uri: str) -> str:
-        if already_canonical(uri):
+        if is_plain_local(uri):  # returned unchanged by the parse, which is skipped (``_canonical_plain``)
             return uri
         try:
             return _canonical_plain(uri)
