@@ -65,6 +65,48 @@ def test_events_and_intents_take_consecutive_ids_in_order(metastore: Metastore) 
     assert metastore.events.current_event_id() == before + 2
 
 
+@pytest.mark.parametrize("count", [1, 2])
+def test_each_event_is_stored_as_given_whether_alone_or_with_others(metastore: Metastore, count: int) -> None:
+    """A lone event is bound as values, several as one document: either way each row holds the event's own
+    columns, text outside the Basic Multilingual Plane and a table-less event's NULL included."""
+    metastore.catalog.create_database(Database(name="a"))
+    before = metastore.events.current_event_id()
+    events = [
+        {**EVENT, "tbl_name": None if number else "t\U0001f600", "message": f"{EVENT['message']}{number}"}
+        for number in range(count)
+    ]
+    with metastore.engine.begin() as conn:
+        first, _, _ = append_checked(conn, ["a"], events, 7, [])
+        stored = conn.execute(
+            select(
+                notification_log.c.event_id,
+                notification_log.c.event_time,
+                notification_log.c.event_type,
+                notification_log.c.cat_name,
+                notification_log.c.db_name,
+                notification_log.c.tbl_name,
+                notification_log.c.message,
+                notification_log.c.message_format,
+            )
+            .where(notification_log.c.event_id > before)
+            .order_by(notification_log.c.event_id)
+        ).all()
+    expected = [
+        (
+            before + 1 + number,
+            7,
+            event["event_type"],
+            "hive",
+            "a",
+            event["tbl_name"],
+            event["message"],
+            "json-1",
+        )
+        for number, event in enumerate(events)
+    ]
+    assert first == before + 1 and [tuple(row) for row in stored] == expected
+
+
 def test_more_intents_than_it_carries_are_refused_before_anything_is_sent(metastore: Metastore) -> None:
     metastore.catalog.create_database(Database(name="a"))
     with metastore.engine.begin() as conn, pytest.raises(ValueError, match="at most"):
