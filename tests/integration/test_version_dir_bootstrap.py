@@ -6,17 +6,23 @@ The file behaviour does not depend on the catalog's backend: these run on SQLite
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.messages import DataChange, ListingMismatchError
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication import replica_versions
+from hmsrepl.replication.apply_stats import ApplyStats
 from hmsrepl.replication.engine import ReplicationEngine
-from hmsrepl.replication.filecopy import VERSION_MARK
+from hmsrepl.replication.filecopy import VERSION_MARK, versioned_location
+from hmsrepl.replication.replica_versions import VersionPublisher
 from hmsrepl.replication.verify import verify
+from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import RootedFileSystem
 from tests.backends import temporary_database
@@ -108,3 +114,40 @@ def test_staging_areas_are_found_by_one_listing_and_retired(
     assert len(asked) <= replica_versions.LIST_AFTER_ASKS - 1 + 2 * len(leftovers), len(asked)
     assert not any(path.parent.exists() for path in leftovers)
     assert verify(source, "d", target, "d_dr") == []
+
+
+def test_a_new_objects_first_version_holds_exactly_its_listing(target: Metastore, tmp_path: Path) -> None:
+    """An object with no version yet (every partition of a bootstrap) gets a new directory holding exactly
+    its listing: an interrupted attempt's file there is removed, the listed file copied in, and what is
+    published is its whole listing for the catalog to record (nothing kept, removed or added in place)."""
+    source = str(tmp_path / "src" / "t" / "k=a")
+    encoded = EncodedFileUri(
+        write_file(source, "000000_0", b"rows of a"), checksum_bytes(b"rows of a")
+    ).encode()
+    publisher = VersionPublisher(target, source_cmroot=str(tmp_path / "src_cm"), stats=ApplyStats())
+    publisher.version = 9
+    logical = f"{target.config.warehouse}/d_dr.db/t/k=a"
+    write_file(versioned_location(logical, 9), "left_0", b"an interrupted attempt's")
+    published = publisher.publish_version(
+        None, logical, DataChange((encoded,), (), complete=True), source, None, "partition 'd_dr.t/k=a'"
+    )
+    assert published.location == versioned_location(logical, 9)
+    assert os.listdir(local_path(published.location)) == ["000000_0"]
+    assert published.files == {"000000_0": encoded} and not published.as_delta
+    assert not (published.replace or published.in_place or published.removed)
+    assert [r.rel_path for r in published.records()] == ["000000_0"]  # stamped from the new version
+    publisher.discard_batch()  # nothing names it: the failed batch removes it
+    assert not os.path.exists(local_path(published.location))
+
+
+def test_a_delta_onto_a_new_object_is_still_checked(target: Metastore, tmp_path: Path) -> None:
+    """A delta on an object the replica does not hold yet says how many files follow it: one that cannot
+    be is refused in one line naming the object, before any directory is made."""
+    publisher = VersionPublisher(target, source_cmroot=str(tmp_path / "src_cm"), stats=ApplyStats())
+    logical = f"{target.config.warehouse}/d_dr.db/t/k=b"
+    with pytest.raises(ListingMismatchError) as failure:
+        publisher.publish_version(
+            None, logical, DataChange((), (), count=3), None, None, "partition 'd_dr.t/k=b'"
+        )
+    assert "d_dr.t/k=b" in str(failure.value) and "\n" not in str(failure.value)
+    assert not os.path.exists(local_path(f"{target.config.warehouse}/d_dr.db/t"))

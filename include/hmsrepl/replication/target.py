@@ -462,12 +462,15 @@ class TargetWriter:
             self.stats.partitions += len(new_parts)
         if changed:
             self.catalog.alter_partitions(self.db, table_name, changed, applied_files=applied(changed_names))
-        if published and table.id is not None:
-            ids.update(self._partition_ids(table, [n for n in published if n not in ids]))
-            logged = {*new_names, *changed_names}
-            for name, done in published.items():
+        # A version whose partition the catalog's calls above logged is recorded by them (``record_version``):
+        # only the others are (a bootstrap's page has none: its new partitions are all logged).
+        logged = {*new_names, *changed_names}
+        unlogged = {name: done for name, done in published.items() if name not in logged}
+        if unlogged and table.id is not None:
+            ids.update(self._partition_ids(table, [n for n in unlogged if n not in ids]))
+            for name, done in unlogged.items():
                 if name in ids:
-                    self.data.record_version(ObjectKey(table.id, ids[name]), done, logged=name in logged)
+                    self.data.record_version(ObjectKey(table.id, ids[name]), done, logged=False)
 
     def _partition_ids(self, table: Table, names: list[str]) -> dict[str, int]:
         if table.id is None or not names:
@@ -486,22 +489,25 @@ class TargetWriter:
         """Each partition's write with its data change decided (``LostFiles.decide``: an object whose files
         this load cannot fetch keeps its data, marked stale), before any is published."""
         decided = []
+        version, decide = self.version, self.lost.decide  # the page's, looked up once
+        named_as = f"partition '{self.db}.{table_name}/"  # each partition's ``what``: this, its name, a quote
         for name, (part, snapshot, files) in named:
             current = existing.get(name)
-            change, stale = self.lost.decide(
-                current.parameters if current else {}, as_change(files), (table_name, name), self.version
+            change, stale = decide(
+                current.parameters if current else {}, as_change(files), (table_name, name), version
             )
             if stale is not None:
                 part = part.model_copy(update={"parameters": {**part.parameters, STALE: stale}})
+            sd = snapshot.get("sd")
             decided.append(
                 PartitionWrite(
                     name,
                     part,
                     current,
                     change,
-                    snapshot.get("sd", {}).get("location"),
+                    sd.get("location") if sd else None,
                     ObjectKey(table.id or 0, ids[name]) if name in ids else None,
-                    f"partition '{self.db}.{table_name}/{name}'",
+                    named_as + name + "'",
                 )
             )
         return decided
