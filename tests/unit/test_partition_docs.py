@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hmsrepl.metastore.catalog.rows import _partition_from_row
+from hmsrepl.metastore.catalog.rows import _partition_from_row, _partition_snapshot, _snapshot
 from hmsrepl.metastore.model import FieldSchema, Order, Partition, SerDeInfo, StorageDescriptor
 from hmsrepl.thrift.convert import PartitionDocs, partition_to_thrift
 
@@ -101,3 +102,25 @@ def test_partitions_of_one_reply_do_not_share_mutable_lists() -> None:
     first.parameters["k"] = "v"
     first.sd.serdeInfo.parameters["k"] = "v"
     assert second == through_model(part.model_dump_json(), 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(part=PARTITION, write_id=st.integers(0, 10**6))
+def test_an_added_partitions_event_snapshot_from_its_stored_document_is_the_models(
+    part: Partition, write_id: int
+) -> None:
+    """``add_partitions`` logs each partition decoded from the document it stores, not walked from the model
+    again: the snapshot (and so the event's JSON) must be the model's, write id included."""
+    part = part.model_copy(update={"write_id": write_id})
+    from_doc = _partition_snapshot(part.model_dump_json(exclude={"write_id"}), write_id)
+    assert from_doc == _snapshot(part)
+    assert msgspec.json.encode(from_doc) == msgspec.json.encode(_snapshot(part))
+
+
+def test_a_snapshot_from_a_document_keeps_fields_left_out_when_unset() -> None:
+    """Hive 4's SerDe fields are left out of documents when unset, and kept when set."""
+    serde = SerDeInfo(name="s", description="d", serde_type=1, serializer_class=None)
+    part = Partition(
+        values=["1"], db_name="s", table_name="o", sd=StorageDescriptor(serde_info=serde), write_id=3
+    )
+    assert _partition_snapshot(part.model_dump_json(exclude={"write_id"}), 3) == _snapshot(part)

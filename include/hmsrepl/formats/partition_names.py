@@ -7,7 +7,7 @@ therefore contain literal ``%XX`` sequences, which must never be decoded when a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 # Characters Hive's FileUtils escapes in path names (control characters are escaped too).
 _ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
@@ -43,14 +43,39 @@ def _is_hex(pair: str) -> bool:
 def make_partition_name(keys: Sequence[str], values: Sequence[str]) -> str:
     """``k1=v1/k2=v2`` for the given key names and values; raises if the counts differ."""
     if len(keys) != len(values):
-        raise ValueError(
-            f"partition spec has {len(values)} values but the table has {len(keys)} keys {list(keys)}"
-        )
+        raise ValueError(_count_mismatch(keys, values))
     if len(keys) == 1:  # most tables: no join (a bootstrap names each of a million partitions several times)
         return f"{escape_path_name(keys[0].lower())}={escape_path_name(values[0])}"
     return "/".join(
         [f"{escape_path_name(k.lower())}={escape_path_name(v)}" for k, v in zip(keys, values, strict=True)]
     )
+
+
+def partition_namer(keys: Sequence[str]) -> Callable[[Sequence[str]], str]:
+    """``make_partition_name`` for one table's keys, each key escaped once: a load names a table's partitions by
+    the thousand a call (``values -> name``; raises as ``make_partition_name`` does if the counts differ)."""
+    heads = [f"{escape_path_name(key.lower())}=" for key in keys]
+    if len(heads) == 1:
+        head = heads[0]
+
+        def one(values: Sequence[str]) -> str:
+            if len(values) != 1:
+                raise ValueError(_count_mismatch(keys, values))
+            value = values[0]
+            return head + (value.translate(_ESCAPES) if value else DEFAULT_PARTITION_NAME)
+
+        return one
+
+    def many(values: Sequence[str]) -> str:
+        if len(values) != len(heads):
+            raise ValueError(_count_mismatch(keys, values))
+        return "/".join([head + escape_path_name(value) for head, value in zip(heads, values, strict=True)])
+
+    return many
+
+
+def _count_mismatch(keys: Sequence[str], values: Sequence[str]) -> str:
+    return f"partition spec has {len(values)} values but the table has {len(keys)} keys {list(keys)}"
 
 
 def parse_partition_name(name: str) -> list[tuple[str, str]]:

@@ -177,12 +177,18 @@ def child_name(uri: str, parent: str, max_chars: int = 4096) -> str | None:
     would give it (``parent``, a ``/`` and one segment that is not ``.``, ``..`` or empty and holds only
     printable characters), else None: then ``canonical_uri(uri)`` is ``uri`` itself and costs no parse (a
     table's partitions in Hive's layout, checked after their table). Anything else is left to the parser."""
-    if len(uri) > max_chars or parent.endswith("/") or not uri.startswith(parent):
+    size = len(parent)
+    if (
+        len(uri) > max_chars
+        or not uri.startswith(parent)
+        or not uri.startswith("/", size)
+        or parent.endswith("/")
+    ):
         return None
-    name = uri[len(parent) + 1 :]
-    if uri[len(parent) : len(parent) + 1] != "/" or name in ("", ".", "..") or "/" in name:
+    name = uri[size + 1 :]
+    if "/" in name or name in ("", ".", "..") or not name.isprintable():
         return None
-    return name if name.isprintable() else None
+    return name
 
 
 def is_below(child: str, root: str, *, strictly: bool = False) -> bool:

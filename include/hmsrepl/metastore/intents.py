@@ -398,10 +398,13 @@ class FileIntents:
         cannot be completed now. ``any_pending``: False when the caller just read ``ANY_SETTLE_CANDIDATE`` as
         false (there is nothing to settle, and nothing to read).
         """
-        keys = {path_key(loc).rstrip("/") for loc in locations if loc}
-        if not keys or not any_pending:
+        given = [loc for loc in locations if loc]
+        if not given or not any_pending:
             return
         candidates = self._settle_candidates()
+        if not candidates:  # the usual case: no location need be keyed (a load settles 100,000 partitions')
+            return
+        keys = {path_key(loc).rstrip("/") for loc in given}
         for intent in list(candidates):
             if not _overlaps(intent.paths(), keys):
                 continue

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hmsrepl.formats import paths
-from hmsrepl.storage.rooted import real_path, real_path_in
+from hmsrepl.storage.rooted import plain_entry, real_path, real_path_in
 
 S3_ALIASES = paths.S3_SCHEMES
 
@@ -194,10 +194,9 @@ class ChildResolver:
         if name is None or name[0] == ".":  # dotted names (hidden entries too) take the full checks
             return None
         parent = self.location
-        path = f"{parent.path}/{name}"
-        if parent.scheme == "file" and real_path_in(self.local_prefix + name, parent.path) != path:
+        if parent.scheme == "file" and not plain_entry(self.local_prefix + name):
             return None  # a symlink: it leads elsewhere, which only the full checks may judge
-        return Location(parent.scheme, parent.authority, path)
+        return Location(parent.scheme, parent.authority, f"{parent.path}/{name}")
 
 
 def canonical_or_none(uri: str | None) -> Location | None:

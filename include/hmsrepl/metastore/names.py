@@ -19,7 +19,12 @@ import re
 from collections.abc import Sequence
 
 from hmsrepl.exceptions import InvalidObjectError, InvalidPartitionValueError
-from hmsrepl.formats.partition_names import DEFAULT_PARTITION_NAME, escape_path_name, make_partition_name
+from hmsrepl.formats.partition_names import (
+    DEFAULT_PARTITION_NAME,
+    escape_path_name,
+    make_partition_name,
+    partition_namer,
+)
 from hmsrepl.metastore.schema import PART_NAME
 
 MAX_IDENTIFIER_CHARS = 128
@@ -27,6 +32,7 @@ MAX_PARTITION_VALUE_CHARS = 256
 MAX_PATH_SEGMENT_BYTES = 255
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_DOTS = (".", "..")  # relative directory names
 _SHOWN_CHARS = 60  # names in messages are the client's: show enough to recognise them, never 5,000 characters
 
 
@@ -58,6 +64,53 @@ def check_partition_values(table: str, keys: Sequence[str], values: Sequence[str
     problem = partition_problem(keys, values, f"of table '{table}'")
     if problem:
         raise InvalidPartitionValueError(problem)
+
+
+class CheckedPartitionNames:
+    """The names of one table's partitions, each made once and its values checked as ``check_partition_values``
+    checks them, with what depends on the keys alone worked out once: a load adds a table's partitions by the
+    thousand a call. Values ``_plain`` for their keys in a name that fits the column pass every rule of
+    ``partition_problem`` on sight; any other partition takes ``check_partition_values`` itself, so every
+    refusal and its message stay its own."""
+
+    def __init__(self, table: str, keys: Sequence[str]) -> None:
+        """``table``: the qualified name messages give; ``keys``: its partition keys' names."""
+        self.table = table
+        self.keys = list(keys)
+        self._name = partition_namer(self.keys)
+        self._most = [_plain_chars(key) for key in self.keys]  # the longest plain value of each key
+        self._one = self._most[0] if len(self._most) == 1 else None
+
+    def name(self, values: Sequence[str]) -> str:
+        """The partition's name (``make_partition_name``; InvalidObjectError naming the table if the counts
+        differ), once ``check_partition_values`` would accept its values (else InvalidPartitionValueError)."""
+        try:
+            name = self._name(values)
+        except ValueError as exc:
+            raise InvalidObjectError(f"table '{self.table}': {exc}") from exc
+        if len(name) <= PART_NAME:  # the name fits the column: ``partition_problem``'s last rule passes
+            if self._one is not None:  # most tables have one key: no ``map`` and ``all``
+                if _plain(values[0], self._one):
+                    return name
+            elif all(map(_plain, values, self._most)):
+                return name
+        check_partition_values(self.table, self.keys, values)
+        return name
+
+
+def _plain(value: str, most: int) -> bool:
+    """Whether ``value`` passes ``partition_value_problem`` on sight for a key whose plain values have at most
+    ``most`` characters (``_plain_chars``): not empty, printable characters only (so no control character), no
+    ``/``, neither ``.`` nor ``..``."""
+    return 0 < len(value) <= most and value.isprintable() and "/" not in value and value not in _DOTS
+
+
+def _plain_chars(key: str) -> int:
+    """The longest plain value (``_plain``) of partition key ``key`` that passes ``partition_value_problem``:
+    it fits the column, and its ``key=value`` segment one path segment however it is escaped and encoded
+    (``_escaped_at_most`` in bytes, so no value need be escaped to be measured)."""
+    fits_segment = (MAX_PATH_SEGMENT_BYTES - 1) // 4 - len(key.lower())
+    return max(0, min(MAX_PARTITION_VALUE_CHARS, fits_segment))
 
 
 def partition_problem(keys: Sequence[str], values: Sequence[str], owner: str = "") -> str | None:
@@ -97,7 +150,7 @@ def partition_value_problem(key: str, value: str) -> str | None:
     """Why ``value`` cannot be the value of partition key ``key``, or None."""
     if len(value) > MAX_PARTITION_VALUE_CHARS:
         return f"is too long ({len(value)} characters); use at most {MAX_PARTITION_VALUE_CHARS}"
-    if value in (".", ".."):
+    if value in _DOTS:
         return "is a relative directory name; choose another value"
     if "/" in value:
         return "contains '/'; partition values may not contain a path separator"

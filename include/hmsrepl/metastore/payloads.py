@@ -285,6 +285,14 @@ def snapshot_of(model: BaseModel, kind: type[S]) -> S:
     return convert(model.model_dump(mode="json"), kind, kind.__name__)
 
 
+def snapshot_of_json(document: str, kind: type[S]) -> S:
+    """``snapshot_of`` a catalog object from its JSON document (``model_dump_json``, what its row stores), for a
+    writer that made the document already: one decode instead of a second walk of the model (a bootstrap stores
+    and logs each partition it adds, 100,000 for one table). Fields the document leaves out take their
+    defaults."""
+    return msgspec.json.decode(document, type=kind)
+
+
 # -- bodies: one per event type ------------------------------------------------------------------------------
 class Payload(msgspec.Struct, frozen=True, kw_only=True):
     """One event's message body."""

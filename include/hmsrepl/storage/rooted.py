@@ -88,15 +88,21 @@ def real_path_in(path: str, real_parent: str) -> str:
     ``real_parent`` (resolved once by the caller for many names in it): one ``lstat`` instead of three
     calls. An entry that is no symlink, or no entry at all, is where its real parent names it, as the kernel
     acts; a symlink, or a name that cannot be examined, is resolved in full."""
-    try:
-        plain = not stat.S_ISLNK(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        plain = True  # no entry: the missing tail is kept as written below its real parent
-    except OSError:
-        plain = False
-    if not plain:
+    if not plain_entry(path):
         return real_path(path)
     return f"{real_parent.rstrip('/')}/{path.rsplit('/', 1)[1]}"
+
+
+def plain_entry(path: str) -> bool:
+    """Whether the kernel acts on local ``path`` where its resolved parent names it, as one ``lstat`` says: an
+    entry that is no symlink, or no entry at all (the missing tail is kept as written); False for a symlink or
+    a name that cannot be examined."""
+    try:
+        return not stat.S_ISLNK(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def plain_name(name: str) -> bool:

@@ -28,11 +28,13 @@ from hmsrepl.metastore.catalog.held import (
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _INSERT_PARTITIONS_RETURNING,
+    BATCH,
     _bulk_update_partitions,
     _chunks,
     _lookup,
     _partition_from_row,
     _partition_name,
+    _partition_snapshot,
     _snapshot,
 )
 from hmsrepl.metastore.eventlog import MetastoreTransaction
@@ -41,7 +43,7 @@ from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.mariadb_version import JSON_TABLE_SINCE, mariadb_at_least
 from hmsrepl.metastore.model import Partition, Table
-from hmsrepl.metastore.names import check_partition_values
+from hmsrepl.metastore.names import CheckedPartitionNames
 from hmsrepl.metastore.payloads import (
     MESSAGE_FORMAT_VERSION,
     AddPartitionBody,
@@ -111,14 +113,15 @@ class PartitionCatalog(CatalogFamily):
         now = int(time.time())
         prepared: dict[str, Partition] = {}
         applied: dict[str, AppliedFiles] = {}
-        for part in parts:
-            if (part.db_name, part.table_name) != (table.db_name, table.table_name):
+        own = (table.db_name, table.table_name)
+        names = CheckedPartitionNames(table.qualified_name, keys)  # per call: the keys' share of every name
+        for index, part in enumerate(parts):
+            if (part.db_name, part.table_name) != own:
                 raise InvalidObjectError(
                     f"partition {part.values} names table '{part.db_name}.{part.table_name}', "
                     f"not '{table.qualified_name}'"
                 )
-            name = _partition_name(table, part.values)
-            check_partition_values(table.qualified_name, keys, part.values)
+            name = names.name(part.values)
             if name in prepared:
                 raise InvalidObjectError(f"partition '{name}' is listed twice in one add_partitions call")
             if part.sd.location and part.create_time:  # located and dated already (a load's): kept as
@@ -127,8 +130,8 @@ class PartitionCatalog(CatalogFamily):
                 location = part.sd.location or join_uri(table.sd.location or "", name)
                 sd = part.sd.model_copy(update={"location": location})
                 prepared[name] = part.model_copy(update={"sd": sd, "create_time": part.create_time or now})
-            if applied_files is not None and applied_files[len(prepared) - 1] is not None:
-                applied[name] = applied_files[len(prepared) - 1] or []
+            if applied_files is not None and applied_files[index] is not None:
+                applied[name] = applied_files[index] or []
         location_keys = self._check_partition_locations(table, prepared, placement)
         self.intents.settle(
             [part.sd.location for part in prepared.values()], f"a partition of '{table.qualified_name}'"
@@ -146,7 +149,10 @@ class PartitionCatalog(CatalogFamily):
                     + (f" (and {len(existing) - 1} more)" if len(existing) > 1 else "")
                 )
             added = [(name, part) for name, part in prepared.items() if name not in existing]
-            ids = self._insert_partitions(tx.conn, tbl_id, added, location_keys)
+            docs = [
+                part.model_dump_json(exclude={"write_id"}) for _, part in added
+            ]  # rows' and events' source
+            ids = self._insert_partitions(tx.conn, tbl_id, added, location_keys, docs)
             if new_ids is not None:
                 new_ids.update(ids)
             self._count_odd(tx, tbl_id, placed.count_odd((n, location_keys[n]) for n, _ in added))
@@ -167,9 +173,15 @@ class PartitionCatalog(CatalogFamily):
                         (name, _with_gathered(tx.conn, ObjectKey(tbl_id, ids[name]), current, part, None))
                         for name, part in added
                     ]
+                    snapshots = [_snapshot(part) for _, part in added]
+                else:  # the documents just stored: one decode each, not a second walk of the model
+                    snapshots = [
+                        _partition_snapshot(doc, part.write_id)
+                        for doc, (_, part) in zip(docs, added, strict=True)
+                    ]
                 body = AddPartitionBody(
                     table=_snapshot(current),
-                    partitions=[_snapshot(part) for _, part in added],
+                    partitions=snapshots,
                     v=MESSAGE_FORMAT_VERSION,
                     data=changes,
                 )
@@ -215,24 +227,27 @@ class PartitionCatalog(CatalogFamily):
         tbl_id: int,
         added: Sequence[tuple[str, Partition]],
         keys: Mapping[str, str | None],
+        docs: Sequence[str],
     ) -> dict[str, int]:
-        """Insert partitions with their key values; returns their ids by name (``keys``: location keys)."""
+        """Insert partitions with their key values; returns their ids by name (``keys``: location keys; ``docs``:
+        each one's document, ``model_dump_json`` without the write id, in the order of ``added``)."""
         out: dict[str, int] = {}
         # The new ids come back with the insert where the database returns rows from a multi-row insert
         # (PostgreSQL, SQLite, MariaDB 10.5+): one statement per chunk instead of an insert and a read back.
         returning = conn.dialect.insert_executemany_returning
         one_statement = _one_statement_insert(conn)
-        for chunk in _chunks(added):
+        for start in range(0, len(added), BATCH):
+            chunk = added[start : start + BATCH]
             rows = [
                 {
                     "tbl_id": tbl_id,
                     "part_name": name,
                     "location": part.sd.location,
                     "location_key": keys[name],
-                    "doc": part.model_dump_json(exclude={"write_id"}),
+                    "doc": doc,
                     "write_id": part.write_id,
                 }
-                for name, part in chunk
+                for (name, part), doc in zip(chunk, docs[start : start + BATCH], strict=True)
             ]
             if one_statement is not None:
                 out.update(one_statement(conn, tbl_id, rows, [p.values for _, p in chunk]))

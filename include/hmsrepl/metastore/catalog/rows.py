@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, overload
 
+import msgspec
 from sqlalchemy import Connection, CursorResult, and_, bindparam, exists, insert, select, update
 
 from hmsrepl.exceptions import InvalidObjectError
@@ -26,6 +27,7 @@ from hmsrepl.metastore.payloads import (
     Snapshot,
     TableSnapshot,
     snapshot_of,
+    snapshot_of_json,
 )
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 from hmsrepl.storage.base import FileIdentity, join_uri, path_key
@@ -109,6 +111,13 @@ def _snapshot(obj: Function) -> FunctionSnapshot: ...
 def _snapshot(obj: Database | Table | Partition | Function) -> Snapshot:
     """The object as its event records it (the typed form of its JSON snapshot)."""
     return snapshot_of(obj, _SNAPSHOT_TYPES[type(obj)])
+
+
+def _partition_snapshot(doc: str, write_id: int) -> PartitionSnapshot:
+    """``_snapshot`` of a partition from its stored document (``Partition.model_dump_json`` without the write id,
+    which the row keeps in its own column) and its write id."""
+    snapshot = snapshot_of_json(doc, PartitionSnapshot)
+    return msgspec.structs.replace(snapshot, write_id=write_id) if write_id else snapshot
 
 
 _SNAPSHOT_TYPES: dict[type[Database | Table | Partition | Function], type[Snapshot]] = {
