@@ -28,22 +28,12 @@ REPO = Path(__file__).resolve().parents[1]
 def measure(tree: Path, root: Path) -> float:
     """In this process, with ``tree``'s code: CPU seconds of one validation and pre-flight of ``root``'s dump."""
     sys.path[:0] = [str(tree / "include"), str(tree)]
-    from hmsrepl.config import MetastoreConfig
-    from hmsrepl.metastore import Metastore
+    from bench.bench_million_files import open_store
     from hmsrepl.replication.engine import ReplicationEngine
     from hmsrepl.replication.layout import DumpDir
     from hmsrepl.replication.load import LoadEngine
 
-    def store(name: str) -> Metastore:
-        return Metastore.open(
-            MetastoreConfig(
-                db_url=f"sqlite:///{root}/{name}.db",
-                warehouse=str(root / f"{name}_wh"),
-                cmroot=str(root / f"{name}_cm"),
-            )
-        )
-
-    source, target = store("source"), store("target")
+    source, target = open_store(root, "source", None), open_store(root, "target", None)
     try:
         engine = ReplicationEngine(str(root / "dumps"), source, target)
         loader = LoadEngine(target, source_roots=engine.load_source_roots)

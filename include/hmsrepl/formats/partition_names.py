@@ -61,8 +61,7 @@ def partition_namer(keys: Sequence[str]) -> Callable[[Sequence[str]], str]:
         def one(values: Sequence[str]) -> str:
             if len(values) != 1:
                 raise ValueError(_count_mismatch(keys, values))
-            value = values[0]
-            return head + (value.translate(_ESCAPES) if value else DEFAULT_PARTITION_NAME)
+            return head + escape_path_name(values[0])
 
         return one
 

@@ -80,7 +80,6 @@ from hmsrepl.replication.layout import (
     DumpMetadata,
 )
 from hmsrepl.replication.listing_repeats import ListingRepeats, repeated_place
-from hmsrepl.storage.base import store_traits
 from hmsrepl.storage.checksum import is_checksum_token
 from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
 
@@ -243,29 +242,17 @@ def check_file_entry(
     return entry
 
 
-def check_local_source_file(
-    encoded: str, roots: SourceRoots, files: RootedFileSystem | None = None
-) -> int | None:
-    """A local source file a load would read is a regular file whose real path stays below the source roots;
-    answers its size (None: gone, or on a store without links).
+def local_source_size(file_uri: str, canonical: str, files: RootedFileSystem) -> int | None:
+    """A local source file a load would read (``canonical``; ``file_uri`` as its entry spells it, for messages)
+    is a regular file whose real path stays below the source roots; answers its size (None: gone). For a
+    store with directories (an object store has no links: its caller asks the store's kind first, once a
+    directory).
 
     The textual checks cannot see a symbolic link planted in the source warehouse (``t/f -> /etc/shadow``)
     or a FIFO that would hang the copy; this one looks at the file system. Files that are gone pass (the
     copy then falls back to cmroot, whose entries are recycled copies, never links). ``files``: a view of
-    ``roots.files`` to check through (a ``batch`` one for the many files of a load: each directory is
-    resolved into the roots once, then a file costs one ``lstat``).
-    """
-    file_uri = EncodedFileUri.decode(encoded).file_uri
-    canonical = canonical_uri(file_uri)
-    if not store_traits(canonical).has_directories:
-        return None  # object stores have no links
-    return local_source_size(file_uri, canonical, files or roots.files)
-
-
-def local_source_size(file_uri: str, canonical: str, files: RootedFileSystem) -> int | None:
-    """``check_local_source_file``'s look at ``canonical`` (``file_uri`` as the entry spells it, for messages),
-    on a store with directories: for a caller that split the entry and asked its store's kind already (the
-    pre-flight, once a directory). The name is checked against the roots with its directory resolved; a
+    the source roots to check through (a ``batch`` one for the many files of a load: each directory is
+    resolved into the roots once). The name is checked against the roots with its directory resolved; a
     regular file (not a link) then is where that name says, so the size comes from the same ``lstat`` and
     the pre-flight needs no second look at the file."""
     try:

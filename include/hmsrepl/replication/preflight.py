@@ -67,9 +67,8 @@ class Preflight:
         A local file of the recorded size is: the look that found it a regular file in the roots measured
         it too. Any other is looked for where a copy may come from (its version, cmroot).
 
-        ``check_local_source_file`` with the entry split once (its path and checksum) and the store's kind
-        asked once a directory (a partition of 1,000,000 files split each entry three times and built a
-        million store descriptions)."""
+        The entry is split once (its path and checksum) and the store's kind asked once a directory (a
+        partition of 1,000,000 files split each entry three times and built a million store descriptions)."""
         parts = split_encoded(uri)
         file_uri = parts[0]
         try:
@@ -91,9 +90,8 @@ class Preflight:
         parent = parent_uri(canonical)
         known = self._stores.get(parent)
         if known is None:
-            if (
-                len(self._stores) >= DIRECTORIES_REMEMBERED
-            ):  # bounded: a dump may name millions of directories
+            # Bounded: a dump may name millions of directories.
+            if len(self._stores) >= DIRECTORIES_REMEMBERED:
                 self._stores.clear()
             known = self._stores[parent] = self._names.traits(canonical).has_directories
         return known

@@ -636,9 +636,8 @@ def _open_unpublished(path: str, dir_fd: int | None = None) -> int:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     for attempt in (1, 2, 3):
         try:
-            return os.open(
-                path, flags, 0o600, dir_fd=dir_fd
-            )  # the mode of the temporary files ``copy`` writes
+            # The mode of the temporary files ``copy`` writes.
+            return os.open(path, flags, 0o600, dir_fd=dir_fd)
         except FileNotFoundError:
             if attempt == 3 or dir_fd is not None:
                 raise

@@ -28,7 +28,6 @@ from hmsrepl.metastore.catalog.held import (
 from hmsrepl.metastore.catalog.partition_reads import PartitionReads
 from hmsrepl.metastore.catalog.rows import (
     _INSERT_PARTITIONS_RETURNING,
-    BATCH,
     _bulk_update_partitions,
     _chunks,
     _lookup,
@@ -236,8 +235,7 @@ class PartitionCatalog(CatalogFamily):
         # (PostgreSQL, SQLite, MariaDB 10.5+): one statement per chunk instead of an insert and a read back.
         returning = conn.dialect.insert_executemany_returning
         one_statement = _one_statement_insert(conn)
-        for start in range(0, len(added), BATCH):
-            chunk = added[start : start + BATCH]
+        for chunk, chunk_docs in zip(_chunks(added), _chunks(docs), strict=True):
             rows = [
                 {
                     "tbl_id": tbl_id,
@@ -247,7 +245,7 @@ class PartitionCatalog(CatalogFamily):
                     "doc": doc,
                     "write_id": part.write_id,
                 }
-                for (name, part), doc in zip(chunk, docs[start : start + BATCH], strict=True)
+                for (name, part), doc in zip(chunk, chunk_docs, strict=True)
             ]
             if one_statement is not None:
                 out.update(one_statement(conn, tbl_id, rows, [p.values for _, p in chunk]))
