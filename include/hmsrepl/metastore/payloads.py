@@ -29,6 +29,7 @@ from hmsrepl.exceptions import HmsReplError
 from hmsrepl.formats import listing_digest
 from hmsrepl.formats.file_uri import file_name_of, split_encoded
 from hmsrepl.formats.json_text import LazyArray
+from hmsrepl.storage.checksum import checksum_size
 
 MESSAGE_FORMAT_VERSION = 2
 
@@ -44,6 +45,11 @@ def relative_path(encoded: str) -> str:
 
 def checksum_of(encoded: str) -> str:
     return split_encoded(encoded)[1]
+
+
+def referenced_bytes(encoded_files: Iterable[str]) -> int:
+    """Bytes of data files named by encoded file URIs, from the size in their checksum tokens (no I/O)."""
+    return sum(max(checksum_size(checksum_of(uri)), 0) for uri in encoded_files)
 
 
 def place_and_checksum(encoded: str) -> tuple[str, str]:

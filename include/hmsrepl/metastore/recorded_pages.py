@@ -25,7 +25,7 @@ from hmsrepl.metastore.capture import still_recorded
 from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.file_capture import encode_at, identify_all
 from hmsrepl.metastore.listings import FileRecord, ObjectKey
-from hmsrepl.metastore.messages import checksum_of
+from hmsrepl.metastore.payloads import referenced_bytes
 from hmsrepl.metastore.recorded_listing import Reader
 from hmsrepl.storage.base import FileIdentity
 from hmsrepl.storage.checksum import checksum_size
@@ -96,7 +96,7 @@ class RecordedPages:
         the walk counts."""
         listing = self._held()
         self.written = len(listing)
-        self.written_bytes = sum(max(checksum_size(checksum_of(line)), 0) for line in listing)
+        self.written_bytes = referenced_bytes(listing)
         return listing
 
     def _encode(

@@ -42,6 +42,7 @@ from hmsrepl.metastore.messages import (
     relative_path,
 )
 from hmsrepl.metastore.model import Partition, Table
+from hmsrepl.metastore.payloads import referenced_bytes
 from hmsrepl.metastore.service import Metastore
 from hmsrepl.metastore.transactions import ReplicationSnapshot
 from hmsrepl.replication import acid_replay, dump_processes
@@ -61,7 +62,7 @@ from hmsrepl.replication.layout import (
     DumpMetadata,
     SegmentWriter,
 )
-from hmsrepl.replication.metrics import StageClock, referenced_bytes
+from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replace import WindowPlanner, bootstrap_in_window
 from hmsrepl.replication.source import ReplicationSource

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from hmsrepl.metastore.payloads import referenced_bytes
 from hmsrepl.metastore.recorded_pages import RecordedPages
 from hmsrepl.replication.layout import DumpListing
-from hmsrepl.replication.metrics import referenced_bytes
 
 #: A partition as the dump writes it: name, snapshot, encoded files (None: metadata only).
 WrittenPartition: TypeAlias = tuple[str, dict[str, Any], DumpListing | None]

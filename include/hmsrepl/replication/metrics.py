@@ -25,17 +25,15 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from sqlalchemy import Engine, insert, or_, select, update
 
-from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore.database import writer
 from hmsrepl.metastore.schema import repl_metrics
-from hmsrepl.storage.checksum import checksum_size
 
 log = logging.getLogger(__name__)
 
@@ -129,11 +127,6 @@ class MetricsRow:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "seconds": self.seconds}
-
-
-def referenced_bytes(encoded_files: Iterable[str]) -> int:
-    """Bytes of data files named by encoded file URIs, from the size in their checksum tokens (no I/O)."""
-    return sum(max(checksum_size(EncodedFileUri.decode(uri).checksum), 0) for uri in encoded_files)
 
 
 def dump_id_of(dump_dir: str) -> str:
