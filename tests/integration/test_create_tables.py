@@ -55,3 +55,35 @@ def test_tables_created_together_are_checked_as_if_created_one_by_one(metastore:
     assert [(e.event_type, e.table_name) for e in events] == [("CREATE_TABLE", f"t{n}") for n in range(3)]
     assert [catalog.get_table("c", f"t{n}").id for n in range(3)] == [t.id for t in made]
     assert metastore.catalog.intents.pending() == []
+
+
+def test_a_stored_table_or_database_inside_a_new_location_is_found_however_many_are_created(
+    metastore: Metastore,
+) -> None:
+    """The stored objects inside a new table's location are read by key range, those above it by key, for
+    all the call's tables at once (on PostgreSQL as arrays, elsewhere 64 ranges a statement): the one
+    table overlapping something is found wherever it stands among 150 others, and the call creates none."""
+    catalog = metastore.catalog
+    catalog.create_database(Database(name="c"))
+    root = catalog.default_db_location("c")
+    catalog.create_table(_at(metastore, "deep", f"{root}/outer/deep"))
+    warehouse = root.rsplit("/", 1)[0]
+    catalog.create_database(Database(name="d", location_uri=f"{warehouse}/holder/d.db"))
+    before = metastore.events.current_event_id()
+    clashes = {
+        "contains_a_table": f"{root}/outer",  # a stored table inside it
+        "contains_a_database": f"{warehouse}/holder",  # a stored database inside it
+        "inside_a_table": f"{root}/outer/deep/x",  # inside a stored table
+    }
+    for position in (0, 70, 149):
+        for name, location in clashes.items():
+            tables = [make_table("c", f"t{n}") for n in range(150)]
+            tables[position] = _at(metastore, name, location)
+            with pytest.raises(InvalidObjectError) as refused:
+                catalog.create_tables(tables)
+            message = str(refused.value)
+            assert f"'c.{name}'" in message and ("'c.deep'" in message or "database 'd'" in message), message
+    assert catalog.get_tables("c") == ["deep"]
+    assert metastore.events.current_event_id() == before
+    made = catalog.create_tables([make_table("c", f"t{n}") for n in range(150)])
+    assert len(made) == 150

@@ -28,7 +28,14 @@ from hmsrepl.replication.layout import DumpError
 from hmsrepl.storage.base import FileIdentity
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import RootedFileSystem
-from tests.helpers import create_db_and_table, one_partition_directory, open_store, settle, write_file
+from tests.helpers import (
+    create_db_and_table,
+    make_partition,
+    one_partition_directory,
+    open_store,
+    settle,
+    write_file,
+)
 
 #: Names whose code point order differs from a locale's, a case-folding or a padding collation's.
 NAMES = [
@@ -295,3 +302,25 @@ def test_a_dump_of_a_long_recorded_listing_holds_a_page_not_the_listing(
     [directory] = (tmp_path / "dumps").iterdir()
     text = (directory / "big" / "t" / "p=a" / "_files").read_text()
     assert text.count("\n") == COUNT and f"/p=a/{name(COUNT - 1)}#{token(COUNT - 1)}#" in text
+
+
+def test_one_read_tells_long_listings_from_short_ones_and_empty_ones(
+    metastore: Metastore, small_pages: None
+) -> None:
+    """A bootstrap dump's page of partitions: the long recorded listing is walked in pages, the short one
+    is held as recorded, the partition with nothing recorded lists nothing, each in its own place."""
+    long_part, _ = captured(metastore, NAMES)
+    table = metastore.catalog.get_table("big", "t")
+    short_part, empty_part = metastore.catalog.add_partitions(
+        "big", "t", [make_partition(table, "b"), make_partition(table, "c")]
+    )
+    for name in ("x.parquet", "y.parquet"):
+        write_file(short_part.sd.location or "", name, name.encode())
+    settle()
+    metastore.catalog.insert("big", "t", ["b"])
+    parts = [short_part, long_part, empty_part]
+    out = metastore.catalog.dump_partition_listings(table, parts)
+    assert [type(listing).__name__ for listing in out] == ["list", "RecordedPages", "list"]
+    assert out[0] == metastore.catalog.describe_data(table, short_part) and len(out[0]) == 2
+    assert lines(out[1]) == metastore.catalog.describe_data(table, long_part)
+    assert out[2] == []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
@@ -25,6 +25,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    or_,
     select,
     update,
 )
@@ -114,27 +115,50 @@ def read_named(conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str,
     return out
 
 
-def long_named(conn: Connection, tbl_id: int, names: Sequence[str], longer_than: int) -> dict[str, Row[Any]]:
-    """Which of a table's partitions named ``names`` record more than ``longer_than`` files, each with its
-    ``part_id`` and ``file_count``, from their summaries alone: one statement per CHUNK of names."""
-    query = (
-        select(partitions.c.part_name, partitions.c.part_id, data_listings.c.file_count)
-        .join(
-            data_listings,
-            (data_listings.c.tbl_id == partitions.c.tbl_id)
-            & (data_listings.c.part_id == partitions.c.part_id),
-        )
-        .where(
-            partitions.c.tbl_id == tbl_id,
-            in_list_parameter(partitions.c.part_name, "names"),
-            data_listings.c.file_count > longer_than,
-        )
+class LongListing(NamedTuple):
+    """A partition whose recorded listing is long: its id and file count (read in pages, not held)."""
+
+    part_id: int
+    file_count: int
+
+
+# Built once (a bootstrap dump asks it for every table): each named partition's summary, and the records of
+# those whose listing is not long; a partition without records is one row of NULL records.
+_LISTINGS_NAMED = (
+    select(partitions.c.part_name, partitions.c.part_id, data_listings.c.file_count, *RECORD_COLUMNS)
+    .select_from(partitions)
+    .outerjoin(
+        data_listings,
+        (data_listings.c.tbl_id == partitions.c.tbl_id) & (data_listings.c.part_id == partitions.c.part_id),
     )
-    out: dict[str, Row[Any]] = {}
+    .outerjoin(
+        data_files,
+        (data_files.c.tbl_id == partitions.c.tbl_id)
+        & (data_files.c.part_id == partitions.c.part_id)
+        & or_(data_listings.c.file_count.is_(None), data_listings.c.file_count <= bindparam("longer_than")),
+    )
+    .where(partitions.c.tbl_id == bindparam("tbl_id"), in_list_parameter(partitions.c.part_name, "names"))
+)
+
+
+def read_listings_named(
+    conn: Connection, tbl_id: int, names: Sequence[str], longer_than: int
+) -> tuple[dict[str, LongListing], dict[str, dict[str, FileRecord]]]:
+    """Of a table's partitions named ``names``: those recording more than ``longer_than`` files (by name),
+    and the recorded files of the others (partition name -> relative path -> record; a partition with
+    nothing recorded is absent). One statement per CHUNK of names, where asking for the long ones and then
+    for the others' records cost a round trip more per table of a bootstrap dump on a server database."""
+    long: dict[str, LongListing] = {}
+    recorded: dict[str, dict[str, FileRecord]] = {}
     for start in range(0, len(names), CHUNK):
-        for row in conn.execute(query, {"names": list(names[start : start + CHUNK])}):
-            out[row.part_name] = row
-    return out
+        chunk = list(names[start : start + CHUNK])
+        rows = conn.execute(_LISTINGS_NAMED, {"tbl_id": tbl_id, "names": chunk, "longer_than": longer_than})
+        for part_name, part_id, file_count, *record in rows:
+            if file_count is not None and file_count > longer_than:
+                long[part_name] = LongListing(part_id, file_count)
+            elif record[0] is not None:
+                recorded.setdefault(part_name, {})[record[0]] = FileRecord(*record)
+    return long, recorded
 
 
 def unrecorded(conn: Connection, tbl_id: int, part_ids: Iterable[int]) -> set[int]:

@@ -59,6 +59,7 @@ from hmsrepl.metastore.locations import (
     key_range_end,
     within_any,
 )
+from hmsrepl.metastore.pg_occupants import databases_and_tables_around
 from hmsrepl.metastore.placement import Placement
 from hmsrepl.metastore.schema import dbs, partitions, tbls
 from hmsrepl.metastore.sql_constant import constant
@@ -651,6 +652,8 @@ _EQUAL_KEYS = select(
 #: New tables' locations compared with the stored ones per statement (``_occupants_of_many``): one shape of
 #: statement, unused ranges empty.
 _TABLES_CHUNK = 64
+#: The same on PostgreSQL, where the ranges are arrays (``pg_occupants``): one statement for a load's batch.
+_PG_TABLES_CHUNK = 1000
 
 
 def _around_chunk(key: ColumnElement[str]) -> ColumnElement[bool]:
@@ -676,26 +679,39 @@ _DATABASES_AND_TABLES_AROUND = union_all(
 )
 
 
+def _around_params(ranges: Sequence[tuple[str, str]], above: Iterable[str]) -> dict[str, object]:
+    """``_DATABASES_AND_TABLES_AROUND``'s parameters for up to ``_TABLES_CHUNK`` key ranges (the unused ones
+    empty) and the ancestors' keys ``above``."""
+    params: dict[str, object] = {"above": sorted(above)}
+    for number in range(_TABLES_CHUNK):
+        params[f"from{number}"], params[f"to{number}"] = ranges[number] if number < len(ranges) else ("", "")
+    return params
+
+
 def _occupants_of_many(conn: Connection, locs: Sequence[Location]) -> list[tuple[str, str, Location]]:
     """(kind, name, location) of the databases and tables that may overlap any of ``locs``: what
     ``find_occupants`` reads for one location (partitions left out, as for a new table), for many in a
-    statement per ``_TABLES_CHUNK``. The caller keeps, for each location, those that overlap it."""
+    statement per ``_TABLES_CHUNK`` (on PostgreSQL per ``_PG_TABLES_CHUNK``, ``pg_occupants``). The caller
+    keeps, for each location, those that overlap it."""
     if not locs:
         return []
+    on_postgres = conn.dialect.name == "postgresql"
+    size = _PG_TABLES_CHUNK if on_postgres else _TABLES_CHUNK
     found: dict[tuple[str, str], Location] = {}
-    for start in range(0, len(locs), _TABLES_CHUNK):
-        chunk = locs[start : start + _TABLES_CHUNK]
+    for start in range(0, len(locs), size):
+        chunk = locs[start : start + size]
         above: set[str] = set()
-        params: dict[str, object] = {}
-        for number in range(_TABLES_CHUNK):
-            if number < len(chunk):
-                inside = key_of(chunk[number])
-                above.update(key_of(ancestor) for ancestor in chunk[number].ancestors())
-                params[f"from{number}"], params[f"to{number}"] = inside, key_range_end(inside)
-            else:
-                params[f"from{number}"] = params[f"to{number}"] = ""  # an empty range
-        params["above"] = sorted(above)
-        for row in conn.execute(_DATABASES_AND_TABLES_AROUND, params):
+        ranges = []
+        for loc in chunk:
+            inside = key_of(loc)
+            above.update(key_of(ancestor) for ancestor in loc.ancestors())
+            ranges.append((inside, key_range_end(inside)))
+        rows = (
+            databases_and_tables_around(conn, ranges, sorted(above))
+            if on_postgres
+            else conn.execute(_DATABASES_AND_TABLES_AROUND, _around_params(ranges, above))
+        )
+        for row in rows:
             stored = loads(row.stored).get("location_uri") if row.kind == "database" else row.stored
             name = row.name if row.kind == "database" else f"{row.db_name}.{row.name}"
             other = canonical_or_none(stored)

@@ -227,11 +227,11 @@ class DataCatalog(CatalogFamily):
         keys = table.partition_key_names
         names = [make_partition_name(keys, part.values) for part in parts]
         with self.events.reader() as conn:  # one read of the summaries and the short listings' records
-            long = listings.long_named(conn, table.id, names, LONG_LISTING)
-            rest = {
-                name: part.sd.location for part, name in zip(parts, names, strict=True) if name not in long
-            }
-            recorded = _recorded_named(conn, table.id, rest) if rest else {}
+            long, by_name = listings.read_listings_named(conn, table.id, names, LONG_LISTING)
+        rest = {name: part.sd.location for part, name in zip(parts, names, strict=True) if name not in long}
+        recorded = {
+            location: by_name[name] for name, location in rest.items() if location and name in by_name
+        }
         held = iter(
             self._described([part for part, name in zip(parts, names, strict=True) if name in rest], recorded)
         )
