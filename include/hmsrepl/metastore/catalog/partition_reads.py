@@ -6,13 +6,14 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any, Literal, overload
 
-from sqlalchemy import Connection, Select, and_, select
+from sqlalchemy import Connection, Select, and_, bindparam, select
 
 from hmsrepl.exceptions import InvalidObjectError, NoSuchPartitionError
 from hmsrepl.metastore import database
 from hmsrepl.metastore.catalog.core import CatalogFamily
 from hmsrepl.metastore.catalog.held import created_without_partitions
 from hmsrepl.metastore.catalog.rows import BATCH, Decode, _chunks, _decoded, _partition_name
+from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.partition_filter import (
     BoolOp,
@@ -96,7 +97,7 @@ class PartitionReads(CatalogFamily):
     def _partitions_named(conn: Connection, tbl_id: int, names: Sequence[str], decode: Decode) -> list[Any]:
         out: list[Any] = []
         for chunk in _chunks(list(names)):
-            out.extend(_decoded(conn.execute(_named_query(tbl_id, chunk)), decode))
+            out.extend(_decoded(conn.execute(_NAMED, {"tbl_id": tbl_id, "names": list(chunk)}), decode))
         return out
 
     @overload
@@ -289,6 +290,15 @@ def _filter_query(table: Table, node: Comparison | BoolOp | None) -> Select[Any]
     if node is not None:
         query = apply_filter(query, node, table)
     return query.order_by(partitions.c.part_name)
+
+
+# ``_named_query`` built once, its names one list parameter (``list_parameter``): a load reads the partitions it
+# is about to change by name for every group of them, and each new count of names was a new statement text.
+_NAMED = (
+    select(partitions.c.doc, partitions.c.write_id)
+    .where(partitions.c.tbl_id == bindparam("tbl_id"), in_list_parameter(partitions.c.part_name, "names"))
+    .order_by(partitions.c.part_name)
+)
 
 
 def _named_query(tbl_id: int, names: Sequence[str]) -> Select[Any]:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, insert, select, update
 
 from hmsrepl.exceptions import (
     AlreadyExistsError,
@@ -46,6 +46,7 @@ from hmsrepl.metastore.eventlog import MetastoreTransaction
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.file_capture import describe_known
 from hmsrepl.metastore.json_aggregate import decode_rows
+from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.location_policy import AroundRow, Surroundings, around_params, surroundings_of
 from hmsrepl.metastore.locations import Location, canonical_or_none, key_of, location_key
@@ -214,12 +215,7 @@ class TableCatalog(CatalogFamily):
             # Many (a load's batch): the database's id and the names taken in one read, then one insert
             # returning the ids, instead of a statement per table.
             names = [row["tbl_name"] for row in rows]
-            found = conn.execute(
-                select(dbs.c.db_id, tbls.c.tbl_name)
-                .select_from(dbs)
-                .outerjoin(tbls, and_(tbls.c.db_id == dbs.c.db_id, tbls.c.tbl_name.in_(names)))
-                .where(dbs.c.name == db_name)
-            ).all()
+            found = conn.execute(_DB_ID_AND_NAMES_TAKEN, {"db_name": db_name, "names": names}).all()
             if not found:
                 raise NoSuchDatabaseError(db_name)
             taken = {row.tbl_name for row in found if row.tbl_name is not None}
@@ -286,11 +282,7 @@ class TableCatalog(CatalogFamily):
         with self.events.reader() as conn:
             for chunk in _chunks(sorted({name.lower() for name in table_names})):
                 found.update(
-                    conn.execute(
-                        select(tbls.c.tbl_name)
-                        .join(dbs, dbs.c.db_id == tbls.c.db_id)
-                        .where(dbs.c.name == db_name.lower(), tbls.c.tbl_name.in_(chunk))
-                    ).scalars()
+                    conn.execute(_NAMES_TAKEN, {"db_name": db_name.lower(), "names": list(chunk)}).scalars()
                 )
         return found
 
@@ -657,6 +649,20 @@ def with_gathered_table(conn: Connection, tbl_id: int, table: Table, before: dic
 
 
 _INSERT_TABLES_RETURNING = insert(tbls).returning(tbls.c.tbl_id, sort_by_parameter_order=True)
+# Built once, the names one list parameter (``list_parameter``): a load asks these for every batch of tables,
+# and each new count of names was a new statement text (on PostgreSQL, parsed again and never prepared).
+# The database's id and which of the names it holds already (the id alone when none: an outer join).
+_DB_ID_AND_NAMES_TAKEN = (
+    select(dbs.c.db_id, tbls.c.tbl_name)
+    .select_from(dbs)
+    .outerjoin(tbls, and_(tbls.c.db_id == dbs.c.db_id, in_list_parameter(tbls.c.tbl_name, "names")))
+    .where(dbs.c.name == bindparam("db_name"))
+)
+_NAMES_TAKEN = (
+    select(tbls.c.tbl_name)
+    .join(dbs, dbs.c.db_id == tbls.c.db_id)
+    .where(dbs.c.name == bindparam("db_name"), in_list_parameter(tbls.c.tbl_name, "names"))
+)
 
 
 def _table_rows(tables: Sequence[Table], keys: Sequence[str | None]) -> list[dict[str, Any]]:
