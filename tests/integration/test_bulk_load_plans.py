@@ -15,6 +15,7 @@ from sqlalchemy import event, text
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
 from hmsrepl.metastore.model import Database
+from tests.backends import temporary_database
 from tests.conftest import make_config
 from tests.helpers import make_partition, make_table
 
@@ -78,3 +79,42 @@ def test_plan_mode_is_set_once_per_transaction_and_again_in_the_next(
         assert len(sent) == (2 if backend == "postgres" else 0), sent
     finally:
         store.close()
+
+
+def test_an_incremental_loads_transactions_plan_for_the_tables_as_they_grew(
+    db_url: str, backend: str, tmp_path: Path
+) -> None:
+    """A replica's tables grow under its incremental loads faster than PostgreSQL's statistics follow; a
+    generic plan then filters a table's rows by a list parameter, each row against every name. Each of the
+    load's transactions plans its statements for their values, and the load still applies every event."""
+    from hmsrepl.replication.engine import ReplicationEngine
+
+    source = Metastore.open(make_config(db_url, tmp_path / "source"))
+    with temporary_database(backend, str(tmp_path / "db2")) as target_url:
+        target = Metastore.open(make_config(target_url, tmp_path / "target"))
+        sent: list[str] = []
+
+        def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+            if statement.startswith("SET LOCAL plan_cache_mode"):
+                sent.append(statement)
+
+        try:
+            engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+            source.catalog.create_database(Database(name="shop"))
+            table = source.catalog.create_table(make_table("shop", "t", partition_keys=("p",)))
+            first = engine.execute("REPL DUMP shop")
+            engine.execute(f"REPL LOAD shop FROM '{first.dump_dir}'")
+            for page in range(3):
+                source.catalog.add_partitions(
+                    "shop", "t", [make_partition(table, f"{page}-{n:03d}") for n in range(20)]
+                )
+            event.listen(target.engine, "before_cursor_execute", seen)
+            later = engine.execute(f"REPL DUMP shop FROM {first.last_event_id}")
+            loaded = engine.execute(f"REPL LOAD shop FROM '{later.dump_dir}'")
+            event.remove(target.engine, "before_cursor_execute", seen)
+            assert loaded.events_applied == 3
+            assert len(target.catalog.get_partition_names("shop", "t")) == 60
+            assert (len(sent) >= 1) if backend == "postgres" else not sent, sent
+        finally:
+            target.close()
+            source.close()
