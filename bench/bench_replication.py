@@ -176,6 +176,24 @@ def median_and_min(values: Sequence[float], *, higher_is_better: bool) -> tuple[
     return statistics.median(values), (max(values) if higher_is_better else min(values))
 
 
+def add_rows(
+    rows: list[tuple[str, dict[str, str]]],
+    best_rows: list[tuple[str, dict[str, str]]],
+    label: str,
+    values: dict[str, list[float]],
+    *,
+    higher_is_better: bool,
+    fmt: str,
+) -> dict[str, float]:
+    """Add one measurement's cells to the medians' table and the best rounds' table; returns its medians."""
+    figures = {b: median_and_min(v, higher_is_better=higher_is_better) for b, v in values.items()}
+    medians = {b: f[0] for b, f in figures.items()}
+    rows.append((label, versus_sqlite(medians, higher_is_better=higher_is_better, fmt=fmt)))
+    best = {b: f[1] for b, f in figures.items()}
+    best_rows.append((label, versus_sqlite(best, higher_is_better=higher_is_better, fmt=fmt)))
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5000)
@@ -209,35 +227,16 @@ def main() -> None:
     best_rows: list[tuple[str, dict[str, str]]] = []
     replay_rates: dict[str, float] = {}
     for index, (name, n, _seconds) in enumerate(rounds[backends[0]][0]["replay"]):
-        figures = {
-            b: median_and_min(
-                [r["replay"][index][1] / r["replay"][index][2] for r in rounds[b]], higher_is_better=True
-            )
-            for b in backends
-        }
+        rates = {b: [r["replay"][index][1] / r["replay"][index][2] for r in rounds[b]] for b in backends}
         label = f"{name}, events/s ({n:,} events)"
-        rows.append(
-            (label, versus_sqlite({b: f[0] for b, f in figures.items()}, higher_is_better=True, fmt=",.0f"))
-        )
-        best_rows.append(
-            (label, versus_sqlite({b: f[1] for b, f in figures.items()}, higher_is_better=True, fmt=",.0f"))
-        )
-        replay_rates = {b: f[0] for b, f in figures.items()}  # the last row: dump + load
+        replay_rates = add_rows(rows, best_rows, label, rates, higher_is_better=True, fmt=",.0f")
     objects = f"{args.tables}x{args.partitions}"
     boot_seconds: dict[str, float] = {}
     for index, (name, _seconds) in enumerate(rounds[backends[0]][0]["bootstrap"]):
-        figures = {
-            b: median_and_min([r["bootstrap"][index][1] for r in rounds[b]], higher_is_better=False)
-            for b in backends
-        }
-        label = f"{name}, s ({objects})"
-        rows.append(
-            (label, versus_sqlite({b: f[0] for b, f in figures.items()}, higher_is_better=False, fmt=".2f"))
+        seconds = {b: [r["bootstrap"][index][1] for r in rounds[b]] for b in backends}
+        boot_seconds = add_rows(
+            rows, best_rows, f"{name}, s ({objects})", seconds, higher_is_better=False, fmt=".2f"
         )
-        best_rows.append(
-            (label, versus_sqlite({b: f[1] for b, f in figures.items()}, higher_is_better=False, fmt=".2f"))
-        )
-        boot_seconds = {b: f[0] for b, f in figures.items()}  # the last row: dump + load
     median_title = "the rounds' medians" if args.rounds > 1 else "one round"
     print_grid(f"throughput, {median_title} (ratio: times slower than SQLite)", rows, backends)
     if args.rounds > 1:
