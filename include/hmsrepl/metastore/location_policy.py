@@ -697,7 +697,7 @@ def _occupants_of_many(conn: Connection, locs: Sequence[Location]) -> list[tuple
         return []
     on_postgres = conn.dialect.name == "postgresql"
     size = _PG_TABLES_CHUNK if on_postgres else _TABLES_CHUNK
-    found: dict[tuple[str, str], Location] = {}
+    found: dict[tuple[str, str, Location], None] = {}  # ordered, each object's location once
     for start in range(0, len(locs), size):
         chunk = locs[start : start + size]
         above: set[str] = set()
@@ -712,12 +712,19 @@ def _occupants_of_many(conn: Connection, locs: Sequence[Location]) -> list[tuple
             else conn.execute(_DATABASES_AND_TABLES_AROUND, _around_params(ranges, above))
         )
         for row in rows:
-            stored = loads(row.stored).get("location_uri") if row.kind == "database" else row.stored
-            name = row.name if row.kind == "database" else f"{row.db_name}.{row.name}"
-            other = canonical_or_none(stored)
-            if other is not None:
-                found[(row.kind, name)] = other
-    return [(kind, name, other) for (kind, name), other in found.items()]
+            if row.kind == "database":  # both of its locations, as ``_overlapping_rows`` compares them
+                for stored in _database_locations(row.stored):
+                    _keep(found, "database", row.name, stored)
+            else:
+                _keep(found, "table", f"{row.db_name}.{row.name}", row.stored)
+    return list(found)
+
+
+def _keep(found: dict[tuple[str, str, Location], None], kind: str, name: str, stored: str | None) -> None:
+    """Add the object's stored location to ``found`` (once however many ranges read it), if it has one."""
+    other = canonical_or_none(stored)
+    if other is not None:
+        found[(kind, name, other)] = None
 
 
 def find_occupants(
