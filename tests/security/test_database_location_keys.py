@@ -53,6 +53,7 @@ class _Recording:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self.dialect = conn.dialect  # the checks choose their statements by backend
         self.database_rows: list[str] = []
 
     def execute(self, statement: Any, params: Any = None) -> _Rows:
