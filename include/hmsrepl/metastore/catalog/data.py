@@ -229,9 +229,7 @@ class DataCatalog(CatalogFamily):
         with self.events.reader() as conn:  # one read of the summaries and the short listings' records
             long, by_name = listings.read_listings_named(conn, table.id, names, LONG_LISTING)
         rest = {name: part.sd.location for part, name in zip(parts, names, strict=True) if name not in long}
-        recorded = {
-            location: by_name[name] for name, location in rest.items() if location and name in by_name
-        }
+        recorded = _by_location(by_name, rest)
         held = iter(
             self._described([part for part, name in zip(parts, names, strict=True) if name in rest], recorded)
         )
@@ -277,5 +275,12 @@ def _recorded_named(
 ) -> dict[str, dict[str, FileRecord]]:
     """The records of a table's partitions named in ``locations`` (name -> location), by location; a
     partition with nothing recorded, or no location, is absent."""
-    recorded = listings.read_named(conn, tbl_id, list(locations))
+    return _by_location(listings.read_named(conn, tbl_id, list(locations)), locations)
+
+
+def _by_location(
+    recorded: dict[str, dict[str, FileRecord]], locations: dict[str, str | None]
+) -> dict[str, dict[str, FileRecord]]:
+    """Partitions' records keyed by name (``recorded``) keyed by their location instead (``locations``: name ->
+    location); one with nothing recorded, or no location, is absent."""
     return {location: recorded[name] for name, location in locations.items() if location and name in recorded}
