@@ -163,3 +163,35 @@ def test_databases_stored_before_their_keys_get_them_on_upgrade(db_url: str, tmp
             store.catalog.create_database(Database(name="inner", location_uri=str(managed / "x")))
     finally:
         store.close()
+
+
+def test_a_batch_of_tables_cannot_take_another_databases_managed_tables(
+    store: Metastore, tmp_path: Path
+) -> None:
+    """A replication load's batch (``create_tables``) naming a managed table whose directory holds another
+    database's managed location (Hive 4's ``managedlocation``) is refused as a single create is: a drop of
+    that table would delete the other database's managed tables. Their data, the catalog and the log stay
+    as they were, wherever the hostile table stands in the batch."""
+    from tests.security.untouched import Untouched
+
+    catalog = store.catalog
+    warehouse = Path(store.config.warehouse)
+    catalog.create_database(Database(name="mine"))
+    catalog.create_database(
+        Database(
+            name="victim",
+            location_uri=str(warehouse / "victim.db"),
+            managed_location_uri=str(warehouse / "m" / "victim.db"),
+        )
+    )
+    owned = catalog.create_table(make_table("victim", "t"))
+    data = Path(owned.sd.location or "") / "part-0.parquet"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    data.write_bytes(b"the victim's rows")
+    before = Untouched.take([warehouse], [store])
+    for position in (0, 3):
+        batch = [make_table("mine", f"t{n}") for n in range(4)]
+        batch[position] = _at(make_table("mine", "grab"), warehouse / "m")
+        with pytest.raises(InvalidObjectError, match="database 'victim'"):
+            catalog.create_tables(batch)
+        before.assert_same([warehouse], [store])
