@@ -1,6 +1,7 @@
 """A bootstrap walks a big table's partitions with the cyclic collector paused, a page at a time: its full
-passes over everything the load keeps until its batch commits were a quarter of the load's CPU. What a user
-relies on: the pages are dumped and loaded paused, every partition arrives, and the collector is on again after.
+passes over everything the load keeps until its batch commits were a quarter of the load's CPU. A load runs
+paused from its validation to its last table, a young pass after each page. What a user relies on: the pages
+are dumped and loaded paused, every partition arrives, and the collector is on again after.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.dump import DumpEngine
+from hmsrepl.replication.dump_validation import DumpValidator
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.target import TargetWriter
 from tests.helpers import make_partition, make_table, open_store
@@ -52,5 +54,42 @@ def test_the_pages_of_a_table_are_dumped_and_loaded_with_the_collector_paused(
     assert loaded_with == [(5, False), (5, False), (2, False)]
     assert gc.isenabled()
     assert len(target.catalog.get_partitions("big", "t")) == PARTS
+    source.close()
+    target.close()
+
+
+def test_a_bootstrap_load_of_many_tables_runs_paused_from_validation_to_the_last_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between tables and between validated pages, the collector's middle and full passes rescanned what the
+    load keeps; the whole load runs paused now, a young pass after each page, and the collector is on after."""
+    source, target = open_store(tmp_path, "src"), open_store(tmp_path, "dst")
+    source.catalog.create_database(Database(name="many"))
+    for t in range(40):
+        table = source.catalog.create_table(make_table("many", f"t{t:02d}", partition_keys=("p",)))
+        source.catalog.add_partitions(
+            "many", table.table_name, [make_partition(table, str(i)) for i in range(3)]
+        )
+    engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+    dump = engine.execute("REPL DUMP many")
+    collector_on: list[bool] = []
+    check_table, create_tables = DumpValidator._check_table, TargetWriter.create_tables
+
+    def checking(self: DumpValidator, *args: Any, **kwargs: Any) -> Any:
+        collector_on.append(gc.isenabled())
+        return check_table(self, *args, **kwargs)
+
+    def creating(self: TargetWriter, *args: Any, **kwargs: Any) -> Any:
+        collector_on.append(gc.isenabled())
+        return create_tables(self, *args, **kwargs)
+
+    monkeypatch.setattr(DumpValidator, "_check_table", checking)
+    monkeypatch.setattr(TargetWriter, "create_tables", creating)
+    gc.enable()
+    engine.execute(f"REPL LOAD many FROM '{dump.dump_dir}'")
+
+    assert len(collector_on) > 40 and not any(collector_on)  # each table checked, each batch created: paused
+    assert gc.isenabled()
+    assert len(target.catalog.get_tables("many")) == 40
     source.close()
     target.close()

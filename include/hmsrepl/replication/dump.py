@@ -535,6 +535,11 @@ class DumpEngine:
         return tables, partitions, files, size
 
     # -- incremental -----------------------------------------------------------------------------------------
+    # The whole dump runs with the collector paused, a young pass after each chunk (``gc_pause.paused_walk``):
+    # the window's summaries and the events parsed for the writing pass live through both passes, and every
+    # middle or full pass the collector made while on rescanned them (a gen-2 pass alone took 0.21 s of a
+    # 0.9 s dump of 5,001 events).
+    @gc_paused()
     def _incremental(self, command: DumpCommand, dump: DumpDir) -> DumpResult:
         """Events of the window, planned before anything is written (replace.py, then compaction.py).
 
@@ -563,17 +568,17 @@ class DumpEngine:
                 whole_pages=limit is None,
                 parse=functools.partial(parsed.parse, keep=True),
             )
-            # In chunks, each summarized with the collector paused (``gc_pause``); with a LIMIT a chunk
-            # ends at it, so no event past it is read from the generator.
-            for chunk in chunks(
-                events, lambda: WRITE_CHUNK if limit is None else limit - len(planner.summaries)
-            ):
-                with gc_paused():
+            # In chunks; with a LIMIT a chunk ends at it, so no event past it is read from the generator.
+            planned = paused_walk(
+                chunks(events, lambda: WRITE_CHUNK if limit is None else limit - len(planner.summaries))
+            )
+            with contextlib.closing(planned):
+                for chunk in planned:
                     for event in chunk:
                         planner.feed(summarize(event))
-                if limit is not None and len(planner.summaries) >= limit:
-                    last = chunk[-1].event_id
-                    break
+                    if limit is not None and len(planner.summaries) >= limit:
+                        last = chunk[-1].event_id
+                        break
             last = bootstrap_in_window(self, dump, planner, last, with_data=with_data, external=external)
             plan = planner.plan(compacting=compacting, with_data=with_data, last=last)
         count = files = size = 0
@@ -591,8 +596,8 @@ class DumpEngine:
                 with_markers=True,
                 parse=functools.partial(parsed.parse, keep=False),
             )
-            for chunk in chunks(events, lambda: WRITE_CHUNK):
-                with gc_paused():  # the chunk's documents are built at once, collected after (``gc_pause``)
+            with contextlib.closing(paused_walk(chunks(events, lambda: WRITE_CHUNK))) as written_chunks:
+                for chunk in written_chunks:
                     for event in chunk:
                         written = plan.rewrite(event)
                         if written is not None:

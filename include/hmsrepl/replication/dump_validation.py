@@ -30,6 +30,7 @@ them. Every refusal is one line naming the dump, the object and what is wrong (`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -53,7 +54,7 @@ from hmsrepl.formats.paths import (
     is_below,
     show,
 )
-from hmsrepl.gc_pause import gc_paused
+from hmsrepl.gc_pause import paused_walk
 from hmsrepl.metastore.event_specs import parse
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import MESSAGE_FORMAT_VERSION, Message
@@ -551,10 +552,11 @@ class DumpValidator:
         pending = self.report.pending_events
         pending.layout_format = meta.format
         previous = seen = 0  # event ids ascend through the segments and within each
-        for first, segment in self.dump.event_segments(meta.format):
-            # The kept documents (up to KEEP_EVENT_BYTES of JSON, acyclic) would be rescanned by every full
-            # collection while the walk builds more: the collector waits for each segment's end (``gc_pause``).
-            with gc_paused():
+        # The kept documents (up to KEEP_EVENT_BYTES of JSON, acyclic) would be rescanned by every full or
+        # middle collection while the walk builds more: one young pass a segment instead (``paused_walk``).
+        segments = paused_walk(self.dump.event_segments(meta.format))
+        with contextlib.closing(segments):
+            for first, segment in segments:
                 for event in self.dump.read_segment(segment, meta.format):
                     event_id = self._event_id(event, first, previous)
                     previous, seen = event_id, seen + 1
@@ -721,10 +723,11 @@ class DumpValidator:
         for name in sorted(page_tables):
             table_location, keys = tables[name]
             seen = own_dirs.pop(name, set())  # this table's names, dropped with it: memory is one table's
-            for page in dump.partition_pages(DumpLayout.table_dir(parts_db(base), name)):
-                # A page's documents hold no cycles: the collector runs after it, not every few hundred
-                # partitions over everything the walk keeps (``gc_pause``).
-                with gc_paused():
+            # A page's documents hold no cycles: one young pass after it, not a pass every few hundred
+            # partitions over everything the walk keeps (``gc_pause``).
+            pages = paused_walk(dump.partition_pages(DumpLayout.table_dir(parts_db(base), name)))
+            with contextlib.closing(pages):
+                for page in pages:
                     for dumped in dump.read_partition_page(page):
                         where = shown + dumped.where
                         doc = dumped.document

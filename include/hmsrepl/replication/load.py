@@ -25,7 +25,7 @@ from hmsrepl.exceptions import (
     NoSuchObjectError,
 )
 from hmsrepl.formats.partition_names import parse_partition_name
-from hmsrepl.gc_pause import gc_paused, paused_pages
+from hmsrepl.gc_pause import gc_paused, paused_pages, paused_walk
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
 from hmsrepl.metastore.event_specs import Scope, kinds, spec_of
@@ -475,6 +475,11 @@ class LoadEngine:
             self._ahead = stage_ahead(tasks, dump.uri, tolerate_lost=tolerate_lost)
 
     # -- bootstrap ------------------------------------------------------------------------------------------
+    # The whole load runs with the collector paused, a young pass after each page validated or applied
+    # (``gc_pause.paused_walk``): between pages and tables, the collector's middle and full passes rescanned
+    # what the load keeps (1 x 20,000 partitions: 393 passes, 0.28 s of a 2.6 s load's CPU, two full ones
+    # 0.16 s). What a young pass keeps is freed by reference counts; a cycle waits for the load's end.
+    @gc_paused()
     def _bootstrap(
         self, dump: DumpDir, meta: DumpMetadata, target_db: str, progress: Callable[[int], None] | None = None
     ) -> LoadResult:
@@ -684,6 +689,12 @@ class LoadEngine:
         return count
 
     # -- incremental ----------------------------------------------------------------------------------------
+    # The whole load runs with the collector paused, a young pass after each dump segment and each batch
+    # (``gc_pause.paused_walk``): the documents validation keeps wait for their batches, and every full or
+    # middle pass the collector made while on rescanned them (5,001 events on PostgreSQL: 26 passes, 0.18 s
+    # of a 1.1 s load's CPU). A young pass sees each surviving object once; what it keeps is freed by
+    # reference counts when its batch has taken it.
+    @gc_paused()
     def _incremental(
         self,
         dump: DumpDir,
@@ -745,50 +756,13 @@ class LoadEngine:
         ids = pending.ids
         chunks = parsed_chunks(dump, pending)
         holds = Holds.from_metadata(meta, dump.uri)
-        for batch, published in commit_batches(chunks, holds, cap):
-            # A batch builds many short-lived objects while the validated documents wait for later
-            # batches: full collections would rescan those each time. The collector runs between batches.
-            with gc_paused(), self._batch(writer):
-                position = writer.locked_last_id()  # another load may have got further meanwhile
-                batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
-                if not batch:
-                    continue
-                writer.in_place_tables = in_place_tables(msg for _, msg in batch)
-                writer.written_at = written_at(batch)
-                writer.expect_tables(
-                    msg.table.table_name for _, msg in batch if isinstance(msg, CreateTableMessage)
+        with contextlib.closing(paused_walk(commit_batches(chunks, holds, cap))) as batches:
+            for batch, published in batches:
+                applied = self._apply_batch(
+                    dump, meta, writer, result, batch, published, bootstrap_after=ids[-1] if part else None
                 )
-                runs = PartitionRuns(writer, meta)
-                creates = TableCreates(writer, meta)
-                writes = TableWrites(writer)  # data loads' table writes (metadata-only loads skip INSERTs)
-                for event, msg in batch:
-                    writer.version = event["event_id"]  # names the version directories it makes
-                    if (
-                        not creates.absorb(msg)
-                        and not runs.absorb(msg)
-                        and (meta.metadata_only or not writes.absorb(msg))
-                    ):
-                        creates.flush()
-                        runs.flush_for(msg)
-                        if database_event(msg):
-                            writes.flush()
-                        else:
-                            writes.flush_for(msg)
-                        apply_event(writer, event, meta, msg)
-                    result.events_applied += 1
-                creates.flush()
-                runs.flush()
-                writes.flush()
-                if part and batch[-1][0]["event_id"] == ids[-1]:
-                    # The dump's bootstrapped tables commit with its last events: a position between
-                    # them would make a re-run replay events already applied (a txn's commit twice).
-                    writer.version = meta.last_event_id
-                    apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
-                    writer.set_last_id(meta.last_event_id)
-                else:
-                    writer.set_last_id(published)
-            if progress is not None:
-                progress(len(batch))
+                if applied and progress is not None:
+                    progress(applied)
         if meta.last_event_id > last and part:
             writer.version = meta.last_event_id
             with self._batch(writer):
@@ -801,18 +775,68 @@ class LoadEngine:
                     writer.set_last_id(meta.last_event_id)
         return result
 
+    def _apply_batch(
+        self,
+        dump: DumpDir,
+        meta: DumpMetadata,
+        writer: TargetWriter,
+        result: LoadResult,
+        batch: EventBatch,
+        published: int,
+        *,
+        bootstrap_after: int | None,
+    ) -> int:
+        """Apply one batch in its own transaction, publishing ``published``; how many of its events were
+        applied (those above the position another load may have reached meanwhile). ``bootstrap_after``: the
+        event after which the dump's bootstrapped tables are loaded, if it has any."""
+        with self._batch(writer):
+            position = writer.locked_last_id()  # another load may have got further meanwhile
+            batch = [(event, msg) for event, msg in batch if event["event_id"] > position]
+            if not batch:
+                return 0
+            writer.in_place_tables = in_place_tables(msg for _, msg in batch)
+            writer.written_at = written_at(batch)
+            writer.expect_tables(
+                msg.table.table_name for _, msg in batch if isinstance(msg, CreateTableMessage)
+            )
+            runs = PartitionRuns(writer, meta)
+            creates = TableCreates(writer, meta)
+            writes = TableWrites(writer)  # data loads' table writes (metadata-only loads skip INSERTs)
+            for event, msg in batch:
+                writer.version = event["event_id"]  # names the version directories it makes
+                if (
+                    not creates.absorb(msg)
+                    and not runs.absorb(msg)
+                    and (meta.metadata_only or not writes.absorb(msg))
+                ):
+                    creates.flush()
+                    runs.flush_for(msg)
+                    if database_event(msg):
+                        writes.flush()
+                    else:
+                        writes.flush_for(msg)
+                    apply_event(writer, event, meta, msg)
+                result.events_applied += 1
+            creates.flush()
+            runs.flush()
+            writes.flush()
+            if batch[-1][0]["event_id"] == bootstrap_after:
+                # The dump's bootstrapped tables commit with its last events: a position between them would
+                # make a re-run replay events already applied (a txn's commit twice).
+                writer.version = meta.last_event_id
+                apply_bootstrap_part(dump, meta, writer, parse_policy(meta.policy), self._load_table)
+                writer.set_last_id(meta.last_event_id)
+            else:
+                writer.set_last_id(published)
+        return len(batch)
+
 
 def parsed_chunks(dump: DumpDir, pending: PendingEvents) -> Iterator[EventBatch]:
     """The pending events with their typed messages, ``BATCH_EVENTS`` at a time, in order: the messages
-    validation parsed, or parsed here for documents read again.
-
-    Each chunk is taken with the collector paused (``gc_pause``): the messages hold no cycles, and the
-    documents still waiting would be rescanned by every full collection the parsing triggers."""
+    validation parsed, or parsed here for documents read again."""
     ids = pending.ids
     for start in range(0, len(ids), BATCH_EVENTS):
-        with gc_paused():
-            chunk = [pending.take_parsed(dump, i) for i in ids[start : start + BATCH_EVENTS]]
-        yield chunk
+        yield [pending.take_parsed(dump, i) for i in ids[start : start + BATCH_EVENTS]]
 
 
 def in_place_tables(messages: Iterable[Message[Any]]) -> frozenset[str]:
