@@ -30,6 +30,8 @@ def test_tables_created_together_are_checked_as_if_created_one_by_one(metastore:
     refusals = [
         # the second inside the first's managed directory: a drop of the first would delete its data
         ([_at(metastore, "outer", f"{root}/x"), _at(metastore, "inner", f"{root}/x/y")], InvalidObjectError),
+        # the first inside the second's managed directory: found among the batch's earlier tables by key
+        ([_at(metastore, "deep", f"{root}/z/y"), _at(metastore, "holder", f"{root}/z")], InvalidObjectError),
         # inside a table that exists already
         ([_at(metastore, "fine", f"{root}/f"), _at(metastore, "under", f"{root}/old/u")], InvalidObjectError),
         # the same name twice
@@ -44,7 +46,8 @@ def test_tables_created_together_are_checked_as_if_created_one_by_one(metastore:
         messages.append(str(refused.value))
     assert all("\n" not in message for message in messages)
     assert "table 'c.inner'" in messages[0] and "'c.outer'" in messages[0]
-    assert "table 'c.under'" in messages[1] and "'c.old'" in messages[1]
+    assert "table 'c.holder'" in messages[1] and "'c.deep'" in messages[1]
+    assert "table 'c.under'" in messages[2] and "'c.old'" in messages[2]
     assert catalog.get_tables("c") == ["old"]  # nothing created by a refused call
     assert metastore.events.current_event_id() == before
 

@@ -47,6 +47,7 @@ from sqlalchemy import (
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.exceptions import InvalidObjectError, MetastoreError
 from hmsrepl.formats.json_text import loads
+from hmsrepl.metastore.earlier_locations import EarlierLocations
 from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.locations import (
     BadLocationError,
@@ -191,24 +192,25 @@ class LocationPolicy:
             [loc for loc, (_, _, managed) in zip(locs, tables, strict=True) if loc is not None and managed],
         )
         keys: list[str | None] = []
-        for index, ((name, uri, managed), loc) in enumerate(zip(tables, locs, strict=True)):
+        earlier = EarlierLocations()  # the batch's tables before this one: found by key, not one by one
+        for (name, uri, managed), loc in zip(tables, locs, strict=True):
             if loc is None or not uri:
                 keys.append(None)  # views have no location
                 continue
-            earlier = [
-                ("table", other_name, other)
-                for (other_name, _, _), other in zip(tables[:index], locs[:index], strict=True)
-                if other is not None
-            ]
             occupants = [
                 Occupant(kind, other_name, other, other.is_within(loc))
-                for kind, other_name, other in [*around, *earlier]
+                for kind, other_name, other in around
                 if other.overlaps(loc)
+            ]
+            occupants += [
+                Occupant("table", other.name, other.location, other.location.is_within(loc))
+                for other in earlier.overlapping(loc)
             ]
             self._check_object(
                 conn, f"table '{name}'", uri, loc, managed=managed, skip_table_id=None, occupants=occupants
             )
             keys.append(key_of(loc))
+            earlier.add(name, loc)
         return keys
 
     def check_partitions(
