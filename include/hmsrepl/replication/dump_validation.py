@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -127,6 +127,15 @@ DATA_FIELDS: dict[int, dict[EventType, Fields]] = {
 SOURCE_WAREHOUSE_ENV = "HMSREPL_SOURCE_WAREHOUSE"
 SOURCE_CMROOT_ENV = "HMSREPL_SOURCE_CMROOT"
 SOURCE_EXTERNAL_ROOTS_ENV = "HMSREPL_SOURCE_EXTERNAL_ROOTS"
+
+
+class CheckedTable(NamedTuple):
+    """What the checks of a table snapshot found: its canonical location, its partition keys' names and whether
+    it is managed, as the catalog decides it (``Table.is_managed``)."""
+
+    location: str | None
+    keys: list[str]
+    managed: bool
 
 
 class DumpValidationError(DumpError):
@@ -500,7 +509,7 @@ class DumpValidator:
         # computed once per table, not once per partition; bounded like ``_tables_passed``.
         self._mapped_tables: dict[str, str] = {}
         # Table snapshots that passed ``_table``, by content: every partition event repeats its table's.
-        self._tables_passed: dict[tuple[bytes, bool], tuple[str | None, list[str]]] = {}
+        self._tables_passed: dict[tuple[bytes, bool], CheckedTable] = {}
 
     def fail(self, where: str, what: str) -> DumpValidationError:
         return DumpValidationError(f"dump '{self.dump.uri}' refused, nothing was applied: {where}: {what}")
@@ -669,9 +678,9 @@ class DumpValidator:
                 table = doc.get("table")
                 if not isinstance(table, dict) or table.get("table_name") != found.table:
                     raise self.fail(where, f"holds no snapshot of table {show(found.table)}")
-                location, keys = self._table(table, where)
+                location, keys, is_managed = self._table(table, where)
                 tables[found.table] = (location, keys)
-                if _is_managed(table):
+                if is_managed:
                     managed.add(found.table)
                     owners.table(found.table, location)
                 self._listing(dump, files_at, location, shown + files_at)
@@ -834,9 +843,10 @@ class DumpValidator:
         """Every snapshot and file list an event message holds, whatever its type."""
         table_location: str | None = None
         keys: list[str] = []
+        table_managed = False
         table = body.get("table")
         if isinstance(table, dict):
-            table_location, keys = self._table(table, where)
+            table_location, keys, table_managed = self._table(table, where)
         elif table is not None:  # ALLOC_WRITE_ID names its table
             self._name("table", table, where)
         for side in ("before", "after"):
@@ -848,7 +858,7 @@ class DumpValidator:
             elif "location_uri" in snapshot or "name" in snapshot:
                 self._database(snapshot, f"{where} {side}", own=False)
             else:
-                location, keys_after = self._table(snapshot, f"{where} {side}")
+                location, keys_after, _ = self._table(snapshot, f"{where} {side}")
                 if side == "after":
                     table_location, keys = location, keys_after
         partitions = body.get("partitions")
@@ -857,7 +867,7 @@ class DumpValidator:
             if not isinstance(partitions, list):
                 raise self.fail(where, "partitions is not a list")
             part_locations = [self._partition(p, keys, table_location, where) for p in partitions]
-            if isinstance(table, dict) and _is_managed(table):
+            if isinstance(table, dict) and table_managed:
                 self._check_ownership(str(table.get("table_name")), table_location, keys, partitions, where)
         single = body.get("partition")
         single_location = None
@@ -940,10 +950,11 @@ class DumpValidator:
         except InvalidPathError as exc:
             raise self.fail(where, str(exc)) from None
 
-    def _model(self, model: Any, snapshot: dict[str, Any], where: str) -> None:
-        """The snapshot is what the load's model accepts (else it would fail half-way, in the target writer)."""
+    def _model(self, model: Any, snapshot: dict[str, Any], where: str) -> Any:
+        """The snapshot is what the load's model accepts (else it would fail half-way, in the target writer);
+        returns the model it makes."""
         try:
-            model.model_validate(snapshot)
+            return model.model_validate(snapshot)
         except ValidationError as exc:
             first = exc.errors()[0]
             path = ".".join(str(p) for p in first.get("loc", ()))
@@ -959,7 +970,7 @@ class DumpValidator:
             self._location(location, where, kind="db")
         return location
 
-    def _table(self, table: dict[str, Any], where: str) -> tuple[str | None, list[str]]:
+    def _table(self, table: dict[str, Any], where: str) -> CheckedTable:
         """A table snapshot's checks, made once per content and target place (``_check_table``)."""
         key = (dumps_sorted(table), self.place is not None)
         passed = self._tables_passed.get(key)
@@ -971,10 +982,10 @@ class DumpValidator:
         self.report.objects += 1
         return passed
 
-    def _check_table(self, table: dict[str, Any], where: str) -> tuple[str | None, list[str]]:
+    def _check_table(self, table: dict[str, Any], where: str) -> CheckedTable:
         name = self._name("table", table.get("table_name"), where)
         where = f"{where} table '{name}'"
-        self._model(Table, table, where)
+        model: Table = self._model(Table, table, where)
         keys = table.get("partition_keys") or []
         if not isinstance(keys, list) or not all(isinstance(k, dict) for k in keys):
             raise self.fail(where, "partition_keys is not a list of columns")
@@ -986,7 +997,7 @@ class DumpValidator:
         reason = metadata_refusal(name, params, location) if isinstance(params, dict) else None
         if reason:  # the load would read the metadata there and write its rewrite beside the copy
             raise self.fail(where, reason)
-        return (canonical_uri(location) if location else None), key_names
+        return CheckedTable(canonical_uri(location) if location else None, key_names, model.is_managed)
 
     def _partition(self, part: Any, keys: list[str], table_location: str | None, where: str) -> str | None:
         if not isinstance(part, dict):
@@ -1129,11 +1140,6 @@ class DumpValidator:
 def parts_db(base: str) -> str:
     """The database of a bootstrap layout's ``base`` (``<db>`` or ``<db>/<table>``)."""
     return base.split("/", 1)[0]
-
-
-def _is_managed(table: dict[str, Any]) -> bool:
-    """A table snapshot (validated already) of a managed table, as the catalog decides it."""
-    return Table.model_validate(table).is_managed
 
 
 def _partition_name(keys: list[str], part: dict[str, Any]) -> str:
