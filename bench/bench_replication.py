@@ -10,7 +10,8 @@ one command and prints their figures side by side, with each one's ratio to SQLi
 rounds, the backends taking turns in each (a slow spell of a noisy machine then hits every backend), and
 prints the rounds' medians, with each backend's best round beside them.
 
-It also prints the statements and round trips per event type (the source's catalog write, the dump's read,
+It prints the cyclic collector's passes during each step, by generation (counted exactly, where times are
+noisy), and the statements and round trips per event type (the source's catalog write, the dump's read,
 the load's write) and per bootstrap table with its partitions, counted on small separate replays
 (``--count-events`` events of each type, ``--count-tables`` tables): on PostgreSQL and MariaDB these round
 trips are most of the time.
@@ -31,6 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "include"), str(REPO)]
 
+from bench.collector_passes import CollectorPasses, counted_passes  # noqa: E402
 from bench.statement_table import CHOICES, chosen_backends, print_grid, versus_sqlite  # noqa: E402
 from hmsrepl.config import MetastoreConfig  # noqa: E402
 from hmsrepl.metastore import Metastore  # noqa: E402
@@ -54,7 +56,9 @@ def open_store(stack: ExitStack, backend: str, root: Path, name: str) -> Metasto
     return store
 
 
-def bench_replay(stack: ExitStack, backend: str, root: Path, events: int) -> list[tuple[str, float, float]]:
+def bench_replay(
+    stack: ExitStack, backend: str, root: Path, events: int, passes: dict[str, CollectorPasses]
+) -> list[tuple[str, float, float]]:
     source, target = open_store(stack, backend, root, "src1"), open_store(stack, backend, root, "dst1")
     engine = ReplicationEngine(str(root / "dumps1"), source, target)
     source.catalog.create_database(Database(name="bench"))
@@ -79,9 +83,11 @@ def bench_replay(stack: ExitStack, backend: str, root: Path, events: int) -> lis
         i += 1
     n = source.get_current_notification_event_id() - start_id
     t0 = time.perf_counter()
-    inc = engine.execute(f"REPL DUMP bench FROM {start_id} {EVERY_EVENT}")
+    with counted_passes() as passes["replay dump"]:
+        inc = engine.execute(f"REPL DUMP bench FROM {start_id} {EVERY_EVENT}")
     t1 = time.perf_counter()
-    loaded = engine.execute(f"REPL LOAD bench FROM '{inc.dump_dir}'")
+    with counted_passes() as passes["replay load"]:
+        loaded = engine.execute(f"REPL LOAD bench FROM '{inc.dump_dir}'")
     t2 = time.perf_counter()
     assert loaded.events_applied == n, (loaded.events_applied, n)
     return [
@@ -91,7 +97,14 @@ def bench_replay(stack: ExitStack, backend: str, root: Path, events: int) -> lis
     ]
 
 
-def bench_bootstrap(stack: ExitStack, backend: str, root: Path, tables: int, partitions: int):
+def bench_bootstrap(
+    stack: ExitStack,
+    backend: str,
+    root: Path,
+    tables: int,
+    partitions: int,
+    passes: dict[str, CollectorPasses],
+):
     source, target = open_store(stack, backend, root, "src2"), open_store(stack, backend, root, "dst2")
     engine = ReplicationEngine(str(root / "dumps2"), source, target)
     source.catalog.create_database(Database(name="boot"))
@@ -101,9 +114,11 @@ def bench_bootstrap(stack: ExitStack, backend: str, root: Path, tables: int, par
             "boot", table.table_name, [make_partition(table, str(p)) for p in range(partitions)]
         )
     t0 = time.perf_counter()
-    dumped = engine.execute("REPL DUMP boot")
+    with counted_passes() as passes["bootstrap dump"]:
+        dumped = engine.execute("REPL DUMP boot")
     t1 = time.perf_counter()
-    engine.execute(f"REPL LOAD boot FROM '{dumped.dump_dir}'")
+    with counted_passes() as passes["bootstrap load"]:
+        engine.execute(f"REPL LOAD boot FROM '{dumped.dump_dir}'")
     t2 = time.perf_counter()
     assert len(target.catalog.get_tables("boot")) == tables
     return [("bootstrap dump", t1 - t0), ("bootstrap load", t2 - t1), ("bootstrap dump + load", t2 - t0)]
@@ -160,15 +175,16 @@ def run_backend(backend: str, args: argparse.Namespace, *, count: bool) -> dict[
     with tempfile.TemporaryDirectory(prefix="bench-repl-") as tmp, ExitStack() as stack:
         root = Path(tmp)
         print(f"  {backend}: replay of {args.events:,} events...", file=sys.stderr, flush=True)
-        replay = bench_replay(stack, backend, root, args.events)
+        passes: dict[str, CollectorPasses] = {}
+        replay = bench_replay(stack, backend, root, args.events, passes)
         print(f"  {backend}: bootstrap of {args.tables}x{args.partitions}...", file=sys.stderr, flush=True)
-        bootstrap = bench_bootstrap(stack, backend, root, args.tables, args.partitions)
+        bootstrap = bench_bootstrap(stack, backend, root, args.tables, args.partitions, passes)
         counts = (
             count_statements(stack, backend, root, args.count_events, args.count_tables)
             if count and args.count_events
             else []
         )
-        return {"replay": replay, "bootstrap": bootstrap, "counts": counts}
+        return {"replay": replay, "bootstrap": bootstrap, "counts": counts, "passes": passes}
 
 
 def median_and_min(values: Sequence[float], *, higher_is_better: bool) -> tuple[float, float]:
@@ -243,6 +259,14 @@ def main() -> None:
         print_grid(
             "throughput, each backend's best round (ratio: times slower than SQLite)", best_rows, backends
         )
+    print_grid(
+        "cyclic collector passes in the process, young / middle / full (their time), first round",
+        [
+            (step, {b: rounds[b][0]["passes"][step].cell() for b in backends})
+            for step in rounds[backends[0]][0]["passes"]
+        ],
+        backends,
+    )
     print("\n".join(["", f"targets ({median_title}):", *verdicts(backends, replay_rates, boot_seconds)]))
     if args.count_events:
         count_rows = []
