@@ -217,9 +217,8 @@ class EventLog:
                     yield tx
                     for flush in tx.before_commit:
                         flush()
-                    if (
-                        tx.events
-                    ):  # the transaction's last request: the append may commit it (``database_docs``)
+                    # The transaction's last request: the append may commit it (``database_docs``).
+                    if tx.events:
                         tx.event_ids = self._append(conn, tx.events, tx.intent_rows, tx.database_docs)
                 finally:
                     self._local.tx = None
