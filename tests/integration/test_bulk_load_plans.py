@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy import event, text
 
 from hmsrepl.metastore import Metastore
@@ -118,3 +119,42 @@ def test_an_incremental_loads_transactions_plan_for_the_tables_as_they_grew(
         finally:
             target.close()
             source.close()
+
+
+@pytest.mark.parametrize("layout", ["at their level", "elsewhere in the table"])
+def test_a_filling_transaction_looks_up_the_new_locations_without_reading_the_earlier_pages(
+    tmp_path: Path, layout: str
+) -> None:
+    """Each page of new partitions is compared with the table's stored ones by location key. In a transaction
+    that fills the table (a bootstrap's), no statistics describe the rows it added, and the look-up of a page's
+    500 keys was planned as a sequential scan of every earlier page: a 100,000-partition table read about ten
+    million rows in all. Each key is now an index probe: the transaction reads no row by a scan of
+    ``partitions`` (PostgreSQL's own count of the transaction's scans, ``pg_stat_xact_user_tables``). Partitions
+    elsewhere than at their level (``table/p=v``) take another look-up, by key ranges: the same holds."""
+    with temporary_database("postgres", str(tmp_path / "db")) as url:  # the others probe per value already
+        _fill_one_table_in_one_transaction(
+            Metastore.open(make_config(url, tmp_path)), layout != "at their level"
+        )
+
+
+def _fill_one_table_in_one_transaction(store: Metastore, elsewhere: bool) -> None:
+    try:
+        store.catalog.create_database(Database(name="shop"))
+        table = store.catalog.create_table(make_table("shop", "t", partition_keys=("p",)))
+        with store.events.transaction():
+            with store.events.reader() as conn:
+                plan_for_growth(conn)
+            for first in range(0, 4000, 500):
+                page = [make_partition(table, f"{n:05d}") for n in range(first, first + 500)]
+                if elsewhere:
+                    for n, part in enumerate(page, start=first):
+                        part.sd.location = f"{table.sd.location}/custom/x{n:05d}"
+                store.catalog.add_partitions("shop", "t", page)
+            with store.events.reader() as conn:
+                scanned = conn.execute(
+                    text("SELECT seq_tup_read FROM pg_stat_xact_user_tables WHERE relname = 'partitions'")
+                ).scalar_one()
+        assert scanned == 0, f"{scanned} rows of partitions read by sequential scans"
+        assert len(store.catalog.get_partition_names("shop", "t")) == 4000
+    finally:
+        store.close()

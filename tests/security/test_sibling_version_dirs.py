@@ -51,7 +51,7 @@ class Lookups:
             return
         if "partitions.location_key >=" in where:
             self.ranges += 1
-        elif "partitions.location_key IN" in where or "partitions.location_key = ANY" in where:
+        elif any(f"partitions.location_key {equal}" in where for equal in ("IN", "= ANY", "= k.key")):
             self.equal += 1
 
     def close(self) -> None:
