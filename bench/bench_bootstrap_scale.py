@@ -1,13 +1,19 @@
-"""Bootstrap dump and load at warehouse scale: seconds and peak RSS per phase, against Hive's own read floor.
+"""Bootstrap dump and load at warehouse scale: seconds and peak RSS per phase, against two floors.
 
     python bench/bench_bootstrap_scale.py [--sizes 1x10000,1x100000,1000x1000] [--backend sqlite,postgres]
-        [--hive-max 100000] [--profile dump|load] [--workers N]
+        [--hive-max 100000] [--mkdir-max 100000] [--profile dump|load] [--workers N]
 
 Each size is TABLES x PARTITIONS (``1x100000``: one table of 100,000 partitions; ``10000x10``: the 10,000-table
 goal; ``1000x1000``: a million partitions). The source is built once per size and backend (not measured);
 then REPL DUMP and REPL LOAD each run in a fresh Python process, so the peak RSS printed is that phase's own
 (``wait4``), not the set-up's. Partitions have their default locations under the table and no files, so
-the figures are the catalog's and the dump's, not the disk's.
+the figures are the catalog's and the dump's, and the disk's only for the directories: the load makes one
+version directory a partition.
+
+The disk's floor: coreutils ``mkdir`` making the same directories in a new tree (a table's, then one a
+partition inside it), timed after the phases, with each backend's load time as a multiple of it. A big
+table's directories are entries of one parent, made one at a time (each ``mkdir`` holds the parent's lock),
+so no tool makes them faster than this on the same disk. Sizes above ``--mkdir-max`` partitions skip it.
 
 The floor: the same tables and partitions written into the stock Hive Metastore 2.3.10 of pyspark's jars (on
 Derby, ``bench/hive_reference.py``) and read back over Thrift the way the import reads it
@@ -201,6 +207,24 @@ def hive_floor(stack: ExitStack, root: Path, tables: int, partitions: int) -> fl
     return seconds
 
 
+def mkdir_floor(tables: int, partitions: int) -> float:
+    """Seconds for coreutils ``mkdir`` (through ``xargs``) to make the same directories in a new tree: a
+    table's directory, then one per partition inside it, as a load makes one version directory a partition.
+    Kernel work no tool avoids: on a local disk it is most of a big table's load (the entries of one
+    directory are made one at a time, each holding the directory's lock)."""
+    with tempfile.TemporaryDirectory(prefix="bench-boot-mkdir-") as tmp:
+        root = Path(tmp)
+        names = root / "names"
+        with names.open("wb") as out:
+            for t in range(tables):
+                (root / f"t{t:05d}").mkdir()
+                out.write(b"".join(f"t{t:05d}/p={p:07d}\0".encode() for p in range(partitions)))
+        with names.open("rb") as listed:
+            started = time.perf_counter()
+            subprocess.run(["xargs", "-0", "mkdir", "--"], stdin=listed, cwd=root, check=True)
+            return time.perf_counter() - started
+
+
 def bench_size(backend: str, tables: int, partitions: int, args: argparse.Namespace) -> dict:
     from tests.backends import temporary_database
 
@@ -243,6 +267,9 @@ def main() -> None:
     parser.add_argument(
         "--hive-max", type=int, default=100_000, help="largest size (partitions) read from Hive"
     )
+    parser.add_argument(
+        "--mkdir-max", type=int, default=100_000, help="largest size (partitions) made again by mkdir"
+    )
     parser.add_argument("--profile", choices=("dump", "load"), help="cProfile that phase (top 25 to stderr)")
     parser.add_argument("--phase", choices=("dump", "load"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -266,11 +293,13 @@ def main() -> None:
         f"{'dump cpu':>9}{'load cpu':>9}  goal"
     )
     rows = []
+    loads: dict[tuple[int, int], list[tuple[str, float]]] = {}
     for tables, partitions in sizes:
         for backend in backends:
             result = bench_size(backend, tables, partitions, args)
             (dump_s, dump_mb, dump_cpu), (load_s, load_mb, load_cpu) = result["dump"], result["load"]
             total = dump_s + load_s
+            loads.setdefault((tables, partitions), []).append((backend, load_s))
             goal = GOALS.get((tables, partitions))
             verdicts = []
             if goal is not None:
@@ -286,6 +315,20 @@ def main() -> None:
             print(rows[-1], file=sys.stderr, flush=True)
     print(header)
     print("\n".join(rows))
+    made = [(t, p) for t, p in sizes if t * p <= args.mkdir_max]
+    if made:
+        print(
+            "\nfloor: making the same directories with mkdir (xargs mkdir: a table's, then one a partition)"
+        )
+        for tables, partitions in made:
+            seconds = mkdir_floor(tables, partitions)
+            ratios = ", ".join(
+                f"{backend} load {load_s / seconds:.2f}x" for backend, load_s in loads[tables, partitions]
+            )
+            print(
+                f"{'mkdir':<9}{f'{tables:,}x{partitions:,}':>14}{seconds:>9.2f}{'':>36}"
+                f"{1000 * seconds / (tables * partitions):>9.3f}  {ratios}"
+            )
     floors = [(t, p) for t, p in sizes if t * p <= args.hive_max]
     if floors:
         from bench.hive_reference import hive_version
