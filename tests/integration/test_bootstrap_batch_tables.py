@@ -23,7 +23,7 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import DumpDir
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.table_pool import PARALLELISM_ENV
-from hmsrepl.replication.target import TargetWriter
+from hmsrepl.replication.target import PreparedPartitions, TargetWriter
 from hmsrepl.replication.verify import verify
 from tests.helpers import make_partition, make_table, open_partitioned_source, open_sqlite_source, write_file
 
@@ -46,19 +46,21 @@ def test_a_batch_failing_after_its_tables_were_created_leaves_none_and_the_load_
     try:
         engine = ReplicationEngine(str(tmp_path / "dumps"), source, metastore)
         dump = engine.execute("REPL DUMP shop").dump_dir
-        real = TargetWriter.put_partitions
+        real = TargetWriter.prepare_partitions  # a bootstrap's pages: prepared, then written
 
-        def failing(self: TargetWriter, table_name: str, *args: Any, **kwargs: Any) -> None:
+        def failing(
+            self: TargetWriter, table_name: str, *args: Any, **kwargs: Any
+        ) -> PreparedPartitions | None:
             if table_name == "t3":  # t0..t4 were all created by then, t0..t2 filled
                 raise OSError("disk failed while writing t3")
-            real(self, table_name, *args, **kwargs)
+            return real(self, table_name, *args, **kwargs)
 
-        monkeypatch.setattr(TargetWriter, "put_partitions", failing)
+        monkeypatch.setattr(TargetWriter, "prepare_partitions", failing)
         with pytest.raises(Exception, match="disk failed while writing t3"):
             engine.execute(f"REPL LOAD shop_dr FROM '{dump}'")
         assert repl_status(metastore, "shop_dr") is None  # the bootstrap is not done
         assert metastore.catalog.get_tables("shop_dr") == []  # one batch: none of its tables stays
-        monkeypatch.setattr(TargetWriter, "put_partitions", real)
+        monkeypatch.setattr(TargetWriter, "prepare_partitions", real)
         result = engine.execute(f"REPL LOAD shop_dr FROM '{dump}'")
         assert repl_status(metastore, "shop_dr") == source.events.current_event_id()
         assert result.stats.tables == TABLES + 1 and result.stats.partitions == 3 * TABLES

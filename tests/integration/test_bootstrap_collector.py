@@ -32,19 +32,19 @@ def test_the_pages_of_a_table_are_dumped_and_loaded_with_the_collector_paused(
     source.catalog.add_partitions("big", "t", [make_partition(table, f"{i:02d}") for i in range(PARTS)])
     dumped_with: list[bool] = []
     loaded_with: list[tuple[int, bool]] = []
-    read_entry, put_partitions = DumpEngine._read_entry, TargetWriter.put_partitions
+    read_entry, prepare_partitions = DumpEngine._read_entry, TargetWriter.prepare_partitions
 
     def reading(self: DumpEngine, table: Any, with_data: bool, parts: Any = None) -> Any:
         if parts:
             dumped_with.append(gc.isenabled())
         return read_entry(self, table, with_data, parts)
 
-    def putting(self: TargetWriter, table_name: str, parts: Any, *args: Any, **kwargs: Any) -> None:
+    def putting(self: TargetWriter, table_name: str, parts: Any, *args: Any, **kwargs: Any) -> Any:
         loaded_with.append((len(parts), gc.isenabled()))
-        put_partitions(self, table_name, parts, *args, **kwargs)
+        return prepare_partitions(self, table_name, parts, *args, **kwargs)
 
     monkeypatch.setattr(DumpEngine, "_read_entry", reading)
-    monkeypatch.setattr(TargetWriter, "put_partitions", putting)
+    monkeypatch.setattr(TargetWriter, "prepare_partitions", putting)
     gc.enable()
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
     dump = engine.execute("REPL DUMP big")

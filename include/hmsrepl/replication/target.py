@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from hmsrepl.exceptions import HmsReplError, NoSuchObjectError
@@ -68,6 +69,24 @@ VOLATILE_PARAMS = ("transient_lastDdlTime",)
 
 class ReplicationStateError(HmsReplError):
     """The target is not in a state this load can continue from (no bootstrap, gap, other source)."""
+
+
+@dataclass
+class PreparedPartitions:
+    """A page of partitions with their data published and nothing of the catalog written yet
+    (``TargetWriter.prepare_partitions``; ``write_partitions`` writes it). ``ids``: the existing partitions' ids
+    by name (filled further as the write needs them); the lists hold the new and the changed partitions, with
+    their names in the same order."""
+
+    table: Table
+    table_name: str
+    ids: dict[str, int]
+    fresh: bool
+    published: dict[str, Published] = field(default_factory=dict)
+    new_parts: list[Partition] = field(default_factory=list)
+    new_names: list[str] = field(default_factory=list)
+    changed: list[Partition] = field(default_factory=list)
+    changed_names: list[str] = field(default_factory=list)
 
 
 class TargetWriter:
@@ -393,8 +412,22 @@ class TargetWriter:
         was created in this transaction and ``parts`` are new to it (a bootstrap's pages of one table, each
         partition named once): nothing is read back to find existing ones, a round trip per page of a big
         table on a server database, and the table's unique names refuse a partition added twice."""
+        prepared = self.prepare_partitions(table_name, parts, source_table_location, fresh=fresh)
+        if prepared is not None:
+            self.write_partitions(prepared)
+
+    def prepare_partitions(
+        self,
+        table_name: str,
+        parts: Sequence[tuple[dict[str, Any], DataChange | Sequence[str] | None]],
+        source_table_location: str | None = None,
+        *,
+        fresh: bool = False,
+    ) -> PreparedPartitions | None:
+        """``put_partitions``' data: each partition's version published (or its location kept), nothing of the
+        catalog written yet (``write_partitions``); None when there is nothing to write."""
         if not parts:
-            return
+            return None
         table = self.catalog.get_table(self.db, table_name)
         keys = table.partition_key_names
         mapped = [
@@ -409,11 +442,7 @@ class TargetWriter:
             else {make_partition_name(keys, p.values): p for p in self.catalog.partitions_of(table, names)}
         )
         ids = self._partition_ids(table, list(existing)) if existing and self.copy_data else {}
-        new_parts: list[Partition] = []
-        changed: list[Partition] = []
-        new_names: list[str] = []  # the names of new_parts and changed, in their order (made once)
-        changed_names: list[str] = []
-        published: dict[str, Published] = {}  # what new versions hold: the replica's events and record
+        prepared = PreparedPartitions(table, table_name, ids, fresh)
         decided = self._decide(table, table_name, list(zip(names, mapped, strict=True)), existing, ids)
         in_place = table_name in self.in_place_tables and self.data.all_in_place(decided)
         with self.data.page():  # the page's directories resolved once for all its partitions
@@ -429,18 +458,31 @@ class TargetWriter:
                     in_place=in_place,
                 )
                 if done is not None:
-                    published[name] = done
+                    prepared.published[name] = done
                 # The mapped partition and its descriptor are this call's own (``SnapshotMapper.partition``
                 # validates a new one per snapshot): set in place, two model copies per partition saved.
                 part.sd.location = location
                 if current is None:
-                    new_parts.append(part)
-                    new_names.append(name)
+                    prepared.new_parts.append(part)
+                    prepared.new_names.append(name)
                 elif (done is not None and done.in_place) or _without_volatile(current) != _without_volatile(
                     part.model_copy(update={"write_id": current.write_id})
                 ):
-                    changed.append(part)  # a file added in place changes no metadata, but is its event
-                    changed_names.append(name)
+                    prepared.changed.append(
+                        part
+                    )  # a file added in place changes no metadata, but is its event
+                    prepared.changed_names.append(name)
+        return prepared
+
+    def write_partitions(self, prepared: PreparedPartitions) -> None:
+        """The catalog's calls for partitions ``prepare_partitions`` published: one for the new, one for the
+        changed, then the records of versions neither call logged."""
+        table, table_name, ids, published = (
+            prepared.table,
+            prepared.table_name,
+            prepared.ids,
+            prepared.published,
+        )
 
         def applied(group: list[str]) -> list[AppliedFiles | None]:
             out: list[AppliedFiles | None] = []
@@ -449,22 +491,24 @@ class TargetWriter:
                 out.append(done.applied() if done is not None else None)
             return out
 
-        if new_parts:
+        if prepared.new_parts:
             self.catalog.add_partitions(
                 self.db,
                 table_name,
-                new_parts,
+                prepared.new_parts,
                 if_not_exists=True,
-                applied_files=applied(new_names),
+                applied_files=applied(prepared.new_names),
                 new_ids=ids,
-                absent=fresh,
+                absent=prepared.fresh,
             )
-            self.stats.partitions += len(new_parts)
-        if changed:
-            self.catalog.alter_partitions(self.db, table_name, changed, applied_files=applied(changed_names))
+            self.stats.partitions += len(prepared.new_parts)
+        if prepared.changed:
+            self.catalog.alter_partitions(
+                self.db, table_name, prepared.changed, applied_files=applied(prepared.changed_names)
+            )
         # A version whose partition the catalog's calls above logged is recorded by them (``record_version``):
         # only the others are (a bootstrap's page has none: its new partitions are all logged).
-        logged = {*new_names, *changed_names}
+        logged = {*prepared.new_names, *prepared.changed_names}
         unlogged = {name: done for name, done in published.items() if name not in logged}
         if unlogged and table.id is not None:
             ids.update(self._partition_ids(table, [n for n in unlogged if n not in ids]))
