@@ -468,21 +468,15 @@ class TargetWriter:
                 elif (done is not None and done.in_place) or _without_volatile(current) != _without_volatile(
                     part.model_copy(update={"write_id": current.write_id})
                 ):
-                    prepared.changed.append(
-                        part
-                    )  # a file added in place changes no metadata, but is its event
+                    # A file added in place changes no metadata, but is its event.
+                    prepared.changed.append(part)
                     prepared.changed_names.append(name)
         return prepared
 
     def write_partitions(self, prepared: PreparedPartitions) -> None:
         """The catalog's calls for partitions ``prepare_partitions`` published: one for the new, one for the
         changed, then the records of versions neither call logged."""
-        table, table_name, ids, published = (
-            prepared.table,
-            prepared.table_name,
-            prepared.ids,
-            prepared.published,
-        )
+        table_name, ids, published = prepared.table_name, prepared.ids, prepared.published
 
         def applied(group: list[str]) -> list[AppliedFiles | None]:
             out: list[AppliedFiles | None] = []
@@ -510,11 +504,11 @@ class TargetWriter:
         # only the others are (a bootstrap's page has none: its new partitions are all logged).
         logged = {*prepared.new_names, *prepared.changed_names}
         unlogged = {name: done for name, done in published.items() if name not in logged}
-        if unlogged and table.id is not None:
-            ids.update(self._partition_ids(table, [n for n in unlogged if n not in ids]))
+        if unlogged and prepared.table.id is not None:
+            ids.update(self._partition_ids(prepared.table, [n for n in unlogged if n not in ids]))
             for name, done in unlogged.items():
                 if name in ids:
-                    self.data.record_version(ObjectKey(table.id, ids[name]), done, logged=False)
+                    self.data.record_version(ObjectKey(prepared.table.id, ids[name]), done, logged=False)
 
     def _partition_ids(self, table: Table, names: list[str]) -> dict[str, int]:
         if table.id is None or not names:
