@@ -142,11 +142,11 @@ class ScanCounter:
         return int(conn.exec_driver_sql(self.query).one()[-1])
 
     def _before(self, conn: Connection, _cursor: object, statement: str, *_args: object) -> None:
-        if _reads_partitions(statement, self.query):
+        if _reads_partitions(statement):
             conn.info["scanned_before"] = self._counter(conn)
 
     def _after(self, conn: Connection, _cursor: object, statement: str, *_args: object) -> None:
-        if _reads_partitions(statement, self.query):
+        if _reads_partitions(statement):
             self.rows += self._counter(conn) - conn.info.pop("scanned_before")
 
     def close(self) -> None:
@@ -154,8 +154,9 @@ class ScanCounter:
         event.remove(self.engine, "after_cursor_execute", self._after)
 
 
-def _reads_partitions(statement: str, counter_query: str) -> bool:
-    return "FROM partitions" in statement and "INSERT" not in statement and statement != counter_query
+def _reads_partitions(statement: str) -> bool:
+    """A look-up of ``partitions`` (the counters' own queries read other tables)."""
+    return "FROM partitions" in statement and "INSERT" not in statement
 
 
 @pytest.mark.parametrize("server", ["postgres", "mysql"])
@@ -175,16 +176,18 @@ def test_a_filling_transaction_looks_up_the_new_locations_without_reading_the_ea
             store.catalog.create_database(Database(name="shop"))
             table = store.catalog.create_table(make_table("shop", "t", partition_keys=("p",)))
             scans = ScanCounter(store, server)
-            with store.events.transaction():
-                with store.events.reader() as conn:
-                    plan_for_growth(conn)
-                for first in range(0, 4000, 500):
-                    page = [make_partition(table, f"{n:05d}") for n in range(first, first + 500)]
-                    if layout != "at their level":
-                        for n, part in enumerate(page, start=first):
-                            part.sd.location = f"{table.sd.location}/custom/x{n:05d}"
-                    store.catalog.add_partitions("shop", "t", page)
-            scans.close()
+            try:
+                with store.events.transaction():
+                    with store.events.reader() as conn:
+                        plan_for_growth(conn)
+                    for first in range(0, 4000, 500):
+                        page = [make_partition(table, f"{n:05d}") for n in range(first, first + 500)]
+                        if layout != "at their level":
+                            for n, part in enumerate(page, start=first):
+                                part.sd.location = f"{table.sd.location}/custom/x{n:05d}"
+                        store.catalog.add_partitions("shop", "t", page)
+            finally:
+                scans.close()
             # Less than one page: MariaDB's counter also counts the one-row ``dbs`` some look-ups join, read in
             # full (8 rows here); a scan of the earlier pages read 14,000.
             assert scans.rows < 500, f"{scans.rows} rows read by full scans in the look-ups of partitions"
