@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from hmsrepl.faults import FAULT_ENV
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
-from hmsrepl.replication import prestage
+from hmsrepl.replication import copy_processes, prestage
 from hmsrepl.replication.copy_processes import (
     FAULT_POINT,
     PROCESSES_ENV,
@@ -72,11 +74,13 @@ def pooled(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     yield made
 
 
-def _source(root: Path) -> Metastore:
+def _source(
+    root: Path, partitions: tuple[tuple[str, int], ...] = (("big", BIG), ("small", SMALL))
+) -> Metastore:
     source = open_sqlite_source(root)
     source.catalog.create_database(Database(name="shop"))
     table = source.catalog.create_table(make_table("shop", "t", partition_keys=("p",)))
-    for value, files in (("big", BIG), ("small", SMALL)):
+    for value, files in partitions:
         [part] = source.catalog.add_partitions("shop", "t", [make_partition(table, value)])
         for i in range(files):
             write_file(part.sd.location, f"part-{i:03d}.parquet", f"{value} row {i} ".encode() * (i + 1))
@@ -116,6 +120,53 @@ def test_several_processes_make_the_replica_one_process_makes(tmp_path: Path, po
         assert verify(source, "shop", target, "shop_many") == []
         staged = [p for p in (tmp_path / "dst_wh").rglob("*") if p.name.startswith(".hmsrepl")]
         assert not [p for p in staged if p.is_file()], "no staged copy is left behind"
+    finally:
+        source.close()
+        target.close()
+
+
+def test_each_partition_is_staged_by_one_process_and_two_side_by_side(
+    tmp_path: Path, pooled: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Processes creating files in one directory take turns on its lock in the kernel, spinning while they
+    wait: a partition's copies all go to one process (its lane), and two big partitions to two. The lanes
+    here are threads (one each, as a lane has one process) that record what they were given."""
+    lanes: list[str] = []
+    given: dict[str, set[str]] = {}  # a target directory -> the lanes that staged copies into it
+    mixed: list[set[str]] = []  # slices naming more than one directory
+
+    def lane_pool(processes: int) -> ThreadPoolExecutor:
+        assert processes == 1, "a lane is one process"
+        lanes.append(f"lane{len(lanes)}")
+        return ThreadPoolExecutor(processes, thread_name_prefix=lanes[-1])
+
+    real = copy_processes._copy_slice
+
+    def recorded(tasks: list[CopyTask], fresh: frozenset[str]) -> copy_processes.SliceOutcome:
+        parents = {task.target_uri.rsplit("/", 1)[0] for task in tasks}
+        if len(parents) > 1:
+            mixed.append(parents)
+        for parent in parents:
+            given.setdefault(parent, set()).add(threading.current_thread().name.split("_")[0])
+        return real(tasks, fresh)
+
+    monkeypatch.setattr(copy_processes, "worker_pool", lane_pool)
+    monkeypatch.setattr(copy_processes, "_copy_slice", recorded)
+    source = _source(tmp_path, (("big", BIG), ("huge", BIG + 5), ("small", SMALL)))
+    target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
+    try:
+        engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+        dump = engine.execute("REPL DUMP shop").dump_dir
+        engine.execute(f"REPL LOAD shop_dr FROM '{dump}'")
+        assert pooled == [2 * BIG + 5], "both big partitions' copies, not the small one's, went to the pool"
+        assert not mixed, f"a slice named several directories: {mixed}"
+        assert sorted(Path(d).name for d in given) == ["p=big", "p=huge"], given
+        assert [len(staged_by) for staged_by in given.values()] == [1, 1], (
+            f"a partition had two lanes: {given}"
+        )
+        assert set().union(*given.values()) == {"lane0", "lane1"}, "the two partitions shared a lane"
+        assert _partition_contents(target, "shop_dr") == _partition_contents(source, "shop")
+        assert verify(source, "shop", target, "shop_dr") == []
     finally:
         source.close()
         target.close()
