@@ -8,10 +8,10 @@ file list is never copied whole to a worker, nor held twice).
 
 A partition's slices all go to one process (its *lane*; partitions are dealt to the lanes in turn). Processes
 creating files in one directory take turns on that directory's lock in the kernel, and each spins while the
-other holds it: two processes staging one partition used about twice the system time of one, for no shorter
-wall time (100,000 files, three alternating rounds: workers' CPU 34 / 66 / 71 -> 21 / 38 / 38 s, wall 36 / 50 /
-52 -> 33 / 54 / 56 s); in a run of 1,000,000 files the two processes burned 550 s of CPU. Partitions in
-different directories still stage side by side, one process each.
+other holds it: two processes staging one partition used about twice the system time of one for no shorter
+wall time (100,000 files, three alternating rounds: workers' CPU 34 / 66 / 71 -> 21 / 38 / 38 s, load 36 / 50
+/ 52 -> 33 / 54 / 56 s; 1,000,000 files, one pair: 471 -> 259 s, load 370 -> 375 s). Partitions in different
+directories still stage side by side, one process each.
 
 Each worker opens its own rooted file systems on the same roots (``CopyRunner``), so every path it touches
 is checked as the load's own copies are; it starts from a fresh interpreter (the ``forkserver`` method: no
