@@ -137,10 +137,10 @@ class CopyPool:
             lane.shutdown(wait=True, cancel_futures=error is not None)
 
     def stage(
-        self, indexed: Iterable[tuple[int, CopyTask]], files: int, fresh: frozenset[str]
+        self, indexed: Iterable[tuple[int, CopyTask, str]], files: int, fresh: frozenset[str]
     ) -> Iterator[tuple[int, Outcome]]:
-        """Stage verified copies of the ``files`` tasks of ``indexed`` in the worker processes; yields (index,
-        outcome) in the order of ``indexed``. ``fresh``: directories the load made (``CopyRunner``). Raises the
+        """Stage verified copies of the ``files`` tasks of ``indexed`` (index, task, its target directory) in
+        the worker processes; yields (index, outcome) in the order of ``indexed``. ``fresh``: directories the load made (``CopyRunner``). Raises the
         first error a worker raised (FileLostError is an outcome, not an error), or CopyProcessError when a
         worker stopped; slices not started then are dropped, and those running finish before the pool
         stops."""
@@ -193,15 +193,14 @@ def _taken(
 
 
 def _slices(
-    indexed: Iterable[tuple[int, CopyTask]], size: int
+    indexed: Iterable[tuple[int, CopyTask, str]], size: int
 ) -> Iterator[tuple[str, list[int], list[CopyTask]]]:
     """The tasks in slices of at most ``size``, each of one target directory (its lane's): (directory,
     indices, tasks)."""
     directory = ""
     indices: list[int] = []
     tasks: list[CopyTask] = []
-    for index, task in indexed:
-        parent = parent_uri(task.target_uri)
+    for index, task, parent in indexed:
         if tasks and (len(tasks) >= size or parent != directory):
             yield directory, indices, tasks
             indices, tasks = [], []

@@ -96,14 +96,14 @@ def _stage_page(
     tasks: Sequence[CopyTask], made: set[str], settings: CopyProcessSettings, pool: CopyPool
 ) -> list[CopyResult | FileLostError]:
     """Staged copies of one page's tasks, in order: partitions with enough files go to the copy processes
-    (several processes share their copies), the rest stays in threads."""
+    (one process a partition), the rest stays in threads."""
     big = big_directories(target_files(tasks), tasks, settings)
     if not big:
         return list(_in_threads(tasks, made))
     outcomes: list[CopyResult | FileLostError | None] = [None] * len(tasks)
-    pooled_at = [parent_uri(task.target_uri) in big for task in tasks]  # one look a task
-    rest = [i for i, in_pool in enumerate(pooled_at) if not in_pool]
-    in_big = ((i, tasks[i]) for i, in_pool in enumerate(pooled_at) if in_pool)
+    directories = [parent_uri(task.target_uri) for task in tasks]  # one look a task, kept for the lanes
+    rest = [i for i, directory in enumerate(directories) if directory not in big]
+    in_big = ((i, tasks[i], directory) for i, directory in enumerate(directories) if directory in big)
     for index, outcome in pool.stage(in_big, len(tasks) - len(rest), frozenset(made)):
         outcomes[index] = outcome
     for index, outcome in zip(rest, _in_threads([tasks[i] for i in rest], made), strict=True):
