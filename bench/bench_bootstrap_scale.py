@@ -25,6 +25,12 @@ shared with other work they compare two runs where wall time cannot. Under each 
 stage (the run's ``repl_metrics`` row: pre-flight, copy, apply...) and its user and system CPU apart show
 where a wall time went (system time: the kernel making directories and syncing).
 
+Every tree of a run (each size and backend's, the ``mkdir`` floor's, Hive's) stays until the run ends, and
+all are removed then, never between measurements: on ext4 without a journal (this project's build machines),
+each file or directory made in the minutes after a mass removal skips the recently freed inodes one by one
+(the kernel's ``recently_deleted``, kept 60 s, 360 s while their blocks are unwritten), and a load made right
+after the previous backend's tree was removed paid 4-7x for each ``mkdir``.
+
 ``--profile dump`` (or ``load``) runs that phase under cProfile and prints the top 25 functions by
 cumulative time (``BENCH_PROFILE_LINES`` and ``BENCH_PROFILE_SORT``, e.g. ``tottime``, change both;
 ``BENCH_PROFILE_CLOCK=cpu`` counts CPU seconds instead of wall seconds, so time spent waiting on a database
@@ -207,29 +213,30 @@ def hive_floor(stack: ExitStack, root: Path, tables: int, partitions: int) -> fl
     return seconds
 
 
-def mkdir_floor(tables: int, partitions: int) -> float:
+def mkdir_floor(root: Path, tables: int, partitions: int) -> float:
     """Seconds for coreutils ``mkdir`` (through ``xargs``) to make the same directories in a new tree: a
     table's directory, then one per partition inside it, as a load makes one version directory a partition.
     Kernel work no tool avoids: on a local disk it is most of a big table's load (the entries of one
     directory are made one at a time, each holding the directory's lock)."""
-    with tempfile.TemporaryDirectory(prefix="bench-boot-mkdir-") as tmp:
-        root = Path(tmp)
-        names = root / "names"
-        with names.open("wb") as out:
-            for t in range(tables):
-                (root / f"t{t:05d}").mkdir()
-                out.write(b"".join(f"t{t:05d}/p={p:07d}\0".encode() for p in range(partitions)))
-        with names.open("rb") as listed:
-            started = time.perf_counter()
-            subprocess.run(["xargs", "-0", "mkdir", "--"], stdin=listed, cwd=root, check=True)
-            return time.perf_counter() - started
+    root.mkdir()
+    names = root / "names"
+    with names.open("wb") as out:
+        for t in range(tables):
+            (root / f"t{t:05d}").mkdir()
+            out.write(b"".join(f"t{t:05d}/p={p:07d}\0".encode() for p in range(partitions)))
+    with names.open("rb") as listed:
+        started = time.perf_counter()
+        subprocess.run(["xargs", "-0", "mkdir", "--"], stdin=listed, cwd=root, check=True)
+        return time.perf_counter() - started
 
 
-def bench_size(backend: str, tables: int, partitions: int, args: argparse.Namespace) -> dict:
+def bench_size(root: Path, backend: str, tables: int, partitions: int, args: argparse.Namespace) -> dict:
+    """One size on one backend in the new tree ``root`` (left for the run's end to remove)."""
     from tests.backends import temporary_database
 
-    with tempfile.TemporaryDirectory(prefix="bench-boot-scale-") as tmp, ExitStack() as stack:
-        root = Path(tmp)
+    root.mkdir()
+    tmp = str(root)
+    with ExitStack() as stack:
         url = stack.enter_context(temporary_database(backend, tmp))
         target_url = stack.enter_context(temporary_database(backend, tmp))
         label = f"{backend} {tables:,}x{partitions:,}"
@@ -285,6 +292,12 @@ def main() -> None:
         return
     sizes = [parse_size(text) for text in args.sizes.split(",") if text.strip()]
     backends = chosen_backends(args.backend)
+    with tempfile.TemporaryDirectory(prefix="bench-boot-scale-") as session:
+        run(Path(session), sizes, backends, args)
+
+
+def run(session: Path, sizes: list[tuple[int, int]], backends: list[str], args: argparse.Namespace) -> None:
+    """Every size on every backend, then the floors; each tree a new directory of ``session``."""
     print(
         f"bootstrap at scale on {', '.join(backends)}; python {sys.version.split()[0]}; {os.cpu_count()} cores"
     )
@@ -296,7 +309,9 @@ def main() -> None:
     loads: dict[tuple[int, int], list[tuple[str, float]]] = {}
     for tables, partitions in sizes:
         for backend in backends:
-            result = bench_size(backend, tables, partitions, args)
+            result = bench_size(
+                session / f"{backend}-{tables}x{partitions}", backend, tables, partitions, args
+            )
             (dump_s, dump_mb, dump_cpu), (load_s, load_mb, load_cpu) = result["dump"], result["load"]
             total = dump_s + load_s
             loads.setdefault((tables, partitions), []).append((backend, load_s))
@@ -321,7 +336,7 @@ def main() -> None:
             "\nfloor: making the same directories with mkdir (xargs mkdir: a table's, then one a partition)"
         )
         for tables, partitions in made:
-            seconds = mkdir_floor(tables, partitions)
+            seconds = mkdir_floor(session / f"mkdir-{tables}x{partitions}", tables, partitions)
             ratios = ", ".join(
                 f"{backend} load {load_s / seconds:.2f}x" for backend, load_s in loads[tables, partitions]
             )
@@ -335,9 +350,11 @@ def main() -> None:
 
         print(f"\nfloor: reading the same objects from Hive Metastore {hive_version()} (Derby) over Thrift")
         for tables, partitions in floors:
-            with tempfile.TemporaryDirectory(prefix="bench-boot-hive-") as tmp, ExitStack() as stack:
+            with ExitStack() as stack:
                 print(f"  hive {tables:,}x{partitions:,}: building...", file=sys.stderr, flush=True)
-                seconds = hive_floor(stack, Path(tmp), tables, partitions)
+                tree = session / f"hive-{tables}x{partitions}"
+                tree.mkdir()
+                seconds = hive_floor(stack, tree, tables, partitions)
             per = 1000 * seconds / (tables * partitions)
             print(f"{'hive read':<9}{f'{tables:,}x{partitions:,}':>14}{seconds:>9.2f}{'':>36}{per:>9.3f}")
 

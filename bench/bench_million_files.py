@@ -15,7 +15,10 @@ test is per file, not per byte). Phases:
 - append: one new file, INSERT naming it; the incremental dump and load of that one event (the replica keeps
   every file it holds: no re-read, one new version directory of hard links).
 
-The tree stays under ``--root`` (default: a temporary directory removed at the end).
+The tree stays under ``--root`` (default: a temporary directory removed at the end). Start a run a few minutes
+after the last one's tree was removed: on ext4 without a journal the kernel skips the inodes freed in the last
+60-360 s one by one on each create, which cost 2-7x per create in a scratch loop, depending on where the new
+inodes land.
 """
 
 from __future__ import annotations
