@@ -138,7 +138,7 @@ def test_handler_tables_receive_the_message_class_of_their_event_type() -> None:
     """Each entry of the load's and the metadata cache's tables declares the message class SPECS gives its
     event type (or a base of it): the entry reads typed fields with no downcast, and the check is here."""
     from hmsrepl.cache.apply import HANDLERS as CACHE_HANDLERS
-    from hmsrepl.replication.load import HANDLERS as LOAD_HANDLERS
+    from hmsrepl.replication.event_handlers import HANDLERS as LOAD_HANDLERS
 
     for table, position in ((LOAD_HANDLERS, 2), (CACHE_HANDLERS, 2)):
         for kind, handler in table.items():

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hmsrepl.metastore.event_specs import kinds
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import DataChange
-from hmsrepl.replication.load import HANDLERS, NOT_YET_REPLAYED
+from hmsrepl.replication.event_handlers import HANDLERS, NOT_YET_REPLAYED
 from hmsrepl.replication.replica_files import compose
 
 

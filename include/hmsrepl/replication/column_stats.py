@@ -1,6 +1,6 @@
 """Column statistics in bootstrap dumps: one ``_column_stats`` document per dumped table, loaded with it.
 
-Incremental dumps carry statistics as events (see load.py's handlers); a bootstrap carries the tables'
+Incremental dumps carry statistics as events (see event_handlers.py); a bootstrap carries the tables'
 statistics as read once the dump's objects are final. They are read after the dump's last event, so a
 statistics change made meanwhile can appear early on the replica; the incremental load that follows
 replays that change's event again (updates are upserts, deletes of absent statistics are skipped), so the

@@ -140,7 +140,7 @@ EFFECTS: dict[EventType, Callable[[Message[Any]], frozenset[str]]] = {
         _none,
     ),
 }
-"""What each event type sets on its object, as the load applies it (load.py's handlers)."""
+"""What each event type sets on its object, as the load applies it (event_handlers.py)."""
 
 
 def summarize(event: DumpEvent[Any] | NotificationEvent) -> EventSummary:
@@ -196,7 +196,7 @@ def _decision(hold: tuple[int, int], skipped: set[int]) -> CompactionPlan:
 
 def reuse_points(steps: Sequence[EventSummary]) -> list[int]:
     """Ids of the events that create, add, rename or alter a table or partition under a name dropped earlier
-    in the window, in order: the load commits the drop before each such event (``load.split_before_reuse``)
+    in the window, in order: the load commits the drop before each such event (``event_batches.split_before_reuse``)
     whatever compaction leaves out, so these include every place it cuts for that reason."""
     dropped_tables: set[str] = set()
     dropped_parts: set[tuple[str, str]] = set()

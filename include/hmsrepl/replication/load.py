@@ -4,12 +4,15 @@ The target database's ``repl.last.id`` parameter is the source of truth for how 
 applies only events above it, in order, through the target metastore's own API (so the target logs events
 too and can itself be replicated), and advances it only after the work it records is done. Every step is
 idempotent, so re-running a finished or half-finished load converges to the same target.
+
+This module runs a load: its checks before the first change, the copies staged ahead, the bootstrap's tables and
+pages, and the incremental load's transactions. How the events are cut into those transactions is
+``event_batches``; what each event does to the replica is ``event_handlers``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
 import socket
@@ -19,46 +22,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hmsrepl.exceptions import (
-    InvalidOperationError,
-    NoSuchDatabaseError,
-    NoSuchObjectError,
-)
-from hmsrepl.formats.partition_names import parse_partition_name
+from hmsrepl.exceptions import NoSuchDatabaseError
 from hmsrepl.gc_pause import gc_paused, paused_pages, paused_walk
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
-from hmsrepl.metastore.event_specs import Scope, kinds, spec_of
-from hmsrepl.metastore.events import EventType
-from hmsrepl.metastore.messages import (
-    AddPartitionMessage,
-    AlterDatabaseMessage,
-    AlterPartitionMessage,
-    AlterTableMessage,
-    CommitTxnMessage,
-    CreateFunctionMessage,
-    CreateTableMessage,
-    DataChange,
-    DeleteColumnStatMessage,
-    DropDatabaseMessage,
-    DropFunctionMessage,
-    DropPartitionMessage,
-    DropTableMessage,
-    InsertMessage,
-    Message,
-    UpdateColumnStatMessage,
-    relative_path,
-)
-from hmsrepl.metastore.model import Database, Table
-from hmsrepl.metastore.payloads import (
-    ObjectMetadata,
-    PartitionSnapshot,
-    TableSnapshot,
-    convert,
-    metadata_location,
-)
+from hmsrepl.metastore.messages import CreateTableMessage, Message, relative_path
+from hmsrepl.metastore.model import Database
+from hmsrepl.metastore.payloads import ObjectMetadata, convert, metadata_location
 from hmsrepl.metastore.protection import privileged_call
-from hmsrepl.replication import acid_replay, iceberg, lost_files, signing
+from hmsrepl.replication import acid_replay, lost_files, signing
 from hmsrepl.replication.bootstrap_tables import GatheredTable, create_new_tables, gather_table
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
@@ -71,7 +43,22 @@ from hmsrepl.replication.dump_validation import (
     SourceRoots,
     TargetPlace,
     ValidationReport,
-    event_message,
+)
+from hmsrepl.replication.event_batches import (
+    EventBatch,
+    commit_batches,
+    database_event,
+    in_place_tables,
+    parsed_chunks,
+    written_at,
+)
+from hmsrepl.replication.event_handlers import (
+    HANDLERS,
+    NOT_YET_REPLAYED,
+    PartitionRuns,
+    TableCreates,
+    apply_event,
+    objects_to_copy,
 )
 from hmsrepl.replication.failures import explain_load_failure, fault_point
 from hmsrepl.replication.filecopy import CopyTask, available_source
@@ -104,7 +91,6 @@ from hmsrepl.replication.replace import (
     bootstrap_part_objects,
     has_bootstrap_part,
 )
-from hmsrepl.replication.replica_files import adds_one_file, compose
 from hmsrepl.replication.replica_layout import (
     check_before_load,
     external_root_for,
@@ -113,7 +99,7 @@ from hmsrepl.replication.replica_layout import (
 )
 from hmsrepl.replication.replica_scope import ReplicaScope
 from hmsrepl.replication.table_pool import TableWriters, each_in_parallel, load_parallelism
-from hmsrepl.replication.table_writes import TableWrites, tables_touched
+from hmsrepl.replication.table_writes import TableWrites
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,
@@ -131,7 +117,6 @@ from hmsrepl.storage.rooted import RootedFileSystem
 
 log = logging.getLogger(__name__)
 
-BATCH_EVENTS = 500
 PARTITION_PAGE = 500  # partitions of a bootstrapped table written per catalog call
 BOOTSTRAP_BATCH_OBJECTS = 500  # tables and partitions a bootstrap batch gathers before it commits
 TABLES_KIND = "table"  # a bootstrap entry that is a table (functions are FUNCTIONS_DIR)
@@ -840,495 +825,3 @@ class LoadEngine:
             else:
                 writer.set_last_id(published)
         return len(batch)
-
-
-def parsed_chunks(dump: DumpDir, pending: PendingEvents) -> Iterator[EventBatch]:
-    """The pending events with their typed messages, ``BATCH_EVENTS`` at a time, in order: the messages
-    validation parsed, or parsed here for documents read again."""
-    ids = pending.ids
-    for start in range(0, len(ids), BATCH_EVENTS):
-        yield [pending.take_parsed(dump, i) for i in ids[start : start + BATCH_EVENTS]]
-
-
-def in_place_tables(messages: Iterable[Message[Any]]) -> frozenset[str]:
-    """Tables whose data changes in a batch may be added in place (``VersionPublisher._publish_in_place``).
-
-    Files added in place appear after the batch's commit, renamed one by one in the order the source wrote
-    them (``written_at``), while objects given new versions switch at the commit: a table's readers must
-    still see only states its source had. So a table qualifies when no event of the batch adds, drops or
-    renames one of its partitions or the table (those show at the commit), and either its data changes in
-    one object only (readers see it before the batch, then after), or several of its partitions change,
-    every event of the batch on the table is a partition write adding one file (or none), and the batch has
-    no database event (``database_event``, which would split the table's run in two): its files are then renamed in the
-    source's order, across its partitions (A B A as well as A A B), provided every one of those partitions
-    can be added in place (``TargetWriter.put_partitions`` checks them together). ``load_batches`` keeps a
-    table's appends and its reshapes in separate batches, so the usual reshape (an hour rollover, a rolling
-    window's drop) costs an extra commit, not new versions.
-    """
-    changed: dict[str, set[str | None]] = {}
-    appends: dict[str, bool] = {}  # table -> every event on it is a one-file partition write
-    reshaped: set[str] = set()  # tables whose partitions (or the table itself) come or go in the batch
-    database_level = False
-    for msg in messages:
-        for obj in msg.objects():
-            changed.setdefault(obj.snapshot.table_name, set()).add(obj.partition_name)
-        if msg.table_name is None:
-            database_level = database_level or database_event(msg)
-            continue
-        names = msg.table_names
-        if _reshapes(msg):
-            reshaped |= names
-        append = _one_file_partition_write(msg)
-        for name in names:
-            appends[name] = appends.get(name, True) and append
-    return frozenset(
-        table
-        for table, objects in changed.items()
-        if table not in reshaped and (len(objects) == 1 or (not database_level and appends.get(table, False)))
-    )
-
-
-def database_event(msg: Message[Any]) -> bool:
-    """An event without a table that every table's run must be applied before (a database's creation,
-    change or drop). A transaction's events write ACID tables only (``PartitionRuns.flush_for``) and a
-    function's touch no table: neither orders a plain table's writes."""
-    return msg.table_name is None and spec_of(msg.kind).scope not in (Scope.TXN, Scope.FUNCTION)
-
-
-def _reshapes(msg: Message[Any]) -> bool:
-    """The event adds, drops or renames a partition, or drops or renames the table: it shows at the commit,
-    so files renamed into the table after the commit (written before it, maybe) would show out of order."""
-    spec = spec_of(msg.kind)
-    return spec.structural or spec.drops or msg.renames
-
-
-def written_at(events: Iterable[tuple[dict[str, Any], Message[Any]]]) -> dict[str, int]:
-    """The event that wrote each file a one-file append of the batch adds (encoded URI -> event id)."""
-    return {
-        obj.change.added[0]: int(event["event_id"])
-        for event, msg in events
-        for obj in msg.objects()
-        if adds_one_file(obj.change)
-    }
-
-
-def _one_file_partition_write(msg: Message[Any]) -> bool:
-    """An ALTER_PARTITION or partition INSERT whose data change adds one file and removes none, or is none."""
-    if not isinstance(msg, AlterPartitionMessage | InsertMessage) or not msg.partition_names():
-        return False
-    return all(adds_one_file(obj.change) or obj.change.is_empty for obj in msg.objects())
-
-
-EventBatch = list[tuple[dict[str, Any], Message[Any]]]
-
-
-def commit_batches(chunks: Iterable[EventBatch], holds: Holds, end: int) -> Iterator[tuple[EventBatch, int]]:
-    """The transactions a load applies its events in, each with the position it publishes (``holds.py``).
-
-    ``chunks``: the dump's events in order, ``BATCH_EVENTS`` at a time; ``end``: the highest position a
-    commit may publish. ``load_batches`` cuts each chunk; a cut where the rule allows no commit (inside a
-    hold) is undone, the batch merged with the next, and a merged batch is cut again only where a drop's name
-    is reused (``split_before_reuse``), a cut ``compaction.compact`` keeps out of every hold.
-    """
-    group: EventBatch = []
-    merged = False
-    for batch in (batch for chunk in chunks for batch in load_batches(chunk)):
-        if group:
-            position = holds.position(group[-1][0]["event_id"], min(batch[0][0]["event_id"], end + 1))
-            if position is None:  # no commit inside a hold: the next batch joins this one
-                group, merged = group + batch, True
-                continue
-            yield from _cut_merged(group, merged, holds, position, end)
-        group, merged = batch, False
-    if group:
-        last = min(group[-1][0]["event_id"], end)
-        yield from _cut_merged(group, merged, holds, holds.position(last, end + 1) or last, end)
-
-
-def _cut_merged(
-    group: EventBatch, merged: bool, holds: Holds, position: int, end: int
-) -> Iterator[tuple[EventBatch, int]]:
-    """``group`` publishing ``position``; a merged one in the parts a reused name needs, each at its own.
-
-    A reused name inside a hold (a rename-in's, or a dump that recorded none) is not cut: the drop's
-    directories are retired only after the commit, and retirement removes only what no metadata names then
-    (``leftovers``), so the re-created object's files stay; a cut there would show readers a state the
-    source never had.
-    """
-    parts = split_before_reuse(group) if merged else [group]
-    pending: EventBatch = []
-    for part, following in itertools.pairwise(parts):
-        pending += part
-        published = holds.position(part[-1][0]["event_id"], min(following[0][0]["event_id"], end + 1))
-        if published is not None:
-            yield pending, published
-            pending = []
-    yield pending + parts[-1], position
-
-
-def load_batches(events: EventBatch) -> Iterator[EventBatch]:
-    """The transactions a run of events is applied in: cut where a drop's name is reused
-    (``split_before_reuse``) and between a table's appends and a change to its shape or a database event
-    (``split_appends_from_reshapes``)."""
-    for reused in split_before_reuse(events):
-        yield from split_appends_from_reshapes(reused)
-
-
-def split_appends_from_reshapes(events: EventBatch) -> list[EventBatch]:
-    """Cut a batch between a table's one-file appends and an event that adds, drops or renames one of its
-    partitions or the table, or a database event, in either order.
-
-    Files added in place appear after their batch's commit, a reshape at it; in one batch the appends'
-    partitions would take new versions instead (``in_place_tables``), copying or linking every file they
-    keep. Cut, each part commits on its own and its appends go in place: readers see the source's states in
-    its order, at the cost of one more transaction. The usual cases are an hour rollover (appends to hour h,
-    hour h+1 added, appends to both), once an hour per table, a rolling window dropping its oldest day, and
-    a replica's own log read by the next replica in a chain (an ALTER_DATABASE, the position, per load).
-    """
-    out: list[EventBatch] = [[]]
-    appended: set[str] = set()  # tables with a one-file append in the current part
-    reshaped: set[str] = set()  # tables with a partition (or the table) added, dropped or renamed in it
-    database_seen = False  # the current part holds a database event (it reshapes every table's order)
-    for event, msg in events:
-        names = msg.table_names
-        database = database_event(msg)
-        reshapes = database or _reshapes(msg)
-        appends = not reshapes and any(adds_one_file(obj.change) for obj in msg.objects())
-        if reshapes:
-            clash = bool(appended) if database else bool(names & appended)
-        else:
-            clash = appends and (database_seen or bool(names & reshaped))
-        if out[-1] and clash:
-            out.append([])
-            appended.clear()
-            reshaped.clear()
-            database_seen = False
-        out[-1].append((event, msg))
-        database_seen = database_seen or database
-        if reshapes:
-            reshaped |= names
-        elif appends:
-            appended |= names
-    return [batch for batch in out if batch]
-
-
-def split_before_reuse(events: EventBatch) -> list[EventBatch]:
-    """Cut a batch where a table or partition dropped in it gets data at its name again.
-
-    A drop removes the target's files only once its transaction commits; in a batch that later creates,
-    renames into or adds the same table or partition, that removal would delete the new files (same
-    directory). Each cut commits the drop first; readers still see only states the source had. Partitions
-    count by name: dropping one partition and adding another (a rolling window) needs no cut.
-    """
-    out: list[EventBatch] = [[]]
-    dropped_tables: set[str] = set()
-    dropped_parts: set[tuple[str, str]] = set()
-    for event, msg in events:
-        spec = spec_of(msg.kind)
-        table = msg.table.table_name if msg.table is not None else None
-        reused = (spec.structural or isinstance(msg, AlterTableMessage)) and (
-            table in dropped_tables or any((table, name) in dropped_parts for name in msg.partition_names())
-        )
-        if reused and out[-1]:
-            out.append([])
-            dropped_tables.clear()
-            dropped_parts.clear()
-        out[-1].append((event, msg))
-        if spec.drops and spec.scope is Scope.TABLE and table:
-            dropped_tables.add(table)
-        elif spec.drops and spec.scope is Scope.PARTITION and table:
-            dropped_parts.update((table, name) for name in msg.partition_names())
-    return [batch for batch in out if batch]
-
-
-class PartitionRuns:
-    """Folds partition events into each partition's final state, per table, within one batch.
-
-    A batch commits as one transaction, so readers of the target only ever see batch boundaries; applying a
-    table's run of ADD/ALTER/DROP_PARTITION and partition INSERT events as one drop, one add and one alter
-    call gives the same target as applying them one by one, with far fewer round trips and without copying
-    file versions that a later event replaces. A partition's successive data changes are composed in memory
-    into one (``replica_files.compose``) and published once. A table's run is flushed before any other event
-    that touches that table (or the database) is applied, so event order per object is kept.
-    """
-
-    def __init__(self, writer: TargetWriter, meta: DumpMetadata) -> None:
-        self.writer, self.meta = writer, meta
-        self.tables: dict[str, TableSnapshot] = {}
-        self.parts: dict[str, dict[str, PartState | None]] = {}
-
-    def absorb(self, msg: Message[Any]) -> bool:
-        """Take a partition event into its table's run; False for any other event (flush, then apply it)."""
-        fold = _FOLDS.get(EventType(msg.kind))
-        table = msg.table
-        if fold is None or table is None or (isinstance(msg, InsertMessage) and msg.partition is None):
-            return False
-        self.tables[table.table_name] = table
-        fold(self.parts.setdefault(table.table_name, {}), msg, self.meta)
-        return True
-
-    def flush_for(self, msg: Message[Any]) -> None:
-        """Flush the runs an event depends on: its table's (both names for a rename), all for a database
-        event, every transactional table's for a transaction's event (it writes ACID tables only), none for
-        a function's."""
-        if msg.table_name is None:
-            if database_event(msg):
-                self.flush()
-            elif spec_of(msg.kind).scope is Scope.TXN:
-                for name in [n for n, table in self.tables.items() if acid_replay.is_acid_snapshot(table)]:
-                    self._flush_table(name)
-            return
-        for name in tables_touched(msg):
-            self._flush_table(name)
-
-    def flush(self) -> None:
-        for name in list(self.tables):
-            self._flush_table(name)
-
-    def _flush_table(self, name: str) -> None:
-        table, parts = self.tables.pop(name, None), self.parts.pop(name, {})
-        if table is None:
-            return
-        dropped = [part_name for part_name, state in parts.items() if state is None]
-        if dropped:
-            self.writer.drop_partitions(name, [[v for _, v in parse_partition_name(n)] for n in dropped])
-        kept = [(state.snapshot.to_json(), state.change) for state in parts.values() if state is not None]
-        if kept:
-            self.writer.put_partitions(name, kept, table.location)
-
-
-class TableCreates:
-    """New tables that take no data with them (a metadata-only load's, a partitioned table's), created
-    together: one catalog call checks all their locations in one read, where each would cost its own.
-
-    Only events ``PartitionRuns`` absorbs may come between them, and those are applied later still: any
-    other event is applied after the pending tables are created, and so is every partition run (the load
-    creates them before it flushes one). Each table therefore exists before anything else touches it, in
-    the same transaction: readers of the target see the same batch.
-    """
-
-    def __init__(self, writer: TargetWriter, meta: DumpMetadata) -> None:
-        self.writer, self.meta = writer, meta
-        self.pending: list[Table] = []
-
-    def absorb(self, msg: Message[Any]) -> bool:
-        """Take a CREATE_TABLE of a table known not to exist and without data; False for any other event."""
-        if not isinstance(msg, CreateTableMessage) or _table_change(msg, self.meta) is not None:
-            return False
-        table = self.writer.mapping.table(msg.table.to_json())
-        if iceberg.is_iceberg(table) or not self.writer.claim_absent(table.table_name):
-            return False  # an Iceberg table's metadata is rewritten for the replica: ``put_table``
-        self.pending.append(table)
-        return True
-
-    def flush(self) -> None:
-        pending, self.pending = self.pending, []
-        self.writer.create_tables(pending)
-
-
-@dataclass
-class PartState:
-    """A partition's state at the end of a table's run: its snapshot and its data change since the batch
-    began (composed; None: no data change)."""
-
-    snapshot: PartitionSnapshot
-    change: DataChange | None
-
-
-def _fold_add(parts: dict[str, PartState | None], msg: AddPartitionMessage, meta: DumpMetadata) -> None:
-    for name, snapshot, change in zip(msg.partition_names(), msg.partitions, msg.changes(), strict=True):
-        parts[name] = PartState(snapshot, _data(change, meta))
-
-
-def _fold_drop(parts: dict[str, PartState | None], msg: DropPartitionMessage, meta: DumpMetadata) -> None:
-    for name in msg.partition_names():
-        parts[name] = None
-
-
-def _fold_alter(parts: dict[str, PartState | None], msg: AlterPartitionMessage, meta: DumpMetadata) -> None:
-    """ALTER_PARTITION (new metadata, maybe data): compose onto the run."""
-    _fold_write(parts, msg.partition_names()[0], msg.after, msg.data, meta)
-
-
-def _fold_insert(parts: dict[str, PartState | None], msg: InsertMessage, meta: DumpMetadata) -> None:
-    """A partition INSERT (data only: it changes data, not the partition's metadata)."""
-    (name,) = msg.partition_names()
-    previous = parts.get(name)
-    snapshot = previous.snapshot if previous is not None else msg.partition
-    if snapshot is not None:
-        _fold_write(parts, name, snapshot, msg.data, meta)
-
-
-def _fold_write(
-    parts: dict[str, PartState | None],
-    name: str,
-    snapshot: PartitionSnapshot,
-    data: DataChange | None,
-    meta: DumpMetadata,
-) -> None:
-    previous = parts.get(name)
-    parts[name] = PartState(snapshot, compose(previous.change if previous else None, _data(data, meta)))
-
-
-Fold = Callable[[dict[str, PartState | None], Any, DumpMetadata], None]
-"""A fold receives the message class of its event type (``SPECS``), as handlers do."""
-_FOLDS: dict[EventType, Fold] = {
-    EventType.ADD_PARTITION: _fold_add,
-    EventType.DROP_PARTITION: _fold_drop,
-    EventType.ALTER_PARTITION: _fold_alter,
-    EventType.INSERT: _fold_insert,
-}
-
-
-# -- event handlers: one per event type (a table of behaviours, not a chain of ifs) ----------------------------
-Handler = Callable[[TargetWriter, dict[str, Any], Any, DumpMetadata], None]
-"""A handler receives the message class of the event type it is registered for (``SPECS``; checked by
-``tests/unit/test_event_specs.py``), so it reads its typed body without a downcast."""
-
-
-def objects_to_copy(msg: Message[Any]) -> list[tuple[str | None, Sequence[str]]]:
-    """(source location, files) of each object whose data an event changes: the files a load copies."""
-    if isinstance(msg, CommitTxnMessage):  # each write's files, below its table or partition
-        return list(acid_replay.write_locations(msg))
-    return [(obj.location, obj.change.added) for obj in msg.objects() if obj.change.added]
-
-
-def _data(change: DataChange | None, meta: DumpMetadata) -> DataChange | None:
-    return None if meta.metadata_only else change
-
-
-def _table_change(msg: Message[Any], meta: DumpMetadata) -> DataChange | None:
-    """The data change of a table-level event (None: metadata only, or a partitioned table)."""
-    objects = msg.objects()
-    return _data(objects[0].change, meta) if objects else None
-
-
-def _create_table(w: TargetWriter, ev: dict[str, Any], msg: CreateTableMessage, meta: DumpMetadata) -> None:
-    w.put_table(msg.table.to_json(), _table_change(msg, meta), msg.table.location)
-
-
-def _alter_table(w: TargetWriter, ev: dict[str, Any], msg: AlterTableMessage, meta: DumpMetadata) -> None:
-    after = msg.table.to_json()
-    if msg.rename_target is not None:
-        w.rename_table(msg.before.table_name, after)
-    w.put_table(after, _table_change(msg, meta), msg.table.location)
-
-
-def _drop_table(w: TargetWriter, ev: dict[str, Any], msg: DropTableMessage, meta: DumpMetadata) -> None:
-    w.drop_table(msg.table.table_name)
-
-
-def _add_partition(w: TargetWriter, ev: dict[str, Any], msg: AddPartitionMessage, meta: DumpMetadata) -> None:
-    parts = [(p.to_json(), _data(c, meta)) for p, c in zip(msg.partitions, msg.changes(), strict=True)]
-    w.put_partitions(msg.table.table_name, parts, msg.table.location)
-
-
-def _alter_partition(
-    w: TargetWriter, ev: dict[str, Any], msg: AlterPartitionMessage, meta: DumpMetadata
-) -> None:
-    w.put_partitions(msg.table.table_name, [(msg.after.to_json(), _data(msg.data, meta))], msg.table.location)
-
-
-def _drop_partition(
-    w: TargetWriter, ev: dict[str, Any], msg: DropPartitionMessage, meta: DumpMetadata
-) -> None:
-    w.drop_partitions(msg.table.table_name, [p.values for p in msg.partitions])
-
-
-def _insert(w: TargetWriter, ev: dict[str, Any], msg: InsertMessage, meta: DumpMetadata) -> None:
-    if meta.metadata_only:
-        return
-    if msg.partition is not None:
-        w.put_partitions(msg.table.table_name, [(msg.partition.to_json(), msg.data)])
-    else:
-        w.put_table(msg.table.to_json(), msg.data, msg.table.location)
-
-
-def _alter_database(
-    w: TargetWriter, ev: dict[str, Any], msg: AlterDatabaseMessage, meta: DumpMetadata
-) -> None:
-    w.put_database(msg.database.to_json(), {})
-
-
-def _drop_database(w: TargetWriter, ev: dict[str, Any], msg: DropDatabaseMessage, meta: DumpMetadata) -> None:
-    with contextlib.suppress(NoSuchObjectError):
-        w.catalog.drop_database(w.db, cascade=True)
-
-
-def _create_function(
-    w: TargetWriter, ev: dict[str, Any], msg: CreateFunctionMessage, meta: DumpMetadata
-) -> None:
-    w.put_function(msg.function.to_json())
-
-
-def _drop_function(w: TargetWriter, ev: dict[str, Any], msg: DropFunctionMessage, meta: DumpMetadata) -> None:
-    w.drop_function(msg.function.function_name)
-
-
-def _update_column_stats(
-    w: TargetWriter, ev: dict[str, Any], msg: UpdateColumnStatMessage, meta: DumpMetadata
-) -> None:
-    """Statistics follow their table: a table or partition dropped later in the window is not an error."""
-    body = msg.body
-    with contextlib.suppress(NoSuchObjectError):
-        w.target.stats.update(
-            w.db,
-            msg.table_name or "",
-            body.stats,
-            partition_name=body.partition,
-            engine=body.engine,
-            last_analyzed=body.last_analyzed,
-        )
-
-
-def _delete_column_stats(
-    w: TargetWriter, ev: dict[str, Any], msg: DeleteColumnStatMessage, meta: DumpMetadata
-) -> None:
-    body = msg.body
-    for column in body.columns:
-        with contextlib.suppress(NoSuchObjectError):  # already gone: replaying twice, or dropped since
-            w.target.stats.delete(
-                w.db, msg.table_name or "", column, partition_name=body.partition, engine=body.engine
-            )
-
-
-HANDLERS: dict[str, Handler] = {
-    EventType.CREATE_TABLE: _create_table,
-    EventType.ALTER_TABLE: _alter_table,
-    EventType.DROP_TABLE: _drop_table,
-    EventType.ADD_PARTITION: _add_partition,
-    EventType.ALTER_PARTITION: _alter_partition,
-    EventType.DROP_PARTITION: _drop_partition,
-    EventType.INSERT: _insert,
-    EventType.ALTER_DATABASE: _alter_database,
-    EventType.DROP_DATABASE: _drop_database,
-    EventType.CREATE_FUNCTION: _create_function,
-    EventType.DROP_FUNCTION: _drop_function,
-    EventType.UPDATE_TABLE_COLUMN_STAT: _update_column_stats,
-    EventType.UPDATE_PARTITION_COLUMN_STAT: _update_column_stats,
-    EventType.DELETE_TABLE_COLUMN_STAT: _delete_column_stats,
-    EventType.DELETE_PARTITION_COLUMN_STAT: _delete_column_stats,
-    **acid_replay.HANDLERS,  # txn events
-}
-# Counted, not applied: the replica database itself is made by the bootstrap.
-NOT_YET_REPLAYED = kinds(replayed=False)
-
-
-def parse_event(event: dict[str, Any]) -> Message[Any]:
-    """The typed message of a dumped event (parsed once per event, for every step of its load)."""
-    return event_message(event)
-
-
-def apply_event(
-    writer: TargetWriter, event: dict[str, Any], meta: DumpMetadata, msg: Message[Any] | None = None
-) -> None:
-    kind = event["event_type"]
-    handler = HANDLERS.get(kind)
-    if handler is None:
-        if kind not in NOT_YET_REPLAYED:
-            raise InvalidOperationError(
-                f"event {event['event_id']} has unknown type '{kind}'; the dump is corrupt"
-            )
-        writer.stats.skipped_events[kind] = writer.stats.skipped_events.get(kind, 0) + 1
-        return
-    handler(writer, event, msg if msg is not None else parse_event(event), meta)

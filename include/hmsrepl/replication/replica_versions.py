@@ -179,7 +179,7 @@ class VersionPublisher:
 
     def all_in_place(self, writes: Sequence[PartitionWrite]) -> bool:
         """Whether a table's partition writes may be added in place: one data change always may (it
-        decides alone), several only if every one of them can be (see ``load.in_place_tables``).
+        decides alone), several only if every one of them can be (see ``event_batches.in_place_tables``).
 
         Files added in place appear after the batch's commit; an object given a new version switches at
         the commit. Were some partitions of a table added in place and others not, a reader could see a
