@@ -26,10 +26,11 @@ stage (the run's ``repl_metrics`` row: pre-flight, copy, apply...) and its user 
 where a wall time went (system time: the kernel making directories and syncing).
 
 Every tree of a run (each size and backend's, the ``mkdir`` floor's, Hive's) stays until the run ends, and
-all are removed then, never between measurements: on ext4 without a journal (this project's build machines),
+all are removed then, not between measurements: on ext4 without a journal (this project's build machines),
 each file or directory made in the minutes after a mass removal skips the recently freed inodes one by one
-(the kernel's ``recently_deleted``, kept 60 s, 360 s while their blocks are unwritten), and a load made right
-after the previous backend's tree was removed paid 4-7x for each ``mkdir``.
+(the kernel's ``recently_deleted``, kept 60 s, 360 s while their blocks are unwritten), and the ``mkdir``
+floor measured right after a backend's tree was removed took about twice as long. Only a disk short of inodes
+for the next size has the trees kept so far removed first (said on stderr).
 
 ``--profile dump`` (or ``load``) runs that phase under cProfile and prints the top 25 functions by
 cumulative time (``BENCH_PROFILE_LINES`` and ``BENCH_PROFILE_SORT``, e.g. ``tottime``, change both;
@@ -45,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -296,6 +298,22 @@ def main() -> None:
         run(Path(session), sizes, backends, args)
 
 
+def make_room(session: Path, objects: int) -> None:
+    """Remove the trees kept so far when the disk has too few inodes left for a size of ``objects`` partitions
+    (its source's and its replica's directories, with room to spare): the one case where a measurement follows a
+    removal, said on stderr."""
+    needed = 4 * objects + 100_000
+    if os.statvfs(session).f_favail >= needed:
+        return
+    print(
+        f"  fewer than {needed:,} inodes left: removing the trees kept so far (the next figures follow a removal)",
+        file=sys.stderr,
+        flush=True,
+    )
+    for tree in session.iterdir():
+        shutil.rmtree(tree)
+
+
 def run(session: Path, sizes: list[tuple[int, int]], backends: list[str], args: argparse.Namespace) -> None:
     """Every size on every backend, then the floors; each tree a new directory of ``session``."""
     print(
@@ -309,6 +327,7 @@ def run(session: Path, sizes: list[tuple[int, int]], backends: list[str], args: 
     loads: dict[tuple[int, int], list[tuple[str, float]]] = {}
     for tables, partitions in sizes:
         for backend in backends:
+            make_room(session, tables * partitions)
             result = bench_size(
                 session / f"{backend}-{tables}x{partitions}", backend, tables, partitions, args
             )
