@@ -47,10 +47,10 @@ from hmsrepl.exceptions import HmsReplError
 from hmsrepl.hive_source.source import StockHiveSource
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.commands import LoadCommand
-from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.replications import Replication, parse_replications
+from hmsrepl.replication.source_roots import SourceRoots
 from spark_apps.repl_dump import run_dump
 from spark_apps.repl_load import run_load
 

@@ -279,7 +279,7 @@ def load_source_roots(values: dict[str, Any], external: str | None) -> Any:
 
     None leaves the choice to the engine: the source metastore's own roots, else a clear refusal.
     """
-    from hmsrepl.replication.dump_validation import SourceRoots
+    from hmsrepl.replication.source_roots import SourceRoots
 
     warehouse, cmroot = values.get("source_warehouse"), values.get("source_cmroot")
     if not warehouse or not cmroot:
@@ -291,7 +291,7 @@ def required_load_source_roots(values: dict[str, Any], external: str | None) -> 
     """The source roots of a CLI load, required: never a default relative to the working directory, and
     never what a stock Hive Metastore source answers about itself (the operator's settings decide what a load
     may read; the refusal names the missing variables)."""
-    from hmsrepl.replication.dump_validation import SourceRoots
+    from hmsrepl.replication.source_roots import SourceRoots
 
     warehouse, cmroot = values.get("source_warehouse"), values.get("source_cmroot")
     return SourceRoots.from_settings(warehouse, cmroot, external)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hmsrepl.metastore import Metastore
-from hmsrepl.replication.dump_validation import DumpValidationError
+from hmsrepl.replication.dump_checks import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import LoadResult
 from hmsrepl.storage.local import local_path

@@ -18,7 +18,7 @@ import pytest
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication import layout
-from hmsrepl.replication.dump_validation import DumpValidationError
+from hmsrepl.replication.dump_checks import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.filecopy import VERSION_MARK
 from hmsrepl.replication.layout import DUMP_METADATA, DumpDir, DumpLayout

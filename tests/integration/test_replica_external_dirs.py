@@ -28,12 +28,12 @@ from hmsrepl.metastore.file_capture import list_data_files
 from hmsrepl.metastore.model import Database, TableType
 from hmsrepl.metastore.protection import privileged
 from hmsrepl.replication import load as load_module
-from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.leftovers import RETIRE_GRACE_ENV, cleanup_database
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.locations import EXTERNAL_DIR, EXTERNAL_ROOT, legacy_external_root
 from hmsrepl.replication.replica_layout import ExternalRootConflictError, owned_external_root
+from hmsrepl.replication.source_roots import SourceRoots
 from hmsrepl.replication.verify import capture_state, verify
 from hmsrepl.storage.base import filesystem_for, relative_to
 from hmsrepl.storage.rooted import RootedFileSystem

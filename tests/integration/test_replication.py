@@ -12,7 +12,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Function
 from hmsrepl.replication.commands import CommandError
 from hmsrepl.replication.dump import DumpEngine
-from hmsrepl.replication.dump_validation import DumpValidationError
+from hmsrepl.replication.dump_checks import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import ACK, DumpDir, DumpError
 from hmsrepl.replication.load import ReplicationStateError, repl_status

@@ -20,10 +20,10 @@ import pytest
 
 from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.replication.commands import LoadCommand
-from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.filecopy import CopyTask, publish_all, staging_name
 from hmsrepl.replication.load import repl_status
+from hmsrepl.replication.source_roots import SourceRoots
 from hmsrepl.replication.verify import verify
 from hmsrepl.spark import hadoop_copy
 from hmsrepl.spark.copy import SparkCopyError, spark_copy, spark_copy_tree

@@ -19,9 +19,9 @@ from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, Table, TableType
 from hmsrepl.metastore.protection import privileged
-from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.replica_scope import METADATA_ONLY, POLICY
+from hmsrepl.replication.source_roots import SourceRoots
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
 from tests.helpers import make_partition, make_table, side_args, write_file

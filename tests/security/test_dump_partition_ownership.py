@@ -21,8 +21,8 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.locations import canonical
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication import layout, load
+from hmsrepl.replication.dump_checks import DumpValidationError
 from hmsrepl.replication.dump_ownership import DumpOwnership
-from hmsrepl.replication.dump_validation import DumpValidationError
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.storage.local import local_path
 from tests.backends import temporary_database

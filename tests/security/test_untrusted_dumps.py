@@ -25,20 +25,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hmsrepl.config import MetastoreConfig
-from hmsrepl.formats.paths import child_name, is_below
+from hmsrepl.formats.paths import InvalidPathError, canonical_uri, child_name, is_below
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database, TableType
-from hmsrepl.replication.dump_validation import (
-    DumpValidationError,
-    InvalidPathError,
-    SourceRoots,
-    canonical_uri,
-    check_file_entry,
-)
+from hmsrepl.replication.dump_checks import DumpValidationError, check_file_entry
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.layout import DumpDir
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import MetricsLog
+from hmsrepl.replication.source_roots import SourceRoots
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path

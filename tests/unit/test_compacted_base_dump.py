@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hmsrepl.replication.dump_validation import _is_compacted_base_of
+from hmsrepl.replication.dump_checks import _is_compacted_base_of
 
 LOC = "file:/wh/sales.db/orders"
 

@@ -14,10 +14,12 @@ from hmsrepl.metastore.events import NotificationEvent, encode_message
 from hmsrepl.metastore.messages import DataChange, MessageBuilder, checksum_of, relative_path
 from hmsrepl.replication.acid_replay import prepare_for_dump
 from hmsrepl.replication.commands import parse_policy
+from hmsrepl.replication.dump_checks import DumpValidationError
 from hmsrepl.replication.dump_events import DumpEvent
-from hmsrepl.replication.dump_validation import DumpValidationError, DumpValidator, SourceRoots
+from hmsrepl.replication.dump_validation import DumpValidator
 from hmsrepl.replication.layout import DumpDir, DumpMetadata, encode_event
 from hmsrepl.replication.replace import WindowPlan
+from hmsrepl.replication.source_roots import SourceRoots
 from tests.helpers import make_partition, make_table
 
 CHECKSUM = "crc32c-00000001-3"

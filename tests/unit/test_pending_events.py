@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from hmsrepl.replication.dump_validation import DumpValidationError, DumpValidator, PendingEvents, SourceRoots
+from hmsrepl.replication.dump_checks import DumpValidationError
+from hmsrepl.replication.dump_validation import DumpValidator, PendingEvents
 from hmsrepl.replication.layout import (
     SEGMENT_EVENTS,
     DumpDir,
@@ -17,6 +18,7 @@ from hmsrepl.replication.layout import (
     SegmentWriter,
     encode_event,
 )
+from hmsrepl.replication.source_roots import SourceRoots
 
 
 def event(event_id: int, db: str = "db") -> dict[str, Any]:

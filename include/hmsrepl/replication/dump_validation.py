@@ -24,29 +24,24 @@ Anyone who can write to the dump root can make a dump say anything, so nothing i
 - **Sizes** are bounded before parsing (``DumpLimits``: bytes of a ``_metadata``/``_files``, JSON nesting,
   events per dump), so a hostile dump cannot exhaust the loader's memory or stack.
 
-The checks are pure functions over parsed documents; ``DumpValidator`` walks a ``DumpDir`` and applies
-them. Every refusal is one line naming the dump, the object and what is wrong (``DumpValidationError``).
+The checks are pure functions over parsed documents (``dump_checks``) and the load's own roots
+(``source_roots``); ``DumpValidator`` walks a ``DumpDir`` and applies them. Every refusal is one line naming
+the dump, the object and what is wrong (``DumpValidationError``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import ValidationError
 
-from hmsrepl.exceptions import StorageError
-from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.formats.iceberg_tables import metadata_refusal
 from hmsrepl.formats.json_text import dumps_sorted
 from hmsrepl.formats.partition_names import parse_partition_name
 from hmsrepl.formats.paths import (
-    CONTROL_CHARACTERS,
     InvalidPathError,
     canonical_uri,
     check_relative_path,
@@ -59,36 +54,34 @@ from hmsrepl.metastore.event_specs import parse
 from hmsrepl.metastore.events import EventType
 from hmsrepl.metastore.messages import MESSAGE_FORMAT_VERSION, Message
 from hmsrepl.metastore.model import Database, Function, Partition, Table
-from hmsrepl.metastore.names import identifier_problem, partition_problem
+from hmsrepl.replication.dump_checks import (
+    DumpValidationError,
+    check_file_entry,
+    check_name,
+    check_partition_values,
+)
 from hmsrepl.replication.dump_ownership import DumpOwnership
 from hmsrepl.replication.layout import (
-    ACID_STATE,
     BOOTSTRAP_DIR,
     DATABASE,
     EVENTS_DIR,
-    FILES,
     FORMAT_VERSION,
     FUNCTION,
     FUNCTIONS_DIR,
-    METADATA,
     PARTITIONS_DIR,
     TABLE,
     DumpDir,
     DumpedEvent,
-    DumpError,
     DumpLayout,
     DumpLimits,
     DumpMetadata,
 )
 from hmsrepl.replication.listing_repeats import ListingRepeats, repeated_place
-from hmsrepl.storage.checksum import is_checksum_token
-from hmsrepl.storage.rooted import OutsideRootsError, RootedFileSystem
+from hmsrepl.replication.source_roots import SOURCE_EXTERNAL_ROOTS_ENV, SourceRoots
 
 if TYPE_CHECKING:
     from hmsrepl.replication.locations import LocationMapper
 
-#: Names the dump layout uses for itself below a database directory: a table cannot be called so.
-RESERVED_NAMES = frozenset({METADATA, FILES, FUNCTIONS_DIR, ACID_STATE})
 LOCATIONS_REMEMBERED = 4096  # locations a validation remembers as checked (then starts over)
 TABLES_REMEMBERED = 256  # distinct table snapshots a validation remembers as checked (then starts over)
 FILES_PAGE = 10_000  # checked file entries a validation gathers before it gives them on (``file_pages``)
@@ -124,9 +117,6 @@ DATA_FIELDS: dict[int, dict[EventType, Fields]] = {
     1: {E.ADD_PARTITION: {"files": list}, E.INSERT: {"files": list}},
     MESSAGE_FORMAT_VERSION: {E.ADD_PARTITION: {"data": list}, E.INSERT: {"data": dict}},
 }
-SOURCE_WAREHOUSE_ENV = "HMSREPL_SOURCE_WAREHOUSE"
-SOURCE_CMROOT_ENV = "HMSREPL_SOURCE_CMROOT"
-SOURCE_EXTERNAL_ROOTS_ENV = "HMSREPL_SOURCE_EXTERNAL_ROOTS"
 
 
 class CheckedTable(NamedTuple):
@@ -136,235 +126,6 @@ class CheckedTable(NamedTuple):
     location: str | None
     keys: list[str]
     managed: bool
-
-
-class DumpValidationError(DumpError):
-    """A dump names something a load must not touch, or is malformed; nothing was applied."""
-
-
-def check_name(kind: str, name: Any, max_chars: int = 128) -> str:
-    """A database, table, function or partition key name: bounded, one path segment, printable."""
-    if not isinstance(name, str) or not name:
-        raise InvalidPathError(f"{kind} name {show(name)} is empty or not a string")
-    if len(name) > max_chars:
-        raise InvalidPathError(f"{kind} name {show(name)} is longer than {max_chars} characters")
-    if "/" in name or "\\" in name or CONTROL_CHARACTERS.search(name) or name in (".", ".."):
-        raise InvalidPathError(f"{kind} name {show(name)} holds a path separator or control character")
-    if kind == "table" and name in RESERVED_NAMES:
-        raise InvalidPathError(f"table name {show(name)} is reserved by the dump layout")
-    problem = identifier_problem(name) if kind in ("database", "table", "function") else None
-    if problem:  # the catalog would refuse it half way through the load
-        raise InvalidPathError(f"{kind} name {show(name)} {problem}")
-    return name
-
-
-def check_partition_values(keys: Sequence[str], values: Any, max_chars: int = 1024) -> list[str]:
-    """Partition values: one per key, bounded strings with no NUL/control character or ``.``/``..`` segment."""
-    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise InvalidPathError(f"partition values {show(values)} are not a list of strings")
-    if len(values) != len(keys):
-        raise InvalidPathError(f"partition values {show(values)} do not match the table's keys {list(keys)}")
-    for value in values:
-        if len(value) > max_chars:
-            raise InvalidPathError(f"partition value {show(value)} is longer than {max_chars} characters")
-        if CONTROL_CHARACTERS.search(value) or any(
-            seg in (".", "..") for seg in value.replace("\\", "/").split("/")
-        ):
-            raise InvalidPathError(
-                f"partition value {show(value)} has a '..'/'.' segment or control character"
-            )
-    problem = partition_problem(keys, values)
-    if problem:  # the catalog would refuse it half way through the load
-        raise InvalidPathError(problem)
-    return values
-
-
-def _is_compacted_base_of(canonical: str, subdir: str, name: str) -> bool:
-    """Whether a bootstrap entry placed under ``base_<wid>`` (or ``delta_<min>_<max>``) comes from the
-    compactor's ``base_<wid>_v<txn>`` (``delta_<min>_<max>_v<txn>``) of the same write ids
-    (``acid_replay.dump_acid_files`` drops the suffix, which names a source txn)."""
-    top, _, rest = subdir.partition("/")
-    if not re.fullmatch(r"base_[0-9]+|delta_[0-9]+_[0-9]+", top):
-        return False
-    tail = f"{rest.rstrip('/')}/{name}" if rest else name
-    return re.search(rf"/{re.escape(top)}_v[0-9]+/{re.escape(tail)}$", canonical) is not None
-
-
-def check_file_entry(
-    encoded: Any,
-    *,
-    object_location: str | None,
-    roots: SourceRoots,
-    require_subdir: bool = False,
-) -> EncodedFileUri:
-    """One ``fileuri#checksum#cmroot#subdir[#version]`` entry, checked against trusted roots only.
-
-    ``object_location`` (canonical) is the table/partition the file belongs to; None for ACID commit writes,
-    whose files are placed below the replica's own table location by their ``subdir`` and name.
-    """
-    if not isinstance(encoded, str):
-        raise InvalidPathError(f"file entry {show(encoded)} is not a string")
-    try:
-        entry = EncodedFileUri.decode(encoded)
-    except ValueError as exc:
-        raise InvalidPathError(str(exc)) from None
-    try:
-        canonical = canonical_uri(entry.file_uri)
-    except InvalidPathError as exc:
-        raise InvalidPathError(f"file {show(entry.file_uri)} {exc}") from None
-    if not roots.may_hold_data(canonical):
-        raise InvalidPathError(
-            f"file {show(entry.file_uri)} is outside the source warehouse and external roots of this load's "
-            f"configuration ({roots.describe()})"
-        )
-    if object_location is not None and not is_below(canonical, object_location, strictly=True):
-        raise InvalidPathError(f"file {show(entry.file_uri)} is not below its object's location")
-    name = canonical.rsplit("/", 1)[-1]
-    if entry.file_uri.endswith("/") or not name:
-        raise InvalidPathError(f"file {show(entry.file_uri)} names a directory, not a file")
-    check_relative_path(entry.subdir, "subdir")
-    if require_subdir and not entry.subdir:
-        raise InvalidPathError(
-            f"committed file {show(entry.file_uri)} is not inside a write directory (delta_*/base_*)"
-        )
-    relative = f"{entry.subdir.rstrip('/')}/{name}" if entry.subdir else name
-    if not canonical.endswith("/" + relative) and not _is_compacted_base_of(canonical, entry.subdir, name):
-        raise InvalidPathError(
-            f"file {show(entry.file_uri)} does not end with its subdir {show(entry.subdir)}"
-        )
-    if not is_checksum_token(entry.checksum):
-        raise InvalidPathError(
-            f"file {show(entry.file_uri)} has checksum {show(entry.checksum)}; every file needs one of the "
-            "form 'crc32c-<8 hex>-<size>'"
-        )
-    if entry.cmroot:
-        try:
-            cmroot = canonical_uri(entry.cmroot)
-        except InvalidPathError as exc:
-            raise InvalidPathError(
-                f"cmroot {show(entry.cmroot)} of file {show(entry.file_uri)} {exc}"
-            ) from None
-        if not is_below(cmroot, roots.canonical_cmroot):
-            raise InvalidPathError(
-                f"cmroot {show(entry.cmroot)} of file {show(entry.file_uri)} is not the source cmroot of this "
-                f"load's configuration ({roots.cmroot})"
-            )
-    return entry
-
-
-def local_source_size(file_uri: str, canonical: str, files: RootedFileSystem) -> int | None:
-    """A local source file a load would read (``canonical``; ``file_uri`` as its entry spells it, for messages)
-    is a regular file whose real path stays below the source roots; answers its size (None: gone). For a
-    store with directories (an object store has no links: its caller asks the store's kind first, once a
-    directory).
-
-    The textual checks cannot see a symbolic link planted in the source warehouse (``t/f -> /etc/shadow``)
-    or a FIFO that would hang the copy; this one looks at the file system. Files that are gone pass (the
-    copy then falls back to cmroot, whose entries are recycled copies, never links). ``files``: a view of
-    the source roots to check through (a ``batch`` one for the many files of a load: each directory is
-    resolved into the roots once). The name is checked against the roots with its directory resolved; a
-    regular file (not a link) then is where that name says, so the size comes from the same ``lstat`` and
-    the pre-flight needs no second look at the file."""
-    try:
-        kind, size = files.entry_size(canonical)  # the name only: a link is refused below, never followed
-    except OutsideRootsError:
-        raise InvalidPathError(f"file {show(file_uri)} resolves outside the source roots") from None
-    except StorageError as exc:
-        raise InvalidPathError(f"file {show(file_uri)} cannot be examined: {exc}") from None
-    if kind is None:
-        return None
-    if kind != "file":
-        raise InvalidPathError(f"file {show(file_uri)} is not a regular file (a link, FIFO or device)")
-    return size
-
-
-# -- trusted roots -----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SourceRoots:
-    """Where a load may read the source's files: from the load's own configuration, never from a dump."""
-
-    warehouse: str
-    cmroot: str
-    external: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        for what, root in (("source warehouse", self.warehouse), ("source cmroot", self.cmroot)):
-            _canonical_root(what, root)
-        for root in self.external:
-            _canonical_root("source external root", root)
-
-    @classmethod
-    def from_settings(
-        cls, warehouse: str | None, cmroot: str | None, external: str | Iterable[str] | None = None
-    ) -> SourceRoots:
-        """From option values; refuses, naming the missing settings, when the warehouse or cmroot is missing.
-
-        There is no default: one relative to the working directory would make a load check a dump against
-        roots the source never had (and refuse it with advice about external roots instead).
-        """
-        missing = [
-            f"{env} ({option})"
-            for value, env, option in (
-                (warehouse, SOURCE_WAREHOUSE_ENV, "--source-warehouse"),
-                (cmroot, SOURCE_CMROOT_ENV, "--source-cmroot"),
-            )
-            if not value
-        ]
-        if missing or warehouse is None or cmroot is None:
-            raise DumpValidationError(
-                f"the source roots are not configured: set {' and '.join(missing)}; REPL LOAD checks every "
-                "path of a dump against the source's roots from its own configuration, never the dump's"
-            )
-        if isinstance(external, str) or external is None:
-            external = [part.strip() for part in (external or "").split(",")]
-        return cls(warehouse, cmroot, tuple(root for root in external if root))
-
-    @classmethod
-    def of_source(cls, warehouse: str, cmroot: str) -> SourceRoots:
-        """The source metastore's own roots (its configuration), plus ``HMSREPL_SOURCE_EXTERNAL_ROOTS``."""
-        return cls.from_settings(warehouse, cmroot, os.environ.get(SOURCE_EXTERNAL_ROOTS_ENV))
-
-    @classmethod
-    def from_environment(cls, environ: dict[str, str] | None = None) -> SourceRoots:
-        env = os.environ if environ is None else environ
-        return cls.from_settings(
-            env.get(SOURCE_WAREHOUSE_ENV), env.get(SOURCE_CMROOT_ENV), env.get(SOURCE_EXTERNAL_ROOTS_ENV)
-        )
-
-    @cached_property
-    def canonical_cmroot(self) -> str:
-        return canonical_uri(self.cmroot)
-
-    @cached_property
-    def data_roots(self) -> tuple[str, ...]:
-        """The canonical warehouse and external roots (computed once: every file is tested against them)."""
-        return tuple(canonical_uri(root) for root in (self.warehouse, *self.external))
-
-    @cached_property
-    def files(self) -> RootedFileSystem:
-        """The source's data roots as a rooted file system (symlinks resolved once per root)."""
-        return RootedFileSystem(self.data_roots, purpose="source files of this load")
-
-    @cached_property
-    def readable(self) -> RootedFileSystem:
-        """What a load may read: the source's data roots and its cmroot (copies of changed files)."""
-        return RootedFileSystem(
-            (*self.data_roots, self.canonical_cmroot), purpose="source files of this load"
-        )
-
-    def may_hold_data(self, canonical: str) -> bool:
-        """A table's/partition's location or data file: below the warehouse or a configured external root."""
-        return any(is_below(canonical, root) for root in self.data_roots)
-
-    def describe(self) -> str:
-        return ", ".join([self.warehouse, *self.external])
-
-
-def _canonical_root(what: str, root: str) -> str:
-    try:
-        return canonical_uri(root)
-    except InvalidPathError as exc:
-        raise DumpValidationError(f"the configured {what} {show(root)} {exc}; fix the setting") from None
 
 
 # -- the walk over a dump ----------------------------------------------------------------------------------------

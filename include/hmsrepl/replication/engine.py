@@ -17,11 +17,11 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.monitoring.repl_textfile import export_lag, export_runs
 from hmsrepl.replication.commands import Command, DumpCommand, LoadCommand, StatusCommand, parse_command
 from hmsrepl.replication.dump import DumpEngine, DumpResult
-from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.layout import DumpDir, DumpMetadata
 from hmsrepl.replication.load import LoadEngine, LoadResult, repl_status
 from hmsrepl.replication.metrics import UNKNOWN_KIND, Counts, MetricsLog, Progress, StageClock, dump_id_of
 from hmsrepl.replication.source import ReplicationSource
+from hmsrepl.replication.source_roots import SourceRoots
 
 log = logging.getLogger(__name__)
 

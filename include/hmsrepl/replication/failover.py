@@ -43,7 +43,6 @@ from hmsrepl.replication import acid_replay
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import DumpCommand, LoadCommand
 from hmsrepl.replication.dump import DumpResult
-from hmsrepl.replication.dump_validation import SourceRoots
 from hmsrepl.replication.engine import ReplicationEngine, recorded_load
 from hmsrepl.replication.layout import FUNCTIONS_DIR, METADATA, DumpDir, DumpMetadata
 from hmsrepl.replication.leftovers import cleanup_database
@@ -52,6 +51,7 @@ from hmsrepl.replication.locations import EXTERNAL_ROOT
 from hmsrepl.replication.metrics import MetricsLog, StageClock
 from hmsrepl.replication.policy import ReplicationPolicy
 from hmsrepl.replication.replica_scope import SCOPE_PARAMS
+from hmsrepl.replication.source_roots import SourceRoots
 from hmsrepl.replication.target import (
     BOOTSTRAP_IN_PROGRESS,
     REPL_LAST_ID,

@@ -37,13 +37,7 @@ from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.copy_processes import copy_process_settings, start_early
 from hmsrepl.replication.dir_processes import dir_process_threshold
 from hmsrepl.replication.dir_processes import start_early as start_dir_process_early
-from hmsrepl.replication.dump_validation import (
-    DumpValidator,
-    PendingEvents,
-    SourceRoots,
-    TargetPlace,
-    ValidationReport,
-)
+from hmsrepl.replication.dump_validation import DumpValidator, PendingEvents, TargetPlace, ValidationReport
 from hmsrepl.replication.event_batches import (
     EventBatch,
     commit_batches,
@@ -98,6 +92,7 @@ from hmsrepl.replication.replica_layout import (
     needs_move,
 )
 from hmsrepl.replication.replica_scope import ReplicaScope
+from hmsrepl.replication.source_roots import SourceRoots
 from hmsrepl.replication.table_pool import TableWriters, each_in_parallel, load_parallelism
 from hmsrepl.replication.table_writes import TableWrites
 from hmsrepl.replication.target import (

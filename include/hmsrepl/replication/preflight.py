@@ -21,8 +21,9 @@ from hmsrepl.exceptions import FileLostError
 from hmsrepl.formats.file_uri import split_encoded
 from hmsrepl.formats.paths import InvalidPathError, canonical_uri
 from hmsrepl.replication import lost_files
-from hmsrepl.replication.dump_validation import DumpValidationError, SourceRoots, local_source_size
+from hmsrepl.replication.dump_checks import DumpValidationError, local_source_size
 from hmsrepl.replication.filecopy import available_source
+from hmsrepl.replication.source_roots import SourceRoots
 from hmsrepl.storage.base import parent_uri
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.rooted import RootedFileSystem

@@ -25,7 +25,7 @@ from hmsrepl.replication.copy_processes import (
     big_directories,
     copy_process_settings,
 )
-from hmsrepl.replication.dump_validation import DumpValidationError
+from hmsrepl.replication.dump_checks import DumpValidationError
 from hmsrepl.replication.filecopy import CopyResult, CopyRunner, CopyTask, bound
 from hmsrepl.replication.staged_copies import StagedCopies
 from hmsrepl.storage.base import parent_uri
