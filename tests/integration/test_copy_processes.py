@@ -38,6 +38,7 @@ from hmsrepl.replication.filecopy import CopyTask
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.replications import ReplicationConfigError
 from hmsrepl.replication.verify import verify
+from hmsrepl.storage.base import parent_uri
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import RootedFileSystem
@@ -196,7 +197,7 @@ def test_only_partitions_at_the_threshold_use_processes(tmp_path: Path) -> None:
     def tasks(directory: str, count: int) -> list[CopyTask]:
         return [CopyTask("x", f"{tmp_path}/{directory}/f{i}", ()) for i in range(count)]
 
-    mixed = tasks("p=a", 5) + tasks("p=b", 4) + tasks("p=c", 1)
+    mixed = [parent_uri(task.target_uri) for task in tasks("p=a", 5) + tasks("p=b", 4) + tasks("p=c", 1)]
     assert big_directories(fs, mixed, CopyProcessSettings(2, 4)) == {f"{tmp_path}/p=a", f"{tmp_path}/p=b"}
     assert big_directories(fs, mixed, CopyProcessSettings(2, 6)) == frozenset()
     assert big_directories(fs, mixed, CopyProcessSettings(1, 1)) == frozenset(), "one process: no pool"

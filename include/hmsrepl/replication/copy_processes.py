@@ -76,6 +76,10 @@ class CopyProcessSettings:
     processes: int
     threshold: int
 
+    def may_pool(self, files: int) -> bool:
+        """Whether a page of ``files`` copies can hold a partition big enough for the processes."""
+        return self.processes > 1 and files >= self.threshold
+
 
 def copy_process_settings() -> CopyProcessSettings:
     """The settings from the environment; a bad value is refused (ReplicationConfigError, one line)."""
@@ -95,14 +99,14 @@ def copy_process_settings() -> CopyProcessSettings:
 
 
 def big_directories(
-    fs: RootedFileSystem, tasks: Sequence[CopyTask], settings: CopyProcessSettings
+    fs: RootedFileSystem, directories: Sequence[str], settings: CopyProcessSettings
 ) -> frozenset[str]:
-    """Target directories (partitions) with at least ``threshold`` of ``tasks``, in stores whose copies are
-    CPU-bound here (``fs``: the replica's): their copies go to the processes. None with one process, or when
-    no partition is that big."""
-    if settings.processes <= 1 or len(tasks) < settings.threshold:
+    """Target directories (partitions) named at least ``threshold`` times in ``directories`` (each task's, the
+    caller's one look a task), in stores whose copies are CPU-bound here (``fs``: the replica's): their copies
+    go to the processes. None with one process, or when no partition is that big."""
+    if not settings.may_pool(len(directories)):
         return frozenset()
-    counts = Counter(parent_uri(task.target_uri) for task in tasks)
+    counts = Counter(directories)
     return frozenset(
         directory
         for directory, files in counts.items()
@@ -114,7 +118,7 @@ def start_early(settings: CopyProcessSettings, files: int, objects: int) -> None
     """Start the workers' forkserver now when a pool is sure to be needed: ``files`` over ``objects`` (a
     dump's) average at least the threshold, so some partition has that many. It imports the modules the
     workers need (about a second) while the load checks the dump's files, instead of after."""
-    if settings.processes > 1 and objects > 0 and files >= settings.threshold * objects:
+    if objects > 0 and settings.may_pool(files // objects):
         start_forkserver()
 
 
@@ -140,10 +144,10 @@ class CopyPool:
         self, indexed: Iterable[tuple[int, CopyTask, str]], files: int, fresh: frozenset[str]
     ) -> Iterator[tuple[int, Outcome]]:
         """Stage verified copies of the ``files`` tasks of ``indexed`` (index, task, its target directory) in
-        the worker processes; yields (index, outcome) in the order of ``indexed``. ``fresh``: directories the load made (``CopyRunner``). Raises the
-        first error a worker raised (FileLostError is an outcome, not an error), or CopyProcessError when a
-        worker stopped; slices not started then are dropped, and those running finish before the pool
-        stops."""
+        the worker processes; yields (index, outcome) in the order of ``indexed``. ``fresh``: directories the
+        load made (``CopyRunner``). Raises the first error a worker raised (FileLostError is an outcome, not an
+        error), or CopyProcessError when a worker stopped; slices not started then are dropped, and those
+        running finish before the pool stops."""
         # A partition just above the threshold is still cut into a few slices: at most SLICE_FILES each.
         per_slice = max(1, min(SLICE_FILES, files // (self.processes * SLICES_PER_PROCESS)))
         shared: dict[Kind, CopyResult] = {}

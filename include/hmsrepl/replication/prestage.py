@@ -97,11 +97,13 @@ def _stage_page(
 ) -> list[CopyResult | FileLostError]:
     """Staged copies of one page's tasks, in order: partitions with enough files go to the copy processes
     (one process a partition), the rest stays in threads."""
-    big = big_directories(target_files(tasks), tasks, settings)
+    if not settings.may_pool(len(tasks)):
+        return list(_in_threads(tasks, made))
+    directories = [parent_uri(task.target_uri) for task in tasks]  # one look a task, kept for the lanes
+    big = big_directories(target_files(tasks), directories, settings)
     if not big:
         return list(_in_threads(tasks, made))
     outcomes: list[CopyResult | FileLostError | None] = [None] * len(tasks)
-    directories = [parent_uri(task.target_uri) for task in tasks]  # one look a task, kept for the lanes
     rest = [i for i, directory in enumerate(directories) if directory not in big]
     in_big = ((i, tasks[i], directory) for i, directory in enumerate(directories) if directory in big)
     for index, outcome in pool.stage(in_big, len(tasks) - len(rest), frozenset(made)):
