@@ -300,13 +300,14 @@ def main() -> None:
 
 def make_room(session: Path, objects: int) -> None:
     """Remove the trees kept so far when the disk has too few inodes left for a size of ``objects`` partitions
-    (its source's and its replica's directories, with room to spare): the one case where a measurement follows a
-    removal, said on stderr."""
+    (its source's and its replica's directories, with room to spare): the one case where a measurement
+    follows a removal, said on stderr."""
     needed = 4 * objects + 100_000
     if os.statvfs(session).f_favail >= needed:
         return
     print(
-        f"  fewer than {needed:,} inodes left: removing the trees kept so far (the next figures follow a removal)",
+        f"  fewer than {needed:,} inodes left: removing the trees kept so far "
+        "(the next figures follow a removal)",
         file=sys.stderr,
         flush=True,
     )

@@ -196,8 +196,9 @@ def _decision(hold: tuple[int, int], skipped: set[int]) -> CompactionPlan:
 
 def reuse_points(steps: Sequence[EventSummary]) -> list[int]:
     """Ids of the events that create, add, rename or alter a table or partition under a name dropped earlier
-    in the window, in order: the load commits the drop before each such event (``event_batches.split_before_reuse``)
-    whatever compaction leaves out, so these include every place it cuts for that reason."""
+    in the window, in order: the load commits the drop before each such event
+    (``event_batches.split_before_reuse``) whatever compaction leaves out, so these include every place it cuts
+    for that reason."""
     dropped_tables: set[str] = set()
     dropped_parts: set[tuple[str, str]] = set()
     out: list[int] = []

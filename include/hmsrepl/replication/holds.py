@@ -24,11 +24,11 @@ commit publishes its last applied event, as before.
 What this decides, in ``load._apply_events``: the cuts a load makes for its own reasons (every
 ``BATCH_EVENTS`` events, between a table's one-file appends and a change to its shape) happen only where
 this rule allows, so the in-place appends and the rest of a window commit together when a hold spans them.
-The one cut a load must make (a drop committed before its name is reused, ``event_batches.split_before_reuse``) is
-never inside a compaction's hold: ``compaction.compact`` keeps every event of an object whose hold would
-cover it. A rename-in's hold cannot be given up that way; a reused name inside one (a drop and re-creation
-of another table while a renamed-in table waits) is applied in the same transaction as the rest of the hold
-(``load._cut_merged``): the drop's directories are retired only after the commit, and only what no metadata
+The one cut a load must make (a drop committed before its name is reused,
+``event_batches.split_before_reuse``) is never inside a compaction's hold: ``compaction.compact`` keeps every
+event of an object whose hold would cover it. A rename-in's hold cannot be given up that way; a reused name
+inside one (a drop and re-creation of another table while a renamed-in table waits) is applied in the same
+transaction as the rest of the hold (``event_batches._cut_merged``): the drop's directories are retired only after the commit, and only what no metadata
 names then, so the re-created object keeps its files.
 
 A dump written before holds were recorded (``holds`` absent) that left events out is held whole: it commits

@@ -79,7 +79,8 @@ class TableWrites:
 
     def flush_for(self, msg: Message[Any]) -> None:
         """Flush the run of the table an event touches (both names of a rename). An event without a table
-        touches none here: the load flushes every run before a database event (``event_batches.database_event``)."""
+        touches none here: the load flushes every run before a database event
+        (``event_batches.database_event``)."""
         for name in tables_touched(msg):
             self._flush_table(name)
 
