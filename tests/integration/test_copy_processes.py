@@ -144,7 +144,7 @@ def test_each_partition_is_staged_by_one_process_and_two_side_by_side(
     real = copy_processes._copy_slice
 
     def recorded(tasks: list[CopyTask], fresh: frozenset[str]) -> copy_processes.SliceOutcome:
-        parents = {task.target_uri.rsplit("/", 1)[0] for task in tasks}
+        parents = {parent_uri(task.target_uri) for task in tasks}
         if len(parents) > 1:
             mixed.append(parents)
         for parent in parents:
