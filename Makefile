@@ -25,14 +25,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages d
 setup: krb5-packages driver-packages db-packages $(STAMP) check-java peer-jars  ## .venv with every requirement, the test servers and peers
 
 # JVM peers from Maven Central, pinned and SHA-1 checked, cached under var/peers: hadoop-aws and the AWS SDK
-# modules for Spark's s3a:// (pyspark ships neither), and Spark's Hive 3.1.3 metastore client.
+# modules for Spark's s3a:// (pyspark ships neither), and Spark's Hive 3.1.3 metastore client. Fetched side by
+# side (tests/peers/fetch_all.py): one after another they took 255 s of a fresh machine's set-up.
 peer-jars: $(STAMP)  ## fetch the JVM peers (jars, the Trino server, the HDFS minicluster, Hive 3.1/4.2 metastores) into var/peers; the Spark Hadoop-API copier's jar into var/jars
-	$(BIN)/python -m tests.peers.s3a >/dev/null
-	$(BIN)/python -m tests.peers.hive31 >/dev/null
-	$(BIN)/python -m tests.peers.trino >/dev/null
-	$(BIN)/python -m tests.peers.hdfs >/dev/null
-	$(BIN)/python -m tests.peers.hive_metastore >/dev/null
-	$(BIN)/python -m hmsrepl.spark.hadoop_jar >/dev/null
+	$(BIN)/python -m tests.peers.fetch_all
 
 db-packages:  ## Debian's PostgreSQL and MariaDB servers, for the tests' throwaway servers (as root, when missing)
 	@$(DB_SERVERS) install

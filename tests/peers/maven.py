@@ -1,8 +1,8 @@
 """A pinned set of jars fetched from Maven Central into ``var/peers/`` (a cache) and checked against Central's SHA-1.
 
 Maven resolves with ``--strict-checksums`` (a download whose ``.sha1`` does not match fails) into a local
-repository under ``var/peers/m2``; every copied jar is then checked again against the ``.sha1`` Central
-published for it. A set is fetched once: a ``complete`` marker in its directory makes later fetches a no-op,
+repository of the set's own (``JarSet.local_repository``); every copied jar is then checked again against the
+``.sha1`` Central published for it. A set is fetched once: a ``complete`` marker in its directory makes later fetches a no-op,
 and the directory's name carries a hash of the pins, so changing a pin fetches into a new directory.
 """
 
@@ -21,7 +21,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = REPO / "var" / "peers"
-M2 = PEERS / "m2"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
 CENTRAL = ("repo.maven.apache.org", 443)
 
@@ -47,6 +46,13 @@ class JarSet:
 
     def jars(self) -> Path:
         return self.cache_dir() / "jars"
+
+    def local_repository(self) -> Path:
+        """Maven's local repository for this set alone: sets are fetched side by side
+        (``tests.peers.fetch_all``), and Maven 3.8 does not lock a repository that several processes share
+        (two downloading one artifact write the same file). Removing the set's directory removes it too, so
+        a fetch asked again after a bad download starts clean."""
+        return self.cache_dir() / "m2"
 
     def is_cached(self) -> bool:
         """Whether a previous fetch of the pinned set completed (then no network is needed)."""
@@ -146,7 +152,7 @@ def fetch(jar_set: JarSet) -> FetchResult:
         "-B",
         "-q",
         "--strict-checksums",
-        f"-Dmaven.repo.local={M2}",
+        f"-Dmaven.repo.local={jar_set.local_repository()}",
         "-f",
         str(root / "pom.xml"),
         f"{DEPENDENCY_PLUGIN}:copy-dependencies",
@@ -157,7 +163,7 @@ def fetch(jar_set: JarSet) -> FetchResult:
     run = subprocess.run(command, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise FetchError(f"mvn could not resolve {jar_set.name}: {_first_error(run)}")
-    verify(jars, M2)
+    verify(jars, jar_set.local_repository())
     result = _result(jars, started, downloaded=True)
     summary = {"artifacts": jar_set.artifacts, "jars": result.count, "bytes": result.bytes}
     (root / "complete").write_text(json.dumps(summary) + "\n")

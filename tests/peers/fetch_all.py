@@ -1,0 +1,72 @@
+"""Every peer the tests run, fetched side by side (``make peer-jars``):
+
+    python -m tests.peers.fetch_all
+
+A fetch mostly waits on Maven Central: Maven resolves a set artifact by artifact (hadoop-aws's 36 jars, 13 MB,
+took 47 s), so the fetches one after another took 255 s of a fresh machine's set-up, the whole of which
+counts against the test command's budget. Here each runs in a process of its own (``python -m`` of its
+module, as it runs alone), all at once, so the set-up waits for the longest one. Each Maven set resolves into
+a repository of its own (``JarSet.local_repository``), so no two processes write one file.
+
+Each fetch's summary line is printed as it ends; a failed one prints its error, and the command ends with a
+line naming every fetch that failed and exits 1 (after the others ended: their caches are kept).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+#: ``python -m`` argument lists: each module fetches (a no-op when cached) and prints its directory.
+FETCHES: tuple[tuple[str, ...], ...] = (
+    ("tests.peers.hive31",),
+    ("tests.peers.s3a",),
+    ("tests.peers.hive_metastore", "3.1.3"),
+    ("tests.peers.hive_metastore", "4.2.0"),
+    ("tests.peers.trino",),
+    ("tests.peers.hdfs",),
+    ("hmsrepl.spark.hadoop_jar",),
+)
+
+
+@dataclass
+class Outcome:
+    name: str
+    code: int
+    stderr: str
+
+
+def run_all(fetches: tuple[tuple[str, ...], ...] = FETCHES) -> list[Outcome]:
+    """Start every fetch, then wait for each; their outcomes in ``fetches``' order."""
+    running = [
+        (
+            " ".join(fetch),
+            subprocess.Popen(
+                [sys.executable, "-m", *fetch], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            ),
+        )
+        for fetch in fetches
+    ]
+    outcomes = []
+    for name, process in running:
+        _, err = process.communicate()
+        outcome = Outcome(name, process.returncode, err.strip())
+        print(f"{name}: {outcome.stderr or 'done'}", file=sys.stderr)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def main() -> int:
+    started = time.monotonic()
+    failed = [outcome.name for outcome in run_all() if outcome.code != 0]
+    if failed:
+        print(f"error: could not fetch {', '.join(failed)} (each one's error is above)", file=sys.stderr)
+        return 1
+    print(f"every peer is fetched ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
