@@ -1,12 +1,17 @@
 """Every peer the tests run, fetched side by side (``make peer-jars``):
 
-    python -m tests.peers.fetch_all
+    python -m tests.peers.fetch_all [downloads | built]
 
 A fetch mostly waits on Maven Central: Maven resolves a set artifact by artifact (hadoop-aws's 36 jars, 13 MB,
 took 47 s), so the fetches one after another took 255 s of a fresh machine's set-up, the whole of which
 counts against the test command's budget. Here each runs in a process of its own (``python -m`` of its
 module, as it runs alone), all at once, so the set-up waits for the longest one. Each Maven set resolves into
 a repository of its own (``JarSet.local_repository``), so no two processes write one file.
+
+``downloads``: the JVM peers from Central, whose modules import nothing but the standard library, so the
+system's Python fetches them while the virtual environment is installed (``make setup`` runs both at once);
+``built``: what needs the environment (the Spark Hadoop-API copier's jar, compiled against pyspark's jars).
+Neither: both. What is cached is not fetched again.
 
 Each fetch's summary line is printed as it ends; a failed one prints its error, and the command ends with a
 line naming every fetch that failed and exits 1 (after the others ended: their caches are kept).
@@ -19,16 +24,18 @@ import sys
 import time
 from dataclasses import dataclass
 
-#: ``python -m`` argument lists: each module fetches (a no-op when cached) and prints its directory.
-FETCHES: tuple[tuple[str, ...], ...] = (
-    ("tests.peers.hive31",),
-    ("tests.peers.s3a",),
-    ("tests.peers.hive_metastore", "3.1.3"),
-    ("tests.peers.hive_metastore", "4.2.0"),
-    ("tests.peers.trino",),
-    ("tests.peers.hdfs",),
-    ("hmsrepl.spark.hadoop_jar",),
-)
+#: ``python -m`` argument lists by group: each module fetches (a no-op when cached) and prints its directory.
+FETCHES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "downloads": (
+        ("tests.peers.hive31",),
+        ("tests.peers.s3a",),
+        ("tests.peers.hive_metastore", "3.1.3"),
+        ("tests.peers.hive_metastore", "4.2.0"),
+        ("tests.peers.trino",),
+        ("tests.peers.hdfs",),
+    ),
+    "built": (("hmsrepl.spark.hadoop_jar",),),
+}
 
 
 @dataclass
@@ -38,7 +45,7 @@ class Outcome:
     stderr: str
 
 
-def run_all(fetches: tuple[tuple[str, ...], ...] = FETCHES) -> list[Outcome]:
+def run_all(fetches: tuple[tuple[str, ...], ...]) -> list[Outcome]:
     """Start every fetch, then wait for each; their outcomes in ``fetches``' order."""
     running = [
         (
@@ -58,15 +65,22 @@ def run_all(fetches: tuple[tuple[str, ...], ...] = FETCHES) -> list[Outcome]:
     return outcomes
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    if len(argv) > 1 or (argv and argv[0] not in FETCHES):
+        print(f"usage: python -m tests.peers.fetch_all [{' | '.join(FETCHES)}]", file=sys.stderr)
+        return 2
+    groups = argv or list(FETCHES)
     started = time.monotonic()
-    failed = [outcome.name for outcome in run_all() if outcome.code != 0]
+    fetches = tuple(fetch for group in groups for fetch in FETCHES[group])
+    failed = [outcome.name for outcome in run_all(fetches) if outcome.code != 0]
     if failed:
         print(f"error: could not fetch {', '.join(failed)} (each one's error is above)", file=sys.stderr)
         return 1
-    print(f"every peer is fetched ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    print(
+        f"{' and '.join(groups)}: every peer is fetched ({time.monotonic() - started:.0f} s)", file=sys.stderr
+    )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

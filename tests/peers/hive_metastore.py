@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.hive_reference import HiveReferenceMetastore, hive_site_xml
-from hmsrepl.hive_source.messages import BATCH_ALTER_SETTING
 from tests.peers import maven
 from tests.peers.central_file import artifact_url, fetch_file
 from tests.peers.maven import PEERS, FetchError, JarSet
@@ -50,7 +49,9 @@ SCHEMA_TIMEOUT = 600.0
 #: collector halve its start on 2 shared cores (3.1.3: 16 s to 7 s, 4.2.0: 17 s to 11 s, measured loaded).
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
-#: Settings every stock source here runs with (besides ``hive_reference.hive_site_xml``'s Derby ones).
+#: Settings every stock source here runs with (besides ``hive_reference.hive_site_xml``'s Derby ones). This
+#: module imports nothing of the product at its top: set-up fetches the releases with the system's Python
+#: while the virtual environment is still being installed (``tests.peers.fetch_all``).
 SOURCE_SETTINGS = {
     "hive.metastore.transactional.event.listeners": LISTENER_CLASS,
     # Hive 3+ refuses the notification reads to any user but a proxy superuser unless this is off.
@@ -58,10 +59,18 @@ SOURCE_SETTINGS = {
     # What the standalone distributions' own metastore-site.xml sets: no Hive query engine on the classpath.
     "metastore.expression.proxy": "org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy",
     "metastore.task.threads.always": "org.apache.hadoop.hive.metastore.events.EventCleanerTask",
-    # Hive 4 logs one ALTER_PARTITIONS per alter_partitions call unless this is off; hmsrepl replays one
-    # partition per event and refuses a batch (hive_source.messages), as its docs tell operators to set.
-    BATCH_ALTER_SETTING: "false",
 }
+
+
+def source_settings() -> dict[str, str]:
+    """``SOURCE_SETTINGS`` and the setting the product asks of a Hive 4 source: Hive 4 logs one
+    ALTER_PARTITIONS per alter_partitions call unless it is off; hmsrepl replays one partition per event and
+    refuses a batch (``hive_source.messages``), as its docs tell operators to set."""
+    from hmsrepl.hive_source.messages import BATCH_ALTER_SETTING
+
+    return {**SOURCE_SETTINGS, BATCH_ALTER_SETTING: "false"}
+
+
 _NO_TRANSITIVE = ("*:*",)
 _NOT_FROM_HADOOP = ("jdk.tools:jdk.tools", "org.slf4j:slf4j-reload4j", "ch.qos.reload4j:reload4j")
 
@@ -297,7 +306,7 @@ def metastore(
     """A (not yet started) stock metastore of ``release`` in ``root``, a notification log source."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "metastore-log4j2.properties").write_text(LOG4J2)
-    properties = {**SOURCE_SETTINGS, **dict(release.extra_settings), **(settings or {})}
+    properties = {**source_settings(), **dict(release.extra_settings), **(settings or {})}
     return HiveReferenceMetastore(
         root,
         heap="512m",
