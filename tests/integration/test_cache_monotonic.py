@@ -7,7 +7,8 @@ table); an answer an instance gives must never show a lower ``v`` than an answer
 started. ACID tables are read with a ValidWriteIdList and the table id; their cache answers must also never
 show a write the list does not count as committed.
 
-``HMSREPL_TEST_MONOTONIC_READS`` sets how many reads the randomised test makes (default 100,000).
+``HMSREPL_TEST_MONOTONIC_READS`` sets how many reads the randomised test makes (default 50,000: 38-48 s of
+the suite at 100,000; the figure in docs/cache.md is a run of 100,000).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ DB = "mono"
 PLAIN = ("p0", "p1", "p2", "p3")
 ACID_TABLES = ("a0", "a1")
 ACID = {"transactional": "true", "transactional_properties": "insert_only"}
-READS = int(os.environ.get("HMSREPL_TEST_MONOTONIC_READS", "100000"))
+READS = int(os.environ.get("HMSREPL_TEST_MONOTONIC_READS", "50000"))
 DEADLINE_SECONDS = 240.0
 
 
