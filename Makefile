@@ -25,7 +25,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages d
 # The JVM peers download (system Python) while the venv installs: one after the other they took 109 s + 149 s.
 setup: krb5-packages driver-packages db-packages check-java  ## .venv with every requirement, the test servers and peers
 	$(MAKE) --no-print-directory -j2 $(STAMP) peer-downloads
-	$(MAKE) --no-print-directory peer-jars
+	$(BIN)/python -m tests.peers.fetch_all built
 
 # JVM peers from Maven Central, pinned and SHA-1 checked, cached under var/peers: hadoop-aws and the AWS SDK
 # modules for Spark's s3a:// (pyspark ships neither), and Spark's Hive 3.1.3 metastore client. Fetched side by

@@ -13,8 +13,9 @@ system's Python fetches them while the virtual environment is installed (``make 
 ``built``: what needs the environment (the Spark Hadoop-API copier's jar, compiled against pyspark's jars).
 Neither: both. What is cached is not fetched again.
 
-Each fetch's summary line is printed as it ends; a failed one prints its error, and the command ends with a
-line naming every fetch that failed and exits 1 (after the others ended: their caches are kept).
+Each fetch's summary line is printed once it and those listed before it have ended; a failed one prints its
+error, and the command ends with a line naming every fetch that failed and exits 1 (after the others ended:
+their caches are kept).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Maven resolves with ``--strict-checksums`` (a download whose ``.sha1`` does not match fails) into a local
 repository of the set's own (``JarSet.local_repository``); every copied jar is then checked again against the
-``.sha1`` Central published for it. A set is fetched once: a ``complete`` marker in its directory makes later fetches a no-op,
-and the directory's name carries a hash of the pins, so changing a pin fetches into a new directory.
+``.sha1`` Central published for it. A set is fetched once: a ``complete`` marker in its directory makes later
+fetches a no-op, and the directory's name carries a hash of the pins, so changing a pin fetches into a new
+directory.
 """
 
 from __future__ import annotations

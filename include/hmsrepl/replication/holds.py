@@ -28,8 +28,8 @@ The one cut a load must make (a drop committed before its name is reused,
 ``event_batches.split_before_reuse``) is never inside a compaction's hold: ``compaction.compact`` keeps every
 event of an object whose hold would cover it. A rename-in's hold cannot be given up that way; a reused name
 inside one (a drop and re-creation of another table while a renamed-in table waits) is applied in the same
-transaction as the rest of the hold (``event_batches._cut_merged``): the drop's directories are retired only after the commit, and only what no metadata
-names then, so the re-created object keeps its files.
+transaction as the rest of the hold (``event_batches._cut_merged``): the drop's directories are retired only
+after the commit, and only what no metadata names then, so the re-created object keeps its files.
 
 A dump written before holds were recorded (``holds`` absent) that left events out is held whole: it commits
 once, at its end.
