@@ -134,9 +134,9 @@ def test_a_table_created_in_the_transaction_is_not_searched_for_partitions_only_
     lookups: list[str] = []
 
     def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        # The look-up by names: a list parameter, or on PostgreSQL a probe a name (``partition_ids_named``).
+        # The look-up by names: a list parameter, or on PostgreSQL a probe a name (``partitions_named``).
         if statement.startswith(
-            ("SELECT partitions.part_name, partitions.part_id", "\nSELECT p.part_name, p.part_id")
+            ("SELECT partitions.part_name, partitions.part_id", "SELECT p.part_name, p.part_id")
         ):
             lookups.append(statement)
 

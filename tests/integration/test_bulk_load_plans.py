@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,30 @@ def _rows_discarded(plan: dict[str, Any]) -> int:
     return own + sum(_rows_discarded(child) for child in plan.get("Plans", ()))
 
 
+def _named_look_ups(store: Metastore, run: Callable[[], object]) -> list[tuple[str, dict[str, Any]]]:
+    """The statements ``run`` sent that look partitions up by a list of names, with their parameters."""
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, parameters: Any, *_args: object) -> None:
+        if "partitions" in statement and isinstance(parameters, dict) and "names" in parameters:
+            sent.append((statement, dict(parameters)))
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        run()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    return sent
+
+
+def _explained(store: Metastore, statement: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    with store.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        [[explained]] = raw.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters).fetchall()
+    return dict(explained[0]["Plan"])
+
+
 @pytest.mark.postgres
 def test_adding_pages_to_a_table_its_statistics_do_not_describe_reads_none_of_its_rows(
     tmp_path: Path,
@@ -214,36 +239,50 @@ def test_adding_pages_to_a_table_its_statistics_do_not_describe_reads_none_of_it
     minute later at best). Each call looks up whether its names exist: planned from those statistics, ``= ANY``
     of 500 names read every row of the table, each compared with every name (700 ms a call at 22,000
     partitions, so the adds grew quadratically). Each name is now one probe of the unique (table, name)
-    index: the last page's look-up, run again under ``EXPLAIN ANALYZE``, reads and drops no row."""
+    index. So is every other look-up of partitions by name (``partitions_named``): the documents a load reads
+    before changing them (at once and in pages), the recorded listings a bootstrap dump writes. Each, run
+    again under ``EXPLAIN ANALYZE`` on the grown table, reads and drops no row."""
     with temporary_database("postgres", str(tmp_path / "db")) as url:
         store = Metastore.open(make_config(url, tmp_path))
-        looked_up: list[tuple[str, dict[str, Any]]] = []
-
-        def seen(_conn: object, _cursor: object, statement: str, parameters: Any, *_args: object) -> None:
-            if "part_id" in statement and "FROM partitions" in statement and "names" in parameters:
-                looked_up.append((statement, dict(parameters)))
-
         try:
             store.catalog.create_database(Database(name="shop"))
             table = store.catalog.create_table(make_table("shop", "t", partition_keys=("p",)))
             store.catalog.add_partitions("shop", "t", [make_partition(table, f"a{n}") for n in range(5)])
             with store.engine.begin() as conn:
                 conn.exec_driver_sql("ANALYZE partitions")  # statistics of a 5-partition table
-            event.listen(store.engine, "before_cursor_execute", seen)
-            for first in range(0, 4000, 500):
-                page = [make_partition(table, f"{n:05d}") for n in range(first, first + 500)]
-                store.catalog.add_partitions("shop", "t", page)
-            event.remove(store.engine, "before_cursor_execute", seen)
+
+            def add_pages() -> None:
+                for first in range(0, 4000, 500):
+                    page = [make_partition(table, f"{n:05d}") for n in range(first, first + 500)]
+                    store.catalog.add_partitions("shop", "t", page)
+
+            adds = _named_look_ups(store, add_pages)
             assert len(store.catalog.get_partition_names("shop", "t")) == 4005
-            statement, parameters = looked_up[-1]
-            with store.engine.connect() as conn:
-                raw = conn.connection.driver_connection
-                assert raw is not None
-                [[explained]] = raw.execute(
-                    f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters
-                ).fetchall()
-            # The plan from the 5-partition statistics read the 3,505 earlier rows and dropped each.
-            assert _rows_discarded(explained[0]["Plan"]) == 0, explained
+            names = [f"p={n:05d}" for n in range(3500, 4000)]
+            parts = store.catalog.get_partitions_by_names("shop", "t", names)
+            assert len(parts) == 500
+            reads = {
+                "ids before an add": adds[-1:],
+                "documents": _named_look_ups(
+                    store, lambda: store.catalog.get_partitions_by_names("shop", "t", names)
+                ),
+                "documents in pages": _named_look_ups(
+                    store,
+                    lambda: list(store.catalog.get_partitions_by_names("shop", "t", names, page_rows=100)),
+                ),
+                "a dump's listings": _named_look_ups(
+                    store, lambda: store.catalog.dump_partition_listings(table, parts)
+                ),
+                "recorded listings": _named_look_ups(
+                    store, lambda: store.catalog.recorded_listings(table, parts)
+                ),
+            }
+            for read, sent in reads.items():
+                assert sent, f"{read}: no look-up by names was sent"
+                for statement, parameters in sent:
+                    # The plan from the 5-partition statistics read the 3,505 earlier rows and dropped each.
+                    plan = _explained(store, statement, parameters)
+                    assert _rows_discarded(plan) == 0, (read, plan)
         finally:
             store.close()
 

@@ -20,6 +20,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Row,
+    Select,
     bindparam,
     delete,
     func,
@@ -33,8 +34,8 @@ from sqlalchemy import (
 from hmsrepl.exceptions import MetastoreError
 from hmsrepl.formats import listing_digest
 from hmsrepl.metastore import database
-from hmsrepl.metastore.list_parameter import in_list_parameter
-from hmsrepl.metastore.schema import data_files, data_listings, partitions
+from hmsrepl.metastore.partitions_named import ByBackend, NamedPartitions
+from hmsrepl.metastore.schema import data_files, data_listings
 
 TABLE_LEVEL = 0  # ``part_id`` of a table's own location
 CHUNK = 500
@@ -89,16 +90,18 @@ def read(conn: Connection, key: ObjectKey) -> dict[str, FileRecord]:
     return {record.rel_path: record for record in stream(conn, key)}
 
 
-# Built once (a bootstrap dump asks it for every table); the names are one list parameter, so the statement has
-# one text for any page of partitions (``list_parameter``).
-_RECORDED_NAMED = (
-    select(partitions.c.part_name, *RECORD_COLUMNS)
-    .select_from(partitions)
-    .join(
-        data_files,
-        (data_files.c.tbl_id == partitions.c.tbl_id) & (data_files.c.part_id == partitions.c.part_id),
+# Built once, one shape per backend (``partitions_named``): a bootstrap dump asks it for every table.
+_RECORDED_NAMED = ByBackend(
+    lambda named: (
+        select(named.rows.c.part_name, *RECORD_COLUMNS)
+        .select_from(
+            named.source.join(
+                data_files,
+                (data_files.c.tbl_id == named.rows.c.tbl_id) & (data_files.c.part_id == named.rows.c.part_id),
+            )
+        )
+        .where(named.picked)
     )
-    .where(partitions.c.tbl_id == bindparam("tbl_id"), in_list_parameter(partitions.c.part_name, "names"))
 )
 
 
@@ -108,8 +111,9 @@ def read_named(conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str,
     up the partitions' ids first cost one more per table of a bootstrap dump (a round trip on a server
     database). Partitions with nothing recorded, or not there, are absent."""
     out: dict[str, dict[str, FileRecord]] = {}
+    statement = _RECORDED_NAMED.for_(conn)
     for start in range(0, len(names), CHUNK):
-        rows = conn.execute(_RECORDED_NAMED, {"tbl_id": tbl_id, "names": list(names[start : start + CHUNK])})
+        rows = conn.execute(statement, {"tbl_id": tbl_id, "names": list(names[start : start + CHUNK])})
         for part_name, *record in rows:
             out.setdefault(part_name, {})[record[0]] = FileRecord(*record)
     return out
@@ -122,23 +126,32 @@ class LongListing(NamedTuple):
     file_count: int
 
 
-# Built once (a bootstrap dump asks it for every table): each named partition's summary, and the records of
-# those whose listing is not long; a partition without records is one row of NULL records.
-_LISTINGS_NAMED = (
-    select(partitions.c.part_name, partitions.c.part_id, data_listings.c.file_count, *RECORD_COLUMNS)
-    .select_from(partitions)
-    .outerjoin(
-        data_listings,
-        (data_listings.c.tbl_id == partitions.c.tbl_id) & (data_listings.c.part_id == partitions.c.part_id),
+# Built once, one shape per backend (``partitions_named``; a bootstrap dump asks it for every table): each
+# named partition's summary, and the records of those whose listing is not long; a partition without records
+# is one row of NULL records.
+def _listings_named(named: NamedPartitions) -> Select[Any]:
+    part = named.rows.c
+    return (
+        select(part.part_name, part.part_id, data_listings.c.file_count, *RECORD_COLUMNS)
+        .select_from(
+            named.source.outerjoin(
+                data_listings,
+                (data_listings.c.tbl_id == part.tbl_id) & (data_listings.c.part_id == part.part_id),
+            ).outerjoin(
+                data_files,
+                (data_files.c.tbl_id == part.tbl_id)
+                & (data_files.c.part_id == part.part_id)
+                & or_(
+                    data_listings.c.file_count.is_(None),
+                    data_listings.c.file_count <= bindparam("longer_than"),
+                ),
+            )
+        )
+        .where(named.picked)
     )
-    .outerjoin(
-        data_files,
-        (data_files.c.tbl_id == partitions.c.tbl_id)
-        & (data_files.c.part_id == partitions.c.part_id)
-        & or_(data_listings.c.file_count.is_(None), data_listings.c.file_count <= bindparam("longer_than")),
-    )
-    .where(partitions.c.tbl_id == bindparam("tbl_id"), in_list_parameter(partitions.c.part_name, "names"))
-)
+
+
+_LISTINGS_NAMED = ByBackend(_listings_named)
 
 
 def read_listings_named(
@@ -150,9 +163,10 @@ def read_listings_named(
     for the others' records cost a round trip more per table of a bootstrap dump on a server database."""
     long: dict[str, LongListing] = {}
     recorded: dict[str, dict[str, FileRecord]] = {}
+    statement = _LISTINGS_NAMED.for_(conn)
     for start in range(0, len(names), CHUNK):
         chunk = list(names[start : start + CHUNK])
-        rows = conn.execute(_LISTINGS_NAMED, {"tbl_id": tbl_id, "names": chunk, "longer_than": longer_than})
+        rows = conn.execute(statement, {"tbl_id": tbl_id, "names": chunk, "longer_than": longer_than})
         for part_name, part_id, file_count, *record in rows:
             if file_count is not None and file_count > longer_than:
                 long[part_name] = LongListing(part_id, file_count)

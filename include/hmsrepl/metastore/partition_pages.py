@@ -151,8 +151,7 @@ def read_pages(
 
 
 def read_named_pages(
-    build: Callable[[ExitStack], Connection],
-    chunk_query: Callable[[Sequence[str]], Select[Any]],
+    build: Callable[[ExitStack], tuple[Connection, Select[Any], dict[str, Any]]],
     names: Sequence[str],
     decode: Callable[[Rows], list[Any]],
     *,
@@ -162,29 +161,28 @@ def read_named_pages(
 ) -> list[Any] | PartitionPages:
     """Partitions by name, ``chunk`` names per query (each chunk's finds in ``part_name`` order, chunks in the
     order of ``names``): a list for at most ``page_rows`` names, else counted first and read a page of
-    chunks at a time."""
+    chunks at a time. ``build`` opens the connection and gives the statement, which takes the chunk's names
+    as its list parameter ``names``, with its other parameters."""
     chunks = [names[start : start + chunk] for start in range(0, len(names), chunk)]
     held = _Held(charges)
     with ExitStack() as stack:
-        conn = build(stack)
+        conn, statement, given = build(stack)
+
+        def chunk_rows(part: Sequence[str]) -> Rows:
+            return conn.execute(statement, {**given, "names": list(part)}).all()
+
         if len(names) <= page_rows:
             held.set(GUESS_PER_ROW * len(names))
-            rows = [row for part in chunks for row in conn.execute(chunk_query(part)).all()]
+            rows = [row for part in chunks for row in chunk_rows(part)]
             return held.decode(rows, decode)
-        count = sum(
-            conn.execute(select(func.count()).select_from(chunk_query(part).subquery())).scalar_one()
-            for part in chunks
-        )
+        counted = select(func.count()).select_from(statement.subquery())
+        count = sum(conn.execute(counted, {**given, "names": list(part)}).scalar_one() for part in chunks)
         per_page = max(1, page_rows // chunk)
         held.set(GUESS_PER_ROW * per_page * chunk)
 
         def pages() -> Iterator[Rows]:
             for start in range(0, len(chunks), per_page):
-                rows = [
-                    row
-                    for part in chunks[start : start + per_page]
-                    for row in conn.execute(chunk_query(part))
-                ]
+                rows = [row for part in chunks[start : start + per_page] for row in chunk_rows(part)]
                 if rows:
                     yield rows
 

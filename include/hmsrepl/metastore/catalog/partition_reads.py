@@ -6,14 +6,13 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any, Literal, overload
 
-from sqlalchemy import Connection, Select, and_, bindparam, select
+from sqlalchemy import Connection, Select, and_, select
 
 from hmsrepl.exceptions import InvalidObjectError, NoSuchPartitionError
 from hmsrepl.metastore import database
 from hmsrepl.metastore.catalog.core import CatalogFamily
 from hmsrepl.metastore.catalog.held import created_without_partitions
 from hmsrepl.metastore.catalog.rows import BATCH, Decode, _chunks, _decoded, _partition_name
-from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.model import Partition, Table
 from hmsrepl.metastore.partition_filter import (
     BoolOp,
@@ -28,6 +27,7 @@ from hmsrepl.metastore.partition_pages import (
     read_named_pages,
     read_pages,
 )
+from hmsrepl.metastore.partitions_named import ByBackend
 from hmsrepl.metastore.schema import partition_key_vals, partitions
 
 
@@ -58,16 +58,13 @@ class PartitionReads(CatalogFamily):
         """With ``page_rows``, more names than that are read a page at a time (``partition_pages``)."""
         if page_rows:
 
-            def build(stack: ExitStack) -> Connection:
+            def build(stack: ExitStack) -> tuple[Connection, Select[Any], dict[str, Any]]:
                 conn = stack.enter_context(self.events.reader(snapshot=True))
                 tbl_id = self.core.load_table(conn, db_name.lower(), table_name.lower())[0]
-                built.append(tbl_id)
-                return conn
+                return conn, _NAMED.for_(conn), {"tbl_id": tbl_id}
 
-            built: list[int] = []
             return read_named_pages(
                 build,
-                lambda chunk: _named_query(built[0], chunk),
                 list(names),
                 lambda rows: _decoded(rows, decode),
                 chunk=BATCH,
@@ -96,8 +93,9 @@ class PartitionReads(CatalogFamily):
     @staticmethod
     def _partitions_named(conn: Connection, tbl_id: int, names: Sequence[str], decode: Decode) -> list[Any]:
         out: list[Any] = []
+        named = _NAMED.for_(conn)
         for chunk in _chunks(list(names)):
-            out.extend(_decoded(conn.execute(_NAMED, {"tbl_id": tbl_id, "names": list(chunk)}), decode))
+            out.extend(_decoded(conn.execute(named, {"tbl_id": tbl_id, "names": list(chunk)}), decode))
         return out
 
     @overload
@@ -292,21 +290,16 @@ def _filter_query(table: Table, node: Comparison | BoolOp | None) -> Select[Any]
     return query.order_by(partitions.c.part_name)
 
 
-# ``_named_query`` built once, its names one list parameter (``list_parameter``): a load reads the partitions it
-# is about to change by name for every group of them, and each new count of names was a new statement text.
-_NAMED = (
-    select(partitions.c.doc, partitions.c.write_id)
-    .where(partitions.c.tbl_id == bindparam("tbl_id"), in_list_parameter(partitions.c.part_name, "names"))
-    .order_by(partitions.c.part_name)
-)
-
-
-def _named_query(tbl_id: int, names: Sequence[str]) -> Select[Any]:
-    return (
-        select(partitions.c.doc, partitions.c.write_id)
-        .where(partitions.c.tbl_id == tbl_id, partitions.c.part_name.in_(names))
-        .order_by(partitions.c.part_name)
+# Built once, one shape per backend (``partitions_named``): a load reads the partitions it is about to
+# change by name for every group of them.
+_NAMED = ByBackend(
+    lambda named: (
+        select(named.rows.c.doc, named.rows.c.write_id)
+        .select_from(named.source)
+        .where(named.picked)
+        .order_by(named.rows.c.part_name)
     )
+)
 
 
 def _paged_read(

@@ -9,17 +9,17 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, overload
 
 import msgspec
-from sqlalchemy import Connection, CursorResult, and_, bindparam, exists, insert, select, text, update
+from sqlalchemy import Connection, CursorResult, and_, bindparam, exists, insert, select, update
 
 from hmsrepl.exceptions import InvalidObjectError
 from hmsrepl.formats.partition_names import make_partition_name
 from hmsrepl.metastore.capture import still_recorded
 from hmsrepl.metastore.intents import ANY_SETTLE_CANDIDATE
 from hmsrepl.metastore.json_aggregate import json_rows_of
-from hmsrepl.metastore.list_parameter import in_list_parameter
 from hmsrepl.metastore.listings import FileRecord
 from hmsrepl.metastore.location_policy import around_table_query
 from hmsrepl.metastore.model import Database, Function, Partition, Table
+from hmsrepl.metastore.partitions_named import ByBackend
 from hmsrepl.metastore.payloads import (
     DatabaseSnapshot,
     FunctionSnapshot,
@@ -134,32 +134,18 @@ def _chunks(items: Sequence[Any], size: int = BATCH) -> Iterable[Sequence[Any]]:
 
 
 # Built once (a load asks this for every table it writes: building the statement at each call cost more
-# than running it); the names are one list parameter, so every length is the same statement text.
-_IDS_NAMED = select(partitions.c.part_name, partitions.c.part_id).where(
-    partitions.c.tbl_id == bindparam("tbl_id"), in_list_parameter(partitions.c.part_name, "names")
-)
-# The same on PostgreSQL, one probe of the unique (table, name) index per name by construction. A table that
-# grows faster than its statistics follow (a client adding pages of partitions to a new table; autovacuum
-# analyses a minute later at best) had ``= ANY`` of 500 names planned as a scan of the table's rows, each
-# compared with every name: 1.6 ms at 5,000 partitions, 700 ms a call at 22,000, so adding 100,000
-# partitions in pages of 1,000 grew quadratically. The fenced (``OFFSET 0``) subquery is an equality on both
-# columns of a unique index, which the planner answers with the index at any size and any statistics.
-_PG_IDS_NAMED = text(
-    """
-SELECT p.part_name, p.part_id
-FROM unnest(CAST(:names AS VARCHAR[])) AS n(name)
-CROSS JOIN LATERAL (
-    SELECT part_name, part_id FROM partitions
-    WHERE partitions.tbl_id = CAST(:tbl_id AS BIGINT) AND partitions.part_name = n.name OFFSET 0
-) AS p
-"""
+# than running it), one shape per backend (``partitions_named``).
+_IDS_NAMED = ByBackend(
+    lambda named: (
+        select(named.rows.c.part_name, named.rows.c.part_id).select_from(named.source).where(named.picked)
+    )
 )
 
 
 def partition_ids_named(conn: Connection, tbl_id: int, names: Sequence[str]) -> dict[str, int]:
     """The ids of those of ``names`` that are partitions of the table ``tbl_id``, by name."""
     out: dict[str, int] = {}
-    statement = _PG_IDS_NAMED if conn.dialect.name == "postgresql" else _IDS_NAMED
+    statement = _IDS_NAMED.for_(conn)
     for chunk in _chunks(list(names)):
         rows = conn.execute(statement, {"tbl_id": tbl_id, "names": list(chunk)})
         out.update({name: part_id for name, part_id in rows})
