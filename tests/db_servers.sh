@@ -86,7 +86,10 @@ pg_up() {
     dir=$(pg_dir)
     port=$(free_port)
     if [ ! -f "$dir/data/PG_VERSION" ]; then
-        as_postgres "$bin/initdb" --no-sync -D "$dir/data" -A trust -U postgres >"$dir/initdb.log" 2>&1 \
+        # UTF-8 whatever the caller's locale: without LANG initdb makes a SQL_ASCII cluster, whose text
+        # psycopg returns as bytes (every connection failed, on reading the server's version).
+        as_postgres "$bin/initdb" --no-sync -D "$dir/data" -A trust -U postgres --encoding=UTF8 \
+            --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
             || { tail -20 "$dir/initdb.log" >&2; die "initdb failed (log: $dir/initdb.log)"; }
     fi
     as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
