@@ -79,4 +79,8 @@ class ByBackend(Generic[S]):
         self._others = build(_indexed())
 
     def for_(self, conn: Connection) -> S:
-        return self._postgres if conn.dialect.name == "postgresql" else self._others
+        return self.for_dialect(conn.dialect.name)
+
+    def for_dialect(self, name: str) -> S:
+        """The statement as built for the backend ``name`` (a SQLAlchemy dialect's name)."""
+        return self._postgres if name == "postgresql" else self._others
