@@ -5,8 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB_SERVERS := tests/db_servers.sh
-# Two workers, one test file each at a time (files share servers and fixtures): the suite took 26 min 39 s so
-# on 2 cores (2026-11-30), both workers busy to its end. Override with PYTEST_ARGS= for one process.
+# Two workers, one test file each at a time (files share servers and fixtures): the suite took 21 min 41 s
+# on 2 cores in a quiet hour (26 min 39 s in a noisy one, 2026-11-30). PYTEST_ARGS= runs one process.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: help setup krb5-packages driver-packages db-packages peer-jars peer-downloads type-cache check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
