@@ -14,7 +14,7 @@ import pytest
 
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication.dump import DumpEngine
-from hmsrepl.replication.dump_validation import DumpValidator
+from hmsrepl.replication.dump_snapshot_checks import SnapshotChecks
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.target import TargetWriter
 from tests.helpers import make_partition, make_table, open_store
@@ -73,9 +73,9 @@ def test_a_bootstrap_load_of_many_tables_runs_paused_from_validation_to_the_last
     engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
     dump = engine.execute("REPL DUMP many")
     collector_on: list[bool] = []
-    check_table, create_tables = DumpValidator._check_table, TargetWriter.create_tables
+    check_table, create_tables = SnapshotChecks.check_table, TargetWriter.create_tables
 
-    def checking(self: DumpValidator, *args: Any, **kwargs: Any) -> Any:
+    def checking(self: SnapshotChecks, *args: Any, **kwargs: Any) -> Any:
         collector_on.append(gc.isenabled())
         return check_table(self, *args, **kwargs)
 
@@ -83,7 +83,7 @@ def test_a_bootstrap_load_of_many_tables_runs_paused_from_validation_to_the_last
         collector_on.append(gc.isenabled())
         return create_tables(self, *args, **kwargs)
 
-    monkeypatch.setattr(DumpValidator, "_check_table", checking)
+    monkeypatch.setattr(SnapshotChecks, "check_table", checking)
     monkeypatch.setattr(TargetWriter, "create_tables", creating)
     gc.enable()
     engine.execute(f"REPL LOAD many FROM '{dump.dump_dir}'")

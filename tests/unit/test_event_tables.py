@@ -9,7 +9,7 @@ from hmsrepl.cache import apply as cache_apply
 from hmsrepl.metastore import protection
 from hmsrepl.metastore.event_specs import DATA_KINDS, DATABASE_KINDS, TXN_KINDS
 from hmsrepl.metastore.events import EventType as E
-from hmsrepl.replication import acid_replay, compaction, dump, dump_validation
+from hmsrepl.replication import acid_replay, compaction, dump, dump_event_checks
 from hmsrepl.replication.layout import DATABASE, FUNCTION, PARTITION, TABLE, DumpEntry, DumpLayout
 
 ALL = set(E)
@@ -22,7 +22,7 @@ ALL = set(E)
         dump.CONSOLIDATE,
         acid_replay.DUMP_PREPARATION,
         cache_apply.SCOPES,
-        dump_validation.EVENT_FIELDS,
+        dump_event_checks.EVENT_FIELDS,
     ],
     ids=["compaction", "consolidation", "dump preparation", "cache scope", "dump validation"],
 )
@@ -49,7 +49,7 @@ def test_type_groups_are_the_specs_groups() -> None:
     assert {E.DROP_DATABASE} == compaction.DATABASE_DROPS
     assert set(acid_replay.TXN_EVENTS) <= TXN_KINDS and set(acid_replay.HANDLERS) <= TXN_KINDS
     # Only types that may carry data have data fields, in either message format.
-    assert all(set(fields) <= DATA_KINDS for fields in dump_validation.DATA_FIELDS.values())
+    assert all(set(fields) <= DATA_KINDS for fields in dump_event_checks.DATA_FIELDS.values())
     # ACID data is stripped exactly from the types that carry data; the others pass as they are.
     as_is = {k for k, f in acid_replay.DUMP_PREPARATION.items() if f is acid_replay._as_is}
     assert ALL - as_is == DATA_KINDS | {E.COMMIT_TXN}

@@ -39,7 +39,7 @@ from hmsrepl.metastore.messages import (
 from hmsrepl.metastore.model import Table
 from hmsrepl.metastore.payloads import PartitionSnapshot, TableSnapshot
 from hmsrepl.replication import acid_replay, iceberg
-from hmsrepl.replication.dump_validation import event_message
+from hmsrepl.replication.dump_event_checks import event_message
 from hmsrepl.replication.event_batches import database_event
 from hmsrepl.replication.layout import DumpMetadata
 from hmsrepl.replication.replica_files import compose

@@ -37,7 +37,8 @@ from hmsrepl.replication.commands import LoadCommand, parse_policy
 from hmsrepl.replication.copy_processes import copy_process_settings, start_early
 from hmsrepl.replication.dir_processes import dir_process_threshold
 from hmsrepl.replication.dir_processes import start_early as start_dir_process_early
-from hmsrepl.replication.dump_validation import DumpValidator, PendingEvents, TargetPlace, ValidationReport
+from hmsrepl.replication.dump_snapshot_checks import TargetPlace
+from hmsrepl.replication.dump_validation import DumpValidator, PendingEvents, ValidationReport
 from hmsrepl.replication.event_batches import (
     EventBatch,
     commit_batches,
