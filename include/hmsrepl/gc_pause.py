@@ -13,7 +13,7 @@ import gc
 import itertools
 import threading
 from collections.abc import Generator, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -43,9 +43,10 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def paused_walk(pages: Iterable[T]) -> Generator[T, None, None]:
-    """``pages``, each read and handled by the caller with the collector paused, and only each page's young
-    objects collected after it (``gc.collect(0)``): never a full pass.
+@contextmanager
+def paused_walk(pages: Iterable[T]) -> Iterator[Iterator[T]]:
+    """``with paused_walk(pages) as walk``: ``pages``, each read and handled by the caller with the collector
+    paused, and only each page's young objects collected after it (``gc.collect(0)``): never a full pass.
 
     A bootstrap load keeps each partition's event until its batch commits, and the dump page it reads from:
     with the collector on, a table of 100,000 partitions paid some 70 full passes over a heap growing with
@@ -54,17 +55,26 @@ def paused_walk(pages: Iterable[T]) -> Generator[T, None, None]:
     of its process's CPU. A young pass sees each object that survives once. A cycle left after its page
     waits for the collector's own passes, after the walk.
 
-    Close the iterator when leaving it early (``contextlib.closing``): the pause lasts until it ends."""
+    The pause lasts until the walk ends, so the walk is only given inside a ``with``: leaving the block
+    early ends it there (a walk left unfinished kept the collector off until it was dropped)."""
+    walk = _paused(pages)
+    try:
+        yield walk
+    finally:
+        walk.close()
+
+
+def paused_pages(items: Iterable[T], size: int) -> AbstractContextManager[Iterator[list[T]]]:
+    """``items`` in lists of ``size``, walked as ``paused_walk`` walks pages."""
+    return paused_walk(_lists(items, size))
+
+
+def _paused(pages: Iterable[T]) -> Generator[T, None, None]:
     with gc_paused():
         for page in pages:
             yield page
             del page  # dropped before the young pass
             gc.collect(0)
-
-
-def paused_pages(items: Iterable[T], size: int) -> Generator[list[T], None, None]:
-    """``items`` in lists of ``size``, walked as ``paused_walk`` walks pages."""
-    return paused_walk(_lists(items, size))
 
 
 def _lists(items: Iterable[T], size: int) -> Iterator[list[T]]:

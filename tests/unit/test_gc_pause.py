@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import threading
 from collections.abc import Iterator
@@ -75,10 +74,10 @@ def test_pages_are_read_and_handled_paused_and_the_collector_runs_between_them()
             read_paused.append(not gc.isenabled())
             yield item
 
-    pages = paused_pages(items(), 2)
     handled = []
-    for page in pages:
-        handled.append((page, gc.isenabled()))
+    with paused_pages(items(), 2) as pages:
+        for page in pages:
+            handled.append((page, gc.isenabled()))
     assert handled == [([0, 1], False), ([2, 3], False), ([4], False)]
     assert read_paused == [True] * 5
     assert gc.isenabled()
@@ -86,10 +85,22 @@ def test_pages_are_read_and_handled_paused_and_the_collector_runs_between_them()
 
 def test_the_collector_is_back_after_pages_are_left_early() -> None:
     gc.enable()
-    with pytest.raises(RuntimeError), contextlib.closing(paused_pages(range(10), 3)) as pages:
+    with pytest.raises(RuntimeError), paused_pages(range(10), 3) as pages:
         for _page in pages:
             raise RuntimeError("the write failed")
     assert gc.isenabled()
+
+
+def test_a_walk_is_only_given_inside_a_with_so_leaving_it_ends_the_pause() -> None:
+    """A walk iterated without its ``with`` is refused at once: left early, it kept the collector off for
+    as long as something held it (a traceback's frame)."""
+    gc.enable()
+    with pytest.raises(TypeError):
+        iter(paused_walk([["a"]]))  # type: ignore[call-overload]
+    with paused_walk([["a"], ["b"]]) as walk:
+        next(walk)
+        held = walk  # kept past the block, as a traceback would keep it
+    assert gc.isenabled() and list(held) == []
 
 
 def test_each_page_young_objects_are_collected_after_it_and_never_in_a_full_pass(
@@ -100,6 +111,7 @@ def test_each_page_young_objects_are_collected_after_it_and_never_in_a_full_pass
     passes: list[tuple[int, str]] = []
     monkeypatch.setattr(gc, "collect", lambda generation=2: passes.append((generation, "collect")) or 0)
     gc.enable()
-    for page in paused_walk([["a", "b"], ["c"]]):
-        passes.append((-1, "".join(page)))
+    with paused_walk([["a", "b"], ["c"]]) as walk:
+        for page in walk:
+            passes.append((-1, "".join(page)))
     assert passes == [(-1, "ab"), (0, "collect"), (-1, "c"), (0, "collect")]

@@ -12,7 +12,6 @@ current state) and beside it the files that event adds (``Message.files``).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import logging
@@ -296,7 +295,7 @@ class DumpEngine:
         most ``dump_processes.RANGE_PAGES`` of them (the table's entry is written already)."""
         assert isinstance(self.source, Metastore) and table.id is not None
         number = first_page
-        with contextlib.closing(paused_walk(range_pages(self.source.events, table.id, names))) as pages:
+        with paused_walk(range_pages(self.source.events, table.id, names)) as pages:
             for page in pages:
                 if number >= first_page + dump_processes.RANGE_PAGES:
                     raise DumpError(
@@ -365,7 +364,7 @@ class DumpEngine:
             self._write_entry(dump, db, self._read_entry(table, with_data, None if pages is None else []))
             return
         number = 0
-        with contextlib.closing(paused_walk(pages)) as paused:
+        with paused_walk(pages) as paused:
             for page in paused:
                 entry = self._read_entry(table, with_data, page)
                 number = self._write_entry(dump, db, entry, first_page=number)
@@ -569,10 +568,10 @@ class DumpEngine:
                 parse=functools.partial(parsed.parse, keep=True),
             )
             # In chunks; with a LIMIT a chunk ends at it, so no event past it is read from the generator.
-            planned = paused_walk(
-                chunks(events, lambda: WRITE_CHUNK if limit is None else limit - len(planner.summaries))
+            planned_chunks = chunks(
+                events, lambda: WRITE_CHUNK if limit is None else limit - len(planner.summaries)
             )
-            with contextlib.closing(planned):
+            with paused_walk(planned_chunks) as planned:
                 for chunk in planned:
                     for event in chunk:
                         planner.feed(summarize(event))
@@ -596,7 +595,7 @@ class DumpEngine:
                 with_markers=True,
                 parse=functools.partial(parsed.parse, keep=False),
             )
-            with contextlib.closing(paused_walk(chunks(events, lambda: WRITE_CHUNK))) as written_chunks:
+            with paused_walk(chunks(events, lambda: WRITE_CHUNK)) as written_chunks:
                 for chunk in written_chunks:
                     for event in chunk:
                         written = plan.rewrite(event)

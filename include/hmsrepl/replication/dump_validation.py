@@ -33,7 +33,6 @@ and what is wrong (``DumpValidationError``).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -238,8 +237,7 @@ class DumpValidator:
         previous = seen = 0  # event ids ascend through the segments and within each
         # The kept documents (up to KEEP_EVENT_BYTES of JSON, acyclic) would be rescanned by every full or
         # middle collection while the walk builds more: one young pass a segment instead (``paused_walk``).
-        segments = paused_walk(self.dump.event_segments(meta.format))
-        with contextlib.closing(segments):
+        with paused_walk(self.dump.event_segments(meta.format)) as segments:
             for first, segment in segments:
                 for event in self.dump.read_segment(segment, meta.format):
                     event_id = self._event_id(event, first, previous)
@@ -409,8 +407,7 @@ class DumpValidator:
             seen = own_dirs.pop(name, set())  # this table's names, dropped with it: memory is one table's
             # A page's documents hold no cycles: one young pass after it, not a pass every few hundred
             # partitions over everything the walk keeps (``gc_pause``).
-            pages = paused_walk(dump.partition_pages(DumpLayout.table_dir(parts_db(base), name)))
-            with contextlib.closing(pages):
+            with paused_walk(dump.partition_pages(DumpLayout.table_dir(parts_db(base), name))) as pages:
                 for page in pages:
                     for dumped in dump.read_partition_page(page):
                         where = shown + dumped.where

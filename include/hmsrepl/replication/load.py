@@ -665,7 +665,7 @@ class LoadEngine:
         # (each such lookup waited for the parent's lock through a ``mkdir``: a quarter of a 100,000-partition
         # load's samples on PostgreSQL). The catalog still takes the pages in their order, in one transaction.
         waiting: PreparedPartitions | None = None
-        with contextlib.closing(paused_pages(dumped_parts, PARTITION_PAGE)) as pages:
+        with paused_pages(dumped_parts, PARTITION_PAGE) as pages:
             for page in pages:
                 parts = [
                     (dumped.document["partition"], None if meta.metadata_only else dumped.files or [])
@@ -748,7 +748,7 @@ class LoadEngine:
         ids = pending.ids
         chunks = parsed_chunks(dump, pending)
         holds = Holds.from_metadata(meta, dump.uri)
-        with contextlib.closing(paused_walk(commit_batches(chunks, holds, cap))) as batches:
+        with paused_walk(commit_batches(chunks, holds, cap)) as batches:
             for batch, published in batches:
                 applied = self._apply_batch(
                     dump, meta, writer, result, batch, published, bootstrap_after=ids[-1] if part else None
