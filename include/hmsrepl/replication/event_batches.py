@@ -21,6 +21,9 @@ from hmsrepl.replication.layout import DumpDir
 from hmsrepl.replication.replica_files import adds_one_file
 
 BATCH_EVENTS = 500
+#: Events in order, each its dumped document and its typed message: a chunk read from a dump, or what one
+#: transaction applies.
+EventBatch = list[tuple[dict[str, Any], Message[Any]]]
 
 
 def parsed_chunks(dump: DumpDir, pending: PendingEvents) -> Iterator[EventBatch]:
@@ -98,9 +101,6 @@ def _one_file_partition_write(msg: Message[Any]) -> bool:
     if not isinstance(msg, AlterPartitionMessage | InsertMessage) or not msg.partition_names():
         return False
     return all(adds_one_file(obj.change) or obj.change.is_empty for obj in msg.objects())
-
-
-EventBatch = list[tuple[dict[str, Any], Message[Any]]]
 
 
 def commit_batches(chunks: Iterable[EventBatch], holds: Holds, end: int) -> Iterator[tuple[EventBatch, int]]:
