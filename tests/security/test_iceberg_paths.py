@@ -29,7 +29,7 @@ from pyiceberg.catalog.hive import HiveCatalog
 
 from hmsrepl.exceptions import HmsReplError
 from hmsrepl.metastore import Metastore
-from hmsrepl.replication import dump_validation
+from hmsrepl.replication import dump_snapshot_checks
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import repl_status
 from hmsrepl.storage.local import local_path
@@ -182,7 +182,7 @@ def test_a_crafted_dump_naming_metadata_outside_the_table_is_refused(scene: Scen
 
 def test_the_load_refuses_it_even_past_dump_validation(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:
     dump_dir = _with_escaping_metadata(scene)
-    monkeypatch.setattr(dump_validation, "metadata_refusal", lambda *args: None)
+    monkeypatch.setattr(dump_snapshot_checks, "metadata_refusal", lambda *args: None)
     scene.assert_load_refused(dump_dir, "not below", replica_files=False)
 
 
