@@ -167,7 +167,7 @@ class DumpValidator:
         file_pages: Callable[[list[str]], None] | None = None,
     ) -> None:
         """``place(source_db_location)`` gives the target side once the source database location is known."""
-        self.dump, self.meta, self.roots = dump, meta, roots
+        self.dump, self.meta = dump, meta
         self.limits: DumpLimits = dump.limits
         self._place_for = place
         self.report = ValidationReport()
