@@ -104,7 +104,23 @@ def _partition_contents(store: Metastore, db: str) -> dict[str, dict[str, str]]:
     return {p.values[0]: _contents(p.sd.location or "") for p in parts}
 
 
-def test_several_processes_make_the_replica_one_process_makes(tmp_path: Path, pooled: list[int]) -> None:
+@pytest.mark.parametrize("own_listing", [False, True], ids=["listing in a page", "listing of its own"])
+def test_several_processes_make_the_replica_one_process_makes(
+    tmp_path: Path, pooled: list[int], monkeypatch: pytest.MonkeyPatch, own_listing: bool
+) -> None:
+    """With its listing in its own directory of the dump, the big partition's copies are made by the processes
+    straight into its new version, under the files' own names."""
+    if own_listing:
+        monkeypatch.setattr("hmsrepl.replication.layout.PAGE_FILES", 10)
+    in_place: list[bool] = []
+    real_slices = copy_processes._slices
+
+    def slices(indexed: Iterator[tuple[int, CopyTask, str]], size: int) -> object:
+        listed = list(indexed)
+        in_place.extend(task.in_place for _, task, _ in listed)
+        return real_slices(iter(listed), size)
+
+    monkeypatch.setattr(copy_processes, "_slices", slices)
     source = _source(tmp_path)
     target = open_replica(f"sqlite:///{tmp_path}/target.db", tmp_path)
     try:
@@ -119,6 +135,7 @@ def test_several_processes_make_the_replica_one_process_makes(tmp_path: Path, po
         assert len(expected["big"]) == BIG and len(expected["small"]) == SMALL
         assert _partition_contents(target, "shop_many") == expected == _partition_contents(target, "shop_one")
         assert verify(source, "shop", target, "shop_many") == []
+        assert in_place == [own_listing] * BIG, "the processes' copies go straight into the version, or not"
         staged = [p for p in (tmp_path / "dst_wh").rglob("*") if p.name.startswith(".hmsrepl")]
         assert not [p for p in staged if p.is_file()], "no staged copy is left behind"
     finally:

@@ -22,7 +22,10 @@ from hmsrepl.replication.filecopy import CopyTask
 from hmsrepl.replication.load import LoadResult
 from hmsrepl.replication.preflight import Preflight
 from hmsrepl.replication.prestage import DumpContentMismatchError
+from hmsrepl.replication.replica_versions import VersionPublisher
+from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
+from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import STAGING_PREFIX
 from tests.helpers import one_partition_directory, open_store
 
@@ -118,3 +121,78 @@ def test_a_forged_file_on_the_last_page_refuses_the_dump_and_removes_every_page_
     assert not (scene.root / "target_wh" / "big_dr.db" / "t").exists(), (
         "a directory made for the copies is left"
     )
+
+
+def test_a_big_partition_is_copied_straight_into_its_version_and_published_without_a_rename(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition whose listing has its own directory in the dump is staged under the files' own names in
+    the version directory it takes, which no metadata names before the load commits: publishing it renames
+    nothing (a partition of 1,000,000 files renamed each one)."""
+    renamed: list[str] = []
+    real_rename = RootedFileSystem.rename
+
+    def rename(self: RootedFileSystem, src: str, dst: str) -> bool:
+        renamed.append(dst)
+        return real_rename(self, src, dst)
+
+    monkeypatch.setattr(RootedFileSystem, "rename", rename)
+    monkeypatch.setattr(
+        "hmsrepl.storage.directory_copies.os.rename", lambda *a, **k: renamed.append(str(a[1]))
+    )
+
+    result = scene.load()
+
+    assert renamed == [], "a copy staged ahead was renamed"
+    assert result.stats.files_copied == FILES
+    [part] = scene.target.catalog.get_partitions_by_names("big_dr", "t", ["p=a"])
+    held = Path(local_path(part.sd.location or ""))
+    assert held.name.startswith("p=a.hmsrepl-v")
+    assert all((held / f"part-{i:05d}.parquet").read_bytes() == content(i) for i in range(FILES))
+    table_dir = held.parent
+    assert sorted(p.name for p in table_dir.iterdir()) == [held.name], "a staging area or another version"
+
+
+def test_a_load_failing_before_it_publishes_removes_the_version_its_copies_were_staged_in(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the replica's database went away")
+
+    monkeypatch.setattr(VersionPublisher, "publish_version", fail)
+
+    with pytest.raises(RuntimeError, match="went away"):
+        scene.load()
+
+    assert sum(scene.staged) == FILES, "the copies were staged before the failure"
+    table_dir = scene.root / "target_wh" / "big_dr.db" / "t"
+    assert not table_dir.exists() or list(table_dir.iterdir()) == [], "the staged version is left"
+
+
+def test_a_big_partition_whose_files_are_all_in_a_subdirectory_keeps_every_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only files directly in a version are staged in it: a union's subdirectory is staged as any other
+    copy, and no directory the load published is removed afterwards as unused."""
+    monkeypatch.setattr("hmsrepl.replication.layout.PAGE_FILES", 10)
+    source, target = open_store(tmp_path, "source"), open_store(tmp_path, "target")
+    try:
+        _, directory = one_partition_directory(source, "big")
+        (directory / "HIVE_UNION_SUBDIR_1").mkdir()
+        for i in range(24):
+            (directory / "HIVE_UNION_SUBDIR_1" / f"part-{i:05d}.parquet").write_bytes(content(i))
+        source.catalog.insert("big", "t", ["a"])
+        engine = ReplicationEngine(str(tmp_path / "dumps"), source, target)
+        dump = engine.execute("REPL DUMP big").dump_dir  # type: ignore[union-attr]
+        assert (Path(dump) / "big" / "t" / "p=a" / "_files").exists()
+
+        engine.execute(f"REPL LOAD big_dr FROM '{dump}'")
+
+        assert verify(source, "big", target, "big_dr") == []
+        [part] = target.catalog.get_partitions_by_names("big_dr", "t", ["p=a"])
+        held = Path(local_path(part.sd.location or "")) / "HIVE_UNION_SUBDIR_1"
+        assert sorted(p.name for p in held.iterdir()) == [f"part-{i:05d}.parquet" for i in range(24)]
+        assert all((held / f"part-{i:05d}.parquet").read_bytes() == content(i) for i in range(24))
+    finally:
+        source.close()
+        target.close()

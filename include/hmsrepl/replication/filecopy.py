@@ -78,6 +78,9 @@ class CopyResult:
     bytes_copied: int
     from_cmroot: bool
     prefetched: bool = False
+    placed: bool = (
+        False  # staged under its own name in its new version (``CopyTask.in_place``): no rename left
+    )
 
 
 def copy_verified(
@@ -218,6 +221,15 @@ class CopyTask:
     default_cmroot: str = ""
     #: The replica's roots the copy may be staged in (its warehouse and data roots, cmroot).
     target_roots: tuple[str, ...] = ()
+    #: ``target_uri`` lies in a new version directory that no metadata names until the load commits (a
+    #: bootstrap's big listing, ``LoadEngine._copy_tasks``): the copy is written under its own name there,
+    #: and the load has no rename left to do for it.
+    in_place: bool = False
+
+    @property
+    def staged_uri(self) -> str:
+        """Where the verified copy waits for the load: its hidden staged name, or its own (``in_place``)."""
+        return self.target_uri if self.in_place else staging_name(self.target_uri)
 
 
 @dataclass(frozen=True)
@@ -306,7 +318,7 @@ class CopyRunner:
             direct = self._direct(task, allowed, source, target)
             if direct is not None:
                 return direct
-        return copy_verified(
+        result = copy_verified(
             task.encoded,
             task.target_uri,
             target=target,
@@ -315,6 +327,11 @@ class CopyRunner:
             source=source,
             fresh=fresh,
         )
+        if (
+            task.in_place
+        ):  # a copy made by full paths waits under its staged name: renamed in its unnamed version
+            publish(target, task.target_uri)
+        return result
 
     def _direct(
         self, task: CopyTask, allowed: BelowAny, source: RootedFileSystem, target: RootedFileSystem
@@ -324,7 +341,7 @@ class CopyRunner:
         entry = EncodedFileUri.decode(task.encoded)
         if not allowed(entry.file_uri):
             return None  # refused with its reason by copy_verified
-        staged = staging_name(task.target_uri)
+        staged = task.staged_uri
         if not copy_in_directories(
             entry.file_uri, staged, entry.checksum, source=source, target=target, opened=self._directories
         ):

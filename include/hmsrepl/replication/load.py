@@ -20,7 +20,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from hmsrepl.exceptions import NoSuchDatabaseError
 from hmsrepl.gc_pause import gc_paused, paused_pages, paused_walk
@@ -56,7 +56,7 @@ from hmsrepl.replication.event_handlers import (
     objects_to_copy,
 )
 from hmsrepl.replication.failures import explain_load_failure, fault_point
-from hmsrepl.replication.filecopy import CopyTask, available_source
+from hmsrepl.replication.filecopy import CopyTask, available_source, versioned_location
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
     FILES,
@@ -120,6 +120,14 @@ TABLES_KIND = "table"  # a bootstrap entry that is a table (functions are FUNCTI
 # the start is an earlier load that did not finish (killed, or failed): this one then sweeps the whole
 # directory at its end, removing what no metadata names (the marks included).
 RUNNING_MARKS_DIR = ".hmsrepl-loads"
+
+
+class DumpedObject(NamedTuple):
+    """A page of the files a dump names for one table or partition, as the load's copies are planned."""
+
+    location: str | None  # the object's source location
+    files: Sequence[str]  # a page of its encoded files
+    own_listing: bool = False  # a partition whose listing has its own directory in the dump (a big one)
 
 
 @dataclass
@@ -361,7 +369,7 @@ class LoadEngine:
                 return []  # loaded before: load() will do nothing
             self._check_bootstrap_target(target_db, meta)
             source_db_location = self.validate_bootstrap(dump, meta, target_db).source_db_location
-            objects: Iterable[tuple[str | None, Sequence[str]]] = self._bootstrap_objects(dump, meta)
+            objects: Iterable[DumpedObject] = self._bootstrap_objects(dump, meta)
         else:
             db, last = self._check_incremental_target(target_db, meta)
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
@@ -377,57 +385,75 @@ class LoadEngine:
         return tasks
 
     @staticmethod
-    def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> Iterator[tuple[str | None, Sequence[str]]]:
-        """(source location, files) of every table and partition of a bootstrap dump, one at a time (a
-        million partitions are never held as a list), an object's listing a page at a time: one of many
-        files comes as several pairs of its location and a page of its files."""
+    def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> Iterator[DumpedObject]:
+        """(source location, files, own listing) of every table and partition of a bootstrap dump, one at a
+        time (a million partitions are never held as a list), an object's listing a page at a time: one of
+        many files comes as several of its location and a page of its files."""
         for relative in dump.metadata_files(meta.db_name):
             found = DumpLayout.entry(relative)
             if found.kind != TABLE or found.table is None:
                 continue  # partitions in their own directories come with their table's
             table = convert(dump.read_json(relative), ObjectMetadata, relative)
             for page in dump.files_pages(relative[: -len(METADATA)] + FILES):
-                yield table.location, page
+                yield DumpedObject(table.location, page)
             for dumped, listing in dump.partition_listings(DumpLayout.table_dir(meta.db_name, found.table)):
                 location = metadata_location(dumped.document, dumped.where)
                 for page in [dumped.files or []] if listing is None else listing:
-                    yield location, page
+                    yield DumpedObject(location, page, own_listing=listing is not None)
 
     @staticmethod
     def _incremental_objects(
         dump: DumpDir, meta: DumpMetadata, pending: PendingEvents, last: int
-    ) -> list[tuple[str | None, Sequence[str]]]:
+    ) -> list[DumpedObject]:
         """(source location, files) of every object the pending events and the dump's bootstrap part write."""
         objects: list[tuple[str | None, Sequence[str]]] = []
         for event_id in pending.ids:
             objects.extend(objects_to_copy(pending.message(dump, event_id)))
         if last < meta.last_event_id:  # tables bootstrapped inside the incremental dump
             objects.extend(bootstrap_part_objects(dump, meta))
-        return objects
+        return [DumpedObject(location, files) for location, files in objects]
 
     def _copy_tasks(
         self,
         target_db: str,
         meta: DumpMetadata,
         source_db_location: str,
-        objects: Iterable[tuple[str | None, Sequence[str]]],
+        objects: Iterable[DumpedObject],
         page: int | None = None,
+        *,
+        version: int | None = None,
     ) -> Iterator[list[CopyTask]]:
         """One task per target path, for ``objects`` of the dump, in pages of ``page`` tasks (None: all in
         one). The last version of a path wins within a page (a bootstrap's pages cut only the listing of
-        one object, which names each of its paths once)."""
+        one object, which names each of its paths once).
+
+        ``version``: the event id a bootstrap names its new versions by. A partition whose listing has its own
+        directory in the dump (more than a page of files) is then copied straight into the version directory
+        it will take (``versioned_location``), under the files' own names, on stores with hard links: no
+        metadata names that directory before the load commits, as for any version the load fills, and its
+        publication then renames nothing (a partition of 1,000,000 files renamed each one)."""
         writer = self._writer(target_db, meta, source_db_location, ApplyStats())
         replica_roots = self.target.cm.files.roots  # the replica's data roots and cmroot: copies stage there
         tasks: dict[str, CopyTask] = {}
-        for source_location, files in objects:
+        for source_location, files, own_listing in objects:
             target_location = writer.mapper.map(source_location)
             if not target_location:
                 continue
+            in_place = (
+                version is not None
+                and own_listing
+                and self.target.cm.files.traits(target_location).hard_links
+            )
+            version_location = versioned_location(target_location, version or 0) if in_place else ""
             roots = (source_location or "", self.source_roots.cmroot)
             for encoded in files:
-                target_uri = join_uri(target_location, relative_path(encoded))
+                rel = relative_path(encoded)
+                # A file in a subdirectory (a union's) is staged at the logical location, as any other copy: a
+                # version's own directory is then the only one copies are placed in.
+                placed = in_place and "/" not in rel
+                target_uri = join_uri(version_location if placed else target_location, rel)
                 tasks[target_uri] = CopyTask(
-                    encoded, target_uri, roots, self.source_roots.cmroot, replica_roots
+                    encoded, target_uri, roots, self.source_roots.cmroot, replica_roots, placed
                 )
                 if page is not None and len(tasks) >= page:
                     yield list(tasks.values())
@@ -444,6 +470,10 @@ class LoadEngine:
         owed = self.target.catalog.intents.owed_copies()
         unused = list(self._ahead.copies.unused(self.target.cm.files, owed))
         discard_staged(self.target.cm.files, unused)
+        made = set(self._ahead.made)
+        for version in self._ahead.copies.untouched_placed():
+            if version in made:  # made by this load's staging, never published: nothing else is in it
+                self.target.cm.files.delete_tree(version)
         remove_empty(self.target.cm.files, self._ahead.made)
         self._ahead = StagedAhead()
 
@@ -485,7 +515,9 @@ class LoadEngine:
 
             def pages() -> Iterator[list[CopyTask]]:  # planned again to remove what was staged, if need be
                 objects = self._bootstrap_objects(dump, meta)
-                return self._copy_tasks(target_db, meta, report.source_db_location, objects, COPY_PAGE)
+                return self._copy_tasks(
+                    target_db, meta, report.source_db_location, objects, COPY_PAGE, version=meta.last_event_id
+                )
 
             self._stage_ahead(dump, pages)
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]

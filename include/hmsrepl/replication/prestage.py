@@ -77,11 +77,12 @@ def stage_ahead(
                     if isinstance(outcome, FileLostError):
                         failed, failures = failed or outcome, failures + 1
                     else:
-                        ahead.copies.add(task.target_uri, outcome)
+                        ahead.copies.add(task.target_uri, outcome, placed=task.in_place)
     except BaseException:
         remove_staged(plan, _deepest_first(ahead.made))
         raise
     ahead.made = _deepest_first(ahead.made)
+    ahead.copies.made(ahead.made)
     if failed is not None and not tolerate_lost:
         remove_staged(plan, ahead.made)
         more = f" ({failures - 1} more files like it)" if failures > 1 else ""
@@ -169,7 +170,7 @@ def remove_staged(pages: TaskPages | Sequence[CopyTask], made: Sequence[str] = (
             if not tasks:
                 continue
             fs = target_files(tasks)
-            staged = sorted({staging_name(task.target_uri) for task in tasks})
+            staged = sorted({task.staged_uri for task in tasks})
             with ThreadPoolExecutor(max_workers=fs.traits(staged[0]).io_parallelism) as pool:
                 list(pool.map(fs.delete, staged))
     finally:

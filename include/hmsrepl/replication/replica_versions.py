@@ -261,6 +261,7 @@ class VersionPublisher:
         while True:
             candidate = versioned_location(logical, self.version, attempt)
             if candidate != (current or "").rstrip("/") and candidate not in self._created:
+                self.copied_ahead.claim(candidate)  # copies staged in it are this version's now
                 return candidate
             attempt += 1
 
@@ -451,7 +452,11 @@ class VersionPublisher:
         """
         fs = self._files_view()
         new = self._new_version(logical, None)
-        left = {} if fs.make_directory(new) else fs.stat_tree(new)  # an interrupted attempt's files
+        # Copies staged ahead straight into this version (``CopyTask.in_place``) are taken where they are; in
+        # a version the staging made, nothing else can be there to look for.
+        placed = self.copied_ahead.placed_in(new)
+        made_now = placed or fs.make_directory(new)
+        left = {} if made_now else fs.stat_tree(new)  # an interrupted attempt's files
         self._created[new] = None
         allowed = below_any(source_location, self.source_cmroot)
         for page in pages:
@@ -462,9 +467,15 @@ class VersionPublisher:
                     rel = relative_path(encoded)
                     target_uri = join_uri(new, rel)
                     stat = left.pop(rel, None)
-                    if stat is not None and _same_content(fs, target_uri, stat[0], encoded):
-                        continue
-                    prefetched_at = join_uri(logical, rel)
+                    if (
+                        placed is None
+                        and stat is not None
+                        and _same_content(fs, target_uri, stat[0], encoded)
+                    ):
+                        continue  # a copy staged ahead in this version is taken below: not read again
+                    # Only a file directly in the version is staged in it (``LoadEngine._copy_tasks``).
+                    in_version = placed is not None and "/" not in rel
+                    prefetched_at = target_uri if in_version else join_uri(logical, rel)
                     if not self._copy_in(
                         encoded,
                         target_uri,
@@ -778,6 +789,8 @@ class VersionPublisher:
         ahead = self.copied_ahead.take(prefetched_at, encoded)
         if ahead is None:
             result = None
+        elif ahead.placed and prefetched_at == target_uri:  # staged under its own name in its new version
+            result = ahead
         elif new and opened is not None:
             result = publish_staged_copy(fs, ahead, prefetched_at, target_uri, opened)
         else:

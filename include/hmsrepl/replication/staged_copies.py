@@ -28,8 +28,8 @@ from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import STAGING_PREFIX, staging_name
 
-FROM_CMROOT, PREFETCHED = 1, 2
-FLAGS = FROM_CMROOT | PREFETCHED
+FROM_CMROOT, PREFETCHED, PLACED = 1, 2, 4
+FLAGS = FROM_CMROOT | PREFETCHED | PLACED
 RUN = 65_536  # keys sorted at a time while copies are added
 
 
@@ -92,15 +92,25 @@ class StagedCopies:
 
     def __init__(self) -> None:
         self._directories: dict[str, _Directory] = {}
+        self._placed: set[str] = set()  # directories holding copies under their own names (new versions)
+        self._made: set[str] = set()  # those of them the staging made (nothing else is in them)
+        self._claimed: set[str] = set()  # those of them the load made its version in (``claim``)
         self._count = 0
 
-    def add(self, target_uri: str, result: CopyResult) -> None:
+    def add(self, target_uri: str, result: CopyResult, *, placed: bool = False) -> None:
+        """``placed``: the copy is under ``target_uri`` itself, in a new version (``CopyTask.in_place``)."""
         parent, _, name = target_uri.rpartition("/")
         directory = self._directories.get(parent)
         if directory is None:
             directory = self._directories[parent] = _Directory()
-        flags = (FROM_CMROOT if result.from_cmroot else 0) | (PREFETCHED if result.prefetched else 0)
+        flags = (
+            (FROM_CMROOT if result.from_cmroot else 0)
+            | (PREFETCHED if result.prefetched else 0)
+            | (PLACED if placed else 0)
+        )
         directory.add(_key(name) | flags)
+        if placed:
+            self._placed.add(parent)
         self._count += 1
 
     def take(self, target_uri: str, encoded: str) -> CopyResult | None:
@@ -116,12 +126,40 @@ class StagedCopies:
         self._count -= 1
         if not self._count:
             self._directories.clear()  # every copy was published: nothing more to hold
+            self._placed.clear()
+            self._made.clear()
+            self._claimed.clear()
         checksum = checksum_of(encoded)
         size = checksum_size(checksum) if checksum else 0
-        return CopyResult(target_uri, "", size, bool(flags & FROM_CMROOT), bool(flags & PREFETCHED))
+        return CopyResult(
+            target_uri, "", size, bool(flags & FROM_CMROOT), bool(flags & PREFETCHED), bool(flags & PLACED)
+        )
 
     def __len__(self) -> int:
         return self._count
+
+    def made(self, directories: Collection[str]) -> None:
+        """The staging made ``directories``: a new version among them holds only the copies placed in it."""
+        self._made = self._placed.intersection(directories)
+
+    def placed_in(self, directory: str) -> bool | None:
+        """Whether copies were staged in ``directory`` under their own names (``CopyTask.in_place``): None
+        when none were, True when the staging made the directory (it holds nothing else), else False (it was
+        there before, e.g. an interrupted attempt's)."""
+        if directory not in self._placed:
+            return None
+        return directory in self._made
+
+    def claim(self, directory: str) -> None:
+        """The load makes a version named ``directory``: the copies placed there are that version's now (taken
+        by it, kept or removed as it finds them), never removed as unused (``untouched_placed``)."""
+        if directory in self._placed:
+            self._claimed.add(directory)
+
+    def untouched_placed(self) -> list[str]:
+        """The new versions copies were staged in under their own names that the load never made: versions it
+        never published (it failed first, or left the object stale), nothing of them named by any metadata."""
+        return [parent for parent in self._placed if parent not in self._claimed]
 
     def directories(self) -> list[str]:
         """The directories copies were staged in."""
