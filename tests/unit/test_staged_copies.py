@@ -6,7 +6,7 @@ import tracemalloc
 from pathlib import Path
 
 from hmsrepl.replication.filecopy import CopyResult
-from hmsrepl.replication.staged_copies import RUN, StagedCopies
+from hmsrepl.replication.staged_copies import RUN, StagedCopies, key_sum
 from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import staging_name
 
@@ -73,3 +73,32 @@ def test_unused_copies_are_the_staged_ones_not_taken_nor_owed(tmp_path: Path) ->
     copies.take(uris[0], _entry("/s/f0"))
     owed = {staging_name(uris[1])}
     assert sorted(copies.unused(fs, owed)) == uris[2:]
+
+
+def test_the_copies_placed_in_a_version_are_taken_at_once_only_when_they_are_the_listing() -> None:
+    version = "/w/t/p=a.hmsrepl-v5"
+    names = [f"part-{i:05d}.parquet" for i in range(1_000)]
+
+    def placed() -> StagedCopies:
+        copies = StagedCopies()
+        for i, name in enumerate(names):
+            copies.add(f"{version}/{name}", [COPIED, FROM_CMROOT][i % 2], placed=True)
+        copies.add("/w/t/p=b/one", COPIED)
+        return copies
+
+    copies = placed()
+    others = [*names[:-1], "part-99999.parquet"]  # as many names, one of them another
+    assert copies.take_placed(version, len(others), key_sum(others)) is None
+    assert copies.take_placed(version, len(names) - 1, key_sum(names[:-1])) is None, "one name short"
+    assert copies.take_placed("/w/t/p=b", 1, key_sum(["one"])) is None, "not placed there"
+    assert len(copies) == len(names) + 1, "nothing taken by a refused call"
+
+    totals = copies.take_placed(version, len(names), key_sum(reversed(names)))  # in any order
+    assert totals is not None
+    assert (totals.files, totals.bytes, totals.from_cmroot) == (len(names), 8 * len(names), len(names) // 2)
+    assert len(copies) == 1
+    assert copies.take(f"{version}/{names[0]}", _entry("/s/x")) is None, "taken already"
+
+    copies = placed()
+    assert copies.take(f"{version}/{names[0]}", _entry("/s/x")) is not None
+    assert copies.take_placed(version, len(names), key_sum(names)) is None, "one was taken by name"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 from array import array
 from bisect import bisect_left
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from hmsrepl.metastore.payloads import checksum_of
@@ -31,6 +31,14 @@ from hmsrepl.storage.staging import STAGING_PREFIX, staging_name
 FROM_CMROOT, PREFETCHED, PLACED = 1, 2, 4
 FLAGS = FROM_CMROOT | PREFETCHED | PLACED
 RUN = 65_536  # keys sorted at a time while copies are added
+KEY_SUM_MASK = (1 << 64) - 1  # sums of keys are kept modulo 2**64
+
+
+def key_sum(names: Iterable[str], start: int = 0) -> int:
+    """The sum of the names' keys (modulo 2**64), added to ``start``: what ``StagedCopies.take_placed``
+    compares with the names placed in a directory. The keys are this process's string hashes (SipHash, with
+    a key drawn when the process starts): names cannot be chosen to make another set's sum."""
+    return (start + sum(_key(name) for name in names)) & KEY_SUM_MASK
 
 
 def _key(name: str) -> int:
@@ -46,6 +54,7 @@ class _Directory:
     keys: array[int] = field(default_factory=lambda: array("q"))
     runs: list[array[int]] = field(default_factory=list)
     taken: bytearray | None = None  # per sorted key; None while keys are still being added
+    totals: PlacedTotals | None = None  # of the copies placed here (``CopyTask.in_place``), all of them
 
     def add(self, key: int) -> None:
         if self.taken is not None:  # looked up already (rare): what is not taken is added to again
@@ -86,6 +95,21 @@ class _Directory:
     def left(self) -> int:
         return len(self.keys) - (sum(self.taken) if self.taken is not None else 0)
 
+    def count(self) -> int:
+        """The names added (taken or not)."""
+        return len(self.keys) + sum(len(run) for run in self.runs)
+
+
+@dataclass
+class PlacedTotals:
+    """What a directory's placed copies add up to, for taking them all at once (``take_placed``)."""
+
+    files: int = 0
+    key_sum: int = 0
+    bytes: int = 0
+    from_cmroot: int = 0
+    prefetched: int = 0
+
 
 class StagedCopies:
     """The copies staged ahead, by planned target URI: ``add`` each, ``take`` each as it is published."""
@@ -111,6 +135,12 @@ class StagedCopies:
         directory.add(_key(name) | flags)
         if placed:
             self._placed.add(parent)
+            totals = directory.totals = directory.totals or PlacedTotals()
+            totals.files += 1
+            totals.key_sum = (totals.key_sum + _key(name)) & KEY_SUM_MASK
+            totals.bytes += result.bytes_copied
+            totals.from_cmroot += int(result.from_cmroot)
+            totals.prefetched += int(result.prefetched)
         self._count += 1
 
     def take(self, target_uri: str, encoded: str) -> CopyResult | None:
@@ -134,6 +164,26 @@ class StagedCopies:
         return CopyResult(
             target_uri, "", size, bool(flags & FROM_CMROOT), bool(flags & PREFETCHED), bool(flags & PLACED)
         )
+
+    def take_placed(self, directory: str, files: int, names_key_sum: int) -> PlacedTotals | None:
+        """Take every copy placed in ``directory`` at once, when they are ``files`` copies whose names' keys
+        sum to ``names_key_sum`` (``key_sum`` of the listing the load publishes there) and none was taken yet:
+        their totals. None when they are not exactly those names: nothing is taken then, and each is taken by
+        name (``take``), as any copy staged ahead."""
+        held = self._directories.get(directory)
+        totals = held.totals if held is not None else None
+        if held is None or totals is None or held.taken is not None:
+            return None
+        if (totals.files, totals.key_sum) != (files, names_key_sum) or totals.files != held.count():
+            return None
+        del self._directories[directory]
+        self._count -= totals.files
+        if not self._count:
+            self._directories.clear()
+            self._placed.clear()
+            self._made.clear()
+            self._claimed.clear()
+        return totals
 
     def __len__(self) -> int:
         return self._count

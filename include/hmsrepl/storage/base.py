@@ -398,7 +398,13 @@ class StoreTraits:
 
 def store_traits(uri: str) -> StoreTraits:
     """The traits of the store ``uri`` names (no I/O: its scheme and registered prefixes decide)."""
-    fs = filesystem_for(uri)
+    return _traits_of(filesystem_for(uri))
+
+
+@functools.lru_cache(maxsize=64)
+def _traits_of(fs: FileSystem) -> StoreTraits:
+    """A store's traits, made once per store: they are its class's constants, and a load asks them per file
+    (a partition of 1,000,000 files made three million of them)."""
     return StoreTraits(
         fs.io_parallelism,
         fs.move_keeps_mtime,
