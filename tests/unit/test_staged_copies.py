@@ -95,7 +95,11 @@ def test_the_copies_placed_in_a_version_are_taken_at_once_only_when_they_are_the
 
     totals = copies.take_placed(version, len(names), key_sum(reversed(names)))  # in any order
     assert totals is not None
-    assert (totals.files, totals.bytes, totals.from_cmroot) == (len(names), 8 * len(names), len(names) // 2)
+    assert (totals.files_copied, totals.bytes_copied, totals.files_from_cmroot) == (
+        len(names),
+        8 * len(names),
+        len(names) // 2,
+    )
     assert len(copies) == 1
     assert copies.take(f"{version}/{names[0]}", _entry("/s/x")) is None, "taken already"
 

@@ -6,7 +6,9 @@ that table's copy is verified, after the load committed the database and the fir
 no more than copying during the load: each file is read from the source and written to its staging name once,
 here, and the load then only publishes it (``filecopy.copy_verified`` takes a verified staged copy as it
 finds it). When one file's content does not match, every copy staged here is removed again, with the
-directories made for them, and the dump is refused.
+directories made for them, and the dump is refused. A task ``in_place`` (a bootstrap's big partition) is
+staged under its own name in the new version the load will publish, which no metadata names yet: the load
+then has nothing to rename for it (``StagedCopies.take_placed``).
 """
 
 from __future__ import annotations

@@ -514,10 +514,7 @@ class VersionPublisher:
         totals = self.copied_ahead.take_placed(new, files, names_sum)
         if totals is None:
             return False, others
-        self.stats.files_copied += totals.files
-        self.stats.bytes_copied += totals.bytes
-        self.stats.files_from_cmroot += totals.from_cmroot
-        self.stats.files_prefetched += totals.prefetched
+        self.stats.add(totals)
         return True, others
 
     def _publish_in_place(

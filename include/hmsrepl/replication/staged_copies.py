@@ -11,6 +11,9 @@ Two names whose keys agree (one pair in some 10**10 for a directory of 1,000,000
 load try to adopt a copy that is not there, which it tells (``adopt_staged_copy`` answers None and the file is
 copied as usual), or leave one unused copy for the next sweep of staged leftovers. The hash is this
 process's (``hash`` of the name): keys are made and looked up by the load process alone.
+
+Copies *placed* in a new version under their own names (``CopyTask.in_place``) are counted apart as well: the
+load takes them all at once when their count and the sum of their keys are its listing's (``take_placed``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from hmsrepl.metastore.payloads import checksum_of
+from hmsrepl.replication.apply_stats import ApplyStats
 from hmsrepl.replication.filecopy import CopyResult
 from hmsrepl.storage.base import path_key
 from hmsrepl.storage.checksum import checksum_size
@@ -54,7 +58,8 @@ class _Directory:
     keys: array[int] = field(default_factory=lambda: array("q"))
     runs: list[array[int]] = field(default_factory=list)
     taken: bytearray | None = None  # per sorted key; None while keys are still being added
-    totals: PlacedTotals | None = None  # of the copies placed here (``CopyTask.in_place``), all of them
+    placed: ApplyStats | None = None  # what the copies placed here add up to (``CopyTask.in_place``)
+    placed_keys: int = 0  # the sum of their keys (``key_sum``)
 
     def add(self, key: int) -> None:
         if self.taken is not None:  # looked up already (rare): what is not taken is added to again
@@ -100,17 +105,6 @@ class _Directory:
         return len(self.keys) + sum(len(run) for run in self.runs)
 
 
-@dataclass
-class PlacedTotals:
-    """What a directory's placed copies add up to, for taking them all at once (``take_placed``)."""
-
-    files: int = 0
-    key_sum: int = 0
-    bytes: int = 0
-    from_cmroot: int = 0
-    prefetched: int = 0
-
-
 class StagedCopies:
     """The copies staged ahead, by planned target URI: ``add`` each, ``take`` each as it is published."""
 
@@ -135,12 +129,12 @@ class StagedCopies:
         directory.add(_key(name) | flags)
         if placed:
             self._placed.add(parent)
-            totals = directory.totals = directory.totals or PlacedTotals()
-            totals.files += 1
-            totals.key_sum = (totals.key_sum + _key(name)) & KEY_SUM_MASK
-            totals.bytes += result.bytes_copied
-            totals.from_cmroot += int(result.from_cmroot)
-            totals.prefetched += int(result.prefetched)
+            totals = directory.placed = directory.placed or ApplyStats()
+            totals.files_copied += 1
+            totals.bytes_copied += result.bytes_copied
+            totals.files_from_cmroot += int(result.from_cmroot)
+            totals.files_prefetched += int(result.prefetched)
+            directory.placed_keys = (directory.placed_keys + _key(name)) & KEY_SUM_MASK
         self._count += 1
 
     def take(self, target_uri: str, encoded: str) -> CopyResult | None:
@@ -165,19 +159,19 @@ class StagedCopies:
             target_uri, "", size, bool(flags & FROM_CMROOT), bool(flags & PREFETCHED), bool(flags & PLACED)
         )
 
-    def take_placed(self, directory: str, files: int, names_key_sum: int) -> PlacedTotals | None:
+    def take_placed(self, directory: str, files: int, names_key_sum: int) -> ApplyStats | None:
         """Take every copy placed in ``directory`` at once, when they are ``files`` copies whose names' keys
         sum to ``names_key_sum`` (``key_sum`` of the listing the load publishes there) and none was taken yet:
-        their totals. None when they are not exactly those names: nothing is taken then, and each is taken by
-        name (``take``), as any copy staged ahead."""
+        what they count. None when they are not exactly those names: nothing is taken then, and each is taken
+        by name (``take``), as any copy staged ahead."""
         held = self._directories.get(directory)
-        totals = held.totals if held is not None else None
+        totals = held.placed if held is not None else None
         if held is None or totals is None or held.taken is not None:
             return None
-        if (totals.files, totals.key_sum) != (files, names_key_sum) or totals.files != held.count():
+        if (totals.files_copied, held.placed_keys) != (files, names_key_sum) or files != held.count():
             return None
         del self._directories[directory]
-        self._count -= totals.files
+        self._count -= files
         if not self._count:
             self._directories.clear()
             self._placed.clear()
