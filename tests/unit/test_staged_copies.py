@@ -6,7 +6,7 @@ import tracemalloc
 from pathlib import Path
 
 from hmsrepl.replication.filecopy import CopyResult
-from hmsrepl.replication.staged_copies import RUN, StagedCopies, key_sum
+from hmsrepl.replication.staged_copies import RUN, StagedCopies, add_names, names_digest
 from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.storage.staging import staging_name
 
@@ -75,6 +75,12 @@ def test_unused_copies_are_the_staged_ones_not_taken_nor_owed(tmp_path: Path) ->
     assert sorted(copies.unused(fs, owed)) == uris[2:]
 
 
+def _digest(names: list[str]) -> bytes:
+    digest = names_digest()
+    add_names(digest, names)
+    return digest.digest()
+
+
 def test_the_copies_placed_in_a_version_are_taken_at_once_only_when_they_are_the_listing() -> None:
     version = "/w/t/p=a.hmsrepl-v5"
     names = [f"part-{i:05d}.parquet" for i in range(1_000)]
@@ -88,12 +94,15 @@ def test_the_copies_placed_in_a_version_are_taken_at_once_only_when_they_are_the
 
     copies = placed()
     others = [*names[:-1], "part-99999.parquet"]  # as many names, one of them another
-    assert copies.take_placed(version, len(others), key_sum(others)) is None
-    assert copies.take_placed(version, len(names) - 1, key_sum(names[:-1])) is None, "one name short"
-    assert copies.take_placed("/w/t/p=b", 1, key_sum(["one"])) is None, "not placed there"
+    assert copies.take_placed(version, len(others), _digest(others)) is None
+    assert copies.take_placed(version, len(names) - 1, _digest(names[:-1])) is None, "one name short"
+    assert copies.take_placed(version, len(names), _digest(names[::-1])) is None, "another order"
+    joined = [names[0] + names[1], *names[2:], ""]  # the same characters cut elsewhere
+    assert copies.take_placed(version, len(joined), _digest(joined)) is None
+    assert copies.take_placed("/w/t/p=b", 1, _digest(["one"])) is None, "not placed there"
     assert len(copies) == len(names) + 1, "nothing taken by a refused call"
 
-    totals = copies.take_placed(version, len(names), key_sum(reversed(names)))  # in any order
+    totals = copies.take_placed(version, len(names), _digest(names))
     assert totals is not None
     assert (totals.files_copied, totals.bytes_copied, totals.files_from_cmroot) == (
         len(names),
@@ -105,4 +114,4 @@ def test_the_copies_placed_in_a_version_are_taken_at_once_only_when_they_are_the
 
     copies = placed()
     assert copies.take(f"{version}/{names[0]}", _entry("/s/x")) is not None
-    assert copies.take_placed(version, len(names), key_sum(names)) is None, "one was taken by name"
+    assert copies.take_placed(version, len(names), _digest(names)) is None, "one was taken by name"

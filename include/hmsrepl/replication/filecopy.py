@@ -78,9 +78,8 @@ class CopyResult:
     bytes_copied: int
     from_cmroot: bool
     prefetched: bool = False
-    placed: bool = (
-        False  # staged under its own name in its new version (``CopyTask.in_place``): no rename left
-    )
+    #: Staged under its own name in its new version (``CopyTask.in_place``): no rename left to do.
+    placed: bool = False
 
 
 def copy_verified(
@@ -327,9 +326,7 @@ class CopyRunner:
             source=source,
             fresh=fresh,
         )
-        if (
-            task.in_place
-        ):  # a copy made by full paths waits under its staged name: renamed in its unnamed version
+        if task.in_place:  # made by full paths, under its staged name: renamed in its unnamed version
             publish(target, task.target_uri)
         return result
 

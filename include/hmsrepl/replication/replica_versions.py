@@ -79,7 +79,7 @@ from hmsrepl.replication.replica_files import (
     stamp_of,
     unchanged,
 )
-from hmsrepl.replication.staged_copies import StagedCopies, key_sum
+from hmsrepl.replication.staged_copies import StagedCopies, add_names, names_digest
 from hmsrepl.storage.base import FileIdentity, join_uri, parent_uri, relative_to
 from hmsrepl.storage.checksum import checksum_size
 from hmsrepl.storage.directory_copies import OpenDirectories
@@ -504,14 +504,15 @@ class VersionPublisher:
         """Take every copy the staging placed in the new version ``new`` (a directory it made) at once, when
         they are exactly the listing's files directly in it, counted: whether they were, and how many of the
         listing's files lie in subdirectories (staged apart, each taken by name). A partition of 1,000,000
-        files looked each one up (``StagedCopies.take``): here one walk of the listing adds up its names."""
-        files = others = names_sum = 0
+        files looked each one up (``StagedCopies.take``): here one walk of the listing digests its names."""
+        files = others = 0
+        digest = names_digest()
         for page in pages:
             names = [rel for rel in map(relative_path, page) if "/" not in rel]
             files, others = files + len(names), others + len(page) - len(names)
-            names_sum = key_sum(names, names_sum)
+            add_names(digest, names)
             fault_point()
-        totals = self.copied_ahead.take_placed(new, files, names_sum)
+        totals = self.copied_ahead.take_placed(new, files, digest.digest())
         if totals is None:
             return False, others
         self.stats.add(totals)

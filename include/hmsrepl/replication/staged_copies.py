@@ -13,11 +13,12 @@ copied as usual), or leave one unused copy for the next sweep of staged leftover
 process's (``hash`` of the name): keys are made and looked up by the load process alone.
 
 Copies *placed* in a new version under their own names (``CopyTask.in_place``) are counted apart as well: the
-load takes them all at once when their count and the sum of their keys are its listing's (``take_placed``).
+load takes them all at once when their count and a digest of their names are its listing's (``take_placed``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 from array import array
 from bisect import bisect_left
@@ -35,14 +36,19 @@ from hmsrepl.storage.staging import STAGING_PREFIX, staging_name
 FROM_CMROOT, PREFETCHED, PLACED = 1, 2, 4
 FLAGS = FROM_CMROOT | PREFETCHED | PLACED
 RUN = 65_536  # keys sorted at a time while copies are added
-KEY_SUM_MASK = (1 << 64) - 1  # sums of keys are kept modulo 2**64
 
 
-def key_sum(names: Iterable[str], start: int = 0) -> int:
-    """The sum of the names' keys (modulo 2**64), added to ``start``: what ``StagedCopies.take_placed``
-    compares with the names placed in a directory. The keys are this process's string hashes (SipHash, with
-    a key drawn when the process starts): names cannot be chosen to make another set's sum."""
-    return (start + sum(_key(name) for name in names)) & KEY_SUM_MASK
+def names_digest() -> hashlib.blake2b:
+    """A digest of names in order (``add_names``): what ``StagedCopies.take_placed`` compares with the names
+    placed in a directory, in the order they were staged. A cryptographic one (BLAKE2b), so no other list
+    of names can be made to match, whatever the process's string hashes are seeded with."""
+    return hashlib.blake2b(digest_size=16)
+
+
+def add_names(digest: hashlib.blake2b, names: Iterable[str]) -> None:
+    """Add ``names`` to ``digest``, each as its length and its UTF-8 bytes (no separator to forge)."""
+    encoded = [name.encode("utf-8", "surrogatepass") for name in names]
+    digest.update(b"".join(len(name).to_bytes(4, "big") + name for name in encoded))
 
 
 def _key(name: str) -> int:
@@ -59,7 +65,7 @@ class _Directory:
     runs: list[array[int]] = field(default_factory=list)
     taken: bytearray | None = None  # per sorted key; None while keys are still being added
     placed: ApplyStats | None = None  # what the copies placed here add up to (``CopyTask.in_place``)
-    placed_keys: int = 0  # the sum of their keys (``key_sum``)
+    placed_names: hashlib.blake2b | None = None  # a digest of their names in staging order (``names_digest``)
 
     def add(self, key: int) -> None:
         if self.taken is not None:  # looked up already (rare): what is not taken is added to again
@@ -134,7 +140,9 @@ class StagedCopies:
             totals.bytes_copied += result.bytes_copied
             totals.files_from_cmroot += int(result.from_cmroot)
             totals.files_prefetched += int(result.prefetched)
-            directory.placed_keys = (directory.placed_keys + _key(name)) & KEY_SUM_MASK
+            if directory.placed_names is None:
+                directory.placed_names = names_digest()
+            add_names(directory.placed_names, (name,))
         self._count += 1
 
     def take(self, target_uri: str, encoded: str) -> CopyResult | None:
@@ -159,16 +167,21 @@ class StagedCopies:
             target_uri, "", size, bool(flags & FROM_CMROOT), bool(flags & PREFETCHED), bool(flags & PLACED)
         )
 
-    def take_placed(self, directory: str, files: int, names_key_sum: int) -> ApplyStats | None:
-        """Take every copy placed in ``directory`` at once, when they are ``files`` copies whose names' keys
-        sum to ``names_key_sum`` (``key_sum`` of the listing the load publishes there) and none was taken yet:
-        what they count. None when they are not exactly those names: nothing is taken then, and each is taken
-        by name (``take``), as any copy staged ahead."""
+    def take_placed(self, directory: str, files: int, names: bytes) -> ApplyStats | None:
+        """Take every copy placed in ``directory`` at once, when they are ``files`` copies whose names, in the
+        order they were staged, have the digest ``names`` (of the listing the load publishes there, walked in
+        its order: ``names_digest``) and none was taken yet: what they count. None when they are not exactly
+        those names: nothing is taken then, and each is taken by name (``take``), as any copy staged ahead."""
         held = self._directories.get(directory)
         totals = held.placed if held is not None else None
         if held is None or totals is None or held.taken is not None:
             return None
-        if (totals.files_copied, held.placed_keys) != (files, names_key_sum) or files != held.count():
+        if (
+            totals.files_copied != files
+            or files != held.count()
+            or held.placed_names is None
+            or held.placed_names.digest() != names
+        ):
             return None
         del self._directories[directory]
         self._count -= files
