@@ -470,10 +470,8 @@ class LoadEngine:
         owed = self.target.catalog.intents.owed_copies()
         unused = list(self._ahead.copies.unused(self.target.cm.files, owed))
         discard_staged(self.target.cm.files, unused)
-        made = set(self._ahead.made)
-        for version in self._ahead.copies.untouched_placed():
-            if version in made:  # made by this load's staging, never published: nothing else is in it
-                self.target.cm.files.delete_tree(version)
+        for version in self._ahead.copies.untouched_placed():  # made by the staging, never published
+            self.target.cm.files.delete_tree(version)
         remove_empty(self.target.cm.files, self._ahead.made)
         self._ahead = StagedAhead()
 

@@ -47,8 +47,13 @@ def names_digest() -> hashlib.blake2b:
 
 def add_names(digest: hashlib.blake2b, names: Iterable[str]) -> None:
     """Add ``names`` to ``digest``, each as its length and its UTF-8 bytes (no separator to forge)."""
-    encoded = [name.encode("utf-8", "surrogatepass") for name in names]
-    digest.update(b"".join(len(name).to_bytes(4, "big") + name for name in encoded))
+    digest.update(b"".join(map(_framed, names)))
+
+
+def _framed(name: str) -> bytes:
+    """A name as ``add_names`` digests it: its length, then its UTF-8 bytes."""
+    encoded = name.encode("utf-8", "surrogatepass")
+    return len(encoded).to_bytes(4, "big") + encoded
 
 
 def _key(name: str) -> int:
@@ -116,9 +121,10 @@ class StagedCopies:
 
     def __init__(self) -> None:
         self._directories: dict[str, _Directory] = {}
-        self._placed: set[str] = set()  # directories holding copies under their own names (new versions)
-        self._made: set[str] = set()  # those of them the staging made (nothing else is in them)
-        self._claimed: set[str] = set()  # those of them the load made its version in (``claim``)
+        # The directories holding copies under their own names (new versions) that the staging made, and
+        # those of them the load made its version in (``claim``).
+        self._made: set[str] = set()
+        self._claimed: set[str] = set()
         self._count = 0
 
     def add(self, target_uri: str, result: CopyResult, *, placed: bool = False) -> None:
@@ -134,7 +140,6 @@ class StagedCopies:
         )
         directory.add(_key(name) | flags)
         if placed:
-            self._placed.add(parent)
             totals = directory.placed = directory.placed or ApplyStats()
             totals.files_copied += 1
             totals.bytes_copied += result.bytes_copied
@@ -142,7 +147,7 @@ class StagedCopies:
             totals.files_prefetched += int(result.prefetched)
             if directory.placed_names is None:
                 directory.placed_names = names_digest()
-            add_names(directory.placed_names, (name,))
+            directory.placed_names.update(_framed(name))
         self._count += 1
 
     def take(self, target_uri: str, encoded: str) -> CopyResult | None:
@@ -155,12 +160,7 @@ class StagedCopies:
         flags = directory.take(name) if directory is not None else None
         if flags is None:
             return None
-        self._count -= 1
-        if not self._count:
-            self._directories.clear()  # every copy was published: nothing more to hold
-            self._placed.clear()
-            self._made.clear()
-            self._claimed.clear()
+        self._taken(1)
         checksum = checksum_of(encoded)
         size = checksum_size(checksum) if checksum else 0
         return CopyResult(
@@ -184,39 +184,47 @@ class StagedCopies:
         ):
             return None
         del self._directories[directory]
-        self._count -= files
+        self._taken(files)
+        return totals
+
+    def _taken(self, copies: int) -> None:
+        """``copies`` more were taken: once none is left, nothing more is held."""
+        self._count -= copies
         if not self._count:
             self._directories.clear()
-            self._placed.clear()
             self._made.clear()
             self._claimed.clear()
-        return totals
 
     def __len__(self) -> int:
         return self._count
 
     def made(self, directories: Collection[str]) -> None:
         """The staging made ``directories``: a new version among them holds only the copies placed in it."""
-        self._made = self._placed.intersection(directories)
+        self._made = {directory for directory in directories if self._placed(directory)}
+
+    def _placed(self, directory: str) -> bool:
+        held = self._directories.get(directory)
+        return held is not None and held.placed is not None
 
     def placed_in(self, directory: str) -> bool | None:
         """Whether copies were staged in ``directory`` under their own names (``CopyTask.in_place``): None
         when none were, True when the staging made the directory (it holds nothing else), else False (it was
         there before, e.g. an interrupted attempt's)."""
-        if directory not in self._placed:
+        if not self._placed(directory):
             return None
         return directory in self._made
 
     def claim(self, directory: str) -> None:
         """The load makes a version named ``directory``: the copies placed there are that version's now (taken
         by it, kept or removed as it finds them), never removed as unused (``untouched_placed``)."""
-        if directory in self._placed:
+        if directory in self._made:
             self._claimed.add(directory)
 
     def untouched_placed(self) -> list[str]:
-        """The new versions copies were staged in under their own names that the load never made: versions it
-        never published (it failed first, or left the object stale), nothing of them named by any metadata."""
-        return [parent for parent in self._placed if parent not in self._claimed]
+        """The new versions the staging made and placed copies in that the load never made: versions it never
+        published (it failed first, or left the object stale), nothing of them named by any metadata and
+        nothing else in them, to be removed whole."""
+        return [directory for directory in self._made if directory not in self._claimed]
 
     def directories(self) -> list[str]:
         """The directories copies were staged in."""
