@@ -60,7 +60,7 @@ def scene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scene]:
     monkeypatch.setattr("hmsrepl.replication.layout.PAGE_FILES", 10)  # the partition gets its own _files
     monkeypatch.setattr("hmsrepl.replication.layout.LISTING_PAGE", LISTING_PAGE)
     monkeypatch.setattr("hmsrepl.replication.dump_snapshot_checks.FILES_PAGE", FILES_PAGE)
-    monkeypatch.setattr("hmsrepl.replication.load.COPY_PAGE", COPY_PAGE)
+    monkeypatch.setattr("hmsrepl.replication.staging_along.COPY_PAGE", COPY_PAGE)
     checked: list[int] = []
     staged: list[int] = []
     real_check, real_stage = Preflight.check, prestage._stage_page

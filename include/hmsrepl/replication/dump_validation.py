@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from hmsrepl.formats.paths import show
@@ -154,7 +155,10 @@ class DumpValidator:
     ``file_pages``: given the checked file entries of what will be applied a page at a time
     (``dump_snapshot_checks.FILES_PAGE`` at most, each entry after its own checks), while the walk goes on:
     the load's pre-flight looks at each page then, so a dump's files are never held whole (a partition of
-    1,000,000 files held them all, some 235 MB, until the walk ended).
+    1,000,000 files held them all, some 235 MB, until the walk ended). ``own_listing_pages(document, where,
+    page)``: given each page of a bootstrap's partition in a directory of its own (``DumpDir.own_listings``,
+    in that order) once the page passed its checks and ``file_pages``, for the load to copy while the walk
+    goes on; what the walk refuses later is for the load to undo.
     """
 
     def __init__(
@@ -165,9 +169,11 @@ class DumpValidator:
         place: Callable[[str], TargetPlace],
         known_event_types: Collection[str],
         file_pages: Callable[[list[str]], None] | None = None,
+        own_listing_pages: Callable[[dict[str, Any], str, list[str]], None] | None = None,
     ) -> None:
         """``place(source_db_location)`` gives the target side once the source database location is known."""
         self.dump, self.meta = dump, meta
+        self.own_listing_pages = own_listing_pages
         self.limits: DumpLimits = dump.limits
         self._place_for = place
         self.report = ValidationReport()
@@ -304,13 +310,24 @@ class DumpValidator:
             raise self.fail(prefix + relative, "is not a JSON object")
         return body, size
 
-    def _listing(self, dump: DumpDir, relative: str, location: str | None, where: str) -> None:
+    def _listing(
+        self,
+        dump: DumpDir,
+        relative: str,
+        location: str | None,
+        where: str,
+        checked: Callable[[list[str]], None] | None = None,
+    ) -> None:
         """The ``_files`` listing at ``relative`` of the object at ``location``, checked a page at a time
-        (bounded in size: DumpDir.limits), naming each file once (``ListingRepeats``)."""
+        (bounded in size: DumpDir.limits), naming each file once (``ListingRepeats``). ``checked``: given each
+        page once its entries passed their checks and the pre-flight looked at them."""
         repeats = ListingRepeats()
         for page in dump.files_pages(relative):
             self.checks.object_files(page, location, where)
             repeats.add(page)
+            if checked is not None:
+                self.checks.pass_files()
+                checked(page)
         self._named_once(repeats.repeated(lambda: dump.files_pages(relative)), where)
 
     def _named_once(self, repeated: str, where: str) -> None:
@@ -329,9 +346,7 @@ class DumpValidator:
         managed: set[str] = set()
         owners = DumpOwnership()  # managed tables' and partitions' locations: each must own its own
         own_dirs: dict[str, set[str]] = {}  # partitions in their own directories, by table
-        listed = list(dump.metadata_files(base))
-        # tables before partitions: a partition directory may sort before its table's _metadata ('%', digits)
-        for relative in sorted(listed, key=lambda rel: rel.count("/")):
+        for relative in dump.tree_order(base):
             found = DumpLayout.entry(relative)
             where = shown + relative
             if found.kind == DATABASE and relative == DumpLayout.database(self.meta.db_name):
@@ -370,7 +385,9 @@ class DumpValidator:
                 own_dirs.setdefault(found.table, set()).add(dumped_partition_name(keys, part))
                 if found.table in managed:
                     owners.partition(found.table, dumped_partition_name(keys, part), location)
-                self._listing(dump, files_at, location, shown + files_at)
+                own = self.own_listing_pages if prefix is None else None  # a bootstrap's own tree
+                checked = None if own is None else partial(own, doc, where)
+                self._listing(dump, files_at, location, shown + files_at, checked)
         self._pages(dump, base, shown, tables, managed, owners, own_dirs)
         self._count_partitions(*own_dirs.values())  # tables without pages
         conflict = owners.conflict()

@@ -221,7 +221,7 @@ class CopyTask:
     #: The replica's roots the copy may be staged in (its warehouse and data roots, cmroot).
     target_roots: tuple[str, ...] = ()
     #: ``target_uri`` lies in a new version directory that no metadata names until the load commits (a
-    #: bootstrap's big listing, ``LoadEngine._copy_tasks``): the copy is written under its own name there,
+    #: bootstrap's big listing, ``CopyPlanner.pages``): the copy is written under its own name there,
     #: and the load has no rename left to do for it.
     in_place: bool = False
 

@@ -484,6 +484,18 @@ class DumpDir:
         """Relative paths of every ``_metadata`` below ``relative``, sorted."""
         yield from sorted(name for name in self.files_below(relative) if name.rsplit("/", 1)[-1] == METADATA)
 
+    def tree_order(self, relative: str) -> list[str]:
+        """``metadata_files`` of ``relative`` shallowest first, as a bootstrap's tree is walked: a table before
+        its partitions, whose directories may sort before its ``_metadata`` ('%', digits)."""
+        return sorted(self.metadata_files(relative), key=lambda rel: rel.count("/"))
+
+    def own_listings(self, db: str) -> Iterator[tuple[str, Iterator[list[str]]]]:
+        """The partitions of a bootstrap's ``db`` in directories of their own (``_metadata`` path, listing in
+        pages), in the order of ``tree_order``: the order its validation hands their pages on."""
+        for relative in self.tree_order(db):
+            if DumpLayout.entry(relative).kind == PARTITION:
+                yield relative, self.files_pages(DumpLayout.files_of(relative))
+
     def event_segments(self, layout_format: int) -> list[tuple[int, str]]:
         """Each segment's first event id and path, in event id order (format 1: each event's ``_metadata``)."""
         segments = []

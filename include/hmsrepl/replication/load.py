@@ -20,20 +20,20 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from hmsrepl.exceptions import NoSuchDatabaseError
 from hmsrepl.gc_pause import gc_paused, paused_pages, paused_walk
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.database import plan_for_growth
-from hmsrepl.metastore.messages import CreateTableMessage, Message, relative_path
+from hmsrepl.metastore.messages import CreateTableMessage, Message
 from hmsrepl.metastore.model import Database
-from hmsrepl.metastore.payloads import ObjectMetadata, convert, metadata_location
 from hmsrepl.metastore.protection import privileged_call
 from hmsrepl.replication import acid_replay, lost_files, signing
 from hmsrepl.replication.bootstrap_tables import GatheredTable, create_new_tables, gather_table
 from hmsrepl.replication.column_stats import load_column_stats
 from hmsrepl.replication.commands import LoadCommand, parse_policy
+from hmsrepl.replication.copy_plan import CopyPlanner, DumpedObject, bootstrap_objects, own_listing_objects
 from hmsrepl.replication.copy_processes import copy_process_settings, start_early
 from hmsrepl.replication.dir_processes import dir_process_threshold
 from hmsrepl.replication.dir_processes import start_early as start_dir_process_early
@@ -56,17 +56,15 @@ from hmsrepl.replication.event_handlers import (
     objects_to_copy,
 )
 from hmsrepl.replication.failures import explain_load_failure, fault_point
-from hmsrepl.replication.filecopy import CopyTask, available_source, versioned_location
+from hmsrepl.replication.filecopy import CopyTask, available_source
 from hmsrepl.replication.holds import Holds
 from hmsrepl.replication.layout import (
     FILES,
     FUNCTIONS_DIR,
     METADATA,
-    TABLE,
     DumpDir,
     DumpedPartition,
     DumpError,
-    DumpLayout,
     DumpMetadata,
 )
 from hmsrepl.replication.leftovers import Retirement, Retirer, locked_cleanup, own_directories
@@ -74,7 +72,6 @@ from hmsrepl.replication.locations import EXTERNAL_ROOT, LocationMapper
 from hmsrepl.replication.metrics import StageClock
 from hmsrepl.replication.preflight import Preflight
 from hmsrepl.replication.prestage import (
-    COPY_PAGE,
     StagedAhead,
     TaskPages,
     discard_staged,
@@ -94,6 +91,7 @@ from hmsrepl.replication.replica_layout import (
 )
 from hmsrepl.replication.replica_scope import ReplicaScope
 from hmsrepl.replication.source_roots import SourceRoots
+from hmsrepl.replication.staging_along import StagingAlong
 from hmsrepl.replication.table_pool import TableWriters, each_in_parallel, load_parallelism
 from hmsrepl.replication.table_writes import TableWrites
 from hmsrepl.replication.target import (
@@ -120,14 +118,6 @@ TABLES_KIND = "table"  # a bootstrap entry that is a table (functions are FUNCTI
 # the start is an earlier load that did not finish (killed, or failed): this one then sweeps the whole
 # directory at its end, removing what no metadata names (the marks included).
 RUNNING_MARKS_DIR = ".hmsrepl-loads"
-
-
-class DumpedObject(NamedTuple):
-    """A page of the files a dump names for one table or partition, as the load's copies are planned."""
-
-    location: str | None  # the object's source location
-    files: Sequence[str]  # a page of its encoded files
-    own_listing: bool = False  # a partition whose listing has its own directory in the dump (a big one)
 
 
 @dataclass
@@ -173,24 +163,38 @@ class LoadEngine:
 
     # -- pre-flight: the whole dump is checked before the first change ---------------------------------------
     def _validator(
-        self, dump: DumpDir, meta: DumpMetadata, target_db: str, checks: Preflight | None = None
+        self,
+        dump: DumpDir,
+        meta: DumpMetadata,
+        target_db: str,
+        checks: Preflight | None = None,
+        staging: StagingAlong | None = None,
     ) -> DumpValidator:
-        roots = self.source_roots
-        config = self.target.config
+        """``staging``: given the checked pages of the big partitions, to copy while the walk goes on."""
 
         def place(source_db_location: str) -> TargetPlace:
-            db_location = self.target.catalog.default_db_location(target_db)
-            mapper = LocationMapper(
-                roots.warehouse,
-                source_db_location,
-                config.warehouse,
-                db_location,
-                external_root_for(self.target, target_db),
-            )
-            return TargetPlace(config.warehouse, db_location, mapper, cmroot=config.cmroot)
+            mapper = self._mapper(target_db, source_db_location)
+            config = self.target.config
+            return TargetPlace(config.warehouse, mapper.target_db_location, mapper, cmroot=config.cmroot)
 
         return DumpValidator(
-            dump, meta, roots, place, HANDLERS.keys() | NOT_YET_REPLAYED, checks.check if checks else None
+            dump,
+            meta,
+            self.source_roots,
+            place,
+            HANDLERS.keys() | NOT_YET_REPLAYED,
+            checks.check if checks else None,
+            staging.hand_on if staging else None,
+        )
+
+    def _mapper(self, target_db: str, source_db_location: str) -> LocationMapper:
+        """Where the source's locations go in the replica database ``target_db``."""
+        return LocationMapper(
+            source_warehouse=self.source_roots.warehouse,
+            source_db_location=source_db_location,
+            target_warehouse=self.target.config.warehouse,
+            target_db_location=self.target.catalog.default_db_location(target_db),
+            external_root=external_root_for(self.target, target_db),
         )
 
     def verify_signature(self, dump: DumpDir) -> None:
@@ -331,14 +335,7 @@ class LoadEngine:
     def _writer(
         self, target_db: str, meta: DumpMetadata, source_db_location: str, stats: ApplyStats | None
     ) -> TargetWriter:
-        warehouse = self.target.config.warehouse
-        mapper = LocationMapper(
-            source_warehouse=self.source_roots.warehouse,
-            source_db_location=source_db_location,
-            target_warehouse=warehouse,
-            target_db_location=self.target.catalog.default_db_location(target_db),
-            external_root=external_root_for(self.target, target_db),
-        )
+        mapper = self._mapper(target_db, source_db_location)
         return TargetWriter(
             self.target,
             target_db,
@@ -369,13 +366,13 @@ class LoadEngine:
                 return []  # loaded before: load() will do nothing
             self._check_bootstrap_target(target_db, meta)
             source_db_location = self.validate_bootstrap(dump, meta, target_db).source_db_location
-            objects: Iterable[DumpedObject] = self._bootstrap_objects(dump, meta)
+            objects: Iterable[DumpedObject] = bootstrap_objects(dump, meta)
         else:
             db, last = self._check_incremental_target(target_db, meta)
             source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
             pending = self.validate_incremental(dump, meta, target_db, db, last).pending_events
             objects = self._incremental_objects(dump, meta, pending, last)
-        tasks = next(self._copy_tasks(target_db, meta, source_db_location, objects), [])
+        tasks = next(self._planner(target_db, source_db_location).pages(objects), [])
         if (
             lost_files.mode(command.settings) == lost_files.SKIP_OBJECTS
         ):  # the load leaves their objects stale
@@ -383,23 +380,6 @@ class LoadEngine:
             files = self.source_roots.readable
             return [task for task in tasks if available_source(files, task.encoded, cmroot) is not None]
         return tasks
-
-    @staticmethod
-    def _bootstrap_objects(dump: DumpDir, meta: DumpMetadata) -> Iterator[DumpedObject]:
-        """(source location, files, own listing) of every table and partition of a bootstrap dump, one at a
-        time (a million partitions are never held as a list), an object's listing a page at a time: one of
-        many files comes as several of its location and a page of its files."""
-        for relative in dump.metadata_files(meta.db_name):
-            found = DumpLayout.entry(relative)
-            if found.kind != TABLE or found.table is None:
-                continue  # partitions in their own directories come with their table's
-            table = convert(dump.read_json(relative), ObjectMetadata, relative)
-            for page in dump.files_pages(relative[: -len(METADATA)] + FILES):
-                yield DumpedObject(table.location, page)
-            for dumped, listing in dump.partition_listings(DumpLayout.table_dir(meta.db_name, found.table)):
-                location = metadata_location(dumped.document, dumped.where)
-                for page in [dumped.files or []] if listing is None else listing:
-                    yield DumpedObject(location, page, own_listing=listing is not None)
 
     @staticmethod
     def _incremental_objects(
@@ -413,53 +393,11 @@ class LoadEngine:
             objects.extend(bootstrap_part_objects(dump, meta))
         return [DumpedObject(location, files) for location, files in objects]
 
-    def _copy_tasks(
-        self,
-        target_db: str,
-        meta: DumpMetadata,
-        source_db_location: str,
-        objects: Iterable[DumpedObject],
-        page: int | None = None,
-        *,
-        version: int | None = None,
-    ) -> Iterator[list[CopyTask]]:
-        """One task per target path, for ``objects`` of the dump, in pages of ``page`` tasks (None: all in
-        one). The last version of a path wins within a page (a bootstrap's pages cut only the listing of
-        one object, which names each of its paths once).
-
-        ``version``: the event id a bootstrap names its new versions by. A partition whose listing has its own
-        directory in the dump (more than a page of files) is then copied straight into the version directory
-        it will take (``versioned_location``), under the files' own names, on stores with hard links: no
-        metadata names that directory before the load commits, as for any version the load fills, and its
-        publication then renames nothing (a partition of 1,000,000 files renamed each one)."""
-        writer = self._writer(target_db, meta, source_db_location, ApplyStats())
-        replica_roots = self.target.cm.files.roots  # the replica's data roots and cmroot: copies stage there
-        tasks: dict[str, CopyTask] = {}
-        for source_location, files, own_listing in objects:
-            target_location = writer.mapper.map(source_location)
-            if not target_location:
-                continue
-            in_place = (
-                version is not None
-                and own_listing
-                and self.target.cm.files.traits(target_location).hard_links
-            )
-            version_location = versioned_location(target_location, version or 0) if in_place else ""
-            roots = (source_location or "", self.source_roots.cmroot)
-            for encoded in files:
-                rel = relative_path(encoded)
-                # A file in a subdirectory (a union's) is staged at the logical location, as any other copy: a
-                # version's own directory is then the only one copies are placed in.
-                placed = in_place and "/" not in rel
-                target_uri = join_uri(version_location if placed else target_location, rel)
-                tasks[target_uri] = CopyTask(
-                    encoded, target_uri, roots, self.source_roots.cmroot, replica_roots, placed
-                )
-                if page is not None and len(tasks) >= page:
-                    yield list(tasks.values())
-                    tasks = {}
-        if tasks:
-            yield list(tasks.values())
+    def _planner(self, target_db: str, source_db_location: str, version: int | None = None) -> CopyPlanner:
+        """The copy planner of a load into ``target_db`` (``version``: a bootstrap's event id, its big
+        partitions then copied straight into the versions it publishes)."""
+        mapper = self._mapper(target_db, source_db_location)
+        return CopyPlanner(mapper, self.target.cm.files, self.source_roots, version)
 
     def _drop_unused_copies(self) -> None:
         """Remove the copies staged ahead that no committed change still has to publish: those no object
@@ -499,25 +437,41 @@ class LoadEngine:
         result = LoadResult(target_db, meta.last_event_id)
         if already is not None and already >= meta.last_event_id:
             return LoadResult(target_db, already)  # loaded before: nothing to do
-        with self.clock.stage("preflight"):  # the whole dump, before the first change
-            checks = self._preflight(dump, meta)
-            report = self.validate_bootstrap(dump, meta, target_db, checks)
-            traits = self.target.cm.files.traits(self.target.config.warehouse)
-            if not meta.metadata_only and traits.cpu_bound and traits.has_directories:  # a mkdir a version
-                start_dir_process_early(report.most_partitions)
-            if checks is not None:
-                if traits.cpu_bound:
-                    start_early(copy_process_settings(), report.files, report.objects)
-                checks.finish()
-        if not meta.metadata_only and report.files:  # a dump naming no file has nothing to stage
+        checks = self._preflight(dump, meta)
+        validator: list[DumpValidator] = []  # the planner's source database is the walk's to find
 
-            def pages() -> Iterator[list[CopyTask]]:  # planned again to remove what was staged, if need be
-                objects = self._bootstrap_objects(dump, meta)
-                return self._copy_tasks(
-                    target_db, meta, report.source_db_location, objects, COPY_PAGE, version=meta.last_event_id
-                )
+        def planner() -> CopyPlanner:
+            source_db_location = validator[0].report.source_db_location
+            return self._planner(target_db, source_db_location, version=meta.last_event_id)
 
-            self._stage_ahead(dump, pages)
+        staging = None
+        if checks is not None and not self.copies_staged:  # the load copies the dump's files itself
+            staging = StagingAlong(
+                planner,
+                lambda: own_listing_objects(dump, meta),
+                lambda: bootstrap_objects(dump, meta, own_listings=False),
+                dump.uri,
+            )
+        try:
+            with self.clock.stage("preflight"):  # the whole dump, before the first change
+                validator.append(self._validator(dump, meta, target_db, checks, staging))
+                report = validator[0].validate_bootstrap()
+                traits = self.target.cm.files.traits(self.target.config.warehouse)
+                if (
+                    not meta.metadata_only and traits.cpu_bound and traits.has_directories
+                ):  # a mkdir a version
+                    start_dir_process_early(report.most_partitions)
+                if checks is not None:
+                    if traits.cpu_bound:
+                        start_early(copy_process_settings(), report.files, report.objects)
+                    checks.finish()
+        except BaseException:
+            if staging is not None:
+                staging.stop()  # what it staged is removed before the refusal is raised
+            raise
+        if staging is not None and report.files:  # a dump naming no file has nothing to stage
+            with self.clock.stage("copy"):
+                self._ahead = staging.finish()
         source_db = dump.read_json(f"{meta.db_name}/{METADATA}")["database"]
         writer = self._writer(target_db, meta, report.source_db_location, result.stats)
         writer.copied_ahead = self._ahead.copies
@@ -739,7 +693,7 @@ class LoadEngine:
         source_db_location = db.parameters.get(SOURCE_DB_LOCATION, "")
         if not meta.metadata_only:
             objects = self._incremental_objects(dump, meta, pending, last)
-            tasks = next(self._copy_tasks(target_db, meta, source_db_location, objects), [])
+            tasks = next(self._planner(target_db, source_db_location).pages(objects), [])
             self._stage_ahead(dump, tasks, tolerate_lost=lost_mode == lost_files.SKIP_OBJECTS)
         writer = self._writer(target_db, meta, source_db_location, result.stats)
         writer.copied_ahead = self._ahead.copies

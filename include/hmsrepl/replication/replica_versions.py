@@ -466,7 +466,7 @@ class VersionPublisher:
             with contextlib.closing(OpenDirectories()) as opened:
                 for encoded in page:
                     rel = relative_path(encoded)
-                    # Only a file directly in the version is staged in it (``LoadEngine._copy_tasks``).
+                    # Only a file directly in the version is staged in it (``CopyPlanner.pages``).
                     in_version = placed is not None and "/" not in rel
                     if whole and in_version:
                         continue  # taken with the others at once
