@@ -30,6 +30,7 @@ from hmsrepl.replication import prestage
 from hmsrepl.replication.dump_checks import DumpValidationError
 from hmsrepl.replication.dump_validation import DumpValidator
 from hmsrepl.replication.engine import ReplicationEngine
+from hmsrepl.replication.failures import LoadFailedError
 from hmsrepl.replication.filecopy import CopyTask
 from hmsrepl.replication.staging_along import StagingAlong
 from hmsrepl.replication.verify import verify
@@ -126,7 +127,10 @@ def paced(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:
         real_hand_on(self, document, where, page)
         handed_on[0] += len(page)
         deadline = time.monotonic() + 5
+        staging = self._thread
         while scene.staged() < handed_on[0] // COPY_PAGE and time.monotonic() < deadline:
+            if staging is None or not staging.is_alive():  # failed: the next page raises its error
+                return
             time.sleep(0.005)
 
     def stop(self: StagingAlong) -> None:
@@ -212,5 +216,30 @@ def test_a_dump_refused_after_big_partitions_were_staged_leaves_the_replica_as_i
 
     [stopped] = [step for step in scene.steps if step.startswith("stopped")]
     assert stopped != "stopped with 0 staged", f"nothing was staged before the refusal: {scene.steps}"
+    before.assert_same(scene.guarded(), [scene.target])
+    assert "big_dr" not in scene.target.catalog.get_databases()
+
+
+def test_a_staging_that_fails_stops_the_walk_at_once_and_leaves_the_replica_as_it_was(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that fills while the first big partition is staged fails the load then, not after the walk
+    of the rest of the dump (a 1,000,000-file partition's walk takes tens of seconds)."""
+    paced_stage = prestage._stage_page
+    calls = [0]
+
+    def full_disk(tasks: Sequence[CopyTask], *args: object) -> object:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise OSError(28, "No space left on device")
+        return paced_stage(tasks, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prestage, "_stage_page", full_disk)
+    before = Untouched.take(scene.guarded(), [scene.target])
+
+    with pytest.raises(LoadFailedError, match="no space left on the target file system"):
+        scene.load()
+
+    assert "walked" not in scene.steps, "the walk went on to the end of the dump"
     before.assert_same(scene.guarded(), [scene.target])
     assert "big_dr" not in scene.target.catalog.get_databases()

@@ -71,7 +71,7 @@ class StagingAlong:
 
     def hand_on(self, document: dict[str, Any], where: str, page: list[str]) -> None:
         """A checked page of the partition ``document`` (its ``_metadata`` at ``where``): staged in turn. A
-        staging that stopped takes no more; its failure is raised by ``finish``."""
+        staging that failed (a copy process killed, a full disk) fails the walk with its error at once."""
         if self._thread is None:
             self._planner = self._make_planner()
             context = contextvars.copy_context()  # the load's privileges, fault points and sync settings
@@ -79,7 +79,9 @@ class StagingAlong:
                 target=context.run, args=(self._stage,), name="hmsrepl-staging", daemon=True
             )
             self._thread.start()
-        self._put(DumpedObject(metadata_location(document, where), page, own_listing=True))
+        if not self._put(DumpedObject(metadata_location(document, where), page, own_listing=True)):
+            assert isinstance(self._outcome, BaseException)  # it ended before the walk handed on _END
+            raise self._outcome
 
     def finish(self) -> StagedAhead:
         """Once the whole dump passed: stage every other object's files, wait, and give what was staged, or
@@ -104,15 +106,16 @@ class StagingAlong:
         if isinstance(self._outcome, StagedAhead):  # not expected: it took _STOP after the last page
             log.warning("staging of '%s' ended as the load stopped", self.dump_uri)
 
-    def _put(self, item: object) -> None:
-        """Hand ``item`` to the staging thread, unless it ended (a failure kept for ``finish``)."""
+    def _put(self, item: object) -> bool:
+        """Hand ``item`` to the staging thread; False when it ended first (its failure is kept)."""
         assert self._thread is not None
         while self._thread.is_alive():
             try:
                 self._pages.put(item, timeout=0.2)
-                return
+                return True
             except queue.Full:
                 continue
+        return False
 
     def _stage(self) -> None:
         """The staging thread: ``stage_ahead`` of the pages as they come (it removes what it staged when it
