@@ -32,6 +32,7 @@ from hmsrepl.replication.dump_validation import DumpValidator
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.failures import LoadFailedError
 from hmsrepl.replication.filecopy import CopyTask
+from hmsrepl.replication.prestage import DumpContentMismatchError
 from hmsrepl.replication.staging_along import StagingAlong
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.local import local_path
@@ -241,5 +242,28 @@ def test_a_staging_that_fails_stops_the_walk_at_once_and_leaves_the_replica_as_i
         scene.load()
 
     assert "walked" not in scene.steps, "the walk went on to the end of the dump"
+    before.assert_same(scene.guarded(), [scene.target])
+    assert "big_dr" not in scene.target.catalog.get_databases()
+
+
+def test_a_checksum_edited_in_a_big_partitions_listing_refuses_the_dump_and_leaves_the_replica_as_it_was(
+    scene: Scene,
+) -> None:
+    """The dump's word for one file of the first big listing is changed to another checksum of the same size:
+    the entry passes every check of the walk, and only its copy, staged while the walk goes on, finds the
+    file's content is not the one named. The refusal comes once the staging ends, with every copy removed."""
+    path = scene.listing("t/p=a")
+    lines = path.read_text().splitlines(keepends=True)
+    entry = lines[3].split("#")
+    size = entry[1].rsplit("-", 1)[1]
+    entry[1] = f"crc32c-{'0' * 8}-{size}"
+    lines[3] = "#".join(entry)
+    path.write_text("".join(lines))
+    before = Untouched.take(scene.guarded(), [scene.target])
+
+    with pytest.raises(DumpContentMismatchError, match="checksum was edited"):
+        scene.load()
+
+    assert scene.steps.index("staged") < scene.steps.index("walked"), "nothing was staged during the walk"
     before.assert_same(scene.guarded(), [scene.target])
     assert "big_dr" not in scene.target.catalog.get_databases()
