@@ -49,6 +49,7 @@ from hmsrepl.formats import listing_digest
 from hmsrepl.metastore import listings
 from hmsrepl.metastore.applied_files import AppliedDelta
 from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.database import plan_for_growth
 from hmsrepl.metastore.file_capture import (
     describe_known,
     encode_at,
@@ -277,6 +278,7 @@ def _first_capture(
     in_place = cm.files.traits(location).writes_in_place
     summary: Summary | None = None
     scratch = Captured(DataChange())  # each page's encoded files: pinned and recorded, not kept
+    plan_for_growth(conn)  # each page's look-ups in the listing the pages before it filled
     for page in itertools.chain((first, second), pages):
         stats = _settle(page, listed_at) if in_place else page
         summary, _ = record_new(conn, cm, key, location, stats, None, (), [], [], (), scratch, summary)
@@ -428,6 +430,8 @@ def record_new(
     added: list[str] = []
     unchanged = 0
     summary = before
+    if len(rels) > BATCH:  # the listing grows under its own look-ups (``_replaced``) as the batches go in
+        plan_for_growth(conn)
     for start in range(0, max(len(rels), 1), BATCH):
         batch = rels[start : start + BATCH]
         identities = _applied_identities(cm.files, location, batch, applied) if applied is not None else None
