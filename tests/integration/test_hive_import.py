@@ -34,6 +34,7 @@ from hmsrepl.metastore import Metastore
 from hmsrepl.storage.base import FileStatus, filesystem_for
 from hmsrepl.storage.rooted import RootedFileSystem
 from tests.helpers import open_store
+from tests.peers import hive_metastore
 from tests.servers import REPO, free_port, metastore_server
 
 
@@ -71,7 +72,7 @@ def _spark(mode: str, uri: str, warehouse: str, *extra: str) -> dict[str, list[i
 @pytest.fixture(scope="module")
 def stock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HiveReferenceMetastore, dict]]:  # type: ignore[type-arg]
     root = tmp_path_factory.mktemp("stock-hms")
-    with HiveReferenceMetastore(root) as hive:
+    with HiveReferenceMetastore(root, jvm_options=hive_metastore.JVM_OPTIONS) as hive:
         hive.wait_ready()
         written = _spark("write", hive.uri, str(root / "warehouse"), str(PARTITIONS))
         yield hive, written

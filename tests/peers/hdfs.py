@@ -39,7 +39,9 @@ JARS = JarSet(
 )
 LAUNCHER = Path(__file__).with_name("java") / "HdfsPeer.java"
 START_TIMEOUT = 180.0
-JVM_OPTIONS = ("-Xmx512m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true")
+#: The quick compiler alone: the cluster lives one test session and each shell command a second (see
+#: ``hive_metastore.JVM_OPTIONS``).
+JVM_OPTIONS = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true")
 
 
 def fetch() -> FetchResult:

@@ -20,7 +20,6 @@ planned.
 from __future__ import annotations
 
 import contextvars
-import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -31,8 +30,6 @@ from hmsrepl.metastore.payloads import metadata_location
 from hmsrepl.replication.copy_plan import CopyPlanner, DumpedObject
 from hmsrepl.replication.filecopy import CopyTask
 from hmsrepl.replication.prestage import COPY_PAGE, StagedAhead, stage_ahead
-
-log = logging.getLogger(__name__)
 
 #: Pages handed on and not yet planned (each at most ``layout.LISTING_PAGE`` entries): the walk waits for
 #: the staging beyond these.
@@ -98,13 +95,12 @@ class StagingAlong:
 
     def stop(self) -> None:
         """The dump was refused (or the load failed) before ``finish``: stop the staging and wait until what
-        it staged is removed."""
+        it staged is removed. Only ``finish`` hands on ``_END``, so the staging cannot have ended with copies
+        kept: it takes ``_STOP`` (and removes them) or it failed first (and removed them then)."""
         if self._thread is None:
             return
         self._put(_STOP)
         self._thread.join()
-        if isinstance(self._outcome, StagedAhead):  # not expected: it took _STOP after the last page
-            log.warning("staging of '%s' ended as the load stopped", self.dump_uri)
 
     def _put(self, item: object) -> bool:
         """Hand ``item`` to the staging thread; False when it ended first (its failure is kept)."""
