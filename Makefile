@@ -5,8 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB_SERVERS := tests/db_servers.sh
-# Two workers, one test file each at a time (files share servers and fixtures): the suite took 21 min 41 s
-# on 2 cores in a quiet hour (26 min 39 s in a noisy one, 2026-11-30). PYTEST_ARGS= runs one process.
+# Two workers, one test file each at a time (files share servers and fixtures). The suite is bound by the 2
+# cores: with three workers it took 31 min 57 s against 29 min 19 s with two (2026-12-01); its tests' JVMs
+# compile with the quick compiler alone (tests/conftest.py), which took it to 28 min 2 s. PYTEST_ARGS= runs
+# one process.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: help setup krb5-packages driver-packages db-packages peer-jars peer-downloads type-cache check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \

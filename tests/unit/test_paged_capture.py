@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 from hmsrepl.formats import listing_digest
 from hmsrepl.formats.bounded import MessageLimitError
@@ -54,7 +55,7 @@ def listing(count: int, changed_at: int | None = None) -> ListingPages:
 
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Metastore]:
-    # The files are not written (what is measured is the listing's bookkeeping, not 200,000 files on disk):
+    # The files are not written (what is measured is the listing's bookkeeping, not 100,000 files on disk):
     # each is recorded as a file to read again, and nothing is there to pin.
     monkeypatch.setattr(ChangeManager, "pin", lambda self, encoded: 0)
     opened = open_store(tmp_path, "replica")
@@ -84,7 +85,7 @@ def recorded(store: Metastore) -> listings.Summary:
 
 
 def test_a_long_listing_is_recorded_and_logged_in_memory_that_does_not_grow_with_it(store: Metastore) -> None:
-    count = 200_000
+    count = 100_000
     before = store.events.current_event_id()
     tracemalloc.start()
     try:
@@ -139,3 +140,24 @@ def test_a_listing_that_changes_between_its_walks_records_and_logs_nothing(store
         add(store, listing(3 * PAGE, changed_at=2 * PAGE + 5))
     assert store.events.current_event_id() == before
     assert store.catalog.get_partitions_by_names("big", "t", ["p=a"]) == []
+
+
+def test_a_new_listing_recorded_in_batches_looks_up_none_of_its_paths(store: Metastore) -> None:
+    """A new object's listing names each file once (the dump's validation refuses a repeat), so no batch's
+    paths are looked up in what the batches before it recorded: on PostgreSQL such look-ups in a listing the
+    same transaction fills are planned without statistics, as scans of all of it."""
+    sent: list[str] = []
+
+    def note(conn: object, cursor: object, statement: str, *args: object) -> None:
+        sent.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        add(store, listing(5_000))  # one page, recorded in batches of 2,000
+    finally:
+        event.remove(store.engine, "before_cursor_execute", note)
+    assert sum(statement.startswith("INSERT INTO data_files") for statement in sent) == 3
+    assert not [
+        statement for statement in sent if "FROM data_files" in statement and "rel_path IN" in statement
+    ]
+    assert recorded(store).count == 5_000

@@ -281,7 +281,9 @@ def _first_capture(
     plan_for_growth(conn)  # each page's look-ups in the listing the pages before it filled
     for page in itertools.chain((first, second), pages):
         stats = _settle(page, listed_at) if in_place else page
-        summary, _ = record_new(conn, cm, key, location, stats, None, (), [], [], (), scratch, summary)
+        summary, _ = record_new(
+            conn, cm, key, location, stats, None, (), [], [], (), scratch, summary, new_paths=True
+        )  # the listing was empty, and the walk names each file once
     assert summary is not None
     if not fresh:
         listings.mark_listed(conn, key)
@@ -420,12 +422,15 @@ def record_new(
     restamp: Collection[str],
     out: Captured,
     before: Summary | None = None,
+    *,
+    new_paths: bool = False,
 ) -> tuple[Summary, int]:
     """Identify, pin and record the new or changed files a batch at a time; the first batch also writes
     the removals. Returns the listing's summary after the change, and how many files of ``restamp`` (a
     new size or time) kept their recorded checksum: those are recorded anew but not logged (touched, or
     rewritten with the same bytes), so the event carries only files whose content is new. ``before``: the
-    recorded summary, when the caller read it already."""
+    recorded summary, when the caller read it already. ``new_paths``: none of ``fresh`` is recorded
+    (``listings.apply``'s)."""
     rels = sorted(fresh)
     added: list[str] = []
     unchanged = 0
@@ -457,7 +462,12 @@ def record_new(
         first = start == 0
         records = [r for r in records if known.get(r.rel_path) != r]  # read again, still as recorded
         summary = listings.apply(
-            conn, key, [*records, *(refreshed if first else ())], removed if first else (), before=summary
+            conn,
+            key,
+            [*records, *(refreshed if first else ())],
+            removed if first else (),
+            before=summary,
+            new_paths=new_paths,
         )
     out.change = DataChange(tuple(added))
     assert summary is not None

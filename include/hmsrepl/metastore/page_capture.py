@@ -54,7 +54,9 @@ def capture_pages(
             rel: stats.get(rel) or (checksum_size(checksum), UNKNOWN_MTIME)
             for rel, checksum in applied.items()
         }
-        summary, _ = record_new(conn, cm, key, location, current, applied, (), [], [], (), scratch, summary)
+        summary, _ = record_new(
+            conn, cm, key, location, current, applied, (), [], [], (), scratch, summary, new_paths=True
+        )  # a new object's, whose validated listing names each file once
     if summary is None:  # an empty listing: nothing recorded
         return Captured(DataChange((), (), True, 0, listing_digest.EMPTY))
     added = new_version_listing(cm, location, pages, summary.count)
