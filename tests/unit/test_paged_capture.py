@@ -55,7 +55,7 @@ def listing(count: int, changed_at: int | None = None) -> ListingPages:
 
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Metastore]:
-    # The files are not written (what is measured is the listing's bookkeeping, not 100,000 files on disk):
+    # The files are not written (what is measured is the listing's bookkeeping, not 200,000 files on disk):
     # each is recorded as a file to read again, and nothing is there to pin.
     monkeypatch.setattr(ChangeManager, "pin", lambda self, encoded: 0)
     opened = open_store(tmp_path, "replica")
@@ -85,7 +85,7 @@ def recorded(store: Metastore) -> listings.Summary:
 
 
 def test_a_long_listing_is_recorded_and_logged_in_memory_that_does_not_grow_with_it(store: Metastore) -> None:
-    count = 100_000
+    count = 200_000
     before = store.events.current_event_id()
     tracemalloc.start()
     try:

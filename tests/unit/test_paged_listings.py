@@ -213,10 +213,8 @@ def test_a_dump_stopped_while_it_walks_a_listing_is_never_loaded(
         replica.close()
 
 
-# -- memory: 100,000 files, none on disk (what is measured is the listing's bookkeeping) ---------------------
-# Ten pages: a page costs some 16 MB at its peak here, a listing held whole (some 150 bytes a file) adds 15 MB
-# more. With the pages' stats held the capture's peak passes its bound, as does the dump's with its records held.
-COUNT = 100_000
+# -- memory: 200,000 files, none on disk (what is measured is the listing's bookkeeping) ---------------------
+COUNT = 200_000
 PAGE = 10_000
 
 
@@ -229,7 +227,7 @@ def token(i: int) -> str:
 
 
 def without_files(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The partition's files as the metastore would find them, without 100,000 of them on disk: listed in
+    """The partition's files as the metastore would find them, without 200,000 of them on disk: listed in
     pages, stated as recorded, identified by their index, pinned nowhere."""
 
     def stat_pages(self: RootedFileSystem, uri: str, page: int) -> Iterator[dict[str, tuple[int, int]]]:
