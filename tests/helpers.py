@@ -6,10 +6,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import google_crc32c
+from sqlalchemy import Engine, event
 
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.formats.file_uri import EncodedFileUri
@@ -253,3 +256,25 @@ def count_dumps(source: Metastore, engine: Any, *commands: str) -> tuple[list[An
     finally:
         counter.close()
     return counts, result
+
+
+@contextmanager
+def statements_sent(engine: Engine) -> Iterator[list[str]]:
+    """The SQL text of every statement ``engine`` sends inside the block, in order."""
+    sent: list[str] = []
+
+    def note(conn: object, cursor: object, statement: str, *args: object) -> None:
+        sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+
+
+def listing_lookups(statements: list[str]) -> list[str]:
+    """Those of ``statements`` that look recorded paths up in a listing (``listings._replaced``)."""
+    return [
+        statement for statement in statements if "FROM data_files" in statement and "rel_path IN" in statement
+    ]

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event
 
 from hmsrepl.formats import listing_digest
 from hmsrepl.formats.bounded import MessageLimitError
@@ -26,7 +25,7 @@ from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import LoggedEvent, NotificationEvent
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.model import Partition
-from tests.helpers import create_db_and_table, make_partition, open_store
+from tests.helpers import create_db_and_table, listing_lookups, make_partition, open_store, statements_sent
 
 PAGE = 10_000
 
@@ -146,18 +145,8 @@ def test_a_new_listing_recorded_in_batches_looks_up_none_of_its_paths(store: Met
     """A new object's listing names each file once (the dump's validation refuses a repeat), so no batch's
     paths are looked up in what the batches before it recorded: on PostgreSQL such look-ups in a listing the
     same transaction fills are planned without statistics, as scans of all of it."""
-    sent: list[str] = []
-
-    def note(conn: object, cursor: object, statement: str, *args: object) -> None:
-        sent.append(statement)
-
-    event.listen(store.engine, "before_cursor_execute", note)
-    try:
+    with statements_sent(store.engine) as sent:
         add(store, listing(5_000))  # one page, recorded in batches of 2,000
-    finally:
-        event.remove(store.engine, "before_cursor_execute", note)
     assert sum(statement.startswith("INSERT INTO data_files") for statement in sent) == 3
-    assert not [
-        statement for statement in sent if "FROM data_files" in statement and "rel_path IN" in statement
-    ]
+    assert not listing_lookups(sent)
     assert recorded(store).count == 5_000

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event
 
 from hmsrepl.metastore import Metastore, capture, listings, recorded_pages
 from hmsrepl.metastore.catalog.rows import partition_ids_named
@@ -31,10 +30,12 @@ from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import RootedFileSystem
 from tests.helpers import (
     create_db_and_table,
+    listing_lookups,
     make_partition,
     one_partition_directory,
     open_store,
     settle,
+    statements_sent,
     write_file,
 )
 
@@ -336,22 +337,11 @@ def test_a_first_capture_of_several_batches_looks_up_none_of_its_paths(
     first capture of 100,000 files took 246 s (25,000: 18.8 s), and one of 1,000,000 did not end in 9 minutes
     even with each look-up planned for the listing's size. The listing and its event are the whole one's."""
     monkeypatch.setattr(capture, "BATCH", 5)
-    sent: list[str] = []
-
-    def note(conn: object, cursor: object, statement: str, *args: object) -> None:
-        sent.append(statement)
-
-    event.listen(metastore.engine, "before_cursor_execute", note)
-    try:
+    with statements_sent(metastore.engine) as sent:
         part, added = captured(metastore, NAMES)
-    finally:
-        event.remove(metastore.engine, "before_cursor_execute", note)
     inserts = [statement for statement in sent if statement.startswith("INSERT INTO data_files")]
     assert len(inserts) >= 2, "the capture recorded its listing in several batches"
-    lookups = [
-        statement for statement in sent if "FROM data_files" in statement and "rel_path IN" in statement
-    ]
-    assert lookups == [], "the capture looked up the paths of its own new listing"
+    assert listing_lookups(sent) == [], "the capture looked up the paths of its own new listing"
     table = metastore.catalog.get_table("big", "t")
     assert added == metastore.catalog.describe_data(table, part)
     assert len(added) == len(NAMES)

@@ -278,7 +278,6 @@ def _first_capture(
     in_place = cm.files.traits(location).writes_in_place
     summary: Summary | None = None
     scratch = Captured(DataChange())  # each page's encoded files: pinned and recorded, not kept
-    plan_for_growth(conn)  # each page's look-ups in the listing the pages before it filled
     for page in itertools.chain((first, second), pages):
         stats = _settle(page, listed_at) if in_place else page
         summary, _ = record_new(
@@ -435,7 +434,7 @@ def record_new(
     added: list[str] = []
     unchanged = 0
     summary = before
-    if len(rels) > BATCH:  # the listing grows under its own look-ups (``_replaced``) as the batches go in
+    if len(rels) > BATCH and not new_paths:  # the listing grows under its look-ups (``_replaced``)
         plan_for_growth(conn)
     for start in range(0, max(len(rels), 1), BATCH):
         batch = rels[start : start + BATCH]

@@ -421,9 +421,8 @@ def apply(
     paths = sorted(gone)
     if before is None:
         before = summary(conn, key)
-    old = (
-        _replaced(conn, key, paths) if before.count and not new_paths else {}
-    )  # an empty one replaces nothing
+    replaces = before.count > 0 and not new_paths  # an empty listing, or paths new to it, replace nothing
+    old = _replaced(conn, key, paths) if replaces else {}
     size = None
     if before.size is not None:
         size = before.size - sum(s for _, s in old.values()) + sum(r.size for r in upserts)
