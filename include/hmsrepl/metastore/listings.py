@@ -33,7 +33,7 @@ from sqlalchemy import (
 
 from hmsrepl.exceptions import MetastoreError
 from hmsrepl.formats import listing_digest
-from hmsrepl.metastore import database
+from hmsrepl.metastore import bulk_rows, database
 from hmsrepl.metastore.partitions_named import ByBackend, NamedPartitions
 from hmsrepl.metastore.schema import data_files, data_listings
 
@@ -50,6 +50,8 @@ RECORD_COLUMNS = (
 )
 #: The columns a write compares with its listing (relative path, size, modification time).
 STAT_COLUMNS = RECORD_COLUMNS[:3]
+#: ``data_files``' columns in the order ``apply`` writes a record's row (its key, then ``RECORD_COLUMNS``).
+ROW_COLUMNS = ("tbl_id", "part_id", "rel_path", "size", "mtime_ns", "checksum", "version_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,22 +446,15 @@ def apply(
                 table.c.rel_path.in_(recorded[start : start + CHUNK]),
             )
         )
-    if upserts:
-        conn.execute(
-            insert(table),
-            [
-                {
-                    "tbl_id": key.tbl_id,
-                    "part_id": key.part_id,
-                    "rel_path": r.rel_path,
-                    "size": r.size,
-                    "mtime_ns": r.mtime_ns,
-                    "checksum": r.checksum,
-                    "version_id": r.version_id,
-                }
-                for r in upserts
-            ],
-        )
+    bulk_rows.insert_rows(
+        conn,
+        table,
+        ROW_COLUMNS,
+        [
+            (key.tbl_id, key.part_id, r.rel_path, r.size, r.mtime_ns, r.checksum, r.version_id)
+            for r in upserts
+        ],
+    )
     _store_summary(conn, key, after)
     return after
 

@@ -10,7 +10,9 @@ the MariaDB drivers send none, and SQLite's explicit BEGIN is a statement alread
 ping on checkout, and on MariaDB the ROLLBACK the pool sends when a connection comes back with a transaction open. A
 connection in autocommit (reads on PostgreSQL) sends no BEGIN, COMMIT or ROLLBACK, so none is counted, nor is
 a COMMIT the server made inside the transaction's last request (``database.committed_in_request``). A
-statement sent without waiting for its answer (``mariadb_unawaited``) is a statement but no round trip.
+statement sent without waiting for its answer (``mariadb_unawaited``) is a statement but no round trip; a
+bulk write of rows (``bulk_rows``: a PostgreSQL COPY, a SQLite executemany) is one statement and one round
+trip, whatever it carries.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, event
 
-from hmsrepl.metastore import database, mariadb_unawaited
+from hmsrepl.metastore import bulk_rows, database, mariadb_unawaited
 
 
 @dataclass
@@ -92,6 +94,7 @@ class StatementCounter:
         reset = database.reset_rollbacks_sent  # rollbacks sent by the pool, which no connection event reports
         unsent = database.commits_not_sent  # commits SQLAlchemy reports but the server made in a request
         unawaited = mariadb_unawaited.unawaited_sent  # sent from the raw connection: no statement event
+        bulk = bulk_rows.driver_statements_sent  # rows sent in bulk from the driver's connection: none either
         try:
             yield counts
         finally:
@@ -100,6 +103,7 @@ class StatementCounter:
             counts.transactions -= database.commits_not_sent - unsent
             counts.unawaited += mariadb_unawaited.unawaited_sent - unawaited
             counts.statements += mariadb_unawaited.unawaited_sent - unawaited
+            counts.statements += bulk_rows.driver_statements_sent - bulk
             self.counts, self._active = outer
 
     def _on_statement(self, *_args: object) -> None:
