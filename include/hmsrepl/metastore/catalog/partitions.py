@@ -14,7 +14,7 @@ from hmsrepl.exceptions import (
     InvalidOperationError,
     NoSuchPartitionError,
 )
-from hmsrepl.metastore import basic_stats, listings, mariadb_partitions, pg_partitions
+from hmsrepl.metastore import basic_stats, bulk_rows, listings, mariadb_partitions, pg_partitions
 from hmsrepl.metastore import placement as placement_mod
 from hmsrepl.metastore.applied_files import AppliedFiles
 from hmsrepl.metastore.capture import declared_change
@@ -263,10 +263,12 @@ class PartitionCatalog(CatalogFamily):
                         )
                     )
                 }
-            conn.execute(
-                insert(partition_key_vals),
+            bulk_rows.insert_rows(
+                conn,
+                partition_key_vals,
+                ("part_id", "tbl_id", "idx", "value"),
                 [
-                    {"part_id": ids[name], "tbl_id": tbl_id, "idx": idx, "value": value}
+                    (ids[name], tbl_id, idx, value)
                     for name, part in chunk
                     for idx, value in enumerate(part.values)
                 ],
