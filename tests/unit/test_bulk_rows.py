@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from hmsrepl.metastore import Metastore, bulk_rows
 from hmsrepl.metastore.listings import ROW_COLUMNS
@@ -69,3 +70,16 @@ def test_a_bulk_write_counts_as_one_statement(metastore: Metastore) -> None:
         assert counts.statements - alone.statements == 1
     else:  # SQLAlchemy's multi-row inserts
         assert counts.statements - alone.statements >= 1
+
+
+def test_a_row_already_there_fails_the_bulk_write_as_sqlalchemy_reports_it(metastore: Metastore) -> None:
+    """Callers catch SQLAlchemy's errors (the CLI's one-line errors, retries): the driver's own, raised by a COPY
+    or an executemany, come as the same classes, and the transaction keeps none of the batch's rows."""
+    first = rows(bulk_rows.COPY_MIN_ROWS)
+    with metastore.engine.begin() as conn:
+        bulk_rows.insert_rows(conn, data_files, ROW_COLUMNS, first)
+    repeated = [*rows(bulk_rows.COPY_MIN_ROWS + 5, tbl_id=8), first[3]]
+    with pytest.raises(IntegrityError), metastore.engine.begin() as conn:
+        bulk_rows.insert_rows(conn, data_files, ROW_COLUMNS, repeated)
+    assert stored(metastore) == set(first)
+    assert stored(metastore, tbl_id=8) == set()

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
 from hmsrepl.formats import listing_digest
 from hmsrepl.formats.bounded import MessageLimitError
@@ -25,6 +27,7 @@ from hmsrepl.metastore.event_specs import parse_event
 from hmsrepl.metastore.events import LoggedEvent, NotificationEvent
 from hmsrepl.metastore.listings import ObjectKey
 from hmsrepl.metastore.model import Partition
+from hmsrepl.metastore.schema import data_files
 from tests.helpers import create_db_and_table, listing_lookups, make_partition, open_store, statements_sent
 
 PAGE = 10_000
@@ -35,16 +38,17 @@ def line(i: int) -> str:
     return f"file:/src/wh/big.db/t/p=a/part-{i:07d}-c000.snappy.parquet#crc32c-{i:08x}-8##"
 
 
-def listing(count: int, changed_at: int | None = None) -> ListingPages:
+def listing(count: int, changed_at: int | None = None, repeats: dict[int, int] | None = None) -> ListingPages:
     """``count`` entries in pages, made again for each walk; ``changed_at``: from the second walk on, that
-    entry names another file (a dump rewritten under the load)."""
+    entry names another file (a dump rewritten under the load); ``repeats``: entry -> the earlier entry whose
+    file it names again."""
     walks = 0
 
     def read() -> Iterator[list[str]]:
         nonlocal walks
         walks += 1
         for start in range(0, count, PAGE):
-            page = [line(i) for i in range(start, min(start + PAGE, count))]
+            page = [line((repeats or {}).get(i, i)) for i in range(start, min(start + PAGE, count))]
             if changed_at is not None and walks > 1 and start <= changed_at < start + PAGE:
                 page[changed_at - start] = line(count + 1)
             yield page
@@ -152,3 +156,16 @@ def test_a_new_listing_recorded_in_batches_looks_up_none_of_its_paths(store: Met
     assert inserts + bulk_rows.driver_statements_sent - bulk == 3  # the batches over COPY_MIN_ROWS go in bulk
     assert not listing_lookups(sent)
     assert recorded(store).count == 5_000
+
+
+def test_a_path_repeated_in_a_later_page_fails_the_write_and_records_nothing(store: Metastore) -> None:
+    """A new listing is recorded without looking its paths up (``new_paths``): the dump's validation refuses a
+    listing that names a file twice, and a repeat that reached the record anyway fails on the listing's key,
+    leaving no partition, no record and no event (not a listing counted twice)."""
+    before = store.events.current_event_id()
+    with pytest.raises(IntegrityError):
+        add(store, listing(PAGE + 2_000, repeats={PAGE + 1_000: 5}))
+    assert store.events.current_event_id() == before
+    assert store.catalog.get_partitions_by_names("big", "t", ["p=a"]) == []
+    with store.events.reader() as conn:
+        assert conn.execute(select(func.count()).select_from(data_files)).scalar() == 0

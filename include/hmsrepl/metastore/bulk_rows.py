@@ -14,7 +14,9 @@ MariaDB's rows take SQLAlchemy's multi-row INSERTs, and a batch under ``COPY_MIN
 everywhere, as statement listeners (tests, counts) see it.
 
 The driver's connection is used only inside a transaction the caller began: on SQLite, whose transactions
-SQLAlchemy's begin event opens, a statement sent before it would commit on its own.
+SQLAlchemy's begin event opens, a statement sent before it would commit on its own. Its errors are raised as
+SQLAlchemy raises the same errors of its own statements (``IntegrityError`` for a row already there, ...), so
+callers catch one family whichever path the rows took.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table, insert
+from sqlalchemy.exc import DBAPIError
 
 #: Below this many rows SQLAlchemy's one multi-row INSERT costs no more, and statement listeners see it.
 COPY_MIN_ROWS = 500
@@ -48,10 +51,17 @@ def insert_rows(
     quote = conn.dialect.identifier_preparer
     target = f"{quote.format_table(table)} ({', '.join(quote.quote(column) for column in columns)})"
     driver: Any = conn.connection.driver_connection  # the driver's, in the transaction SQLAlchemy began
-    if backend[0] == "sqlite":
-        driver.executemany(f"INSERT INTO {target} VALUES ({', '.join('?' * len(columns))})", rows)
-    else:
-        with driver.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-    driver_statements_sent += 1
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    statement = f"INSERT INTO {target} VALUES ({', '.join('?' * len(columns))})"
+    try:
+        if backend[0] == "sqlite":
+            driver.executemany(statement, rows)
+        else:
+            statement = f"COPY {target} FROM STDIN"
+            with driver.cursor() as cursor, cursor.copy(statement) as copy:
+                for row in rows:
+                    copy.write_row(row)
+    except dbapi_error as error:  # as SQLAlchemy's own call raises it: IntegrityError, OperationalError, ...
+        raise DBAPIError.instance(statement, None, error, dbapi_error) from error
+    finally:
+        driver_statements_sent += 1
