@@ -27,11 +27,12 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # compiler alone, as the test peers do, and maps its classes from the run's class archive once it exists
 # (tests/peers/spark_class_archive.py). A session's start and first jobs: 25.6 -> 14.3 CPU seconds with the
 # quick compiler, 11.6 with the archive too. Options set by the caller are kept.
+_OWN_SPARK_OPTIONS = spark_jvm_options()
 CALLER_SPARK_OPTIONS = os.environ.get("SPARK_SUBMIT_OPTS", QUICK_COMPILER) not in (
     QUICK_COMPILER,
-    spark_jvm_options(),
+    _OWN_SPARK_OPTIONS,
 )
-os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_jvm_options())
+os.environ.setdefault("SPARK_SUBMIT_OPTS", _OWN_SPARK_OPTIONS)
 # Loads retire replaced directories at once in tests (production waits for readers: 60 s by default).
 os.environ.setdefault("HMSREPL_REPL_RETIRE_GRACE_SECONDS", "0")
 # py4j logs at INFO from finalisers run at interpreter exit, after pytest closed the captured streams.

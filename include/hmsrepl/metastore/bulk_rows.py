@@ -52,12 +52,15 @@ def insert_rows(
     target = f"{quote.format_table(table)} ({', '.join(quote.quote(column) for column in columns)})"
     driver: Any = conn.connection.driver_connection  # the driver's, in the transaction SQLAlchemy began
     dbapi_error = conn.dialect.loaded_dbapi.Error
-    statement = f"INSERT INTO {target} VALUES ({', '.join('?' * len(columns))})"
+    sqlite = backend[0] == "sqlite"
+    if sqlite:
+        statement = f"INSERT INTO {target} VALUES ({', '.join('?' * len(columns))})"
+    else:
+        statement = f"COPY {target} FROM STDIN"
     try:
-        if backend[0] == "sqlite":
+        if sqlite:
             driver.executemany(statement, rows)
         else:
-            statement = f"COPY {target} FROM STDIN"
             with driver.cursor() as cursor, cursor.copy(statement) as copy:
                 for row in rows:
                     copy.write_row(row)
