@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from hmsrepl.metastore import Metastore, listings
 from hmsrepl.metastore.capture import CLOCK_TICK_NS
 from hmsrepl.metastore.model import Database, FieldSchema, Partition, StorageDescriptor, Table
 from hmsrepl.storage.local import local_path
+from tests import python_forks
 
 
 def make_table(db: str, name: str, *, partition_keys: tuple[str, ...] = (), **params: str) -> Table:
@@ -148,13 +148,8 @@ def repl_run_cli(
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``hmsrepl ARGS`` in a child process running this checkout (``env``: variables added to this
     process's environment); its output captured as text."""
-    repo = Path(__file__).resolve().parents[1]
-    return subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", *args],
-        env={**os.environ, "PYTHONPATH": f"{repo / 'include'}:{repo}", **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    return python_forks.run_cli(
+        list(args), {**os.environ, "PYTHONPATH": python_forks.PYTHONPATH, **(env or {})}, timeout=300
     )
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hmsrepl.config import MetastoreConfig
-from hmsrepl.thrift.process import free_port, metastore_process, stop_process
+from hmsrepl.thrift.process import free_port, stop_process, wait_listening
+from tests import python_forks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,20 +38,31 @@ class RunningMetastore:
 
 @contextmanager
 def metastore_server(root: Path, db_url: str, **env: str) -> Iterator[RunningMetastore]:
-    """Run ``hmsrepl metastore serve`` as a separate process with its warehouse and cmroot under ``root``
-    (unless ``env`` names others: instances of one metastore share its database and its roots)."""
+    """Run ``hmsrepl metastore serve`` as a separate process (forked, ``tests.python_forks``) with its
+    warehouse and cmroot under ``root`` (unless ``env`` names others: instances of one metastore share its
+    database and its roots)."""
     warehouse = env.get("HMSREPL_WAREHOUSE", str(root / "warehouse"))
     cmroot = env.get("HMSREPL_CMROOT", str(root / "cmroot"))
     settings = {
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "include"), os.environ.get("PYTHONPATH")])),
+        **os.environ,
+        "PYTHONPATH": python_forks.PYTHONPATH,
         "HMSREPL_DB_URL": db_url,
         "HMSREPL_WAREHOUSE": str(warehouse),
         "HMSREPL_CMROOT": str(cmroot),
         **env,
     }
     log_path = root / f"metastore-{uuid.uuid4().hex[:8]}.log"
-    with metastore_process(settings, log_path, cwd=root) as (uri, port):
-        yield RunningMetastore(uri, port, db_url, str(warehouse), str(cmroot), log_path)
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    args = ["metastore", "serve", "--port", str(port)]
+    proc = python_forks.start_module("hmsrepl.cli", args, settings, output=log_path, cwd=root)
+    try:
+        wait_listening(port, proc, log_path)
+        yield RunningMetastore(
+            f"thrift://127.0.0.1:{port}", port, db_url, str(warehouse), str(cmroot), log_path
+        )
+    finally:
+        stop_process(proc)
 
 
 class Hive2Client:

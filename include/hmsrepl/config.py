@@ -27,10 +27,14 @@ class MetastoreConfig(BaseSettings):
             "mysql+pymysql also works)."
         ),
     )
+    # The embedded roots are made absolute when the settings are read, against the working directory then:
+    # a process that imported this module elsewhere (a server forked per command) must not inherit its own.
     warehouse: str = Field(
-        default=str((DEFAULT_HOME / "warehouse").absolute()), description="Warehouse root."
+        default_factory=lambda: str((DEFAULT_HOME / "warehouse").absolute()), description="Warehouse root."
     )
-    cmroot: str = Field(default=str((DEFAULT_HOME / "cmroot").absolute()), description="Change manager root.")
+    cmroot: str = Field(
+        default_factory=lambda: str((DEFAULT_HOME / "cmroot").absolute()), description="Change manager root."
+    )
     cm_enabled: bool = Field(default=True, description="Recycle dropped and replaced files into cmroot.")
     trash_root: str = Field(
         default_factory=lambda: os.path.expanduser("~/.Trash"),

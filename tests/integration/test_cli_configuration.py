@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from click.testing import CliRunner
 from hmsrepl.cli import main
 from hmsrepl.metastore import Metastore
 from hmsrepl.metastore.model import Database
+from tests import python_forks
 from tests.helpers import make_partition, make_table, open_store, side_args, write_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,14 +110,7 @@ def test_a_load_without_the_source_warehouse_names_the_missing_variable(
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HMSREPL_")}
     env.update(PYTHONPATH=f"{REPO / 'include'}:{REPO}", HMSREPL_REPL_RETIRE_GRACE_SECONDS="0")
-    return subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return python_forks.run_fresh("hmsrepl.cli", list(args), env, timeout=120, cwd=cwd)  # start-up is tested
 
 
 def test_no_command_writes_into_the_working_directory(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +37,7 @@ from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import RootedFileSystem
 from hmsrepl.thrift.idl import IDL_PATH
+from tests import python_forks
 from tests.helpers import make_partition, make_table, write_file
 from tests.servers import REPO, metastore_server
 
@@ -112,19 +112,14 @@ def _populate(config: MetastoreConfig) -> None:
 
 
 def _run_child(config: MetastoreConfig, operation: str, point: str | None) -> int:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO)])}
+    env = {**os.environ, "PYTHONPATH": python_forks.PYTHONPATH}
     env.pop("HMSREPL_FAULT_POINT", None)
     if point:
         env["HMSREPL_FAULT_POINT"] = point
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.crash_child", operation, json.dumps(_settings(config))],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        timeout=120,
-        check=False,
+    result = python_forks.run_module(
+        "tests.crash_child", [operation, json.dumps(_settings(config))], env, timeout=120, cwd=str(REPO)
     )
-    assert result.returncode in (0, KILLED), result.stderr.decode()[-3000:]
+    assert result.returncode in (0, KILLED), result.stderr[-3000:]
     return result.returncode
 
 
@@ -318,22 +313,12 @@ def test_create_is_refused_while_the_drop_cannot_be_completed(
     store.close()
     cmroot.unlink()
     env = {**os.environ, "HMSREPL_DB_URL": config.db_url, "HMSREPL_WAREHOUSE": config.warehouse}
-    env.update(HMSREPL_CMROOT=config.cmroot, HMSREPL_TRASH_ROOT="", PYTHONPATH=str(REPO / "include"))
-    listed = subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", "intents", "list"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    env.update(HMSREPL_CMROOT=config.cmroot, HMSREPL_TRASH_ROOT="", PYTHONPATH=python_forks.PYTHONPATH)
+    listed = python_forks.run_cli(["intents", "list"], env, timeout=120)
+    assert listed.returncode == 0, listed.stderr
     assert "1 pending file intents" in listed.stdout and "recycle" in listed.stdout
-    ran = subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", "intents", "run"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    ran = python_forks.run_cli(["intents", "run"], env, timeout=120)
+    assert ran.returncode == 0, ran.stderr
     assert "1 completed, 0 failed" in ran.stdout
     _assert_converged(config, "drop_table")
 

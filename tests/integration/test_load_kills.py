@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import random
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,10 +37,10 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.metrics import RUNNING, MetricsLog
 from hmsrepl.replication.replica_versions import STANDBY_MIN_FILES_ENV
 from hmsrepl.replication.verify import verify
+from tests import python_forks
 from tests.compaction_workload import TABLES, apply_ops, create_database, policy_text, random_ops
 from tests.helpers import make_partition, make_table, open_store, side_args, write_file
 from tests.replica_states import History, States, states
-from tests.servers import REPO
 
 ROUNDS = int(os.environ.get("HMSREPL_KILL_TEST_ROUNDS", "15"))
 HDFS_ROUNDS = int(os.environ.get("HMSREPL_KILL_TEST_ROUNDS", "5"))
@@ -57,20 +56,14 @@ def _load(command: str, target_args: list[str], kill_at: int | None) -> subproce
     # empty versions past a writer's second are made by the directory process, which a kill can catch too.
     env = {
         **os.environ,
-        "PYTHONPATH": f"{REPO / 'include'}:{REPO}",
+        "PYTHONPATH": python_forks.PYTHONPATH,
         STANDBY_MIN_FILES_ENV: "1",
         DIR_THRESHOLD_ENV: "2",
     }
     env.pop(KILL_AT_ENV, None)
     if kill_at is not None:
         env[KILL_AT_ENV] = str(kill_at)
-    return subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command, *target_args, "--no-progress"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return python_forks.run_cli(["repl", "run", command, *target_args, "--no-progress"], env, timeout=300)
 
 
 def acid_writes(store: Metastore, db: str, rng: random.Random, tag: str) -> None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,8 +20,8 @@ from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.filecopy import STAGING_PREFIX
 from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import verify
+from tests import python_forks
 from tests.helpers import make_partition, make_table, write_file
-from tests.servers import REPO
 
 PARTITIONS = 40
 FILES_PER_PARTITION = 5
@@ -32,7 +30,7 @@ FILES_PER_PARTITION = 5
 def _cli_env(tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
-        "PYTHONPATH": str(REPO / "include"),
+        "PYTHONPATH": python_forks.PYTHONPATH,
         "HMSREPL_TARGET_DB_URL": f"sqlite:///{tmp_path}/target.db",
         "HMSREPL_TARGET_WAREHOUSE": str(tmp_path / "dst_wh"),
         "HMSREPL_TARGET_CMROOT": str(tmp_path / "dst_cm"),
@@ -48,11 +46,9 @@ def _data_files(root: Path) -> int:
 
 def _run_load_until_killed(command: str, env: dict[str, str], warehouse: Path, kill_after_files: int) -> bool:
     """Start the load; SIGKILL it once the target holds ``kill_after_files`` data files. True if it was killed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    nowhere = Path(os.devnull)
+    proc = python_forks.start_module(
+        "hmsrepl.cli", ["repl", "run", command], env, output=nowhere, errors=nowhere
     )
     try:
         while proc.poll() is None:
@@ -107,12 +103,7 @@ def test_killed_loads_converge(tmp_path: Path, seed: int) -> None:
             done = _data_files(warehouse) if warehouse.exists() else 0
             point = done + rng.randint(1, max(1, files_expected - 1))
             kills += _run_load_until_killed(command, env, warehouse, point)
-        finished = subprocess.run(
-            [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        finished = python_forks.run_cli(["repl", "run", command], env, timeout=300)
         assert finished.returncode == 0, finished.stderr
         return kills
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,9 +27,9 @@ from hmsrepl.replication.load import repl_status
 from hmsrepl.replication.verify import replica_leftovers, verify
 from hmsrepl.storage.local import local_path
 from hmsrepl.storage.rooted import RootedFileSystem
+from tests import python_forks
 from tests.helpers import make_partition, make_table, open_store, side_args, write_file
 from tests.integration.test_replica_listing import FILES, append_two, bootstrap, incremental, seed
-from tests.servers import REPO
 
 
 def location(target: Metastore, db: str = "sales_dr") -> Path:
@@ -192,17 +191,11 @@ def test_a_replaced_version_is_parked_only_once_its_readers_grace_period_passed(
 
 
 def _load(command: str, target_args: list[str], kill_at: int | None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'include'}:{REPO}", "HMSREPL_REPL_RETIRE_GRACE_SECONDS": "0"}
+    env = {**os.environ, "PYTHONPATH": python_forks.PYTHONPATH, "HMSREPL_REPL_RETIRE_GRACE_SECONDS": "0"}
     env.pop(KILL_AT_ENV, None)
     if kill_at is not None:
         env[KILL_AT_ENV] = str(kill_at)
-    return subprocess.run(
-        [sys.executable, "-m", "hmsrepl.cli", "repl", "run", command, *target_args, "--no-progress"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return python_forks.run_cli(["repl", "run", command, *target_args, "--no-progress"], env, timeout=300)
 
 
 def test_loads_killed_while_building_from_the_standby_converge(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""A real ``hmsrepl metastore serve`` process for attack tests, with its pid (RSS, CPU, signals) and limits.
+"""A real ``hmsrepl metastore serve`` process for attack tests (forked, ``tests.python_forks``), with its pid
+(RSS, CPU, signals) and limits.
 
 Unlike ``tests.servers`` this also lets a test lower the process's open-file limit and keep the process
 object, so it can send SIGTERM itself and read the exit code.
@@ -8,12 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import socket
 import struct
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,14 +22,16 @@ import thriftpy2
 from thriftpy2.rpc import make_client
 
 from hmsrepl.thrift.idl import IDL_PATH
-from tests.servers import REPO, free_port, stop_process
+from hmsrepl.thrift.process import wait_listening
+from tests import python_forks
+from tests.servers import free_port, stop_process
 
 hms = thriftpy2.load(str(IDL_PATH), module_name="hms_security_client_thrift")
 
 
 @dataclass
 class ServerProcess:
-    proc: subprocess.Popen[bytes]
+    proc: python_forks.ForkedProcess | subprocess.Popen[bytes]
     port: int
     db_url: str
     root: Path
@@ -61,40 +61,18 @@ def serve(root: Path, db_url: str, *, nofile: int | None = None, **env: str) -> 
     port = free_port()
     settings = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "include"), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": python_forks.PYTHONPATH,
         "HMSREPL_DB_URL": db_url,
         "HMSREPL_WAREHOUSE": str(root / "warehouse"),
         "HMSREPL_CMROOT": str(root / "cmroot"),
         **env,
     }
-
-    def limit_files() -> None:
-        if nofile is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
     log_path = root / f"metastore-{port}.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hmsrepl.cli", "metastore", "serve", "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=settings,
-            cwd=root,
-            preexec_fn=limit_files,
-        )
+    args = ["metastore", "serve", "--port", str(port)]
+    proc = python_forks.start_module("hmsrepl.cli", args, settings, output=log_path, cwd=root, nofile=nofile)
     server = ServerProcess(proc, port, db_url, root, log_path)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}:\n{server.log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)  # not listening yet
+        wait_listening(port, proc, log_path)
         yield server
     finally:
         if proc.poll() is None:

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from hmsrepl.replication.source_roots import SourceRoots
 from hmsrepl.replication.verify import verify
 from hmsrepl.storage.checksum import checksum_bytes
 from hmsrepl.storage.local import local_path
+from tests import python_forks
 from tests.dump_events import edit_event
 from tests.helpers import (
     edit_dumped_partition,
@@ -83,21 +83,14 @@ class Scene:
 
     def cli_load(self, dump_dir: str, **env: str) -> subprocess.CompletedProcess[str]:
         source, target = self.source.config, self.target.config
-        return subprocess.run(
+        return python_forks.run_cli(
             [
-                sys.executable,
-                "-m",
-                "hmsrepl.cli",
-                "repl",
-                "run",
-                f"REPL LOAD sales_dr FROM '{dump_dir}'",
+                *("repl", "run", f"REPL LOAD sales_dr FROM '{dump_dir}'"),
                 *("--target-db-url", target.db_url, "--target-warehouse", target.warehouse),
                 *("--target-cmroot", target.cmroot),
                 *("--source-warehouse", source.warehouse, "--source-cmroot", source.cmroot),
             ],
-            env={**_clean_env(), "PYTHONPATH": f"{REPO / 'include'}:{REPO}", **env},
-            capture_output=True,
-            text=True,
+            {**_clean_env(), "PYTHONPATH": python_forks.PYTHONPATH, **env},
             timeout=120,
         )
 
@@ -509,22 +502,13 @@ def test_a_load_without_configured_source_roots_is_refused(scene: Scene) -> None
     """The dump's own roots are never a fallback: a load that cannot check them refuses and names the fix."""
     dumped = scene.engine.execute("REPL DUMP sales")
     target = scene.target.config
-    done = subprocess.run(
+    done = python_forks.run_cli(
         [
-            *(
-                sys.executable,
-                "-m",
-                "hmsrepl.cli",
-                "repl",
-                "run",
-                f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'",
-            ),
+            *("repl", "run", f"REPL LOAD sales_dr FROM '{dumped.dump_dir}'"),
             *("--target-db-url", target.db_url, "--target-warehouse", target.warehouse),
             *("--target-cmroot", target.cmroot),
         ],
-        env={**_clean_env(), "PYTHONPATH": f"{REPO / 'include'}:{REPO}"},
-        capture_output=True,
-        text=True,
+        {**_clean_env(), "PYTHONPATH": python_forks.PYTHONPATH},
         timeout=120,
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr

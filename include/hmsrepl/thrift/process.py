@@ -14,8 +14,21 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 START_TIMEOUT_SECONDS = 60.0
+
+
+class ServerProcess(Protocol):
+    """What starting and stopping a server needs of its process: ``subprocess.Popen``'s calls (the tests run
+    servers in children forked from a process that imported the project, with handles of the same shape)."""
+
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
 
 
 def free_port() -> int:
@@ -25,7 +38,7 @@ def free_port() -> int:
         return port
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: ServerProcess) -> None:
     """Terminate a process and reap it; kill it if it does not stop within 20 s."""
     proc.terminate()
     try:
@@ -35,7 +48,8 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], log_path: Path) -> None:
+def wait_listening(port: int, proc: ServerProcess, log_path: Path) -> None:
+    """Return once ``proc`` accepts connections on ``port``; its log in the error if it exits first."""
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -73,7 +87,7 @@ def metastore_process(
             cwd=cwd,
         )
     try:
-        _wait_listening(port, proc, log_path)
+        wait_listening(port, proc, log_path)
         yield f"thrift://127.0.0.1:{port}", port
     finally:
         stop_process(proc)
