@@ -427,9 +427,17 @@ def alembic_config(db_url: str) -> Config:
 
 def upgrade_schema(db_url: str, revision: str = "head") -> None:
     """Create or upgrade the metastore schema to ``revision`` (idempotent). A database already at the head
-    (``SCHEMA_HEAD``) is left as it is without loading Alembic."""
-    if revision == "head" and recorded_revision(db_url) == SCHEMA_HEAD:
-        return
+    (``SCHEMA_HEAD``) is left as it is without loading Alembic; an empty one gets the head's schema in one
+    step (``new_schema``)."""
+    if revision == "head":
+        recorded = recorded_revision(db_url)
+        if recorded == SCHEMA_HEAD:
+            return
+        if recorded is None:
+            from hmsrepl.metastore.new_schema import create_if_empty
+
+            if create_if_empty(db_url):
+                return
     from alembic import command
 
     command.upgrade(alembic_config(db_url), revision)
