@@ -318,6 +318,8 @@ def _child(request: dict[str, Any], quiet: int) -> None:
     )
     os.dup2(out, 1)
     os.dup2(err, 2)
+    for fd in {quiet, out, err}:  # the child holds 0, 1 and 2 alone, as a fresh interpreter does
+        os.close(fd)
     if request["nofile"] is not None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (request["nofile"], request["nofile"]))
     os.environ.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
@@ -52,15 +53,27 @@ def metastore_server(root: Path, db_url: str, **env: str) -> Iterator[RunningMet
         **env,
     }
     log_path = root / f"metastore-{uuid.uuid4().hex[:8]}.log"
-    root.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    args = ["metastore", "serve", "--port", str(port)]
-    proc = python_forks.start_module("hmsrepl.cli", args, settings, output=log_path, cwd=root)
-    try:
-        wait_listening(port, proc, log_path)
+    with serving_process(root, settings, log_path) as (_, port, _):
         yield RunningMetastore(
             f"thrift://127.0.0.1:{port}", port, db_url, str(warehouse), str(cmroot), log_path
         )
+
+
+@contextmanager
+def serving_process(
+    root: Path, settings: dict[str, str], log_path: Path | None = None, *, nofile: int | None = None
+) -> Iterator[tuple[python_forks.ForkedProcess | subprocess.Popen[bytes], int, Path]]:
+    """``hmsrepl metastore serve`` forked with exactly ``settings`` as its environment, working in ``root``,
+    on a free port, logging to ``log_path`` (``root/metastore-PORT.log`` by default); yields the process
+    once it listens, with its port and log; stops and reaps it afterwards (a test may have stopped it already)."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log_path = log_path or root / f"metastore-{port}.log"
+    args = ["metastore", "serve", "--port", str(port)]
+    proc = python_forks.start_module("hmsrepl.cli", args, settings, output=log_path, cwd=root, nofile=nofile)
+    try:
+        wait_listening(port, proc, log_path)
+        yield proc, port, log_path
     finally:
         stop_process(proc)
 

@@ -22,9 +22,8 @@ import thriftpy2
 from thriftpy2.rpc import make_client
 
 from hmsrepl.thrift.idl import IDL_PATH
-from hmsrepl.thrift.process import wait_listening
 from tests import python_forks
-from tests.servers import free_port, stop_process
+from tests.servers import serving_process
 
 hms = thriftpy2.load(str(IDL_PATH), module_name="hms_security_client_thrift")
 
@@ -57,8 +56,6 @@ class ServerProcess:
 @contextmanager
 def serve(root: Path, db_url: str, *, nofile: int | None = None, **env: str) -> Iterator[ServerProcess]:
     """Start the server with ``HMSREPL_*`` settings ``env``; stop (and reap) it afterwards."""
-    root.mkdir(parents=True, exist_ok=True)
-    port = free_port()
     settings = {
         **os.environ,
         "PYTHONPATH": python_forks.PYTHONPATH,
@@ -67,16 +64,8 @@ def serve(root: Path, db_url: str, *, nofile: int | None = None, **env: str) -> 
         "HMSREPL_CMROOT": str(root / "cmroot"),
         **env,
     }
-    log_path = root / f"metastore-{port}.log"
-    args = ["metastore", "serve", "--port", str(port)]
-    proc = python_forks.start_module("hmsrepl.cli", args, settings, output=log_path, cwd=root, nofile=nofile)
-    server = ServerProcess(proc, port, db_url, root, log_path)
-    try:
-        wait_listening(port, proc, log_path)
-        yield server
-    finally:
-        if proc.poll() is None:
-            stop_process(proc)
+    with serving_process(root, settings, nofile=nofile) as (proc, port, log_path):
+        yield ServerProcess(proc, port, db_url, root, log_path)
 
 
 # -- raw binary-protocol frames, to send what no well-behaved client would --------------------------------
