@@ -10,8 +10,15 @@ DB_SERVERS := tests/db_servers.sh
 # compile with the quick compiler alone (tests/conftest.py), which took it to 28 min 2 s. PYTEST_ARGS= runs
 # one process.
 PYTEST_ARGS ?= -n 2 --dist loadfile
+# The tests run under eatmydata (LD_PRELOAD: fsync, fdatasync, syncfs and O_SYNC become no-ops), the servers
+# and JVMs they start included. The product syncs every copy it publishes; a test's sync waits for whatever the
+# other worker and the database servers left dirty on the same disk. Six files that copy and load took 61-73 s
+# either way on a quiet disk, and 189-231 s against 108-112 s under eatmydata while another process wrote
+# (2026-12-01). The tests kill processes, they do not cut power: a sync changes none of their outcomes, and the
+# durability tests count the sync calls themselves (tests/unit/test_copy_durability.py). NO_SYNC= runs them syncing.
+NO_SYNC ?= eatmydata
 
-.PHONY: help setup krb5-packages driver-packages db-packages peer-jars peer-downloads type-cache check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
+.PHONY: help setup krb5-packages driver-packages db-packages test-packages peer-jars peer-downloads type-cache check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
 	ui-browser ui-connection-check
 
 help:  ## list targets
@@ -26,7 +33,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages d
 
 # The JVM peers download (system Python) while the venv installs: one after the other they took 109 s + 149 s.
 # mypy fills its cache in the downloads' last minute, when the venv is there (``type-cache``).
-setup: krb5-packages driver-packages db-packages check-java  ## .venv with every requirement, the test servers and peers
+setup: krb5-packages driver-packages db-packages test-packages check-java  ## .venv with every requirement, the test servers and peers
 	$(MAKE) --no-print-directory -j2 $(STAMP) peer-downloads type-cache
 	$(BIN)/python -m tests.peers.fetch_all built
 
@@ -63,6 +70,9 @@ if [ -n "$$missing" ]; then \
 fi
 endef
 
+test-packages:  ## eatmydata, which the tests run under (NO_SYNC)
+	$(call install-debs,eatmydata)
+
 krb5-packages:  ## MIT Kerberos: the KDC the security tests run, and what the gssapi package builds with
 	$(call install-debs,$(KRB5_DEBS))
 
@@ -86,10 +96,10 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 test: setup lint  ## the whole test suite, on throwaway PostgreSQL and MariaDB servers unless HMSREPL_TEST_*_URL name others
-	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(DB_SERVERS) run -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(NO_SYNC) $(DB_SERVERS) run -- $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-airflow: setup  ## the Airflow layer alone: DAG integrity, hook, bootstrap/incremental/cm_cleanup runs (dag.test)
-	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m pytest tests/airflow $(PYTEST_ARGS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(NO_SYNC) $(BIN)/python -m pytest tests/airflow $(PYTEST_ARGS)
 
 docs: $(STAMP)  ## build the docs site into var/site, failing on any broken link or anchor
 	PYTHONPATH=include $(BIN)/mkdocs build --strict -d var/site
