@@ -33,6 +33,9 @@ from tests.servers import Hive2Client, RunningMetastore, metastore_server
 
 pytestmark = pytest.mark.trino
 
+#: A replica's catalog settings (docs/clients.md), beside its statistics cache set per connector below.
+REPLICA_CATALOG = {"hive.metastore.thrift.client.max-retries": "2"}
+
 
 @dataclass(frozen=True)
 class TrinoSides:
@@ -71,9 +74,13 @@ def trino_sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrinoSides
         catalogs = {
             "hive": hive_catalog(source.uri),
             "iceberg": iceberg_catalog(source.uri, **{"iceberg.expire-snapshots.min-retention": "0s"}),
-            # REPL LOAD changes the replica behind Trino's back: no cached statistics (5 minutes by default)
-            "hive_dr": hive_catalog(replica.uri, **{"hive.metastore-stats-cache-ttl": "0s"}),
-            "iceberg_dr": iceberg_catalog(replica.uri),
+            # REPL LOAD changes the replica behind Trino's back: no cached statistics (5 minutes by default).
+            # Trino retries a refused drop or lock as it would a lost connection (9 times by default, about
+            # 18 s before the refusal is shown): on a replica, which refuses every write, two retries.
+            "hive_dr": hive_catalog(
+                replica.uri, **REPLICA_CATALOG, **{"hive.metastore-stats-cache-ttl": "0s"}
+            ),
+            "iceberg_dr": iceberg_catalog(replica.uri, **REPLICA_CATALOG),
         }
         with trino_server(root / "trino", catalogs) as trino:
             yield TrinoSides(trino, source, replica, root / "dumps")
