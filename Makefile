@@ -11,11 +11,7 @@ DB_SERVERS := tests/db_servers.sh
 # one process.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 # The tests run under eatmydata (LD_PRELOAD: fsync, fdatasync, syncfs and O_SYNC become no-ops), the servers
-# and JVMs they start included. The product syncs every copy it publishes; a test's sync waits for whatever the
-# other worker and the database servers left dirty on the same disk. Six files that copy and load took 61-73 s
-# either way on a quiet disk, and 189-231 s against 108-112 s under eatmydata while another process wrote
-# (2026-12-01). The tests kill processes, they do not cut power: a sync changes none of their outcomes, and the
-# durability tests count the sync calls themselves (tests/unit/test_copy_durability.py). NO_SYNC= runs them syncing.
+# and JVMs they start included: why, and what it measured, in docs/setup.md. NO_SYNC= runs them syncing.
 NO_SYNC ?= eatmydata
 
 .PHONY: help setup krb5-packages driver-packages db-packages test-packages peer-jars peer-downloads type-cache check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
