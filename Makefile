@@ -14,39 +14,37 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 # and JVMs they start included: why, and what it measured, in docs/setup.md. NO_SYNC= runs them syncing.
 NO_SYNC ?= eatmydata
 
-.PHONY: help setup krb5-packages driver-packages db-packages test-packages peer-jars peer-downloads type-cache check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
+.PHONY: help setup krb5-packages driver-packages db-packages test-packages peer-jars peer-downloads check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
 	ui-browser ui-connection-check
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
 
+# uv installs the requirements into the venv: on a machine with no wheel cache, pip took 325 s (pyspark,
+# gssapi and mysqlclient build from source), uv 125 s (docs/setup.md). --system-certs: the platform's
+# certificate store, as pip and urllib use, not uv's bundled one.
+UV := $(BIN)/uv pip install -q --system-certs --python $(BIN)/python
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages driver-packages
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements-dev.txt
-	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip install -q --disable-pip-version-check uv==0.13.9
+	$(UV) -r requirements-dev.txt
+	$(UV) --no-deps -e .
 	touch $(STAMP)
 
-# The JVM peers download (system Python) while the venv installs: one after the other they took 109 s + 149 s.
-# mypy fills its cache in the downloads' last minute, when the venv is there (``type-cache``).
+# The JVM peers download (system Python) while the venv installs: 46 s against 125 s for a fresh machine (no
+# caches), which waited 325 s for pip and 158-204 s for Maven before (docs/setup.md).
 setup: krb5-packages driver-packages db-packages test-packages check-java  ## .venv with every requirement, the test servers and peers
-	$(MAKE) --no-print-directory -j2 $(STAMP) peer-downloads type-cache
+	$(MAKE) --no-print-directory -j2 $(STAMP) peer-downloads
 	$(BIN)/python -m tests.peers.fetch_all built
 
-# JVM peers from Maven Central, pinned and SHA-1 checked, cached under var/peers: hadoop-aws and the AWS SDK
-# modules for Spark's s3a:// (pyspark ships neither), and Spark's Hive 3.1.3 metastore client. Fetched side by
-# side (tests/peers/fetch_all.py): one after another they took 255 s of a fresh machine's set-up.
+# JVM peers from Maven Central, pinned, locked (tests/peers/locks/) and SHA-1 checked, cached under var/peers:
+# hadoop-aws and the AWS SDK modules for Spark's s3a:// (pyspark ships neither), Spark's Hive 3.1.3 metastore
+# client, Trino, the HDFS minicluster, Hive 3.1/4.2 metastores; fetched side by side (tests/peers/fetch_all.py).
 peer-jars: $(STAMP)  ## fetch the JVM peers (jars, the Trino server, the HDFS minicluster, Hive 3.1/4.2 metastores) into var/peers; the Spark Hadoop-API copier's jar into var/jars
 	$(BIN)/python -m tests.peers.fetch_all
 
 peer-downloads:  ## the JVM peers alone, with the system's Python (no venv needed)
 	$(PYTHON) -m tests.peers.fetch_all downloads
-
-# The strict type check of tests/unit/test_types.py, run once to fill its cache (var/mypy-cache): on a fresh
-# clone the check took 30-53 s of a test worker, with the cache it reads again only what changed. What it
-# finds is the test's to report, so its outcome is not set-up's.
-type-cache: $(STAMP)
-	-@$(BIN)/python -m mypy --config-file pyproject.toml --cache-dir var/mypy-cache >/dev/null
 
 db-packages:  ## Debian's PostgreSQL and MariaDB servers, for the tests' throwaway servers (as root, when missing)
 	@$(DB_SERVERS) install
@@ -106,7 +104,7 @@ bench: setup  ## benchmarks that print measured figures
 UI_STAMP := $(VENV)/.installed-ui
 
 $(UI_STAMP): requirements-ui.txt $(STAMP)
-	$(BIN)/pip install -q -r requirements-ui.txt
+	$(UV) -r requirements-ui.txt
 	touch $(UI_STAMP)
 
 UI_DEBS := chromium chromium-driver

@@ -1,20 +1,36 @@
-"""One pinned file from Maven Central (a server tarball, an executable jar), checked against Central's SHA-1.
+"""Pinned files from Maven Central (a server tarball, a locked set's jars), each checked against its SHA-1.
 
-``tests.peers.maven`` resolves jar sets through Maven; a distribution archive is not a dependency Maven copies,
-so it is downloaded as is. The download goes to a ``.part`` file while its SHA-1 is computed, is compared with
-the ``.sha1`` Central publishes next to it, and only then takes its final name: a file under its final name
-is always a verified one, and a second fetch is a no-op.
+A download goes to a ``.part`` file, is compared with the SHA-1 it must have (Central's ``.sha1`` next to it,
+or the one a lock pins), and only then takes its final name: a file under its final name is always a verified
+one, and a second fetch is a no-op.
+
+Central answers one stream at some 10-25 MB/s but many at once far faster, and a fresh machine's set-up waits
+for the slowest download: so files are fetched side by side (``fetch_many``), and a file larger than
+``RANGE_BYTES`` in ranges side by side, written at their offsets (Trino's 820 MB tarball took 50 s as one
+stream). A server that ignores ``Range`` answers the whole file, which is then read as one stream.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 import urllib.request
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.peers.maven import FetchError
-
 CENTRAL_URL = "https://repo.maven.apache.org/maven2"
+#: Files larger than this download in ranges of this size, side by side.
+RANGE_BYTES = 32 << 20
+#: Downloads (or ranges of one) in flight at once.
+WORKERS = 8
+TIMEOUT = 60
+_BLOCK = 1 << 20
+
+
+class FetchError(RuntimeError):
+    """A peer could not be fetched or verified; the message names the artifact or the cause."""
 
 
 def artifact_url(group: str, artifact: str, version: str, suffix: str) -> str:
@@ -25,7 +41,7 @@ def artifact_url(group: str, artifact: str, version: str, suffix: str) -> str:
 def published_sha1(url: str) -> str:
     """The SHA-1 Central publishes for ``url`` (its ``.sha1`` file holds the hex digest, maybe a name after it)."""
     try:
-        with urllib.request.urlopen(url + ".sha1", timeout=60) as reply:
+        with urllib.request.urlopen(url + ".sha1", timeout=TIMEOUT) as reply:
             return reply.read().decode().split()[0].strip().lower()
     except OSError as error:
         raise FetchError(f"{url}.sha1: {error}") from error
@@ -35,20 +51,79 @@ def fetch_file(url: str, dest: Path) -> Path:
     """``dest``, downloaded from ``url`` unless already there, and equal to Central's SHA-1 (raise otherwise)."""
     if dest.exists():
         return dest
-    expected = published_sha1(url)
+    return download(url, dest, published_sha1(url), source="Maven Central's")
+
+
+def fetch_many(files: Iterable[tuple[str, Path, str]]) -> None:
+    """Each ``(url, dest, sha1)``'s ``dest`` downloaded and verified, side by side; the first failure raised
+    once every download has ended (the verified ones are kept)."""
+    with ThreadPoolExecutor(WORKERS) as pool:
+        futures = [pool.submit(download, url, dest, sha1, source="the lock's") for url, dest, sha1 in files]
+    for future in futures:
+        future.result()
+
+
+def download(url: str, dest: Path, sha1: str, *, source: str) -> Path:
+    """``dest``, downloaded from ``url`` unless already there, whose SHA-1 must be ``sha1`` (``source`` names
+    where that sum comes from, for the error)."""
+    if dest.exists():
+        return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    digest = hashlib.sha1()  # Maven Central publishes SHA-1 sums: a check, not a secret
     try:
-        with urllib.request.urlopen(url, timeout=60) as reply, part.open("wb") as out:
-            for block in iter(lambda: reply.read(1 << 20), b""):
-                digest.update(block)
-                out.write(block)
+        _write(url, part)
     except OSError as error:
         part.unlink(missing_ok=True)
         raise FetchError(f"{url}: {error}") from error
-    if digest.hexdigest() != expected:
+    if file_sha1(part) != sha1.lower():
         part.unlink()
-        raise FetchError(f"{url}: SHA-1 differs from Maven Central's; fetch again")
+        raise FetchError(f"{url}: SHA-1 differs from {source}; fetch again")
     part.rename(dest)
     return dest
+
+
+def file_sha1(path: Path) -> str:
+    digest = hashlib.sha1()  # Maven Central publishes SHA-1 sums: a check, not a secret
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write(url: str, part: Path) -> None:
+    """``url``'s bytes into ``part``: its first range, then, when the server ranges and more is left, the other
+    ranges side by side."""
+    request = urllib.request.Request(url, headers={"Range": f"bytes=0-{RANGE_BYTES - 1}"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as reply, part.open("wb") as out:
+        total = _ranged_total(reply.status, reply.headers.get("Content-Range"))
+        for block in iter(lambda: reply.read(_BLOCK), b""):
+            out.write(block)
+    if total is None or total <= RANGE_BYTES:
+        return
+    ranges = [(start, min(start + RANGE_BYTES, total)) for start in range(RANGE_BYTES, total, RANGE_BYTES)]
+    with part.open("r+b") as out, ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(lambda span: _write_range(url, out.fileno(), *span), ranges))
+    if part.stat().st_size != total:
+        raise OSError(f"{part.stat().st_size} bytes written of {total}")
+
+
+def _ranged_total(status: int, content_range: str | None) -> int | None:
+    """The file's whole size when the reply is a range of it (206 with ``bytes a-b/total``), else ``None``."""
+    matched = re.fullmatch(r"bytes \d+-\d+/(\d+)", (content_range or "").strip())
+    return int(matched.group(1)) if status == 206 and matched else None
+
+
+def _write_range(url: str, fd: int, start: int, end: int) -> None:
+    """Bytes ``[start, end)`` of ``url`` written at their offset in ``fd`` (raise when fewer come)."""
+    request = urllib.request.Request(url, headers={"Range": f"bytes={start}-{end - 1}"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as reply:
+        if reply.status != 206:
+            raise OSError(f"the server answered {reply.status} to a range request")
+        offset = start
+        for block in iter(lambda: reply.read(_BLOCK), b""):
+            view = memoryview(block)
+            while view:  # a write may take part of a block
+                written = os.pwrite(fd, view, offset)
+                offset, view = offset + written, view[written:]
+    if offset != end:
+        raise OSError(f"range {start}-{end - 1} ended after {offset - start} bytes")

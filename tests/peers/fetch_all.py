@@ -2,11 +2,9 @@
 
     python -m tests.peers.fetch_all [downloads | built]
 
-A fetch mostly waits on Maven Central: Maven resolves a set artifact by artifact (hadoop-aws's 36 jars, 13 MB,
-took 47 s), so the fetches one after another took 255 s of a fresh machine's set-up, the whole of which
-counts against the test command's budget. Here each runs in a process of its own (``python -m`` of its
-module, as it runs alone), all at once, so the set-up waits for the longest one. Each Maven set resolves into
-a repository of its own (``JarSet.local_repository``), so no two processes write one file.
+A fresh machine's set-up waits for these fetches, and all of it counts against the test command's budget.
+Each runs in a process of its own (``python -m`` of its module, as it runs alone), all at once, so the set-up
+waits for the longest one; within one, a locked jar set's jars download side by side (``tests.peers.maven``).
 
 ``downloads``: the JVM peers from Central, whose modules import nothing but the standard library, so the
 system's Python fetches them while the virtual environment is installed (``make setup`` runs both at once);
