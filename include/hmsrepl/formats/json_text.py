@@ -66,7 +66,7 @@ def _held(value: Any) -> list[Any]:
 
 
 def dumps_sorted_pieces(
-    body: Any, *, exact_floats: bool = False, piece_items: int = PIECE_ITEMS
+    body: Any, *, exact_floats: bool = False, piece_items: int | None = None
 ) -> Iterator[bytes]:
     """``dumps_sorted(body)`` in pieces, for a document too big to hold as one text (a listing of 1,000,000
     files is 160 MB of JSON): objects are written key by key in sorted order, arrays longer than
@@ -75,8 +75,9 @@ def dumps_sorted_pieces(
 
     The pieces joined read back as the same document. They are the same bytes as ``dumps_sorted``'s, except
     where that falls back to the standard library for the whole document (a value orjson refuses): here
-    only the piece holding the value does.
+    only the piece holding the value does. ``piece_items``: ``PIECE_ITEMS`` as it is when called.
     """
+    piece_items = piece_items or PIECE_ITEMS
     if isinstance(body, Mapping) and all(isinstance(key, str) for key in body):
         yield b"{"
         for index, key in enumerate(sorted(body)):
