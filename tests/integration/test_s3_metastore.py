@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -258,8 +259,15 @@ def test_the_insert_after_an_alter_heads_the_named_file_instead_of_listing_the_p
     table = create_db_and_table(store, partition_keys=("p",))
     [part] = store.catalog.add_partitions("sales", "orders", [make_partition(table, "1")])
     prefix = s3_key(part.sd.location)
-    for i in range(1_001):  # more than one listing page
-        s3_client.put_object(Bucket=bucket, Key=f"{prefix}/part-{i:05d}.parquet", Body=b"%d" % i)
+    with ThreadPoolExecutor(16) as pool:  # more than one listing page (one by one, 11 s of the test)
+        list(
+            pool.map(
+                lambda i: s3_client.put_object(
+                    Bucket=bucket, Key=f"{prefix}/part-{i:05d}.parquet", Body=b"%d" % i
+                ),
+                range(1_001),
+            )
+        )
     store.catalog.insert("sales", "orders", ["1"])
     s3_client.put_object(Bucket=bucket, Key=f"{prefix}/part-new.parquet", Body=b"new rows")
     store.catalog.alter_partitions("sales", "orders", [part])
