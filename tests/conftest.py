@@ -14,7 +14,7 @@ import pytest
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from tests.backends import BACKENDS, temporary_database
-from tests.peers.spark_class_archive import QUICK_COMPILER, build_spark_archive, spark_jvm_options
+from tests.peers.spark_class_archive import BASE_OPTIONS, JVM_HOME, build_spark_archive, spark_jvm_options
 
 # One definition of the session's KDC for every test directory: a session fixture imported into two modules is
 # two fixtures, two KDCs in one worker, and the second one's KRB5_CONFIG would send the first one's clients to
@@ -28,11 +28,16 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # (tests/peers/spark_class_archive.py). A session's start and first jobs: 25.6 -> 14.3 CPU seconds with the
 # quick compiler, 11.6 with the archive too. Options set by the caller are kept.
 _OWN_SPARK_OPTIONS = spark_jvm_options()
-CALLER_SPARK_OPTIONS = os.environ.get("SPARK_SUBMIT_OPTS", QUICK_COMPILER) not in (
-    QUICK_COMPILER,
+CALLER_SPARK_OPTIONS = os.environ.get("SPARK_SUBMIT_OPTS", BASE_OPTIONS) not in (
+    BASE_OPTIONS,
     _OWN_SPARK_OPTIONS,
 )
 os.environ.setdefault("SPARK_SUBMIT_OPTS", _OWN_SPARK_OPTIONS)
+# The tests' metastores adopt trashed files from the trash of the tests' Spark JVMs, not the user's ~/.Trash
+# (spark_class_archive.JVM_HOME says why); JVMs started with the caller's options trash into the user's home.
+if not CALLER_SPARK_OPTIONS:
+    JVM_HOME.mkdir(parents=True, exist_ok=True)
+    os.environ["HMSREPL_TRASH_ROOT"] = str(JVM_HOME / ".Trash")
 # Loads retire replaced directories at once in tests (production waits for readers: 60 s by default).
 os.environ.setdefault("HMSREPL_REPL_RETIRE_GRACE_SECONDS", "0")
 # py4j logs at INFO from finalisers run at interpreter exit, after pytest closed the captured streams.

@@ -31,17 +31,26 @@ ARCHIVES = REPO / "var" / "jvm-archives"
 TRAINING_JOB = Path(__file__).with_name("spark_archive_training.py")
 # A test's Spark lives seconds: the optimising compiler's threads would take the other test's core.
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+#: The home of the tests' Spark JVMs (``-Duser.home``), one per checkout. Spark's Hive client moves what an
+#: INSERT OVERWRITE replaces into Hadoop's trash under the JVM's home, which Java takes from the password file
+#: whatever ``HOME`` says, and the tests' metastores adopt it from their trash root (``HMSREPL_TRASH_ROOT``,
+#: which tests/conftest.py points at this home's ``.Trash``): so the two agree on any machine, and the tests
+#: leave nothing in the user's own ``~/.Trash``.
+JVM_HOME = REPO / "var" / "test-home"
+#: What every test Spark JVM starts with.
+BASE_OPTIONS = f"{QUICK_COMPILER} -Duser.home={JVM_HOME}"
 # A JVM that cannot use the archive (another class path) says so on stdout unless told not to.
 QUIET_ARCHIVE = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 BUILD_TIMEOUT_SECONDS = 300
 
 
 def spark_jvm_options() -> str:
-    """``SPARK_SUBMIT_OPTS`` for the tests' Spark JVMs: the quick compiler, and the archive once it exists."""
+    """``SPARK_SUBMIT_OPTS`` for the tests' Spark JVMs: the quick compiler, the tests' home, and the archive
+    once it exists."""
     archive = archive_path()
     if archive is None or not archive.is_file():
-        return QUICK_COMPILER
-    return " ".join((QUICK_COMPILER, f"-XX:SharedArchiveFile={archive}", *QUIET_ARCHIVE))
+        return BASE_OPTIONS
+    return " ".join((BASE_OPTIONS, f"-XX:SharedArchiveFile={archive}", *QUIET_ARCHIVE))
 
 
 @functools.cache
@@ -94,7 +103,7 @@ def _build(archive: Path) -> None:
         partial = root / "classes.jsa"
         env = {
             **os.environ,
-            "SPARK_SUBMIT_OPTS": f"{QUICK_COMPILER} -XX:ArchiveClassesAtExit={partial}",
+            "SPARK_SUBMIT_OPTS": f"{BASE_OPTIONS} -XX:ArchiveClassesAtExit={partial}",
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
         }
