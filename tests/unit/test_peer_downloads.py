@@ -21,7 +21,14 @@ from tests.peers.lock import JAR_SETS
 from tests.peers.maven import JarSet, LockedJar, read_lock, save_lock
 
 
-class RangingHandler(http.server.SimpleHTTPRequestHandler):
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Whole files, as some mirrors answer even a range request; no request log on the test's output."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class RangingHandler(QuietHandler):
     """Central's behaviour this needs: a ``Range: bytes=a-b`` request answered 206 with that slice."""
 
     ranges: list[str] = []
@@ -40,9 +47,6 @@ class RangingHandler(http.server.SimpleHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data[start : end + 1])
 
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture(params=["ranging", "whole files only"])
 def central(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
@@ -50,9 +54,8 @@ def central(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
     root = tmp_path / "central"
     root.mkdir()
     RangingHandler.ranges = []
-    base = RangingHandler if request.param == "ranging" else http.server.SimpleHTTPRequestHandler
+    base = RangingHandler if request.param == "ranging" else QuietHandler
     handler = partial(base, directory=str(root))
-    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
