@@ -5,11 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB_SERVERS := tests/db_servers.sh
-# Two workers, one test file each at a time (files share servers and fixtures). The suite is bound by the 2
-# cores: with three workers it took 31 min 57 s against 29 min 19 s with two (2026-12-01); its tests' JVMs
-# compile with the quick compiler alone (tests/conftest.py), which took it to 28 min 2 s. PYTEST_ARGS= runs
-# one process.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# Two workers, one test file each at a time (files share servers and fixtures), the longest files first
+# (tests/file_order.py; --no-loadscope-reorder keeps that order, which xdist would sort by test count). The
+# suite is bound by the 2 cores: with three workers it took 31 min 57 s against 29 min 19 s with two
+# (2026-12-01); its tests' JVMs compile with the quick compiler alone (tests/conftest.py), which took it to
+# 28 min 2 s. PYTEST_ARGS= runs one process.
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 # The tests run under eatmydata (LD_PRELOAD: fsync, fdatasync, syncfs and O_SYNC become no-ops), the servers
 # and JVMs they start included: why, and what it measured, in docs/setup.md. NO_SYNC= runs them syncing.
 NO_SYNC ?= eatmydata

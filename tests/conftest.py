@@ -14,6 +14,7 @@ import pytest
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from tests.backends import BACKENDS, temporary_database
+from tests.file_order import file_seconds
 from tests.peers.spark_class_archive import BASE_OPTIONS, JVM_HOME, build_spark_archive, spark_jvm_options
 
 # One definition of the session's KDC for every test directory: a session fixture imported into two modules is
@@ -128,17 +129,13 @@ def session_store(session_metastore: RunningMetastore) -> Iterator[Metastore]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files that start a JVM (Spark, a stock Hive Metastore) run first, in their usual order; a run with
-    Spark tests builds the Spark class archive first unless it exists.
-
-    With ``-n 2 --dist loadfile`` files are handed to the two workers in collection order; the longest
-    (one to two minutes each) then share the start of the run, and the short ones fill the end, so neither
-    worker finishes minutes before the other. A stable sort: every file keeps its own tests' order.
-    """
+    """Files run longest first (tests/file_order.py says why and from what); a run with Spark tests builds
+    the Spark class archive first unless it exists. A stable sort: every file keeps its own tests' order."""
     starts_jvm = {
         item.path for item in items if item.get_closest_marker("spark") or item.get_closest_marker("trino")
     }
-    items.sort(key=lambda item: item.path not in starts_jvm)
+    seconds = {path: file_seconds(path, path in starts_jvm) for path in {item.path for item in items}}
+    items.sort(key=lambda item: -seconds[item.path])
     if not CALLER_SPARK_OPTIONS and any(item.get_closest_marker("spark") for item in items):
         build_spark_archive()
 
