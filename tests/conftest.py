@@ -57,7 +57,16 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def db_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A new database on the backend: on PostgreSQL it already holds the metastore's schema (tests/backends.py
+    says why)."""
     with temporary_database(backend, str(tmp_path)) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_db_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A new database without any table, on every backend: for tests of migrations."""
+    with temporary_database(backend, str(tmp_path), empty=True) as url:
         yield url
 
 

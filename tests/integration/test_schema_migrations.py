@@ -29,6 +29,13 @@ from tests.backends import temporary_database
 from tests.helpers import make_table
 
 
+@pytest.fixture
+def db_url(empty_db_url: str) -> str:
+    """Migrations start from a database without any table (on PostgreSQL the suite's databases otherwise
+    hold the current schema already)."""
+    return empty_db_url
+
+
 def _store_old_table(db_url: str, location: str | None) -> int:
     """Database ``kept`` and table ``kept.t`` as an older revision's metastore wrote them (only the columns it
     had: today's catalog also writes columns and tables added since); returns the table's id."""
@@ -143,8 +150,8 @@ def test_a_new_database_gets_the_schema_its_migrations_would_give(backend: str, 
     """The one-step schema of an empty database is the one every migration from the first builds: same
     tables, columns, keys, indexes, checks and seeded rows, the same revision recorded."""
     with (
-        temporary_database(backend, str(tmp_path)) as migrated,
-        temporary_database(backend, str(tmp_path)) as new,
+        temporary_database(backend, str(tmp_path), empty=True) as migrated,
+        temporary_database(backend, str(tmp_path), empty=True) as new,
     ):
         migrate(migrated)
         upgrade_schema(new)

@@ -136,7 +136,8 @@ def test_long_locations_and_moved_databases_stay_guarded(metastore: Metastore) -
     catalog.create_database(Database(name="again", location_uri=str(sibling)))
 
 
-def test_databases_stored_before_their_keys_get_them_on_upgrade(db_url: str, tmp_path: Path) -> None:
+def test_databases_stored_before_their_keys_get_them_on_upgrade(empty_db_url: str, tmp_path: Path) -> None:
+    db_url = empty_db_url
     upgrade_schema(db_url, "0014_versiondirs")
     kept = tmp_path / "warehouse" / "kept_here"
     managed = tmp_path / "warehouse" / "kept_managed"

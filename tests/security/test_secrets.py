@@ -43,8 +43,9 @@ def hmsrepl(*args: str, db_url: str | None = None) -> subprocess.CompletedProces
 
 @pytest.fixture
 def secret_url(tmp_path: Path) -> Iterator[str]:
-    """A fresh PostgreSQL database (trust authentication: any password is accepted) named by a URL with one."""
-    with temporary_database("postgres", str(tmp_path)) as url:
+    """A fresh, empty PostgreSQL database (trust authentication: any password is accepted) named by a URL with
+    one."""
+    with temporary_database("postgres", str(tmp_path), empty=True) as url:
         yield with_password(url)
 
 
@@ -66,7 +67,7 @@ def test_cli_never_prints_the_password(secret_url: str, tmp_path: Path) -> None:
     assert upgraded.returncode == 0, upgraded.stderr
     assert "metastore schema at postgresql+psycopg://postgres:***@" in upgraded.stdout
 
-    with temporary_database("postgres", str(tmp_path)) as other:
+    with temporary_database("postgres", str(tmp_path), empty=True) as other:
         status = hmsrepl("repl", "run", "REPL STATUS dr", "--target-db-url", with_password(other))
     assert status.returncode == 1 and "target metastore schema at" in status.stderr
 
