@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def postgres_schema_template(admin_url: str) -> str:
     from hmsrepl.metastore.new_schema import create_if_empty
 
     template = f"hmsrepl_template_{schema_digest()}"
-    admin: Engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
             conn.execute(text("SELECT pg_advisory_lock(hashtext(:name))"), {"name": template})

@@ -56,6 +56,18 @@ def file_seconds(path: Path, starts_jvm: bool) -> float:
     return UNKNOWN_JVM_SECONDS if starts_jvm else UNKNOWN_SECONDS
 
 
+@cache
+def file_of(classname: str) -> str | None:
+    """The test file a JUnit ``classname`` names (``tests.integration.test_x[.Class]`` ->
+    ``tests/integration/test_x.py``), None when no such file exists any more."""
+    parts = classname.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = "/".join(parts[:end]) + ".py"
+        if (REPO / candidate).is_file():
+            return candidate
+    return None
+
+
 def durations_from_reports(reports: Iterable[Path]) -> dict[str, float]:
     """Each file's median seconds over JUnit reports of whole runs (a report's test cases name their module
     as a dotted ``classname``)."""
@@ -63,14 +75,9 @@ def durations_from_reports(reports: Iterable[Path]) -> dict[str, float]:
     for report in reports:
         totals: dict[str, float] = defaultdict(float)
         for case in ET.parse(report).iter("testcase"):
-            module = case.get("classname", "")
-            parts = module.split(".")
-            # tests.integration.test_x[.Class] -> tests/integration/test_x.py
-            for end in range(len(parts), 0, -1):
-                candidate = "/".join(parts[:end]) + ".py"
-                if (REPO / candidate).is_file():
-                    totals[candidate] += float(case.get("time", "0"))
-                    break
+            name = file_of(case.get("classname", ""))
+            if name is not None:
+                totals[name] += float(case.get("time", "0"))
         for name, seconds in totals.items():
             per_report[name].append(seconds)
     return {name: round(statistics.median(times), 1) for name, times in sorted(per_report.items())}
