@@ -15,7 +15,7 @@ PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 # and JVMs they start included: why, and what it measured, in docs/setup.md. NO_SYNC= runs them syncing.
 NO_SYNC ?= eatmydata
 
-.PHONY: help setup krb5-packages driver-packages db-packages test-packages peer-jars peer-downloads check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
+.PHONY: help setup build-packages peers-and-servers krb5-packages driver-packages db-packages test-packages peer-jars peer-downloads check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
 	ui-browser ui-connection-check
 
 help:  ## list targets
@@ -25,18 +25,23 @@ help:  ## list targets
 # gssapi and mysqlclient build from source), uv 125 s (docs/setup.md). --system-certs: the platform's
 # certificate store, as pip and urllib use, not uv's bundled one.
 UV := $(BIN)/uv pip install -q --system-certs --python $(BIN)/python
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml | krb5-packages driver-packages
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml | build-packages
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check uv==0.13.9
 	$(UV) -r requirements-dev.txt
 	$(UV) --no-deps -e .
 	touch $(STAMP)
 
-# The JVM peers download (system Python) while the venv installs: 46 s against 125 s for a fresh machine (no
+# What the venv builds against is installed first, in one apt transaction; then the JVM peers download (system
+# Python) and the servers' packages install while the venv does: 46 s against 125 s for a fresh machine (no
 # caches), which waited 325 s for pip and 158-204 s for Maven before (docs/setup.md).
-setup: krb5-packages driver-packages db-packages test-packages check-java  ## .venv with every requirement, the test servers and peers
-	$(MAKE) --no-print-directory -j2 $(STAMP) peer-downloads
+setup: build-packages check-java  ## .venv with every requirement, the test servers and peers
+	$(MAKE) --no-print-directory -j2 $(STAMP) peers-and-servers
 	$(BIN)/python -m tests.peers.fetch_all built
+
+peers-and-servers:  ## the JVM peers' downloads, then the test servers' packages (one lane beside the venv's)
+	$(MAKE) --no-print-directory peer-downloads
+	$(MAKE) --no-print-directory db-packages
 
 # JVM peers from Maven Central, pinned, locked (tests/peers/locks/) and SHA-1 checked, cached under var/peers:
 # hadoop-aws and the AWS SDK modules for Spark's s3a:// (pyspark ships neither), Spark's Hive 3.1.3 metastore
@@ -61,9 +66,13 @@ define install-debs
 @missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 if [ -n "$$missing" ]; then \
   [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make setup as root)"; exit 1; }; \
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+  apt-get update -qq -o Acquire::Retries=3 && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Acquire::Retries=3 $$missing; \
 fi
 endef
+
+build-packages:  ## what the venv's packages build with (KRB5_DEBS, DRIVER_DEBS) and eatmydata, in one apt transaction
+	$(call install-debs,$(KRB5_DEBS) $(DRIVER_DEBS) eatmydata)
 
 test-packages:  ## eatmydata, which the tests run under (NO_SYNC)
 	$(call install-debs,eatmydata)
@@ -114,7 +123,8 @@ ui-browser:  ## Debian's Chromium and chromedriver for the UI checks (not part o
 	@missing=$$(for p in $(UI_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make ui-browser as root)"; exit 1; }; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  apt-get update -qq -o Acquire::Retries=3 && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Acquire::Retries=3 $$missing; \
 	fi
 
 ui-check: setup $(UI_STAMP) ui-browser  ## Airflow UI in headless Chromium: connection form and Test, DAGs, a run (screenshots in var/ui/)

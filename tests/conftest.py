@@ -15,7 +15,12 @@ from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from tests.backends import BACKENDS, temporary_database
 from tests.file_order import file_seconds
-from tests.peers.spark_class_archive import BASE_OPTIONS, JVM_HOME, build_spark_archive, spark_jvm_options
+from tests.peers.spark_class_archive import (
+    BASE_OPTIONS,
+    JVM_HOME,
+    spark_jvm_options,
+    start_spark_archive_build,
+)
 
 # One definition of the session's KDC for every test directory: a session fixture imported into two modules is
 # two fixtures, two KDCs in one worker, and the second one's KRB5_CONFIG would send the first one's clients to
@@ -138,15 +143,16 @@ def session_store(session_metastore: RunningMetastore) -> Iterator[Metastore]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files run longest first (tests/file_order.py says why and from what); a run with Spark tests builds
-    the Spark class archive first unless it exists. A stable sort: every file keeps its own tests' order."""
+    """Files run longest first (tests/file_order.py says why and from what); a run with Spark tests starts
+    building the Spark class archive unless it exists (beside the tests, not before them). A stable sort: every
+    file keeps its own tests' order."""
     starts_jvm = {
         item.path for item in items if item.get_closest_marker("spark") or item.get_closest_marker("trino")
     }
     seconds = {path: file_seconds(path, path in starts_jvm) for path in {item.path for item in items}}
     items.sort(key=lambda item: -seconds[item.path])
     if not CALLER_SPARK_OPTIONS and any(item.get_closest_marker("spark") for item in items):
-        build_spark_archive()
+        start_spark_archive_build()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

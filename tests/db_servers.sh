@@ -50,8 +50,8 @@ install() {
     if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && ours=1
     fi
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    apt-get update -qq -o Acquire::Retries=3
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Acquire::Retries=3 --no-install-recommends $missing >/dev/null
     [ -n "$ours" ] && rm -f "$policy"
     return 0
 }

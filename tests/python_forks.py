@@ -264,6 +264,8 @@ def serve() -> None:
     os.dup2(2, 1)  # a stray print of an import must not corrupt the replies
     for name in PRELOAD:
         importlib.import_module(name)
+    # The migration scripts, read once here rather than in each child that creates a metastore's schema.
+    importlib.import_module("hmsrepl.metastore.new_schema").migration_scripts()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)

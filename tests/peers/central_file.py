@@ -8,6 +8,10 @@ Central answers one stream at some 10-25 MB/s but many at once far faster, and a
 for the slowest download: so files are fetched side by side (``fetch_many``), and a file larger than
 ``RANGE_BYTES`` in ranges side by side, written at their offsets (Trino's 820 MB tarball took 50 s as one
 stream). A server that ignores ``Range`` answers the whole file, which is then read as one stream.
+
+A fresh machine's network fails now and then for a moment (a name that does not resolve once, a reset
+connection, a 503): each request is tried again after a short wait, ``ATTEMPTS`` times in all, so that a blip
+does not fail a whole set-up. An answer that will not change (404, 403) fails at once.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
+import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 CENTRAL_URL = "https://repo.maven.apache.org/maven2"
 #: Files larger than this download in ranges of this size, side by side.
@@ -27,6 +34,11 @@ RANGE_BYTES = 32 << 20
 WORKERS = 8
 TIMEOUT = 60
 _BLOCK = 1 << 20
+#: Tries of one request, and the wait before the first retry (doubled before each next one).
+ATTEMPTS = 4
+RETRY_WAIT_SECONDS = 1.0
+
+_T = TypeVar("_T")
 
 
 class FetchError(RuntimeError):
@@ -40,9 +52,13 @@ def artifact_url(group: str, artifact: str, version: str, suffix: str) -> str:
 
 def published_sha1(url: str) -> str:
     """The SHA-1 Central publishes for ``url`` (its ``.sha1`` file holds the hex digest, maybe a name after it)."""
-    try:
+
+    def read() -> str:
         with urllib.request.urlopen(url + ".sha1", timeout=TIMEOUT) as reply:
             return reply.read().decode().split()[0].strip().lower()
+
+    try:
+        return with_retries(read)
     except OSError as error:
         raise FetchError(f"{url}.sha1: {error}") from error
 
@@ -82,6 +98,21 @@ def download(url: str, dest: Path, sha1: str, *, source: str) -> Path:
     return dest
 
 
+def with_retries(request: Callable[[], _T]) -> _T:
+    """``request()``, tried again after a growing wait when it fails in a way that may pass (see the module)."""
+    wait = RETRY_WAIT_SECONDS
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return request()
+        except OSError as error:
+            final = isinstance(error, urllib.error.HTTPError) and error.code < 500
+            if final or attempt == ATTEMPTS:
+                raise
+        time.sleep(wait)
+        wait *= 2
+    raise AssertionError("unreachable")
+
+
 def file_sha1(path: Path) -> str:
     digest = hashlib.sha1()  # Maven Central publishes SHA-1 sums: a check, not a secret
     with path.open("rb") as f:
@@ -92,19 +123,27 @@ def file_sha1(path: Path) -> str:
 
 def _write(url: str, part: Path) -> None:
     """``url``'s bytes into ``part``: its first range, then, when the server ranges and more is left, the other
-    ranges side by side."""
+    ranges side by side (each request tried again on its own when it fails)."""
+    total = with_retries(lambda: _write_first(url, part))
+    if total is None or total <= RANGE_BYTES:
+        return
+    ranges = [(start, min(start + RANGE_BYTES, total)) for start in range(RANGE_BYTES, total, RANGE_BYTES)]
+    with part.open("r+b") as out, ThreadPoolExecutor(WORKERS) as pool:
+        fd = out.fileno()
+        list(pool.map(lambda span: with_retries(lambda: _write_range(url, fd, *span)), ranges))
+    if part.stat().st_size != total:
+        raise OSError(f"{part.stat().st_size} bytes written of {total}")
+
+
+def _write_first(url: str, part: Path) -> int | None:
+    """The first range of ``url`` (or the whole file, from a server that ignores ranges) written into a new
+    ``part``; the file's whole size when the server ranges."""
     request = urllib.request.Request(url, headers={"Range": f"bytes=0-{RANGE_BYTES - 1}"})
     with urllib.request.urlopen(request, timeout=TIMEOUT) as reply, part.open("wb") as out:
         total = _ranged_total(reply.status, reply.headers.get("Content-Range"))
         for block in iter(lambda: reply.read(_BLOCK), b""):
             out.write(block)
-    if total is None or total <= RANGE_BYTES:
-        return
-    ranges = [(start, min(start + RANGE_BYTES, total)) for start in range(RANGE_BYTES, total, RANGE_BYTES)]
-    with part.open("r+b") as out, ThreadPoolExecutor(WORKERS) as pool:
-        list(pool.map(lambda span: _write_range(url, out.fileno(), *span), ranges))
-    if part.stat().st_size != total:
-        raise OSError(f"{part.stat().st_size} bytes written of {total}")
+    return total
 
 
 def _ranged_total(status: int, content_range: str | None) -> int | None:

@@ -73,13 +73,32 @@ def archive_path() -> Path | None:
     return ARCHIVES / f"spark-{pyspark.__version__}-{digest.hexdigest()[:12]}.jsa"
 
 
-def build_spark_archive() -> None:
-    """Build the archive unless it exists or another process is building it.
+def start_spark_archive_build() -> None:
+    """Start building the archive in a process of its own, unless it exists: the caller goes on at once.
 
-    Test workers collect at the same time: the first one builds, and the others go on without waiting; each
-    test's JVMs take the archive from the moment it exists (``spark_jvm_options`` before every test). A
-    build that fails warns and leaves no file.
+    Test workers collect at the same time and each starts a build; the first to take the lock builds, the
+    others end. Nobody waits for it: xdist hands out no test before every worker has collected, so a build
+    run in one worker's collection held both workers for its minute. Each test's JVMs take the archive from
+    the moment it exists (``spark_jvm_options`` before every test). The build's output goes to
+    ``var/jvm-archives/build.log``; a build that fails leaves no archive.
     """
+    archive = archive_path()
+    if archive is None or archive.is_file():
+        return
+    ARCHIVES.mkdir(parents=True, exist_ok=True)
+    with open(ARCHIVES / "build.log", "a") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.peers.spark_class_archive"],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # not the test run's process group: an interrupted run leaves it be
+        )
+
+
+def build_spark_archive() -> None:
+    """Build the archive unless it exists or another process is building it (then return at once)."""
     archive = archive_path()
     if archive is None or archive.is_file():
         return
@@ -128,3 +147,7 @@ def _build(archive: Path) -> None:
             return
         shutil.move(partial, archive.with_suffix(".partial"))
         os.replace(archive.with_suffix(".partial"), archive)
+
+
+if __name__ == "__main__":
+    build_spark_archive()

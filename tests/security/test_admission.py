@@ -64,7 +64,7 @@ def assert_fast_under_floods(server_port: int, connect_client: Callable[[], Any]
         flood.__enter__()
     try:
         time.sleep(2.0)  # the floods are in place, and the first idle ones already timed out and came back
-        samples = latencies(lambda c: c.get_all_databases(), connect_client, seconds=12)
+        samples = latencies(lambda c: c.get_all_databases(), connect_client, seconds=6)
     finally:
         for flood in all_floods:
             flood.__exit__()

@@ -1,10 +1,12 @@
 """Downloads from Maven Central: a pinned file takes its final name only once it equals the SHA-1 Central
 publishes; a locked jar set downloads exactly the jars its lock pins, side by side, and nothing that differs
-from them; a big file downloads in ranges and is the same file. Each against a server that answers ranges and
-one that answers whole files only."""
+from them; a big file downloads in ranges and is the same file. Each against a server that answers ranges, one
+that answers whole files only, and one that fails each request once (each is tried again); an answer that will
+not change (404) is not asked again."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import re
@@ -48,19 +50,47 @@ class RangingHandler(QuietHandler):
         self.wfile.write(data[start : end + 1])
 
 
-@pytest.fixture(params=["ranging", "whole files only"])
-def central(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A loopback HTTP server in Central's layout, which answers ranges or (as some mirrors) whole files."""
-    root = tmp_path / "central"
+class FlakyHandler(RangingHandler):
+    """A network that fails each request once before it answers: every other first try is a reset connection,
+    the rest a 503. ``asked`` counts the tries of each (path, range)."""
+
+    asked: dict[tuple[str, str], int] = {}
+
+    def do_GET(self) -> None:
+        key = (self.path, self.headers.get("Range", ""))
+        self.asked[key] = self.asked.get(key, 0) + 1
+        if self.asked[key] == 1 and (self.path.endswith(".sha1") or len(self.asked) % 2):
+            self.send_error(503)
+            return
+        if self.asked[key] == 1:
+            self.close_connection = True  # no reply at all: the client's read fails
+            self.connection.shutdown(2)
+            return
+        super().do_GET()
+
+
+@pytest.fixture(params=["ranging", "whole files only", "failing each request once"])
+def central(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, Path]]:
+    """A loopback HTTP server in Central's layout, which answers ranges, or (as some mirrors) whole files, or
+    ranges after failing each request once (a network with blips)."""
+    RangingHandler.ranges, FlakyHandler.asked = [], {}
+    handler = {"ranging": RangingHandler, "whole files only": QuietHandler}.get(request.param, FlakyHandler)
+    monkeypatch.setattr(central_file, "RETRY_WAIT_SECONDS", 0.01)
+    with serving(handler, tmp_path / "central") as url:
+        yield url, tmp_path / "central"
+
+
+@contextlib.contextmanager
+def serving(handler: type[QuietHandler], root: Path) -> Iterator[str]:
+    """A loopback HTTP server of ``root`` (made here) answering through ``handler``; its base URL."""
     root.mkdir()
-    RangingHandler.ranges = []
-    base = RangingHandler if request.param == "ranging" else QuietHandler
-    handler = partial(base, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", root
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
@@ -145,10 +175,12 @@ def test_a_file_larger_than_a_range_downloads_in_ranges_as_the_same_bytes(
     dest = tmp_path / "cache" / "server.tar.gz"
     download(f"{url}/server.tar.gz", dest, hashlib.sha1(data).hexdigest(), source="the lock's")
     assert dest.read_bytes() == data
-    if RangingHandler.ranges:  # the ranging server: every range asked once, the last one short
+    if RangingHandler.ranges:  # the ranging servers: every range answered once, the last one short
         assert sorted(RangingHandler.ranges) == sorted(
             f"{s}-{min(s + 999, 12_799)}" for s in range(0, 12_800, 1000)
         )
+    if FlakyHandler.asked:  # the failing one: each request answered at its second try
+        assert len(FlakyHandler.asked) == 13 and set(FlakyHandler.asked.values()) == {2}
 
 
 def publish_with_sha1(root: Path, name: str, data: bytes, sha1: str | None = None) -> None:
@@ -181,3 +213,11 @@ def test_a_missing_artifact_is_named(central, tmp_path: Path) -> None:
     with pytest.raises(FetchError, match=r"absent\.jar\.sha1: HTTP Error 404"):
         fetch_file(f"{url}/absent.jar", tmp_path / "absent.jar")
     assert not (tmp_path / "absent.jar").exists()
+
+
+def test_an_answer_that_will_not_change_is_not_asked_again(tmp_path: Path) -> None:
+    FlakyHandler.asked = {("/absent.jar.sha1", ""): 1}  # past its one failure: the server answers 404
+    failure = pytest.raises(FetchError, match=r"absent\.jar\.sha1: HTTP Error 404")
+    with serving(FlakyHandler, tmp_path / "central") as url, failure:
+        fetch_file(f"{url}/absent.jar", tmp_path / "absent.jar")
+    assert FlakyHandler.asked[("/absent.jar.sha1", "")] == 2  # one request: no retry of a 404
