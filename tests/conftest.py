@@ -14,7 +14,7 @@ import pytest
 from hmsrepl.config import MetastoreConfig
 from hmsrepl.metastore import Metastore
 from tests.backends import BACKENDS, temporary_database
-from tests.file_order import file_seconds
+from tests.file_order import file_seconds, hand_out_order
 from tests.peers.spark_class_archive import (
     BASE_OPTIONS,
     JVM_HOME,
@@ -144,15 +144,22 @@ def session_store(session_metastore: RunningMetastore) -> Iterator[Metastore]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files run longest first (tests/file_order.py says why and from what); a run with Spark tests starts
-    building the Spark class archive unless it exists (beside the tests, not before them). A stable sort: every
-    file keeps its own tests' order."""
+    building the Spark class archive unless it exists (beside the tests, not before them), and hands out files
+    that start no JVM first while it builds. A stable sort: every file keeps its own tests' order."""
     starts_jvm = {
         item.path for item in items if item.get_closest_marker("spark") or item.get_closest_marker("trino")
     }
     seconds = {path: file_seconds(path, path in starts_jvm) for path in {item.path for item in items}}
-    items.sort(key=lambda item: -seconds[item.path])
-    if not CALLER_SPARK_OPTIONS and any(item.get_closest_marker("spark") for item in items):
-        start_spark_archive_build()
+    building = (
+        not CALLER_SPARK_OPTIONS
+        and any(item.get_closest_marker("spark") for item in items)
+        and start_spark_archive_build()
+    )
+    rank = {
+        path: index
+        for index, path in enumerate(hand_out_order(seconds, starts_jvm, archive_building=building))
+    }
+    items.sort(key=lambda item: rank[item.path])
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

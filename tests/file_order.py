@@ -14,6 +14,12 @@ JUnit reports of whole runs: ``python -m tests.file_order REPORT.xml...`` rewrit
 median over the reports. A file the table does not know (a new one) is placed by its markers: one that
 starts a JVM is taken for a long file, any other for a short one. A stale table only costs balance, never a
 test.
+
+While the Spark class archive is being built (a minute and more, beside the tests: see
+``tests/peers/spark_class_archive.py``), the first files handed out are the longest of those that start no
+JVM, about as many seconds of them as the build takes on both workers: a Spark file run during the build pays
+for its JVMs' classes without the archive and shares the cores with the build (the two Hive files took 100 s
+more of the workers' time when they ran first).
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ DURATIONS = TESTS / "file_durations.json"
 #: Seconds assumed for a file missing from the table: one that starts a JVM (Spark, Trino) is usually long.
 UNKNOWN_JVM_SECONDS = 60.0
 UNKNOWN_SECONDS = 5.0
+#: How long the Spark class archive's build takes beside the tests (rehearsal: 101 s).
+ARCHIVE_BUILD_SECONDS = 100.0
+WORKERS = 2
 
 
 @cache
@@ -54,6 +63,25 @@ def file_seconds(path: Path, starts_jvm: bool) -> float:
     if known is not None:
         return known
     return UNKNOWN_JVM_SECONDS if starts_jvm else UNKNOWN_SECONDS
+
+
+def hand_out_order(
+    seconds: dict[Path, float], starts_jvm: set[Path], *, archive_building: bool
+) -> list[Path]:
+    """The files in the order they are handed out: the longest first, after (while the Spark class archive is
+    being built) the longest files that start no JVM, ``ARCHIVE_BUILD_SECONDS`` of them for each worker."""
+    longest_first = sorted(seconds, key=lambda path: (-seconds[path], str(path)))
+    if not archive_building:
+        return longest_first
+    lead: list[Path] = []
+    budget = ARCHIVE_BUILD_SECONDS * WORKERS
+    for path in longest_first:
+        if budget <= 0:
+            break
+        if path not in starts_jvm:
+            lead.append(path)
+            budget -= seconds[path]
+    return lead + [path for path in longest_first if path not in lead]
 
 
 @cache

@@ -73,8 +73,9 @@ def archive_path() -> Path | None:
     return ARCHIVES / f"spark-{pyspark.__version__}-{digest.hexdigest()[:12]}.jsa"
 
 
-def start_spark_archive_build() -> None:
-    """Start building the archive in a process of its own, unless it exists: the caller goes on at once.
+def start_spark_archive_build() -> bool:
+    """Start building the archive in a process of its own, unless it exists: the caller goes on at once. True
+    when the archive is not there yet (being built).
 
     Test workers collect at the same time and each starts a build; the first to take the lock builds, the
     others end. Nobody waits for it: xdist hands out no test before every worker has collected, so a build
@@ -84,7 +85,7 @@ def start_spark_archive_build() -> None:
     """
     archive = archive_path()
     if archive is None or archive.is_file():
-        return
+        return False
     ARCHIVES.mkdir(parents=True, exist_ok=True)
     with open(ARCHIVES / "build.log", "a") as log:
         subprocess.Popen(
@@ -95,6 +96,7 @@ def start_spark_archive_build() -> None:
             stderr=log,
             start_new_session=True,  # not the test run's process group: an interrupted run leaves it be
         )
+    return True
 
 
 def build_spark_archive() -> None:

@@ -3,12 +3,20 @@ collection follows it, and ``make test`` keeps xdist from re-sorting the files b
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.file_order import DURATIONS, durations_from_reports, file_seconds, main, measured_seconds
+from tests.file_order import (
+    DURATIONS,
+    durations_from_reports,
+    file_seconds,
+    hand_out_order,
+    main,
+    measured_seconds,
+)
 from tests.servers import REPO
 
 
@@ -46,17 +54,29 @@ def test_files_missing_from_the_table_are_placed_by_what_they_start(tmp_path: Pa
 
 def test_collection_puts_the_longest_file_first() -> None:
     files = ["tests/unit/test_json_text.py", "tests/unit/test_types.py", "tests/integration/test_demo.py"]
+    # JVM options of the caller's: no class archive is built, so nothing is handed out ahead of its turn.
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": "-Dhmsrepl.test=order"}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", *files],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     order = list(dict.fromkeys(line.split("::")[0] for line in done.stdout.splitlines() if "::" in line))
     table = measured_seconds()
     assert order == sorted(files, key=lambda name: -table[name])
+
+
+def test_while_the_archive_builds_files_without_a_jvm_go_first_for_about_its_length() -> None:
+    spark, trino, mypy, unit, tiny = (Path(f"tests/test_{name}.py") for name in ("s", "t", "m", "u", "x"))
+    seconds = {spark: 120.0, trino: 90.0, mypy: 150.0, unit: 60.0, tiny: 1.0}
+    jvm = {spark, trino}
+    assert hand_out_order(seconds, jvm, archive_building=False) == [mypy, spark, trino, unit, tiny]
+    # 200 s of lead (100 s a worker): the mypy file (150 s), then the unit one (60 s) fills it.
+    assert hand_out_order(seconds, jvm, archive_building=True) == [mypy, unit, spark, trino, tiny]
 
 
 def test_make_test_keeps_the_order_from_xdist() -> None:
