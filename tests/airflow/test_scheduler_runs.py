@@ -31,6 +31,9 @@ from tests.airflow_local import AirflowApi, LocalAirflow, wait_for
 from tests.helpers import make_table, write_file
 from tests.servers import REPO, RunningMetastore, answering, metastore_server
 
+#: Its DAGs' tasks run spark-submit.
+pytestmark = pytest.mark.spark
+
 RUN_TIMEOUT = 240.0
 
 CONSUMER_DAG = """
