@@ -61,11 +61,12 @@ KRB5_DEBS := krb5-kdc krb5-admin-server krb5-user libkrb5-dev gcc python3-dev
 # MariaDB's Connector/C, found through pkg-config.
 DRIVER_DEBS := libmariadb-dev pkg-config
 
-# $(call install-debs,PACKAGES): install those of the Debian PACKAGES that are missing (as root).
+# $(call install-debs,PACKAGES[,TARGET]): install those of the Debian PACKAGES that are missing (as root);
+# a user who is not root is told to run make TARGET (default: setup) as root.
 define install-debs
 @missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 if [ -n "$$missing" ]; then \
-  [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make setup as root)"; exit 1; }; \
+  [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make $(or $(2),setup) as root)"; exit 1; }; \
   apt-get update -qq -o Acquire::Retries=3 && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Acquire::Retries=3 $$missing; \
 fi
@@ -120,12 +121,7 @@ $(UI_STAMP): requirements-ui.txt $(STAMP)
 UI_DEBS := chromium chromium-driver
 
 ui-browser:  ## Debian's Chromium and chromedriver for the UI checks (not part of make test: ~300 MB)
-	@missing=$$(for p in $(UI_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  [ "$$(id -u)" = 0 ] || { echo "missing Debian packages: $$missing (run make ui-browser as root)"; exit 1; }; \
-	  apt-get update -qq -o Acquire::Retries=3 && \
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Acquire::Retries=3 $$missing; \
-	fi
+	$(call install-debs,$(UI_DEBS),ui-browser)
 
 ui-check: setup $(UI_STAMP) ui-browser  ## Airflow UI in headless Chromium: connection form and Test, DAGs, a run (screenshots in var/ui/)
 	PATH="$(CURDIR)/$(BIN):$$PATH" SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python tests/ui/check_airflow_ui.py

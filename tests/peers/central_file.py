@@ -101,16 +101,17 @@ def download(url: str, dest: Path, sha1: str, *, source: str) -> Path:
 def with_retries(request: Callable[[], _T]) -> _T:
     """``request()``, tried again after a growing wait when it fails in a way that may pass (see the module)."""
     wait = RETRY_WAIT_SECONDS
-    for attempt in range(1, ATTEMPTS + 1):
+    for _ in range(ATTEMPTS - 1):
         try:
             return request()
-        except OSError as error:
-            final = isinstance(error, urllib.error.HTTPError) and error.code < 500
-            if final or attempt == ATTEMPTS:
+        except urllib.error.HTTPError as error:
+            if error.code < 500:
                 raise
+        except OSError:
+            pass
         time.sleep(wait)
         wait *= 2
-    raise AssertionError("unreachable")
+    return request()
 
 
 def file_sha1(path: Path) -> str:
