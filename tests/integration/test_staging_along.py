@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 
 from hmsrepl.exceptions import FileLostError
+from hmsrepl.formats.file_uri import EncodedFileUri
 from hmsrepl.metastore import Metastore
+from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.model import Database
 from hmsrepl.replication import prestage
 from hmsrepl.replication.dump_checks import DumpValidationError
@@ -150,8 +152,17 @@ def paced(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_big_partitions_are_copied_while_the_walk_goes_on_and_the_replica_equals_the_source(
-    scene: Scene,
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    asked: list[str] = []  # the files the load's records asked to pin
+    real_pin = ChangeManager.pin
+
+    def pin(self: ChangeManager, encoded_files: Iterable[str]) -> int:
+        files = list(encoded_files)
+        asked.extend(EncodedFileUri.decode(text).file_uri for text in files)
+        return real_pin(self, files)
+
+    monkeypatch.setattr(ChangeManager, "pin", pin)
     scene.load()
 
     walked = scene.steps.index("walked")
@@ -169,6 +180,13 @@ def test_the_big_partitions_are_copied_while_the_walk_goes_on_and_the_replica_eq
         assert {p.name: p.read_bytes() for p in held.iterdir()} == {
             p.name: p.read_bytes() for p in directory.iterdir()
         }
+        # Each replica file's content is pinned in the replica's cmroot under its name and checksum, by the
+        # staging for the big partitions (their records pin nothing again), by the record for the small one.
+        for copy in held.iterdir():
+            pins = (scene.root / "target_cm").glob(f"{copy.name}_*")
+            assert copy.read_bytes() in {pin.read_bytes() for pin in pins}, f"{copy} is not pinned"
+        big = relative != "t/b"
+        assert any(local_path(uri).startswith(f"{held}/") for uri in asked) is not big, (relative, asked[:2])
 
 
 def keys(table: str) -> list[str]:

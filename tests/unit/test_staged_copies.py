@@ -85,10 +85,10 @@ def test_the_copies_placed_in_a_version_are_taken_at_once_only_when_they_are_the
     version = "/w/t/p=a.hmsrepl-v5"
     names = [f"part-{i:05d}.parquet" for i in range(1_000)]
 
-    def placed() -> StagedCopies:
+    def placed(unpinned: int = -1) -> StagedCopies:
         copies = StagedCopies()
         for i, name in enumerate(names):
-            copies.add(f"{version}/{name}", [COPIED, FROM_CMROOT][i % 2], placed=True)
+            copies.add(f"{version}/{name}", [COPIED, FROM_CMROOT][i % 2], placed=True, pinned=i != unpinned)
         copies.add("/w/t/p=b/one", COPIED)
         return copies
 
@@ -102,14 +102,18 @@ def test_the_copies_placed_in_a_version_are_taken_at_once_only_when_they_are_the
     assert copies.take_placed("/w/t/p=b", 1, _digest(["one"])) is None, "not placed there"
     assert len(copies) == len(names) + 1, "nothing taken by a refused call"
 
-    totals = copies.take_placed(version, len(names), _digest(names))
-    assert totals is not None
+    taken = copies.take_placed(version, len(names), _digest(names))
+    assert taken is not None
+    totals, pinned = taken
     assert (totals.files_copied, totals.bytes_copied, totals.files_from_cmroot) == (
         len(names),
         8 * len(names),
         len(names) // 2,
     )
+    assert pinned, "every copy was pinned as it was staged"
     assert len(copies) == 1
+    taken = placed(unpinned=500).take_placed(version, len(names), _digest(names))
+    assert taken is not None and not taken[1], "one copy the staging did not pin: the record pins them all"
     assert copies.take(f"{version}/{names[0]}", _entry("/s/x")) is None, "taken already"
 
     copies = placed()

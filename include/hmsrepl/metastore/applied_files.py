@@ -60,6 +60,9 @@ class ListingPages:
         self._read = read
         self.where = where
         self._first: tuple[int, bytes] | None = None  # the first whole walk's line count and digest
+        #: Every file of the listing is pinned into the replica's cmroot already (the load staged and pinned
+        #: each copy: ``replication.prestage``), so recording it pins nothing again.
+        self.pinned = False
 
     def __iter__(self) -> Iterator[Sequence[str]]:
         digest = hashlib.blake2b(digest_size=16)

@@ -423,13 +423,14 @@ def record_new(
     before: Summary | None = None,
     *,
     new_paths: bool = False,
+    pin: bool = True,
 ) -> tuple[Summary, int]:
     """Identify, pin and record the new or changed files a batch at a time; the first batch also writes
     the removals. Returns the listing's summary after the change, and how many files of ``restamp`` (a
     new size or time) kept their recorded checksum: those are recorded anew but not logged (touched, or
     rewritten with the same bytes), so the event carries only files whose content is new. ``before``: the
     recorded summary, when the caller read it already. ``new_paths``: none of ``fresh`` is recorded
-    (``listings.apply``'s)."""
+    (``listings.apply``'s). ``pin``: False when the caller pinned the files already."""
     rels = sorted(fresh)
     added: list[str] = []
     unchanged = 0
@@ -448,7 +449,8 @@ def record_new(
         encoded = [
             encode_at(cm, location, rel, identity) for rel, identity in zip(batch, identities, strict=True)
         ]
-        cm.pin(encoded)
+        if pin:
+            cm.pin(encoded)
         known = listings.read_paths(conn, key, [rel for rel in batch if rel in restamp]) if restamp else {}
         same = {
             rel

@@ -241,23 +241,45 @@ class ChangeManager:
         version id their events carry; where none is kept nothing is pinned (the file then depends on the
         writer recycling through the metastore).
         """
+        return self.pin_files(_named(EncodedFileUri.decode(text)) for text in encoded_files)
+
+    def pin_files(self, files: Iterable[tuple[str, str]]) -> int:
+        """``pin`` of files given as (URI, checksum): a load pins the copies it staged as it staged them,
+        before any event names them (``replication.prestage``)."""
         if not self.enabled:
             return 0
         if not _has_links(self.cmroot):
             return 0  # an object store's cmroot: files are pinned by their versions
-        files = self.files.batch()  # one call's files share a few directories: each resolved once
+        files_fs = self.files.batch()  # one call's files share a few directories: each resolved once
         with contextlib.closing(OpenDirectories()) as opened:  # and opened once, for links made in them
-            return sum(self._pin_one(files, opened, text) for text in encoded_files)
+            return sum(self._pin_one(files_fs, opened, uri, checksum) for uri, checksum in files)
 
-    def _pin_one(self, files: RootedFileSystem, opened: OpenDirectories, text: str) -> int:
-        """``pin`` of one file: 1 when a pin was made."""
-        entry = EncodedFileUri.decode(text)
-        if not entry.checksum or not _has_links(entry.file_uri):
+    def unpin_files(self, files: Iterable[tuple[str, str]]) -> int:
+        """Remove the pins of files (URI, checksum) that are about to be deleted unpublished (a refused
+        load's staged copies): a cmroot name is removed only when it is a hard link of the file itself,
+        so a pin of the same content kept for another file stays. Returns how many were removed."""
+        if not self.enabled or not _has_links(self.cmroot):
             return 0
-        source, target = entry.file_uri, self.cm_uri(entry.file_uri, entry.checksum)
-        if link_in_directories(source, target, fs=files, opened=opened):  # a new pin, the usual case
+        removed = 0
+        files_fs = self.files.batch()
+        for uri, checksum in files:
+            if not checksum or not _has_links(uri):
+                continue
+            target = self.cm_uri(uri, checksum)
+            fs = files_fs.admit(uri).admit(target, content=False)
+            if fs.same_file(uri, target):
+                fs.delete(target)
+                removed += 1
+        return removed
+
+    def _pin_one(self, files: RootedFileSystem, opened: OpenDirectories, uri: str, checksum: str) -> int:
+        """``pin`` of one file: 1 when a pin was made."""
+        if not checksum or not _has_links(uri):
+            return 0
+        target = self.cm_uri(uri, checksum)
+        if link_in_directories(uri, target, fs=files, opened=opened):  # a new pin, the usual case
             return 1
-        return self._pin_by_paths(files, source, target, entry.checksum)
+        return self._pin_by_paths(files, uri, target, checksum)
 
     def _pin_by_paths(self, files: RootedFileSystem, source: str, target: str, checksum: str) -> int:
         """``pin`` of one file by full paths, each checked in full: 1 when a pin was made."""
@@ -368,6 +390,10 @@ class ChangeManager:
             except StorageError as exc:  # keep going: one root must not stop retention
                 log.warning("could not expire the pins below %s: %s", root, exc)
         return expired
+
+
+def _named(entry: EncodedFileUri) -> tuple[str, str]:
+    return entry.file_uri, entry.checksum
 
 
 def _has_links(uri: str) -> bool:

@@ -42,7 +42,8 @@ def capture_pages(
     """Record the listing a load published at ``location`` for the new object ``key``, a page at a time.
 
     Each page's files are stated by name (a file not there is recorded with ``UNKNOWN_MTIME``, read by the next
-    write, as ``capture`` records one), pinned and recorded with the checksums the load verified. The change
+    write, as ``capture`` records one), pinned (unless the load pinned them as it staged them:
+    ``ListingPages.pinned``) and recorded with the checksums the load verified. The change
     is complete; its ``added`` is the replica's listing, made again from the pages when the event is written.
     """
     summary: Summary | None = None
@@ -55,8 +56,21 @@ def capture_pages(
             for rel, checksum in applied.items()
         }
         summary, _ = record_new(
-            conn, cm, key, location, current, applied, (), [], [], (), scratch, summary, new_paths=True
-        )  # a new object's, whose validated listing names each file once
+            conn,
+            cm,
+            key,
+            location,
+            current,
+            applied,
+            (),
+            [],
+            [],
+            (),
+            scratch,
+            summary,
+            new_paths=True,  # a new object's, whose validated listing names each file once
+            pin=not pages.pinned,
+        )
     if summary is None:  # an empty listing: nothing recorded
         return Captured(DataChange((), (), True, 0, listing_digest.EMPTY))
     added = new_version_listing(cm, location, pages, summary.count)

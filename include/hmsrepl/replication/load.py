@@ -420,7 +420,7 @@ class LoadEngine:
         if self.copies_staged or not tasks:
             return
         with self.clock.stage("copy"):
-            self._ahead = stage_ahead(tasks, dump.uri, tolerate_lost=tolerate_lost)
+            self._ahead = stage_ahead(tasks, dump.uri, tolerate_lost=tolerate_lost, pins=self.target.cm)
 
     # -- bootstrap ------------------------------------------------------------------------------------------
     # The whole load runs with the collector paused, a young pass after each page validated or applied
@@ -451,6 +451,7 @@ class LoadEngine:
                 lambda: own_listing_objects(dump, meta),
                 lambda: bootstrap_objects(dump, meta, own_listings=False),
                 dump.uri,
+                pins=self.target.cm,
             )
         try:
             with self.clock.stage("preflight"):  # the whole dump, before the first change

@@ -9,6 +9,14 @@ finds it). When one file's content does not match, every copy staged here is rem
 directories made for them, and the dump is refused. A task ``in_place`` (a bootstrap's big partition) is
 staged under its own name in the new version the load will publish, which no metadata names yet: the load
 then has nothing to rename for it (``StagedCopies.take_placed``).
+
+Given the replica's change manager, the staging also pins each copy placed in a new version into cmroot, a
+slice at a time as the copy processes hand their slices back: those links are made on the load's core while
+the copy process goes on with the next slices, instead of one after the other in the load's transaction
+(a partition of 1,000,000 files: some 25 s of links). The load's record of such a version then pins nothing
+again (``ListingPages.pinned``). A refused dump removes those pins with the copies (``unpin_files``: only a
+cmroot name that is a link of the copy itself); a load killed half way leaves them to cmroot's retention, as
+it leaves the pins of a transaction it did not commit.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from typing import cast
 
 from hmsrepl.concurrency import bounded_map
 from hmsrepl.exceptions import FileLostError
+from hmsrepl.metastore.change_manager import ChangeManager
+from hmsrepl.metastore.payloads import checksum_of
 from hmsrepl.replication.copy_processes import (
     CopyPool,
     CopyProcessSettings,
@@ -39,6 +49,8 @@ from hmsrepl.storage.staging import staging_name
 #: partition of 1,000,000 files held a task, its target URI and its outcome per file). Twice the default
 #: threshold of the copy processes, so a partition big enough for them has pages big enough too.
 COPY_PAGE = 100_000
+#: Placed copies pinned at a time, as their outcomes come in (one open of the two directories each time).
+PIN_BATCH = 1_000
 #: The copy tasks of a load a page at a time; called again (the same pages) to remove what was staged.
 TaskPages = Callable[[], Iterable[Sequence[CopyTask]]]
 
@@ -52,10 +64,15 @@ class StagedAhead:
 
 
 def stage_ahead(
-    pages: TaskPages | Sequence[CopyTask], dump_uri: str, *, tolerate_lost: bool = False
+    pages: TaskPages | Sequence[CopyTask],
+    dump_uri: str,
+    *,
+    tolerate_lost: bool = False,
+    pins: ChangeManager | None = None,
 ) -> StagedAhead:
     """Stage verified copies of the tasks ``pages`` yields; returns what was copied and the directories made
-    for it. A page's tasks are staged before the next page is planned.
+    for it. A page's tasks are staged before the next page is planned. ``pins``: the replica's change
+    manager, which pins the copies placed in new versions as they are made (``PlacedPins``).
 
     Refuses the dump (DumpContentMismatchError) when a file's content is not the one its checksum names, unless
     ``tolerate_lost`` (a load that leaves objects with lost files stale: the load itself meets the file again
@@ -67,6 +84,7 @@ def stage_ahead(
     missing: set[str] = set()  # the directories made so far
     failed: FileLostError | None = None
     failures = 0
+    pinner = PlacedPins(pins)
     try:
         # One sync of the file systems for all the copies, before the load's first change, instead of one
         # ``fdatasync`` per file (a partition of 1,000,000 files waited on the journal a million times).
@@ -75,18 +93,20 @@ def stage_ahead(
                 if not tasks:
                     continue
                 ahead.made.extend(_directories_to_make(tasks, missing))
-                for task, outcome in zip(tasks, _stage_page(tasks, missing, settings, pool), strict=True):
+                staged = _stage_page(tasks, missing, settings, pool, pinner)
+                for task, outcome in zip(tasks, staged, strict=True):
                     if isinstance(outcome, FileLostError):
                         failed, failures = failed or outcome, failures + 1
                     else:
-                        ahead.copies.add(task.target_uri, outcome, placed=task.in_place)
+                        placed = task.in_place
+                        ahead.copies.add(task.target_uri, outcome, placed=placed, pinned=placed and pinner.on)
     except BaseException:
-        remove_staged(plan, _deepest_first(ahead.made))
+        remove_staged(plan, _deepest_first(ahead.made), pins=pins)
         raise
     ahead.made = _deepest_first(ahead.made)
     ahead.copies.made(ahead.made)
     if failed is not None and not tolerate_lost:
-        remove_staged(plan, ahead.made)
+        remove_staged(plan, ahead.made, pins=pins)
         more = f" ({failures - 1} more files like it)" if failures > 1 else ""
         raise DumpContentMismatchError(
             f"dump '{dump_uri}' refused, nothing was applied: {failed}{more}; if the source did not change "
@@ -96,24 +116,53 @@ def stage_ahead(
 
 
 def _stage_page(
-    tasks: Sequence[CopyTask], made: set[str], settings: CopyProcessSettings, pool: CopyPool
+    tasks: Sequence[CopyTask],
+    made: set[str],
+    settings: CopyProcessSettings,
+    pool: CopyPool,
+    pinner: PlacedPins,
 ) -> list[CopyResult | FileLostError]:
     """Staged copies of one page's tasks, in order: partitions with enough files go to the copy processes
-    (one process a partition), the rest stays in threads."""
-    if not settings.may_pool(len(tasks)):
-        return list(_in_threads(tasks, made))
-    directories = [parent_uri(task.target_uri) for task in tasks]  # one look a task, kept for the lanes
-    big = big_directories(target_files(tasks), directories, settings)
-    if not big:
-        return list(_in_threads(tasks, made))
+    (one process a partition), the rest stays in threads. Each placed copy is pinned as its outcome comes in,
+    all of them before this returns."""
+    directories = [parent_uri(task.target_uri) for task in tasks] if settings.may_pool(len(tasks)) else []
+    big = big_directories(target_files(tasks), directories, settings) if directories else frozenset()
     outcomes: list[CopyResult | FileLostError | None] = [None] * len(tasks)
-    rest = [i for i, directory in enumerate(directories) if directory not in big]
-    in_big = ((i, tasks[i], directory) for i, directory in enumerate(directories) if directory in big)
-    for index, outcome in pool.stage(in_big, len(tasks) - len(rest), frozenset(made)):
-        outcomes[index] = outcome
+    rest = (
+        [i for i, directory in enumerate(directories) if directory not in big] if big else range(len(tasks))
+    )
+    if big:
+        in_big = ((i, tasks[i], directory) for i, directory in enumerate(directories) if directory in big)
+        for index, outcome in pool.stage(in_big, len(tasks) - len(rest), frozenset(made)):
+            outcomes[index] = pinner.took(tasks[index], outcome)
     for index, outcome in zip(rest, _in_threads([tasks[i] for i in rest], made), strict=True):
-        outcomes[index] = outcome
+        outcomes[index] = pinner.took(tasks[index], outcome)
+    pinner.flush()
     return cast(list[CopyResult | FileLostError], outcomes)  # every index was staged above
+
+
+class PlacedPins:
+    """Pins the copies placed in new versions (``CopyTask.in_place``) into the replica's cmroot, ``PIN_BATCH``
+    at a time as they are staged; does nothing without a change manager (``on``: whether it pins)."""
+
+    def __init__(self, cm: ChangeManager | None) -> None:
+        self.cm = cm
+        self.on = cm is not None
+        self._waiting: list[tuple[str, str]] = []
+
+    def took(self, task: CopyTask, outcome: CopyResult | FileLostError) -> CopyResult | FileLostError:
+        """Note ``task``'s outcome (given back as it is): a placed copy is pinned with the next batch."""
+        if self.on and task.in_place and not isinstance(outcome, FileLostError):
+            self._waiting.append((task.target_uri, checksum_of(task.encoded)))
+            if len(self._waiting) >= PIN_BATCH:
+                self.flush()
+        return outcome
+
+    def flush(self) -> None:
+        """Pin the copies noted and not pinned yet."""
+        if self.cm is not None and self._waiting:
+            waiting, self._waiting = self._waiting, []
+            self.cm.pin_files(waiting)
 
 
 def _deepest_first(directories: list[str]) -> list[str]:
@@ -162,9 +211,12 @@ def _directories_to_make(tasks: Sequence[CopyTask], missing: set[str]) -> list[s
     return made
 
 
-def remove_staged(pages: TaskPages | Sequence[CopyTask], made: Sequence[str] = ()) -> None:
+def remove_staged(
+    pages: TaskPages | Sequence[CopyTask], made: Sequence[str] = (), *, pins: ChangeManager | None = None
+) -> None:
     """Delete the staged copies of the tasks of ``pages`` (absent ones are no error), a page at a time, then
-    the emptied ``made`` directories (deepest first)."""
+    the emptied ``made`` directories (deepest first). ``pins``: the change manager that pinned the placed
+    ones (``PlacedPins``): their pins go first, while the copies still tell which cmroot names are theirs."""
     plan: TaskPages = (lambda: [pages]) if isinstance(pages, Sequence) else pages
     fs = None
     try:  # planned again as staged: a dump that fails to read on a page failed there when staged too
@@ -172,6 +224,8 @@ def remove_staged(pages: TaskPages | Sequence[CopyTask], made: Sequence[str] = (
             if not tasks:
                 continue
             fs = target_files(tasks)
+            if pins is not None:
+                pins.unpin_files((t.target_uri, checksum_of(t.encoded)) for t in tasks if t.in_place)
             staged = sorted({task.staged_uri for task in tasks})
             with ThreadPoolExecutor(max_workers=fs.traits(staged[0]).io_parallelism) as pool:
                 list(pool.map(fs.delete, staged))

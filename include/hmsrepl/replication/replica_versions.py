@@ -504,7 +504,9 @@ class VersionPublisher:
         """Take every copy the staging placed in the new version ``new`` (a directory it made) at once, when
         they are exactly the listing's files directly in it, counted: whether they were, and how many of the
         listing's files lie in subdirectories (staged apart, each taken by name). A partition of 1,000,000
-        files looked each one up (``StagedCopies.take``): here one walk of the listing digests its names."""
+        files looked each one up (``StagedCopies.take``): here one walk of the listing digests its names.
+        When the staging pinned them all and the listing has nothing else, ``pages`` says so: its record
+        pins nothing again."""
         files = others = 0
         digest = names_digest()
         for page in pages:
@@ -512,10 +514,12 @@ class VersionPublisher:
             files, others = files + len(names), others + len(page) - len(names)
             add_names(digest, names)
             fault_point()
-        totals = self.copied_ahead.take_placed(new, files, digest.digest())
-        if totals is None:
+        taken = self.copied_ahead.take_placed(new, files, digest.digest())
+        if taken is None:
             return False, others
+        totals, pinned = taken
         self.stats.add(totals)
+        pages.pinned = pinned and not others  # every file of the version pinned as it was staged
         return True, others
 
     def _publish_in_place(

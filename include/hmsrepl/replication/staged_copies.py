@@ -71,6 +71,7 @@ class _Directory:
     taken: bytearray | None = None  # per sorted key; None while keys are still being added
     placed: ApplyStats | None = None  # what the copies placed here add up to (``CopyTask.in_place``)
     placed_names: hashlib.blake2b | None = None  # a digest of their names in staging order (``names_digest``)
+    pinned: int = 0  # the placed copies the staging pinned into cmroot (``prestage.PlacedPins``)
 
     def add(self, key: int) -> None:
         if self.taken is not None:  # looked up already (rare): what is not taken is added to again
@@ -127,8 +128,9 @@ class StagedCopies:
         self._claimed: set[str] = set()
         self._count = 0
 
-    def add(self, target_uri: str, result: CopyResult, *, placed: bool = False) -> None:
-        """``placed``: the copy is under ``target_uri`` itself, in a new version (``CopyTask.in_place``)."""
+    def add(self, target_uri: str, result: CopyResult, *, placed: bool = False, pinned: bool = False) -> None:
+        """``placed``: the copy is under ``target_uri`` itself, in a new version (``CopyTask.in_place``);
+        ``pinned``: the staging pinned it into cmroot too."""
         parent, _, name = target_uri.rpartition("/")
         directory = self._directories.get(parent)
         if directory is None:
@@ -148,6 +150,7 @@ class StagedCopies:
             if directory.placed_names is None:
                 directory.placed_names = names_digest()
             directory.placed_names.update(_framed(name))
+            directory.pinned += int(pinned)
         self._count += 1
 
     def take(self, target_uri: str, encoded: str) -> CopyResult | None:
@@ -167,11 +170,12 @@ class StagedCopies:
             target_uri, "", size, bool(flags & FROM_CMROOT), bool(flags & PREFETCHED), bool(flags & PLACED)
         )
 
-    def take_placed(self, directory: str, files: int, names: bytes) -> ApplyStats | None:
+    def take_placed(self, directory: str, files: int, names: bytes) -> tuple[ApplyStats, bool] | None:
         """Take every copy placed in ``directory`` at once, when they are ``files`` copies whose names, in the
         order they were staged, have the digest ``names`` (of the listing the load publishes there, walked in
-        its order: ``names_digest``) and none was taken yet: what they count. None when they are not exactly
-        those names: nothing is taken then, and each is taken by name (``take``), as any copy staged ahead."""
+        its order: ``names_digest``) and none was taken yet: what they count, and whether the staging pinned
+        every one of them. None when they are not exactly those names: nothing is taken then, and each is
+        taken by name (``take``), as any copy staged ahead."""
         held = self._directories.get(directory)
         totals = held.placed if held is not None else None
         if held is None or totals is None or held.taken is not None:
@@ -185,7 +189,7 @@ class StagedCopies:
             return None
         del self._directories[directory]
         self._taken(files)
-        return totals
+        return totals, held.pinned == files
 
     def _taken(self, copies: int) -> None:
         """``copies`` more were taken: once none is left, nothing more is held."""

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
 
+from hmsrepl.metastore.change_manager import ChangeManager
 from hmsrepl.metastore.payloads import metadata_location
 from hmsrepl.replication.copy_plan import CopyPlanner, DumpedObject
 from hmsrepl.replication.filecopy import CopyTask
@@ -47,7 +48,8 @@ class StagingAlong:
 
     ``planner()``: the load's copy planner, made in the load's thread once the walk knows the source database
     (it reads the replica's catalog); ``walked()``: the own listings' pages again, in the order they are
-    handed on; ``rest()``: every other object's pages, read once the whole dump passed.
+    handed on; ``rest()``: every other object's pages, read once the whole dump passed; ``pins``: the
+    replica's change manager, pinning the copies placed in new versions (``prestage.PlacedPins``).
     """
 
     def __init__(
@@ -56,8 +58,10 @@ class StagingAlong:
         walked: Callable[[], Iterable[DumpedObject]],
         rest: Callable[[], Iterable[DumpedObject]],
         dump_uri: str,
+        pins: ChangeManager | None = None,
     ) -> None:
         self._make_planner, self._walked, self._rest, self.dump_uri = planner, walked, rest, dump_uri
+        self._pins = pins
         self._planner: CopyPlanner | None = None
         self._pages: queue.Queue[object] = queue.Queue(PAGES_AHEAD)
         self._planned = False  # whether the staging planned its pages once (again: to remove them)
@@ -85,7 +89,7 @@ class StagingAlong:
         raise what the staging failed with (having removed what it staged)."""
         if self._thread is None:
             self._planner = self._make_planner()
-            return stage_ahead(self._pages_to_stage, self.dump_uri)
+            return stage_ahead(self._pages_to_stage, self.dump_uri, pins=self._pins)
         self._put(_END)
         self._thread.join()
         if isinstance(self._outcome, BaseException):
@@ -117,7 +121,7 @@ class StagingAlong:
         """The staging thread: ``stage_ahead`` of the pages as they come (it removes what it staged when it
         fails, here or on ``_STOP``)."""
         try:
-            self._outcome = stage_ahead(self._pages_to_stage, self.dump_uri)
+            self._outcome = stage_ahead(self._pages_to_stage, self.dump_uri, pins=self._pins)
         except _Stopped:
             self._outcome = None
         except BaseException as exc:  # raised by ``finish`` in the load's thread
