@@ -15,7 +15,7 @@ PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 # and JVMs they start included: why, and what it measured, in docs/setup.md. NO_SYNC= runs them syncing.
 NO_SYNC ?= eatmydata
 
-.PHONY: help setup build-packages peers-and-servers krb5-packages driver-packages db-packages test-packages peer-jars peer-downloads check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
+.PHONY: help setup build-packages peers-and-servers krb5-packages db-packages peer-jars peer-downloads check-java demo test lint format docs bench db-up db-down clean ui-check test-airflow \
 	ui-browser ui-connection-check
 
 help:  ## list targets
@@ -75,14 +75,8 @@ endef
 build-packages:  ## what the venv's packages build with (KRB5_DEBS, DRIVER_DEBS) and eatmydata, in one apt transaction
 	$(call install-debs,$(KRB5_DEBS) $(DRIVER_DEBS) eatmydata)
 
-test-packages:  ## eatmydata, which the tests run under (NO_SYNC)
-	$(call install-debs,eatmydata)
-
 krb5-packages:  ## MIT Kerberos: the KDC the security tests run, and what the gssapi package builds with
 	$(call install-debs,$(KRB5_DEBS))
-
-driver-packages: krb5-packages  ## what the mysqlclient driver builds with (MariaDB's client headers)
-	$(call install-debs,$(DRIVER_DEBS))
 
 check-java:  ## Spark needs Java 17 or newer
 	@command -v java >/dev/null || { echo "Java is missing: install a JRE 17+ (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }

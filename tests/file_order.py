@@ -81,7 +81,8 @@ def hand_out_order(
         if path not in starts_jvm:
             lead.append(path)
             budget -= seconds[path]
-    return lead + [path for path in longest_first if path not in lead]
+    leading = set(lead)
+    return lead + [path for path in longest_first if path not in leading]
 
 
 @cache

@@ -246,10 +246,8 @@ class ChangeManager:
     def pin_files(self, files: Iterable[tuple[str, str]]) -> int:
         """``pin`` of files given as (URI, checksum): a load pins the copies it staged as it staged them,
         before any event names them (``replication.prestage``)."""
-        if not self.enabled:
+        if not self._pins_by_links():
             return 0
-        if not _has_links(self.cmroot):
-            return 0  # an object store's cmroot: files are pinned by their versions
         files_fs = self.files.batch()  # one call's files share a few directories: each resolved once
         with contextlib.closing(OpenDirectories()) as opened:  # and opened once, for links made in them
             return sum(self._pin_one(files_fs, opened, uri, checksum) for uri, checksum in files)
@@ -258,12 +256,12 @@ class ChangeManager:
         """Remove the pins of files (URI, checksum) that are about to be deleted unpublished (a refused
         load's staged copies): a cmroot name is removed only when it is a hard link of the file itself,
         so a pin of the same content kept for another file stays. Returns how many were removed."""
-        if not self.enabled or not _has_links(self.cmroot):
+        if not self._pins_by_links():
             return 0
         removed = 0
         files_fs = self.files.batch()
         for uri, checksum in files:
-            if not checksum or not _has_links(uri):
+            if not _linkable(uri, checksum):
                 continue
             target = self.cm_uri(uri, checksum)
             fs = files_fs.admit(uri).admit(target, content=False)
@@ -274,12 +272,17 @@ class ChangeManager:
 
     def _pin_one(self, files: RootedFileSystem, opened: OpenDirectories, uri: str, checksum: str) -> int:
         """``pin`` of one file: 1 when a pin was made."""
-        if not checksum or not _has_links(uri):
+        if not _linkable(uri, checksum):
             return 0
         target = self.cm_uri(uri, checksum)
         if link_in_directories(uri, target, fs=files, opened=opened):  # a new pin, the usual case
             return 1
         return self._pin_by_paths(files, uri, target, checksum)
+
+    def _pins_by_links(self) -> bool:
+        """Whether pins are hard links in cmroot (off, or an object store's cmroot: files are pinned by their
+        versions, or not at all)."""
+        return self.enabled and _has_links(self.cmroot)
 
     def _pin_by_paths(self, files: RootedFileSystem, source: str, target: str, checksum: str) -> int:
         """``pin`` of one file by full paths, each checked in full: 1 when a pin was made."""
@@ -394,6 +397,11 @@ class ChangeManager:
 
 def _named(entry: EncodedFileUri) -> tuple[str, str]:
     return entry.file_uri, entry.checksum
+
+
+def _linkable(uri: str, checksum: str) -> bool:
+    """Whether a file's pin is a link under its checksum's name: it has a checksum, in a store of links."""
+    return bool(checksum) and _has_links(uri)
 
 
 def _has_links(uri: str) -> bool:

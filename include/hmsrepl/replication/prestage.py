@@ -147,13 +147,16 @@ class PlacedPins:
 
     def __init__(self, cm: ChangeManager | None) -> None:
         self.cm = cm
-        self.on = cm is not None
         self._waiting: list[tuple[str, str]] = []
+
+    @property
+    def on(self) -> bool:
+        return self.cm is not None
 
     def took(self, task: CopyTask, outcome: CopyResult | FileLostError) -> CopyResult | FileLostError:
         """Note ``task``'s outcome (given back as it is): a placed copy is pinned with the next batch."""
         if self.on and task.in_place and not isinstance(outcome, FileLostError):
-            self._waiting.append((task.target_uri, checksum_of(task.encoded)))
+            self._waiting.append(pinned_file(task))
             if len(self._waiting) >= PIN_BATCH:
                 self.flush()
         return outcome
@@ -211,6 +214,11 @@ def _directories_to_make(tasks: Sequence[CopyTask], missing: set[str]) -> list[s
     return made
 
 
+def pinned_file(task: CopyTask) -> tuple[str, str]:
+    """What ``PlacedPins`` pins for a placed copy, and a refusal unpins: its URI and its checksum."""
+    return task.target_uri, checksum_of(task.encoded)
+
+
 def remove_staged(
     pages: TaskPages | Sequence[CopyTask], made: Sequence[str] = (), *, pins: ChangeManager | None = None
 ) -> None:
@@ -225,7 +233,7 @@ def remove_staged(
                 continue
             fs = target_files(tasks)
             if pins is not None:
-                pins.unpin_files((t.target_uri, checksum_of(t.encoded)) for t in tasks if t.in_place)
+                pins.unpin_files(pinned_file(task) for task in tasks if task.in_place)
             staged = sorted({task.staged_uri for task in tasks})
             with ThreadPoolExecutor(max_workers=fs.traits(staged[0]).io_parallelism) as pool:
                 list(pool.map(fs.delete, staged))
