@@ -327,10 +327,10 @@ def run(session: Path, sizes: list[tuple[int, int]], backends: list[str], args: 
     rows = []
     loads: dict[tuple[int, int], list[tuple[str, float]]] = {}
     for tables, partitions in sizes:
-        for backend in backends:
+        for turn, backend in enumerate(backends):  # a backend may be named twice: runs alternate
             make_room(session, tables * partitions)
             result = bench_size(
-                session / f"{backend}-{tables}x{partitions}", backend, tables, partitions, args
+                session / f"{backend}-{tables}x{partitions}-{turn}", backend, tables, partitions, args
             )
             (dump_s, dump_mb, dump_cpu), (load_s, load_mb, load_cpu) = result["dump"], result["load"]
             total = dump_s + load_s

@@ -9,6 +9,7 @@ bootstrap is not done; run again, it finishes and the replica equals the source.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from hmsrepl.metastore import Metastore
 from hmsrepl.replication.engine import ReplicationEngine
 from hmsrepl.replication.load import LoadEngine, repl_status
+from hmsrepl.replication.metrics import MetricsLog
 from hmsrepl.replication.replications import ReplicationConfigError
 from hmsrepl.replication.table_pool import PARALLELISM_ENV, load_parallelism
 from hmsrepl.replication.verify import verify
@@ -68,6 +70,7 @@ def test_tables_loaded_in_parallel_equal_the_source_and_a_failed_load_finishes_w
                 dump_dir: Any, writer: Any, meta: Any, table: dict[str, Any], *rest: Any, **kw: Any
             ) -> int:
                 threads.add(threading.get_ident())
+                time.sleep(0.2)  # each table's apply long enough for the threads' to overlap
                 return real(dump_dir, writer, meta, table, *rest, **kw)
 
             monkeypatch.setattr(LoadEngine, "_load_table", staticmethod(watched))
@@ -76,6 +79,10 @@ def test_tables_loaded_in_parallel_equal_the_source_and_a_failed_load_finishes_w
             assert sorted(target.catalog.get_tables("shop_dr")) == [f"t{n}" for n in range(TABLES)]
             assert verify(source, "shop", target, "shop_dr") == []
             assert len(threads) > 1, threads  # the rest of the tables really were written side by side
+            # The run's stages are wall time: the tables applied side by side count once, not once a thread.
+            row = MetricsLog(target.engine).list(limit=1)[0]
+            assert row.status == "succeeded" and row.seconds is not None
+            assert row.stages["apply"] <= row.seconds + 0.01, (row.stages, row.seconds)
         finally:
             target.close()
             source.close()

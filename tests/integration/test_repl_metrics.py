@@ -310,6 +310,24 @@ def test_stage_clock_sums_each_stage_and_times_failed_ones(monkeypatch) -> None:
     assert clock.seconds == {"apply": 3.0, "preflight": 1.0}
 
 
+def test_stage_clock_counts_a_stage_threads_are_in_at_once_as_its_wall_time(monkeypatch) -> None:
+    now = [0.0]
+    monkeypatch.setattr("hmsrepl.replication.metrics.time.perf_counter", lambda: now[0])
+    clock = StageClock()
+    first, second = clock.stage("apply"), clock.stage("apply")  # two tables applied side by side
+    first.__enter__()
+    now[0] = 1.0
+    second.__enter__()
+    now[0] = 2.0
+    first.__exit__(None, None, None)
+    now[0] = 3.0
+    second.__exit__(None, None, None)  # apply ran from 0 to 3: 3 s of the run's wall, not 2 + 2
+    now[0] = 5.0
+    with clock.stage("apply"):  # a later batch, alone
+        now[0] = 6.0
+    assert clock.seconds == {"apply": 4.0}
+
+
 class WatchingProgress:
     """Reads the newest metrics row while the engine works; can interrupt the run like Ctrl-C."""
 

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,26 +57,45 @@ class Progress(Protocol):
 
 
 class StageClock:
-    """Wall-clock seconds per named stage, summed over every time a stage is entered.
+    """Wall-clock seconds per named stage: the time at least one thread was in it, over every time it was entered.
 
     Engines wrap their main stages in ``with clock.stage("name"):`` so a slow run shows where its time went
-    (listing, consolidation, pre-flight checks, applying) without a profiler.
+    (listing, consolidation, pre-flight checks, applying) without a profiler. A bootstrap load on a database
+    server applies several tables at once, each thread inside its own ``apply``: a stage is timed while any
+    thread is in it, not once per thread, so no stage reads longer than the run (four threads summed to 120 s
+    of ``apply`` in a load of 34 s).
     """
 
     def __init__(self) -> None:
         self._seconds: dict[str, float] = {}
+        self._open: dict[str, tuple[int, float]] = {}  # a stage in progress: how many are in it, since when
+        self._lock = threading.Lock()
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
+        self._enter(name)
         try:
             yield
         finally:
-            self._seconds[name] = self._seconds.get(name, 0.0) + time.perf_counter() - start
+            self._leave(name)
+
+    def _enter(self, name: str) -> None:
+        with self._lock:
+            inside, since = self._open.get(name, (0, 0.0))
+            self._open[name] = (inside + 1, since if inside else time.perf_counter())
+
+    def _leave(self, name: str) -> None:
+        with self._lock:
+            inside, since = self._open.pop(name)
+            if inside > 1:
+                self._open[name] = (inside - 1, since)
+            else:
+                self._seconds[name] = self._seconds.get(name, 0.0) + time.perf_counter() - since
 
     @property
     def seconds(self) -> dict[str, float]:
-        return dict(self._seconds)
+        with self._lock:
+            return dict(self._seconds)
 
 
 @dataclass
