@@ -57,7 +57,7 @@ class Progress(Protocol):
 
 
 class StageClock:
-    """Wall-clock seconds per named stage: the time at least one thread was in it, over every time it was entered.
+    """Wall-clock seconds per named stage: the time at least one thread was in it, each time it was entered.
 
     Engines wrap their main stages in ``with clock.stage("name"):`` so a slow run shows where its time went
     (listing, consolidation, pre-flight checks, applying) without a profiler. A bootstrap load on a database
