@@ -264,7 +264,7 @@ class ChangeManager:
             if not _linkable(uri, checksum):
                 continue
             target = self.cm_uri(uri, checksum)
-            fs = files_fs.admit(uri).admit(target, content=False)
+            fs = _with_pin(files_fs, uri, target)
             if fs.same_file(uri, target):
                 fs.delete(target)
                 removed += 1
@@ -286,9 +286,7 @@ class ChangeManager:
 
     def _pin_by_paths(self, files: RootedFileSystem, source: str, target: str, checksum: str) -> int:
         """``pin`` of one file by full paths, each checked in full: 1 when a pin was made."""
-        # The cmroot name is admitted as a name (``link`` and ``delete`` act on names): a name already there
-        # is looked at through ``same_file`` and ``verified_copy``, which check it in full first.
-        fs = files.admit(source).admit(target, content=False)
+        fs = _with_pin(files, source, target)
         try:
             linked = fs.link(source, target)
         except FileExistsError:  # already pinned, or another file under the name
@@ -393,6 +391,13 @@ class ChangeManager:
             except StorageError as exc:  # keep going: one root must not stop retention
                 log.warning("could not expire the pins below %s: %s", root, exc)
         return expired
+
+
+def _with_pin(files: RootedFileSystem, source: str, target: str) -> RootedFileSystem:
+    """The storage admitting a file and its cmroot name ``target``, for pinning and unpinning alike. The cmroot
+    name is admitted as a name (``link`` and ``delete`` act on names): a name already there is looked at
+    through ``same_file`` and ``verified_copy``, which check it in full first."""
+    return files.admit(source).admit(target, content=False)
 
 
 def _named(entry: EncodedFileUri) -> tuple[str, str]:
