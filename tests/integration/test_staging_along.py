@@ -270,6 +270,30 @@ def test_a_checksum_edited_in_a_big_partitions_listing_refuses_the_dump_and_leav
     """The dump's word for one file of the first big listing is changed to another checksum of the same size:
     the entry passes every check of the walk, and only its copy, staged while the walk goes on, finds the
     file's content is not the one named. The refusal comes once the staging ends, with every copy removed."""
+    assert_an_edited_checksum_is_refused_and_changes_nothing(scene)
+
+
+def test_a_refusal_keeps_the_replica_s_cmroot_files_that_bear_the_names_its_pins_would_have(
+    scene: Scene,
+) -> None:
+    """The replica's cmroot already holds, under the very names the staging's pins take (file name and
+    checksum), files of the same content that are not links of the new copies: pins kept for other files, or
+    names planted there. The staging keeps them rather than link over them, and the refusal, which removes
+    only a cmroot name that is a link of a copy it staged, leaves every one of them as it was."""
+    target_cm = scene.root / "target_cm"
+    target_cm.mkdir(exist_ok=True)
+    planted = 0
+    for pin in (scene.root / "source_cm").rglob("part-*.parquet_*"):
+        (target_cm / pin.name).write_bytes(pin.read_bytes())  # a file of its own, not a link of the source's
+        planted += 1
+    assert planted >= 70, planted  # both big partitions' files
+    assert_an_edited_checksum_is_refused_and_changes_nothing(scene)
+
+
+def assert_an_edited_checksum_is_refused_and_changes_nothing(scene: Scene) -> None:
+    """Give one file of the first big listing another checksum of the same size in the dump's ``_files``,
+    load: the dump is refused after copies were staged, and the replica (its files, cmroot and catalog) is
+    as it was."""
     path = scene.listing("t/p=a")
     lines = path.read_text().splitlines(keepends=True)
     entry = lines[3].split("#")
